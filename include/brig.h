@@ -1,0 +1,134 @@
+/* brig.h — public API of libbrig, a Linux sandbox for AI agents.
+ *
+ * Conventions:
+ *   - Functions return 0 (or a non-negative value) on success and a negative
+ *     errno on failure; on failure they fill *err when err is not NULL.
+ *     A caller owns the error and frees it with brig_error_free().
+ *   - Handles are opaque; strings passed in are copied.
+ *   - The library never prints and never exits the calling process.
+ */
+#ifndef BRIG_H
+#define BRIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BRIG_PUBLIC __attribute__((visibility("default")))
+
+/* Exit statuses shared by the library and the CLI (DESIGN.md §4). */
+enum {
+        BRIG_EXIT_TIMEOUT = 124,
+        BRIG_EXIT_SETUP = 125,        /* brig's own failure: bad policy, setup error */
+        BRIG_EXIT_NOT_EXECUTABLE = 126,
+        BRIG_EXIT_NOT_FOUND = 127,
+};
+
+/* An error with context. `exit_code` is the status a CLI should exit with
+ * (125 for brig's own failures, 126/127 when the command could not be
+ * executed); `errnum` is the errno of the failing step (0 if none). */
+typedef struct brig_error {
+        int exit_code;
+        int errnum;
+        char *msg;
+} brig_error;
+
+BRIG_PUBLIC void brig_error_free(brig_error **err);
+
+/* ---- Policy ------------------------------------------------------------ */
+
+typedef struct brig_policy brig_policy;
+
+/* A new policy holding brig's defaults: workspace = current directory,
+ * read-write; system directories read-only; /tmp and $HOME empty tmpfs;
+ * no network; the built-in secret deny list. */
+BRIG_PUBLIC brig_policy *brig_policy_new(void);
+BRIG_PUBLIC void brig_policy_free(brig_policy *p);
+
+BRIG_PUBLIC int brig_policy_set_workspace(brig_policy *p, const char *dir, brig_error **err);
+
+enum brig_bind_flags {
+        BRIG_BIND_READONLY = 1 << 0,
+};
+/* Bind host path `src` at `dst` inside (dst NULL: same path). */
+BRIG_PUBLIC int brig_policy_add_bind(brig_policy *p, const char *src, const char *dst, unsigned flags,
+                                     brig_error **err);
+/* A tmpfs at `dst`; size_bytes 0 means brig's default tmpfs size. */
+BRIG_PUBLIC int brig_policy_add_tmpfs(brig_policy *p, const char *dst, uint64_t size_bytes, brig_error **err);
+BRIG_PUBLIC int brig_policy_set_tmp_size(brig_policy *p, uint64_t size_bytes, brig_error **err);
+BRIG_PUBLIC int brig_policy_set_home_size(brig_policy *p, uint64_t size_bytes, brig_error **err);
+/* Expose /sys (read-only, a fresh sysfs for the sandbox's network namespace). */
+BRIG_PUBLIC void brig_policy_set_mount_sys(brig_policy *p, bool on);
+
+/* Secret deny list. Entries are absolute paths, or "~/..." meaning that path
+ * in every home directory; shell globs are allowed in the last component. */
+BRIG_PUBLIC int brig_policy_add_deny(brig_policy *p, const char *pattern, brig_error **err);
+/* Remove a built-in entry on purpose. Returns -ENOENT if no such entry. */
+BRIG_PUBLIC int brig_policy_unsafe_allow_secret(brig_policy *p, const char *pattern, brig_error **err);
+/* The built-in deny list, NULL-terminated (static storage). */
+BRIG_PUBLIC const char *const *brig_default_deny_list(void);
+
+/* Environment: cleared, then a minimal safe set, then these. */
+BRIG_PUBLIC int brig_policy_set_env(brig_policy *p, const char *name, const char *value, brig_error **err);
+BRIG_PUBLIC int brig_policy_keep_env(brig_policy *p, const char *name, brig_error **err);
+/* Keep an inherited fd open inside the sandbox on purpose. */
+BRIG_PUBLIC int brig_policy_pass_fd(brig_policy *p, int fd, brig_error **err);
+BRIG_PUBLIC int brig_policy_set_hostname(brig_policy *p, const char *name, brig_error **err);
+
+enum brig_tty_mode {
+        BRIG_TTY_AUTO = 0,  /* a pseudo-terminal when stdin and stdout are terminals */
+        BRIG_TTY_ALWAYS,
+        BRIG_TTY_NEVER,
+};
+BRIG_PUBLIC void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode);
+
+/* Write a JSON run report to this file when the run ends. */
+BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err);
+
+/* ---- Running ----------------------------------------------------------- */
+
+enum brig_reason {
+        BRIG_REASON_EXITED = 0,
+        BRIG_REASON_SIGNALED,
+        BRIG_REASON_TIMEOUT,
+        BRIG_REASON_OOM,
+        BRIG_REASON_PIDS,
+        BRIG_REASON_SECCOMP,
+};
+BRIG_PUBLIC const char *brig_reason_name(enum brig_reason r);
+
+typedef struct brig_result {
+        int exit_code;          /* what a CLI should exit with (DESIGN.md §4) */
+        int signal;             /* the signal that killed the command, or 0 */
+        enum brig_reason reason;
+        uint64_t duration_ms;
+} brig_result;
+
+/* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built
+ * from the policy, wait for it, and fill *result. Returns 0 when the
+ * command ran (whatever its status), a negative errno when brig could not
+ * set the sandbox up or the command could not be executed; then *err says
+ * which step failed and err->exit_code is 125, 126 or 127. */
+BRIG_PUBLIC int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err);
+
+/* ---- Host probe -------------------------------------------------------- */
+
+/* Probe the host and return a JSON document (caller frees with free()).
+ * *ok is set to false when brig run's defaults cannot be honoured. */
+BRIG_PUBLIC char *brig_doctor_json(bool *ok, brig_error **err);
+/* The same as human-readable text. */
+BRIG_PUBLIC char *brig_doctor_text(bool *ok, brig_error **err);
+
+/* Parse "512M", "2G", "1.5G" (binary units, bytes when bare). */
+BRIG_PUBLIC int brig_parse_size(const char *text, uint64_t *bytes, brig_error **err);
+
+BRIG_PUBLIC const char *brig_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,13 @@
+/* cli.h — the brig command line: a thin layer over libbrig. */
+#ifndef BRIG_CLI_H
+#define BRIG_CLI_H
+
+#include "brig.h"
+
+int cmd_run(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+/* Print "brig: MESSAGE" and return the exit code the error carries. */
+int cli_fail(brig_error *err);
+
+#endif

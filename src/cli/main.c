@@ -1,0 +1,44 @@
+/* main.c — brig's entry point: dispatch to a subcommand. */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+        "usage: brig COMMAND [OPTIONS]\n"
+        "\n"
+        "  run [options] -- CMD [ARG...]   run CMD in a new sandbox (brig run --help)\n"
+        "  doctor [--json]                 which controls this host supports\n"
+        "  version                         print the version\n";
+
+int cli_fail(brig_error *err)
+{
+        int code = err ? err->exit_code : BRIG_EXIT_SETUP;
+        fprintf(stderr, "brig: %s\n", err && err->msg ? err->msg : "unknown error");
+        brig_error_free(&err);
+        return code ? code : BRIG_EXIT_SETUP;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                fputs(usage, stderr);
+                return BRIG_EXIT_SETUP;
+        }
+        const char *cmd = argv[1];
+        if (strcmp(cmd, "run") == 0)
+                return cmd_run(argc - 1, argv + 1);
+        if (strcmp(cmd, "doctor") == 0)
+                return cmd_doctor(argc - 1, argv + 1);
+        if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+                printf("brig %s\n", brig_version());
+                return 0;
+        }
+        if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+                fputs(usage, stdout);
+                return 0;
+        }
+        fprintf(stderr, "brig: unknown command '%s'\n%s", cmd, usage);
+        return BRIG_EXIT_SETUP;
+}

@@ -1,0 +1,229 @@
+/* run.c — `brig run [options] -- CMD [ARG...]`: flags become policy
+ * calls; the library does the rest. */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <unistd.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char run_usage[] =
+        "usage: brig run [OPTIONS] -- COMMAND [ARG...]\n"
+        "\n"
+        "Filesystem:\n"
+        "  --workspace DIR          read-write workspace (default: current directory)\n"
+        "  --ro-bind SRC[:DST]      bind a host path read-only\n"
+        "  --bind SRC[:DST]         bind a host path read-write\n"
+        "  --tmpfs DST[:SIZE]       an empty tmpfs (default size 64M)\n"
+        "  --tmp-size SIZE          size of /tmp (default 512M)\n"
+        "  --home-size SIZE         size of the empty $HOME (default 256M)\n"
+        "  --sys                    mount a read-only /sys\n"
+        "  --deny PATH              add a path to the secret deny list (~/ = every home)\n"
+        "  --unsafe-allow-secret PATH  remove a built-in entry from the deny list\n"
+        "Process:\n"
+        "  --env NAME=VALUE         set a variable inside\n"
+        "  --keep-env NAME          pass the caller's value of NAME\n"
+        "  --pass-fd N              keep inherited fd N open inside\n"
+        "  --hostname NAME          hostname inside (default brig)\n"
+        "  --tty / --no-tty         force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)\n"
+        "Reporting:\n"
+        "  --json-report FILE       write a JSON report of the run\n";
+
+enum {
+        OPT_WORKSPACE = 256, OPT_RO_BIND, OPT_BIND, OPT_TMPFS, OPT_TMP_SIZE, OPT_HOME_SIZE, OPT_SYS,
+        OPT_DENY, OPT_UNSAFE_ALLOW_SECRET, OPT_ENV, OPT_KEEP_ENV, OPT_PASS_FD, OPT_HOSTNAME, OPT_TTY,
+        OPT_NO_TTY, OPT_JSON_REPORT,
+};
+
+static const struct option options[] = {
+        { "workspace", required_argument, NULL, OPT_WORKSPACE },
+        { "ro-bind", required_argument, NULL, OPT_RO_BIND },
+        { "bind", required_argument, NULL, OPT_BIND },
+        { "tmpfs", required_argument, NULL, OPT_TMPFS },
+        { "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
+        { "home-size", required_argument, NULL, OPT_HOME_SIZE },
+        { "sys", no_argument, NULL, OPT_SYS },
+        { "deny", required_argument, NULL, OPT_DENY },
+        { "unsafe-allow-secret", required_argument, NULL, OPT_UNSAFE_ALLOW_SECRET },
+        { "env", required_argument, NULL, OPT_ENV },
+        { "keep-env", required_argument, NULL, OPT_KEEP_ENV },
+        { "pass-fd", required_argument, NULL, OPT_PASS_FD },
+        { "hostname", required_argument, NULL, OPT_HOSTNAME },
+        { "tty", no_argument, NULL, OPT_TTY },
+        { "no-tty", no_argument, NULL, OPT_NO_TTY },
+        { "json-report", required_argument, NULL, OPT_JSON_REPORT },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+};
+
+/* Relative paths on the command line are relative to the caller's cwd. */
+static char *absolute(const char *path)
+{
+        if (path[0] == '/')
+                return strdup(path);
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd))
+                return NULL;
+        char *out = NULL;
+        if (asprintf(&out, "%s/%s", cwd, path) < 0)
+                return NULL;
+        return out;
+}
+
+static int split_last_colon(const char *spec, char **left, char **right)
+{
+        const char *colon = strrchr(spec, ':');
+        *right = colon ? strdup(colon + 1) : NULL;
+        *left = colon ? strndup(spec, (size_t)(colon - spec)) : strdup(spec);
+        return *left && (!colon || *right) ? 0 : -1;
+}
+
+static int add_bind(brig_policy *p, const char *flag, const char *spec, unsigned flags, brig_error **err)
+{
+        char *src = NULL, *dst = NULL;
+        int r = -1;
+        if (split_last_colon(spec, &src, &dst) < 0 || !*src || (dst && !*dst)) {
+                fprintf(stderr, "brig: %s '%s': expected SRC[:DST]\n", flag, spec);
+                goto out;
+        }
+        char *abs_src = absolute(src);
+        r = abs_src ? brig_policy_add_bind(p, abs_src, dst, flags, err) : -1;
+        free(abs_src);
+        if (r < 0 && err && *err) {
+                char *m = NULL;
+                if (asprintf(&m, "%s %s: %s", flag, spec, (*err)->msg) >= 0) {
+                        free((*err)->msg);
+                        (*err)->msg = m;
+                }
+        }
+out:
+        free(src);
+        free(dst);
+        return r;
+}
+
+static int add_tmpfs(brig_policy *p, const char *spec, brig_error **err)
+{
+        char *dst = NULL, *size_s = NULL;
+        uint64_t size = 0;
+        int r = -1;
+        if (split_last_colon(spec, &dst, &size_s) < 0 || !*dst) {
+                fprintf(stderr, "brig: --tmpfs '%s': expected DST[:SIZE]\n", spec);
+                goto out;
+        }
+        if (size_s && brig_parse_size(size_s, &size, err) < 0)
+                goto out;
+        r = brig_policy_add_tmpfs(p, dst, size, err);
+out:
+        free(dst);
+        free(size_s);
+        return r;
+}
+
+static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **err)
+{
+        uint64_t size;
+        char *end;
+        switch (opt) {
+        case OPT_WORKSPACE: {
+                char *abs = absolute(arg);
+                int r = abs ? brig_policy_set_workspace(p, abs, err) : -1;
+                free(abs);
+                return r;
+        }
+        case OPT_RO_BIND: return add_bind(p, "--ro-bind", arg, BRIG_BIND_READONLY, err);
+        case OPT_BIND: return add_bind(p, "--bind", arg, 0, err);
+        case OPT_TMPFS: return add_tmpfs(p, arg, err);
+        case OPT_TMP_SIZE:
+                return brig_parse_size(arg, &size, err) < 0 ? -1 : brig_policy_set_tmp_size(p, size, err);
+        case OPT_HOME_SIZE:
+                return brig_parse_size(arg, &size, err) < 0 ? -1 : brig_policy_set_home_size(p, size, err);
+        case OPT_SYS: brig_policy_set_mount_sys(p, true); return 0;
+        case OPT_DENY: return brig_policy_add_deny(p, arg, err);
+        case OPT_UNSAFE_ALLOW_SECRET:
+                fprintf(stderr, "brig: WARNING: '%s' removed from the secret deny list on request\n", arg);
+                return brig_policy_unsafe_allow_secret(p, arg, err);
+        case OPT_ENV: {
+                const char *eq = strchr(arg, '=');
+                if (!eq) {
+                        fprintf(stderr, "brig: --env '%s': expected NAME=VALUE\n", arg);
+                        return -1;
+                }
+                char *name = strndup(arg, (size_t)(eq - arg));
+                int r = name ? brig_policy_set_env(p, name, eq + 1, err) : -1;
+                free(name);
+                return r;
+        }
+        case OPT_KEEP_ENV: return brig_policy_keep_env(p, arg, err);
+        case OPT_PASS_FD: {
+                errno = 0;
+                long fd = strtol(arg, &end, 10);
+                if (errno || end == arg || *end || fd < 0 || fd > INT_MAX) {
+                        fprintf(stderr, "brig: --pass-fd '%s': expected a file descriptor number\n", arg);
+                        return -1;
+                }
+                return brig_policy_pass_fd(p, (int)fd, err);
+        }
+        case OPT_HOSTNAME: return brig_policy_set_hostname(p, arg, err);
+        case OPT_TTY: brig_policy_set_tty(p, BRIG_TTY_ALWAYS); return 0;
+        case OPT_NO_TTY: brig_policy_set_tty(p, BRIG_TTY_NEVER); return 0;
+        case OPT_JSON_REPORT: {
+                char *abs = absolute(arg);
+                int r = abs ? brig_policy_set_report_path(p, abs, err) : -1;
+                free(abs);
+                return r;
+        }
+        default: return -1;
+        }
+}
+
+int cmd_run(int argc, char **argv)
+{
+        brig_policy *p = brig_policy_new();
+        brig_error *err = NULL;
+        if (!p) {
+                fprintf(stderr, "brig: out of memory\n");
+                return BRIG_EXIT_SETUP;
+        }
+        int opt, code;
+        opterr = 0;
+        optind = 1;
+        /* "+": stop at the first non-option so the command's own flags stay its own */
+        while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+                if (opt == 'h') {
+                        fputs(run_usage, stdout);
+                        brig_policy_free(p);
+                        return 0;
+                }
+                if (opt == '?') {
+                        const char *bad = argv[optind - 1];
+                        if (optopt)
+                                fprintf(stderr, "brig run: option '%s' needs a value\n", bad);
+                        else
+                                fprintf(stderr, "brig run: unknown option '%s' (see brig run --help)\n", bad);
+                        brig_policy_free(p);
+                        return BRIG_EXIT_SETUP;
+                }
+                if (parse_option(p, opt, optarg, &err) < 0) {
+                        brig_policy_free(p);
+                        return err ? cli_fail(err) : BRIG_EXIT_SETUP;
+                }
+        }
+        if (optind >= argc) {
+                fprintf(stderr, "brig run: no command given\n%s", run_usage);
+                brig_policy_free(p);
+                return BRIG_EXIT_SETUP;
+        }
+        brig_result res;
+        if (brig_run(p, argv + optind, &res, &err) < 0) {
+                code = cli_fail(err);
+        } else {
+                code = res.exit_code;
+        }
+        brig_policy_free(p);
+        return code;
+}

@@ -1,0 +1,163 @@
+/* child.c — the run sequence inside the new namespaces, top to bottom.
+ *
+ * This process is pid 1 of the sandbox. It builds the sandbox while it
+ * still holds capabilities in its user namespace, gives them all up, then
+ * forks the command and stays behind as its init (init.c). Any failure is
+ * sent to the supervisor as one message and the process exits 125. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/close_range.h>
+
+extern char **environ;
+
+static int wait_for_maps(int sync_fd, brig_error **err)
+{
+        struct sync_msg m;
+        int r = sync_recv(sync_fd, &m);
+        if (r == 0)
+                _exit(BRIG_EXIT_SETUP);  /* the supervisor is gone: nobody to serve */
+        if (r < 0 || m.type != SYNC_GO)
+                return brig_err(err, r < 0 ? -r : EPROTO, "waiting for the uid map");
+        return 0;
+}
+
+static int still_supervised(int sync_fd)
+{
+        struct pollfd p = { .fd = sync_fd, .events = POLLIN };
+        return !(poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)));
+}
+
+#define STEP(call, name)                                          \
+        do {                                                      \
+                int _r = (call);                                  \
+                if (_r < 0)                                       \
+                        return brig_err_prefix(err, "%s", name);  \
+        } while (0)
+
+static int child_setup(const struct run_plan *plan, brig_error **err)
+{
+        /* Die with the supervisor, even when it is SIGKILLed; as pid 1 our
+         * death takes every process of the sandbox with it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return brig_err(err, errno, "PR_SET_PDEATHSIG");
+        /* No process of the caller's may ptrace or read our memory while we
+         * hold capabilities. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return brig_err(err, errno, "PR_SET_DUMPABLE");
+        STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
+        /* Leave the caller's session: no controlling terminal to inject into. */
+        if (setsid() < 0)
+                return brig_err(err, errno, "setsid");
+        const char *hostname = plan->policy->hostname ? plan->policy->hostname : BRIG_DEFAULT_HOSTNAME;
+        if (sethostname(hostname, strlen(hostname)) < 0)
+                return brig_err(err, errno, "sethostname");
+        STEP(netns_loopback_up(err), "network");
+        STEP(userns_forbid_nesting(err), "user namespace");
+        STEP(mounts_build_root(plan, err), "filesystem");
+        if (chdir(plan->workspace) < 0)
+                return brig_err(err, errno, "enter workspace '%s'", plan->workspace);
+        /* Privileges, in the only order that works: the bounding set needs
+         * CAP_SETPCAP, the uid change needs CAP_SETUID, and the last capset
+         * clears what a same-uid change (rootless) leaves. */
+        STEP(caps_drop_bounding(err), "capabilities");
+        STEP(userns_become_sandbox_user(plan, err), "user");
+        STEP(caps_drop_all(err), "capabilities");
+        /* The uid change cleared the parent-death signal (prctl(2)). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return brig_err(err, errno, "PR_SET_PDEATHSIG");
+        if (!still_supervised(plan->sync_fd))
+                _exit(BRIG_EXIT_SETUP);
+        return 0;
+}
+
+static void reset_signals(void)
+{
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);  /* EINVAL for SIGKILL/SIGSTOP and gaps: fine */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int prepare_fds(const struct run_plan *plan, brig_error **err)
+{
+        if (plan->pty_slave_fd >= 0) {
+                if (ioctl(plan->pty_slave_fd, TIOCSCTTY, 0) < 0)
+                        return brig_err(err, errno, "make the pty the controlling terminal");
+                for (int fd = 0; fd < 3; fd++)
+                        if (dup2(plan->pty_slave_fd, fd) < 0)
+                                return brig_err(err, errno, "dup2 pty");
+        }
+        /* Every inherited descriptor but 0, 1, 2 is closed at execve (the
+         * sync socket must live until then to report an exec failure);
+         * --pass-fd keeps one on purpose. */
+        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                return brig_err(err, errno, "close_range");
+        for (size_t i = 0; i < plan->policy->n_pass_fds; i++) {
+                int fd = plan->policy->pass_fds[i];
+                int flags = fcntl(fd, F_GETFD);
+                if (flags < 0 || fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0)
+                        return brig_err(err, errno, "--pass-fd %d", fd);
+        }
+        return 0;
+}
+
+static _Noreturn void command_exec(const struct run_plan *plan)
+{
+        brig_error *err = NULL;
+        reset_signals();
+        /* A session of its own: TIOCSTI reaches only a terminal that is
+         * this session's controlling terminal — its own pty, or none. */
+        if (setsid() < 0) {
+                brig_err(&err, errno, "setsid");
+                goto fail;
+        }
+        if (prepare_fds(plan, &err) < 0)
+                goto fail;
+        /* Nested user namespaces are off (max_user_namespaces is 0 inside):
+         * check it holds, as bwrap does, before handing over. */
+        if (unshare(CLONE_NEWUSER) == 0) {
+                brig_err(&err, EPERM, "a nested user namespace could still be created");
+                goto fail;
+        }
+        environ = plan->envp;  /* execvp searches the sandbox's PATH */
+        execvp(plan->argv[0], plan->argv);
+        int e = errno;
+        bool missing = e == ENOENT || e == ENOTDIR;
+        brig_err_code(&err, missing ? BRIG_EXIT_NOT_FOUND : BRIG_EXIT_NOT_EXECUTABLE, e, "%s '%s'",
+                      missing ? "command not found" : "cannot execute", plan->argv[0]);
+        sync_send_error(plan->sync_fd, SYNC_EXEC_FAILED, err);
+        _exit(err->exit_code);
+fail:
+        brig_err_prefix(&err, "command");
+        sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+        _exit(BRIG_EXIT_SETUP);
+}
+
+_Noreturn void child_main(struct run_plan *plan)
+{
+        brig_error *err = NULL;
+        if (child_setup(plan, &err) < 0) {
+                sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                brig_err(&err, errno, "fork the command");
+                sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        if (pid == 0)
+                command_exec(plan);
+        init_main(plan, pid);
+}

@@ -1,0 +1,63 @@
+/* init.c — pid 1 inside the sandbox: reaps every zombie, forwards the
+ * signals a terminal or a supervisor sends, and exits with the command.
+ * When it exits the kernel kills everything left in the pid namespace, so
+ * nothing the command started can outlive it. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
+
+static void detach_stdio(void)
+{
+        /* Our copies of the caller's stdio would keep pipes open. */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0)
+                return;
+        for (int fd = 0; fd < 3; fd++)
+                dup2(null, fd);
+        close(null);
+}
+
+_Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
+{
+        closep(&plan->pty_slave_fd);
+        detach_stdio();
+        /* The supervisor blocked these before clone, so none was lost; we
+         * read them here instead of running handlers. */
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGCHLD);
+        for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+                sigaddset(&set, forwarded[i]);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+        if (sfd < 0) {
+                /* Cannot supervise: take the command down with us. */
+                kill(command_pid, SIGKILL);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        for (;;) {
+                struct signalfd_siginfo si;
+                ssize_t n = read(sfd, &si, sizeof si);
+                if (n != (ssize_t)sizeof si)
+                        continue;
+                if ((int)si.ssi_signo != SIGCHLD) {
+                        kill(command_pid, (int)si.ssi_signo);
+                        continue;
+                }
+                int status;
+                pid_t pid;
+                while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                        if (pid != command_pid)
+                                continue;  /* an orphan: reaped, nothing more */
+                        struct sync_msg m = { .type = SYNC_STATUS, .status = status };
+                        sync_send(plan->sync_fd, &m);
+                        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                }
+        }
+}

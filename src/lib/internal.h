@@ -1,0 +1,253 @@
+/* internal.h — shared declarations inside libbrig. Not installed. */
+#ifndef BRIG_INTERNAL_H
+#define BRIG_INTERNAL_H
+
+#include "brig.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define BRIG_INTERNAL __attribute__((visibility("hidden")))
+#define BRIG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- cleanup helpers (systemd/crun style) ------------------------------ */
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+/* Moves ownership of an fd out of a _cleanup_close_ variable. */
+#define TAKE_FD(fd) ({ int _t = (fd); (fd) = -EBADF; _t; })
+#define TAKE_PTR(p) ({ __typeof__(p) _t = (p); (p) = NULL; _t; })
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Fill *err (if err and *err is empty) and return -errnum, or -EIO when
+ * errnum is 0, so the result is always negative. The message gets
+ * ": strerror" appended when errnum is non-zero. */
+BRIG_INTERNAL int brig_err(brig_error **err, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
+/* Same, with an explicit exit code (126/127 for exec failures). */
+BRIG_INTERNAL int brig_err_code(brig_error **err, int exit_code, int errnum, const char *fmt, ...)
+        BRIG_PRINTF(4, 5);
+/* Put "context: " in front of an existing message; returns -errnum. */
+BRIG_INTERNAL int brig_err_prefix(brig_error **err, const char *fmt, ...) BRIG_PRINTF(2, 3);
+BRIG_INTERNAL char *brig_strdup_printf(const char *fmt, ...) BRIG_PRINTF(1, 2);
+
+/* ---- string lists ------------------------------------------------------ */
+
+struct strv {
+        char **items;
+        size_t n;
+};
+BRIG_INTERNAL int strv_push(struct strv *v, const char *s);
+BRIG_INTERNAL int strv_push_take(struct strv *v, char *s);
+BRIG_INTERNAL void strv_free(struct strv *v);
+BRIG_INTERNAL bool strv_contains(const struct strv *v, const char *s);
+BRIG_INTERNAL int strv_remove(struct strv *v, const char *s);
+
+/* ---- paths (pure functions, unit-tested) ------------------------------- */
+
+/* Collapse "//", "/./", trailing "/" of an absolute path; refuse "..".
+ * Returns a new string or NULL (errno EINVAL for relative or "..", ENOMEM). */
+BRIG_INTERNAL char *path_normalize(const char *path);
+/* True when `path` is `dir` or lies below it (both normalized). */
+BRIG_INTERNAL bool path_is_under(const char *path, const char *dir);
+/* The part of `path` below `dir` ("" when equal); NULL when not under. */
+BRIG_INTERNAL const char *path_below(const char *path, const char *dir);
+/* Number of components: "/" is 0, "/a/b" is 2. */
+BRIG_INTERNAL int path_depth(const char *path);
+
+/* ---- the policy model -------------------------------------------------- */
+
+enum mount_kind {
+        MOUNT_BIND,      /* bind of a host path */
+        MOUNT_TMPFS,     /* fresh tmpfs */
+};
+
+struct mount_entry {
+        enum mount_kind kind;
+        char *src;       /* host path (binds) */
+        char *dst;       /* path inside */
+        bool readonly;
+        uint64_t size;   /* tmpfs */
+        unsigned mode;   /* tmpfs root mode */
+        bool user_owned; /* tmpfs root owned by the sandbox user ($HOME) */
+        bool from_user;  /* asked for by the user (vs. the built-in layout) */
+};
+
+struct env_setting {
+        char *name;
+        char *value;
+};
+
+struct brig_policy {
+        char *workspace;             /* NULL: current directory at run time */
+        struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
+        size_t n_mounts;
+        uint64_t tmp_size;
+        uint64_t home_size;
+        bool mount_sys;
+        struct strv deny;            /* secret deny patterns */
+        struct strv unsafe_allowed;  /* built-in entries removed on purpose */
+        struct env_setting *env;
+        size_t n_env;
+        struct strv keep_env;
+        int *pass_fds;
+        size_t n_pass_fds;
+        char *hostname;
+        enum brig_tty_mode tty;
+        char *report_path;
+};
+
+#define BRIG_DEFAULT_TMP_SIZE (512ULL << 20)
+#define BRIG_DEFAULT_HOME_SIZE (256ULL << 20)
+#define BRIG_DEFAULT_TMPFS_SIZE (64ULL << 20)
+#define BRIG_DEV_SHM_SIZE (64ULL << 20)
+#define BRIG_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define BRIG_DEFAULT_HOSTNAME "brig"
+#define BRIG_NOBODY_UID 65534
+
+/* ---- the resolved plan of one run --------------------------------------- */
+
+/* Everything the child needs, computed by the parent before clone so the
+ * child only executes decisions. */
+struct run_plan {
+        const brig_policy *policy;
+        char *const *argv;
+        char *workspace;         /* absolute, normalized */
+        char *home;              /* the caller's $HOME path (an empty tmpfs inside) */
+        struct mount_entry *mounts;  /* full layout, sorted parents first */
+        size_t n_mounts;
+        struct strv masks;       /* paths inside to hide (deny list hits) */
+        struct strv symlinks;    /* "path\0target" pairs for merged-/usr links */
+        char **envp;             /* the command's environment */
+        uid_t host_uid, sandbox_uid;   /* the sandbox user, outside and inside */
+        gid_t host_gid, sandbox_gid;
+        bool rootful;            /* brig runs as host root */
+        bool map_root_for_setup; /* root: inside 0 = host 0 until the drop */
+        bool idmap_workspace;    /* root-owned workspace seen through an idmap */
+        int idmapped_workspace_fd;   /* detached idmapped mount, or -1 */
+        int pty_slave_fd;        /* -1 without a pty */
+        bool tty;                /* the command runs on a pty of its own */
+        bool new_time_ns;
+        int sync_fd;             /* child end of the sync socket */
+};
+
+BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
+BRIG_INTERNAL void plan_free(struct run_plan *plan);
+
+/* ---- host probe --------------------------------------------------------- */
+
+struct host_features {
+        bool userns;
+        bool ns_time;
+        bool ns_cgroup;
+        bool mount_api;        /* open_tree/move_mount/mount_setattr/fsopen */
+        bool openat2;
+        bool clone3;
+        bool idmapped_mounts;  /* filled lazily (needs root) */
+};
+BRIG_INTERNAL const struct host_features *host_probe(void);
+
+/* ---- syscall wrappers (glibc 2.36 lacks some) --------------------------- */
+
+struct clone_args;
+struct open_how;
+struct mount_attr;
+BRIG_INTERNAL long sys_clone3(struct clone_args *args);
+BRIG_INTERNAL int sys_openat2(int dirfd, const char *path, struct open_how *how);
+BRIG_INTERNAL int sys_open_tree(int dirfd, const char *path, unsigned flags);
+BRIG_INTERNAL int sys_move_mount(int from_dirfd, const char *from, int to_dirfd, const char *to, unsigned flags);
+BRIG_INTERNAL int sys_mount_setattr(int dirfd, const char *path, unsigned flags, struct mount_attr *attr);
+BRIG_INTERNAL int sys_fsopen(const char *fsname, unsigned flags);
+BRIG_INTERNAL int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *value, int aux);
+BRIG_INTERNAL int sys_fsmount(int fd, unsigned flags, unsigned attr_flags);
+BRIG_INTERNAL int sys_pivot_root(const char *new_root, const char *put_old);
+BRIG_INTERNAL int sys_pidfd_send_signal(int pidfd, int sig);
+
+/* ---- controls: one file each -------------------------------------------- */
+
+/* userns.c */
+BRIG_INTERNAL int userns_write_maps(pid_t pid, const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int userns_forbid_nesting(brig_error **err);
+BRIG_INTERNAL int userns_idmapped_workspace(const struct run_plan *plan, int *ret_fd, brig_error **err);
+
+/* mounts.c */
+BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
+
+/* caps.c */
+BRIG_INTERNAL int caps_drop_bounding(brig_error **err);
+BRIG_INTERNAL int caps_drop_all(brig_error **err);
+BRIG_INTERNAL int caps_verify_none(brig_error **err);
+
+/* netns.c */
+BRIG_INTERNAL int netns_loopback_up(brig_error **err);
+
+/* terminal.c */
+struct terminal;
+BRIG_INTERNAL int terminal_open(enum brig_tty_mode mode, struct terminal **ret, int *slave_fd, brig_error **err);
+BRIG_INTERNAL int terminal_master_fd(const struct terminal *t);
+BRIG_INTERNAL void terminal_on_winch(struct terminal *t);
+/* Move bytes between the caller's terminal and the master; returns false
+ * once the sandbox side has closed. */
+BRIG_INTERNAL bool terminal_relay_out(struct terminal *t);
+BRIG_INTERNAL bool terminal_relay_in(struct terminal *t);
+BRIG_INTERNAL void terminal_close(struct terminal *t);
+
+/* sync.c: messages from the child side to the supervisor */
+enum sync_type {
+        SYNC_GO = 1,       /* parent → child: uid maps are written */
+        SYNC_ERROR,        /* setup failed: step, errno, message */
+        SYNC_EXEC_FAILED,  /* execve failed: errno, message, exit code */
+        SYNC_STATUS,       /* the command's wait status, from pid 1 */
+};
+struct sync_msg {
+        int type;
+        int errnum;
+        int exit_code;
+        int status;
+        char text[1024];
+};
+BRIG_INTERNAL int sync_send(int fd, const struct sync_msg *m);
+BRIG_INTERNAL int sync_send_error(int fd, int type, const brig_error *err);
+BRIG_INTERNAL int sync_recv(int fd, struct sync_msg *m);
+
+/* child.c, init.c */
+BRIG_INTERNAL _Noreturn void child_main(struct run_plan *plan);
+BRIG_INTERNAL _Noreturn void init_main(struct run_plan *plan, pid_t command_pid);
+
+/* supervisor.c */
+struct supervision {
+        int pidfd;
+        int sync_fd;
+        struct terminal *term;
+        /* out */
+        int wait_status;         /* of the command, as pid 1 reported it */
+        bool have_status;
+        struct sync_msg failure; /* SYNC_ERROR / SYNC_EXEC_FAILED, type 0 if none */
+        int init_status;
+};
+BRIG_INTERNAL int supervise(struct supervision *s, brig_error **err);
+
+/* report.c */
+struct run_report {
+        const struct run_plan *plan;
+        const brig_result *result;
+        const brig_error *error;
+};
+BRIG_INTERNAL int report_write(const char *path, const struct run_report *r, brig_error **err);
+
+#endif

@@ -1,0 +1,492 @@
+/* mounts.c — the sandbox's filesystem, built in the child's own mount
+ * namespace on a fresh tmpfs and then made its root with pivot_root.
+ *
+ * Every path is resolved with openat2(RESOLVE_NO_SYMLINKS), and every mount
+ * is made through file descriptors (open_tree, fsmount, move_mount,
+ * mount_setattr), so a symlink planted in the workspace — or swapped in
+ * while we work — can neither redirect a source nor make us mount over
+ * anything outside the new root. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+/* Docker's masked and read-only /proc paths: they reveal host details or
+ * reach the host kernel (sysrq-trigger, /proc/sys knobs). */
+static const char *const proc_masked[] = {
+        "asound", "acpi", "kcore", "keys", "latency_stats", "timer_list", "timer_stats",
+        "sched_debug", "scsi", "interrupts", NULL,
+};
+static const char *const proc_readonly[] = { "bus", "fs", "irq", "sys", "sysrq-trigger", NULL };
+static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty", NULL };
+
+#define MASK_FILE ".brig-mask"  /* unlinked before the command runs */
+
+/* ---- resolving ---------------------------------------------------------- */
+
+/* Open `rel` below `dirfd` as O_PATH, refusing every symlink and any
+ * escape above dirfd. */
+static int open_beneath(int dirfd, const char *rel, int extra_flags)
+{
+        struct open_how how = {
+                .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW | extra_flags,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        return sys_openat2(dirfd, *rel ? rel : ".", &how);
+}
+
+/* Open a host path for use as a bind source, without following symlinks
+ * anywhere in it. */
+static int open_host_source(const char *path, brig_error **err)
+{
+        struct open_how how = {
+                .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = sys_openat2(AT_FDCWD, path, &how);
+        if (fd < 0 && errno == ELOOP)
+                return brig_err(err, ELOOP, "bind source '%s' contains a symlink; give the resolved path", path);
+        if (fd < 0)
+                return brig_err(err, errno, "bind source '%s'", path);
+        return fd;
+}
+
+/* Walk `path` (absolute, inside the new root) component by component,
+ * creating what is missing: directories, or an empty file as the last
+ * component when want_file. Returns an O_PATH fd to the mount point. */
+static int make_mountpoint(int root_fd, const char *path, bool want_file, brig_error **err)
+{
+        _cleanup_free_ char *copy = strdup(path);
+        if (!copy)
+                return brig_err(err, ENOMEM, "mount point");
+        _cleanup_close_ int dir = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+        if (dir < 0)
+                return brig_err(err, errno, "dup");
+        char *save = NULL;
+        char *comp = strtok_r(copy, "/", &save);
+        while (comp) {
+                char *next = strtok_r(NULL, "/", &save);
+                bool last = next == NULL;
+                int fd = open_beneath(dir, comp, 0);
+                if (fd < 0 && errno == ENOENT) {
+                        int r;
+                        if (last && want_file) {
+                                r = openat(dir, comp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0444);
+                                if (r >= 0)
+                                        close(r);
+                        } else {
+                                r = mkdirat(dir, comp, 0755);
+                        }
+                        if (r < 0 && errno != EEXIST)
+                                return brig_err(err, errno, "create mount point '%s' (at '%s')", path, comp);
+                        fd = open_beneath(dir, comp, 0);
+                }
+                if (fd < 0 && errno == ELOOP)
+                        return brig_err(err, ELOOP, "mount point '%s': '%s' is a symlink", path, comp);
+                if (fd < 0)
+                        return brig_err(err, errno, "mount point '%s' (at '%s')", path, comp);
+                close(dir);
+                dir = fd;
+                comp = next;
+        }
+        return TAKE_FD(dir);
+}
+
+/* ---- mounting ------------------------------------------------------------ */
+
+static int attach(int tree_fd, int target_fd, const char *what, brig_error **err)
+{
+        if (sys_move_mount(tree_fd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return brig_err(err, errno, "move_mount %s", what);
+        return 0;
+}
+
+/* A detached copy of a host tree with the flags the sandbox needs. Flags
+ * are set recursively: a bind does not apply them to submounts by itself. */
+static int clone_tree(int src_fd, bool readonly, bool recursive, const char *what, brig_error **err)
+{
+        unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
+        _cleanup_close_ int tree = sys_open_tree(src_fd, "", flags);
+        if (tree < 0)
+                return brig_err(err, errno, "open_tree %s", what);
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0),
+                .propagation = MS_PRIVATE,
+        };
+        if (sys_mount_setattr(tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr) < 0)
+                return brig_err(err, errno, "mount_setattr %s", what);
+        return TAKE_FD(tree);
+}
+
+/* A new, detached filesystem instance (tmpfs, proc, devpts, sysfs). */
+static int new_fs(const char *type, const char *const *options, unsigned attrs, brig_error **err)
+{
+        _cleanup_close_ int fs = sys_fsopen(type, FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return brig_err(err, errno, "fsopen %s", type);
+        for (size_t i = 0; options && options[i]; i += 2) {
+                int r = options[i + 1]
+                        ? sys_fsconfig(fs, FSCONFIG_SET_STRING, options[i], options[i + 1], 0)
+                        : sys_fsconfig(fs, FSCONFIG_SET_FLAG, options[i], NULL, 0);
+                if (r < 0)
+                        return brig_err(err, errno, "%s option %s=%s", type, options[i],
+                                        options[i + 1] ? options[i + 1] : "");
+        }
+        if (sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return brig_err(err, errno, "create %s", type);
+        int mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+        if (mnt < 0)
+                return brig_err(err, errno, "fsmount %s", type);
+        return mnt;
+}
+
+static int new_tmpfs(uint64_t size, unsigned mode, uid_t uid, gid_t gid, unsigned attrs, brig_error **err)
+{
+        char size_s[32], mode_s[16], uid_s[16], gid_s[16];
+        snprintf(size_s, sizeof size_s, "%llu", (unsigned long long)size);
+        snprintf(mode_s, sizeof mode_s, "%o", mode);
+        snprintf(uid_s, sizeof uid_s, "%u", uid);
+        snprintf(gid_s, sizeof gid_s, "%u", gid);
+        const char *opts[] = { "size", size_s, "mode", mode_s, "uid", uid_s, "gid", gid_s, NULL };
+        return new_fs("tmpfs", opts, attrs, err);
+}
+
+static int mount_entry(int root_fd, const struct run_plan *plan, const struct mount_entry *m, int src,
+                       brig_error **err)
+{
+        _cleanup_close_ int tree = -EBADF;
+        bool is_dir = true;
+        if (m->kind == MOUNT_TMPFS) {
+                uid_t uid = m->user_owned ? plan->sandbox_uid : 0;
+                gid_t gid = m->user_owned ? plan->sandbox_gid : 0;
+                if (!plan->map_root_for_setup) {
+                        /* rootless, only the caller is mapped */
+                        uid = plan->sandbox_uid;
+                        gid = plan->sandbox_gid;
+                }
+                tree = new_tmpfs(m->size, m->mode, uid, gid, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+        } else if (plan->idmapped_workspace_fd >= 0 && strcmp(m->src, plan->workspace) == 0 &&
+                   strcmp(m->dst, plan->workspace) == 0 && !m->readonly) {
+                tree = fcntl(plan->idmapped_workspace_fd, F_DUPFD_CLOEXEC, 3);
+                if (tree < 0)
+                        return brig_err(err, errno, "dup");
+        } else {
+                struct stat st;
+                if (fstat(src, &st) < 0)
+                        return brig_err(err, errno, "stat '%s'", m->src);
+                is_dir = S_ISDIR(st.st_mode);
+                tree = clone_tree(src, m->readonly, true, m->src, err);
+        }
+        if (tree < 0)
+                return tree;
+        _cleanup_close_ int target = make_mountpoint(root_fd, m->dst, !is_dir, err);
+        if (target < 0)
+                return brig_err_prefix(err, "%s '%s'", m->kind == MOUNT_TMPFS ? "tmpfs" : "bind", m->dst);
+        return attach(tree, target, m->dst, err);
+}
+
+static int make_symlinks(int root_fd, const struct run_plan *plan, brig_error **err)
+{
+        for (size_t i = 0; i + 1 < plan->symlinks.n; i += 2) {
+                const char *path = plan->symlinks.items[i] + 1;  /* system dirs are top level */
+                if (symlinkat(plan->symlinks.items[i + 1], root_fd, path) < 0)
+                        return brig_err(err, errno, "symlink '%s'", plan->symlinks.items[i]);
+        }
+        return 0;
+}
+
+/* Hide one path: an empty read-only tmpfs over a directory, an empty
+ * read-only file over anything else. Absent paths need no hiding. */
+static int mask_path(int root_fd, const char *path, bool ignore_missing, brig_error **err)
+{
+        _cleanup_close_ int target = open_beneath(root_fd, path[0] == '/' ? path + 1 : path, 0);
+        if (target < 0 && errno == ENOENT && ignore_missing)
+                return 0;
+        if (target < 0)
+                return brig_err(err, errno, "hide '%s'", path);
+        struct stat st;
+        if (fstat(target, &st) < 0)
+                return brig_err(err, errno, "stat '%s'", path);
+        _cleanup_close_ int tree = -EBADF;
+        if (S_ISDIR(st.st_mode)) {
+                const char *opts[] = { "size", "4096", "nr_inodes", "1", "mode", "0555", NULL };
+                tree = new_fs("tmpfs", opts,
+                              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+        } else {
+                _cleanup_close_ int empty = open_beneath(root_fd, MASK_FILE, 0);
+                if (empty < 0)
+                        return brig_err(err, errno, "open mask file");
+                tree = clone_tree(empty, true, false, "mask file", err);
+        }
+        if (tree < 0)
+                return tree;
+        return attach(tree, target, path, err);
+}
+
+static int mount_proc(int root_fd, brig_error **err)
+{
+        /* A proc for our pid namespace: only the sandbox's processes. */
+        _cleanup_close_ int proc = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+        if (proc < 0)
+                return proc;
+        _cleanup_close_ int target = make_mountpoint(root_fd, "/proc", false, err);
+        if (target < 0)
+                return target;
+        int r = attach(proc, target, "/proc", err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; proc_readonly[i]; i++) {
+                char path[64];
+                snprintf(path, sizeof path, "proc/%s", proc_readonly[i]);
+                _cleanup_close_ int sub = open_beneath(root_fd, path, 0);
+                if (sub < 0 && errno == ENOENT)
+                        continue;
+                if (sub < 0)
+                        return brig_err(err, errno, "/%s", path);
+                _cleanup_close_ int tree = clone_tree(sub, true, true, path, err);
+                if (tree < 0)
+                        return tree;
+                r = attach(tree, sub, path, err);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; proc_masked[i]; i++) {
+                char path[64];
+                snprintf(path, sizeof path, "/proc/%s", proc_masked[i]);
+                r = mask_path(root_fd, path, true, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int mount_dev(int root_fd, const int *node_fds, brig_error **err)
+{
+        _cleanup_close_ int dev = new_tmpfs(1 << 20, 0755, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+        if (dev < 0)
+                return dev;
+        _cleanup_close_ int target = make_mountpoint(root_fd, "/dev", false, err);
+        if (target < 0)
+                return target;
+        int r = attach(dev, target, "/dev", err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int devdir = open_beneath(root_fd, "dev", O_DIRECTORY);
+        if (devdir < 0)
+                return brig_err(err, errno, "/dev");
+        for (size_t i = 0; dev_nodes[i]; i++) {
+                char host[64], inside[64];
+                snprintf(host, sizeof host, "/dev/%s", dev_nodes[i]);
+                snprintf(inside, sizeof inside, "/dev/%s", dev_nodes[i]);
+                /* not nodev: these are the device nodes the sandbox may use */
+                _cleanup_close_ int tree = sys_open_tree(node_fds[i], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+                if (tree < 0)
+                        return brig_err(err, errno, "open_tree %s", host);
+                struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+                                           .propagation = MS_PRIVATE };
+                if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &attr) < 0)
+                        return brig_err(err, errno, "mount_setattr %s", host);
+                _cleanup_close_ int node = make_mountpoint(root_fd, inside, true, err);
+                if (node < 0)
+                        return node;
+                r = attach(tree, node, inside, err);
+                if (r < 0)
+                        return r;
+        }
+        /* A private devpts: the sandbox sees only its own terminals. */
+        const char *pts_opts[] = { "newinstance", NULL, "ptmxmode", "0666", "mode", "0620", NULL };
+        _cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+        if (pts < 0)
+                return pts;
+        _cleanup_close_ int pts_target = make_mountpoint(root_fd, "/dev/pts", false, err);
+        if (pts_target < 0)
+                return pts_target;
+        r = attach(pts, pts_target, "/dev/pts", err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int shm = new_tmpfs(BRIG_DEV_SHM_SIZE, 01777, 0, 0,
+                                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+        if (shm < 0)
+                return shm;
+        _cleanup_close_ int shm_target = make_mountpoint(root_fd, "/dev/shm", false, err);
+        if (shm_target < 0)
+                return shm_target;
+        r = attach(shm, shm_target, "/dev/shm", err);
+        if (r < 0)
+                return r;
+        static const char *const links[] = {
+                "ptmx", "pts/ptmx", "fd", "/proc/self/fd", "stdin", "/proc/self/fd/0",
+                "stdout", "/proc/self/fd/1", "stderr", "/proc/self/fd/2", "core", "/proc/kcore", NULL,
+        };
+        for (size_t i = 0; links[i]; i += 2)
+                if (symlinkat(links[i + 1], devdir, links[i]) < 0)
+                        return brig_err(err, errno, "symlink /dev/%s", links[i]);
+        return 0;
+}
+
+static int mount_sys(int root_fd, brig_error **err)
+{
+        /* A fresh sysfs shows the sandbox's own network namespace, not the
+         * host's interfaces; read-only. */
+        _cleanup_close_ int sys = new_fs("sysfs", NULL,
+                                         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+        if (sys < 0)
+                return sys;
+        _cleanup_close_ int target = make_mountpoint(root_fd, "/sys", false, err);
+        if (target < 0)
+                return target;
+        return attach(sys, target, "/sys", err);
+}
+
+static int set_readonly(int fd, const char *what, brig_error **err)
+{
+        struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+        if (sys_mount_setattr(fd, "", AT_EMPTY_PATH, &attr) < 0)
+                return brig_err(err, errno, "make %s read-only", what);
+        return 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+        for (size_t i = 0; fds && i < n; i++)
+                closep(&fds[i]);
+        free(fds);
+}
+
+/* Every host path is opened before the new root is attached over "/":
+ * from then on host paths are out of reach by name. */
+static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fds, brig_error **err)
+{
+        int *fds = calloc(plan->n_mounts + 1, sizeof *fds);
+        if (!fds)
+                return brig_err(err, ENOMEM, "sources");
+        for (size_t i = 0; i < plan->n_mounts; i++)
+                fds[i] = -EBADF;
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                if (m->kind != MOUNT_BIND)
+                        continue;
+                fds[i] = open_host_source(m->src, err);
+                if (fds[i] < 0) {
+                        close_all(fds, plan->n_mounts);
+                        return fds[i];
+                }
+        }
+        for (size_t i = 0; dev_nodes[i]; i++) {
+                char host[64];
+                snprintf(host, sizeof host, "/dev/%s", dev_nodes[i]);
+                node_fds[i] = open_host_source(host, err);
+                if (node_fds[i] < 0) {
+                        close_all(fds, plan->n_mounts);
+                        return node_fds[i];
+                }
+        }
+        *ret_fds = fds;
+        return 0;
+}
+
+static int build_tree(int root, const struct run_plan *plan, const int *src_fds, const int *node_fds,
+                      brig_error **err)
+{
+        /* An empty file to bind over hidden files (/proc's and secrets). */
+        int mask_file = openat(root, MASK_FILE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+        if (mask_file < 0)
+                return brig_err(err, errno, "create mask file");
+        close(mask_file);  /* a writer left open would keep "/" from turning read-only */
+        int r = make_symlinks(root, plan, err);
+        if (r < 0)
+                return r;
+        /* Sorted parents first, so nested grants land on top of their parents. */
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                r = mount_entry(root, plan, &plan->mounts[i], src_fds[i], err);
+                if (r < 0)
+                        return r;
+        }
+        r = mount_dev(root, node_fds, err);
+        if (r < 0)
+                return r;
+        r = mount_proc(root, err);
+        if (r < 0)
+                return r;
+        if (plan->policy->mount_sys) {
+                r = mount_sys(root, err);
+                if (r < 0)
+                        return r;
+        }
+        /* Secrets last, so no later mount can uncover one again. */
+        for (size_t i = 0; i < plan->masks.n; i++) {
+                r = mask_path(root, plan->masks.items[i], true, err);
+                if (r < 0)
+                        return r;
+        }
+        /* The mounts keep the empty inode alive; the name goes. */
+        if (unlinkat(root, MASK_FILE, 0) < 0)
+                return brig_err(err, errno, "remove mask file");
+
+        /* Only the grants are writable: the root and /dev become read-only. */
+        _cleanup_close_ int devfd = open_beneath(root, "dev", O_DIRECTORY);
+        if (devfd < 0)
+                return brig_err(err, errno, "/dev");
+        r = set_readonly(devfd, "/dev", err);
+        if (r < 0)
+                return r;
+        return set_readonly(root, "/", err);
+}
+
+int mounts_build_root(const struct run_plan *plan, brig_error **err)
+{
+        /* Nothing we do may propagate back to the host's mounts. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return brig_err(err, errno, "make mounts private");
+
+        int *src_fds = NULL;
+        int node_fds[ARRAY_SIZE(dev_nodes)];
+        for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++)
+                node_fds[i] = -EBADF;
+        int r = open_sources(plan, &src_fds, node_fds, err);
+        if (r < 0)
+                return r;
+
+        /* The new root is an empty tmpfs, attached over "/" of our private
+         * namespace (some kernels refuse mounts onto a detached tree). */
+        _cleanup_close_ int root = new_tmpfs(1 << 20, 0755, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+        if (root < 0) {
+                r = brig_err_prefix(err, "new root");
+                goto out;
+        }
+        if (sys_move_mount(root, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+                r = brig_err(err, errno, "attach new root");
+                goto out;
+        }
+        r = build_tree(root, plan, src_fds, node_fds, err);
+        if (r < 0)
+                goto out;
+
+        if (fchdir(root) < 0) {
+                r = brig_err(err, errno, "enter new root");
+                goto out;
+        }
+        if (sys_pivot_root(".", ".") < 0) {
+                r = brig_err(err, errno, "pivot_root");
+                goto out;
+        }
+        /* The old root now sits under the new one; detach it so no path
+         * leads back to the host's filesystem. */
+        if (umount2(".", MNT_DETACH) < 0) {
+                r = brig_err(err, errno, "detach old root");
+                goto out;
+        }
+        if (chdir("/") < 0)
+                r = brig_err(err, errno, "chdir /");
+out:
+        close_all(src_fds, plan->n_mounts);
+        for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++)
+                closep(&node_fds[i]);
+        return r;
+}

@@ -1,0 +1,360 @@
+/* plan.c — turn a policy into the concrete plan of one run: the mount
+ * layout sorted parents first, the secrets to hide, the sandbox user and
+ * the environment. Everything here happens on the host before clone, so
+ * the child only carries out decisions already made and checked. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fnmatch.h>
+#include <glob.h>
+#include <pwd.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Read-only system directories; a symlink (merged /usr) is recreated as the
+ * same symlink inside. */
+static const char *const system_dirs[] = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", NULL,
+};
+
+/* Variables passed through from the caller when set: harmless, and what
+ * programs need to behave (terminal type, language, time zone). */
+static const char *const passthrough_env[] = { "TERM", "LANG", "LANGUAGE", "TZ", "COLORTERM", NULL };
+
+static int push_mount(struct run_plan *plan, struct mount_entry m)
+{
+        struct mount_entry *n = realloc(plan->mounts, (plan->n_mounts + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        plan->mounts = n;
+        m.src = m.src ? strdup(m.src) : NULL;
+        m.dst = strdup(m.dst);
+        plan->mounts[plan->n_mounts++] = m;
+        return 0;
+}
+
+static int by_depth(const void *a, const void *b)
+{
+        const struct mount_entry *x = a, *y = b;
+        int d = path_depth(x->dst) - path_depth(y->dst);
+        if (d)
+                return d;
+        /* qsort is not stable: keep the given order so a later entry for
+         * the same destination is mounted on top and wins. */
+        return x < y ? -1 : (x > y);
+}
+
+static int caller_home(char **out, brig_error **err)
+{
+        const char *home = getenv("HOME");
+        struct passwd *pw = NULL;
+        if (!home || home[0] != '/') {
+                pw = getpwuid(getuid());
+                home = pw ? pw->pw_dir : NULL;
+        }
+        if (!home || home[0] != '/')
+                return brig_err(err, ENOENT, "cannot tell the caller's home directory (set HOME)");
+        *out = path_normalize(home);
+        if (!*out)
+                return brig_err(err, errno, "home directory '%s'", home);
+        return 0;
+}
+
+static int add_expanded(struct strv *out, const char *pattern)
+{
+        glob_t g;
+        int r = glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g);
+        if (r == GLOB_NOMATCH)
+                return 0;
+        if (r != 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+                /* The canonical location is what a bind source (always
+                 * symlink-free) can contain; a symlinked secret is hidden
+                 * where it really lives. */
+                char *real = realpath(g.gl_pathv[i], NULL);
+                if (!real)
+                        continue;
+                if (!strv_contains(out, real)) {
+                        if (strv_push_take(out, real) < 0) {
+                                globfree(&g);
+                                return -ENOMEM;
+                        }
+                } else {
+                        free(real);
+                }
+        }
+        globfree(&g);
+        return 0;
+}
+
+/* Expand the deny patterns into existing canonical host paths. "~/x" is
+ * expanded for the caller's home and for every home in the passwd
+ * database, so granting /home hides everyone's keys. */
+static int expand_deny(const brig_policy *p, const char *home, struct strv *out)
+{
+        struct strv homes = {0};
+        int r = strv_push(&homes, home);
+        setpwent();
+        struct passwd *pw;
+        while (r == 0 && (pw = getpwent()))
+                if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
+                    !strv_contains(&homes, pw->pw_dir))
+                        r = strv_push(&homes, pw->pw_dir);
+        endpwent();
+        for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
+                const char *pat = p->deny.items[i];
+                if (pat[0] != '~') {
+                        r = add_expanded(out, pat);
+                        continue;
+                }
+                for (size_t h = 0; r == 0 && h < homes.n; h++) {
+                        char *full = brig_strdup_printf("%s%s", homes.items[h], pat + 1);
+                        r = full ? add_expanded(out, full) : -ENOMEM;
+                        free(full);
+                }
+        }
+        strv_free(&homes);
+        return r;
+}
+
+static const char *deny_hit_containing(const struct strv *denied, const char *path)
+{
+        for (size_t i = 0; i < denied->n; i++)
+                if (path_is_under(path, denied->items[i]))
+                        return denied->items[i];
+        return NULL;
+}
+
+/* Hide every denied path that lies inside a bind; refuse a bind whose
+ * source is itself inside a secret. */
+static int plan_masks(struct run_plan *plan, const struct strv *denied, brig_error **err)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                const struct mount_entry *e = &plan->mounts[m];
+                if (e->kind != MOUNT_BIND)
+                        continue;
+                const char *hit = deny_hit_containing(denied, e->src);
+                if (hit)
+                        return brig_err(err, EACCES,
+                                        "bind '%s' is inside '%s', which is on the secret deny list "
+                                        "(remove the entry on purpose with --unsafe-allow-secret)",
+                                        e->src, hit);
+                for (size_t d = 0; d < denied->n; d++) {
+                        const char *rel = path_below(denied->items[d], e->src);
+                        if (!rel || !*rel)
+                                continue;
+                        char *inside = strcmp(e->dst, "/") == 0 ? brig_strdup_printf("/%s", rel)
+                                                                 : brig_strdup_printf("%s/%s", e->dst, rel);
+                        if (!inside || strv_contains(&plan->masks, inside)) {
+                                free(inside);
+                                if (!inside)
+                                        return brig_err(err, ENOMEM, "mask");
+                                continue;
+                        }
+                        if (strv_push_take(&plan->masks, inside) < 0)
+                                return brig_err(err, ENOMEM, "mask");
+                }
+        }
+        return 0;
+}
+
+static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        for (size_t i = 0; system_dirs[i]; i++) {
+                struct stat st;
+                if (lstat(system_dirs[i], &st) < 0)
+                        continue;
+                if (S_ISLNK(st.st_mode)) {
+                        char target[4096];
+                        ssize_t n = readlink(system_dirs[i], target, sizeof target - 1);
+                        if (n < 0)
+                                return brig_err(err, errno, "readlink '%s'", system_dirs[i]);
+                        target[n] = '\0';
+                        if (strv_push(&plan->symlinks, system_dirs[i]) < 0 ||
+                            strv_push(&plan->symlinks, target) < 0)
+                                return brig_err(err, ENOMEM, "layout");
+                        continue;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                struct mount_entry m = { .kind = MOUNT_BIND, .src = (char *)system_dirs[i],
+                                         .dst = (char *)system_dirs[i], .readonly = true };
+                if (push_mount(plan, m) < 0)
+                        return brig_err(err, ENOMEM, "layout");
+        }
+        struct mount_entry tmp = { .kind = MOUNT_TMPFS, .dst = "/tmp", .size = p->tmp_size, .mode = 01777 };
+        struct mount_entry home = { .kind = MOUNT_TMPFS, .dst = plan->home, .size = p->home_size,
+                                    .mode = 0700, .user_owned = true };
+        struct mount_entry ws = { .kind = MOUNT_BIND, .src = plan->workspace, .dst = plan->workspace };
+        if (push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0)
+                return brig_err(err, ENOMEM, "layout");
+        for (size_t i = 0; i < p->n_mounts; i++)
+                if (push_mount(plan, p->mounts[i]) < 0)
+                        return brig_err(err, ENOMEM, "layout");
+        for (size_t i = 0; i < plan->n_mounts; i++)
+                if (!plan->mounts[i].dst || (plan->mounts[i].src == NULL && plan->mounts[i].kind == MOUNT_BIND))
+                        return brig_err(err, ENOMEM, "layout");
+        qsort(plan->mounts, plan->n_mounts, sizeof *plan->mounts, by_depth);
+        return 0;
+}
+
+/* Who the command runs as. Rootless: the caller, mapped to itself. As root:
+ * the workspace's owner, so files it creates belong to that user; when the
+ * workspace is root's, an unprivileged uid with an idmapped workspace. */
+static int plan_user(struct run_plan *plan, brig_error **err)
+{
+        plan->rootful = geteuid() == 0;
+        if (!plan->rootful) {
+                plan->host_uid = plan->sandbox_uid = geteuid();
+                plan->host_gid = plan->sandbox_gid = getegid();
+                return 0;
+        }
+        struct stat st;
+        if (stat(plan->workspace, &st) < 0)
+                return brig_err(err, errno, "workspace '%s'", plan->workspace);
+        plan->map_root_for_setup = true;
+        if (st.st_uid != 0) {
+                plan->host_uid = plan->sandbox_uid = st.st_uid;
+                plan->host_gid = plan->sandbox_gid = st.st_gid != 0 ? st.st_gid : st.st_uid;
+        } else {
+                plan->host_uid = plan->sandbox_uid = BRIG_NOBODY_UID;
+                plan->host_gid = plan->sandbox_gid = BRIG_NOBODY_UID;
+                plan->idmap_workspace = true;
+        }
+        return 0;
+}
+
+static int envp_push(struct strv *env, const char *name, const char *value)
+{
+        for (size_t i = 0; i < env->n; i++) {
+                size_t n = strlen(name);
+                if (strncmp(env->items[i], name, n) == 0 && env->items[i][n] == '=') {
+                        char *s = brig_strdup_printf("%s=%s", name, value);
+                        if (!s)
+                                return -ENOMEM;
+                        free(env->items[i]);
+                        env->items[i] = s;
+                        return 0;
+                }
+        }
+        return strv_push_take(env, brig_strdup_printf("%s=%s", name, value));
+}
+
+static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        struct strv env = {0};
+        struct passwd *pw = getpwuid(plan->host_uid);
+        const char *user = pw ? pw->pw_name : "sandbox";
+        const char *shell = getenv("SHELL");
+        int r = envp_push(&env, "PATH", BRIG_DEFAULT_PATH);
+        r = r ?: envp_push(&env, "HOME", plan->home);
+        r = r ?: envp_push(&env, "USER", user);
+        r = r ?: envp_push(&env, "LOGNAME", user);
+        r = r ?: envp_push(&env, "SHELL", shell && access(shell, X_OK) == 0 ? shell : "/bin/sh");
+        for (size_t i = 0; r == 0 && passthrough_env[i]; i++) {
+                const char *v = getenv(passthrough_env[i]);
+                if (v)
+                        r = envp_push(&env, passthrough_env[i], v);
+        }
+        extern char **environ;
+        for (char **e = environ; r == 0 && e && *e; e++)
+                if (strncmp(*e, "LC_", 3) == 0 && strchr(*e, '='))
+                        r = strv_push(&env, *e);
+        for (size_t i = 0; r == 0 && i < p->keep_env.n; i++) {
+                const char *v = getenv(p->keep_env.items[i]);
+                if (v)
+                        r = envp_push(&env, p->keep_env.items[i], v);
+        }
+        for (size_t i = 0; r == 0 && i < p->n_env; i++)
+                r = envp_push(&env, p->env[i].name, p->env[i].value);
+        if (r < 0) {
+                strv_free(&env);
+                return brig_err(err, -r, "environment");
+        }
+        if (!env.items && strv_push(&env, "PATH=" BRIG_DEFAULT_PATH) < 0)
+                return brig_err(err, ENOMEM, "environment");
+        plan->envp = env.items;
+        return 0;
+}
+
+static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        char *ws = NULL;
+        if (p->workspace) {
+                ws = strdup(p->workspace);
+        } else {
+                ws = getcwd(NULL, 0);
+                if (!ws)
+                        return brig_err(err, errno, "current directory (the default workspace)");
+        }
+        if (!ws)
+                return brig_err(err, ENOMEM, "workspace");
+        plan->workspace = path_normalize(ws);
+        free(ws);
+        if (!plan->workspace)
+                return brig_err(err, errno, "workspace");
+        struct stat st;
+        if (stat(plan->workspace, &st) < 0)
+                return brig_err(err, errno, "workspace '%s'", plan->workspace);
+        if (!S_ISDIR(st.st_mode))
+                return brig_err(err, ENOTDIR, "workspace '%s'", plan->workspace);
+        if (strcmp(plan->workspace, "/") == 0)
+                return brig_err(err, EINVAL, "workspace '/': the whole host cannot be the workspace");
+        return 0;
+}
+
+int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err)
+{
+        plan->policy = p;
+        plan->argv = argv;
+        plan->idmapped_workspace_fd = -1;
+        plan->pty_slave_fd = -1;
+        plan->sync_fd = -1;
+        if (!argv || !argv[0] || !*argv[0])
+                return brig_err(err, EINVAL, "no command given");
+        int r = plan_workspace(plan, p, err);
+        if (r < 0)
+                return r;
+        r = caller_home(&plan->home, err);
+        if (r < 0)
+                return r;
+        r = plan_user(plan, err);
+        if (r < 0)
+                return r;
+        r = plan_layout(plan, p, err);
+        if (r < 0)
+                return r;
+        struct strv denied = {0};
+        r = expand_deny(p, plan->home, &denied);
+        if (r < 0) {
+                strv_free(&denied);
+                return brig_err(err, -r, "expanding the secret deny list");
+        }
+        r = plan_masks(plan, &denied, err);
+        strv_free(&denied);
+        if (r < 0)
+                return r;
+        return plan_env(plan, p, err);
+}
+
+void plan_free(struct run_plan *plan)
+{
+        free(plan->workspace);
+        free(plan->home);
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                free(plan->mounts[i].src);
+                free(plan->mounts[i].dst);
+        }
+        free(plan->mounts);
+        strv_free(&plan->masks);
+        strv_free(&plan->symlinks);
+        if (plan->envp) {
+                for (char **e = plan->envp; *e; e++)
+                        free(*e);
+                free(plan->envp);
+        }
+        closep(&plan->idmapped_workspace_fd);
+        closep(&plan->pty_slave_fd);
+        memset(plan, 0, sizeof *plan);
+}

@@ -1,0 +1,375 @@
+/* policy.c — the policy model: defaults, setters, the secret deny list. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+/* Secrets that must never be visible inside, even when a parent directory
+ * is granted. "~/" means "in every home directory" (the caller's $HOME and
+ * every home in the passwd database). Documented in docs/filesystem.md. */
+static const char *const default_deny[] = {
+        /* keys and credential stores */
+        "~/.ssh", "~/.gnupg", "~/.password-store", "~/.local/share/keyrings",
+        "~/.netrc", "~/.git-credentials", "~/.config/git/credentials",
+        /* cloud and cluster credentials */
+        "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker",
+        "~/.oci", "~/.config/doctl", "~/.s3cfg", "~/.boto", "~/.terraform.d",
+        "~/.vault-token", "~/.config/rclone",
+        /* package registry tokens */
+        "~/.npmrc", "~/.pypirc", "~/.cargo/credentials", "~/.cargo/credentials.toml",
+        "~/.gem/credentials", "~/.config/gh", "~/.config/hub", "~/.m2/settings.xml",
+        /* database passwords */
+        "~/.pgpass", "~/.my.cnf",
+        /* AI agent and provider credentials */
+        "~/.claude.json", "~/.claude/.credentials.json", "~/.codex/auth.json",
+        "~/.config/openai",
+        /* browser profiles: cookies, saved passwords */
+        "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium",
+        "~/.config/BraveSoftware", "~/.config/microsoft-edge", "~/.thunderbird",
+        /* shell histories often hold pasted tokens */
+        "~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.psql_history",
+        "~/.mysql_history",
+        /* host secrets */
+        "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+        "/etc/ssh/*key*", "/etc/ssl/private", "/etc/security/opasswd",
+        "/etc/krb5.keytab", "/etc/sudoers", "/etc/sudoers.d",
+        NULL,
+};
+
+const char *const *brig_default_deny_list(void)
+{
+        return default_deny;
+}
+
+brig_policy *brig_policy_new(void)
+{
+        brig_policy *p = calloc(1, sizeof *p);
+        if (!p)
+                return NULL;
+        p->tmp_size = BRIG_DEFAULT_TMP_SIZE;
+        p->home_size = BRIG_DEFAULT_HOME_SIZE;
+        for (size_t i = 0; default_deny[i]; i++) {
+                if (strv_push(&p->deny, default_deny[i]) < 0) {
+                        brig_policy_free(p);
+                        return NULL;
+                }
+        }
+        return p;
+}
+
+void brig_policy_free(brig_policy *p)
+{
+        if (!p)
+                return;
+        free(p->workspace);
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                free(p->mounts[i].src);
+                free(p->mounts[i].dst);
+        }
+        free(p->mounts);
+        strv_free(&p->deny);
+        strv_free(&p->unsafe_allowed);
+        for (size_t i = 0; i < p->n_env; i++) {
+                free(p->env[i].name);
+                free(p->env[i].value);
+        }
+        free(p->env);
+        strv_free(&p->keep_env);
+        free(p->pass_fds);
+        free(p->hostname);
+        free(p->report_path);
+        free(p);
+}
+
+static int absolute_path(const char *what, const char *path, char **out, brig_error **err)
+{
+        if (!path || path[0] != '/')
+                return brig_err(err, EINVAL, "%s '%s': expected an absolute path", what,
+                                path ? path : "");
+        char *n = path_normalize(path);
+        if (!n)
+                return brig_err(err, errno, "%s '%s'", what, path);
+        *out = n;
+        return 0;
+}
+
+int brig_policy_set_workspace(brig_policy *p, const char *dir, brig_error **err)
+{
+        char *n = NULL;
+        int r = absolute_path("workspace", dir, &n, err);
+        if (r < 0)
+                return r;
+        free(p->workspace);
+        p->workspace = n;
+        return 0;
+}
+
+static int add_mount(brig_policy *p, struct mount_entry m)
+{
+        struct mount_entry *n = realloc(p->mounts, (p->n_mounts + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        p->mounts = n;
+        p->mounts[p->n_mounts++] = m;
+        return 0;
+}
+
+static int check_destination(const char *dst, brig_error **err)
+{
+        if (strcmp(dst, "/") == 0)
+                return brig_err(err, EINVAL, "cannot mount over '/': the sandbox root is brig's own");
+        if (path_is_under(dst, "/proc") || path_is_under(dst, "/dev"))
+                return brig_err(err, EINVAL, "cannot mount over '%s': /proc and /dev are brig's own", dst);
+        return 0;
+}
+
+int brig_policy_add_bind(brig_policy *p, const char *src, const char *dst, unsigned flags, brig_error **err)
+{
+        _cleanup_free_ char *s = NULL;
+        _cleanup_free_ char *d = NULL;
+        int r = absolute_path("bind source", src, &s, err);
+        if (r < 0)
+                return r;
+        r = absolute_path("bind destination", dst ? dst : src, &d, err);
+        if (r < 0)
+                return r;
+        r = check_destination(d, err);
+        if (r < 0)
+                return r;
+        struct mount_entry m = {
+                .kind = MOUNT_BIND, .src = s, .dst = d,
+                .readonly = flags & BRIG_BIND_READONLY, .from_user = true,
+        };
+        if (add_mount(p, m) < 0)
+                return brig_err(err, ENOMEM, "bind");
+        s = d = NULL;
+        return 0;
+}
+
+int brig_policy_add_tmpfs(brig_policy *p, const char *dst, uint64_t size_bytes, brig_error **err)
+{
+        _cleanup_free_ char *d = NULL;
+        int r = absolute_path("tmpfs destination", dst, &d, err);
+        if (r < 0)
+                return r;
+        r = check_destination(d, err);
+        if (r < 0)
+                return r;
+        struct mount_entry m = {
+                .kind = MOUNT_TMPFS, .dst = d, .mode = 01777, .from_user = true,
+                .size = size_bytes ? size_bytes : BRIG_DEFAULT_TMPFS_SIZE,
+        };
+        if (add_mount(p, m) < 0)
+                return brig_err(err, ENOMEM, "tmpfs");
+        d = NULL;
+        return 0;
+}
+
+int brig_policy_set_tmp_size(brig_policy *p, uint64_t size_bytes, brig_error **err)
+{
+        if (size_bytes < 4096)
+                return brig_err(err, EINVAL, "tmp size %llu is below one page", (unsigned long long)size_bytes);
+        p->tmp_size = size_bytes;
+        return 0;
+}
+
+int brig_policy_set_home_size(brig_policy *p, uint64_t size_bytes, brig_error **err)
+{
+        if (size_bytes < 4096)
+                return brig_err(err, EINVAL, "home size %llu is below one page", (unsigned long long)size_bytes);
+        p->home_size = size_bytes;
+        return 0;
+}
+
+void brig_policy_set_mount_sys(brig_policy *p, bool on)
+{
+        p->mount_sys = on;
+}
+
+static int check_deny_pattern(const char *pattern, brig_error **err)
+{
+        if (!pattern || !(pattern[0] == '/' || (pattern[0] == '~' && pattern[1] == '/')))
+                return brig_err(err, EINVAL, "secret path '%s': expected an absolute path or ~/PATH",
+                                pattern ? pattern : "");
+        if (strstr(pattern, "/../") || strstr(pattern, "/./") ||
+            (strlen(pattern) >= 3 && strcmp(pattern + strlen(pattern) - 3, "/..") == 0))
+                return brig_err(err, EINVAL, "secret path '%s': '.' and '..' are not allowed", pattern);
+        return 0;
+}
+
+int brig_policy_add_deny(brig_policy *p, const char *pattern, brig_error **err)
+{
+        int r = check_deny_pattern(pattern, err);
+        if (r < 0)
+                return r;
+        if (strv_contains(&p->deny, pattern))
+                return 0;
+        if (strv_push(&p->deny, pattern) < 0)
+                return brig_err(err, ENOMEM, "deny");
+        return 0;
+}
+
+int brig_policy_unsafe_allow_secret(brig_policy *p, const char *pattern, brig_error **err)
+{
+        bool builtin = false;
+        for (size_t i = 0; default_deny[i]; i++)
+                if (strcmp(default_deny[i], pattern) == 0)
+                        builtin = true;
+        if (!builtin || strv_remove(&p->deny, pattern) < 0)
+                return brig_err(err, ENOENT, "'%s' is not on the built-in secret list", pattern);
+        if (strv_push(&p->unsafe_allowed, pattern) < 0)
+                return brig_err(err, ENOMEM, "unsafe-allow-secret");
+        return 0;
+}
+
+static bool valid_env_name(const char *name)
+{
+        if (!name || !*name || isdigit((unsigned char)name[0]))
+                return false;
+        for (const char *c = name; *c; c++)
+                if (!(isalnum((unsigned char)*c) || *c == '_'))
+                        return false;
+        return true;
+}
+
+int brig_policy_set_env(brig_policy *p, const char *name, const char *value, brig_error **err)
+{
+        if (!valid_env_name(name))
+                return brig_err(err, EINVAL, "environment name '%s': expected letters, digits and '_'",
+                                name ? name : "");
+        for (size_t i = 0; i < p->n_env; i++) {
+                if (strcmp(p->env[i].name, name) == 0) {
+                        char *v = strdup(value);
+                        if (!v)
+                                return brig_err(err, ENOMEM, "env");
+                        free(p->env[i].value);
+                        p->env[i].value = v;
+                        return 0;
+                }
+        }
+        struct env_setting *n = realloc(p->env, (p->n_env + 1) * sizeof *n);
+        if (!n)
+                return brig_err(err, ENOMEM, "env");
+        p->env = n;
+        p->env[p->n_env].name = strdup(name);
+        p->env[p->n_env].value = strdup(value);
+        if (!p->env[p->n_env].name || !p->env[p->n_env].value) {
+                free(p->env[p->n_env].name);
+                free(p->env[p->n_env].value);
+                return brig_err(err, ENOMEM, "env");
+        }
+        p->n_env++;
+        return 0;
+}
+
+int brig_policy_keep_env(brig_policy *p, const char *name, brig_error **err)
+{
+        if (!valid_env_name(name))
+                return brig_err(err, EINVAL, "environment name '%s': expected letters, digits and '_'",
+                                name ? name : "");
+        if (!strv_contains(&p->keep_env, name) && strv_push(&p->keep_env, name) < 0)
+                return brig_err(err, ENOMEM, "keep-env");
+        return 0;
+}
+
+int brig_policy_pass_fd(brig_policy *p, int fd, brig_error **err)
+{
+        if (fd < 3)
+                return brig_err(err, EINVAL, "--pass-fd %d: 0, 1 and 2 are always passed", fd);
+        int *n = realloc(p->pass_fds, (p->n_pass_fds + 1) * sizeof *n);
+        if (!n)
+                return brig_err(err, ENOMEM, "pass-fd");
+        p->pass_fds = n;
+        p->pass_fds[p->n_pass_fds++] = fd;
+        return 0;
+}
+
+int brig_policy_set_hostname(brig_policy *p, const char *name, brig_error **err)
+{
+        size_t n = name ? strlen(name) : 0;
+        if (n == 0 || n > 64)
+                return brig_err(err, EINVAL, "hostname '%s': expected 1 to 64 characters", name ? name : "");
+        for (const char *c = name; *c; c++)
+                if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '.'))
+                        return brig_err(err, EINVAL, "hostname '%s': unexpected character '%c'", name, *c);
+        char *d = strdup(name);
+        if (!d)
+                return brig_err(err, ENOMEM, "hostname");
+        free(p->hostname);
+        p->hostname = d;
+        return 0;
+}
+
+void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode)
+{
+        p->tty = mode;
+}
+
+int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err)
+{
+        if (!path || !*path)
+                return brig_err(err, EINVAL, "report path is empty");
+        char *d = strdup(path);
+        if (!d)
+                return brig_err(err, ENOMEM, "report path");
+        free(p->report_path);
+        p->report_path = d;
+        return 0;
+}
+
+int brig_parse_size(const char *text, uint64_t *bytes, brig_error **err)
+{
+        if (!text || !*text)
+                return brig_err(err, EINVAL, "size '': expected a number with an optional unit (K, M, G, T)");
+        char *end = NULL;
+        errno = 0;
+        if (!isdigit((unsigned char)text[0]))
+                goto bad;
+        double v = strtod(text, &end);
+        if (errno || end == text || !isfinite(v) || v < 0)
+                goto bad;
+        uint64_t mult = 1;
+        switch (toupper((unsigned char)*end)) {
+        case '\0': break;
+        case 'B': mult = 1; end++; goto tail;
+        case 'K': mult = 1ULL << 10; end++; break;
+        case 'M': mult = 1ULL << 20; end++; break;
+        case 'G': mult = 1ULL << 30; end++; break;
+        case 'T': mult = 1ULL << 40; end++; break;
+        default: goto bad;
+        }
+        /* accept "512M", "512MB", "512MiB" */
+        if (*end == 'i' || *end == 'I')
+                end++;
+        if (*end == 'B' || *end == 'b')
+                end++;
+tail:
+        if (*end != '\0')
+                goto bad;
+        double total = v * (double)mult;
+        if (total >= 18446744073709551615.0)
+                return brig_err(err, ERANGE, "size '%s' is too large", text);
+        *bytes = (uint64_t)total;
+        return 0;
+bad:
+        return brig_err(err, EINVAL, "size '%s': expected a number with an optional unit (K, M, G, T)", text);
+}
+
+const char *brig_reason_name(enum brig_reason r)
+{
+        static const char *const names[] = {
+                [BRIG_REASON_EXITED] = "exited", [BRIG_REASON_SIGNALED] = "signaled",
+                [BRIG_REASON_TIMEOUT] = "timeout", [BRIG_REASON_OOM] = "oom",
+                [BRIG_REASON_PIDS] = "pids", [BRIG_REASON_SECCOMP] = "seccomp",
+        };
+        if ((unsigned)r < ARRAY_SIZE(names) && names[r])
+                return names[r];
+        return "unknown";
+}
+
+const char *brig_version(void)
+{
+        return BRIG_VERSION;
+}

@@ -1,0 +1,92 @@
+/* report.c — the JSON run report (--json-report FILE), schema in
+ * docs/report.md. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static json_t *mounts_json(const struct run_plan *plan)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                json_t *o = json_object();
+                json_object_set_new(o, "destination", json_string(m->dst));
+                if (m->kind == MOUNT_TMPFS) {
+                        json_object_set_new(o, "type", json_string("tmpfs"));
+                        json_object_set_new(o, "size_bytes", json_integer((json_int_t)m->size));
+                } else {
+                        bool idmapped = plan->idmapped_workspace_fd >= 0 && m->src && plan->workspace &&
+                                        strcmp(m->src, plan->workspace) == 0 && !m->readonly;
+                        json_object_set_new(o, "type", json_string("bind"));
+                        json_object_set_new(o, "source", json_string(m->src));
+                        if (idmapped)
+                                json_object_set_new(o, "idmapped", json_true());
+                }
+                json_object_set_new(o, "readonly", json_boolean(m->readonly));
+                json_array_append_new(a, o);
+        }
+        static const char *const own[] = { "/dev", "/dev/pts", "/dev/shm", "/proc" };
+        for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
+                json_t *o = json_object();
+                json_object_set_new(o, "destination", json_string(own[i]));
+                json_object_set_new(o, "type", json_string("brig"));
+                json_array_append_new(a, o);
+        }
+        if (plan->policy->mount_sys) {
+                json_t *o = json_pack("{s:s, s:s, s:b}", "destination", "/sys", "type", "sysfs", "readonly", 1);
+                json_array_append_new(a, o);
+        }
+        return a;
+}
+
+static json_t *strings_json(char *const *items, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; items && i < n; i++)
+                json_array_append_new(a, json_string(items[i]));
+        return a;
+}
+
+int report_write(const char *path, const struct run_report *r, brig_error **err)
+{
+        const struct run_plan *plan = r->plan;
+        json_t *ns = json_pack("[s,s,s,s,s,s,s]", "user", "mount", "pid", "network", "ipc", "uts", "cgroup");
+        if (plan->new_time_ns)
+                json_array_append_new(ns, json_string("time"));
+        json_t *user = json_pack("{s:i, s:i, s:i, s:i, s:b, s:b}",
+                                 "uid", (int)plan->sandbox_uid, "gid", (int)plan->sandbox_gid,
+                                 "host_uid", (int)plan->host_uid, "host_gid", (int)plan->host_gid,
+                                 "rootless", !plan->rootful, "idmapped_workspace",
+                                 plan->idmapped_workspace_fd >= 0);
+        size_t argc = 0;
+        while (plan->argv && plan->argv[argc])
+                argc++;
+        json_t *doc = json_object();
+        json_object_set_new(doc, "brig_version", json_string(brig_version()));
+        json_object_set_new(doc, "command", strings_json(plan->argv, argc));
+        json_object_set_new(doc, "exit_code", json_integer(r->result->exit_code));
+        json_object_set_new(doc, "signal", r->result->signal ? json_integer(r->result->signal) : json_null());
+        json_object_set_new(doc, "reason", r->error ? json_string("error") : json_string(brig_reason_name(r->result->reason)));
+        json_object_set_new(doc, "duration_ms", json_integer((json_int_t)r->result->duration_ms));
+        if (r->error)
+                json_object_set_new(doc, "error", json_string(r->error->msg));
+        json_t *controls = json_object();
+        json_object_set_new(controls, "namespaces", ns);
+        json_object_set_new(controls, "user", user);
+        json_object_set_new(controls, "workspace", plan->workspace ? json_string(plan->workspace) : json_null());
+        json_object_set_new(controls, "mounts", mounts_json(plan));
+        json_object_set_new(controls, "hidden", strings_json(plan->masks.items, plan->masks.n));
+        json_object_set_new(controls, "network", json_string("none"));
+        json_object_set_new(controls, "capabilities", json_array());
+        json_object_set_new(controls, "no_new_privs", json_true());
+        json_object_set_new(controls, "tty", json_boolean(plan->tty));
+        json_object_set_new(doc, "controls", controls);
+        int rc = json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(doc);
+        if (rc < 0)
+                return brig_err(err, errno ? errno : EIO, "write report '%s'", path);
+        return 0;
+}

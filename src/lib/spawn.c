@@ -1,0 +1,180 @@
+/* spawn.c — the run sequence, supervisor side (DESIGN.md §3). Read
+ * brig_run() top to bottom: it is the whole story on the host. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const int supervised_signals[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Fail closed: the controls every run relies on must exist here. */
+static int check_host(const struct run_plan *plan, brig_error **err)
+{
+        const struct host_features *f = host_probe();
+        if (!f->userns)
+                return brig_err(err, EOPNOTSUPP, "user namespaces are not available on this host (see brig doctor)");
+        if (!f->mount_api || !f->openat2 || !f->clone3)
+                return brig_err(err, EOPNOTSUPP,
+                                "this kernel lacks the new mount API, openat2 or clone3 (Linux 5.15+ needed; see brig doctor)");
+        for (size_t i = 0; i < plan->policy->n_pass_fds; i++)
+                if (fcntl(plan->policy->pass_fds[i], F_GETFD) < 0)
+                        return brig_err(err, errno, "--pass-fd %d", plan->policy->pass_fds[i]);
+        return 0;
+}
+
+static uint64_t namespace_flags(const struct run_plan *plan)
+{
+        uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                         CLONE_NEWUTS | CLONE_NEWCGROUP;
+        if (plan->new_time_ns)
+                flags |= CLONE_NEWTIME;
+        return flags;
+}
+
+/* The sandbox's messages become the result, or the error. */
+static int collect(const struct supervision *s, brig_result *res, brig_error **err)
+{
+        if (s->failure.type != 0) {
+                int code = s->failure.type == SYNC_EXEC_FAILED ? s->failure.exit_code : BRIG_EXIT_SETUP;
+                res->exit_code = code;
+                int r = brig_err_code(err, code, 0, "%s", s->failure.text);
+                if (err && *err)
+                        (*err)->errnum = s->failure.errnum;
+                return s->failure.errnum > 0 ? -s->failure.errnum : r;
+        }
+        int status = s->have_status ? s->wait_status : s->init_status;
+        if (!s->have_status && WIFEXITED(status) && WEXITSTATUS(status) == BRIG_EXIT_SETUP)
+                return brig_err(err, EPROTO, "the sandbox's pid 1 exited before starting the command");
+        if (WIFSIGNALED(status)) {
+                res->signal = WTERMSIG(status);
+                res->exit_code = 128 + res->signal;
+                res->reason = BRIG_REASON_SIGNALED;
+        } else {
+                res->exit_code = WEXITSTATUS(status);
+                res->reason = BRIG_REASON_EXITED;
+        }
+        return 0;
+}
+
+int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
+{
+        struct run_plan plan = { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1 };
+        struct terminal *term = NULL;
+        struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
+        int sv[2] = { -1, -1 };
+        int pidfd = -1;
+        sigset_t blocked, saved;
+        bool mask_saved = false;
+        uint64_t start = now_ms();
+        int r;
+
+        memset(result, 0, sizeof *result);
+        result->exit_code = BRIG_EXIT_SETUP;
+
+        /* 1. The policy becomes a checked plan: paths resolved, layout
+         *    sorted, secrets found, user and environment decided. */
+        r = plan_build(&plan, p, argv, err);
+        if (r < 0)
+                goto out;
+        /* 2. Fail closed when the host lacks a control. */
+        r = check_host(&plan, err);
+        if (r < 0)
+                goto out;
+        plan.new_time_ns = host_probe()->ns_time;
+        /* 3. (cgroup limits: see issue 4) */
+        if (plan.idmap_workspace) {
+                r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
+                if (r < 0)
+                        goto out;
+        }
+        r = terminal_open(p->tty, &term, &plan.pty_slave_fd, err);
+        if (r < 0)
+                goto out;
+        plan.tty = term != NULL;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                r = brig_err(err, errno, "socketpair");
+                goto out;
+        }
+        /* Block the signals we supervise before clone: the child inherits
+         * the mask, so none reaches a default handler in between, and the
+         * supervisor reads them from a signalfd. */
+        sigemptyset(&blocked);
+        for (size_t i = 0; i < ARRAY_SIZE(supervised_signals); i++)
+                sigaddset(&blocked, supervised_signals[i]);
+        sigprocmask(SIG_BLOCK, &blocked, &saved);
+        mask_saved = true;
+
+        /* 4. Every namespace at once; the pidfd names the child for good. */
+        struct clone_args args = {
+                .flags = namespace_flags(&plan) | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)sys_clone3(&args);
+        if (pid < 0) {
+                r = brig_err(err, errno, "clone3: creating the sandbox's namespaces (see brig doctor)");
+                goto out;
+        }
+        if (pid == 0) {
+                close(sv[0]);
+                plan.sync_fd = sv[1];
+                child_main(&plan);  /* never returns */
+        }
+        closep(&sv[1]);
+        closep(&plan.pty_slave_fd);  /* else the pty never reports the end */
+        r = userns_write_maps(pid, &plan, err);
+        if (r < 0) {
+                sys_pidfd_send_signal(pidfd, SIGKILL);
+                waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
+                goto out;
+        }
+        struct sync_msg go = { .type = SYNC_GO };
+        if (sync_send(sv[0], &go) < 0) {
+                r = brig_err(err, errno, "start the sandbox");
+                waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
+                goto out;
+        }
+
+        /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
+        sup.pidfd = pidfd;
+        sup.sync_fd = sv[0];
+        sup.term = term;
+        r = supervise(&sup, err);
+        if (r < 0)
+                goto out;
+        r = collect(&sup, result, err);
+out:
+        if (err && *err && result->exit_code == 0)
+                result->exit_code = (*err)->exit_code;
+        result->duration_ms = now_ms() - start;
+        if (mask_saved)
+                sigprocmask(SIG_SETMASK, &saved, NULL);
+        terminal_close(term);
+        closep(&sv[0]);
+        closep(&sv[1]);
+        closep(&pidfd);
+        if (p->report_path && plan.workspace) {
+                struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL };
+                brig_error *rerr = NULL;
+                int rr = report_write(p->report_path, &rep, r < 0 ? &rerr : err);
+                if (rr < 0 && r == 0)
+                        r = rr;
+                brig_error_free(&rerr);
+        }
+        plan_free(&plan);
+        return r;
+}

@@ -1,0 +1,115 @@
+/* supervisor.c — the event loop on the host side: waits for the sandbox's
+ * pid 1 through its pidfd, forwards signals, relays the terminal and
+ * collects what the sandbox reports over the sync socket. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+
+static void take_message(struct supervision *s, const struct sync_msg *m)
+{
+        switch (m->type) {
+        case SYNC_STATUS:
+                s->wait_status = m->status;
+                s->have_status = true;
+                break;
+        case SYNC_ERROR:
+        case SYNC_EXEC_FAILED:
+                if (s->failure.type == 0)  /* the first failure is the cause */
+                        s->failure = *m;
+                break;
+        default:
+                break;
+        }
+}
+
+/* Returns false at end of stream. */
+static bool read_sync(struct supervision *s)
+{
+        struct sync_msg m;
+        int r = sync_recv(s->sync_fd, &m);
+        if (r <= 0)
+                return r == -EAGAIN;
+        take_message(s, &m);
+        return true;
+}
+
+static void on_signal(struct supervision *s, int sig)
+{
+        switch (sig) {
+        case SIGCHLD:
+                break;  /* pid 1 is watched through its pidfd */
+        case SIGWINCH:
+                if (s->term) {
+                        terminal_on_winch(s->term);
+                        break;
+                }
+                /* fall through */
+        default:
+                /* Our pid 1 forwards it to the command. */
+                (void)sys_pidfd_send_signal(s->pidfd, sig);
+                break;
+        }
+}
+
+enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_COUNT };
+
+int supervise(struct supervision *s, brig_error **err)
+{
+        sigset_t set;
+        sigprocmask(SIG_BLOCK, NULL, &set);  /* what brig_run blocked */
+        _cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+                return brig_err(err, errno, "signalfd");
+        struct pollfd p[POLL_COUNT];
+        for (int i = 0; i < POLL_COUNT; i++)
+                p[i] = (struct pollfd){ .fd = -1, .events = POLLIN };
+        p[POLL_PIDFD].fd = s->pidfd;
+        p[POLL_SIGNAL].fd = sfd;
+        p[POLL_SYNC].fd = s->sync_fd;
+        if (s->term) {
+                p[POLL_MASTER].fd = terminal_master_fd(s->term);
+                p[POLL_STDIN].fd = STDIN_FILENO;
+        }
+        for (;;) {
+                if (poll(p, POLL_COUNT, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return brig_err(err, errno, "poll");
+                }
+                if (p[POLL_SIGNAL].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                                on_signal(s, (int)si.ssi_signo);
+                }
+                if (p[POLL_SYNC].revents && !read_sync(s))
+                        p[POLL_SYNC].fd = -1;
+                if (p[POLL_MASTER].revents && !terminal_relay_out(s->term))
+                        p[POLL_MASTER].fd = -1;
+                if (p[POLL_STDIN].revents && !terminal_relay_in(s->term))
+                        p[POLL_STDIN].fd = -1;
+                if (p[POLL_PIDFD].revents)
+                        break;
+        }
+        /* pid 1 is gone: collect what is still buffered. */
+        int fl = fcntl(s->sync_fd, F_GETFL);
+        if (fl >= 0)
+                fcntl(s->sync_fd, F_SETFL, fl | O_NONBLOCK);
+        while (p[POLL_SYNC].fd >= 0 && read_sync(s)) {
+                struct pollfd q = { .fd = s->sync_fd, .events = POLLIN };
+                if (poll(&q, 1, 0) <= 0)
+                        break;
+        }
+        while (p[POLL_MASTER].fd >= 0 && terminal_relay_out(s->term))
+                ;
+        siginfo_t info = { 0 };
+        if (waitid(P_PIDFD, (id_t)s->pidfd, &info, WEXITED) < 0)
+                return brig_err(err, errno, "waitid");
+        s->init_status = info.si_code == CLD_EXITED ? W_EXITCODE(info.si_status, 0) : info.si_status;
+        return 0;
+}

@@ -1,0 +1,58 @@
+/* syscalls.c — thin wrappers for system calls glibc 2.36 does not wrap. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
+
+long sys_clone3(struct clone_args *args)
+{
+        return syscall(SYS_clone3, args, sizeof *args);
+}
+
+int sys_openat2(int dirfd, const char *path, struct open_how *how)
+{
+        return (int)syscall(SYS_openat2, dirfd, path, how, sizeof *how);
+}
+
+int sys_open_tree(int dirfd, const char *path, unsigned flags)
+{
+        return (int)syscall(SYS_open_tree, dirfd, path, flags);
+}
+
+int sys_move_mount(int from_dirfd, const char *from, int to_dirfd, const char *to, unsigned flags)
+{
+        return (int)syscall(SYS_move_mount, from_dirfd, from, to_dirfd, to, flags);
+}
+
+int sys_mount_setattr(int dirfd, const char *path, unsigned flags, struct mount_attr *attr)
+{
+        return (int)syscall(SYS_mount_setattr, dirfd, path, flags, attr, sizeof *attr);
+}
+
+int sys_fsopen(const char *fsname, unsigned flags)
+{
+        return (int)syscall(SYS_fsopen, fsname, flags);
+}
+
+int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *value, int aux)
+{
+        return (int)syscall(SYS_fsconfig, fd, cmd, key, value, aux);
+}
+
+int sys_fsmount(int fd, unsigned flags, unsigned attr_flags)
+{
+        return (int)syscall(SYS_fsmount, fd, flags, attr_flags);
+}
+
+int sys_pivot_root(const char *new_root, const char *put_old)
+{
+        return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+int sys_pidfd_send_signal(int pidfd, int sig)
+{
+        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
