@@ -157,19 +157,26 @@ static int new_tmpfs(uint64_t size, unsigned mode, uid_t uid, gid_t gid, unsigne
         return new_fs("tmpfs", opts, attrs, err);
 }
 
+/* Who owns brig's own tmpfs mounts: root while it builds as root (inside 0
+ * is mapped then), else the only mapped user, the caller. */
+static uid_t owner_uid(const struct run_plan *plan)
+{
+        return plan->map_root_for_setup ? 0 : plan->sandbox_uid;
+}
+
+static gid_t owner_gid(const struct run_plan *plan)
+{
+        return plan->map_root_for_setup ? 0 : plan->sandbox_gid;
+}
+
 static int mount_entry(int root_fd, const struct run_plan *plan, const struct mount_entry *m, int src,
                        brig_error **err)
 {
         _cleanup_close_ int tree = -EBADF;
         bool is_dir = true;
         if (m->kind == MOUNT_TMPFS) {
-                uid_t uid = m->user_owned ? plan->sandbox_uid : 0;
-                gid_t gid = m->user_owned ? plan->sandbox_gid : 0;
-                if (!plan->map_root_for_setup) {
-                        /* rootless, only the caller is mapped */
-                        uid = plan->sandbox_uid;
-                        gid = plan->sandbox_gid;
-                }
+                uid_t uid = m->user_owned ? plan->sandbox_uid : owner_uid(plan);
+                gid_t gid = m->user_owned ? plan->sandbox_gid : owner_gid(plan);
                 tree = new_tmpfs(m->size, m->mode, uid, gid, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
         } else if (plan->idmapped_workspace_fd >= 0 && strcmp(m->src, plan->workspace) == 0 &&
                    strcmp(m->dst, plan->workspace) == 0 && !m->readonly) {
@@ -266,9 +273,9 @@ static int mount_proc(int root_fd, brig_error **err)
         return 0;
 }
 
-static int mount_dev(int root_fd, const int *node_fds, brig_error **err)
+static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_fds, brig_error **err)
 {
-        _cleanup_close_ int dev = new_tmpfs(1 << 20, 0755, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+        _cleanup_close_ int dev = new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
         if (dev < 0)
                 return dev;
         _cleanup_close_ int target = make_mountpoint(root_fd, "/dev", false, err);
@@ -310,7 +317,7 @@ static int mount_dev(int root_fd, const int *node_fds, brig_error **err)
         r = attach(pts, pts_target, "/dev/pts", err);
         if (r < 0)
                 return r;
-        _cleanup_close_ int shm = new_tmpfs(BRIG_DEV_SHM_SIZE, 01777, 0, 0,
+        _cleanup_close_ int shm = new_tmpfs(BRIG_DEV_SHM_SIZE, 01777, owner_uid(plan), owner_gid(plan),
                                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
         if (shm < 0)
                 return shm;
@@ -408,7 +415,7 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
                 if (r < 0)
                         return r;
         }
-        r = mount_dev(root, node_fds, err);
+        r = mount_dev(root, plan, node_fds, err);
         if (r < 0)
                 return r;
         r = mount_proc(root, err);
@@ -455,7 +462,7 @@ int mounts_build_root(const struct run_plan *plan, brig_error **err)
 
         /* The new root is an empty tmpfs, attached over "/" of our private
          * namespace (some kernels refuse mounts onto a detached tree). */
-        _cleanup_close_ int root = new_tmpfs(1 << 20, 0755, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+        _cleanup_close_ int root = new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
         if (root < 0) {
                 r = brig_err_prefix(err, "new root");
                 goto out;

@@ -1,0 +1,41 @@
+# The README's commands. Each target installs what it needs first.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+PYTEST     ?= /usr/bin/python3 -m pytest
+
+.PHONY: all deps build build-asan demo check unit integration bench clean
+
+all: build
+
+deps:
+	./scripts/install-deps
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+build-asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
+demo: build
+	./demo/run-demo $(BUILD)/brig
+
+# Every test: unit and integration, on the normal build and under
+# AddressSanitizer + UndefinedBehaviorSanitizer; as root and as an
+# unprivileged user (the integration tests run both modes themselves).
+check: build build-asan
+	meson test -C $(BUILD) --print-errorlogs
+	meson test -C $(ASAN_BUILD) --print-errorlogs
+	BRIG_BUILD=$(BUILD) $(PYTEST) -q tests/integration
+	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q tests/integration
+
+bench: build
+	./bench/startup $(BUILD)/brig
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
