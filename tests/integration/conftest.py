@@ -17,6 +17,8 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = REPO / os.environ.get("BRIG_BUILD", "build")
+# Escape programs are static and built only without sanitizers.
+ESCAPE = REPO / "build" / "tests" / "escape"
 NOBODY = 65534
 IS_ROOT = os.geteuid() == 0
 
@@ -29,7 +31,9 @@ def bindir():
     for f in BUILD.glob("libbrig.so*"):
         shutil.copy2(f, d / f.name, follow_symlinks=True)
     shutil.copy2(BUILD / "brig", d / "brig")
-    for f in (BUILD / "tests" / "escape").iterdir():
+    if not ESCAPE.is_dir():
+        pytest.fail(f"escape programs not built: {ESCAPE} (run make build)")
+    for f in ESCAPE.iterdir():
         if f.is_file() and os.access(f, os.X_OK):
             shutil.copy2(f, d / f.name)
     for f in d.iterdir():
