@@ -23,7 +23,7 @@ extern char **environ;
 static int wait_for_maps(int sync_fd, brig_error **err)
 {
         struct sync_msg m;
-        int r = sync_recv(sync_fd, &m);
+        int r = sync_recv(sync_fd, &m, NULL);
         if (r == 0)
                 _exit(BRIG_EXIT_SETUP);  /* the supervisor is gone: nobody to serve */
         if (r < 0 || m.type != SYNC_GO)
@@ -37,6 +37,25 @@ static int still_supervised(int sync_fd)
         return !(poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)));
 }
 
+/* A pty in our own devpts, opened as the sandbox user; the master goes to
+ * the supervisor, the slave stays for the command. */
+static int send_terminal(struct run_plan *plan, brig_error **err)
+{
+        int master, slave;
+        int r = terminal_create_inside(&master, &slave, err);
+        if (r < 0)
+                return r;
+        struct sync_msg m = { .type = SYNC_PTY };
+        r = sync_send_fd(plan->sync_fd, &m, master);
+        close(master);
+        if (r < 0) {
+                close(slave);
+                return brig_err(err, -r, "send the pty to the supervisor");
+        }
+        plan->pty_slave_fd = slave;
+        return 0;
+}
+
 #define STEP(call, name)                                          \
         do {                                                      \
                 int _r = (call);                                  \
@@ -44,7 +63,7 @@ static int still_supervised(int sync_fd)
                         return brig_err_prefix(err, "%s", name);  \
         } while (0)
 
-static int child_setup(const struct run_plan *plan, brig_error **err)
+static int child_setup(struct run_plan *plan, brig_error **err)
 {
         /* Die with the supervisor, even when it is SIGKILLed; as pid 1 our
          * death takes every process of the sandbox with it. */
@@ -72,6 +91,8 @@ static int child_setup(const struct run_plan *plan, brig_error **err)
         STEP(caps_drop_bounding(err), "capabilities");
         STEP(userns_become_sandbox_user(plan, err), "user");
         STEP(caps_drop_all(err), "capabilities");
+        if (plan->tty)
+                STEP(send_terminal(plan, err), "terminal");
         /* The uid change cleared the parent-death signal (prctl(2)). */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");

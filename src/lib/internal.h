@@ -139,7 +139,7 @@ struct run_plan {
         bool map_root_for_setup; /* root: inside 0 = host 0 until the drop */
         bool idmap_workspace;    /* root-owned workspace seen through an idmap */
         int idmapped_workspace_fd;   /* detached idmapped mount, or -1 */
-        int pty_slave_fd;        /* -1 without a pty */
+        int pty_slave_fd;        /* inside: the command's terminal, -1 without a pty */
         bool tty;                /* the command runs on a pty of its own */
         bool new_time_ns;
         int sync_fd;             /* child end of the sync socket */
@@ -198,7 +198,12 @@ BRIG_INTERNAL int netns_loopback_up(brig_error **err);
 
 /* terminal.c */
 struct terminal;
-BRIG_INTERNAL int terminal_open(enum brig_tty_mode mode, struct terminal **ret, int *slave_fd, brig_error **err);
+/* Decide whether the run gets a pty; *ret stays NULL when not. */
+BRIG_INTERNAL int terminal_prepare(enum brig_tty_mode mode, struct terminal **ret, brig_error **err);
+/* Inside: a pty in the sandbox's own devpts; the master goes to the supervisor. */
+BRIG_INTERNAL int terminal_create_inside(int *master, int *slave, brig_error **err);
+/* Supervisor: start relaying through the master the sandbox sent. */
+BRIG_INTERNAL void terminal_attach(struct terminal *t, int master);
 BRIG_INTERNAL int terminal_master_fd(const struct terminal *t);
 BRIG_INTERNAL void terminal_on_winch(struct terminal *t);
 /* Move bytes between the caller's terminal and the master; returns false
@@ -213,6 +218,7 @@ enum sync_type {
         SYNC_ERROR,        /* setup failed: step, errno, message */
         SYNC_EXEC_FAILED,  /* execve failed: errno, message, exit code */
         SYNC_STATUS,       /* the command's wait status, from pid 1 */
+        SYNC_PTY,          /* carries the master of the sandbox's own pty */
 };
 struct sync_msg {
         int type;
@@ -222,8 +228,9 @@ struct sync_msg {
         char text[1024];
 };
 BRIG_INTERNAL int sync_send(int fd, const struct sync_msg *m);
+BRIG_INTERNAL int sync_send_fd(int fd, const struct sync_msg *m, int passed_fd);
 BRIG_INTERNAL int sync_send_error(int fd, int type, const brig_error *err);
-BRIG_INTERNAL int sync_recv(int fd, struct sync_msg *m);
+BRIG_INTERNAL int sync_recv(int fd, struct sync_msg *m, int *passed_fd);
 
 /* child.c, init.c */
 BRIG_INTERNAL _Noreturn void child_main(struct run_plan *plan);

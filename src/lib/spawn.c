@@ -101,7 +101,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 if (r < 0)
                         goto out;
         }
-        r = terminal_open(p->tty, &term, &plan.pty_slave_fd, err);
+        r = terminal_prepare(p->tty, &term, err);
         if (r < 0)
                 goto out;
         plan.tty = term != NULL;
@@ -135,7 +135,6 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
-        closep(&plan.pty_slave_fd);  /* else the pty never reports the end */
         r = userns_write_maps(pid, &plan, err);
         if (r < 0) {
                 sys_pidfd_send_signal(pidfd, SIGKILL);

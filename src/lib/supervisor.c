@@ -11,9 +11,15 @@
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 
-static void take_message(struct supervision *s, const struct sync_msg *m)
+static void take_message(struct supervision *s, const struct sync_msg *m, int passed_fd)
 {
         switch (m->type) {
+        case SYNC_PTY:
+                if (s->term && passed_fd >= 0) {
+                        terminal_attach(s->term, passed_fd);
+                        return;
+                }
+                break;
         case SYNC_STATUS:
                 s->wait_status = m->status;
                 s->have_status = true;
@@ -26,16 +32,19 @@ static void take_message(struct supervision *s, const struct sync_msg *m)
         default:
                 break;
         }
+        if (passed_fd >= 0)
+                close(passed_fd);
 }
 
 /* Returns false at end of stream. */
 static bool read_sync(struct supervision *s)
 {
         struct sync_msg m;
-        int r = sync_recv(s->sync_fd, &m);
+        int fd = -1;
+        int r = sync_recv(s->sync_fd, &m, &fd);
         if (r <= 0)
                 return r == -EAGAIN;
-        take_message(s, &m);
+        take_message(s, &m, fd);
         return true;
 }
 
@@ -72,11 +81,13 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_PIDFD].fd = s->pidfd;
         p[POLL_SIGNAL].fd = sfd;
         p[POLL_SYNC].fd = s->sync_fd;
-        if (s->term) {
-                p[POLL_MASTER].fd = terminal_master_fd(s->term);
-                p[POLL_STDIN].fd = STDIN_FILENO;
-        }
+        bool master_done = false;
         for (;;) {
+                /* the master arrives over the sync socket once the pty exists */
+                if (s->term && !master_done && terminal_master_fd(s->term) >= 0 && p[POLL_MASTER].fd < 0) {
+                        p[POLL_MASTER].fd = terminal_master_fd(s->term);
+                        p[POLL_STDIN].fd = STDIN_FILENO;
+                }
                 if (poll(p, POLL_COUNT, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -89,8 +100,10 @@ int supervise(struct supervision *s, brig_error **err)
                 }
                 if (p[POLL_SYNC].revents && !read_sync(s))
                         p[POLL_SYNC].fd = -1;
-                if (p[POLL_MASTER].revents && !terminal_relay_out(s->term))
+                if (p[POLL_MASTER].revents && !terminal_relay_out(s->term)) {
                         p[POLL_MASTER].fd = -1;
+                        master_done = true;
+                }
                 if (p[POLL_STDIN].revents && !terminal_relay_in(s->term))
                         p[POLL_STDIN].fd = -1;
                 if (p[POLL_PIDFD].revents)
@@ -105,8 +118,9 @@ int supervise(struct supervision *s, brig_error **err)
                 if (poll(&q, 1, 0) <= 0)
                         break;
         }
-        while (p[POLL_MASTER].fd >= 0 && terminal_relay_out(s->term))
-                ;
+        if (s->term && !master_done && terminal_master_fd(s->term) >= 0)
+                while (terminal_relay_out(s->term))
+                        ;
         siginfo_t info = { 0 };
         if (waitid(P_PIDFD, (id_t)s->pidfd, &info, WEXITED) < 0)
                 return brig_err(err, errno, "waitid");

@@ -1,7 +1,9 @@
 /* terminal.c — a pseudo-terminal between the caller's terminal and the
- * sandbox. The command gets the slave as its controlling terminal, so
- * shells have job control; it never gets the caller's terminal, so
- * TIOCSTI can inject keystrokes only into its own pty. */
+ * sandbox. The pty lives in the sandbox's own devpts instance, so `tty`
+ * names it and nothing of the host's terminals is visible; the command
+ * gets the slave as its controlling terminal, so shells have job control,
+ * and never the caller's terminal, so TIOCSTI can inject keystrokes only
+ * into its own pty. The supervisor holds the master and relays bytes. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -12,53 +14,56 @@
 #include <termios.h>
 
 struct terminal {
-        int master;
-        bool restore;          /* caller's terminal is in raw mode */
+        int master;            /* -1 until the sandbox sends it */
+        bool restore;          /* the caller's terminal is in raw mode */
         struct termios saved;
-        bool stdin_open;
+        bool have_saved;
 };
 
-int terminal_open(enum brig_tty_mode mode, struct terminal **ret, int *slave_fd, brig_error **err)
+int terminal_prepare(enum brig_tty_mode mode, struct terminal **ret, brig_error **err)
 {
         *ret = NULL;
-        *slave_fd = -1;
         bool in_tty = isatty(STDIN_FILENO), out_tty = isatty(STDOUT_FILENO);
         if (mode == BRIG_TTY_NEVER || (mode == BRIG_TTY_AUTO && !(in_tty && out_tty)))
                 return 0;
         struct terminal *t = calloc(1, sizeof *t);
         if (!t)
                 return brig_err(err, ENOMEM, "terminal");
-        t->stdin_open = true;
-        t->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-        if (t->master < 0) {
-                free(t);
-                return brig_err(err, errno, "open a pseudo-terminal");
-        }
-        char name[128];
-        if (grantpt(t->master) < 0 || unlockpt(t->master) < 0 || ptsname_r(t->master, name, sizeof name) != 0) {
-                int e = errno;
-                terminal_close(t);
-                return brig_err(err, e, "set up the pseudo-terminal");
-        }
-        int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-        if (slave < 0) {
-                int e = errno;
-                terminal_close(t);
-                return brig_err(err, e, "open %s", name);
-        }
-        struct termios tio;
-        if (in_tty && tcgetattr(STDIN_FILENO, &tio) == 0) {
-                (void)tcsetattr(slave, TCSANOW, &tio);  /* same line settings as the caller's */
-                t->saved = tio;
-                struct termios raw = tio;
+        t->master = -1;
+        t->have_saved = in_tty && tcgetattr(STDIN_FILENO, &t->saved) == 0;
+        *ret = t;
+        return 0;
+}
+
+int terminal_create_inside(int *master, int *slave, brig_error **err)
+{
+        _cleanup_close_ int m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (m < 0)
+                return brig_err(err, errno, "open /dev/ptmx");
+        if (unlockpt(m) < 0)
+                return brig_err(err, errno, "unlockpt");
+        /* TIOCGPTPEER opens the slave through the master, not by a path
+         * that could be raced (ioctl_tty(2)). */
+        int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (s < 0)
+                return brig_err(err, errno, "open the pty slave");
+        *master = TAKE_FD(m);
+        *slave = s;
+        return 0;
+}
+
+void terminal_attach(struct terminal *t, int master)
+{
+        closep(&t->master);
+        t->master = master;
+        if (t->have_saved) {
+                (void)tcsetattr(master, TCSANOW, &t->saved);  /* the caller's line settings */
+                struct termios raw = t->saved;
                 cfmakeraw(&raw);
                 if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
                         t->restore = true;
         }
         terminal_on_winch(t);
-        *ret = t;
-        *slave_fd = slave;
-        return 0;
 }
 
 int terminal_master_fd(const struct terminal *t)
@@ -69,6 +74,8 @@ int terminal_master_fd(const struct terminal *t)
 void terminal_on_winch(struct terminal *t)
 {
         struct winsize ws;
+        if (t->master < 0)
+                return;
         if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 || ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
                 (void)ioctl(t->master, TIOCSWINSZ, &ws);  /* the kernel sends SIGWINCH inside */
 }
@@ -105,10 +112,8 @@ bool terminal_relay_in(struct terminal *t)
         ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                 return true;
-        if (n <= 0) {
-                t->stdin_open = false;
+        if (n <= 0)
                 return false;
-        }
         return write_all(t->master, buf, (size_t)n);
 }
 
