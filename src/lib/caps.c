@@ -26,7 +26,8 @@ int caps_drop_bounding(brig_error **err)
         /* Needs CAP_SETPCAP, so it comes before the uid change. Without the
          * bounding set, no execve can hand a capability back (file caps,
          * setuid root in a namespace where inside 0 is mapped). */
-        for (int cap = 0; cap <= last_cap(); cap++)
+        int last = last_cap();
+        for (int cap = 0; cap <= last; cap++)
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
                         return brig_err(err, errno, "drop capability %d from the bounding set", cap);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
@@ -62,7 +63,8 @@ int caps_verify_none(brig_error **err)
         for (int i = 0; i < 2; i++)
                 if (data[i].effective || data[i].permitted || data[i].inheritable)
                         return brig_err(err, EPERM, "capabilities still held after dropping them");
-        for (int cap = 0; cap <= last_cap(); cap++)
+        int last = last_cap();
+        for (int cap = 0; cap <= last; cap++)
                 if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0)
                         return brig_err(err, EPERM, "capability %d still in the bounding set", cap);
         if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)

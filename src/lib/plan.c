@@ -88,13 +88,51 @@ static int add_expanded(struct strv *out, const char *pattern)
         return 0;
 }
 
-/* Expand the deny patterns into existing canonical host paths. "~/x" is
- * expanded for the caller's home and for every home in the passwd
- * database, so granting /home hides everyone's keys. */
-static int expand_deny(const brig_policy *p, const char *home, struct strv *out)
+/* Can anything below `path` be visible inside? Only through a bind whose
+ * source contains it or lies inside it. */
+static bool reachable_by_bind(const struct run_plan *plan, const char *path)
+{
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                if (m->kind == MOUNT_BIND && (path_is_under(path, m->src) || path_is_under(m->src, path)))
+                        return true;
+        }
+        return false;
+}
+
+/* The literal part of a pattern, before its first glob character. */
+static char *literal_prefix(const char *pattern)
+{
+        size_t n = strcspn(pattern, "*?[");
+        char *s = strndup(pattern, n);
+        if (s && n < strlen(pattern)) {
+                char *slash = strrchr(s, '/');
+                if (slash)
+                        slash[slash == s ? 1 : 0] = '\0';
+        }
+        return s;
+}
+
+static int expand_one(const struct run_plan *plan, const char *pattern, struct strv *out)
+{
+        _cleanup_free_ char *prefix = literal_prefix(pattern);
+        if (!prefix)
+                return -ENOMEM;
+        /* Cheap test first: most secrets are nowhere near a grant. Homes
+         * are listed under their canonical names too, so a textual test
+         * suffices here. */
+        if (!reachable_by_bind(plan, prefix))
+                return 0;
+        return add_expanded(out, pattern);
+}
+
+/* Expand the deny patterns into existing canonical host paths that some
+ * bind could expose. "~/x" is expanded for the caller's home and for every
+ * home in the passwd database, so granting /home hides everyone's keys. */
+static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct strv *out)
 {
         struct strv homes = {0};
-        int r = strv_push(&homes, home);
+        int r = strv_push(&homes, plan->home);
         setpwent();
         struct passwd *pw;
         while (r == 0 && (pw = getpwent()))
@@ -102,15 +140,23 @@ static int expand_deny(const brig_policy *p, const char *home, struct strv *out)
                     !strv_contains(&homes, pw->pw_dir))
                         r = strv_push(&homes, pw->pw_dir);
         endpwent();
+        /* A home reached through a symlink lives where it really is. */
+        for (size_t h = 0, n = homes.n; r == 0 && h < n; h++) {
+                char *real = realpath(homes.items[h], NULL);
+                if (real && !strv_contains(&homes, real))
+                        r = strv_push_take(&homes, real);
+                else
+                        free(real);
+        }
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 if (pat[0] != '~') {
-                        r = add_expanded(out, pat);
+                        r = expand_one(plan, pat, out);
                         continue;
                 }
                 for (size_t h = 0; r == 0 && h < homes.n; h++) {
                         char *full = brig_strdup_printf("%s%s", homes.items[h], pat + 1);
-                        r = full ? add_expanded(out, full) : -ENOMEM;
+                        r = full ? expand_one(plan, full, out) : -ENOMEM;
                         free(full);
                 }
         }
@@ -326,7 +372,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r < 0)
                 return r;
         struct strv denied = {0};
-        r = expand_deny(p, plan->home, &denied);
+        r = expand_deny(plan, p, &denied);
         if (r < 0) {
                 strv_free(&denied);
                 return brig_err(err, -r, "expanding the secret deny list");
