@@ -185,10 +185,26 @@ static json_t *cgroup_json(void)
         return o;
 }
 
+static bool kernel_has_symbol(const char *name)
+{
+        FILE *f = fopen("/proc/kallsyms", "re");
+        if (!f)
+                return false;
+        char line[512];
+        size_t n = strlen(name);
+        bool found = false;
+        while (!found && fgets(line, sizeof line, f)) {
+                char *sym = strrchr(line, ' ');
+                found = sym && strncmp(sym + 1, name, n) == 0 && (sym[1 + n] == '\n' || sym[1 + n] == '\t');
+        }
+        fclose(f);
+        return found;
+}
+
 static bool nft_nat_module(void)
 {
-        /* Loaded, or available to load on demand. */
-        if (access("/sys/module/nft_chain_nat", F_OK) == 0)
+        /* Built in, loaded, or available to load on demand. */
+        if (access("/sys/module/nft_chain_nat", F_OK) == 0 || kernel_has_symbol("nft_nat_eval"))
                 return true;
         struct utsname u;
         if (uname(&u) < 0)
@@ -315,7 +331,7 @@ char *brig_doctor_text(bool *ok, brig_error **err)
         line(out, strcmp(detail, "none") != 0, "cgroups", detail);
         fprintf(out, "       controllers:%s\n", ctl);
         line(out, json_is_true(json_object_get(doc, "overlay_in_userns")), "overlayfs in user namespace", "");
-        line(out, json_is_true(json_object_get(doc, "nftables_nat_module")), "nftables NAT", "kernel module present");
+        line(out, json_is_true(json_object_get(doc, "nftables_nat_module")), "nftables NAT", "kernel support present");
         if (*ok) {
                 fprintf(out, "brig run's defaults hold on this host.\n");
         } else {
