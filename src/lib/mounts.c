@@ -381,8 +381,9 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
                         continue;
                 fds[i] = open_host_source(m->src, err);
                 if (fds[i] < 0) {
+                        int r = fds[i];
                         close_all(fds, plan->n_mounts);
-                        return fds[i];
+                        return r;
                 }
         }
         for (size_t i = 0; dev_nodes[i]; i++) {
@@ -391,7 +392,7 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
                 node_fds[i] = open_host_source(host, err);
                 if (node_fds[i] < 0) {
                         close_all(fds, plan->n_mounts);
-                        return node_fds[i];
+                        return node_fds[i];  /* the caller closes node_fds */
                 }
         }
         *ret_fds = fds;

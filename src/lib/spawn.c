@@ -57,8 +57,11 @@ static int collect(const struct supervision *s, brig_result *res, brig_error **e
                 return s->failure.errnum > 0 ? -s->failure.errnum : r;
         }
         int status = s->have_status ? s->wait_status : s->init_status;
-        if (!s->have_status && WIFEXITED(status) && WEXITSTATUS(status) == BRIG_EXIT_SETUP)
-                return brig_err(err, EPROTO, "the sandbox's pid 1 exited before starting the command");
+        /* No word from pid 1 and no signal: it ended on its own before the
+         * command's status was known — brig's failure, never the command's. */
+        if (!s->have_status && WIFEXITED(status))
+                return brig_err(err, EPROTO, "the sandbox's pid 1 ended unexpectedly (status %d)",
+                                WEXITSTATUS(status));
         if (WIFSIGNALED(status)) {
                 res->signal = WTERMSIG(status);
                 res->exit_code = 128 + res->signal;
