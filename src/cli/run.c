@@ -117,6 +117,10 @@ static int add_tmpfs(brig_policy *p, const char *spec, brig_error **err)
         }
         if (size_s && brig_parse_size(size_s, &size, err) < 0)
                 goto out;
+        if (size_s && size == 0) {
+                fprintf(stderr, "brig: --tmpfs '%s': size must be larger than 0\n", spec);
+                goto out;
+        }
         r = brig_policy_add_tmpfs(p, dst, size, err);
 out:
         free(dst);
@@ -144,9 +148,12 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 return brig_parse_size(arg, &size, err) < 0 ? -1 : brig_policy_set_home_size(p, size, err);
         case OPT_SYS: brig_policy_set_mount_sys(p, true); return 0;
         case OPT_DENY: return brig_policy_add_deny(p, arg, err);
-        case OPT_UNSAFE_ALLOW_SECRET:
-                fprintf(stderr, "brig: WARNING: '%s' removed from the secret deny list on request\n", arg);
-                return brig_policy_unsafe_allow_secret(p, arg, err);
+        case OPT_UNSAFE_ALLOW_SECRET: {
+                int r = brig_policy_unsafe_allow_secret(p, arg, err);
+                if (r == 0)
+                        fprintf(stderr, "brig: WARNING: '%s' removed from the secret deny list on request\n", arg);
+                return r;
+        }
         case OPT_ENV: {
                 const char *eq = strchr(arg, '=');
                 if (!eq) {
@@ -181,6 +188,24 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         }
 }
 
+/* getopt's '?' covers three mistakes; name the right one. */
+static void explain_bad_option(const char *arg)
+{
+        if (strncmp(arg, "--", 2) == 0) {
+                size_t n = strcspn(arg + 2, "=");
+                for (const struct option *o = options; o->name; o++) {
+                        if (strlen(o->name) != n || strncmp(o->name, arg + 2, n) != 0)
+                                continue;
+                        if (o->has_arg == no_argument)
+                                fprintf(stderr, "brig run: option '--%s' takes no value\n", o->name);
+                        else
+                                fprintf(stderr, "brig run: option '--%s' needs a value\n", o->name);
+                        return;
+                }
+        }
+        fprintf(stderr, "brig run: unknown option '%s' (see brig run --help)\n", arg);
+}
+
 int cmd_run(int argc, char **argv)
 {
         brig_policy *p = brig_policy_new();
@@ -200,11 +225,7 @@ int cmd_run(int argc, char **argv)
                         return 0;
                 }
                 if (opt == '?') {
-                        const char *bad = argv[optind - 1];
-                        if (optopt)
-                                fprintf(stderr, "brig run: option '%s' needs a value\n", bad);
-                        else
-                                fprintf(stderr, "brig run: unknown option '%s' (see brig run --help)\n", bad);
+                        explain_bad_option(argv[optind - 1]);
                         brig_policy_free(p);
                         return BRIG_EXIT_SETUP;
                 }

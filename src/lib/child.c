@@ -69,11 +69,13 @@ static int child_setup(struct run_plan *plan, brig_error **err)
          * death takes every process of the sandbox with it. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");
-        /* No process of the caller's may ptrace or read our memory while we
-         * hold capabilities. */
+        STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
+        /* No other process of the caller's may ptrace us or read our memory
+         * while we hold capabilities. Only now: a non-dumpable process's
+         * /proc files belong to root, and a rootless supervisor could no
+         * longer write our uid map. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 return brig_err(err, errno, "PR_SET_DUMPABLE");
-        STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
         /* Leave the caller's session: no controlling terminal to inject into. */
         if (setsid() < 0)
                 return brig_err(err, errno, "setsid");

@@ -157,6 +157,9 @@ int brig_policy_add_tmpfs(brig_policy *p, const char *dst, uint64_t size_bytes, 
         r = check_destination(d, err);
         if (r < 0)
                 return r;
+        if (size_bytes != 0 && size_bytes < 4096)
+                return brig_err(err, EINVAL, "tmpfs '%s': size %llu is below one page", d,
+                                (unsigned long long)size_bytes);
         struct mount_entry m = {
                 .kind = MOUNT_TMPFS, .dst = d, .mode = 01777, .from_user = true,
                 .size = size_bytes ? size_bytes : BRIG_DEFAULT_TMPFS_SIZE,
@@ -325,7 +328,15 @@ int brig_parse_size(const char *text, uint64_t *bytes, brig_error **err)
                 return brig_err(err, EINVAL, "size '': expected a number with an optional unit (K, M, G, T)");
         char *end = NULL;
         errno = 0;
-        if (!isdigit((unsigned char)text[0]))
+        /* digits with at most one '.': strtod alone would take hex and exponents */
+        size_t digits = strspn(text, "0123456789");
+        if (digits == 0)
+                goto bad;
+        if (text[digits] == '.' && !isdigit((unsigned char)text[digits + 1]))
+                goto bad;
+        if (text[digits] == '.' && strspn(text + digits + 1, "0123456789") == 0)
+                goto bad;
+        if (strchr(text, 'x') || strchr(text, 'X') || strpbrk(text, "eEpP+-"))
                 goto bad;
         double v = strtod(text, &end);
         if (errno || end == text || !isfinite(v) || v < 0)

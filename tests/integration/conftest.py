@@ -29,7 +29,8 @@ def bindir():
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-bin-", dir="/tmp"))
     d.chmod(0o755)
     for f in BUILD.glob("libbrig.so*"):
-        shutil.copy2(f, d / f.name, follow_symlinks=True)
+        if f.is_file():  # not meson's libbrig.so.*.p/ object directory
+            shutil.copy2(f, d / f.name, follow_symlinks=True)
     shutil.copy2(BUILD / "brig", d / "brig")
     if not ESCAPE.is_dir():
         pytest.fail(f"escape programs not built: {ESCAPE} (run make build)")

@@ -1,7 +1,365 @@
+/* test_util.c — unit tests for the pure helpers in src/lib/util.c:
+ * path arithmetic (what the secret deny list and the mount layout rely on)
+ * and string lists. */
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void placeholder(void **s) { (void)s; }
-int main(void) { const struct CMUnitTest t[] = { cmocka_unit_test(placeholder) }; return cmocka_run_group_tests(t, NULL, NULL); }
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- path_normalize ------------------------------------------------------ */
+
+static void check_norm(const char *in, const char *want)
+{
+        errno = 0;
+        char *got = path_normalize(in);
+        if (!got)
+                fail_msg("path_normalize(\"%s\") returned NULL (errno %d), expected \"%s\"", in, errno, want);
+        if (strcmp(got, want) != 0) {
+                char buf[512];
+                snprintf(buf, sizeof buf, "path_normalize(\"%s\") = \"%s\", expected \"%s\"", in, got, want);
+                free(got);
+                fail_msg("%s", buf);
+        }
+        free(got);
+}
+
+static void check_norm_fails(const char *in)
+{
+        errno = 0;
+        char *got = path_normalize(in);
+        if (got) {
+                char buf[512];
+                snprintf(buf, sizeof buf, "path_normalize(\"%s\") = \"%s\", expected NULL", in ? in : "(null)", got);
+                free(got);
+                fail_msg("%s", buf);
+        }
+        assert_int_equal(errno, EINVAL);
+}
+
+static void test_normalize_plain(void **state)
+{
+        (void)state;
+        check_norm("/", "/");
+        check_norm("/a", "/a");
+        check_norm("/a/b/c", "/a/b/c");
+        check_norm("/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu");
+}
+
+static void test_normalize_slashes(void **state)
+{
+        (void)state;
+        check_norm("//", "/");
+        check_norm("///", "/");
+        check_norm("//a", "/a");
+        check_norm("/a//b", "/a/b");
+        check_norm("/a///b////c", "/a/b/c");
+        check_norm("/a/", "/a");
+        check_norm("/a/b//", "/a/b");
+}
+
+static void test_normalize_dot(void **state)
+{
+        (void)state;
+        check_norm("/.", "/");
+        check_norm("/./", "/");
+        check_norm("/./a", "/a");
+        check_norm("/a/./b", "/a/b");
+        check_norm("/a/.", "/a");
+        check_norm("/a/././b/./", "/a/b");
+        check_norm("/.//./a/.//b", "/a/b");
+}
+
+static void test_normalize_dotted_names_kept(void **state)
+{
+        (void)state;
+        /* Only "." and ".." are special; names that merely start with a dot
+         * are ordinary components. */
+        check_norm("/...", "/...");
+        check_norm("/a/.../b", "/a/.../b");
+        check_norm("/home/u/.hidden", "/home/u/.hidden");
+        check_norm("/home/u/.ssh/", "/home/u/.ssh");
+        check_norm("/a/..b", "/a/..b");
+        check_norm("/a/b..", "/a/b..");
+        check_norm("/a/.b./c", "/a/.b./c");
+}
+
+static void test_normalize_rejects_relative(void **state)
+{
+        (void)state;
+        check_norm_fails("");
+        check_norm_fails("a");
+        check_norm_fails("a/b");
+        check_norm_fails("./a");
+        check_norm_fails(".");
+        check_norm_fails("..");
+        check_norm_fails("~/x");
+        check_norm_fails(NULL);
+}
+
+static void test_normalize_rejects_dotdot(void **state)
+{
+        (void)state;
+        check_norm_fails("/..");
+        check_norm_fails("/../");
+        check_norm_fails("/a/..");
+        check_norm_fails("/a/../b");
+        check_norm_fails("/a/b/../../c");
+        check_norm_fails("//..//a");
+        check_norm_fails("/a/./../b");
+}
+
+static void test_normalize_result_is_fresh(void **state)
+{
+        (void)state;
+        const char *in = "/a/b";
+        char *out = path_normalize(in);
+        assert_non_null(out);
+        assert_ptr_not_equal(out, in);
+        assert_string_equal(out, "/a/b");
+        free(out);
+}
+
+/* ---- path_is_under / path_below ----------------------------------------- */
+
+static void test_under_basic(void **state)
+{
+        (void)state;
+        assert_true(path_is_under("/a/b", "/a/b"));
+        assert_true(path_is_under("/a/b/c", "/a/b"));
+        assert_true(path_is_under("/a/b/c/d", "/a"));
+        assert_false(path_is_under("/a", "/a/b"));
+        assert_false(path_is_under("/x/b", "/a/b"));
+        assert_false(path_is_under("/b", "/a"));
+}
+
+static void test_under_prefix_is_not_parent(void **state)
+{
+        (void)state;
+        /* The classic bug: a string prefix is not a directory prefix. */
+        assert_false(path_is_under("/a/bc", "/a/b"));
+        assert_null(path_below("/a/bc", "/a/b"));
+        assert_false(path_is_under("/home/alice2/.ssh", "/home/alice"));
+        assert_false(path_is_under("/procfs", "/proc"));
+        assert_false(path_is_under("/dev-x/y", "/dev"));
+        assert_false(path_is_under("/ab", "/a"));
+}
+
+static void test_under_root_contains_everything(void **state)
+{
+        (void)state;
+        assert_true(path_is_under("/", "/"));
+        assert_true(path_is_under("/a", "/"));
+        assert_true(path_is_under("/a/b/c", "/"));
+        assert_string_equal(path_below("/", "/"), "");
+        assert_string_equal(path_below("/a", "/"), "a");
+        assert_string_equal(path_below("/a/b/c", "/"), "a/b/c");
+}
+
+static void test_below_values(void **state)
+{
+        (void)state;
+        assert_string_equal(path_below("/a/b", "/a/b"), "");
+        assert_string_equal(path_below("/a/b/c", "/a/b"), "c");
+        assert_string_equal(path_below("/a/b/c/d", "/a"), "b/c/d");
+        assert_string_equal(path_below("/home/u/.ssh/id_rsa", "/home/u"), ".ssh/id_rsa");
+        assert_null(path_below("/a", "/a/b"));
+        assert_null(path_below("/z", "/a"));
+        /* The result points into the argument, it is not a copy. */
+        const char *p = "/x/y/z";
+        assert_ptr_equal(path_below(p, "/x"), p + 3);
+        assert_ptr_equal(path_below(p, p), p + strlen(p));
+}
+
+/* ---- path_depth ------------------------------------------------------- */
+
+static void test_depth(void **state)
+{
+        (void)state;
+        assert_int_equal(path_depth("/"), 0);
+        assert_int_equal(path_depth("/a"), 1);
+        assert_int_equal(path_depth("/a/b"), 2);
+        assert_int_equal(path_depth("/a/b/c"), 3);
+        assert_int_equal(path_depth("/usr/lib/x86_64-linux-gnu"), 3);
+        assert_int_equal(path_depth("/.hidden/..."), 2);
+        /* a trailing slash is not a component */
+        assert_int_equal(path_depth("/a/b/"), 2);
+}
+
+static void test_depth_orders_parents_first(void **state)
+{
+        (void)state;
+        /* The mount layout sorts by depth so a parent is mounted before
+         * what lies below it. */
+        assert_true(path_depth("/home") < path_depth("/home/u"));
+        assert_true(path_depth("/home/u") < path_depth("/home/u/.ssh"));
+        assert_true(path_depth("/") < path_depth("/tmp"));
+}
+
+/* ---- strv ------------------------------------------------------------- */
+
+static void test_strv_push_contains(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        assert_false(strv_contains(&v, "a"));
+        assert_int_equal(strv_push(&v, "a"), 0);
+        assert_int_equal(strv_push(&v, "b"), 0);
+        assert_int_equal(strv_push(&v, "c"), 0);
+        assert_int_equal(v.n, 3);
+        assert_string_equal(v.items[0], "a");
+        assert_string_equal(v.items[1], "b");
+        assert_string_equal(v.items[2], "c");
+        assert_null(v.items[3]);  /* NULL-terminated, usable as an argv */
+        assert_true(strv_contains(&v, "a"));
+        assert_true(strv_contains(&v, "c"));
+        assert_false(strv_contains(&v, "d"));
+        assert_false(strv_contains(&v, ""));
+        assert_false(strv_contains(&v, "ab"));
+        strv_free(&v);
+        assert_null(v.items);
+        assert_int_equal(v.n, 0);
+}
+
+static void test_strv_push_copies(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        char buf[] = "mutable";
+        assert_int_equal(strv_push(&v, buf), 0);
+        assert_ptr_not_equal(v.items[0], buf);
+        buf[0] = 'X';
+        assert_string_equal(v.items[0], "mutable");
+        strv_free(&v);
+}
+
+static void test_strv_push_take(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        char *s = strdup("owned");
+        assert_non_null(s);
+        assert_int_equal(strv_push_take(&v, s), 0);
+        assert_ptr_equal(v.items[0], s);
+        /* NULL (a failed allocation upstream) is reported, not stored */
+        assert_int_equal(strv_push_take(&v, NULL), -ENOMEM);
+        assert_int_equal(v.n, 1);
+        assert_null(v.items[1]);
+        strv_free(&v);
+}
+
+static void test_strv_remove(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        const char *in[] = { "a", "b", "c", "d" };
+        for (size_t i = 0; i < 4; i++)
+                assert_int_equal(strv_push(&v, in[i]), 0);
+
+        assert_int_equal(strv_remove(&v, "b"), 0);  /* middle */
+        assert_int_equal(v.n, 3);
+        assert_string_equal(v.items[0], "a");
+        assert_string_equal(v.items[1], "c");
+        assert_string_equal(v.items[2], "d");
+        assert_null(v.items[3]);
+        assert_false(strv_contains(&v, "b"));
+
+        assert_int_equal(strv_remove(&v, "d"), 0);  /* last */
+        assert_int_equal(v.n, 2);
+        assert_null(v.items[2]);
+
+        assert_int_equal(strv_remove(&v, "a"), 0);  /* first */
+        assert_int_equal(v.n, 1);
+        assert_string_equal(v.items[0], "c");
+        assert_null(v.items[1]);
+
+        assert_int_equal(strv_remove(&v, "zzz"), -ENOENT);
+        assert_int_equal(strv_remove(&v, "b"), -ENOENT);  /* already gone */
+        assert_int_equal(v.n, 1);
+
+        assert_int_equal(strv_remove(&v, "c"), 0);
+        assert_int_equal(v.n, 0);
+        assert_null(v.items[0]);
+        assert_int_equal(strv_remove(&v, "c"), -ENOENT);
+
+        /* still usable after being emptied */
+        assert_int_equal(strv_push(&v, "e"), 0);
+        assert_int_equal(v.n, 1);
+        assert_string_equal(v.items[0], "e");
+        strv_free(&v);
+}
+
+static void test_strv_remove_first_duplicate_only(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        assert_int_equal(strv_push(&v, "x"), 0);
+        assert_int_equal(strv_push(&v, "x"), 0);
+        assert_int_equal(strv_remove(&v, "x"), 0);
+        assert_int_equal(v.n, 1);
+        assert_true(strv_contains(&v, "x"));
+        strv_free(&v);
+}
+
+static void test_strv_remove_empty(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        assert_int_equal(strv_remove(&v, "a"), -ENOENT);
+        strv_free(&v);  /* freeing an empty list is fine */
+        strv_free(&v);  /* and idempotent */
+        assert_int_equal(v.n, 0);
+}
+
+static void test_strv_many(void **state)
+{
+        (void)state;
+        struct strv v = {0};
+        char buf[32];
+        for (int i = 0; i < 1000; i++) {
+                snprintf(buf, sizeof buf, "item-%d", i);
+                assert_int_equal(strv_push(&v, buf), 0);
+        }
+        assert_int_equal(v.n, 1000);
+        assert_true(strv_contains(&v, "item-0"));
+        assert_true(strv_contains(&v, "item-999"));
+        assert_false(strv_contains(&v, "item-1000"));
+        assert_string_equal(v.items[500], "item-500");
+        assert_null(v.items[1000]);
+        strv_free(&v);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_normalize_plain),
+                cmocka_unit_test(test_normalize_slashes),
+                cmocka_unit_test(test_normalize_dot),
+                cmocka_unit_test(test_normalize_dotted_names_kept),
+                cmocka_unit_test(test_normalize_rejects_relative),
+                cmocka_unit_test(test_normalize_rejects_dotdot),
+                cmocka_unit_test(test_normalize_result_is_fresh),
+                cmocka_unit_test(test_under_basic),
+                cmocka_unit_test(test_under_prefix_is_not_parent),
+                cmocka_unit_test(test_under_root_contains_everything),
+                cmocka_unit_test(test_below_values),
+                cmocka_unit_test(test_depth),
+                cmocka_unit_test(test_depth_orders_parents_first),
+                cmocka_unit_test(test_strv_push_contains),
+                cmocka_unit_test(test_strv_push_copies),
+                cmocka_unit_test(test_strv_push_take),
+                cmocka_unit_test(test_strv_remove),
+                cmocka_unit_test(test_strv_remove_first_duplicate_only),
+                cmocka_unit_test(test_strv_remove_empty),
+                cmocka_unit_test(test_strv_many),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
