@@ -86,6 +86,16 @@ enum brig_tty_mode {
 };
 BRIG_PUBLIC void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode);
 
+/* Syscall rules on top of the default seccomp profile. `name` is a syscall
+ * or a @group (@mount, @privileged, @network, @debug, ...); `action` is one
+ * of "allow", "kill", "log" (allow and record), "deny-log" (refuse and
+ * record) or "errno:N". An unknown name is an error that names it. */
+BRIG_PUBLIC int brig_policy_add_syscall_rule(brig_policy *p, const char *name, const char *action,
+                                             brig_error **err);
+/* Let a control run degraded when the host lacks it ("landlock", "seccomp");
+ * the run report then says it degraded. Without this brig refuses to run. */
+BRIG_PUBLIC int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error **err);
+
 /* Write a JSON run report to this file when the run ends. */
 BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err);
 

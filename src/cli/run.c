@@ -30,13 +30,17 @@ static const char run_usage[] =
         "  --pass-fd N              keep inherited fd N open inside\n"
         "  --hostname NAME          hostname inside (default brig)\n"
         "  --tty / --no-tty         force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)\n"
+        "Syscalls and degradation:\n"
+        "  --seccomp-allow NAME     allow a syscall or @group the default profile refuses\n"
+        "  --seccomp-deny NAME[:ERRNO]  refuse a syscall or @group (default errno EPERM)\n"
+        "  --allow-degraded CONTROL run even if the host lacks landlock or seccomp (the report says so)\n"
         "Reporting:\n"
         "  --json-report FILE       write a JSON report of the run\n";
 
 enum {
         OPT_WORKSPACE = 256, OPT_RO_BIND, OPT_BIND, OPT_TMPFS, OPT_TMP_SIZE, OPT_HOME_SIZE, OPT_SYS,
         OPT_DENY, OPT_UNSAFE_ALLOW_SECRET, OPT_ENV, OPT_KEEP_ENV, OPT_PASS_FD, OPT_HOSTNAME, OPT_TTY,
-        OPT_NO_TTY, OPT_JSON_REPORT,
+        OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
 };
 
 static const struct option options[] = {
@@ -56,6 +60,9 @@ static const struct option options[] = {
         { "tty", no_argument, NULL, OPT_TTY },
         { "no-tty", no_argument, NULL, OPT_NO_TTY },
         { "json-report", required_argument, NULL, OPT_JSON_REPORT },
+        { "seccomp-allow", required_argument, NULL, OPT_SECCOMP_ALLOW },
+        { "seccomp-deny", required_argument, NULL, OPT_SECCOMP_DENY },
+        { "allow-degraded", required_argument, NULL, OPT_ALLOW_DEGRADED },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
 };
@@ -184,6 +191,20 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 free(abs);
                 return r;
         }
+        case OPT_SECCOMP_ALLOW: return brig_policy_add_syscall_rule(p, arg, "allow", err);
+        case OPT_SECCOMP_DENY: {
+                /* NAME[:ERRNO]; ERRNO a number or a name such as EPERM */
+                const char *colon = strchr(arg, ':');
+                char *name = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+                char *action = NULL;
+                int r = -1;
+                if (name && asprintf(&action, "errno:%s", colon ? colon + 1 : "EPERM") >= 0)
+                        r = brig_policy_add_syscall_rule(p, name, action, err);
+                free(name);
+                free(action);
+                return r;
+        }
+        case OPT_ALLOW_DEGRADED: return brig_policy_allow_degraded(p, arg, err);
         default: return -1;
         }
 }

@@ -6,6 +6,8 @@
  * sent to the supervisor as one message and the process exits 125. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "landlock.h"
+#include "seccomp.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -153,6 +155,13 @@ static _Noreturn void command_exec(const struct run_plan *plan)
                 brig_err(&err, EPERM, "a nested user namespace could still be created");
                 goto fail;
         }
+        /* Landlock after the mounts it mirrors; it needs no_new_privs,
+         * which pid 1 set before forking us. */
+        if (landlock_apply(plan, &err) < 0)
+                goto fail;
+        /* seccomp last: the filter need not allow any setup call. */
+        if (seccomp_apply(plan, &err) < 0)
+                goto fail;
         environ = plan->envp;  /* execvp searches the sandbox's PATH */
         execvp(plan->argv[0], plan->argv);
         int e = errno;

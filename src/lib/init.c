@@ -6,11 +6,44 @@
 #include "internal.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
+
+/* /proc/1/cmdline is readable by everyone inside; brig's command line may
+ * carry host paths and --env values. Blank it in place (the kernel reads
+ * the memory between arg_start and arg_end, fields 48-49 of stat). */
+static void hide_command_line(void)
+{
+        FILE *f = fopen("/proc/self/stat", "re");
+        if (!f)
+                return;
+        char buf[2048];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');  /* comm may hold spaces */
+        if (!p)
+                return;
+        unsigned long start = 0, end = 0;
+        int field = 2;
+        for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
+                field++;
+                if (field == 48)
+                        start = strtoul(tok, NULL, 10);
+                else if (field == 49)
+                        end = strtoul(tok, NULL, 10);
+        }
+        static const char name[] = "brig-init";
+        if (start == 0 || end <= start + sizeof name)
+                return;
+        memset((void *)start, 0, end - start);
+        memcpy((void *)start, name, sizeof name);
+}
 
 static void detach_stdio(void)
 {
@@ -27,6 +60,7 @@ _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 {
         closep(&plan->pty_slave_fd);
         detach_stdio();
+        hide_command_line();
         /* The supervisor blocked these before clone, so none was lost; we
          * read them here instead of running handlers. */
         sigset_t set;

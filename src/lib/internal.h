@@ -92,6 +92,13 @@ struct env_setting {
         char *value;
 };
 
+struct seccomp_policy;  /* seccomp.h */
+
+enum degradable {
+        DEGRADE_LANDLOCK = 1 << 0,
+        DEGRADE_SECCOMP = 1 << 1,
+};
+
 struct brig_policy {
         char *workspace;             /* NULL: current directory at run time */
         struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
@@ -109,6 +116,8 @@ struct brig_policy {
         char *hostname;
         enum brig_tty_mode tty;
         char *report_path;
+        struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
+        unsigned allow_degraded;         /* enum degradable */
 };
 
 #define BRIG_DEFAULT_TMP_SIZE (512ULL << 20)
@@ -142,6 +151,8 @@ struct run_plan {
         int pty_slave_fd;        /* inside: the command's terminal, -1 without a pty */
         bool tty;                /* the command runs on a pty of its own */
         bool new_time_ns;
+        int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
+        bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         int sync_fd;             /* child end of the sync socket */
 };
 
@@ -157,7 +168,7 @@ struct host_features {
         bool mount_api;        /* open_tree/move_mount/mount_setattr/fsopen */
         bool openat2;
         bool clone3;
-        bool idmapped_mounts;  /* filled lazily (needs root) */
+        bool seccomp;          /* seccomp filters (SECCOMP_SET_MODE_FILTER) */
 };
 BRIG_INTERNAL const struct host_features *host_probe(void);
 

@@ -54,6 +54,12 @@ static int open_host_source(const char *path, brig_error **err)
                 return brig_err(err, ELOOP, "bind source '%s' contains a symlink; give the resolved path", path);
         if (fd < 0)
                 return brig_err(err, errno, "bind source '%s'", path);
+        /* O_PATH|O_NOFOLLOW opens a final symlink itself: refuse it too. */
+        struct stat st;
+        if (fstat(fd, &st) < 0 || S_ISLNK(st.st_mode)) {
+                close(fd);
+                return brig_err(err, ELOOP, "bind source '%s' is a symlink; give the resolved path", path);
+        }
         return fd;
 }
 

@@ -1,6 +1,7 @@
 /* policy.c — the policy model: defaults, setters, the secret deny list. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "seccomp.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -80,6 +81,7 @@ void brig_policy_free(brig_policy *p)
         free(p->pass_fds);
         free(p->hostname);
         free(p->report_path);
+        seccomp_policy_free(p->seccomp);
         free(p);
 }
 
@@ -319,6 +321,23 @@ int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **e
                 return brig_err(err, ENOMEM, "report path");
         free(p->report_path);
         p->report_path = d;
+        return 0;
+}
+
+int brig_policy_add_syscall_rule(brig_policy *p, const char *name, const char *action, brig_error **err)
+{
+        return seccomp_policy_add(&p->seccomp, name, action, err);
+}
+
+int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error **err)
+{
+        if (control && strcmp(control, "landlock") == 0)
+                p->allow_degraded |= DEGRADE_LANDLOCK;
+        else if (control && strcmp(control, "seccomp") == 0)
+                p->allow_degraded |= DEGRADE_SECCOMP;
+        else
+                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock or seccomp",
+                                control ? control : "");
         return 0;
 }
 

@@ -58,6 +58,7 @@ const struct host_features *host_probe(void)
                       syscall_exists(SYS_fsopen, 0, 0, 0) && syscall_exists(SYS_move_mount, -1, 0, -1);
         f.openat2 = syscall_exists(SYS_openat2, -1, 0, 0);
         f.clone3 = syscall_exists(SYS_clone3, 0, 0, 0);
+        f.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
         done = true;
         return &f;
 }

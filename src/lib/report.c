@@ -82,11 +82,28 @@ int report_write(const char *path, const struct run_report *r, brig_error **err)
         json_object_set_new(controls, "network", json_string("none"));
         json_object_set_new(controls, "capabilities", json_array());
         json_object_set_new(controls, "no_new_privs", json_true());
+        json_object_set_new(controls, "landlock_abi", json_integer(plan->landlock_abi));
+        json_object_set_new(controls, "seccomp", json_string(plan->seccomp_degraded ? "degraded" : "default"));
+        json_t *degraded = json_array();
+        if (plan->policy && plan->landlock_abi == 0 && (plan->policy->allow_degraded & DEGRADE_LANDLOCK))
+                json_array_append_new(degraded, json_string("landlock"));
+        if (plan->seccomp_degraded)
+                json_array_append_new(degraded, json_string("seccomp"));
+        json_object_set_new(doc, "degraded", degraded);
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(doc, "controls", controls);
-        int rc = json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
-        if (rc < 0)
-                return brig_err(err, errno ? errno : EIO, "write report '%s'", path);
+        if (!text)
+                return brig_err(err, ENOMEM, "report");
+        FILE *f = fopen(path, "we");
+        int e = 0;
+        if (!f || fprintf(f, "%s\n", text) < 0)
+                e = errno ? errno : EIO;
+        if (f && fclose(f) != 0 && !e)
+                e = errno ? errno : EIO;
+        free(text);
+        if (e)
+                return brig_err(err, e, "write report '%s'", path);
         return 0;
 }

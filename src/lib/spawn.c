@@ -2,6 +2,7 @@
  * brig_run() top to bottom: it is the whole story on the host. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "landlock.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -22,7 +23,7 @@ static uint64_t now_ms(void)
 }
 
 /* Fail closed: the controls every run relies on must exist here. */
-static int check_host(const struct run_plan *plan, brig_error **err)
+static int check_host(struct run_plan *plan, brig_error **err)
 {
         const struct host_features *f = host_probe();
         if (!f->userns)
@@ -30,6 +31,16 @@ static int check_host(const struct run_plan *plan, brig_error **err)
         if (!f->mount_api || !f->openat2 || !f->clone3)
                 return brig_err(err, EOPNOTSUPP,
                                 "this kernel lacks the new mount API, openat2 or clone3 (Linux 5.15+ needed; see brig doctor)");
+        if (!f->seccomp) {
+                if (!(plan->policy->allow_degraded & DEGRADE_SECCOMP))
+                        return brig_err(err, EOPNOTSUPP, "seccomp filtering is not available on this host "
+                                                         "(run with --allow-degraded seccomp to accept that)");
+                plan->seccomp_degraded = true;
+        }
+        plan->landlock_abi = landlock_abi_version();
+        if (plan->landlock_abi == 0 && !(plan->policy->allow_degraded & DEGRADE_LANDLOCK))
+                return brig_err(err, EOPNOTSUPP, "Landlock is not available on this host "
+                                                 "(run with --allow-degraded landlock to accept that)");
         for (size_t i = 0; i < plan->policy->n_pass_fds; i++)
                 if (fcntl(plan->policy->pass_fds[i], F_GETFD) < 0)
                         return brig_err(err, errno, "--pass-fd %d", plan->policy->pass_fds[i]);

@@ -1,0 +1,16 @@
+/* seccomp.h — the syscall filter (seccomp.c). */
+#ifndef BRIG_SECCOMP_H
+#define BRIG_SECCOMP_H
+
+#include "internal.h"
+
+/* Validate and record one user rule (see brig_policy_add_syscall_rule). */
+BRIG_INTERNAL int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char *action,
+                                     brig_error **err);
+BRIG_INTERNAL void seccomp_policy_free(struct seccomp_policy *sp);
+
+/* Build the default profile plus the policy's rules and load it. Called
+ * last in the command's process, just before execve. */
+BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
+
+#endif
