@@ -97,6 +97,13 @@ static int make_mountpoint(int root_fd, const char *path, bool want_file, brig_e
                         return brig_err(err, ELOOP, "mount point '%s': '%s' is a symlink", path, comp);
                 if (fd < 0)
                         return brig_err(err, errno, "mount point '%s' (at '%s')", path, comp);
+                /* O_PATH|O_NOFOLLOW opens a symlink itself rather than failing:
+                 * never mount over, or walk through, one the sandbox planted. */
+                struct stat st;
+                if (fstat(fd, &st) < 0 || S_ISLNK(st.st_mode)) {
+                        close(fd);
+                        return brig_err(err, ELOOP, "mount point '%s': '%s' is a symlink", path, comp);
+                }
                 close(dir);
                 dir = fd;
                 comp = next;
@@ -175,7 +182,7 @@ static gid_t owner_gid(const struct run_plan *plan)
         return plan->map_root_for_setup ? 0 : plan->sandbox_gid;
 }
 
-static int mount_entry(int root_fd, const struct run_plan *plan, const struct mount_entry *m, int src,
+static int mount_entry(int root_fd, const struct run_plan *plan, const struct mount_entry *m, int src_tree,
                        brig_error **err)
 {
         _cleanup_close_ int tree = -EBADF;
@@ -191,10 +198,12 @@ static int mount_entry(int root_fd, const struct run_plan *plan, const struct mo
                         return brig_err(err, errno, "dup");
         } else {
                 struct stat st;
-                if (fstat(src, &st) < 0)
+                if (fstat(src_tree, &st) < 0)
                         return brig_err(err, errno, "stat '%s'", m->src);
                 is_dir = S_ISDIR(st.st_mode);
-                tree = clone_tree(src, m->readonly, true, m->src, err);
+                tree = fcntl(src_tree, F_DUPFD_CLOEXEC, 3);
+                if (tree < 0)
+                        return brig_err(err, errno, "dup");
         }
         if (tree < 0)
                 return tree;
@@ -226,6 +235,8 @@ static int mask_path(int root_fd, const char *path, bool ignore_missing, brig_er
         struct stat st;
         if (fstat(target, &st) < 0)
                 return brig_err(err, errno, "stat '%s'", path);
+        if (S_ISLNK(st.st_mode))
+                return brig_err(err, ELOOP, "hide '%s': it became a symlink", path);
         _cleanup_close_ int tree = -EBADF;
         if (S_ISDIR(st.st_mode)) {
                 const char *opts[] = { "size", "4096", "nr_inodes", "1", "mode", "0555", NULL };
@@ -372,8 +383,9 @@ static void close_all(int *fds, size_t n)
         free(fds);
 }
 
-/* Every host path is opened before the new root is attached over "/":
- * from then on host paths are out of reach by name. */
+/* Every host tree is copied before the new root is attached over "/":
+ * from then on host paths are out of reach by name, and a recursive copy
+ * of "/" itself would include the new root stacked on top of it. */
 static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fds, brig_error **err)
 {
         int *fds = calloc(plan->n_mounts + 1, sizeof *fds);
@@ -385,7 +397,8 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
                 const struct mount_entry *m = &plan->mounts[i];
                 if (m->kind != MOUNT_BIND)
                         continue;
-                fds[i] = open_host_source(m->src, err);
+                _cleanup_close_ int src = open_host_source(m->src, err);
+                fds[i] = src < 0 ? src : clone_tree(src, m->readonly, true, m->src, err);
                 if (fds[i] < 0) {
                         int r = fds[i];
                         close_all(fds, plan->n_mounts);

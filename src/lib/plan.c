@@ -63,7 +63,7 @@ static int caller_home(char **out, brig_error **err)
 static int add_expanded(struct strv *out, const char *pattern)
 {
         glob_t g;
-        int r = glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g);
+        int r = glob(pattern, GLOB_NOSORT, NULL, &g);
         if (r == GLOB_NOMATCH)
                 return 0;
         if (r != 0)
@@ -113,6 +113,21 @@ static char *literal_prefix(const char *pattern)
         return s;
 }
 
+/* A literal path made safe to glob: home directories may hold '[' or '*'. */
+static char *glob_escape(const char *s)
+{
+        char *out = malloc(2 * strlen(s) + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (; *s; s++) {
+                if (strchr("*?[]\\", *s))
+                        *o++ = '\\';
+                *o++ = *s;
+        }
+        *o = '\0';
+        return out;
+}
+
 static int expand_one(const struct run_plan *plan, const char *pattern, struct strv *out)
 {
         _cleanup_free_ char *prefix = literal_prefix(pattern);
@@ -155,7 +170,8 @@ static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct
                         continue;
                 }
                 for (size_t h = 0; r == 0 && h < homes.n; h++) {
-                        char *full = brig_strdup_printf("%s%s", homes.items[h], pat + 1);
+                        _cleanup_free_ char *home = glob_escape(homes.items[h]);
+                        char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
                         r = full ? expand_one(plan, full, out) : -ENOMEM;
                         free(full);
                 }

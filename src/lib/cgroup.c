@@ -1,0 +1,474 @@
+/* cgroup.c — the sandbox's control group: memory, pids, CPU and IO limits,
+ * the peak figures for the report, and removal afterwards.
+ *
+ * cgroup v2 comes first (one hierarchy; the child is born inside it with
+ * CLONE_INTO_CGROUP, so not one instruction runs unlimited). Where a
+ * controller lives on a v1 hierarchy (hybrid hosts), brig makes a group in
+ * that hierarchy too and moves the child in before it is told to go.
+ *
+ * Each sandbox gets "brig-<pid>-<starttime>" under the caller's own cgroup
+ * or the nearest ancestor that delegates the controllers; a later brig
+ * removes groups whose supervisor is gone (it was SIGKILLed). */
+#define _GNU_SOURCE
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static const char *const controller_names[] = {
+        [CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_CPU] = "cpu", [CG_IO] = "io",
+};
+
+struct cgroup {
+        char *v2_dir;               /* our group in the v2 hierarchy, or NULL */
+        int v2_fd;                  /* its directory fd, for CLONE_INTO_CGROUP */
+        char *v1_dir[CG_COUNT];     /* our group per v1 controller, or NULL */
+        bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
+        bool on_v1[CG_COUNT];
+};
+
+/* ---- small file helpers ---------------------------------------------------- */
+
+static int write_at(const char *dir, const char *file, const char *value)
+{
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, value, strlen(value));
+        int e = n < 0 ? errno : 0;
+        close(fd);
+        return n < 0 ? -e : 0;
+}
+
+static char *read_at(const char *dir, const char *file)
+{
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return NULL;
+        char *buf = NULL;
+        size_t len = 0;
+        ssize_t n = getdelim(&buf, &len, '\0', f);
+        fclose(f);
+        if (n < 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
+/* "key value" lines (memory.events, pids.events, oom_control). */
+static long long keyed_value(const char *dir, const char *file, const char *key)
+{
+        _cleanup_free_ char *text = read_at(dir, file);
+        if (!text)
+                return -1;
+        size_t n = strlen(key);
+        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, key, n) == 0 && line[n] == ' ')
+                        return atoll(line + n + 1);
+        return -1;
+}
+
+static long long single_value(const char *dir, const char *file)
+{
+        _cleanup_free_ char *text = read_at(dir, file);
+        if (!text || strncmp(text, "max", 3) == 0)
+                return -1;
+        return atoll(text);
+}
+
+static bool has_word(const char *text, const char *word)
+{
+        size_t n = strlen(word);
+        for (const char *p = text; p && (p = strstr(p, word)); p += n)
+                if ((p == text || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == '\n' || p[n] == ','))
+                        return true;
+        return false;
+}
+
+/* ---- where the hierarchies are ----------------------------------------------- */
+
+struct hierarchies {
+        char *v2_mount;
+        char *v1_mount[CG_COUNT];
+        char *v2_own;               /* our path inside v2 ("/..."), or NULL */
+        char *v1_own[CG_COUNT];
+};
+
+static void hierarchies_free(struct hierarchies *h)
+{
+        free(h->v2_mount);
+        free(h->v2_own);
+        for (int c = 0; c < CG_COUNT; c++) {
+                free(h->v1_mount[c]);
+                free(h->v1_own[c]);
+        }
+}
+
+static const char *v1_name(int c)
+{
+        return c == CG_IO ? "blkio" : controller_names[c];
+}
+
+static void find_hierarchies(struct hierarchies *h)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char *line = NULL;
+        size_t len = 0;
+        while (f && getline(&line, &len, f) > 0) {
+                char *sep = strstr(line, " - ");
+                if (!sep)
+                        continue;
+                char mnt[4096], fstype[64], source[256], opts[1024];
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+                    sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) != 3)
+                        continue;
+                if (strcmp(fstype, "cgroup2") == 0 && !h->v2_mount)
+                        h->v2_mount = strdup(mnt);
+                else if (strcmp(fstype, "cgroup") == 0)
+                        for (int c = 0; c < CG_COUNT; c++)
+                                if (!h->v1_mount[c] && has_word(opts, v1_name(c)))
+                                        h->v1_mount[c] = strdup(mnt);
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        f = fopen("/proc/self/cgroup", "re");
+        line = NULL;
+        while (f && getline(&line, &len, f) > 0) {
+                line[strcspn(line, "\n")] = '\0';
+                char *c1 = strchr(line, ':');
+                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2)
+                        continue;
+                *c2 = '\0';
+                const char *ctrls = c1 + 1, *path = c2 + 1;
+                if (strcmp(line, "0") == 0 && *ctrls == '\0') {
+                        free(h->v2_own);
+                        h->v2_own = strdup(path);
+                        continue;
+                }
+                for (int c = 0; c < CG_COUNT; c++)
+                        if (has_word(ctrls, v1_name(c)) && !h->v1_own[c])
+                                h->v1_own[c] = strdup(path);
+        }
+        free(line);
+        if (f)
+                fclose(f);
+}
+
+/* ---- stale groups -------------------------------------------------------------- */
+
+static unsigned long long process_start_time(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        _cleanup_free_ char *text = read_at("/", path + 1);
+        char *p = text ? strrchr(text, ')') : NULL;
+        unsigned long long start = 0;
+        /* field 22 counted from after "comm)": state is field 3 */
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                        &start) == 1)
+                return start;
+        return 0;
+}
+
+static void kill_and_remove(const char *dir)
+{
+        /* v2 has cgroup.kill (5.14+); otherwise kill what cgroup.procs lists. */
+        if (write_at(dir, "cgroup.kill", "1") < 0) {
+                for (int round = 0; round < 3; round++) {
+                        _cleanup_free_ char *procs = read_at(dir, "cgroup.procs");
+                        if (!procs || !*procs)
+                                break;
+                        for (char *l = procs; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                                kill(atoi(l), SIGKILL);
+                }
+        }
+        for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
+                usleep(5000);  /* killed tasks leave the group asynchronously */
+}
+
+/* Remove brig-<pid>-<start> groups in `parent` whose supervisor is gone. */
+static void remove_stale(const char *parent)
+{
+        DIR *d = opendir(parent);
+        if (!d)
+                return;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                int pid;
+                unsigned long long start;
+                if (sscanf(e->d_name, "brig-%d-%llu", &pid, &start) != 2)
+                        continue;
+                if (process_start_time(pid) == start)
+                        continue;  /* its brig is alive */
+                char dir[4096];
+                snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+                kill_and_remove(dir);
+        }
+        closedir(d);
+}
+
+/* ---- creating ------------------------------------------------------------------ */
+
+static char *group_name(void)
+{
+        return brig_strdup_printf("brig-%d-%llu", getpid(), process_start_time(getpid()));
+}
+
+/* The v2 parent: our own cgroup or the nearest ancestor that offers the
+ * controllers to its children (or can be made to, when it has no
+ * processes of its own) and lets us create a directory. */
+static char *v2_parent(const struct hierarchies *h, const bool *want)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s%s", h->v2_mount, strcmp(h->v2_own, "/") ? h->v2_own : "");
+        while (path) {
+                bool ok = access(path, W_OK) == 0;
+                _cleanup_free_ char *sub = read_at(path, "cgroup.subtree_control");
+                _cleanup_free_ char *avail = read_at(path, "cgroup.controllers");
+                for (int c = 0; ok && c < CG_COUNT; c++) {
+                        if (!want[c] || (sub && has_word(sub, controller_names[c])))
+                                continue;
+                        char add[16];
+                        snprintf(add, sizeof add, "+%s", controller_names[c]);
+                        ok = avail && has_word(avail, controller_names[c]) &&
+                             write_at(path, "cgroup.subtree_control", add) == 0;
+                }
+                if (ok)
+                        return TAKE_PTR(path);
+                if (strlen(path) <= strlen(h->v2_mount))
+                        return NULL;
+                *strrchr(path, '/') = '\0';
+        }
+        return NULL;
+}
+
+static int set_limits_v2(struct cgroup *cg, const struct limits *l, brig_error **err)
+{
+        char v[64];
+        int r = 0;
+        if (cg->on_v2[CG_MEMORY] && l->memory) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory);
+                r = write_at(cg->v2_dir, "memory.max", v);
+                if (r == 0 && write_at(cg->v2_dir, "memory.swap.max", "0") < 0 && errno != ENOENT)
+                        r = -errno;
+                if (r < 0)
+                        return brig_err(err, -r, "cgroup memory limit");
+        }
+        if (cg->on_v2[CG_PIDS] && l->pids) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
+                if ((r = write_at(cg->v2_dir, "pids.max", v)) < 0)
+                        return brig_err(err, -r, "cgroup pids limit");
+        }
+        if (cg->on_v2[CG_CPU] && l->cpus_millis) {
+                snprintf(v, sizeof v, "%llu 100000", (unsigned long long)l->cpus_millis * 100);
+                if ((r = write_at(cg->v2_dir, "cpu.max", v)) < 0)
+                        return brig_err(err, -r, "cgroup cpu limit");
+        }
+        if (cg->on_v2[CG_IO] && l->io_weight) {
+                snprintf(v, sizeof v, "default %u", l->io_weight);
+                if ((r = write_at(cg->v2_dir, "io.weight", v)) < 0)
+                        return brig_err(err, -r, "cgroup io weight");
+        }
+        return 0;
+}
+
+static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error **err)
+{
+        char v[64];
+        int r;
+        if (cg->on_v1[CG_MEMORY] && l->memory) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory);
+                if ((r = write_at(cg->v1_dir[CG_MEMORY], "memory.limit_in_bytes", v)) < 0)
+                        return brig_err(err, -r, "cgroup v1 memory limit");
+                /* memory+swap equal to memory: no swap (absent without swap accounting) */
+                r = write_at(cg->v1_dir[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+                if (r < 0 && r != -ENOENT)
+                        return brig_err(err, -r, "cgroup v1 swap limit");
+        }
+        if (cg->on_v1[CG_PIDS] && l->pids) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
+                if ((r = write_at(cg->v1_dir[CG_PIDS], "pids.max", v)) < 0)
+                        return brig_err(err, -r, "cgroup v1 pids limit");
+        }
+        if (cg->on_v1[CG_CPU] && l->cpus_millis) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->cpus_millis * 100);
+                if ((r = write_at(cg->v1_dir[CG_CPU], "cpu.cfs_period_us", "100000")) < 0 ||
+                    (r = write_at(cg->v1_dir[CG_CPU], "cpu.cfs_quota_us", v)) < 0)
+                        return brig_err(err, -r, "cgroup v1 cpu limit");
+        }
+        if (cg->on_v1[CG_IO] && l->io_weight) {
+                unsigned w = l->io_weight < 10 ? 10 : l->io_weight > 1000 ? 1000 : l->io_weight;
+                snprintf(v, sizeof v, "%u", w);
+                (void)write_at(cg->v1_dir[CG_IO], "blkio.weight", v);  /* only with CFQ/BFQ */
+        }
+        return 0;
+}
+
+int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err)
+{
+        *ret = NULL;
+        *degraded = false;
+        bool want[CG_COUNT] = {
+                [CG_MEMORY] = l->memory != 0, [CG_PIDS] = l->pids != 0,
+                [CG_CPU] = l->cpus_millis != 0, [CG_IO] = l->io_weight != 0,
+        };
+        struct hierarchies h = { 0 };
+        find_hierarchies(&h);
+        struct cgroup *cg = calloc(1, sizeof *cg);
+        _cleanup_free_ char *name = group_name();
+        int r = 0;
+        if (!cg || !name) {
+                free(cg);
+                hierarchies_free(&h);
+                return brig_err(err, ENOMEM, "cgroup");
+        }
+        cg->v2_fd = -1;
+
+        /* v2 for every controller it offers. */
+        bool v2_wanted[CG_COUNT] = { 0 };
+        if (h.v2_mount && h.v2_own) {
+                _cleanup_free_ char *root_ctrls = read_at(h.v2_mount, "cgroup.controllers");
+                for (int c = 0; c < CG_COUNT; c++)
+                        v2_wanted[c] = want[c] && root_ctrls && has_word(root_ctrls, controller_names[c]);
+                _cleanup_free_ char *parent = v2_parent(&h, v2_wanted);
+                if (parent) {
+                        remove_stale(parent);
+                        cg->v2_dir = brig_strdup_printf("%s/%s", parent, name);
+                        if (cg->v2_dir && mkdir(cg->v2_dir, 0755) == 0) {
+                                cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_PATH | O_CLOEXEC);
+                                for (int c = 0; c < CG_COUNT; c++)
+                                        cg->on_v2[c] = v2_wanted[c];
+                        } else {
+                                free(cg->v2_dir);
+                                cg->v2_dir = NULL;
+                        }
+                }
+        }
+        /* v1 for the rest (hybrid hosts). */
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!want[c] || cg->on_v2[c] || !h.v1_mount[c] || !h.v1_own[c])
+                        continue;
+                char *parent = brig_strdup_printf("%s%s", h.v1_mount[c], strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
+                if (!parent)
+                        continue;
+                remove_stale(parent);
+                char *dir = brig_strdup_printf("%s/%s", parent, name);
+                free(parent);
+                /* controllers may share one hierarchy (cpu,cpuacct) */
+                bool shared = false;
+                for (int o = 0; o < c; o++)
+                        if (cg->v1_dir[o] && dir && strcmp(cg->v1_dir[o], dir) == 0)
+                                shared = true;
+                if (dir && (shared || mkdir(dir, 0755) == 0)) {
+                        cg->v1_dir[c] = dir;
+                        cg->on_v1[c] = true;
+                } else {
+                        free(dir);
+                }
+        }
+        hierarchies_free(&h);
+        for (int c = 0; c < CG_COUNT; c++)
+                if (want[c] && !cg->on_v2[c] && !cg->on_v1[c] && c != CG_IO)
+                        *degraded = true;
+        r = set_limits_v2(cg, l, err);
+        if (r == 0)
+                r = set_limits_v1(cg, l, err);
+        if (r < 0) {
+                cgroup_destroy(cg);
+                return r;
+        }
+        *ret = cg;
+        return 0;
+}
+
+int cgroup_clone_fd(const struct cgroup *cg)
+{
+        return cg ? cg->v2_fd : -1;
+}
+
+int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_error **err)
+{
+        char v[32];
+        snprintf(v, sizeof v, "%d", pid);
+        for (int c = 0; cg && c < CG_COUNT; c++) {
+                if (!cg->v1_dir[c])
+                        continue;
+                int r = write_at(cg->v1_dir[c], "cgroup.procs", v);
+                if (r < 0)
+                        return brig_err(err, -r, "move the sandbox into cgroup %s", cg->v1_dir[c]);
+        }
+        if (cg && v2_too && cg->v2_dir) {
+                int r = write_at(cg->v2_dir, "cgroup.procs", v);
+                if (r < 0)
+                        return brig_err(err, -r, "move the sandbox into cgroup %s", cg->v2_dir);
+        }
+        return 0;
+}
+
+void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s)
+{
+        memset(s, 0, sizeof *s);
+        s->memory_peak = s->pids_peak = -1;
+        if (!cg)
+                return;
+        if (cg->on_v2[CG_MEMORY]) {
+                s->memory_peak = single_value(cg->v2_dir, "memory.peak");
+                s->oom_kills = keyed_value(cg->v2_dir, "memory.events", "oom_kill");
+        } else if (cg->on_v1[CG_MEMORY]) {
+                s->memory_peak = single_value(cg->v1_dir[CG_MEMORY], "memory.max_usage_in_bytes");
+                s->oom_kills = keyed_value(cg->v1_dir[CG_MEMORY], "memory.oom_control", "oom_kill");
+        }
+        const char *pdir = cg->on_v2[CG_PIDS] ? cg->v2_dir : cg->on_v1[CG_PIDS] ? cg->v1_dir[CG_PIDS] : NULL;
+        if (pdir) {
+                s->pids_peak = single_value(pdir, "pids.peak");
+                s->pids_max_hits = keyed_value(pdir, "pids.events", "max");
+        }
+        if (s->oom_kills < 0)
+                s->oom_kills = 0;
+        if (s->pids_max_hits < 0)
+                s->pids_max_hits = 0;
+}
+
+void cgroup_describe(const struct cgroup *cg, char *buf, size_t n)
+{
+        buf[0] = '\0';
+        for (int c = 0; cg && c < CG_COUNT; c++) {
+                if (!cg->on_v2[c] && !cg->on_v1[c])
+                        continue;
+                size_t used = strlen(buf);
+                snprintf(buf + used, n - used, "%s%s:%s", used ? " " : "", controller_names[c],
+                         cg->on_v2[c] ? "v2" : "v1");
+        }
+}
+
+void cgroup_destroy(struct cgroup *cg)
+{
+        if (!cg)
+                return;
+        if (cg->v2_dir)
+                kill_and_remove(cg->v2_dir);
+        for (int c = 0; c < CG_COUNT; c++) {
+                bool shared = false;
+                for (int o = 0; o < c; o++)
+                        if (cg->v1_dir[o] && cg->v1_dir[c] && strcmp(cg->v1_dir[o], cg->v1_dir[c]) == 0)
+                                shared = true;
+                if (cg->v1_dir[c] && !shared)
+                        kill_and_remove(cg->v1_dir[c]);
+        }
+        for (int c = 0; c < CG_COUNT; c++)
+                free(cg->v1_dir[c]);
+        closep(&cg->v2_fd);
+        free(cg->v2_dir);
+        free(cg);
+}
