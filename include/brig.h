@@ -96,6 +96,30 @@ BRIG_PUBLIC int brig_policy_add_syscall_rule(brig_policy *p, const char *name, c
  * the run report then says it degraded. Without this brig refuses to run. */
 BRIG_PUBLIC int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error **err);
 
+/* Resource limits. Sizes in bytes, times in milliseconds; 0 removes a
+ * limit. Defaults: memory 4 GiB (no swap), 1024 pids, 4096 open files,
+ * no CPU, time or file size limit. */
+enum brig_limit {
+        BRIG_LIMIT_MEMORY,      /* bytes, cgroup */
+        BRIG_LIMIT_PIDS,        /* processes + threads, cgroup */
+        BRIG_LIMIT_CPUS_MILLI,  /* 1500 = 1.5 cores, cgroup */
+        BRIG_LIMIT_IO_WEIGHT,   /* 1..10000, cgroup where present */
+        BRIG_LIMIT_TIMEOUT_MS,  /* wall clock: SIGTERM, then SIGKILL */
+        BRIG_LIMIT_KILL_AFTER_MS, /* grace between the timeout's SIGTERM and SIGKILL (default 5 s) */
+        BRIG_LIMIT_CPU_TIME_S,  /* RLIMIT_CPU per process */
+        BRIG_LIMIT_NOFILE,      /* RLIMIT_NOFILE */
+        BRIG_LIMIT_NPROC,       /* RLIMIT_NPROC */
+        BRIG_LIMIT_FSIZE,       /* RLIMIT_FSIZE, bytes */
+        BRIG_LIMIT_STACK,       /* RLIMIT_STACK, bytes */
+};
+BRIG_PUBLIC int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value, brig_error **err);
+/* Refuse to run when cgroup limits cannot be enforced (instead of falling
+ * back to rlimits and saying "degraded" in the report). */
+BRIG_PUBLIC void brig_policy_require_limits(brig_policy *p, bool required);
+
+/* Parse "90s", "10m", "1h30m", "500ms" (bare numbers are seconds). */
+BRIG_PUBLIC int brig_parse_duration(const char *text, uint64_t *ms, brig_error **err);
+
 /* Write a JSON run report to this file when the run ends. */
 BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err);
 
@@ -116,6 +140,12 @@ typedef struct brig_result {
         int signal;             /* the signal that killed the command, or 0 */
         enum brig_reason reason;
         uint64_t duration_ms;
+        uint64_t cpu_user_ms, cpu_system_ms;
+        int64_t memory_peak_bytes;  /* -1 when unknown */
+        int64_t pids_peak;          /* -1 when unknown */
+        /* One human sentence when reason is not "exited" ("memory limit
+         * 512 MiB reached"), else empty. */
+        char summary[160];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

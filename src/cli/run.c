@@ -30,6 +30,17 @@ static const char run_usage[] =
         "  --pass-fd N              keep inherited fd N open inside\n"
         "  --hostname NAME          hostname inside (default brig)\n"
         "  --tty / --no-tty         force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)\n"
+        "Limits (sizes take K/M/G/T, times take ms/s/m/h, e.g. 1h30m; 0 removes a limit):\n"
+        "  --memory SIZE            memory, no swap (default 4G; cgroup)\n"
+        "  --pids N                 processes and threads (default 1024; cgroup)\n"
+        "  --cpus N                 CPU share in cores, e.g. 1.5 (cgroup)\n"
+        "  --io-weight N            IO weight 1-10000 (cgroup, where present)\n"
+        "  --timeout TIME           wall clock: SIGTERM to everything, exit 124\n"
+        "  --kill-after TIME        SIGKILL this long after the timeout's SIGTERM (default 5s)\n"
+        "  --cpu-time TIME          CPU time per process (RLIMIT_CPU)\n"
+        "  --nofile N               open files per process (default 4096)\n"
+        "  --nproc N  --fsize SIZE  --stack SIZE   more rlimits\n"
+        "  --require-limits         refuse to run when cgroups cannot enforce the limits\n"
         "Syscalls and degradation:\n"
         "  --seccomp-allow NAME     allow a syscall or @group the default profile refuses\n"
         "  --seccomp-deny NAME[:ERRNO]  refuse a syscall or @group (default errno EPERM)\n"
@@ -41,6 +52,8 @@ enum {
         OPT_WORKSPACE = 256, OPT_RO_BIND, OPT_BIND, OPT_TMPFS, OPT_TMP_SIZE, OPT_HOME_SIZE, OPT_SYS,
         OPT_DENY, OPT_UNSAFE_ALLOW_SECRET, OPT_ENV, OPT_KEEP_ENV, OPT_PASS_FD, OPT_HOSTNAME, OPT_TTY,
         OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
+        OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
+        OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS,
 };
 
 static const struct option options[] = {
@@ -63,6 +76,18 @@ static const struct option options[] = {
         { "seccomp-allow", required_argument, NULL, OPT_SECCOMP_ALLOW },
         { "seccomp-deny", required_argument, NULL, OPT_SECCOMP_DENY },
         { "allow-degraded", required_argument, NULL, OPT_ALLOW_DEGRADED },
+        { "memory", required_argument, NULL, OPT_MEMORY },
+        { "pids", required_argument, NULL, OPT_PIDS },
+        { "cpus", required_argument, NULL, OPT_CPUS },
+        { "io-weight", required_argument, NULL, OPT_IO_WEIGHT },
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "kill-after", required_argument, NULL, OPT_KILL_AFTER },
+        { "cpu-time", required_argument, NULL, OPT_CPU_TIME },
+        { "nofile", required_argument, NULL, OPT_NOFILE },
+        { "nproc", required_argument, NULL, OPT_NPROC },
+        { "fsize", required_argument, NULL, OPT_FSIZE },
+        { "stack", required_argument, NULL, OPT_STACK },
+        { "require-limits", no_argument, NULL, OPT_REQUIRE_LIMITS },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
 };
@@ -132,6 +157,68 @@ static int add_tmpfs(brig_policy *p, const char *spec, brig_error **err)
 out:
         free(dst);
         free(size_s);
+        return r;
+}
+
+static int parse_count(const char *flag, const char *arg, uint64_t *out)
+{
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(arg, &end, 10);
+        if (errno || end == arg || *end || arg[0] == '-') {
+                fprintf(stderr, "brig: %s '%s': expected a whole number\n", flag, arg);
+                return -1;
+        }
+        *out = v;
+        return 0;
+}
+
+/* "1.5" cores → 1500 thousandths */
+static int parse_cpus(const char *arg, uint64_t *millis)
+{
+        char *end;
+        errno = 0;
+        double v = strtod(arg, &end);
+        if (errno || end == arg || *end || !(v >= 0) || v > 4096 || strpbrk(arg, "xXeEnN")) {
+                fprintf(stderr, "brig: --cpus '%s': expected a number of cores such as 0.5 or 2\n", arg);
+                return -1;
+        }
+        *millis = (uint64_t)(v * 1000 + 0.5);
+        return 0;
+}
+
+static int set_limit_arg(brig_policy *p, int opt, const char *flag, const char *arg, brig_error **err)
+{
+        uint64_t v = 0;
+        int r;
+        enum brig_limit which;
+        switch (opt) {
+        case OPT_MEMORY: which = BRIG_LIMIT_MEMORY; r = brig_parse_size(arg, &v, err); break;
+        case OPT_FSIZE: which = BRIG_LIMIT_FSIZE; r = brig_parse_size(arg, &v, err); break;
+        case OPT_STACK: which = BRIG_LIMIT_STACK; r = brig_parse_size(arg, &v, err); break;
+        case OPT_PIDS: which = BRIG_LIMIT_PIDS; r = parse_count(flag, arg, &v); break;
+        case OPT_NOFILE: which = BRIG_LIMIT_NOFILE; r = parse_count(flag, arg, &v); break;
+        case OPT_NPROC: which = BRIG_LIMIT_NPROC; r = parse_count(flag, arg, &v); break;
+        case OPT_IO_WEIGHT: which = BRIG_LIMIT_IO_WEIGHT; r = parse_count(flag, arg, &v); break;
+        case OPT_CPUS: which = BRIG_LIMIT_CPUS_MILLI; r = parse_cpus(arg, &v); break;
+        case OPT_TIMEOUT: which = BRIG_LIMIT_TIMEOUT_MS; r = brig_parse_duration(arg, &v, err); break;
+        case OPT_KILL_AFTER: which = BRIG_LIMIT_KILL_AFTER_MS; r = brig_parse_duration(arg, &v, err); break;
+        case OPT_CPU_TIME:
+                which = BRIG_LIMIT_CPU_TIME_S;
+                r = brig_parse_duration(arg, &v, err);
+                v = (v + 999) / 1000;
+                break;
+        default: return -1;
+        }
+        if (r == 0)
+                r = brig_policy_set_limit(p, which, v, err);
+        if (r < 0 && err && *err) {
+                char *m = NULL;
+                if (asprintf(&m, "%s: %s", flag, (*err)->msg) >= 0) {
+                        free((*err)->msg);
+                        (*err)->msg = m;
+                }
+        }
         return r;
 }
 
@@ -205,6 +292,18 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 return r;
         }
         case OPT_ALLOW_DEGRADED: return brig_policy_allow_degraded(p, arg, err);
+        case OPT_REQUIRE_LIMITS: brig_policy_require_limits(p, true); return 0;
+        case OPT_MEMORY: case OPT_PIDS: case OPT_CPUS: case OPT_IO_WEIGHT: case OPT_TIMEOUT:
+        case OPT_KILL_AFTER: case OPT_CPU_TIME: case OPT_NOFILE: case OPT_NPROC: case OPT_FSIZE:
+        case OPT_STACK: {
+                const char *flag = "--?";
+                for (const struct option *o = options; o->name; o++)
+                        if (o->val == opt)
+                                flag = o->name;
+                char dashed[64];
+                snprintf(dashed, sizeof dashed, "--%s", flag);
+                return set_limit_arg(p, opt, dashed, arg, err);
+        }
         default: return -1;
         }
 }
@@ -265,6 +364,8 @@ int cmd_run(int argc, char **argv)
                 code = cli_fail(err);
         } else {
                 code = res.exit_code;
+                if (res.summary[0])  /* one human line when it did not simply exit */
+                        fprintf(stderr, "brig: %s\n", res.summary);
         }
         brig_policy_free(p);
         return code;

@@ -346,7 +346,7 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                         remove_stale(parent);
                         cg->v2_dir = brig_strdup_printf("%s/%s", parent, name);
                         if (cg->v2_dir && mkdir(cg->v2_dir, 0755) == 0) {
-                                cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_PATH | O_CLOEXEC);
+                                cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
                                 for (int c = 0; c < CG_COUNT; c++)
                                         cg->on_v2[c] = v2_wanted[c];
                         } else {

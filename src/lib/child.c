@@ -149,6 +149,8 @@ static _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
+        if (rlimits_apply(plan, &err) < 0)
+                goto fail;
         /* Nested user namespaces are off (max_user_namespaces is 0 inside):
          * check it holds, as bwrap does, before handing over. */
         if (unshare(CLONE_NEWUSER) == 0) {

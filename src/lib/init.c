@@ -81,7 +81,10 @@ _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
                 if (n != (ssize_t)sizeof si)
                         continue;
                 if ((int)si.ssi_signo != SIGCHLD) {
-                        kill(command_pid, (int)si.ssi_signo);
+                        /* In a pid namespace, kill(-1) from pid 1 reaches
+                         * every other process of the sandbox. */
+                        bool everyone = si.ssi_code == SI_QUEUE && si.ssi_int == BRIG_SIGNAL_EVERYONE;
+                        kill(everyone ? -1 : command_pid, (int)si.ssi_signo);
                         continue;
                 }
                 int status;

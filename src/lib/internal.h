@@ -94,6 +94,27 @@ struct env_setting {
 
 struct seccomp_policy;  /* seccomp.h */
 
+/* Resource limits; 0 means "no limit" unless noted. */
+struct limits {
+        uint64_t memory;          /* bytes (cgroup); swap is off */
+        uint64_t pids;            /* processes and threads (cgroup) */
+        uint64_t cpus_millis;     /* 1500 = 1.5 cores (cgroup) */
+        unsigned io_weight;       /* 1..10000 (cgroup, where present) */
+        uint64_t timeout_ms;      /* wall clock */
+        uint64_t kill_after_ms;   /* SIGKILL this long after the timeout's SIGTERM */
+        uint64_t cpu_time_s;      /* RLIMIT_CPU per process */
+        uint64_t nofile;          /* RLIMIT_NOFILE */
+        uint64_t nproc;           /* RLIMIT_NPROC (0: untouched) */
+        uint64_t fsize;           /* RLIMIT_FSIZE (0: untouched) */
+        uint64_t stack;           /* RLIMIT_STACK (0: untouched) */
+        bool required;            /* refuse to run when cgroups cannot enforce them */
+};
+
+#define BRIG_DEFAULT_MEMORY (4ULL << 30)
+#define BRIG_DEFAULT_PIDS 1024
+#define BRIG_DEFAULT_NOFILE 4096
+#define BRIG_DEFAULT_KILL_AFTER_MS 5000
+
 enum degradable {
         DEGRADE_LANDLOCK = 1 << 0,
         DEGRADE_SECCOMP = 1 << 1,
@@ -117,6 +138,7 @@ struct brig_policy {
         enum brig_tty_mode tty;
         char *report_path;
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
+        struct limits limits;
         unsigned allow_degraded;         /* enum degradable */
 };
 
@@ -153,6 +175,8 @@ struct run_plan {
         bool new_time_ns;
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
+        bool cgroup_degraded;    /* limits fell back to rlimits */
+        char cgroup_desc[128];   /* which hierarchy enforces each controller */
         int sync_fd;             /* child end of the sync socket */
 };
 
@@ -187,6 +211,12 @@ BRIG_INTERNAL int sys_fsconfig(int fd, unsigned cmd, const char *key, const void
 BRIG_INTERNAL int sys_fsmount(int fd, unsigned flags, unsigned attr_flags);
 BRIG_INTERNAL int sys_pivot_root(const char *new_root, const char *put_old);
 BRIG_INTERNAL int sys_pidfd_send_signal(int pidfd, int sig);
+#include <signal.h>
+BRIG_INTERNAL int sys_pidfd_send_siginfo(int pidfd, int sig, siginfo_t *info);
+
+/* si_int of a signal the supervisor queues to pid 1 meaning "to every
+ * process of the sandbox", not only the command (the timeout's SIGTERM). */
+#define BRIG_SIGNAL_EVERYONE 0x62726967
 
 /* ---- controls: one file each -------------------------------------------- */
 
@@ -198,6 +228,9 @@ BRIG_INTERNAL int userns_idmapped_workspace(const struct run_plan *plan, int *re
 
 /* mounts.c */
 BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
+
+/* rlimit.c */
+BRIG_INTERNAL int rlimits_apply(const struct run_plan *plan, brig_error **err);
 
 /* caps.c */
 BRIG_INTERNAL int caps_drop_bounding(brig_error **err);
@@ -252,6 +285,9 @@ struct supervision {
         int pidfd;
         int sync_fd;
         struct terminal *term;
+        uint64_t timeout_ms;     /* 0: none */
+        uint64_t kill_after_ms;
+        bool timed_out;          /* out */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */
         bool have_status;

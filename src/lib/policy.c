@@ -51,6 +51,10 @@ brig_policy *brig_policy_new(void)
                 return NULL;
         p->tmp_size = BRIG_DEFAULT_TMP_SIZE;
         p->home_size = BRIG_DEFAULT_HOME_SIZE;
+        p->limits.memory = BRIG_DEFAULT_MEMORY;
+        p->limits.pids = BRIG_DEFAULT_PIDS;
+        p->limits.nofile = BRIG_DEFAULT_NOFILE;
+        p->limits.kill_after_ms = BRIG_DEFAULT_KILL_AFTER_MS;
         for (size_t i = 0; default_deny[i]; i++) {
                 if (strv_push(&p->deny, default_deny[i]) < 0) {
                         brig_policy_free(p);
@@ -338,6 +342,80 @@ int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error *
         else
                 return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock or seccomp",
                                 control ? control : "");
+        return 0;
+}
+
+int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value, brig_error **err)
+{
+        struct limits *l = &p->limits;
+        switch (which) {
+        case BRIG_LIMIT_MEMORY:
+                if (value && value < (1ULL << 20))
+                        return brig_err(err, EINVAL, "memory limit %llu bytes: at least 1M", (unsigned long long)value);
+                l->memory = value;
+                return 0;
+        case BRIG_LIMIT_PIDS: l->pids = value; return 0;
+        case BRIG_LIMIT_CPUS_MILLI:
+                if (value && value < 10)
+                        return brig_err(err, EINVAL, "cpu limit: at least 0.01 cores");
+                l->cpus_millis = value;
+                return 0;
+        case BRIG_LIMIT_IO_WEIGHT:
+                if (value > 10000)
+                        return brig_err(err, EINVAL, "io weight %llu: expected 1 to 10000", (unsigned long long)value);
+                l->io_weight = (unsigned)value;
+                return 0;
+        case BRIG_LIMIT_TIMEOUT_MS: l->timeout_ms = value; return 0;
+        case BRIG_LIMIT_KILL_AFTER_MS: l->kill_after_ms = value; return 0;
+        case BRIG_LIMIT_CPU_TIME_S: l->cpu_time_s = value; return 0;
+        case BRIG_LIMIT_NOFILE:
+                if (value && value < 16)
+                        return brig_err(err, EINVAL, "nofile %llu: at least 16", (unsigned long long)value);
+                l->nofile = value;
+                return 0;
+        case BRIG_LIMIT_NPROC: l->nproc = value; return 0;
+        case BRIG_LIMIT_FSIZE: l->fsize = value; return 0;
+        case BRIG_LIMIT_STACK:
+                if (value && value < (64ULL << 10))
+                        return brig_err(err, EINVAL, "stack limit: at least 64K");
+                l->stack = value;
+                return 0;
+        }
+        return brig_err(err, EINVAL, "unknown limit %d", (int)which);
+}
+
+void brig_policy_require_limits(brig_policy *p, bool required)
+{
+        p->limits.required = required;
+}
+
+int brig_parse_duration(const char *text, uint64_t *ms, brig_error **err)
+{
+        /* "1h30m", "90s", "500ms", "1.5h"; a bare number is seconds */
+        static const char expected[] = "expected a duration like 90s, 10m, 1h30m or 500ms";
+        if (!text || !*text)
+                return brig_err(err, EINVAL, "duration '': %s", expected);
+        double total = 0;
+        const char *p = text;
+        while (*p) {
+                size_t digits = strspn(p, "0123456789.");
+                if (digits == 0 || strspn(p, "0123456789") == 0 || memchr(p, '.', digits) != memrchr(p, '.', digits))
+                        return brig_err(err, EINVAL, "duration '%s': %s", text, expected);
+                double v = strtod(p, NULL);
+                p += digits;
+                double unit;
+                if (strncmp(p, "ms", 2) == 0) { unit = 1; p += 2; }
+                else if (*p == 's') { unit = 1000; p++; }
+                else if (*p == 'm') { unit = 60000; p++; }
+                else if (*p == 'h') { unit = 3600000; p++; }
+                else if (*p == 'd') { unit = 86400000; p++; }
+                else if (*p == '\0' && p == text + digits) { unit = 1000; }
+                else return brig_err(err, EINVAL, "duration '%s': %s", text, expected);
+                total += v * unit;
+        }
+        if (total >= 1e15)
+                return brig_err(err, ERANGE, "duration '%s' is too long", text);
+        *ms = (uint64_t)total;
         return 0;
 }
 

@@ -50,6 +50,34 @@ static json_t *strings_json(char *const *items, size_t n)
         return a;
 }
 
+static json_t *limit_or_null(uint64_t v)
+{
+        return v ? json_integer((json_int_t)v) : json_null();
+}
+
+/* The limits applied, and how: "cgroup" (with the hierarchy per
+ * controller) or "rlimit" when cgroups were unavailable (degraded). */
+static json_t *limits_json(const struct run_plan *plan)
+{
+        const struct limits *l = &plan->policy->limits;
+        json_t *o = json_object();
+        json_object_set_new(o, "memory_bytes", limit_or_null(l->memory));
+        json_object_set_new(o, "pids", limit_or_null(l->pids));
+        json_object_set_new(o, "cpus", l->cpus_millis ? json_real((double)l->cpus_millis / 1000.0) : json_null());
+        json_object_set_new(o, "io_weight", limit_or_null(l->io_weight));
+        json_object_set_new(o, "timeout_ms", limit_or_null(l->timeout_ms));
+        json_object_set_new(o, "kill_after_ms", limit_or_null(l->kill_after_ms));
+        json_object_set_new(o, "cpu_time_s", limit_or_null(l->cpu_time_s));
+        json_object_set_new(o, "nofile", limit_or_null(l->nofile));
+        json_object_set_new(o, "nproc", limit_or_null(l->nproc));
+        json_object_set_new(o, "fsize_bytes", limit_or_null(l->fsize));
+        json_object_set_new(o, "stack_bytes", limit_or_null(l->stack));
+        json_object_set_new(o, "core_bytes", json_integer(0));
+        json_object_set_new(o, "enforced_by", json_string(plan->cgroup_degraded ? "rlimit" : "cgroup"));
+        json_object_set_new(o, "cgroup", json_string(plan->cgroup_desc));
+        return o;
+}
+
 int report_write(const char *path, const struct run_report *r, brig_error **err)
 {
         const struct run_plan *plan = r->plan;
@@ -70,7 +98,16 @@ int report_write(const char *path, const struct run_report *r, brig_error **err)
         json_object_set_new(doc, "exit_code", json_integer(r->result->exit_code));
         json_object_set_new(doc, "signal", r->result->signal ? json_integer(r->result->signal) : json_null());
         json_object_set_new(doc, "reason", r->error ? json_string("error") : json_string(brig_reason_name(r->result->reason)));
-        json_object_set_new(doc, "duration_ms", json_integer((json_int_t)r->result->duration_ms));
+        const brig_result *res = r->result;
+        json_object_set_new(doc, "duration_ms", json_integer((json_int_t)res->duration_ms));
+        json_object_set_new(doc, "cpu_user_ms", json_integer((json_int_t)res->cpu_user_ms));
+        json_object_set_new(doc, "cpu_system_ms", json_integer((json_int_t)res->cpu_system_ms));
+        json_object_set_new(doc, "memory_peak_bytes",
+                            res->memory_peak_bytes >= 0 ? json_integer(res->memory_peak_bytes) : json_null());
+        json_object_set_new(doc, "pids_peak", res->pids_peak >= 0 ? json_integer(res->pids_peak) : json_null());
+        if (res->summary[0])
+                json_object_set_new(doc, "summary", json_string(res->summary));
+        json_object_set_new(doc, "limits", limits_json(plan));
         if (r->error)
                 json_object_set_new(doc, "error", json_string(r->error->msg));
         json_t *controls = json_object();
@@ -89,6 +126,8 @@ int report_write(const char *path, const struct run_report *r, brig_error **err)
                 json_array_append_new(degraded, json_string("landlock"));
         if (plan->seccomp_degraded)
                 json_array_append_new(degraded, json_string("seccomp"));
+        if (plan->cgroup_degraded)
+                json_array_append_new(degraded, json_string("cgroup limits"));
         json_object_set_new(doc, "degraded", degraded);
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(doc, "controls", controls);

@@ -2,6 +2,7 @@
  * brig_run() top to bottom: it is the whole story on the host. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "cgroup.h"
 #include "landlock.h"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +58,52 @@ static uint64_t namespace_flags(const struct run_plan *plan)
         return flags;
 }
 
+static uint64_t timeval_ms(struct timeval tv)
+{
+        return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+static void human_size(char *buf, size_t n, uint64_t bytes)
+{
+        if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
+                snprintf(buf, n, "%llu GiB", (unsigned long long)(bytes >> 30));
+        else
+                snprintf(buf, n, "%llu MiB", (unsigned long long)(bytes >> 20));
+}
+
+static void human_ms(char *buf, size_t n, uint64_t ms)
+{
+        if (ms % 1000)
+                snprintf(buf, n, "%llu ms", (unsigned long long)ms);
+        else
+                snprintf(buf, n, "%llu s", (unsigned long long)(ms / 1000));
+}
+
+/* Why the run ended, most specific first: brig's own timeout, then the
+ * kernel's limits, then what the command did. */
+static void explain(brig_result *res, const struct limits *l, const struct cgroup_stats *st, bool timed_out)
+{
+        char v[64];
+        if (timed_out) {
+                res->reason = BRIG_REASON_TIMEOUT;
+                res->exit_code = BRIG_EXIT_TIMEOUT;
+                human_ms(v, sizeof v, l->timeout_ms);
+                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout %s reached", v);
+        } else if (st->oom_kills > 0) {
+                res->reason = BRIG_REASON_OOM;
+                human_size(v, sizeof v, l->memory);
+                snprintf(res->summary, sizeof res->summary, "killed: memory limit %s reached (%lld process%s killed)",
+                         v, st->oom_kills, st->oom_kills == 1 ? "" : "es");
+        } else if (st->pids_max_hits > 0 && res->exit_code != 0) {
+                res->reason = BRIG_REASON_PIDS;
+                snprintf(res->summary, sizeof res->summary, "process limit %llu reached (%lld forks refused)",
+                         (unsigned long long)l->pids, st->pids_max_hits);
+        } else if (res->reason == BRIG_REASON_SIGNALED) {
+                snprintf(res->summary, sizeof res->summary, "command killed by signal %d (%s)", res->signal,
+                         sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
+        }
+}
+
 /* The sandbox's messages become the result, or the error. */
 static int collect(const struct supervision *s, brig_result *res, brig_error **err)
 {
@@ -89,6 +137,8 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         struct run_plan plan = { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1 };
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
+        struct cgroup *cg = NULL;
+        struct rusage before, after;
         int sv[2] = { -1, -1 };
         int pidfd = -1;
         sigset_t blocked, saved;
@@ -98,6 +148,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
 
         memset(result, 0, sizeof *result);
         result->exit_code = BRIG_EXIT_SETUP;
+        result->memory_peak_bytes = result->pids_peak = -1;
 
         /* 1. The policy becomes a checked plan: paths resolved, layout
          *    sorted, secrets found, user and environment decided. */
@@ -109,7 +160,17 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         if (r < 0)
                 goto out;
         plan.new_time_ns = host_probe()->ns_time;
-        /* 3. (cgroup limits: see issue 4) */
+        /* 3. The sandbox's cgroup, under our own (or a delegated) one;
+         *    rlimits stand in, degraded, when none can be made. */
+        r = cgroup_create(&p->limits, &cg, &plan.cgroup_degraded, err);
+        if (r < 0)
+                goto out;
+        if (plan.cgroup_degraded && p->limits.required) {
+                r = brig_err(err, EACCES, "cgroup limits are required but no writable cgroup offers "
+                                          "the memory, pids and cpu controllers here (see brig doctor)");
+                goto out;
+        }
+        cgroup_describe(cg, plan.cgroup_desc, sizeof plan.cgroup_desc);
         if (plan.idmap_workspace) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
@@ -132,12 +193,18 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sigprocmask(SIG_BLOCK, &blocked, &saved);
         mask_saved = true;
 
-        /* 4. Every namespace at once; the pidfd names the child for good. */
+        /* 4. Every namespace at once; the pidfd names the child for good;
+         *    on cgroup v2 the child is born inside its cgroup. */
         struct clone_args args = {
                 .flags = namespace_flags(&plan) | CLONE_PIDFD,
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = SIGCHLD,
         };
+        if (cgroup_clone_fd(cg) >= 0) {
+                args.flags |= CLONE_INTO_CGROUP;
+                args.cgroup = (uint64_t)cgroup_clone_fd(cg);
+        }
+        getrusage(RUSAGE_CHILDREN, &before);
         pid_t pid = (pid_t)sys_clone3(&args);
         if (pid < 0) {
                 r = brig_err(err, errno, "clone3: creating the sandbox's namespaces (see brig doctor)");
@@ -149,7 +216,11 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
-        r = userns_write_maps(pid, &plan, err);
+        /* v1 hierarchies have no CLONE_INTO_CGROUP: move the child in
+         * before it is told to go, so no untrusted code runs unlimited. */
+        r = cgroup_attach(cg, pid, false, err);
+        if (r == 0)
+                r = userns_write_maps(pid, &plan, err);
         if (r < 0) {
                 sys_pidfd_send_signal(pidfd, SIGKILL);
                 waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
@@ -166,10 +237,22 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sup.pidfd = pidfd;
         sup.sync_fd = sv[0];
         sup.term = term;
+        sup.timeout_ms = p->limits.timeout_ms;
+        sup.kill_after_ms = p->limits.kill_after_ms;
         r = supervise(&sup, err);
         if (r < 0)
                 goto out;
+        getrusage(RUSAGE_CHILDREN, &after);
+        result->cpu_user_ms = timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime);
+        result->cpu_system_ms = timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime);
         r = collect(&sup, result, err);
+        if (r == 0) {
+                struct cgroup_stats st;
+                cgroup_stats(cg, &st);
+                result->memory_peak_bytes = st.memory_peak >= 0 ? st.memory_peak : (int64_t)after.ru_maxrss * 1024;
+                result->pids_peak = st.pids_peak;
+                explain(result, &p->limits, &st, sup.timed_out);
+        }
 out:
         if (err && *err && result->exit_code == 0)
                 result->exit_code = (*err)->exit_code;
@@ -177,6 +260,7 @@ out:
         if (mask_saved)
                 sigprocmask(SIG_SETMASK, &saved, NULL);
         terminal_close(term);
+        cgroup_destroy(cg);  /* kills anything left, removes the groups */
         closep(&sv[0]);
         closep(&sv[1]);
         closep(&pidfd);

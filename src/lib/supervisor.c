@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 
 static void take_message(struct supervision *s, const struct sync_msg *m, int passed_fd)
@@ -66,7 +67,36 @@ static void on_signal(struct supervision *s, int sig)
         }
 }
 
-enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_COUNT };
+enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_COUNT };
+
+static int arm(int tfd, uint64_t ms)
+{
+        struct itimerspec it = { .it_value = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 } };
+        if (ms == 0)
+                it.it_value.tv_nsec = 1;  /* zero would disarm */
+        return timerfd_settime(tfd, 0, &it, NULL);
+}
+
+/* The wall clock ran out: SIGTERM to every process inside, then, after the
+ * grace period, SIGKILL to pid 1 (the kernel takes the rest with it). */
+static void on_timer(struct supervision *s, int tfd, bool *term_sent)
+{
+        uint64_t ticks;
+        (void)!read(tfd, &ticks, sizeof ticks);
+        if (!*term_sent) {
+                siginfo_t info = { .si_signo = SIGTERM, .si_code = SI_QUEUE };
+                info.si_int = BRIG_SIGNAL_EVERYONE;
+                info.si_pid = getpid();
+                info.si_uid = getuid();
+                if (sys_pidfd_send_siginfo(s->pidfd, SIGTERM, &info) < 0)
+                        (void)sys_pidfd_send_signal(s->pidfd, SIGKILL);
+                s->timed_out = true;
+                *term_sent = true;
+                arm(tfd, s->kill_after_ms);
+        } else {
+                (void)sys_pidfd_send_signal(s->pidfd, SIGKILL);
+        }
+}
 
 int supervise(struct supervision *s, brig_error **err)
 {
@@ -81,6 +111,14 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_PIDFD].fd = s->pidfd;
         p[POLL_SIGNAL].fd = sfd;
         p[POLL_SYNC].fd = s->sync_fd;
+        _cleanup_close_ int tfd = -EBADF;
+        bool term_sent = false;
+        if (s->timeout_ms) {
+                tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+                if (tfd < 0 || arm(tfd, s->timeout_ms) < 0)
+                        return brig_err(err, errno, "timerfd");
+                p[POLL_TIMER].fd = tfd;
+        }
         bool master_done = false;
         for (;;) {
                 /* the master arrives over the sync socket once the pty exists */
@@ -106,6 +144,8 @@ int supervise(struct supervision *s, brig_error **err)
                 }
                 if (p[POLL_STDIN].revents && !terminal_relay_in(s->term))
                         p[POLL_STDIN].fd = -1;
+                if (p[POLL_TIMER].revents)
+                        on_timer(s, tfd, &term_sent);
                 if (p[POLL_PIDFD].revents)
                         break;
         }

@@ -5,6 +5,7 @@
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 
 long sys_clone3(struct clone_args *args)
@@ -55,4 +56,9 @@ int sys_pivot_root(const char *new_root, const char *put_old)
 int sys_pidfd_send_signal(int pidfd, int sig)
 {
         return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+int sys_pidfd_send_siginfo(int pidfd, int sig, siginfo_t *info)
+{
+        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, info, 0);
 }

@@ -1,0 +1,32 @@
+/* cgroup.h — the sandbox's control group (cgroup.c). */
+#ifndef BRIG_CGROUP_H
+#define BRIG_CGROUP_H
+
+#include "internal.h"
+
+enum { CG_MEMORY, CG_PIDS, CG_CPU, CG_IO, CG_COUNT };
+
+struct cgroup;
+
+struct cgroup_stats {
+        long long memory_peak;    /* bytes, -1 unknown */
+        long long pids_peak;      /* -1 unknown */
+        long long oom_kills;      /* processes the OOM killer ended */
+        long long pids_max_hits;  /* forks refused by the pids limit */
+};
+
+/* Make the sandbox's group(s) and set the limits. *degraded is set when a
+ * wanted controller is available nowhere writable; the caller decides
+ * whether that is allowed. Also removes groups left by a dead brig. */
+BRIG_INTERNAL int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err);
+/* The v2 directory fd for CLONE_INTO_CGROUP, or -1. */
+BRIG_INTERNAL int cgroup_clone_fd(const struct cgroup *cg);
+/* Put pid into every v1 group (and the v2 one when v2_too). */
+BRIG_INTERNAL int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_error **err);
+BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
+/* "memory:v1 pids:v1 cpu:v1" — which hierarchy enforces what. */
+BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n);
+/* Kill whatever is left in the groups and remove them. */
+BRIG_INTERNAL void cgroup_destroy(struct cgroup *cg);
+
+#endif

@@ -1,0 +1,50 @@
+/* rlimit.c — per-process resource limits, set in the command's process
+ * before execve. They back up the cgroup limits (and stand in for them,
+ * degraded, where no cgroup can be made). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <sys/resource.h>
+
+static int set_limit(int resource, const char *name, uint64_t soft, uint64_t hard, brig_error **err)
+{
+        struct rlimit rl = { .rlim_cur = soft, .rlim_max = hard };
+        struct rlimit cur;
+        /* Never raise a hard limit the caller already lowered. */
+        if (getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
+                if (rl.rlim_max > cur.rlim_max)
+                        rl.rlim_max = cur.rlim_max;
+                if (rl.rlim_cur > rl.rlim_max)
+                        rl.rlim_cur = rl.rlim_max;
+        }
+        if (setrlimit(resource, &rl) < 0)
+                return brig_err(err, errno, "setrlimit %s", name);
+        return 0;
+}
+
+int rlimits_apply(const struct run_plan *plan, brig_error **err)
+{
+        const struct limits *l = &plan->policy->limits;
+        int r = 0;
+        /* No core dumps: a dump of a process that read secrets is a leak. */
+        r = set_limit(RLIMIT_CORE, "core", 0, 0, err);
+        if (r == 0 && l->nofile)
+                r = set_limit(RLIMIT_NOFILE, "nofile", l->nofile, l->nofile, err);
+        if (r == 0 && l->fsize)
+                r = set_limit(RLIMIT_FSIZE, "fsize", l->fsize, l->fsize, err);
+        if (r == 0 && l->stack)
+                r = set_limit(RLIMIT_STACK, "stack", l->stack, l->stack, err);
+        if (r == 0 && l->cpu_time_s)  /* SIGXCPU at the soft limit, SIGKILL a second later */
+                r = set_limit(RLIMIT_CPU, "cpu", l->cpu_time_s, l->cpu_time_s + 1, err);
+        if (r == 0 && l->nproc)
+                r = set_limit(RLIMIT_NPROC, "nproc", l->nproc, l->nproc, err);
+        if (r == 0 && plan->cgroup_degraded) {
+                /* Stand-ins, coarser than the cgroup: address space for
+                 * memory, per-user process count for pids. */
+                if (l->memory)
+                        r = set_limit(RLIMIT_AS, "as (memory fallback)", l->memory, l->memory, err);
+                if (r == 0 && l->pids && !l->nproc)
+                        r = set_limit(RLIMIT_NPROC, "nproc (pids fallback)", l->pids, l->pids, err);
+        }
+        return r;
+}
