@@ -150,7 +150,7 @@ static void find_hierarchies(struct hierarchies *h)
                 char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
                 if (!c2)
                         continue;
-                *c2 = '\0';
+                *c1 = *c2 = '\0';
                 const char *ctrls = c1 + 1, *path = c2 + 1;
                 if (strcmp(line, "0") == 0 && *ctrls == '\0') {
                         free(h->v2_own);
@@ -194,8 +194,10 @@ static void kill_and_remove(const char *dir)
                                 kill(atoi(l), SIGKILL);
                 }
         }
-        for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
-                usleep(5000);  /* killed tasks leave the group asynchronously */
+        /* Exiting tasks leave the group a moment after they are reaped:
+         * retry briefly, a little longer each time (about 1 s in all). */
+        for (int i = 1; i <= 60 && rmdir(dir) < 0 && errno == EBUSY; i++)
+                usleep((useconds_t)(i * 500));
 }
 
 /* Remove brig-<pid>-<start> groups in `parent` whose supervisor is gone. */
