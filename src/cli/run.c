@@ -160,6 +160,19 @@ out:
         return r;
 }
 
+/* Put the flag in front of a library message: "--tmp-size: size '10Q': ...". */
+static int with_flag(const char *flag, brig_error **err, int r)
+{
+        if (r < 0 && err && *err && strncmp((*err)->msg, flag, strlen(flag)) != 0) {
+                char *m = NULL;
+                if (asprintf(&m, "%s: %s", flag, (*err)->msg) >= 0) {
+                        free((*err)->msg);
+                        (*err)->msg = m;
+                }
+        }
+        return r;
+}
+
 static int parse_count(const char *flag, const char *arg, uint64_t *out)
 {
         char *end;
@@ -212,14 +225,7 @@ static int set_limit_arg(brig_policy *p, int opt, const char *flag, const char *
         }
         if (r == 0)
                 r = brig_policy_set_limit(p, which, v, err);
-        if (r < 0 && err && *err) {
-                char *m = NULL;
-                if (asprintf(&m, "%s: %s", flag, (*err)->msg) >= 0) {
-                        free((*err)->msg);
-                        (*err)->msg = m;
-                }
-        }
-        return r;
+        return with_flag(flag, err, r);
 }
 
 static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **err)
@@ -235,11 +241,13 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         }
         case OPT_RO_BIND: return add_bind(p, "--ro-bind", arg, BRIG_BIND_READONLY, err);
         case OPT_BIND: return add_bind(p, "--bind", arg, 0, err);
-        case OPT_TMPFS: return add_tmpfs(p, arg, err);
+        case OPT_TMPFS: return with_flag("--tmpfs", err, add_tmpfs(p, arg, err));
         case OPT_TMP_SIZE:
-                return brig_parse_size(arg, &size, err) < 0 ? -1 : brig_policy_set_tmp_size(p, size, err);
+                return with_flag("--tmp-size", err, brig_parse_size(arg, &size, err) < 0 ? -1
+                                                   : brig_policy_set_tmp_size(p, size, err));
         case OPT_HOME_SIZE:
-                return brig_parse_size(arg, &size, err) < 0 ? -1 : brig_policy_set_home_size(p, size, err);
+                return with_flag("--home-size", err, brig_parse_size(arg, &size, err) < 0 ? -1
+                                                     : brig_policy_set_home_size(p, size, err));
         case OPT_SYS: brig_policy_set_mount_sys(p, true); return 0;
         case OPT_DENY: return brig_policy_add_deny(p, arg, err);
         case OPT_UNSAFE_ALLOW_SECRET: {

@@ -337,6 +337,17 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         }
         cg->v2_fd = -1;
 
+        /* Groups of a brig that died (SIGKILL) in any hierarchy we could
+         * have used, whatever this run needs. */
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!h.v1_mount[c] || !h.v1_own[c])
+                        continue;
+                _cleanup_free_ char *parent = brig_strdup_printf("%s%s", h.v1_mount[c],
+                                                                 strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
+                if (parent)
+                        remove_stale(parent);
+        }
+
         /* v2 for every controller it offers. */
         bool v2_wanted[CG_COUNT] = { 0 };
         if (h.v2_mount && h.v2_own) {
@@ -364,7 +375,6 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                 char *parent = brig_strdup_printf("%s%s", h.v1_mount[c], strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
                 if (!parent)
                         continue;
-                remove_stale(parent);
                 char *dir = brig_strdup_printf("%s/%s", parent, name);
                 free(parent);
                 /* controllers may share one hierarchy (cpu,cpuacct) */

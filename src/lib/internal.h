@@ -175,9 +175,11 @@ struct run_plan {
         bool new_time_ns;
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
+        struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
         int sync_fd;             /* child end of the sync socket */
+        int report_fd;           /* the supervisor's; the child closes it */
 };
 
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
@@ -230,6 +232,7 @@ BRIG_INTERNAL int userns_idmapped_workspace(const struct run_plan *plan, int *re
 BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
 
 /* rlimit.c */
+BRIG_INTERNAL void rlimits_clamp(struct limits *l);
 BRIG_INTERNAL int rlimits_apply(const struct run_plan *plan, brig_error **err);
 
 /* caps.c */
@@ -302,6 +305,7 @@ struct run_report {
         const brig_result *result;
         const brig_error *error;
 };
-BRIG_INTERNAL int report_write(const char *path, const struct run_report *r, brig_error **err);
+BRIG_INTERNAL int report_open(const char *path, brig_error **err);
+BRIG_INTERNAL int report_write(int fd, const struct run_report *r, brig_error **err);
 
 #endif

@@ -370,9 +370,6 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
 {
         plan->policy = p;
         plan->argv = argv;
-        plan->idmapped_workspace_fd = -1;
-        plan->pty_slave_fd = -1;
-        plan->sync_fd = -1;
         if (!argv || !argv[0] || !*argv[0])
                 return brig_err(err, EINVAL, "no command given");
         int r = plan_workspace(plan, p, err);
@@ -381,6 +378,8 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = caller_home(&plan->home, err);
         if (r < 0)
                 return r;
+        plan->limits = p->limits;
+        rlimits_clamp(&plan->limits);
         r = plan_user(plan, err);
         if (r < 0)
                 return r;
@@ -417,6 +416,7 @@ void plan_free(struct run_plan *plan)
                 free(plan->envp);
         }
         closep(&plan->idmapped_workspace_fd);
+        closep(&plan->report_fd);
         closep(&plan->pty_slave_fd);
         memset(plan, 0, sizeof *plan);
 }

@@ -3,7 +3,9 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <fcntl.h>
 #include <jansson.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,7 +61,7 @@ static json_t *limit_or_null(uint64_t v)
  * controller) or "rlimit" when cgroups were unavailable (degraded). */
 static json_t *limits_json(const struct run_plan *plan)
 {
-        const struct limits *l = &plan->policy->limits;
+        const struct limits *l = &plan->limits;
         json_t *o = json_object();
         json_object_set_new(o, "memory_bytes", limit_or_null(l->memory));
         json_object_set_new(o, "pids", limit_or_null(l->pids));
@@ -78,7 +80,26 @@ static json_t *limits_json(const struct run_plan *plan)
         return o;
 }
 
-int report_write(const char *path, const struct run_report *r, brig_error **err)
+int report_open(const char *path, brig_error **err)
+{
+        /* Opened before any sandboxed code runs, and never through a final
+         * symlink: the sandbox must not be able to point brig's (perhaps
+         * root) write at another file. O_NONBLOCK so a FIFO cannot hang us. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0 && errno == ELOOP)
+                return brig_err(err, ELOOP, "report file '%s' is a symlink; refusing to write through it", path);
+        if (fd < 0)
+                return brig_err(err, errno, "report file '%s'", path);
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
+                return brig_err(err, EINVAL, "report file '%s' is not a regular file", path);
+        }
+        fcntl(fd, F_SETFL, 0);
+        return fd;
+}
+
+int report_write(int fd, const struct run_report *r, brig_error **err)
 {
         const struct run_plan *plan = r->plan;
         json_t *ns = json_pack("[s,s,s,s,s,s,s]", "user", "mount", "pid", "network", "ipc", "uts", "cgroup");
@@ -135,14 +156,24 @@ int report_write(const char *path, const struct run_report *r, brig_error **err)
         json_decref(doc);
         if (!text)
                 return brig_err(err, ENOMEM, "report");
-        FILE *f = fopen(path, "we");
+        size_t len = strlen(text);
+        text[len] = '\n';  /* replaces the terminator: written by length */
+        const char *p = text;
+        size_t left = len + 1;
         int e = 0;
-        if (!f || fprintf(f, "%s\n", text) < 0)
-                e = errno ? errno : EIO;
-        if (f && fclose(f) != 0 && !e)
-                e = errno ? errno : EIO;
+        while (left > 0) {
+                ssize_t n = write(fd, p, left);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        e = n < 0 ? errno : EIO;
+                        break;
+                }
+                p += n;
+                left -= (size_t)n;
+        }
         free(text);
         if (e)
-                return brig_err(err, e, "write report '%s'", path);
+                return brig_err(err, e, "write the report");
         return 0;
 }

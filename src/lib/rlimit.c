@@ -22,9 +22,33 @@ static int set_limit(int resource, const char *name, uint64_t soft, uint64_t har
         return 0;
 }
 
+/* A hard limit the caller already has cannot be raised from inside the
+ * sandbox (no CAP_SYS_RESOURCE there): lower the request to it, so the
+ * report tells what really applies. */
+static void clamp(int resource, uint64_t *value)
+{
+        struct rlimit cur;
+        if (*value && getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && *value > cur.rlim_max)
+                *value = cur.rlim_max;
+}
+
+void rlimits_clamp(struct limits *l)
+{
+        clamp(RLIMIT_NOFILE, &l->nofile);
+        clamp(RLIMIT_FSIZE, &l->fsize);
+        clamp(RLIMIT_STACK, &l->stack);
+        clamp(RLIMIT_NPROC, &l->nproc);
+        if (l->cpu_time_s) {
+                uint64_t hard = l->cpu_time_s + 1;
+                clamp(RLIMIT_CPU, &hard);
+                if (hard <= l->cpu_time_s)
+                        l->cpu_time_s = hard > 1 ? hard - 1 : 1;
+        }
+}
+
 int rlimits_apply(const struct run_plan *plan, brig_error **err)
 {
-        const struct limits *l = &plan->policy->limits;
+        const struct limits *l = &plan->limits;
         int r = 0;
         /* No core dumps: a dump of a process that read secrets is a leak. */
         r = set_limit(RLIMIT_CORE, "core", 0, 0, err);

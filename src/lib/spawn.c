@@ -134,7 +134,7 @@ static int collect(const struct supervision *s, brig_result *res, brig_error **e
 
 int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
 {
-        struct run_plan plan = { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1 };
+        struct run_plan plan = { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1 };
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
         struct cgroup *cg = NULL;
@@ -150,6 +150,11 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         result->exit_code = BRIG_EXIT_SETUP;
         result->memory_peak_bytes = result->pids_peak = -1;
 
+        if (p->report_path) {
+                plan.report_fd = report_open(p->report_path, err);
+                if (plan.report_fd < 0)
+                        return plan.report_fd;
+        }
         /* 1. The policy becomes a checked plan: paths resolved, layout
          *    sorted, secrets found, user and environment decided. */
         r = plan_build(&plan, p, argv, err);
@@ -162,10 +167,10 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         plan.new_time_ns = host_probe()->ns_time;
         /* 3. The sandbox's cgroup, under our own (or a delegated) one;
          *    rlimits stand in, degraded, when none can be made. */
-        r = cgroup_create(&p->limits, &cg, &plan.cgroup_degraded, err);
+        r = cgroup_create(&plan.limits, &cg, &plan.cgroup_degraded, err);
         if (r < 0)
                 goto out;
-        if (plan.cgroup_degraded && p->limits.required) {
+        if (plan.cgroup_degraded && plan.limits.required) {
                 r = brig_err(err, EACCES, "cgroup limits are required but no writable cgroup offers "
                                           "the memory, pids and cpu controllers here (see brig doctor)");
                 goto out;
@@ -237,8 +242,8 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sup.pidfd = pidfd;
         sup.sync_fd = sv[0];
         sup.term = term;
-        sup.timeout_ms = p->limits.timeout_ms;
-        sup.kill_after_ms = p->limits.kill_after_ms;
+        sup.timeout_ms = plan.limits.timeout_ms;
+        sup.kill_after_ms = plan.limits.kill_after_ms;
         r = supervise(&sup, err);
         if (r < 0)
                 goto out;
@@ -251,7 +256,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 cgroup_stats(cg, &st);
                 result->memory_peak_bytes = st.memory_peak >= 0 ? st.memory_peak : (int64_t)after.ru_maxrss * 1024;
                 result->pids_peak = st.pids_peak;
-                explain(result, &p->limits, &st, sup.timed_out);
+                explain(result, &plan.limits, &st, sup.timed_out);
         }
 out:
         if (err && *err && result->exit_code == 0)
@@ -264,10 +269,10 @@ out:
         closep(&sv[0]);
         closep(&sv[1]);
         closep(&pidfd);
-        if (p->report_path && plan.workspace) {
+        if (plan.report_fd >= 0 && plan.workspace) {
                 struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL };
                 brig_error *rerr = NULL;
-                int rr = report_write(p->report_path, &rep, r < 0 ? &rerr : err);
+                int rr = report_write(plan.report_fd, &rep, r < 0 ? &rerr : err);
                 if (rr < 0 && r == 0)
                         r = rr;
                 brig_error_free(&rerr);

@@ -66,6 +66,10 @@ class Brig:
         self.home.mkdir(exist_ok=True)
         self.workspace = base / "ws"
         self.workspace.mkdir(exist_ok=True)
+        # Reports are written by brig as the test user: a directory it can write.
+        self.reports = base / "reports"
+        self.reports.mkdir(exist_ok=True)
+        self.reports.chmod(0o1777)
         self.chown(self.home)
         self.chown(self.workspace)
 
@@ -101,7 +105,7 @@ class Brig:
         args = list(args)
         rep_path = None
         if report:
-            rep_path = self.base / f"report-{os.getpid()}-{len(list(self.base.iterdir()))}.json"
+            rep_path = self.reports / f"report-{len(list(self.reports.iterdir()))}.json"
             args = ["run", "--json-report", str(rep_path)] + args[1:] if args and args[0] == "run" else args
         cp = subprocess.run(self.cmd(*args), cwd=str(cwd or self.workspace), env=self.env(env),
                             input=input, capture_output=True, timeout=timeout, text=text, **kw)
