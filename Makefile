@@ -36,6 +36,7 @@ check: build build-asan
 
 bench: build
 	./bench/startup $(BUILD)/brig
+	./bench/syscall $(BUILD)/brig
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "landlock.h"
-#include "seccomp.h"
+#include "seccomp_filter.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -163,6 +163,8 @@ static _Noreturn void command_exec(const struct run_plan *plan)
                 goto fail;
         /* seccomp last: the filter need not allow any setup call. */
         if (seccomp_apply(plan, &err) < 0)
+                goto fail;
+        if (rlimits_apply_memory_fallback(plan, &err) < 0)
                 goto fail;
         environ = plan->envp;  /* execvp searches the sandbox's PATH */
         execvp(plan->argv[0], plan->argv);

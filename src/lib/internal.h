@@ -182,6 +182,9 @@ struct run_plan {
         int report_fd;           /* the supervisor's; the child closes it */
 };
 
+/* Every plan starts like this: no descriptors held. */
+#define RUN_PLAN_INIT { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1 }
+
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
 
@@ -234,6 +237,7 @@ BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **er
 /* rlimit.c */
 BRIG_INTERNAL void rlimits_clamp(struct limits *l);
 BRIG_INTERNAL int rlimits_apply(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err);
 
 /* caps.c */
 BRIG_INTERNAL int caps_drop_bounding(brig_error **err);

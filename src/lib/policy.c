@@ -1,7 +1,7 @@
 /* policy.c — the policy model: defaults, setters, the secret deny list. */
 #define _GNU_SOURCE
 #include "internal.h"
-#include "seccomp.h"
+#include "seccomp_filter.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -62,13 +62,20 @@ int rlimits_apply(const struct run_plan *plan, brig_error **err)
                 r = set_limit(RLIMIT_CPU, "cpu", l->cpu_time_s, l->cpu_time_s + 1, err);
         if (r == 0 && l->nproc)
                 r = set_limit(RLIMIT_NPROC, "nproc", l->nproc, l->nproc, err);
-        if (r == 0 && plan->cgroup_degraded) {
-                /* Stand-ins, coarser than the cgroup: address space for
-                 * memory, per-user process count for pids. */
-                if (l->memory)
-                        r = set_limit(RLIMIT_AS, "as (memory fallback)", l->memory, l->memory, err);
-                if (r == 0 && l->pids && !l->nproc)
-                        r = set_limit(RLIMIT_NPROC, "nproc (pids fallback)", l->pids, l->pids, err);
-        }
+        /* Stand-in for the pids cgroup: the process count of the sandbox
+         * user, counted within the sandbox's own user namespace. */
+        if (r == 0 && plan->cgroup_degraded && l->pids && !l->nproc)
+                r = set_limit(RLIMIT_NPROC, "nproc (pids fallback)", l->pids, l->pids, err);
         return r;
+}
+
+int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
+{
+        /* Stand-in for the memory cgroup: address space, coarser. Set as
+         * the very last step before execve, because it binds brig's own
+         * code too (a sanitizer build reserves terabytes of it). */
+        const struct limits *l = &plan->limits;
+        if (!plan->cgroup_degraded || !l->memory)
+                return 0;
+        return set_limit(RLIMIT_AS, "as (memory fallback)", l->memory, l->memory, err);
 }

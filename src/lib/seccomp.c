@@ -1,23 +1,645 @@
-/* seccomp.c — TEMPORARY placeholder being replaced by the seccomp work
- * (issue 3); refuses rules so nothing pretends to be filtered. */
+/* seccomp.c — the syscall filter, built with libseccomp and loaded last,
+ * just before execve.
+ *
+ * The default profile is an allowlist in the spirit of Docker's, tightened
+ * for agents: a syscall it does not name fails with ENOSYS, so a call added
+ * to a future kernel is refused and software falls back gracefully (glibc's
+ * clone3 → clone). Calls refused on purpose fail with EPERM, each with its
+ * reason next to it. A few calls are allowed only for some arguments
+ * (clone, socket, ioctl, personality).
+ *
+ * The user's rules (--seccomp-allow/--seccomp-deny, policy files) replace
+ * the default decision for the syscalls they name; a later rule wins.
+ *
+ * "log" and "deny-log" map to SCMP_ACT_LOG and SCMP_ACT_ERRNO(EPERM) for
+ * now: the audit stream through seccomp user notification (issue 3) will
+ * turn them into events brig records itself. */
 #define _GNU_SOURCE
-#include "seccomp.h"
+#include "seccomp_filter.h"
+
+#include <sched.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+#define MAX_ERRNO 4095
+
+/* ---- the default profile ------------------------------------------------ */
+
+/* Allowed unconditionally. Names libseccomp or this architecture does not
+ * know are skipped (they stay ENOSYS). */
+static const char *const allowed[] = {
+        /* processes and threads */
+        "exit", "exit_group", "fork", "vfork", "execve", "execveat", "wait4", "waitid",
+        "set_tid_address", "set_robust_list", "get_robust_list", "rseq", "restart_syscall",
+        "futex", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "arch_prctl",
+        "prctl", "set_thread_area", "get_thread_area", "membarrier", "getcpu", "uname", "umask",
+        "pidfd_open", "pidfd_send_signal", "sysinfo",
+        /* scheduling and limits */
+        "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
+        "sched_getscheduler", "sched_setscheduler", "sched_get_priority_max",
+        "sched_get_priority_min", "sched_rr_get_interval", "sched_getattr", "sched_setattr",
+        "getpriority", "setpriority", "ioprio_get", "ioprio_set", "getrlimit", "setrlimit",
+        "prlimit64", "getrusage", "times",
+        /* further restriction only: a program may sandbox itself */
+        "seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+        "capget", "capset",
+        /* identity (changes need capabilities the sandbox does not have) */
+        "getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+        "getresgid", "getgroups", "getpgid", "getpgrp", "getsid", "setsid", "setpgid", "setuid",
+        "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
+        "setgroups",
+        /* signals (the pid namespace and Landlock keep them inside) */
+        "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend",
+        "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "kill", "tkill",
+        "tgkill", "pause", "alarm", "getitimer", "setitimer", "signalfd", "signalfd4",
+        /* time (reading it; the setters are denied below) */
+        "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+        "timer_create", "timer_delete", "timer_settime", "timer_gettime", "timer_getoverrun",
+        "timerfd_create", "timerfd_settime", "timerfd_gettime",
+        /* memory */
+        "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "mlock",
+        "mlock2", "munlock", "mlockall", "munlockall", "memfd_create", "pkey_alloc", "pkey_free",
+        "pkey_mprotect", "get_mempolicy", "set_mempolicy", "mbind", "remap_file_pages",
+        "map_shadow_stack",
+        /* files and directories */
+        "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+        "pwritev2", "open", "openat", "creat", "close", "close_range", "lseek", "dup",
+        "dup2", "dup3", "fcntl", "flock", "fsync", "fdatasync", "sync", "syncfs",
+        "sync_file_range", "ftruncate", "truncate", "fallocate", "fadvise64", "readahead",
+        "sendfile", "splice", "tee", "vmsplice", "copy_file_range", "stat", "fstat", "lstat",
+        "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "getcwd",
+        "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "rename", "renameat", "renameat2", "link",
+        "linkat", "unlink", "unlinkat", "symlink", "symlinkat", "readlink", "readlinkat", "chmod",
+        "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
+        "utimes", "utimensat", "futimesat", "mknod", "mknodat", "getdents", "getdents64",
+        "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "listxattr",
+        "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr", "cachestat",
+        "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+        /* waiting for events */
+        "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+        "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "pipe", "pipe2",
+        /* legacy asynchronous I/O (databases use it; unlike io_uring it is small and old) */
+        "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+        /* System V and POSIX IPC, in the sandbox's own IPC namespace */
+        "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+        "shmget", "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink", "mq_timedsend",
+        "mq_timedreceive", "mq_notify", "mq_getsetattr",
+        /* sockets (which families may be created is decided in guard_socket) */
+        "connect", "bind", "listen", "accept", "accept4", "getsockname", "getpeername",
+        "getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
+        "recvmmsg", "shutdown",
+        /* randomness */
+        "getrandom",
+};
+
+/* Refused with EPERM: the reason is on the line above each group. */
+static const char *const denied[] = {
+        /* keyrings are not namespaced: keys of other users and containers */
+        "keyctl", "add_key", "request_key",
+        /* eBPF programs run in the kernel: a large, often exploited surface */
+        "bpf",
+        /* perf events read kernel and other processes' state; exploit surface */
+        "perf_event_open",
+        /* userfaultfd stalls kernel page faults at will: a classic race widener */
+        "userfaultfd",
+        /* io_uring bypasses this filter (its operations are not syscalls) and is a top CVE source */
+        "io_uring_setup", "io_uring_enter", "io_uring_register",
+        /* inspecting or changing other processes' memory and files */
+        "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+        /* the filesystem is fixed by brig; remounting could undo read-only grants */
+        "mount", "umount", "umount2", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
+        "fspick", "mount_setattr", "pivot_root", "chroot",
+        /* new namespaces are how most container escapes begin (clone is guarded below) */
+        "unshare", "setns",
+        /* file handles open any inode of a filesystem, ignoring the mounts (the "shocker" escape) */
+        "open_by_handle_at", "name_to_handle_at",
+        /* the host kernel itself: replace, extend, stop */
+        "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+        /* host-wide resources: swap, process accounting, disk quotas */
+        "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
+        /* the clock is the host's: setting it affects everything */
+        "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
+        /* fanotify watches whole filesystems, mounts included */
+        "fanotify_init",
+        /* the hostname is policy (--hostname), not the command's to change */
+        "sethostname", "setdomainname",
+        /* direct hardware port access and the kernel log */
+        "iopl", "ioperm", "syslog",
+};
+
+/* Refused with ENOSYS although the default would do that anyway: named so a
+ * reader sees the decision. */
+static const char *const not_implemented[] = {
+        /* clone3's flags live in memory that seccomp cannot read, so namespace
+         * flags could not be refused; glibc falls back to clone on ENOSYS */
+        "clone3",
+        /* openat2's mode lives in memory too, so a setuid bit could not be
+         * refused (see guard_mode); programs fall back to openat */
+        "openat2",
+};
+
+/* Calls that set a file mode, and which argument holds it (guard_mode). */
+static const struct {
+        const char *name;
+        unsigned arg;
+} mode_args[] = {
+        { "chmod", 1 }, { "fchmod", 1 }, { "fchmodat", 2 }, { "fchmodat2", 2 }, { "creat", 1 },
+        { "open", 2 }, { "openat", 3 }, { "mknod", 1 }, { "mknodat", 2 },
+};
+
+/* ---- groups ------------------------------------------------------------- */
+
+struct group {
+        const char *name;
+        const char *const *members;  /* syscall names or other groups, NULL-terminated */
+};
+
+#define MEMBERS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+static const struct group groups[] = {
+        { "@clock", MEMBERS("settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime") },
+        { "@debug", MEMBERS("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+                            "perf_event_open", "lookup_dcookie") },
+        { "@io-uring", MEMBERS("io_uring_setup", "io_uring_enter", "io_uring_register") },
+        { "@keyring", MEMBERS("keyctl", "add_key", "request_key") },
+        { "@module", MEMBERS("init_module", "finit_module", "delete_module") },
+        { "@mount", MEMBERS("mount", "umount", "umount2", "open_tree", "move_mount", "fsopen", "fsconfig",
+                            "fsmount", "fspick", "mount_setattr", "pivot_root", "chroot") },
+        /* clone's namespace flags stay guarded unless "clone" itself is named */
+        { "@namespaces", MEMBERS("unshare", "setns") },
+        { "@network", MEMBERS("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+                              "getsockname", "getpeername", "getsockopt", "setsockopt", "sendto",
+                              "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown") },
+        { "@obsolete", MEMBERS("_sysctl", "afs_syscall", "bdflush", "break", "create_module", "ftime",
+                               "get_kernel_syms", "getpmsg", "gtty", "idle", "lock", "mpx", "prof",
+                               "profil", "putpmsg", "query_module", "security", "sgetmask", "ssetmask",
+                               "stty", "sysfs", "tuxcall", "ulimit", "uselib", "ustat", "vserver",
+                               "lookup_dcookie", "nfsservctl", "vm86", "vm86old") },
+        { "@raw-io", MEMBERS("iopl", "ioperm", "pciconfig_iobase", "pciconfig_read", "pciconfig_write") },
+        { "@reboot", MEMBERS("reboot", "kexec_load", "kexec_file_load") },
+        { "@swap", MEMBERS("swapon", "swapoff") },
+        /* what needs a capability in the host's namespaces to do anything */
+        { "@privileged", MEMBERS("@clock", "@module", "@mount", "@raw-io", "@reboot", "@swap", "acct",
+                                 "bpf", "fanotify_init", "open_by_handle_at", "quotactl", "quotactl_fd",
+                                 "sethostname", "setdomainname", "syslog", "vhangup") },
+};
+
+static const struct group *find_group(const char *name)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(groups); i++)
+                if (strcmp(groups[i].name, name) == 0)
+                        return &groups[i];
+        return NULL;
+}
+
+/* ---- the user's rules --------------------------------------------------- */
+
+struct seccomp_rule {
+        char *name;       /* a syscall or an @group */
+        uint32_t action;  /* SCMP_ACT_* */
+};
+
+struct seccomp_policy {
+        struct seccomp_rule *rules;
+        size_t n;
+};
+
+static int parse_errno(const char *text, int *out)
+{
+        char *end;
+        errno = 0;
+        long n = strtol(text, &end, 10);
+        if (*text && *end == '\0' && errno == 0) {
+                if (n < 1 || n > MAX_ERRNO)
+                        return -ERANGE;
+                *out = (int)n;
+                return 0;
+        }
+        for (int e = 1; e <= MAX_ERRNO; e++) {
+                const char *name = strerrorname_np(e);
+                if (name && strcmp(name, text) == 0) {
+                        *out = e;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int parse_action(const char *rule, const char *text, uint32_t *out, brig_error **err)
+{
+        if (strcmp(text, "allow") == 0)
+                *out = SCMP_ACT_ALLOW;
+        else if (strcmp(text, "kill") == 0)
+                *out = SCMP_ACT_KILL_PROCESS;
+        else if (strcmp(text, "log") == 0)
+                *out = SCMP_ACT_LOG;  /* the kernel's audit log, until brig's own stream exists */
+        else if (strcmp(text, "deny-log") == 0)
+                *out = SCMP_ACT_ERRNO(EPERM);  /* recorded once the audit stream exists */
+        else if (strncmp(text, "errno:", 6) == 0) {
+                int e;
+                if (parse_errno(text + 6, &e) < 0)
+                        return brig_err(err, EINVAL,
+                                        "syscall rule '%s': '%s' is not an errno (a number 1-%d or a name like EPERM)",
+                                        rule, text + 6, MAX_ERRNO);
+                *out = SCMP_ACT_ERRNO(e);
+        } else
+                return brig_err(err, EINVAL,
+                                "syscall rule '%s': unknown action '%s' (expected allow, kill, log, deny-log or errno:N)",
+                                rule, text);
+        return 0;
+}
 
 int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char *action, brig_error **err)
 {
-        (void)sp;
-        (void)action;
-        return brig_err(err, ENOSYS, "syscall rule '%s': seccomp rules are not implemented yet", name);
+        if (!name || !*name)
+                return brig_err(err, EINVAL, "syscall rule: empty syscall name");
+        if (name[0] == '@') {
+                if (!find_group(name))
+                        return brig_err(err, EINVAL, "syscall rule: unknown syscall group '%s'", name);
+        } else if (seccomp_syscall_resolve_name(name) < 0) {
+                /* Also refuses calls that exist only on other architectures
+                 * (negative pseudo numbers such as socketcall on x86_64). */
+                return brig_err(err, EINVAL, "syscall rule: unknown syscall '%s'", name);
+        }
+        uint32_t act = 0;
+        int r = parse_action(name, action ? action : "", &act, err);
+        if (r < 0)
+                return r;
+
+        struct seccomp_policy *p = *sp;
+        if (!p) {
+                p = calloc(1, sizeof *p);
+                if (!p)
+                        return brig_err(err, ENOMEM, "syscall rule");
+                *sp = p;
+        }
+        struct seccomp_rule *n = realloc(p->rules, (p->n + 1) * sizeof *n);
+        if (!n)
+                return brig_err(err, ENOMEM, "syscall rule");
+        p->rules = n;
+        char *copy = strdup(name);
+        if (!copy)
+                return brig_err(err, ENOMEM, "syscall rule");
+        p->rules[p->n++] = (struct seccomp_rule){ .name = copy, .action = act };
+        return 0;
 }
 
 void seccomp_policy_free(struct seccomp_policy *sp)
 {
-        (void)sp;
+        if (!sp)
+                return;
+        for (size_t i = 0; i < sp->n; i++)
+                free(sp->rules[i].name);
+        free(sp->rules);
+        free(sp);
+}
+
+/* ---- decisions: one per syscall, then turned into rules ----------------- */
+
+enum guard {
+        GUARD_NONE,         /* `action`, whatever the arguments */
+        GUARD_CLONE,        /* no namespace flags */
+        GUARD_SOCKET,       /* only some address families */
+        GUARD_IOCTL,        /* no terminal injection */
+        GUARD_PERSONALITY,  /* only harmless personas */
+        GUARD_MODE,         /* no setuid/setgid bits in a file mode */
+};
+
+struct decision {
+        int nr;
+        uint32_t action;  /* GUARD_NONE */
+        enum guard guard;
+};
+
+struct table {
+        struct decision *d;
+        size_t n;
+};
+
+/* Record a decision for nr; a later one replaces an earlier one. */
+static int decide(struct table *t, int nr, uint32_t action, enum guard guard)
+{
+        for (size_t i = 0; i < t->n; i++)
+                if (t->d[i].nr == nr) {
+                        t->d[i] = (struct decision){ nr, action, guard };
+                        return 0;
+                }
+        struct decision *n = realloc(t->d, (t->n + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        t->d = n;
+        t->d[t->n++] = (struct decision){ nr, action, guard };
+        return 0;
+}
+
+/* Names unknown here (newer than libseccomp, or of another architecture)
+ * are skipped: they stay at the default, ENOSYS. */
+static int decide_name(struct table *t, const char *name, uint32_t action, enum guard guard)
+{
+        int nr = seccomp_syscall_resolve_name(name);
+        return nr < 0 ? 0 : decide(t, nr, action, guard);
+}
+
+static int decide_list(struct table *t, const char *const *names, size_t n, uint32_t action)
+{
+        for (size_t i = 0; i < n; i++) {
+                int r = decide_name(t, names[i], action, GUARD_NONE);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int default_profile(struct table *t)
+{
+        int r = decide_list(t, allowed, ARRAY_SIZE(allowed), SCMP_ACT_ALLOW);
+        if (r == 0)
+                r = decide_list(t, denied, ARRAY_SIZE(denied), SCMP_ACT_ERRNO(EPERM));
+        if (r == 0)
+                r = decide_list(t, not_implemented, ARRAY_SIZE(not_implemented), SCMP_ACT_ERRNO(ENOSYS));
+        if (r == 0)
+                r = decide_name(t, "clone", 0, GUARD_CLONE);
+        if (r == 0)
+                r = decide_name(t, "socket", 0, GUARD_SOCKET);
+        if (r == 0)
+                r = decide_name(t, "socketpair", 0, GUARD_SOCKET);
+        if (r == 0)
+                r = decide_name(t, "ioctl", 0, GUARD_IOCTL);
+        if (r == 0)
+                r = decide_name(t, "personality", 0, GUARD_PERSONALITY);
+        for (size_t i = 0; r == 0 && i < ARRAY_SIZE(mode_args); i++)
+                r = decide_name(t, mode_args[i].name, 0, GUARD_MODE);
+        return r;
+}
+
+static int decide_group_or_name(struct table *t, const char *name, uint32_t action, int depth)
+{
+        if (name[0] != '@')
+                return decide_name(t, name, action, GUARD_NONE);
+        const struct group *g = find_group(name);
+        if (!g || depth > 4)
+                return -EINVAL;  /* validated when the rule was added */
+        for (const char *const *m = g->members; *m; m++) {
+                int r = decide_group_or_name(t, *m, action, depth + 1);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- argument guards ---------------------------------------------------- */
+
+/* The arguments these guards look at are 32-bit in the kernel (int family,
+ * unsigned int cmd and persona, the low half of clone's flags), so they
+ * compare only the low 32 bits: a value with high bits set (the
+ * CVE-2019-10063 trick) is judged as the kernel will read it. */
+#define LOW32 0xffffffffULL
+
+/* Unnamed calls: ENOSYS, so new kernel calls fall back gracefully. */
+#define DEFAULT_ACTION SCMP_ACT_ERRNO(ENOSYS)
+
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
+{
+        if (action == DEFAULT_ACTION)
+                return 0;  /* libseccomp refuses a rule that repeats the default (EACCES) */
+        int r = seccomp_rule_add_exact_array(ctx, action, nr, n, cmp);
+        return r == -EEXIST ? 0 : r;  /* the same rule twice is fine */
+}
+
+/* `action` when the low 32 bits of argument `arg` are one of `set`, plus the
+ * optional `also` comparison on another argument. */
+static int add_inside(scmp_filter_ctx ctx, uint32_t action, int nr, const struct scmp_arg_cmp *also,
+                      unsigned arg, const uint32_t *set, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                struct scmp_arg_cmp cmp[2] = { { arg, SCMP_CMP_MASKED_EQ, LOW32, set[i] } };
+                if (also)
+                        cmp[1] = *also;
+                int r = add_rule(ctx, action, nr, also ? 2 : 1, cmp);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* `action` when the low 32 bits of argument `arg` are NOT in `set`.
+ *
+ * libseccomp cannot say "not in" (an unconditional rule swallows the
+ * conditional ones, and one rule cannot compare an argument twice), so the
+ * complement is spelled out as disjoint masked compares: walk the bits from
+ * the top; wherever no member of the set continues the prefix, every value
+ * with that prefix is outside. At most 32 rules per member. */
+static int add_outside(scmp_filter_ctx ctx, uint32_t action, int nr, const struct scmp_arg_cmp *also,
+                       unsigned arg, const uint32_t *set, size_t n, int bit, uint32_t prefix)
+{
+        uint64_t mask = bit == 31 ? 0 : (LOW32 << (bit + 1)) & LOW32;
+        bool any = false;
+        for (size_t i = 0; i < n; i++)
+                any |= (set[i] & mask) == prefix;
+        if (!any) {
+                struct scmp_arg_cmp cmp[2] = { { arg, SCMP_CMP_MASKED_EQ, mask, prefix } };
+                if (also)
+                        cmp[1] = *also;
+                return add_rule(ctx, action, nr, also ? 2 : 1, cmp);
+        }
+        if (bit < 0)
+                return 0;  /* a member itself: not ours to decide */
+        int r = add_outside(ctx, action, nr, also, arg, set, n, bit - 1, prefix);
+        if (r == 0)
+                r = add_outside(ctx, action, nr, also, arg, set, n, bit - 1, prefix | (1U << bit));
+        return r;
+}
+
+static int guard_clone(scmp_filter_ctx ctx, int nr)
+{
+        /* CLONE_NEWTIME (0x80) is not here: for clone() that bit is part of
+         * the exit signal; time namespaces need unshare or clone3. */
+        static const uint64_t ns_flags[] = { CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+                                             CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET };
+        uint64_t all = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
+                all |= ns_flags[i];
+                /* A new namespace is how most container escapes begin. */
+                struct scmp_arg_cmp with = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
+                int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &with);
+                if (r < 0)
+                        return r;
+        }
+        struct scmp_arg_cmp without = SCMP_A0(SCMP_CMP_MASKED_EQ, all, 0);
+        return add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &without);
+}
+
+/* Address families: AF_UNIX, AF_INET, AF_INET6, and netlink route. Every
+ * other family is refused with EAFNOSUPPORT: AF_PACKET and raw sockets
+ * reach the link layer, AF_ALG, AF_VSOCK, AF_TIPC, AF_RDS and the like are
+ * rarely used kernel code (often loaded on demand) with a long CVE record.
+ *
+ * NETLINK_ROUTE is allowed because glibc asks it for the local addresses
+ * (getaddrinfo with AI_ADDRCONFIG, getifaddrs: Node, Go, `ip addr`). It is
+ * read-only here: it sees the sandbox's own network namespace, and changing
+ * anything needs CAP_NET_ADMIN, which the sandbox does not have. Other
+ * netlink protocols (audit, uevent, netfilter, xfrm, generic) are refused. */
+static int guard_socket(scmp_filter_ctx ctx, int nr)
+{
+        static const uint32_t families[] = { AF_UNIX, AF_INET, AF_INET6 };
+        static const uint32_t with_netlink[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+        static const uint32_t route[] = { 0 /* NETLINK_ROUTE */ };
+        const uint32_t refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+        int r = add_inside(ctx, SCMP_ACT_ALLOW, nr, NULL, 0, families, ARRAY_SIZE(families));
+        if (r == 0)
+                r = add_outside(ctx, refuse, nr, NULL, 0, with_netlink, ARRAY_SIZE(with_netlink), 31, 0);
+        struct scmp_arg_cmp netlink = SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK);
+        if (r == 0)
+                r = add_inside(ctx, SCMP_ACT_ALLOW, nr, &netlink, 2, route, 1);
+        if (r == 0)
+                r = add_outside(ctx, refuse, nr, &netlink, 2, route, 1, 31, 0);
+        return r;
+}
+
+/* TIOCSTI pushes bytes into a terminal's input and TIOCLINUX can paste the
+ * console selection: both type commands into the caller's shell if a
+ * terminal of theirs is ever reachable. */
+static int guard_ioctl(scmp_filter_ctx ctx, int nr)
+{
+        static const uint32_t injecting[] = { TIOCSTI, TIOCLINUX };
+        int r = add_inside(ctx, SCMP_ACT_ERRNO(EPERM), nr, NULL, 1, injecting, ARRAY_SIZE(injecting));
+        if (r == 0)
+                r = add_outside(ctx, SCMP_ACT_ALLOW, nr, NULL, 1, injecting, ARRAY_SIZE(injecting), 31, 0);
+        return r;
+}
+
+/* Docker's harmless personas: Linux, 32-bit uname (`linux32` in build
+ * scripts; the i386 ABI itself is still killed), 2.6-style uname, and the
+ * query. Refused: ADDR_NO_RANDOMIZE (turns off ASLR for what runs next),
+ * READ_IMPLIES_EXEC, MMAP_PAGE_ZERO and the other exploit helpers. */
+static int guard_personality(scmp_filter_ctx ctx, int nr)
+{
+        static const uint32_t harmless[] = { PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32, 0xffffffff };
+        int r = add_inside(ctx, SCMP_ACT_ALLOW, nr, NULL, 0, harmless, ARRAY_SIZE(harmless));
+        if (r == 0)
+                r = add_outside(ctx, SCMP_ACT_ERRNO(EPERM), nr, NULL, 0, harmless, ARRAY_SIZE(harmless), 31, 0);
+        return r;
+}
+
+/* No setuid or setgid bits, ever: every mount inside is nosuid, so they
+ * mean nothing to the sandbox, but a file left in the workspace keeps them
+ * on the host. As root with a root-owned workspace the sandbox's files are
+ * root's on disk (idmapped mount), and a setuid bit there would hand any
+ * local user root. openat2 (mode in memory, unreadable here) is ENOSYS. */
+static int guard_mode(scmp_filter_ctx ctx, int nr)
+{
+        unsigned arg = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(mode_args); i++)
+                if (seccomp_syscall_resolve_name(mode_args[i].name) == nr)
+                        arg = mode_args[i].arg;
+        static const uint64_t bits[] = { S_ISUID, S_ISGID };
+        for (size_t i = 0; i < ARRAY_SIZE(bits); i++) {
+                struct scmp_arg_cmp with = { arg, SCMP_CMP_MASKED_EQ, bits[i], bits[i] };
+                int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &with);
+                if (r < 0)
+                        return r;
+        }
+        struct scmp_arg_cmp without = { arg, SCMP_CMP_MASKED_EQ, S_ISUID | S_ISGID, 0 };
+        return add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &without);
+}
+
+static int add_decision(scmp_filter_ctx ctx, const struct decision *d)
+{
+        switch (d->guard) {
+        case GUARD_CLONE: return guard_clone(ctx, d->nr);
+        case GUARD_SOCKET: return guard_socket(ctx, d->nr);
+        case GUARD_IOCTL: return guard_ioctl(ctx, d->nr);
+        case GUARD_PERSONALITY: return guard_personality(ctx, d->nr);
+        case GUARD_MODE: return guard_mode(ctx, d->nr);
+        case GUARD_NONE: break;
+        }
+        return add_rule(ctx, d->action, d->nr, 0, NULL);
+}
+
+/* ---- building and loading ----------------------------------------------- */
+
+static int build_table(const struct run_plan *plan, struct table *t, brig_error **err)
+{
+        int r = default_profile(t);
+        if (r < 0)
+                return brig_err(err, -r, "seccomp: default profile");
+        const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
+        for (size_t i = 0; p && i < p->n; i++) {
+                r = decide_group_or_name(t, p->rules[i].name, p->rules[i].action, 0);
+                if (r < 0)
+                        return brig_err(err, -r, "seccomp: rule '%s'", p->rules[i].name);
+        }
+        return 0;
+}
+
+static int set_attr(scmp_filter_ctx ctx, enum scmp_filter_attr attr, uint32_t value, const char *what,
+                    brig_error **err)
+{
+        int r = seccomp_attr_set(ctx, attr, value);
+        if (r < 0)  /* libseccomp returns -errno */
+                return brig_err(err, -r, "seccomp: set %s", what);
+        return 0;
+}
+
+static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error **err)
+{
+        /* Only the native architecture is in the filter: a call through the
+         * i386 entry (int 0x80) does not match it and kills the process.
+         * x32 shares x86_64's audit arch; libseccomp's x86_64 filter sends
+         * numbers with the x32 bit (0x40000000) to this action too, as long
+         * as SCMP_ARCH_X32 is not added (tested by the escape tests). */
+        int r = set_attr(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "bad-arch action", err);
+        /* Report the kernel's own errno from seccomp_load. */
+        if (r == 0)
+                r = set_attr(ctx, SCMP_FLTATR_API_SYSRAWRC, 1, "raw return codes", err);
+        /* A binary search over syscall numbers instead of a linear chain.
+         * (Unconditional allows skip the filter anyway: the kernel caches
+         * them per syscall number since 5.11.) */
+        if (r == 0)
+                r = set_attr(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "binary tree", err);
+        for (size_t i = 0; r == 0 && i < t->n; i++) {
+                r = add_decision(ctx, &t->d[i]);
+                if (r < 0) {
+                        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, t->d[i].nr);
+                        r = brig_err(err, -r, "seccomp: rule for '%s'", name ? name : "?");
+                        free(name);
+                }
+        }
+        return r;
 }
 
 int seccomp_apply(const struct run_plan *plan, brig_error **err)
 {
-        (void)plan;
-        (void)err;
-        return 0;
+        if (plan->seccomp_degraded)
+                return 0;  /* no seccomp here, and the policy accepted that */
+
+        struct table t = { 0 };
+        int r = build_table(plan, &t, err);
+        if (r < 0)
+                goto out;
+        scmp_filter_ctx ctx = seccomp_init(DEFAULT_ACTION);
+        if (!ctx) {
+                r = brig_err(err, ENOMEM, "seccomp: init");
+                goto out;
+        }
+        r = build_filter(ctx, &t, err);
+        if (r == 0) {
+                /* no_new_privs is already set; libseccomp sets it again, harmlessly. */
+                r = seccomp_load(ctx);
+                if (r < 0)
+                        r = brig_err(err, -r, "seccomp: load the filter");
+        }
+        seccomp_release(ctx);
+out:
+        free(t.d);
+        return r;
 }

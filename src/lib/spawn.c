@@ -134,7 +134,7 @@ static int collect(const struct supervision *s, brig_result *res, brig_error **e
 
 int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
 {
-        struct run_plan plan = { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1 };
+        struct run_plan plan = RUN_PLAN_INIT;
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
         struct cgroup *cg = NULL;

@@ -102,10 +102,6 @@ def test_sandbox_cannot_plant_root_setuid_binary_on_host(brig, request):
     """What the command leaves in the workspace must not become a
     setuid-root (or setgid-root) program on the host, which any local user
     who can reach the workspace could run to become root."""
-    if brig.mode == "root":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "BUG: as root, the idmapped workspace maps the sandbox user to host uid/gid 0, so a "
-            "file the command creates and chmods 6755 is a setuid-root, setgid-root program on the host")))
     name = marker("planted")
     r = brig.sh(f"cp /bin/sh ./{name} && chmod 6755 ./{name}; ls -ln ./{name}", timeout=20)
     assert r.returncode == 0, r

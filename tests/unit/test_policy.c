@@ -813,7 +813,7 @@ static void test_plan_masks_secrets_in_bound_parent(void **state)
         brig_policy *p = policy_for(f);
         /* --ro-bind of HOME's parent: ~/.ssh lies inside and must be hidden */
         assert_int_equal(brig_policy_add_bind(p, f->base, NULL, BRIG_BIND_READONLY, NULL), 0);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         int r = plan_build(&plan, p, true_argv, &err);
         if (r < 0)
@@ -860,7 +860,7 @@ static void test_plan_masks_follow_destination(void **state)
         struct fixture *f = *state;
         brig_policy *p = policy_for(f);
         assert_int_equal(brig_policy_add_bind(p, f->base, "/mnt/host", BRIG_BIND_READONLY, NULL), 0);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         if (plan_build(&plan, p, true_argv, &err) < 0)
                 fail_msg("plan_build: %s", err ? err->msg : "?");
@@ -875,7 +875,7 @@ static void test_plan_masks_follow_destination(void **state)
 
 static void check_plan_eacces(struct fixture *f, brig_policy *p, const char *mention)
 {
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         int r = plan_build(&plan, p, true_argv, &err);
         if (r != -EACCES)
@@ -931,7 +931,7 @@ static void test_plan_unsafe_allow_lifts_refusal(void **state)
         assert_int_equal(brig_policy_add_bind(p, sub, "/mnt/s", BRIG_BIND_READONLY, NULL), 0);
         assert_int_equal(brig_policy_add_bind(p, f->base, NULL, BRIG_BIND_READONLY, NULL), 0);
         assert_int_equal(brig_policy_unsafe_allow_secret(p, "~/.ssh", NULL), 0);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         if (plan_build(&plan, p, true_argv, &err) < 0)
                 fail_msg("plan_build: %s", err ? err->msg : "?");
@@ -953,7 +953,7 @@ static void test_plan_user_deny_patterns(void **state)
         assert_int_equal(brig_policy_add_deny(p, "~/project", NULL), 0);
         assert_int_equal(brig_policy_add_deny(p, "~/does-not-exist", NULL), 0);
         assert_int_equal(brig_policy_add_bind(p, f->base, NULL, BRIG_BIND_READONLY, NULL), 0);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         if (plan_build(&plan, p, true_argv, &err) < 0)
                 fail_msg("plan_build: %s", err ? err->msg : "?");
@@ -983,7 +983,7 @@ static void test_plan_layout(void **state)
         assert_int_equal(brig_policy_add_tmpfs(p, "/mnt", 0, NULL), 0);
         assert_int_equal(brig_policy_set_tmp_size(p, 1ULL << 20, NULL), 0);
         assert_int_equal(brig_policy_set_home_size(p, 2ULL << 20, NULL), 0);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         if (plan_build(&plan, p, true_argv, &err) < 0)
                 fail_msg("plan_build: %s", err ? err->msg : "?");
@@ -1076,7 +1076,7 @@ static void test_plan_same_depth_keeps_order(void **state)
                 snprintf(dst, sizeof dst, "/deep/x/y%02d", i);
                 assert_int_equal(brig_policy_add_tmpfs(p, dst, 0, NULL), 0);
         }
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         if (plan_build(&plan, p, true_argv, &err) < 0)
                 fail_msg("plan_build: %s", err ? err->msg : "?");
@@ -1118,7 +1118,7 @@ static void test_plan_env(void **state)
         assert_int_equal(brig_policy_set_env(p, "PATH", "/custom", NULL), 0);
         assert_int_equal(brig_policy_keep_env(p, "BRIG_UNIT_KEPT", NULL), 0);
         assert_int_equal(brig_policy_keep_env(p, "BRIG_UNIT_UNSET_VAR", NULL), 0);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         brig_error *err = NULL;
         if (plan_build(&plan, p, true_argv, &err) < 0)
                 fail_msg("plan_build: %s", err ? err->msg : "?");
@@ -1148,7 +1148,7 @@ static void test_plan_default_path(void **state)
 {
         struct fixture *f = *state;
         brig_policy *p = policy_for(f);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         assert_int_equal(plan_build(&plan, p, true_argv, NULL), 0);
         assert_true(env_has(&plan, "PATH=" BRIG_DEFAULT_PATH));
         plan_free(&plan);
@@ -1159,7 +1159,7 @@ static void test_plan_workspace_errors(void **state)
 {
         struct fixture *f = *state;
         brig_error *err = NULL;
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
 
         brig_policy *p = brig_policy_new();
         char *missing = join(f->base, "missing");
@@ -1196,7 +1196,7 @@ static void test_plan_no_command(void **state)
         struct fixture *f = *state;
         brig_policy *p = policy_for(f);
         brig_error *err = NULL;
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         char *const empty[] = { NULL };
         char *const blank[] = { "", NULL };
         assert_int_equal(plan_build(&plan, p, empty, &err), -EINVAL);
@@ -1219,7 +1219,7 @@ static void test_plan_default_workspace_is_cwd(void **state)
         assert_non_null(old);
         assert_int_equal(chdir(f->ws), 0);
         brig_policy *p = brig_policy_new();
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         int r = plan_build(&plan, p, true_argv, NULL);
         assert_int_equal(chdir(old), 0);
         free(old);
@@ -1233,7 +1233,7 @@ static void test_plan_user(void **state)
 {
         struct fixture *f = *state;
         brig_policy *p = policy_for(f);
-        struct run_plan plan = {0};
+        struct run_plan plan = RUN_PLAN_INIT;
         if (geteuid() != 0) {
                 assert_int_equal(plan_build(&plan, p, true_argv, NULL), 0);
                 assert_false(plan.rootful);

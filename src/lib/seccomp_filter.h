@@ -1,4 +1,5 @@
-/* seccomp.h — the syscall filter (seccomp.c). */
+/* seccomp_filter.h — the syscall filter (seccomp.c); not named seccomp.h,
+ * which would shadow libseccomp's header on the include path. */
 #ifndef BRIG_SECCOMP_H
 #define BRIG_SECCOMP_H
 

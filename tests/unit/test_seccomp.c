@@ -1,0 +1,193 @@
+/* test_seccomp.c — unit tests for the syscall filter (src/lib/seccomp.c):
+ * rule validation, and the built filter itself, loaded in a forked child
+ * that then makes real calls and reports what happened through its exit
+ * status. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "seccomp_filter.h"
+
+#define assert_contains(haystack, needle)                                                         \
+        do {                                                                                      \
+                const char *h_ = (haystack), *n_ = (needle);                                      \
+                if (!h_ || !strstr(h_, n_))                                                       \
+                        fail_msg("expected \"%s\" to contain \"%s\"", h_ ? h_ : "(null)", n_);    \
+        } while (0)
+
+/* ---- rule validation ---------------------------------------------------- */
+
+static void add_ok(struct seccomp_policy **sp, const char *name, const char *action)
+{
+        brig_error *err = NULL;
+        int r = seccomp_policy_add(sp, name, action, &err);
+        if (r != 0)
+                fail_msg("rule %s %s: %s", name, action, err ? err->msg : "?");
+        assert_null(err);
+}
+
+static void add_fails(const char *name, const char *action, const char *needle)
+{
+        struct seccomp_policy *sp = NULL;
+        brig_error *err = NULL;
+        int r = seccomp_policy_add(&sp, name, action, &err);
+        assert_true(r < 0);
+        assert_non_null(err);
+        assert_int_equal(err->exit_code, BRIG_EXIT_SETUP);
+        assert_contains(err->msg, needle);
+        assert_null(sp);  /* nothing recorded */
+        brig_error_free(&err);
+}
+
+static void test_rules_accepted(void **state)
+{
+        (void)state;
+        struct seccomp_policy *sp = NULL;
+        add_ok(&sp, "mount", "allow");
+        add_ok(&sp, "ptrace", "kill");
+        add_ok(&sp, "uname", "log");
+        add_ok(&sp, "uname", "deny-log");
+        add_ok(&sp, "mkdir", "errno:EACCES");
+        add_ok(&sp, "mkdir", "errno:13");
+        add_ok(&sp, "mkdir", "errno:4095");
+        static const char *const groups[] = { "@mount", "@privileged", "@network", "@debug", "@keyring",
+                                              "@module", "@reboot", "@swap", "@clock", "@obsolete",
+                                              "@namespaces", "@io-uring", "@raw-io" };
+        for (size_t i = 0; i < ARRAY_SIZE(groups); i++)
+                add_ok(&sp, groups[i], "errno:EPERM");
+        seccomp_policy_free(sp);
+        seccomp_policy_free(NULL);
+}
+
+static void test_rules_refused(void **state)
+{
+        (void)state;
+        add_fails("no_such_syscall", "allow", "'no_such_syscall'");
+        add_fails("@nope", "allow", "'@nope'");
+        add_fails("", "allow", "empty");
+        add_fails("socketcall", "allow", "'socketcall'");  /* not a call on this architecture */
+        add_fails("mount", "permit", "'permit'");
+        add_fails("mount", "", "''");
+        add_fails("mount", "errno:", "''");
+        add_fails("mount", "errno:0", "'0'");
+        add_fails("mount", "errno:4096", "'4096'");
+        add_fails("mount", "errno:-1", "'-1'");
+        add_fails("mount", "errno:ENOTANERRNO", "'ENOTANERRNO'");
+        add_fails("mount", "errno:13x", "'13x'");
+}
+
+/* ---- the filter, live --------------------------------------------------- */
+
+enum probe {
+        P_GETPPID, P_MOUNT, P_CLONE3, P_X32, P_TIOCSTI_HIGH, P_SOCKET_PACKET, P_SOCKET_UNIX, P_UNAME_RULE,
+        P_UNLISTED, P_PERSONALITY_ASLR, P_MOUNT_ALLOWED,
+};
+
+/* In a child: load the filter, make one call, exit with its errno (0 for
+ * success). Returns the exit status, or 1000 + signal when killed. */
+static int filtered(enum probe what, const char *rule_name, const char *rule_action)
+{
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                brig_policy *p = brig_policy_new();
+                if (rule_name && brig_policy_add_syscall_rule(p, rule_name, rule_action, NULL) < 0)
+                        _exit(200);
+                struct run_plan plan = { .policy = p };
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(&plan, NULL) < 0)
+                        _exit(201);
+                long r = 0;
+                char c = 'x';
+                errno = 0;
+                switch (what) {
+                case P_GETPPID: r = syscall(SYS_getppid); break;
+                case P_MOUNT: r = syscall(SYS_mount, 1L, 1L, 1L, 0, 0); break;
+                case P_MOUNT_ALLOWED: r = syscall(SYS_mount, 1L, 1L, 1L, 0, 0); break;
+                case P_CLONE3: r = syscall(SYS_clone3, 1L, 64); break;
+                case P_X32: r = syscall(0x40000000 | SYS_getppid); break;
+                case P_TIOCSTI_HIGH: r = syscall(SYS_ioctl, 0, 0xdead00000000UL | TIOCSTI, &c); break;
+                case P_SOCKET_PACKET: r = socket(AF_PACKET, SOCK_RAW, 0); break;
+                case P_SOCKET_UNIX: r = socket(AF_UNIX, SOCK_STREAM, 0); break;
+                case P_UNAME_RULE: r = syscall(SYS_uname, 1L); break;
+                case P_UNLISTED: r = syscall(SYS_lookup_dcookie, 0, 1L, 0); break;
+                case P_PERSONALITY_ASLR: r = syscall(SYS_personality, 0x0040000UL); break;
+                }
+                _exit(r >= 0 ? 0 : errno);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        return WIFSIGNALED(st) ? 1000 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void test_default_profile(void **state)
+{
+        (void)state;
+        assert_int_equal(filtered(P_GETPPID, NULL, NULL), 0);
+        assert_int_equal(filtered(P_MOUNT, NULL, NULL), EPERM);
+        assert_int_equal(filtered(P_CLONE3, NULL, NULL), ENOSYS);
+        assert_int_equal(filtered(P_UNLISTED, NULL, NULL), ENOSYS);
+        assert_int_equal(filtered(P_X32, NULL, NULL), 1000 + SIGSYS);
+        assert_int_equal(filtered(P_TIOCSTI_HIGH, NULL, NULL), EPERM);
+        assert_int_equal(filtered(P_SOCKET_PACKET, NULL, NULL), EAFNOSUPPORT);
+        assert_int_equal(filtered(P_SOCKET_UNIX, NULL, NULL), 0);
+        assert_int_equal(filtered(P_PERSONALITY_ASLR, NULL, NULL), EPERM);
+        assert_int_equal(filtered(P_UNAME_RULE, NULL, NULL), EFAULT);  /* reached the kernel */
+}
+
+static void test_user_rules_replace_the_default(void **state)
+{
+        (void)state;
+        assert_int_equal(filtered(P_UNAME_RULE, "uname", "errno:EIO"), EIO);
+        assert_int_equal(filtered(P_UNAME_RULE, "uname", "kill"), 1000 + SIGSYS);
+        assert_int_equal(filtered(P_UNAME_RULE, "uname", "deny-log"), EPERM);
+        /* allowed: the kernel's answer to the bad pointer, not the filter's */
+        assert_int_equal(filtered(P_MOUNT_ALLOWED, "mount", "allow"), EFAULT);
+        assert_int_equal(filtered(P_MOUNT_ALLOWED, "@mount", "allow"), EFAULT);
+        assert_int_equal(filtered(P_SOCKET_UNIX, "@network", "errno:EACCES"), EACCES);
+        assert_int_equal(filtered(P_GETPPID, "getppid", "errno:ENOTRECOVERABLE"), ENOTRECOVERABLE);
+}
+
+static void test_degraded_loads_nothing(void **state)
+{
+        (void)state;
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                brig_policy *p = brig_policy_new();
+                struct run_plan plan = { .policy = p, .seccomp_degraded = true };
+                if (seccomp_apply(&plan, NULL) < 0)
+                        _exit(201);
+                _exit(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0 ? 0 : 1);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_rules_accepted),
+                cmocka_unit_test(test_rules_refused),
+                cmocka_unit_test(test_default_profile),
+                cmocka_unit_test(test_user_rules_replace_the_default),
+                cmocka_unit_test(test_degraded_loads_nothing),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
