@@ -92,7 +92,8 @@ struct env_setting {
         char *value;
 };
 
-struct seccomp_policy;  /* seccomp.h */
+struct seccomp_policy;  /* seccomp_filter.h */
+struct sock_filter;
 
 /* Resource limits; 0 means "no limit" unless noted. */
 struct limits {
@@ -175,6 +176,8 @@ struct run_plan {
         bool new_time_ns;
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
+        struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
+        size_t seccomp_len;
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */

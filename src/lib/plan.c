@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <fnmatch.h>
+#include <stdio.h>
 #include <glob.h>
 #include <pwd.h>
 #include <string.h>
@@ -148,13 +149,16 @@ static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct
 {
         struct strv homes = {0};
         int r = strv_push(&homes, plan->home);
-        setpwent();
+        /* /etc/passwd itself, not NSS: enumerating every user through
+         * nss-systemd and friends costs more than the rest of the start. */
+        FILE *f = fopen("/etc/passwd", "re");
         struct passwd *pw;
-        while (r == 0 && (pw = getpwent()))
+        while (r == 0 && f && (pw = fgetpwent(f)))
                 if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
                     !strv_contains(&homes, pw->pw_dir))
                         r = strv_push(&homes, pw->pw_dir);
-        endpwent();
+        if (f)
+                fclose(f);
         /* A home reached through a symlink lives where it really is. */
         for (size_t h = 0, n = homes.n; r == 0 && h < n; h++) {
                 char *real = realpath(homes.items[h], NULL);
@@ -303,16 +307,29 @@ static int envp_push(struct strv *env, const char *name, const char *value)
         return strv_push_take(env, brig_strdup_printf("%s=%s", name, value));
 }
 
+/* The name of uid in /etc/passwd (what the sandbox sees), or "sandbox". */
+static char *user_name(uid_t uid)
+{
+        FILE *f = fopen("/etc/passwd", "re");
+        struct passwd *pw;
+        char *name = NULL;
+        while (f && !name && (pw = fgetpwent(f)))
+                if (pw->pw_uid == uid)
+                        name = strdup(pw->pw_name);
+        if (f)
+                fclose(f);
+        return name ? name : strdup("sandbox");
+}
+
 static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **err)
 {
         struct strv env = {0};
-        struct passwd *pw = getpwuid(plan->host_uid);
-        const char *user = pw ? pw->pw_name : "sandbox";
+        _cleanup_free_ char *user = user_name(plan->host_uid);
         const char *shell = getenv("SHELL");
         int r = envp_push(&env, "PATH", BRIG_DEFAULT_PATH);
         r = r ?: envp_push(&env, "HOME", plan->home);
-        r = r ?: envp_push(&env, "USER", user);
-        r = r ?: envp_push(&env, "LOGNAME", user);
+        r = r ?: envp_push(&env, "USER", user ? user : "sandbox");
+        r = r ?: envp_push(&env, "LOGNAME", user ? user : "sandbox");
         r = r ?: envp_push(&env, "SHELL", shell && access(shell, X_OK) == 0 ? shell : "/bin/sh");
         for (size_t i = 0; r == 0 && passthrough_env[i]; i++) {
                 const char *v = getenv(passthrough_env[i]);
@@ -417,6 +434,7 @@ void plan_free(struct run_plan *plan)
         }
         closep(&plan->idmapped_workspace_fd);
         closep(&plan->report_fd);
+        free(plan->seccomp_prog);
         closep(&plan->pty_slave_fd);
         memset(plan, 0, sizeof *plan);
 }

@@ -18,6 +18,11 @@
 #include "seccomp_filter.h"
 
 #include <sched.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <linux/seccomp.h>
+#include <linux/filter.h>
+#include <fcntl.h>
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -617,29 +622,169 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
         return r;
 }
 
-int seccomp_apply(const struct run_plan *plan, brig_error **err)
+/* ---- the compiled program, cached ----------------------------------------
+ *
+ * libseccomp takes several milliseconds to compile a profile this size,
+ * which would be most of brig's start-up. The program depends only on the
+ * decision table, libseccomp's version and the architecture, so the
+ * supervisor compiles it once and keeps it in ~/.cache/brig (mode 0700,
+ * on the secret deny list, so no sandbox can ever write it), keyed by all
+ * of those inputs, compared byte for byte. */
+
+#define CACHE_MAGIC "brig-seccomp-1"
+
+/* Everything the program is made from: brig's version (its default
+ * profile), libseccomp's, the architecture and the user's rules. A hit
+ * skips even building the decision table. */
+static int cache_key(const struct run_plan *plan, char **key, size_t *len)
+{
+        const struct scmp_version *v = seccomp_version();
+        const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
+        FILE *f = open_memstream(key, len);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "%s %s libseccomp-%u.%u.%u arch-%u;", CACHE_MAGIC, BRIG_VERSION, v->major, v->minor,
+                v->micro, SCMP_ARCH_NATIVE);
+        for (size_t i = 0; p && i < p->n; i++)
+                fprintf(f, "%s=%u;", p->rules[i].name, p->rules[i].action);
+        return fclose(f) == 0 ? 0 : -ENOMEM;
+}
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+        uint64_t h = 14695981039346656037ULL;
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+        return h;
+}
+
+static char *cache_path(const char *key, size_t len)
+{
+        const char *home = getenv("HOME");
+        if (!home || home[0] != '/')
+                return NULL;
+        return brig_strdup_printf("%s/.cache/brig/seccomp-%016llx.bpf", home, (unsigned long long)fnv1a(key, len));
+}
+
+/* The file: key length (u32), key, then the BPF instructions. Only a file
+ * of ours that nobody else may write is trusted. */
+static bool cache_load(const char *path, const char *key, size_t len, struct sock_filter **prog, size_t *n)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+            (st.st_mode & 022) || st.st_size > (off_t)(len + 4 + BPF_MAXINSNS * sizeof(struct sock_filter)))
+                return false;
+        _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+        if (!buf || read(fd, buf, (size_t)st.st_size) != st.st_size)
+                return false;
+        uint32_t klen;
+        memcpy(&klen, buf, sizeof klen);
+        size_t rest = (size_t)st.st_size - 4;
+        if (klen != len || rest < len || memcmp(buf + 4, key, len) != 0)
+                return false;
+        rest -= len;
+        if (rest == 0 || rest % sizeof(struct sock_filter) != 0)
+                return false;
+        *prog = malloc(rest);
+        if (!*prog)
+                return false;
+        memcpy(*prog, buf + 4 + len, rest);
+        *n = rest / sizeof(struct sock_filter);
+        return true;
+}
+
+static void cache_store(const char *path, const char *key, size_t len, const struct sock_filter *prog, size_t n)
+{
+        _cleanup_free_ char *dir = strdup(path);
+        if (!dir)
+                return;
+        *strrchr(dir, '/') = '\0';
+        char *slash = strrchr(dir, '/');
+        *slash = '\0';
+        (void)mkdir(dir, 0700);  /* ~/.cache */
+        *slash = '/';
+        (void)mkdir(dir, 0700);  /* ~/.cache/brig */
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s.%d.tmp", path, getpid());
+        if (!tmp)
+                return;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return;  /* a cache is an optimisation: no cache, no harm */
+        uint32_t klen = (uint32_t)len;
+        bool ok = write(fd, &klen, sizeof klen) == sizeof klen && write(fd, key, len) == (ssize_t)len &&
+                  write(fd, prog, n * sizeof *prog) == (ssize_t)(n * sizeof *prog);
+        ok = close(fd) == 0 && ok;
+        if (!ok || rename(tmp, path) < 0)
+                unlink(tmp);
+}
+
+/* Compile through libseccomp and read the program back from a memfd. */
+static int compile(const struct table *t, struct sock_filter **prog, size_t *n, brig_error **err)
+{
+        scmp_filter_ctx ctx = seccomp_init(DEFAULT_ACTION);
+        if (!ctx)
+                return brig_err(err, ENOMEM, "seccomp: init");
+        int r = build_filter(ctx, t, err);
+        _cleanup_close_ int fd = -EBADF;
+        if (r == 0) {
+                fd = memfd_create("brig-seccomp", MFD_CLOEXEC);
+                if (fd < 0)
+                        r = brig_err(err, errno, "seccomp: memfd");
+        }
+        if (r == 0) {
+                r = seccomp_export_bpf(ctx, fd);
+                if (r < 0)
+                        r = brig_err(err, -r, "seccomp: export the filter");
+        }
+        seccomp_release(ctx);
+        if (r < 0)
+                return r;
+        off_t size = lseek(fd, 0, SEEK_END);
+        if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0)
+                return brig_err(err, EPROTO, "seccomp: exported filter has %lld bytes", (long long)size);
+        *prog = malloc((size_t)size);
+        if (!*prog)
+                return brig_err(err, ENOMEM, "seccomp");
+        if (pread(fd, *prog, (size_t)size, 0) != size) {
+                free(*prog);
+                *prog = NULL;
+                return brig_err(err, errno ? errno : EIO, "seccomp: read the filter back");
+        }
+        *n = (size_t)size / sizeof(struct sock_filter);
+        return 0;
+}
+
+int seccomp_prepare(struct run_plan *plan, brig_error **err)
 {
         if (plan->seccomp_degraded)
                 return 0;  /* no seccomp here, and the policy accepted that */
-
+        _cleanup_free_ char *key = NULL;
+        size_t len = 0;
+        if (cache_key(plan, &key, &len) < 0)
+                return brig_err(err, ENOMEM, "seccomp");
+        _cleanup_free_ char *path = cache_path(key, len);
+        if (path && cache_load(path, key, len, &plan->seccomp_prog, &plan->seccomp_len))
+                return 0;
         struct table t = { 0 };
         int r = build_table(plan, &t, err);
-        if (r < 0)
-                goto out;
-        scmp_filter_ctx ctx = seccomp_init(DEFAULT_ACTION);
-        if (!ctx) {
-                r = brig_err(err, ENOMEM, "seccomp: init");
-                goto out;
-        }
-        r = build_filter(ctx, &t, err);
-        if (r == 0) {
-                /* no_new_privs is already set; libseccomp sets it again, harmlessly. */
-                r = seccomp_load(ctx);
-                if (r < 0)
-                        r = brig_err(err, -r, "seccomp: load the filter");
-        }
-        seccomp_release(ctx);
-out:
+        if (r == 0)
+                r = compile(&t, &plan->seccomp_prog, &plan->seccomp_len, err);
+        if (r == 0 && path)
+                cache_store(path, key, len, plan->seccomp_prog, plan->seccomp_len);
         free(t.d);
         return r;
+}
+
+int seccomp_apply(const struct run_plan *plan, brig_error **err)
+{
+        if (plan->seccomp_degraded)
+                return 0;
+        if (!plan->seccomp_prog)
+                return brig_err(err, EINVAL, "seccomp: no filter was prepared");
+        struct sock_fprog fprog = { .len = (unsigned short)plan->seccomp_len, .filter = plan->seccomp_prog };
+        /* no_new_privs is already set (pid 1 set it before forking us). */
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0)
+                return brig_err(err, errno, "seccomp: load the filter");
+        return 0;
 }

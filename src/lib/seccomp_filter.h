@@ -10,8 +10,12 @@ BRIG_INTERNAL int seccomp_policy_add(struct seccomp_policy **sp, const char *nam
                                      brig_error **err);
 BRIG_INTERNAL void seccomp_policy_free(struct seccomp_policy *sp);
 
-/* Build the default profile plus the policy's rules and load it. Called
- * last in the command's process, just before execve. */
+/* In the supervisor, before clone: the default profile plus the policy's
+ * rules, compiled (or taken from the cache) into plan->seccomp_prog. */
+BRIG_INTERNAL int seccomp_prepare(struct run_plan *plan, brig_error **err);
+
+/* Load the prepared program. Called last in the command's process, just
+ * before execve. */
 BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
 
 #endif

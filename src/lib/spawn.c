@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "cgroup.h"
 #include "landlock.h"
+#include "seccomp_filter.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -176,6 +177,10 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 goto out;
         }
         cgroup_describe(cg, plan.cgroup_desc, sizeof plan.cgroup_desc);
+        /* The syscall filter is compiled here, once, not in the child. */
+        r = seccomp_prepare(&plan, err);
+        if (r < 0)
+                goto out;
         if (plan.idmap_workspace) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
