@@ -120,6 +120,10 @@ BRIG_PUBLIC void brig_policy_require_limits(brig_policy *p, bool required);
 /* Parse "90s", "10m", "1h30m", "500ms" (bare numbers are seconds). */
 BRIG_PUBLIC int brig_parse_duration(const char *text, uint64_t *ms, brig_error **err);
 
+/* Write the audit stream (JSON lines: start, every refused or logged
+ * syscall, end; docs/audit.md) to this file during the run. */
+BRIG_PUBLIC int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err);
+
 /* Write a JSON run report to this file when the run ends. */
 BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err);
 

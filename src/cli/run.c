@@ -44,16 +44,18 @@ static const char run_usage[] =
         "Syscalls and degradation:\n"
         "  --seccomp-allow NAME     allow a syscall or @group the default profile refuses\n"
         "  --seccomp-deny NAME[:ERRNO]  refuse a syscall or @group (default errno EPERM)\n"
+        "  --seccomp-rule NAME=ACTION  ACTION: allow, kill, log, deny-log or errno:N (NAME: syscall or @group)\n"
         "  --allow-degraded CONTROL run even if the host lacks landlock or seccomp (the report says so)\n"
         "Reporting:\n"
-        "  --json-report FILE       write a JSON report of the run\n";
+        "  --json-report FILE       write a JSON report of the run\n"
+        "  --audit FILE             write every refused (or logged) syscall as JSON lines\n";
 
 enum {
         OPT_WORKSPACE = 256, OPT_RO_BIND, OPT_BIND, OPT_TMPFS, OPT_TMP_SIZE, OPT_HOME_SIZE, OPT_SYS,
         OPT_DENY, OPT_UNSAFE_ALLOW_SECRET, OPT_ENV, OPT_KEEP_ENV, OPT_PASS_FD, OPT_HOSTNAME, OPT_TTY,
         OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
-        OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS,
+        OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
 };
 
 static const struct option options[] = {
@@ -88,6 +90,8 @@ static const struct option options[] = {
         { "fsize", required_argument, NULL, OPT_FSIZE },
         { "stack", required_argument, NULL, OPT_STACK },
         { "require-limits", no_argument, NULL, OPT_REQUIRE_LIMITS },
+        { "audit", required_argument, NULL, OPT_AUDIT },
+        { "seccomp-rule", required_argument, NULL, OPT_SECCOMP_RULE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
 };
@@ -299,8 +303,25 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 free(action);
                 return r;
         }
+        case OPT_SECCOMP_RULE: {
+                const char *eq = strchr(arg, '=');
+                if (!eq) {
+                        fprintf(stderr, "brig: --seccomp-rule '%s': expected NAME=ACTION\n", arg);
+                        return -1;
+                }
+                char *name = strndup(arg, (size_t)(eq - arg));
+                int r = name ? brig_policy_add_syscall_rule(p, name, eq + 1, err) : -1;
+                free(name);
+                return with_flag("--seccomp-rule", err, r);
+        }
         case OPT_ALLOW_DEGRADED: return brig_policy_allow_degraded(p, arg, err);
         case OPT_REQUIRE_LIMITS: brig_policy_require_limits(p, true); return 0;
+        case OPT_AUDIT: {
+                char *abs = absolute(arg);
+                int r = abs ? brig_policy_set_audit_path(p, abs, err) : -1;
+                free(abs);
+                return r;
+        }
         case OPT_MEMORY: case OPT_PIDS: case OPT_CPUS: case OPT_IO_WEIGHT: case OPT_TIMEOUT:
         case OPT_KILL_AFTER: case OPT_CPU_TIME: case OPT_NOFILE: case OPT_NPROC: case OPT_FSIZE:
         case OPT_STACK: {

@@ -184,6 +184,7 @@ _Noreturn void child_main(struct run_plan *plan)
 {
         brig_error *err = NULL;
         closep(&plan->report_fd);  /* the supervisor's alone */
+        closep(&plan->audit_fd);
         if (child_setup(plan, &err) < 0) {
                 sync_send_error(plan->sync_fd, SYNC_ERROR, err);
                 _exit(BRIG_EXIT_SETUP);

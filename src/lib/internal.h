@@ -138,6 +138,7 @@ struct brig_policy {
         char *hostname;
         enum brig_tty_mode tty;
         char *report_path;
+        char *audit_path;
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
         struct limits limits;
         unsigned allow_degraded;         /* enum degradable */
@@ -178,6 +179,8 @@ struct run_plan {
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
         size_t seccomp_len;
+        struct seccomp_replies *seccomp_replies;  /* audit mode: answers per syscall */
+        int audit_fd;            /* the audit stream (supervisor's), or -1 */
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
@@ -186,7 +189,8 @@ struct run_plan {
 };
 
 /* Every plan starts like this: no descriptors held. */
-#define RUN_PLAN_INIT { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1 }
+#define RUN_PLAN_INIT \
+        { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1, .audit_fd = -1 }
 
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
@@ -273,6 +277,7 @@ enum sync_type {
         SYNC_EXEC_FAILED,  /* execve failed: errno, message, exit code */
         SYNC_STATUS,       /* the command's wait status, from pid 1 */
         SYNC_PTY,          /* carries the master of the sandbox's own pty */
+        SYNC_NOTIFY_FD,    /* carries the seccomp listener (audit mode) */
 };
 struct sync_msg {
         int type;
@@ -297,6 +302,9 @@ struct supervision {
         struct terminal *term;
         uint64_t timeout_ms;     /* 0: none */
         uint64_t kill_after_ms;
+        struct audit *audit;     /* NULL without --audit */
+        const struct seccomp_replies *replies;
+        int notify_fd;           /* the seccomp listener, once the sandbox sent it */
         bool timed_out;          /* out */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */
@@ -311,6 +319,7 @@ struct run_report {
         const struct run_plan *plan;
         const brig_result *result;
         const brig_error *error;
+        const struct audit *audit;
 };
 BRIG_INTERNAL int report_open(const char *path, brig_error **err);
 BRIG_INTERNAL int report_write(int fd, const struct run_report *r, brig_error **err);

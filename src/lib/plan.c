@@ -434,7 +434,9 @@ void plan_free(struct run_plan *plan)
         }
         closep(&plan->idmapped_workspace_fd);
         closep(&plan->report_fd);
+        closep(&plan->audit_fd);
         free(plan->seccomp_prog);
+        free(plan->seccomp_replies);
         closep(&plan->pty_slave_fd);
         memset(plan, 0, sizeof *plan);
 }

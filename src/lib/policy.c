@@ -88,6 +88,7 @@ void brig_policy_free(brig_policy *p)
         free(p->pass_fds);
         free(p->hostname);
         free(p->report_path);
+        free(p->audit_path);
         seccomp_policy_free(p->seccomp);
         free(p);
 }
@@ -328,6 +329,18 @@ int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **e
                 return brig_err(err, ENOMEM, "report path");
         free(p->report_path);
         p->report_path = d;
+        return 0;
+}
+
+int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err)
+{
+        if (!path || !*path)
+                return brig_err(err, EINVAL, "audit path is empty");
+        char *d = strdup(path);
+        if (!d)
+                return brig_err(err, ENOMEM, "audit path");
+        free(p->audit_path);
+        p->audit_path = d;
         return 0;
 }
 

@@ -2,6 +2,7 @@
  * docs/report.md. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "audit.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -152,6 +153,10 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(doc, "degraded", degraded);
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(doc, "controls", controls);
+        if (plan->policy->audit_path)
+                json_object_set_new(doc, "audit", json_pack("{s:s, s:I, s:I}", "path", plan->policy->audit_path,
+                                                            "syscall_events", (json_int_t)audit_events(r->audit),
+                                                            "suppressed", (json_int_t)audit_suppressed(r->audit)));
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
         if (!text)

@@ -11,9 +11,11 @@
  * The user's rules (--seccomp-allow/--seccomp-deny, policy files) replace
  * the default decision for the syscalls they name; a later rule wins.
  *
- * "log" and "deny-log" map to SCMP_ACT_LOG and SCMP_ACT_ERRNO(EPERM) for
- * now: the audit stream through seccomp user notification (issue 3) will
- * turn them into events brig records itself. */
+ * Refusals are "deny-log" and user rules may say "log": with an audit
+ * stream (--audit FILE) both become seccomp user notifications that the
+ * supervisor records and answers (the errno, or "continue" for log), so
+ * every refused call shows up without the kernel's audit subsystem.
+ * Without a stream they are plain errno returns and the kernel's log. */
 #define _GNU_SOURCE
 #include "seccomp_filter.h"
 
@@ -206,6 +208,42 @@ static const struct group *find_group(const char *name)
         return NULL;
 }
 
+/* ---- brig's own actions --------------------------------------------------
+ *
+ * Resolved when the filter is compiled (resolve()): with an audit stream
+ * they become SCMP_ACT_NOTIFY, without one a plain errno or the kernel's
+ * log. Encoded in SCMP_ACT_TRACE's data, an action brig never uses. */
+#define ACT_LOG SCMP_ACT_TRACE(0x4000)
+#define ACT_DENY_LOG(e) SCMP_ACT_TRACE(0x8000 | (e))
+
+static bool is_deny_log(uint32_t a)
+{
+        return (a & 0xffff0000U) == SCMP_ACT_TRACE(0) && (a & 0x8000);
+}
+
+/* Set while one filter is compiled (per thread: brig_run may run in many). */
+static _Thread_local bool compiling_for_audit;
+
+static uint32_t resolve(uint32_t action)
+{
+        if (action == ACT_LOG)
+                return compiling_for_audit ? SCMP_ACT_NOTIFY : SCMP_ACT_LOG;
+        if (is_deny_log(action))
+                return compiling_for_audit ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(action & 0xfff);
+        return action;
+}
+
+/* What the supervisor answers a notification for this action: an errno,
+ * 0 for "let it run" (log), -1 when the action never notifies. */
+static int notify_reply(uint32_t action)
+{
+        if (action == ACT_LOG)
+                return 0;
+        if (is_deny_log(action))
+                return (int)(action & 0xfff);
+        return -1;
+}
+
 /* ---- the user's rules --------------------------------------------------- */
 
 struct seccomp_rule {
@@ -246,9 +284,9 @@ static int parse_action(const char *rule, const char *text, uint32_t *out, brig_
         else if (strcmp(text, "kill") == 0)
                 *out = SCMP_ACT_KILL_PROCESS;
         else if (strcmp(text, "log") == 0)
-                *out = SCMP_ACT_LOG;  /* the kernel's audit log, until brig's own stream exists */
+                *out = ACT_LOG;
         else if (strcmp(text, "deny-log") == 0)
-                *out = SCMP_ACT_ERRNO(EPERM);  /* recorded once the audit stream exists */
+                *out = ACT_DENY_LOG(EPERM);
         else if (strncmp(text, "errno:", 6) == 0) {
                 int e;
                 if (parse_errno(text + 6, &e) < 0)
@@ -368,9 +406,9 @@ static int default_profile(struct table *t)
 {
         int r = decide_list(t, allowed, ARRAY_SIZE(allowed), SCMP_ACT_ALLOW);
         if (r == 0)
-                r = decide_list(t, denied, ARRAY_SIZE(denied), SCMP_ACT_ERRNO(EPERM));
+                r = decide_list(t, denied, ARRAY_SIZE(denied), ACT_DENY_LOG(EPERM));
         if (r == 0)
-                r = decide_list(t, not_implemented, ARRAY_SIZE(not_implemented), SCMP_ACT_ERRNO(ENOSYS));
+                r = decide_list(t, not_implemented, ARRAY_SIZE(not_implemented), ACT_DENY_LOG(ENOSYS));
         if (r == 0)
                 r = decide_name(t, "clone", 0, GUARD_CLONE);
         if (r == 0)
@@ -410,11 +448,12 @@ static int decide_group_or_name(struct table *t, const char *name, uint32_t acti
 #define LOW32 0xffffffffULL
 
 /* Unnamed calls: ENOSYS, so new kernel calls fall back gracefully. */
-#define DEFAULT_ACTION SCMP_ACT_ERRNO(ENOSYS)
+#define DEFAULT_ACTION ACT_DENY_LOG(ENOSYS)
 
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
 {
-        if (action == DEFAULT_ACTION)
+        action = resolve(action);
+        if (action == resolve(DEFAULT_ACTION))
                 return 0;  /* libseccomp refuses a rule that repeats the default (EACCES) */
         int r = seccomp_rule_add_exact_array(ctx, action, nr, n, cmp);
         return r == -EEXIST ? 0 : r;  /* the same rule twice is fine */
@@ -475,7 +514,7 @@ static int guard_clone(scmp_filter_ctx ctx, int nr)
                 all |= ns_flags[i];
                 /* A new namespace is how most container escapes begin. */
                 struct scmp_arg_cmp with = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
-                int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &with);
+                int r = add_rule(ctx, ACT_DENY_LOG(EPERM), nr, 1, &with);
                 if (r < 0)
                         return r;
         }
@@ -498,7 +537,7 @@ static int guard_socket(scmp_filter_ctx ctx, int nr)
         static const uint32_t families[] = { AF_UNIX, AF_INET, AF_INET6 };
         static const uint32_t with_netlink[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
         static const uint32_t route[] = { 0 /* NETLINK_ROUTE */ };
-        const uint32_t refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+        const uint32_t refuse = ACT_DENY_LOG(EAFNOSUPPORT);
         int r = add_inside(ctx, SCMP_ACT_ALLOW, nr, NULL, 0, families, ARRAY_SIZE(families));
         if (r == 0)
                 r = add_outside(ctx, refuse, nr, NULL, 0, with_netlink, ARRAY_SIZE(with_netlink), 31, 0);
@@ -516,7 +555,7 @@ static int guard_socket(scmp_filter_ctx ctx, int nr)
 static int guard_ioctl(scmp_filter_ctx ctx, int nr)
 {
         static const uint32_t injecting[] = { TIOCSTI, TIOCLINUX };
-        int r = add_inside(ctx, SCMP_ACT_ERRNO(EPERM), nr, NULL, 1, injecting, ARRAY_SIZE(injecting));
+        int r = add_inside(ctx, ACT_DENY_LOG(EPERM), nr, NULL, 1, injecting, ARRAY_SIZE(injecting));
         if (r == 0)
                 r = add_outside(ctx, SCMP_ACT_ALLOW, nr, NULL, 1, injecting, ARRAY_SIZE(injecting), 31, 0);
         return r;
@@ -531,7 +570,7 @@ static int guard_personality(scmp_filter_ctx ctx, int nr)
         static const uint32_t harmless[] = { PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32, 0xffffffff };
         int r = add_inside(ctx, SCMP_ACT_ALLOW, nr, NULL, 0, harmless, ARRAY_SIZE(harmless));
         if (r == 0)
-                r = add_outside(ctx, SCMP_ACT_ERRNO(EPERM), nr, NULL, 0, harmless, ARRAY_SIZE(harmless), 31, 0);
+                r = add_outside(ctx, ACT_DENY_LOG(EPERM), nr, NULL, 0, harmless, ARRAY_SIZE(harmless), 31, 0);
         return r;
 }
 
@@ -549,7 +588,7 @@ static int guard_mode(scmp_filter_ctx ctx, int nr)
         static const uint64_t bits[] = { S_ISUID, S_ISGID };
         for (size_t i = 0; i < ARRAY_SIZE(bits); i++) {
                 struct scmp_arg_cmp with = { arg, SCMP_CMP_MASKED_EQ, bits[i], bits[i] };
-                int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &with);
+                int r = add_rule(ctx, ACT_DENY_LOG(EPERM), nr, 1, &with);
                 if (r < 0)
                         return r;
         }
@@ -643,8 +682,8 @@ static int cache_key(const struct run_plan *plan, char **key, size_t *len)
         FILE *f = open_memstream(key, len);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%s %s libseccomp-%u.%u.%u arch-%u;", CACHE_MAGIC, BRIG_VERSION, v->major, v->minor,
-                v->micro, SCMP_ARCH_NATIVE);
+        fprintf(f, "%s %s libseccomp-%u.%u.%u arch-%u audit-%d;", CACHE_MAGIC, BRIG_VERSION, v->major, v->minor,
+                v->micro, SCMP_ARCH_NATIVE, plan->audit_fd >= 0);
         for (size_t i = 0; p && i < p->n; i++)
                 fprintf(f, "%s=%u;", p->rules[i].name, p->rules[i].action);
         return fclose(f) == 0 ? 0 : -ENOMEM;
@@ -722,7 +761,7 @@ static void cache_store(const char *path, const char *key, size_t len, const str
 /* Compile through libseccomp and read the program back from a memfd. */
 static int compile(const struct table *t, struct sock_filter **prog, size_t *n, brig_error **err)
 {
-        scmp_filter_ctx ctx = seccomp_init(DEFAULT_ACTION);
+        scmp_filter_ctx ctx = seccomp_init(resolve(DEFAULT_ACTION));
         if (!ctx)
                 return brig_err(err, ENOMEM, "seccomp: init");
         int r = build_filter(ctx, t, err);
@@ -755,23 +794,50 @@ static int compile(const struct table *t, struct sock_filter **prog, size_t *n, 
         return 0;
 }
 
+/* The supervisor's answers to notifications, per syscall number. */
+static int build_replies(const struct table *t, struct seccomp_replies **ret)
+{
+        struct seccomp_replies *rep = malloc(sizeof *rep);
+        if (!rep)
+                return -ENOMEM;
+        for (size_t nr = 0; nr < SECCOMP_REPLY_MAX_NR; nr++)
+                rep->reply[nr] = (int16_t)notify_reply(DEFAULT_ACTION);  /* unlisted: ENOSYS */
+        for (size_t i = 0; i < t->n; i++) {
+                const struct decision *d = &t->d[i];
+                if (d->nr < 0 || d->nr >= SECCOMP_REPLY_MAX_NR)
+                        continue;
+                int reply = d->guard == GUARD_NONE ? notify_reply(d->action)
+                            : d->guard == GUARD_SOCKET ? EAFNOSUPPORT : EPERM;
+                rep->reply[d->nr] = (int16_t)reply;
+        }
+        *ret = rep;
+        return 0;
+}
+
 int seccomp_prepare(struct run_plan *plan, brig_error **err)
 {
         if (plan->seccomp_degraded)
                 return 0;  /* no seccomp here, and the policy accepted that */
+        bool audit = plan->audit_fd >= 0;
         _cleanup_free_ char *key = NULL;
         size_t len = 0;
         if (cache_key(plan, &key, &len) < 0)
                 return brig_err(err, ENOMEM, "seccomp");
         _cleanup_free_ char *path = cache_path(key, len);
-        if (path && cache_load(path, key, len, &plan->seccomp_prog, &plan->seccomp_len))
+        bool cached = path && cache_load(path, key, len, &plan->seccomp_prog, &plan->seccomp_len);
+        if (cached && !audit)
                 return 0;
         struct table t = { 0 };
         int r = build_table(plan, &t, err);
-        if (r == 0)
+        if (r == 0 && audit && build_replies(&t, &plan->seccomp_replies) < 0)
+                r = brig_err(err, ENOMEM, "seccomp");
+        if (r == 0 && !cached) {
+                compiling_for_audit = audit;
                 r = compile(&t, &plan->seccomp_prog, &plan->seccomp_len, err);
-        if (r == 0 && path)
-                cache_store(path, key, len, plan->seccomp_prog, plan->seccomp_len);
+                compiling_for_audit = false;
+                if (r == 0 && path)
+                        cache_store(path, key, len, plan->seccomp_prog, plan->seccomp_len);
+        }
         free(t.d);
         return r;
 }
@@ -783,8 +849,33 @@ int seccomp_apply(const struct run_plan *plan, brig_error **err)
         if (!plan->seccomp_prog)
                 return brig_err(err, EINVAL, "seccomp: no filter was prepared");
         struct sock_fprog fprog = { .len = (unsigned short)plan->seccomp_len, .filter = plan->seccomp_prog };
+        bool audit = plan->seccomp_replies != NULL;  /* prepared in audit mode */
         /* no_new_privs is already set (pid 1 set it before forking us). */
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0)
+        long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, audit ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &fprog);
+        if (fd < 0)
                 return brig_err(err, errno, "seccomp: load the filter");
+        if (!audit)
+                return 0;
+        /* The listener goes to the supervisor before anything can need an
+         * answer from it (sendmsg and close are allowed calls). */
+        struct sync_msg m = { .type = SYNC_NOTIFY_FD };
+        int r = sync_send_fd(plan->sync_fd, &m, (int)fd);
+        close((int)fd);
+        if (r < 0)
+                return brig_err(err, -r, "seccomp: hand the listener to the supervisor");
         return 0;
+}
+
+int seccomp_reply_for(const struct seccomp_replies *rep, int nr)
+{
+        if (!rep || nr < 0 || nr >= SECCOMP_REPLY_MAX_NR)
+                return ENOSYS;
+        int reply = rep->reply[nr];
+        return reply < 0 ? EPERM : reply;  /* a call that should never notify: refuse */
+}
+
+char *seccomp_syscall_name(int nr)
+{
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        return name ? name : brig_strdup_printf("syscall_%d", nr);
 }

@@ -18,4 +18,14 @@ BRIG_INTERNAL int seccomp_prepare(struct run_plan *plan, brig_error **err);
  * before execve. */
 BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
 
+/* Audit mode: what the supervisor answers a notification for syscall nr
+ * (an errno, or 0 to let it run: "log"). */
+#define SECCOMP_REPLY_MAX_NR 1024
+struct seccomp_replies {
+        int16_t reply[SECCOMP_REPLY_MAX_NR];
+};
+BRIG_INTERNAL int seccomp_reply_for(const struct seccomp_replies *rep, int nr);
+/* "mount", or "syscall_N" for numbers libseccomp does not know; free() it. */
+BRIG_INTERNAL char *seccomp_syscall_name(int nr);
+
 #endif

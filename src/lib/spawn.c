@@ -2,6 +2,7 @@
  * brig_run() top to bottom: it is the whole story on the host. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "audit.h"
 #include "cgroup.h"
 #include "landlock.h"
 #include "seccomp_filter.h"
@@ -99,6 +100,11 @@ static void explain(brig_result *res, const struct limits *l, const struct cgrou
                 res->reason = BRIG_REASON_PIDS;
                 snprintf(res->summary, sizeof res->summary, "process limit %llu reached (%lld forks refused)",
                          (unsigned long long)l->pids, st->pids_max_hits);
+        } else if (res->reason == BRIG_REASON_SIGNALED && res->signal == SIGSYS) {
+                /* the filter's kill action (or a bad architecture) */
+                res->reason = BRIG_REASON_SECCOMP;
+                snprintf(res->summary, sizeof res->summary,
+                         "killed: a system call the policy forbids (seccomp kill, SIGSYS)");
         } else if (res->reason == BRIG_REASON_SIGNALED) {
                 snprintf(res->summary, sizeof res->summary, "command killed by signal %d (%s)", res->signal,
                          sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
@@ -145,16 +151,31 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sigset_t blocked, saved;
         bool mask_saved = false;
         uint64_t start = now_ms();
-        int r;
+        int r = 0;
 
         memset(result, 0, sizeof *result);
         result->exit_code = BRIG_EXIT_SETUP;
         result->memory_peak_bytes = result->pids_peak = -1;
 
+        struct audit *audit = NULL;
+        /* Output files are opened now, before any sandboxed code runs, so
+         * nothing inside can redirect them. */
         if (p->report_path) {
                 plan.report_fd = report_open(p->report_path, err);
                 if (plan.report_fd < 0)
                         return plan.report_fd;
+        }
+        if (p->audit_path) {
+                r = audit_open(p->audit_path, &plan.audit_fd, err);
+                if (r < 0) {
+                        plan_free(&plan);
+                        return r;
+                }
+                audit = audit_new(plan.audit_fd);
+                if (!audit) {
+                        plan_free(&plan);
+                        return brig_err(err, ENOMEM, "audit");
+                }
         }
         /* 1. The policy becomes a checked plan: paths resolved, layout
          *    sorted, secrets found, user and environment decided. */
@@ -181,6 +202,8 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         r = seccomp_prepare(&plan, err);
         if (r < 0)
                 goto out;
+        if (audit)
+                audit_start(audit, &plan);
         if (plan.idmap_workspace) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
@@ -249,6 +272,9 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sup.term = term;
         sup.timeout_ms = plan.limits.timeout_ms;
         sup.kill_after_ms = plan.limits.kill_after_ms;
+        sup.audit = audit;
+        sup.replies = plan.seccomp_replies;
+        sup.notify_fd = -1;
         r = supervise(&sup, err);
         if (r < 0)
                 goto out;
@@ -271,17 +297,22 @@ out:
                 sigprocmask(SIG_SETMASK, &saved, NULL);
         terminal_close(term);
         cgroup_destroy(cg);  /* kills anything left, removes the groups */
+        closep(&sup.notify_fd);
+        if (audit)
+                audit_end(audit, result);
         closep(&sv[0]);
         closep(&sv[1]);
         closep(&pidfd);
         if (plan.report_fd >= 0 && plan.workspace) {
-                struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL };
+                struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL,
+                                          .audit = audit };
                 brig_error *rerr = NULL;
                 int rr = report_write(plan.report_fd, &rep, r < 0 ? &rerr : err);
                 if (rr < 0 && r == 0)
                         r = rr;
                 brig_error_free(&rerr);
         }
+        audit_free(audit);
         plan_free(&plan);
         return r;
 }

@@ -3,9 +3,12 @@
  * collects what the sandbox reports over the sync socket. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "audit.h"
+#include "seccomp_filter.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -15,6 +18,12 @@
 static void take_message(struct supervision *s, const struct sync_msg *m, int passed_fd)
 {
         switch (m->type) {
+        case SYNC_NOTIFY_FD:
+                if (passed_fd >= 0 && s->notify_fd < 0) {
+                        s->notify_fd = passed_fd;
+                        return;
+                }
+                break;
         case SYNC_PTY:
                 if (s->term && passed_fd >= 0) {
                         terminal_attach(s->term, passed_fd);
@@ -67,7 +76,33 @@ static void on_signal(struct supervision *s, int sig)
         }
 }
 
-enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_COUNT };
+enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_NOTIFY, POLL_COUNT };
+
+/* A refused (or logged) syscall waits for our answer: record it, then
+ * answer with the errno the policy decided, or let it run ("log"). Returns
+ * false when the listener is gone. */
+static bool on_notify(struct supervision *s, struct seccomp_notif *req, struct seccomp_notif_resp *resp)
+{
+        memset(req, 0, sizeof *req);
+        int r = seccomp_notify_receive(s->notify_fd, req);
+        if (r == -ENOENT || r == -EINTR)
+                return true;  /* the caller died meanwhile, or a signal: nothing to answer */
+        if (r < 0)
+                return false;
+        int reply = seccomp_reply_for(s->replies, req->data.nr);
+        uint64_t args[6];
+        for (int i = 0; i < 6; i++)
+                args[i] = req->data.args[i];
+        audit_syscall(s->audit, (pid_t)req->pid, req->data.nr, args, reply);
+        memset(resp, 0, sizeof *resp);
+        resp->id = req->id;
+        if (reply == 0)
+                resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;  /* "log": only recorded */
+        else
+                resp->error = -reply;
+        (void)seccomp_notify_respond(s->notify_fd, resp);  /* ENOENT: it died meanwhile */
+        return true;
+}
 
 static int arm(int tfd, uint64_t ms)
 {
@@ -113,6 +148,10 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_SYNC].fd = s->sync_fd;
         _cleanup_close_ int tfd = -EBADF;
         bool term_sent = false;
+        struct seccomp_notif *req = NULL;
+        struct seccomp_notif_resp *resp = NULL;
+        if (s->audit && seccomp_notify_alloc(&req, &resp) < 0)
+                return brig_err(err, ENOMEM, "seccomp notification buffers");
         if (s->timeout_ms) {
                 tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
                 if (tfd < 0 || arm(tfd, s->timeout_ms) < 0)
@@ -122,6 +161,8 @@ int supervise(struct supervision *s, brig_error **err)
         bool master_done = false;
         for (;;) {
                 /* the master arrives over the sync socket once the pty exists */
+                if (s->notify_fd >= 0 && p[POLL_NOTIFY].fd < 0 && req)
+                        p[POLL_NOTIFY].fd = s->notify_fd;
                 if (s->term && !master_done && terminal_master_fd(s->term) >= 0 && p[POLL_MASTER].fd < 0) {
                         p[POLL_MASTER].fd = terminal_master_fd(s->term);
                         p[POLL_STDIN].fd = STDIN_FILENO;
@@ -129,7 +170,10 @@ int supervise(struct supervision *s, brig_error **err)
                 if (poll(p, POLL_COUNT, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
+                {
+                        seccomp_notify_free(req, resp);
                         return brig_err(err, errno, "poll");
+                }
                 }
                 if (p[POLL_SIGNAL].revents & POLLIN) {
                         struct signalfd_siginfo si;
@@ -146,6 +190,12 @@ int supervise(struct supervision *s, brig_error **err)
                         p[POLL_STDIN].fd = -1;
                 if (p[POLL_TIMER].revents)
                         on_timer(s, tfd, &term_sent);
+                if (p[POLL_NOTIFY].revents & POLLIN) {
+                        if (!on_notify(s, req, resp))
+                                p[POLL_NOTIFY].fd = -1;
+                } else if (p[POLL_NOTIFY].revents) {
+                        p[POLL_NOTIFY].fd = -1;  /* POLLHUP: no process uses the filter any more */
+                }
                 if (p[POLL_PIDFD].revents)
                         break;
         }
@@ -161,6 +211,7 @@ int supervise(struct supervision *s, brig_error **err)
         if (s->term && !master_done && terminal_master_fd(s->term) >= 0)
                 while (terminal_relay_out(s->term))
                         ;
+        seccomp_notify_free(req, resp);
         siginfo_t info = { 0 };
         if (waitid(P_PIDFD, (id_t)s->pidfd, &info, WEXITED) < 0)
                 return brig_err(err, errno, "waitid");

@@ -204,9 +204,14 @@ def test_memory_limit_applied_in_cgroup(brig):
                          cwd=brig.workspace, env=brig.env(), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
-        groups = wait_for(lambda: {pathlib.Path(g) for g in cgroups_of(p.pid)
-                                   if (pathlib.Path(g) / "cgroup.procs").exists()
-                                   and pathlib.Path(g, "cgroup.procs").read_text().strip()}, 10)
+        def populated():
+            found = {pathlib.Path(g) for g in cgroups_of(p.pid)
+                     if (pathlib.Path(g) / "cgroup.procs").exists()
+                     and pathlib.Path(g, "cgroup.procs").read_text().strip()}
+            # the v1 groups are joined a moment after the v2 one (no CLONE_INTO_CGROUP on v1)
+            names = {g.relative_to(CGROOT).parts[0] for g in found}
+            return found if {"memory", "pids", "cpu"} <= names else None
+        groups = wait_for(populated, 10)
         by = {g.relative_to(CGROOT).parts[0]: g for g in groups}
         assert "memory" in by and "pids" in by and "cpu" in by, groups
         assert int((by["memory"] / "memory.limit_in_bytes").read_text()) == 256 * MiB

@@ -108,7 +108,8 @@ static int filtered(enum probe what, const char *rule_name, const char *rule_act
                 brig_policy *p = brig_policy_new();
                 if (rule_name && brig_policy_add_syscall_rule(p, rule_name, rule_action, NULL) < 0)
                         _exit(200);
-                struct run_plan plan = { .policy = p };
+                struct run_plan plan = RUN_PLAN_INIT;
+                plan.policy = p;
                 if (seccomp_prepare(&plan, NULL) < 0)
                         _exit(202);
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(&plan, NULL) < 0)
@@ -171,7 +172,9 @@ static void test_degraded_loads_nothing(void **state)
         assert_true(pid >= 0);
         if (pid == 0) {
                 brig_policy *p = brig_policy_new();
-                struct run_plan plan = { .policy = p, .seccomp_degraded = true };
+                struct run_plan plan = RUN_PLAN_INIT;
+                plan.policy = p;
+                plan.seccomp_degraded = true;
                 if (seccomp_prepare(&plan, NULL) < 0 || seccomp_apply(&plan, NULL) < 0)
                         _exit(201);
                 _exit(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0 ? 0 : 1);

@@ -1,0 +1,208 @@
+/* audit.c — the audit stream: one JSON object per line, written by the
+ * supervisor as events happen (`--audit FILE`). The schema is documented
+ * in docs/audit.md and stable: fields are added, never renamed.
+ *
+ * A sandbox in a tight loop of refused calls must not flood the disk:
+ * each syscall gets RATE_BURST events per second, the rest are counted
+ * and reported in one "suppressed" event. */
+#define _GNU_SOURCE
+#include "audit.h"
+#include "seccomp_filter.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define RATE_BURST 10
+#define RATE_WINDOW_MS 1000
+#define RATE_SLOTS 64
+
+struct rate_slot {
+        int nr;             /* -1: free */
+        uint64_t window_start;
+        unsigned in_window;
+        uint64_t suppressed;
+};
+
+struct audit {
+        int fd;
+        uint64_t events, suppressed;
+        struct rate_slot slots[RATE_SLOTS];
+};
+
+int audit_open(const char *path, int *ret_fd, brig_error **err)
+{
+        /* Like the report: opened before sandboxed code runs, never through
+         * a final symlink the sandbox planted; O_APPEND so lines stay whole. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+                      0644);
+        if (fd < 0 && errno == ELOOP)
+                return brig_err(err, ELOOP, "audit file '%s' is a symlink; refusing to write through it", path);
+        if (fd < 0)
+                return brig_err(err, errno, "audit file '%s'", path);
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
+                return brig_err(err, EINVAL, "audit file '%s' is not a regular file", path);
+        }
+        fcntl(fd, F_SETFL, O_APPEND);
+        *ret_fd = fd;
+        return 0;
+}
+
+struct audit *audit_new(int fd)
+{
+        struct audit *a = calloc(1, sizeof *a);
+        if (!a)
+                return NULL;
+        a->fd = fd;
+        for (int i = 0; i < RATE_SLOTS; i++)
+                a->slots[i].nr = -1;
+        return a;
+}
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Write one event, stamped with the wall-clock time (UTC, milliseconds). */
+static void emit(struct audit *a, const char *event, json_t *o)
+{
+        struct timespec ts;
+        struct tm tm;
+        char stamp[40];
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        size_t n = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(stamp + n, sizeof stamp - n, ".%03ldZ", ts.tv_nsec / 1000000);
+        json_object_set_new(o, "time", json_string(stamp));
+        json_object_set_new(o, "event", json_string(event));
+        char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(o);
+        if (!text)
+                return;
+        size_t len = strlen(text);
+        text[len] = '\n';  /* one write per line: whole lines under O_APPEND */
+        (void)!write(a->fd, text, len + 1);
+        free(text);
+}
+
+void audit_start(struct audit *a, const struct run_plan *plan)
+{
+        json_t *cmd = json_array();
+        for (char *const *p = plan->argv; p && *p; p++)
+                json_array_append_new(cmd, json_string(*p));
+        emit(a, "start", json_pack("{s:o, s:s, s:i, s:s}", "command", cmd, "workspace", plan->workspace,
+                                   "uid", (int)plan->sandbox_uid, "brig_version", brig_version()));
+}
+
+/* The pid as the sandbox sees it: the last NSpid of the host pid. */
+static long inside_pid(pid_t host_pid)
+{
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/status", host_pid);
+        FILE *f = fopen(path, "re");
+        long pid = -1;
+        while (f && fgets(line, sizeof line, f))
+                if (strncmp(line, "NSpid:", 6) == 0) {
+                        char *last = strrchr(line, '\t');
+                        pid = last ? strtol(last + 1, NULL, 10) : -1;
+                }
+        if (f)
+                fclose(f);
+        return pid;
+}
+
+static void emit_suppressed(struct audit *a, struct rate_slot *s)
+{
+        if (!s->suppressed)
+                return;
+        char *name = seccomp_syscall_name(s->nr);
+        emit(a, "suppressed", json_pack("{s:s, s:I}", "syscall", name ? name : "?", "count", (json_int_t)s->suppressed));
+        free(name);
+        s->suppressed = 0;
+}
+
+static struct rate_slot *slot_for(struct audit *a, int nr)
+{
+        struct rate_slot *free_slot = NULL, *oldest = &a->slots[0];
+        for (int i = 0; i < RATE_SLOTS; i++) {
+                struct rate_slot *s = &a->slots[i];
+                if (s->nr == nr)
+                        return s;
+                if (s->nr < 0 && !free_slot)
+                        free_slot = s;
+                if (s->window_start < oldest->window_start)
+                        oldest = s;
+        }
+        struct rate_slot *s = free_slot ? free_slot : oldest;
+        if (s->nr >= 0)
+                emit_suppressed(a, s);
+        *s = (struct rate_slot){ .nr = nr };
+        return s;
+}
+
+void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[6], int reply)
+{
+        struct rate_slot *s = slot_for(a, nr);
+        uint64_t now = now_ms();
+        if (now - s->window_start >= RATE_WINDOW_MS) {
+                emit_suppressed(a, s);
+                s->window_start = now;
+                s->in_window = 0;
+        }
+        if (++s->in_window > RATE_BURST) {
+                s->suppressed++;
+                a->suppressed++;
+                return;
+        }
+        a->events++;
+        char *name = seccomp_syscall_name(nr);
+        json_t *argv = json_array();
+        for (int i = 0; i < 6; i++) {
+                char hex[24];
+                snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)args[i]);
+                json_array_append_new(argv, json_string(hex));
+        }
+        json_t *o = json_pack("{s:s, s:i, s:o, s:I, s:i, s:s}", "syscall", name ? name : "?", "nr", nr, "args",
+                              argv, "pid", (json_int_t)inside_pid(host_pid), "host_pid", (int)host_pid, "action",
+                              reply == 0 ? "log" : "deny-log");
+        if (reply > 0) {
+                const char *e = strerrorname_np(reply);
+                json_object_set_new(o, "errno", json_string(e ? e : "?"));
+        }
+        emit(a, "syscall", o);
+        free(name);
+}
+
+void audit_end(struct audit *a, const brig_result *res)
+{
+        for (int i = 0; i < RATE_SLOTS; i++)
+                if (a->slots[i].nr >= 0)
+                        emit_suppressed(a, &a->slots[i]);
+        emit(a, "end", json_pack("{s:i, s:o, s:s, s:I, s:I, s:I}", "exit_code", res->exit_code, "signal",
+                                 res->signal ? json_integer(res->signal) : json_null(), "reason",
+                                 brig_reason_name(res->reason), "duration_ms", (json_int_t)res->duration_ms,
+                                 "syscall_events", (json_int_t)a->events, "suppressed", (json_int_t)a->suppressed));
+}
+
+uint64_t audit_events(const struct audit *a)
+{
+        return a ? a->events : 0;
+}
+
+uint64_t audit_suppressed(const struct audit *a)
+{
+        return a ? a->suppressed : 0;
+}
+
+void audit_free(struct audit *a)
+{
+        free(a);
+}
