@@ -1,9 +1,10 @@
 # The README's commands. Each target installs what it needs first.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+HOOKS_BUILD ?= build-hooks
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build build-asan demo check unit integration bench clean
+.PHONY: all deps build build-asan build-hooks demo check unit integration bench clean
 
 all: build
 
@@ -22,13 +23,20 @@ build: deps $(BUILD)/build.ninja
 build-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 
+# Test-only hooks (see meson_options.txt); never installed.
+$(HOOKS_BUILD)/build.ninja:
+	meson setup $(HOOKS_BUILD) -Dtest_hooks=true
+
+build-hooks: deps $(HOOKS_BUILD)/build.ninja
+	ninja -C $(HOOKS_BUILD)
+
 demo: build
 	./demo/run-demo $(BUILD)/brig
 
 # Every test: unit and integration, on the normal build and under
 # AddressSanitizer + UndefinedBehaviorSanitizer; as root and as an
 # unprivileged user (the integration tests run both modes themselves).
-check: build build-asan
+check: build build-asan build-hooks
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
 	BRIG_BUILD=$(BUILD) $(PYTEST) -q tests/integration
@@ -39,4 +47,4 @@ bench: build
 	./bench/syscall $(BUILD)/brig
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(HOOKS_BUILD)

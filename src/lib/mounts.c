@@ -124,6 +124,12 @@ static int attach(int tree_fd, int target_fd, const char *what, brig_error **err
  * are set recursively: a bind does not apply them to submounts by itself. */
 static int clone_tree(int src_fd, bool readonly, bool recursive, const char *what, brig_error **err)
 {
+#ifdef BRIG_TEST_HOOKS
+        /* Test builds only: let a test show Landlock alone refusing writes
+         * that a wrong mount would have allowed. */
+        if (getenv("BRIG_TEST_WRITABLE_BINDS"))
+                readonly = false;
+#endif
         unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
         _cleanup_close_ int tree = sys_open_tree(src_fd, "", flags);
         if (tree < 0)

@@ -7,10 +7,14 @@ sandbox (ABI 6) have no mount equivalent. Each such test shows the mount
 would have allowed the access, so only Landlock can have refused it."""
 import json
 import os
+import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
+from conftest import Brig
 from proc_helpers import kv, marker, pids_with, wait_until
 
 IS_ROOT = os.geteuid() == 0
@@ -65,22 +69,30 @@ def test_proc_writes_stopped_by_landlock_alone(brig, path):
     assert k.get("open_write") == "EACCES", r
 
 
-@needs_landlock
-@pytest.mark.skipif(ABI < 4, reason="LANDLOCK NET NOT TESTED: ABI < 4")
-def test_tcp_connect_and_bind_refused(brig):
-    r = brig.sh("exec python3 - <<'EOF'\n"
-                "import socket, errno\n"
-                "def attempt(f):\n"
-                "    try: f(); return 'ok'\n"
-                "    except OSError as e: return errno.errorcode[e.errno]\n"
-                "s = socket.socket(); print('connect', attempt(lambda: s.connect(('127.0.0.1', 1))))\n"
-                "s = socket.socket(); print('bind', attempt(lambda: s.bind(('127.0.0.1', 8123))))\n"
-                "u = socket.socket(type=socket.SOCK_DGRAM); print('udp', attempt(lambda: u.bind(('127.0.0.1', 0))))\n"
-                "EOF")
+def test_loopback_tcp_inside_works_but_reaches_only_the_sandbox(brig):
+    """Network mode "none": the namespace is the wall. A local server and
+    client inside work (test suites need them); the host's loopback stays
+    unreachable, which a host listener on the same port proves."""
+    host = __import__("socket").socket()
+    host.bind(("127.0.0.1", 0))
+    host.listen(1)
+    port = host.getsockname()[1]
+    try:
+        r = brig.sh("exec python3 - <<'EOF'\n"
+                    "import socket, errno, threading\n"
+                    f"port = {port}\n"
+                    "try:\n"
+                    "    socket.create_connection(('127.0.0.1', port), timeout=2); print('host reached')\n"
+                    "except OSError as e: print('host', errno.errorcode.get(e.errno, e))\n"
+                    "srv = socket.socket(); srv.bind(('127.0.0.1', port)); srv.listen(1)\n"
+                    "threading.Thread(target=lambda: srv.accept()[0].sendall(b'own'), daemon=True).start()\n"
+                    "print('inside', socket.create_connection(('127.0.0.1', port), timeout=2).recv(3).decode())\n"
+                    "EOF")
+    finally:
+        host.close()
     assert r.returncode == 0, r
-    # Executed, the connect would be ECONNREFUSED: EACCES is Landlock.
-    assert "connect EACCES" in r.stdout and "bind EACCES" in r.stdout, r
-    assert "udp ok" in r.stdout, r  # Landlock handles TCP only
+    assert "host ECONNREFUSED" in r.stdout, r   # the host's listener is not there
+    assert "inside own" in r.stdout, r
 
 
 @needs_landlock
@@ -147,3 +159,66 @@ def test_abstract_socket_of_a_host_process_refused(brig):
     # Without the scope this is "ok": same netns, same abstract namespace.
     assert k.get("abstract_connect") == "EPERM", (out, err)
     assert k.get("abstract_connect_self") == "ok", (out, err)
+
+
+# ---- Landlock alone, with the mounts deliberately wrong ------------------------
+#
+# A build with test hooks (make build-hooks) honours BRIG_TEST_WRITABLE_BINDS=1
+# and leaves read-only binds writable at the mount level: the only thing left
+# to refuse a write to them is Landlock.
+
+HOOKS = pathlib.Path(__file__).resolve().parents[2] / "build-hooks"
+
+
+@pytest.fixture(scope="module")
+def hooks_bindir():
+    if not (HOOKS / "brig").exists():
+        pytest.fail(f"{HOOKS}/brig is missing: run `make build-hooks` (make check does)")
+    d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
+    d.chmod(0o755)
+    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig"]:
+        if f.is_file():
+            shutil.copy2(f, d / f.name)
+            (d / f.name).chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@needs_landlock
+def test_landlock_alone_refuses_writes_to_read_only_grants(mode, scratch, hooks_bindir):
+    b = Brig(hooks_bindir, mode, scratch)
+    grant = scratch / "granted"
+    grant.mkdir()
+    (grant / "file").write_text("ORIGINAL\n")
+    # DAC must allow the write, whoever the sandbox user is: only the mount
+    # and Landlock are left to refuse it.
+    grant.chmod(0o777)
+    (grant / "file").chmod(0o666)
+    script = ("echo CHANGED > /data/file; echo w=$?; touch /data/new; echo c=$?; "
+              "grep -q ' /data .*ro,' /proc/self/mounts && echo mount=ro || echo mount=rw")
+    relaxed = b.run("run", "--ro-bind", f"{grant}:/data", "--", "sh", "-c", script,
+                    env={"BRIG_TEST_WRITABLE_BINDS": "1"})
+    assert "mount=rw" in relaxed.stdout, relaxed          # the mount really is writable
+    assert "w=0" not in relaxed.stdout and "c=0" not in relaxed.stdout, relaxed
+    assert "Permission denied" in relaxed.stderr, relaxed  # EACCES: Landlock, not EROFS
+    assert (grant / "file").read_text() == "ORIGINAL\n"
+    assert not (grant / "new").exists()
+    # The control: the same relaxed run without Landlock writes the file,
+    # so the refusal above is Landlock's alone.
+    control = b.run("run", "--ro-bind", f"{grant}:/data", "--", "sh", "-c", "echo CHANGED > /data/file",
+                    env={"BRIG_TEST_WRITABLE_BINDS": "1", "BRIG_TEST_NO_LANDLOCK": "1"})
+    assert control.returncode == 0, control
+    assert (grant / "file").read_text() == "CHANGED\n"
+
+
+def test_production_build_ignores_the_test_hooks(brig):
+    """The normal build must not honour the hooks: the bind stays read-only."""
+    grant = brig.base / "granted2"
+    grant.mkdir()
+    (grant / "file").write_text("ORIGINAL\n")
+    grant.chmod(0o777)
+    (grant / "file").chmod(0o666)
+    r = brig.run("run", "--ro-bind", f"{grant}:/data", "--", "sh", "-c", "echo CHANGED > /data/file",
+                 env={"BRIG_TEST_WRITABLE_BINDS": "1", "BRIG_TEST_NO_LANDLOCK": "1"})
+    assert r.returncode != 0 and "Read-only file system" in r.stderr, r
+    assert (grant / "file").read_text() == "ORIGINAL\n"
