@@ -44,7 +44,8 @@ static const char run_usage[] =
         "Syscalls and degradation:\n"
         "  --seccomp-allow NAME     allow a syscall or @group the default profile refuses\n"
         "  --seccomp-deny NAME[:ERRNO]  refuse a syscall or @group (default errno EPERM)\n"
-        "  --seccomp-rule NAME=ACTION  ACTION: allow, kill, log, deny-log or errno:N (NAME: syscall or @group)\n"
+        "  --seccomp-rule NAME[(COND,...)]=ACTION  ACTION: allow, kill, log, deny-log or errno:N;\n"
+        "                           NAME: syscall or @group; COND: aN==V, !=, <, <=, >, >=, aN&MASK==V\n"
         "  --allow-degraded CONTROL run even if the host lacks landlock or seccomp (the report says so)\n"
         "Reporting:\n"
         "  --json-report FILE       write a JSON report of the run\n"
@@ -304,7 +305,9 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 return r;
         }
         case OPT_SECCOMP_RULE: {
-                const char *eq = strchr(arg, '=');
+                /* NAME[(CONDITIONS)]=ACTION: the '=' after the conditions */
+                const char *close = strrchr(arg, ')');
+                const char *eq = strchr(close ? close : arg, '=');
                 if (!eq) {
                         fprintf(stderr, "brig: --seccomp-rule '%s': expected NAME=ACTION\n", arg);
                         return -1;

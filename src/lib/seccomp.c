@@ -208,6 +208,10 @@ static const struct group *find_group(const char *name)
         return NULL;
 }
 
+/* Unnamed calls: ENOSYS (recorded with an audit stream), so new kernel
+ * calls fall back gracefully. */
+#define DEFAULT_ACTION_VALUE SCMP_ACT_TRACE(0x8000 | ENOSYS)
+
 /* ---- brig's own actions --------------------------------------------------
  *
  * Resolved when the filter is compiled (resolve()): with an audit stream
@@ -246,9 +250,22 @@ static int notify_reply(uint32_t action)
 
 /* ---- the user's rules --------------------------------------------------- */
 
+/* One argument condition: a0..a5 compared with a value, e.g. "a0==16",
+ * "a2>=4", "a1&0x3==0x1" (masked equality). */
+struct cond {
+        unsigned arg;
+        enum scmp_compare op;
+        uint64_t mask;  /* SCMP_CMP_MASKED_EQ */
+        uint64_t value;
+};
+#define MAX_CONDS 6
+
 struct seccomp_rule {
-        char *name;       /* a syscall or an @group */
-        uint32_t action;  /* SCMP_ACT_* */
+        char *name;       /* a syscall or an @group, as written (conditions included) */
+        char *target;     /* the syscall or @group alone */
+        uint32_t action;  /* SCMP_ACT_* or brig's own (ACT_LOG, ACT_DENY_LOG) */
+        struct cond conds[MAX_CONDS];
+        unsigned n_conds; /* all must hold */
 };
 
 struct seccomp_policy {
@@ -301,20 +318,110 @@ static int parse_action(const char *rule, const char *text, uint32_t *out, brig_
         return 0;
 }
 
+static int parse_value(const char *text, uint64_t *out)
+{
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 0);
+        if (errno || end == text || *end || text[0] == '-')
+                return -EINVAL;
+        *out = v;
+        return 0;
+}
+
+/* "a0==16", "a1!=0", "a2<5", "a2<=5", "a2>5", "a2>=5", "a1&0x3==0x1" */
+static int parse_cond(const char *rule, const char *text, struct cond *c, brig_error **err)
+{
+        static const struct { const char *op; enum scmp_compare cmp; } ops[] = {
+                { "==", SCMP_CMP_EQ }, { "!=", SCMP_CMP_NE }, { "<=", SCMP_CMP_LE },
+                { ">=", SCMP_CMP_GE }, { "<", SCMP_CMP_LT }, { ">", SCMP_CMP_GT },
+        };
+        if (text[0] != 'a' || text[1] < '0' || text[1] > '5')
+                goto bad;
+        *c = (struct cond){ .arg = (unsigned)(text[1] - '0'), .mask = ~0ULL };
+        const char *p = text + 2;
+        if (*p == '&') {  /* masked equality: aN&MASK==VALUE */
+                const char *eq = strstr(p, "==");
+                _cleanup_free_ char *mask = eq ? strndup(p + 1, (size_t)(eq - p - 1)) : NULL;
+                if (!mask || parse_value(mask, &c->mask) < 0 || parse_value(eq + 2, &c->value) < 0)
+                        goto bad;
+                c->op = SCMP_CMP_MASKED_EQ;
+                c->value &= c->mask;
+                return 0;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+                size_t n = strlen(ops[i].op);
+                if (strncmp(p, ops[i].op, n) == 0) {
+                        c->op = ops[i].cmp;
+                        if (parse_value(p + n, &c->value) < 0)
+                                goto bad;
+                        return 0;
+                }
+        }
+bad:
+        return brig_err(err, EINVAL,
+                        "syscall rule '%s': condition '%s' is not aN OP VALUE (N 0-5; OP ==, !=, <, <=, >, >=; "
+                        "or aN&MASK==VALUE)", rule, text);
+}
+
+/* "name" or "name(cond,cond,...)" */
+static int parse_target(const char *rule, char **target, struct cond *conds, unsigned *n, brig_error **err)
+{
+        const char *open = strchr(rule, '(');
+        *n = 0;
+        *target = open ? strndup(rule, (size_t)(open - rule)) : strdup(rule);
+        if (!*target)
+                return brig_err(err, ENOMEM, "syscall rule");
+        if (!open)
+                return 0;
+        size_t len = strlen(open);
+        if (len < 2 || open[len - 1] != ')')
+                return brig_err(err, EINVAL, "syscall rule '%s': expected NAME(aN OP VALUE,...)", rule);
+        _cleanup_free_ char *list = strndup(open + 1, len - 2);
+        if (!list)
+                return brig_err(err, ENOMEM, "syscall rule");
+        char *save = NULL;
+        for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+                if (*n == MAX_CONDS)
+                        return brig_err(err, EINVAL, "syscall rule '%s': at most %d conditions", rule, MAX_CONDS);
+                int r = parse_cond(rule, c, &conds[(*n)++], err);
+                if (r < 0)
+                        return r;
+        }
+        if (*n == 0)
+                return brig_err(err, EINVAL, "syscall rule '%s': empty condition list", rule);
+        return 0;
+}
+
+static bool guarded(const char *name);
+
 int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char *action, brig_error **err)
 {
         if (!name || !*name)
                 return brig_err(err, EINVAL, "syscall rule: empty syscall name");
-        if (name[0] == '@') {
-                if (!find_group(name))
-                        return brig_err(err, EINVAL, "syscall rule: unknown syscall group '%s'", name);
-        } else if (seccomp_syscall_resolve_name(name) < 0) {
+        struct cond conds[MAX_CONDS];
+        unsigned n_conds = 0;
+        _cleanup_free_ char *target = NULL;
+        int r = parse_target(name, &target, conds, &n_conds, err);
+        if (r < 0)
+                return r;
+        if (target[0] == '@') {
+                if (!find_group(target))
+                        return brig_err(err, EINVAL, "syscall rule: unknown syscall group '%s'", target);
+                if (n_conds)
+                        return brig_err(err, EINVAL, "syscall rule '%s': conditions need one syscall, not a group",
+                                        name);
+        } else if (seccomp_syscall_resolve_name(target) < 0) {
                 /* Also refuses calls that exist only on other architectures
                  * (negative pseudo numbers such as socketcall on x86_64). */
-                return brig_err(err, EINVAL, "syscall rule: unknown syscall '%s'", name);
+                return brig_err(err, EINVAL, "syscall rule: unknown syscall '%s'", target);
         }
+        if (n_conds && guarded(target))
+                return brig_err(err, EINVAL,
+                                "syscall rule '%s': '%s' already has argument checks of its own; "
+                                "give it an unconditional rule instead", name, target);
         uint32_t act = 0;
-        int r = parse_action(name, action ? action : "", &act, err);
+        r = parse_action(name, action ? action : "", &act, err);
         if (r < 0)
                 return r;
 
@@ -332,7 +439,9 @@ int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char 
         char *copy = strdup(name);
         if (!copy)
                 return brig_err(err, ENOMEM, "syscall rule");
-        p->rules[p->n++] = (struct seccomp_rule){ .name = copy, .action = act };
+        struct seccomp_rule *rule = &p->rules[p->n++];
+        *rule = (struct seccomp_rule){ .name = copy, .target = TAKE_PTR(target), .action = act, .n_conds = n_conds };
+        memcpy(rule->conds, conds, n_conds * sizeof *conds);
         return 0;
 }
 
@@ -340,8 +449,10 @@ void seccomp_policy_free(struct seccomp_policy *sp)
 {
         if (!sp)
                 return;
-        for (size_t i = 0; i < sp->n; i++)
+        for (size_t i = 0; i < sp->n; i++) {
                 free(sp->rules[i].name);
+                free(sp->rules[i].target);
+        }
         free(sp->rules);
         free(sp);
 }
@@ -355,13 +466,29 @@ enum guard {
         GUARD_IOCTL,        /* no terminal injection */
         GUARD_PERSONALITY,  /* only harmless personas */
         GUARD_MODE,         /* no setuid/setgid bits in a file mode */
+        GUARD_USER,         /* a user rule with conditions; `fallback` otherwise */
 };
 
 struct decision {
         int nr;
-        uint32_t action;  /* GUARD_NONE */
+        uint32_t action;  /* GUARD_NONE, GUARD_USER */
         enum guard guard;
+        const struct seccomp_rule *rule;  /* GUARD_USER */
+        uint32_t fallback;                /* GUARD_USER: when the conditions do not hold */
 };
+
+static const char *const guarded_names[] = { "clone", "socket", "socketpair", "ioctl", "personality" };
+
+static bool guarded(const char *name)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(guarded_names); i++)
+                if (strcmp(guarded_names[i], name) == 0)
+                        return true;
+        for (size_t i = 0; i < ARRAY_SIZE(mode_args); i++)
+                if (strcmp(mode_args[i].name, name) == 0)
+                        return true;
+        return false;
+}
 
 struct table {
         struct decision *d;
@@ -373,15 +500,35 @@ static int decide(struct table *t, int nr, uint32_t action, enum guard guard)
 {
         for (size_t i = 0; i < t->n; i++)
                 if (t->d[i].nr == nr) {
-                        t->d[i] = (struct decision){ nr, action, guard };
+                        t->d[i] = (struct decision){ .nr = nr, .action = action, .guard = guard };
                         return 0;
                 }
         struct decision *n = realloc(t->d, (t->n + 1) * sizeof *n);
         if (!n)
                 return -ENOMEM;
         t->d = n;
-        t->d[t->n++] = (struct decision){ nr, action, guard };
+        t->d[t->n++] = (struct decision){ .nr = nr, .action = action, .guard = guard };
         return 0;
+}
+
+/* A conditional user rule: its action where the conditions hold, the
+ * decision it replaces (or the default) elsewhere. */
+static int decide_conditional(struct table *t, const struct seccomp_rule *rule)
+{
+        int nr = seccomp_syscall_resolve_name(rule->target);
+        if (nr < 0)
+                return 0;
+        uint32_t fallback = DEFAULT_ACTION_VALUE;
+        for (size_t i = 0; i < t->n; i++)
+                if (t->d[i].nr == nr)
+                        fallback = t->d[i].guard == GUARD_USER ? t->d[i].fallback : t->d[i].action;
+        int r = decide(t, nr, rule->action, GUARD_USER);
+        for (size_t i = 0; r == 0 && i < t->n; i++)
+                if (t->d[i].nr == nr) {
+                        t->d[i].rule = rule;
+                        t->d[i].fallback = fallback;
+                }
+        return r;
 }
 
 /* Names unknown here (newer than libseccomp, or of another architecture)
@@ -449,6 +596,7 @@ static int decide_group_or_name(struct table *t, const char *name, uint32_t acti
 
 /* Unnamed calls: ENOSYS, so new kernel calls fall back gracefully. */
 #define DEFAULT_ACTION ACT_DENY_LOG(ENOSYS)
+_Static_assert(DEFAULT_ACTION == DEFAULT_ACTION_VALUE, "one default");
 
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
 {
@@ -596,6 +744,49 @@ static int guard_mode(scmp_filter_ctx ctx, int nr)
         return add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &without);
 }
 
+static struct scmp_arg_cmp to_cmp(const struct cond *c, enum scmp_compare op)
+{
+        struct scmp_arg_cmp cmp = { .arg = c->arg, .op = op, .datum_a = c->value };
+        if (op == SCMP_CMP_MASKED_EQ) {
+                cmp.datum_a = c->mask;
+                cmp.datum_b = c->value;
+        }
+        return cmp;
+}
+
+/* The rule's action where all its conditions hold; the fallback where any
+ * fails. libseccomp has no "otherwise", so each failing condition is
+ * spelled out: ==/!=, </>=, <=/> negate each other; a masked equality
+ * fails where any bit under the mask differs (one rule per bit). */
+static int guard_user(scmp_filter_ctx ctx, const struct decision *d)
+{
+        const struct seccomp_rule *rule = d->rule;
+        struct scmp_arg_cmp all[MAX_CONDS];
+        for (unsigned i = 0; i < rule->n_conds; i++)
+                all[i] = to_cmp(&rule->conds[i], rule->conds[i].op);
+        int r = add_rule(ctx, d->action, d->nr, rule->n_conds, all);
+        for (unsigned i = 0; r == 0 && i < rule->n_conds; i++) {
+                const struct cond *c = &rule->conds[i];
+                static const enum scmp_compare negated[] = {
+                        [SCMP_CMP_EQ] = SCMP_CMP_NE, [SCMP_CMP_NE] = SCMP_CMP_EQ, [SCMP_CMP_LT] = SCMP_CMP_GE,
+                        [SCMP_CMP_GE] = SCMP_CMP_LT, [SCMP_CMP_LE] = SCMP_CMP_GT, [SCMP_CMP_GT] = SCMP_CMP_LE,
+                };
+                if (c->op != SCMP_CMP_MASKED_EQ) {
+                        struct scmp_arg_cmp cmp = to_cmp(c, negated[c->op]);
+                        r = add_rule(ctx, d->fallback, d->nr, 1, &cmp);
+                        continue;
+                }
+                for (int bit = 0; r == 0 && bit < 64; bit++) {
+                        uint64_t b = 1ULL << bit;
+                        if (!(c->mask & b))
+                                continue;
+                        struct scmp_arg_cmp cmp = { c->arg, SCMP_CMP_MASKED_EQ, b, ~c->value & b };
+                        r = add_rule(ctx, d->fallback, d->nr, 1, &cmp);
+                }
+        }
+        return r;
+}
+
 static int add_decision(scmp_filter_ctx ctx, const struct decision *d)
 {
         switch (d->guard) {
@@ -604,6 +795,7 @@ static int add_decision(scmp_filter_ctx ctx, const struct decision *d)
         case GUARD_IOCTL: return guard_ioctl(ctx, d->nr);
         case GUARD_PERSONALITY: return guard_personality(ctx, d->nr);
         case GUARD_MODE: return guard_mode(ctx, d->nr);
+        case GUARD_USER: return guard_user(ctx, d);
         case GUARD_NONE: break;
         }
         return add_rule(ctx, d->action, d->nr, 0, NULL);
@@ -618,7 +810,8 @@ static int build_table(const struct run_plan *plan, struct table *t, brig_error 
                 return brig_err(err, -r, "seccomp: default profile");
         const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
         for (size_t i = 0; p && i < p->n; i++) {
-                r = decide_group_or_name(t, p->rules[i].name, p->rules[i].action, 0);
+                r = p->rules[i].n_conds ? decide_conditional(t, &p->rules[i])
+                                        : decide_group_or_name(t, p->rules[i].target, p->rules[i].action, 0);
                 if (r < 0)
                         return brig_err(err, -r, "seccomp: rule '%s'", p->rules[i].name);
         }
@@ -807,6 +1000,8 @@ static int build_replies(const struct table *t, struct seccomp_replies **ret)
                 if (d->nr < 0 || d->nr >= SECCOMP_REPLY_MAX_NR)
                         continue;
                 int reply = d->guard == GUARD_NONE ? notify_reply(d->action)
+                            : d->guard == GUARD_USER ? (notify_reply(d->action) >= 0 ? notify_reply(d->action)
+                                                                                   : notify_reply(d->fallback))
                             : d->guard == GUARD_SOCKET ? EAFNOSUPPORT : EPERM;
                 rep->reply[d->nr] = (int16_t)reply;
         }
