@@ -9,11 +9,9 @@
 #include "audit.h"
 #include "seccomp_filter.h"
 
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #define RATE_BURST 10
@@ -32,26 +30,6 @@ struct audit {
         uint64_t events, suppressed;
         struct rate_slot slots[RATE_SLOTS];
 };
-
-int audit_open(const char *path, int *ret_fd, brig_error **err)
-{
-        /* Like the report: opened before sandboxed code runs, never through
-         * a final symlink the sandbox planted; O_APPEND so lines stay whole. */
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-                      0644);
-        if (fd < 0 && errno == ELOOP)
-                return brig_err(err, ELOOP, "audit file '%s' is a symlink; refusing to write through it", path);
-        if (fd < 0)
-                return brig_err(err, errno, "audit file '%s'", path);
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                close(fd);
-                return brig_err(err, EINVAL, "audit file '%s' is not a regular file", path);
-        }
-        fcntl(fd, F_SETFL, O_APPEND);
-        *ret_fd = fd;
-        return 0;
-}
 
 struct audit *audit_new(int fd)
 {

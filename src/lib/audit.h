@@ -6,8 +6,6 @@
 
 struct audit;
 
-/* Opened before the sandbox starts, never through a final symlink. */
-BRIG_INTERNAL int audit_open(const char *path, int *ret_fd, brig_error **err);
 BRIG_INTERNAL struct audit *audit_new(int fd);
 BRIG_INTERNAL void audit_start(struct audit *a, const struct run_plan *plan);
 /* One refused or logged syscall; rate-limited per syscall. */

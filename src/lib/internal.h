@@ -57,6 +57,9 @@ BRIG_INTERNAL void strv_free(struct strv *v);
 BRIG_INTERNAL bool strv_contains(const struct strv *v, const char *s);
 BRIG_INTERNAL int strv_remove(struct strv *v, const char *s);
 
+/* Open a file brig writes during or after the run (report, audit stream). */
+BRIG_INTERNAL int output_open(const char *path, const char *what, bool append, brig_error **err);
+
 /* ---- paths (pure functions, unit-tested) ------------------------------- */
 
 /* Collapse "//", "/./", trailing "/" of an absolute path; refuse "..".
@@ -321,7 +324,6 @@ struct run_report {
         const brig_error *error;
         const struct audit *audit;
 };
-BRIG_INTERNAL int report_open(const char *path, brig_error **err);
 BRIG_INTERNAL int report_write(int fd, const struct run_report *r, brig_error **err);
 
 #endif

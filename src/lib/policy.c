@@ -320,28 +320,26 @@ void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode)
         p->tty = mode;
 }
 
-int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err)
+static int set_path(char **slot, const char *what, const char *path, brig_error **err)
 {
         if (!path || !*path)
-                return brig_err(err, EINVAL, "report path is empty");
+                return brig_err(err, EINVAL, "%s path is empty", what);
         char *d = strdup(path);
         if (!d)
-                return brig_err(err, ENOMEM, "report path");
-        free(p->report_path);
-        p->report_path = d;
+                return brig_err(err, ENOMEM, "%s path", what);
+        free(*slot);
+        *slot = d;
         return 0;
+}
+
+int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err)
+{
+        return set_path(&p->report_path, "report", path, err);
 }
 
 int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err)
 {
-        if (!path || !*path)
-                return brig_err(err, EINVAL, "audit path is empty");
-        char *d = strdup(path);
-        if (!d)
-                return brig_err(err, ENOMEM, "audit path");
-        free(p->audit_path);
-        p->audit_path = d;
-        return 0;
+        return set_path(&p->audit_path, "audit", path, err);
 }
 
 int brig_policy_add_syscall_rule(brig_policy *p, const char *name, const char *action, brig_error **err)

@@ -4,9 +4,7 @@
 #include "internal.h"
 #include "audit.h"
 
-#include <fcntl.h>
 #include <jansson.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,25 +77,6 @@ static json_t *limits_json(const struct run_plan *plan)
         json_object_set_new(o, "enforced_by", json_string(plan->cgroup_degraded ? "rlimit" : "cgroup"));
         json_object_set_new(o, "cgroup", json_string(plan->cgroup_desc));
         return o;
-}
-
-int report_open(const char *path, brig_error **err)
-{
-        /* Opened before any sandboxed code runs, and never through a final
-         * symlink: the sandbox must not be able to point brig's (perhaps
-         * root) write at another file. O_NONBLOCK so a FIFO cannot hang us. */
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
-        if (fd < 0 && errno == ELOOP)
-                return brig_err(err, ELOOP, "report file '%s' is a symlink; refusing to write through it", path);
-        if (fd < 0)
-                return brig_err(err, errno, "report file '%s'", path);
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                close(fd);
-                return brig_err(err, EINVAL, "report file '%s' is not a regular file", path);
-        }
-        fcntl(fd, F_SETFL, 0);
-        return fd;
 }
 
 int report_write(int fd, const struct run_report *r, brig_error **err)

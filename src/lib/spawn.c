@@ -161,13 +161,14 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         /* Output files are opened now, before any sandboxed code runs, so
          * nothing inside can redirect them. */
         if (p->report_path) {
-                plan.report_fd = report_open(p->report_path, err);
+                plan.report_fd = output_open(p->report_path, "report", false, err);
                 if (plan.report_fd < 0)
                         return plan.report_fd;
         }
         if (p->audit_path) {
-                r = audit_open(p->audit_path, &plan.audit_fd, err);
-                if (r < 0) {
+                plan.audit_fd = output_open(p->audit_path, "audit", true, err);
+                if (plan.audit_fd < 0) {
+                        r = plan.audit_fd;
                         plan_free(&plan);
                         return r;
                 }
