@@ -154,13 +154,18 @@ static const char *const not_implemented[] = {
         "openat2",
 };
 
-/* Calls that set a file mode, and which argument holds it (guard_mode). */
+/* Calls that set a file mode, which argument holds it, and for open and
+ * openat the flags argument: there the mode means something only with
+ * O_CREAT or O_TMPFILE, and callers may leave junk in it otherwise. */
+#define NO_FLAGS 99
 static const struct {
         const char *name;
         unsigned arg;
+        unsigned flags_arg;
 } mode_args[] = {
-        { "chmod", 1 }, { "fchmod", 1 }, { "fchmodat", 2 }, { "fchmodat2", 2 }, { "creat", 1 },
-        { "open", 2 }, { "openat", 3 }, { "mknod", 1 }, { "mknodat", 2 },
+        { "chmod", 1, NO_FLAGS }, { "fchmod", 1, NO_FLAGS }, { "fchmodat", 2, NO_FLAGS },
+        { "fchmodat2", 2, NO_FLAGS }, { "creat", 1, NO_FLAGS }, { "mknod", 1, NO_FLAGS },
+        { "mknodat", 2, NO_FLAGS }, { "open", 2, 1 }, { "openat", 3, 2 },
 };
 
 /* ---- groups ------------------------------------------------------------- */
@@ -729,19 +734,36 @@ static int guard_personality(scmp_filter_ctx ctx, int nr)
  * local user root. openat2 (mode in memory, unreadable here) is ENOSYS. */
 static int guard_mode(scmp_filter_ctx ctx, int nr)
 {
-        unsigned arg = 0;
+        unsigned arg = 0, flags_arg = NO_FLAGS;
         for (size_t i = 0; i < ARRAY_SIZE(mode_args); i++)
-                if (seccomp_syscall_resolve_name(mode_args[i].name) == nr)
+                if (seccomp_syscall_resolve_name(mode_args[i].name) == nr) {
                         arg = mode_args[i].arg;
+                        flags_arg = mode_args[i].flags_arg;
+                }
+        /* The flags that make open() create a file with the given mode. */
+        static const uint64_t creating[] = { O_CREAT, __O_TMPFILE };
         static const uint64_t bits[] = { S_ISUID, S_ISGID };
-        for (size_t i = 0; i < ARRAY_SIZE(bits); i++) {
-                struct scmp_arg_cmp with = { arg, SCMP_CMP_MASKED_EQ, bits[i], bits[i] };
-                int r = add_rule(ctx, ACT_DENY_LOG(EPERM), nr, 1, &with);
-                if (r < 0)
-                        return r;
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < ARRAY_SIZE(bits); i++) {
+                struct scmp_arg_cmp with[2] = { { arg, SCMP_CMP_MASKED_EQ, bits[i], bits[i] } };
+                if (flags_arg == NO_FLAGS) {
+                        r = add_rule(ctx, ACT_DENY_LOG(EPERM), nr, 1, with);
+                        continue;
+                }
+                for (size_t c = 0; r == 0 && c < ARRAY_SIZE(creating); c++) {
+                        with[1] = (struct scmp_arg_cmp){ flags_arg, SCMP_CMP_MASKED_EQ, creating[c], creating[c] };
+                        r = add_rule(ctx, ACT_DENY_LOG(EPERM), nr, 2, with);
+                }
         }
-        struct scmp_arg_cmp without = { arg, SCMP_CMP_MASKED_EQ, S_ISUID | S_ISGID, 0 };
-        return add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &without);
+        struct scmp_arg_cmp clean = { arg, SCMP_CMP_MASKED_EQ, S_ISUID | S_ISGID, 0 };
+        if (r == 0)
+                r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &clean);
+        if (r == 0 && flags_arg != NO_FLAGS) {
+                /* not creating anything: the mode argument is ignored */
+                struct scmp_arg_cmp opening = { flags_arg, SCMP_CMP_MASKED_EQ, O_CREAT | __O_TMPFILE, 0 };
+                r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &opening);
+        }
+        return r;
 }
 
 static struct scmp_arg_cmp to_cmp(const struct cond *c, enum scmp_compare op)
@@ -863,7 +885,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
  * on the secret deny list, so no sandbox can ever write it), keyed by all
  * of those inputs, compared byte for byte. */
 
-#define CACHE_MAGIC "brig-seccomp-1"
+#define CACHE_MAGIC "brig-seccomp-2"  /* bump when the default profile changes */
 
 /* Everything the program is made from: brig's version (its default
  * profile), libseccomp's, the architecture and the user's rules. A hit
