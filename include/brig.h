@@ -120,6 +120,23 @@ BRIG_PUBLIC void brig_policy_require_limits(brig_policy *p, bool required);
 /* Parse "90s", "10m", "1h30m", "500ms" (bare numbers are seconds). */
 BRIG_PUBLIC int brig_parse_duration(const char *text, uint64_t *ms, brig_error **err);
 
+/* Network. NONE (the default): only the sandbox's own loopback. PROXY:
+ * still only loopback inside, plus brig's logging HTTP/SOCKS5 proxy there
+ * (HTTP_PROXY and friends set), which reaches just what the rules allow;
+ * any allow rule turns it on. HOST: the host's network, no egress control
+ * (the report warns). */
+enum brig_net_mode { BRIG_NET_NONE = 0, BRIG_NET_PROXY, BRIG_NET_HOST };
+BRIG_PUBLIC void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mode);
+/* Host patterns: "pypi.org", "*.pythonhosted.org", optional ":PORT"
+ * (default ports 80 and 443). Deny wins over allow. */
+BRIG_PUBLIC int brig_policy_allow_host(brig_policy *p, const char *pattern, brig_error **err);
+BRIG_PUBLIC int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_error **err);
+/* "10.1.0.0/16" or "10.1.2.3/32:5432": addresses the classification would
+ * refuse (private, loopback, link-local...) that this policy allows. */
+BRIG_PUBLIC int brig_policy_allow_cidr(brig_policy *p, const char *cidr_port, brig_error **err);
+/* "HOST:ADDR": resolve HOST to ADDR without DNS (like curl --resolve). */
+BRIG_PUBLIC int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **err);
+
 /* Write the audit stream (JSON lines: start, every refused or logged
  * syscall, end; docs/audit.md) to this file during the run. */
 BRIG_PUBLIC int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err);

@@ -30,6 +30,13 @@ static const char run_usage[] =
         "  --pass-fd N              keep inherited fd N open inside\n"
         "  --hostname NAME          hostname inside (default brig)\n"
         "  --tty / --no-tty         force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)\n"
+        "Network (default none: only the sandbox's own loopback):\n"
+        "  --net none|proxy|host    proxy: brig's logging proxy reaches only what is allowed;\n"
+        "                           host: the host's network, no control (loud warning)\n"
+        "  --allow-host PATTERN     allow pypi.org, *.pythonhosted.org, host:port (turns on proxy)\n"
+        "  --deny-host PATTERN      deny (wins over allow)\n"
+        "  --allow-cidr CIDR[:PORT] allow addresses the classification refuses (private, loopback...)\n"
+        "  --resolve HOST:ADDR      resolve HOST to ADDR without DNS\n"
         "Limits (sizes take K/M/G/T, times take ms/s/m/h, e.g. 1h30m; 0 removes a limit):\n"
         "  --memory SIZE            memory, no swap (default 4G; cgroup)\n"
         "  --pids N                 processes and threads (default 1024; cgroup)\n"
@@ -57,6 +64,7 @@ enum {
         OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
+        OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE,
 };
 
 static const struct option options[] = {
@@ -93,6 +101,11 @@ static const struct option options[] = {
         { "require-limits", no_argument, NULL, OPT_REQUIRE_LIMITS },
         { "audit", required_argument, NULL, OPT_AUDIT },
         { "seccomp-rule", required_argument, NULL, OPT_SECCOMP_RULE },
+        { "net", required_argument, NULL, OPT_NET },
+        { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
+        { "deny-host", required_argument, NULL, OPT_DENY_HOST },
+        { "allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR },
+        { "resolve", required_argument, NULL, OPT_RESOLVE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
 };
@@ -318,6 +331,24 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 return with_flag("--seccomp-rule", err, r);
         }
         case OPT_ALLOW_DEGRADED: return brig_policy_allow_degraded(p, arg, err);
+        case OPT_NET:
+                if (strcmp(arg, "none") == 0) {
+                        brig_policy_set_net_mode(p, BRIG_NET_NONE);
+                } else if (strcmp(arg, "proxy") == 0) {
+                        brig_policy_set_net_mode(p, BRIG_NET_PROXY);
+                } else if (strcmp(arg, "host") == 0) {
+                        fprintf(stderr, "brig: WARNING: --net host: the sandbox shares the host's network; "
+                                        "nothing controls where it connects\n");
+                        brig_policy_set_net_mode(p, BRIG_NET_HOST);
+                } else {
+                        fprintf(stderr, "brig: --net '%s': expected none, proxy or host\n", arg);
+                        return -1;
+                }
+                return 0;
+        case OPT_ALLOW_HOST: return with_flag("--allow-host", err, brig_policy_allow_host(p, arg, err));
+        case OPT_DENY_HOST: return with_flag("--deny-host", err, brig_policy_deny_host(p, arg, err));
+        case OPT_ALLOW_CIDR: return with_flag("--allow-cidr", err, brig_policy_allow_cidr(p, arg, err));
+        case OPT_RESOLVE: return with_flag("--resolve", err, brig_policy_add_resolve(p, arg, err));
         case OPT_REQUIRE_LIMITS: brig_policy_require_limits(p, true); return 0;
         case OPT_AUDIT: {
                 char *abs = absolute(arg);

@@ -159,6 +159,17 @@ void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[
         free(name);
 }
 
+void audit_net(void *audit, json_t *event)
+{
+        struct audit *a = audit;
+        if (!a) {
+                json_decref(event);
+                return;
+        }
+        a->events++;
+        emit(a, "net", event);
+}
+
 void audit_end(struct audit *a, const brig_result *res)
 {
         for (int i = 0; i < RATE_SLOTS; i++)

@@ -8,6 +8,7 @@
 #include "internal.h"
 #include "landlock.h"
 #include "seccomp_filter.h"
+#include "net/egress.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -58,6 +59,26 @@ static int send_terminal(struct run_plan *plan, brig_error **err)
         return 0;
 }
 
+/* The proxy's listening sockets, made in our network namespace; the
+ * supervisor serves them from the host side, so nothing of the proxy
+ * runs in here and nothing listens on the host's network. */
+static int send_listeners(const struct run_plan *plan, brig_error **err)
+{
+        int fds[8];
+        enum egress_listener_kind kinds[8];
+        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), err);
+        if (n < 0)
+                return n;
+        int r = 0;
+        for (int i = 0; i < n; i++) {
+                struct sync_msg m = { .type = SYNC_LISTENER, .status = kinds[i] };
+                if (r == 0 && sync_send_fd(plan->sync_fd, &m, fds[i]) < 0)
+                        r = brig_err(err, errno, "send a proxy listener to the supervisor");
+                close(fds[i]);
+        }
+        return r;
+}
+
 #define STEP(call, name)                                          \
         do {                                                      \
                 int _r = (call);                                  \
@@ -84,7 +105,10 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         const char *hostname = plan->policy->hostname ? plan->policy->hostname : BRIG_DEFAULT_HOSTNAME;
         if (sethostname(hostname, strlen(hostname)) < 0)
                 return brig_err(err, errno, "sethostname");
-        STEP(netns_loopback_up(err), "network");
+        if (plan->net_mode != BRIG_NET_HOST)
+                STEP(netns_loopback_up(err), "network");
+        if (plan->net_mode == BRIG_NET_PROXY)
+                STEP(send_listeners(plan, err), "network proxy");
         STEP(userns_forbid_nesting(err), "user namespace");
         STEP(mounts_build_root(plan, err), "filesystem");
         if (chdir(plan->workspace) < 0)

@@ -96,6 +96,7 @@ struct env_setting {
 };
 
 struct seccomp_policy;  /* seccomp_filter.h */
+struct egress_policy;   /* net/egress.h */
 struct sock_filter;
 
 /* Resource limits; 0 means "no limit" unless noted. */
@@ -143,6 +144,9 @@ struct brig_policy {
         char *report_path;
         char *audit_path;
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
+        struct egress_policy *egress;    /* network rules, NULL: none */
+        enum brig_net_mode net_mode;
+        bool net_mode_set;               /* else: proxy when any allow rule exists */
         struct limits limits;
         unsigned allow_degraded;         /* enum degradable */
 };
@@ -178,6 +182,7 @@ struct run_plan {
         int pty_slave_fd;        /* inside: the command's terminal, -1 without a pty */
         bool tty;                /* the command runs on a pty of its own */
         bool new_time_ns;
+        enum brig_net_mode net_mode;  /* effective */
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
@@ -281,6 +286,7 @@ enum sync_type {
         SYNC_STATUS,       /* the command's wait status, from pid 1 */
         SYNC_PTY,          /* carries the master of the sandbox's own pty */
         SYNC_NOTIFY_FD,    /* carries the seccomp listener (audit mode) */
+        SYNC_LISTENER,     /* carries a proxy listening socket; status = its kind */
 };
 struct sync_msg {
         int type;
@@ -308,6 +314,7 @@ struct supervision {
         struct audit *audit;     /* NULL without --audit */
         const struct seccomp_replies *replies;
         int notify_fd;           /* the seccomp listener, once the sandbox sent it */
+        struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
         bool timed_out;          /* out */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */
@@ -323,6 +330,7 @@ struct run_report {
         const brig_result *result;
         const brig_error *error;
         const struct audit *audit;
+        const struct egress *egress;
 };
 BRIG_INTERNAL int report_write(int fd, const struct run_report *r, brig_error **err);
 

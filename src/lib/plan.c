@@ -4,6 +4,7 @@
  * the child only carries out decisions already made and checked. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "net/egress.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -345,6 +346,20 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
                 if (v)
                         r = envp_push(&env, p->keep_env.items[i], v);
         }
+        if (plan->net_mode == BRIG_NET_PROXY) {
+                /* Set before the user's --env, which may override them. The
+                 * names in both cases: curl reads lowercase http_proxy only. */
+                char http[64], socks[64];
+                snprintf(http, sizeof http, "http://127.0.0.1:%d", BRIG_HTTP_PROXY_PORT);
+                snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%d", BRIG_SOCKS_PROXY_PORT);
+                static const char *const http_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+                for (size_t i = 0; r == 0 && i < ARRAY_SIZE(http_vars); i++)
+                        r = envp_push(&env, http_vars[i], http);
+                r = r ?: envp_push(&env, "ALL_PROXY", socks);
+                r = r ?: envp_push(&env, "all_proxy", socks);
+                r = r ?: envp_push(&env, "NO_PROXY", "localhost,127.0.0.1,::1");
+                r = r ?: envp_push(&env, "no_proxy", "localhost,127.0.0.1,::1");
+        }
         for (size_t i = 0; r == 0 && i < p->n_env; i++)
                 r = envp_push(&env, p->env[i].name, p->env[i].value);
         if (r < 0) {
@@ -395,6 +410,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = caller_home(&plan->home, err);
         if (r < 0)
                 return r;
+        /* Any allow rule turns the proxy on, unless a mode was chosen. */
+        plan->net_mode = p->net_mode_set ? p->net_mode
+                         : egress_policy_has_allows(p->egress) ? BRIG_NET_PROXY : BRIG_NET_NONE;
         plan->limits = p->limits;
         rlimits_clamp(&plan->limits);
         r = plan_user(plan, err);

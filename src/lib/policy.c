@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "seccomp_filter.h"
+#include "net/egress.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -90,6 +91,7 @@ void brig_policy_free(brig_policy *p)
         free(p->report_path);
         free(p->audit_path);
         seccomp_policy_free(p->seccomp);
+        egress_policy_free(p->egress);
         free(p);
 }
 
@@ -340,6 +342,32 @@ int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **e
 int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err)
 {
         return set_path(&p->audit_path, "audit", path, err);
+}
+
+void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mode)
+{
+        p->net_mode = mode;
+        p->net_mode_set = true;
+}
+
+int brig_policy_allow_host(brig_policy *p, const char *pattern, brig_error **err)
+{
+        return egress_policy_allow_host(&p->egress, pattern, err);
+}
+
+int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_error **err)
+{
+        return egress_policy_deny_host(&p->egress, pattern, err);
+}
+
+int brig_policy_allow_cidr(brig_policy *p, const char *cidr_port, brig_error **err)
+{
+        return egress_policy_allow_cidr(&p->egress, cidr_port, err);
+}
+
+int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **err)
+{
+        return egress_policy_add_resolve(&p->egress, host_addr, err);
 }
 
 int brig_policy_add_syscall_rule(brig_policy *p, const char *name, const char *action, brig_error **err)

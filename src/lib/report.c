@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "audit.h"
+#include "net/egress.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -117,7 +118,15 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(controls, "workspace", plan->workspace ? json_string(plan->workspace) : json_null());
         json_object_set_new(controls, "mounts", mounts_json(plan));
         json_object_set_new(controls, "hidden", strings_json(plan->masks.items, plan->masks.n));
-        json_object_set_new(controls, "network", json_string("none"));
+        static const char *const modes[] = { [BRIG_NET_NONE] = "none", [BRIG_NET_PROXY] = "proxy",
+                                             [BRIG_NET_HOST] = "host" };
+        json_object_set_new(controls, "network", json_string(modes[plan->net_mode]));
+        if (plan->net_mode == BRIG_NET_PROXY) {
+                json_t *egress = egress_policy_json(plan->policy->egress);
+                if (r->egress)
+                        json_object_update_new(egress, egress_summary_json(r->egress));
+                json_object_set_new(controls, "egress", egress);
+        }
         json_object_set_new(controls, "capabilities", json_array());
         json_object_set_new(controls, "no_new_privs", json_true());
         json_object_set_new(controls, "landlock_abi", json_integer(plan->landlock_abi));
@@ -129,6 +138,8 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                 json_array_append_new(degraded, json_string("seccomp"));
         if (plan->cgroup_degraded)
                 json_array_append_new(degraded, json_string("cgroup limits"));
+        if (plan->net_mode == BRIG_NET_HOST)  /* asked for, but say it loudly */
+                json_array_append_new(degraded, json_string("network: host (no egress control)"));
         json_object_set_new(doc, "degraded", degraded);
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(doc, "controls", controls);

@@ -6,6 +6,7 @@
 #include "cgroup.h"
 #include "landlock.h"
 #include "seccomp_filter.h"
+#include "net/egress.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -53,8 +54,11 @@ static int check_host(struct run_plan *plan, brig_error **err)
 
 static uint64_t namespace_flags(const struct run_plan *plan)
 {
-        uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-                         CLONE_NEWUTS | CLONE_NEWCGROUP;
+        uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                         CLONE_NEWCGROUP;
+        /* Its own network namespace unless the policy shares the host's. */
+        if (plan->net_mode != BRIG_NET_HOST)
+                flags |= CLONE_NEWNET;
         if (plan->new_time_ns)
                 flags |= CLONE_NEWTIME;
         return flags;
@@ -145,6 +149,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
         struct cgroup *cg = NULL;
+        struct egress *egress = NULL;
         struct rusage before, after;
         int sv[2] = { -1, -1 };
         int pidfd = -1;
@@ -205,6 +210,13 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 goto out;
         if (audit)
                 audit_start(audit, &plan);
+        if (plan.net_mode == BRIG_NET_PROXY) {
+                egress = egress_new(p->egress, audit ? audit_net : NULL, audit, err);
+                if (!egress) {
+                        r = brig_err_prefix(err, "network proxy");
+                        goto out;
+                }
+        }
         if (plan.idmap_workspace) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
@@ -276,6 +288,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sup.audit = audit;
         sup.replies = plan.seccomp_replies;
         sup.notify_fd = -1;
+        sup.egress = egress;
         r = supervise(&sup, err);
         if (r < 0)
                 goto out;
@@ -306,13 +319,14 @@ out:
         closep(&pidfd);
         if (plan.report_fd >= 0 && plan.workspace) {
                 struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL,
-                                          .audit = audit };
+                                          .audit = audit, .egress = egress };
                 brig_error *rerr = NULL;
                 int rr = report_write(plan.report_fd, &rep, r < 0 ? &rerr : err);
                 if (rr < 0 && r == 0)
                         r = rr;
                 brig_error_free(&rerr);
         }
+        egress_free(egress);
         audit_free(audit);
         plan_free(&plan);
         return r;

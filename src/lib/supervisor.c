@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "audit.h"
 #include "seccomp_filter.h"
+#include "net/egress.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +19,15 @@
 static void take_message(struct supervision *s, const struct sync_msg *m, int passed_fd)
 {
         switch (m->type) {
+        case SYNC_LISTENER:
+                if (s->egress && passed_fd >= 0) {
+                        brig_error *e = NULL;
+                        if (egress_add_listener(s->egress, passed_fd, (enum egress_listener_kind)m->status, &e) < 0)
+                                close(passed_fd);  /* refused: nothing will answer on it */
+                        brig_error_free(&e);
+                        return;
+                }
+                break;
         case SYNC_NOTIFY_FD:
                 if (passed_fd >= 0 && s->notify_fd < 0) {
                         s->notify_fd = passed_fd;
@@ -76,7 +86,7 @@ static void on_signal(struct supervision *s, int sig)
         }
 }
 
-enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_NOTIFY, POLL_COUNT };
+enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_NOTIFY, POLL_EGRESS, POLL_COUNT };
 
 /* A refused (or logged) syscall waits for our answer: record it, then
  * answer with the errno the policy decided, or let it run ("log"). Returns
@@ -146,6 +156,7 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_PIDFD].fd = s->pidfd;
         p[POLL_SIGNAL].fd = sfd;
         p[POLL_SYNC].fd = s->sync_fd;
+        p[POLL_EGRESS].fd = s->egress ? egress_poll_fd(s->egress) : -1;
         _cleanup_close_ int tfd = -EBADF;
         bool term_sent = false;
         struct seccomp_notif *req = NULL;
@@ -190,6 +201,8 @@ int supervise(struct supervision *s, brig_error **err)
                         p[POLL_STDIN].fd = -1;
                 if (p[POLL_TIMER].revents)
                         on_timer(s, tfd, &term_sent);
+                if (p[POLL_EGRESS].revents)
+                        egress_dispatch(s->egress);
                 if (p[POLL_NOTIFY].revents & POLLIN) {
                         if (!on_notify(s, req, resp))
                                 p[POLL_NOTIFY].fd = -1;

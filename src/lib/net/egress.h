@@ -1,0 +1,66 @@
+/* egress.h — network egress through brig's proxy (src/lib/net/).
+ *
+ * In proxy mode the sandbox keeps its own network namespace with only
+ * loopback. Inside it, pid 1 creates listening sockets (HTTP proxy and
+ * SOCKS5, on 127.0.0.1 and ::1, fixed ports) and hands them to the
+ * supervisor, which serves them here, on the host side: every connection
+ * is judged by the host policy and the address classification, and every
+ * attempt is logged. Nothing listens on the host's own network. */
+#ifndef BRIG_EGRESS_H
+#define BRIG_EGRESS_H
+
+#include "internal.h"
+
+#include <jansson.h>
+
+/* Fixed, documented ports inside the sandbox. */
+#define BRIG_HTTP_PROXY_PORT 3128
+#define BRIG_SOCKS_PROXY_PORT 1080
+
+enum egress_listener_kind { EGRESS_HTTP = 0, EGRESS_SOCKS = 1 };
+
+/* ---- policy (built from flags and policy files; validated on entry) ----- */
+
+struct egress_policy;
+BRIG_INTERNAL int egress_policy_allow_host(struct egress_policy **ep, const char *pattern, brig_error **err);
+BRIG_INTERNAL int egress_policy_deny_host(struct egress_policy **ep, const char *pattern, brig_error **err);
+BRIG_INTERNAL int egress_policy_allow_cidr(struct egress_policy **ep, const char *cidr_port, brig_error **err);
+BRIG_INTERNAL int egress_policy_add_resolve(struct egress_policy **ep, const char *host_addr, brig_error **err);
+/* True when the policy allows anything at all (any allow rule). */
+BRIG_INTERNAL bool egress_policy_has_allows(const struct egress_policy *ep);
+/* For the report: the rules as JSON ({"allow_hosts": [...], ...}). */
+BRIG_INTERNAL json_t *egress_policy_json(const struct egress_policy *ep);
+BRIG_INTERNAL void egress_policy_free(struct egress_policy *ep);
+
+/* ---- inside the sandbox (pid 1, before it drops privileges) ------------- */
+
+/* Create the listening sockets in the sandbox's network namespace:
+ * HTTP on 127.0.0.1 and [::1] port BRIG_HTTP_PROXY_PORT, SOCKS5 on the
+ * same addresses port BRIG_SOCKS_PROXY_PORT (IPv6 ones skipped when ::1
+ * is unavailable). Fills fds/kinds, returns how many, or -errno. */
+BRIG_INTERNAL int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, brig_error **err);
+
+/* ---- the supervisor ------------------------------------------------------ */
+
+struct egress;
+/* Called for every attempt (allowed or refused) with one JSON object; the
+ * callee owns it. The object has at least: "event": "net", "decision"
+ * ("allow"|"deny"), "reason", "host" (or null), "address", "port",
+ * "protocol" ("http-connect"|"http"|"socks5"), and on close "bytes_up",
+ * "bytes_down". */
+typedef void (*egress_log_fn)(void *ctx, json_t *event);
+
+BRIG_INTERNAL struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, void *log_ctx,
+                                        brig_error **err);
+/* Take ownership of a listening socket the sandbox sent. */
+BRIG_INTERNAL int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind, brig_error **err);
+/* One fd (epoll) to poll for readability; then call egress_dispatch. */
+BRIG_INTERNAL int egress_poll_fd(const struct egress *e);
+/* Do all pending work without blocking (accept, relay, resolve, timers). */
+BRIG_INTERNAL void egress_dispatch(struct egress *e);
+/* Counts for the report: {"allowed": N, "denied": M, "destinations": [...]} */
+BRIG_INTERNAL json_t *egress_summary_json(const struct egress *e);
+/* Close every connection and listener. */
+BRIG_INTERNAL void egress_free(struct egress *e);
+
+#endif
