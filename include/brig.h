@@ -57,6 +57,12 @@ enum brig_bind_flags {
 /* Bind host path `src` at `dst` inside (dst NULL: same path). */
 BRIG_PUBLIC int brig_policy_add_bind(brig_policy *p, const char *src, const char *dst, unsigned flags,
                                      brig_error **err);
+/* Mount the workspace read-only (the "strict" profile). */
+BRIG_PUBLIC void brig_policy_set_workspace_readonly(brig_policy *p, bool readonly);
+/* Start the command in this directory inside (default: the workspace). */
+BRIG_PUBLIC int brig_policy_set_cwd(brig_policy *p, const char *dir, brig_error **err);
+/* Size of /dev/shm (default 64M; browsers want more). */
+BRIG_PUBLIC int brig_policy_set_shm_size(brig_policy *p, uint64_t size_bytes, brig_error **err);
 /* A tmpfs at `dst`; size_bytes 0 means brig's default tmpfs size. */
 BRIG_PUBLIC int brig_policy_add_tmpfs(brig_policy *p, const char *dst, uint64_t size_bytes, brig_error **err);
 BRIG_PUBLIC int brig_policy_set_tmp_size(brig_policy *p, uint64_t size_bytes, brig_error **err);
@@ -136,6 +142,20 @@ BRIG_PUBLIC int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_
 BRIG_PUBLIC int brig_policy_allow_cidr(brig_policy *p, const char *cidr_port, brig_error **err);
 /* "HOST:ADDR": resolve HOST to ADDR without DNS (like curl --resolve). */
 BRIG_PUBLIC int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **err);
+
+/* Policy files (docs/policy.md): apply FILE on top of p. On any error,
+ * which names file:line:column, p is left exactly as it was. */
+BRIG_PUBLIC int brig_policy_load_file(brig_policy *p, const char *path, brig_error **err);
+/* The same from a string; `name` is used in messages. */
+BRIG_PUBLIC int brig_policy_load_string(brig_policy *p, const char *name, const char *json, brig_error **err);
+/* Apply a built-in profile: default, strict, build, browser. */
+BRIG_PUBLIC int brig_policy_apply_profile(brig_policy *p, const char *profile, brig_error **err);
+/* NULL-terminated names of the built-in profiles (static storage). */
+BRIG_PUBLIC const char *const *brig_profile_names(void);
+/* The effective policy as JSON that loads back to the same policy (free()). */
+BRIG_PUBLIC char *brig_policy_to_json(const brig_policy *p, brig_error **err);
+/* In plain words: what a run with this policy can and cannot do (free()). */
+BRIG_PUBLIC char *brig_policy_explain(const brig_policy *p, brig_error **err);
 
 /* Write the audit stream (JSON lines: start, every refused or logged
  * syscall, end; docs/audit.md) to this file during the run. */

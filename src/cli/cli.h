@@ -6,6 +6,8 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_policy(int argc, char **argv);
+int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
 /* Print "brig: MESSAGE" and return the exit code the error carries. */
 int cli_fail(brig_error *err);

@@ -9,6 +9,7 @@ static const char usage[] =
         "usage: brig COMMAND [OPTIONS]\n"
         "\n"
         "  run [options] -- CMD [ARG...]   run CMD in a new sandbox (brig run --help)\n"
+        "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
 
@@ -29,6 +30,8 @@ int main(int argc, char **argv)
         const char *cmd = argv[1];
         if (strcmp(cmd, "run") == 0)
                 return cmd_run(argc - 1, argv + 1);
+        if (strcmp(cmd, "policy") == 0)
+                return cmd_policy(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -14,8 +14,14 @@
 static const char run_usage[] =
         "usage: brig run [OPTIONS] -- COMMAND [ARG...]\n"
         "\n"
+        "Policy (applied first, in order; every other flag wins over them):\n"
+        "  --profile NAME           a built-in profile: default, strict, build, browser\n"
+        "  --policy FILE            a JSON policy file (repeatable; later files win; also $BRIG_POLICY)\n"
         "Filesystem:\n"
         "  --workspace DIR          read-write workspace (default: current directory)\n"
+        "  --read-only-workspace    mount the workspace read-only\n"
+        "  --cwd DIR                start the command in DIR inside (default: the workspace)\n"
+        "  --shm-size SIZE          size of /dev/shm (default 64M)\n"
         "  --ro-bind SRC[:DST]      bind a host path read-only\n"
         "  --bind SRC[:DST]         bind a host path read-write\n"
         "  --tmpfs DST[:SIZE]       an empty tmpfs (default size 64M)\n"
@@ -64,7 +70,8 @@ enum {
         OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
-        OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE,
+        OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_POLICY, OPT_PROFILE,
+        OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE,
 };
 
 static const struct option options[] = {
@@ -106,6 +113,11 @@ static const struct option options[] = {
         { "deny-host", required_argument, NULL, OPT_DENY_HOST },
         { "allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR },
         { "resolve", required_argument, NULL, OPT_RESOLVE },
+        { "policy", required_argument, NULL, OPT_POLICY },
+        { "profile", required_argument, NULL, OPT_PROFILE },
+        { "read-only-workspace", no_argument, NULL, OPT_WORKSPACE_READONLY },
+        { "cwd", required_argument, NULL, OPT_CWD },
+        { "shm-size", required_argument, NULL, OPT_SHM_SIZE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
 };
@@ -331,6 +343,11 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 return with_flag("--seccomp-rule", err, r);
         }
         case OPT_ALLOW_DEGRADED: return brig_policy_allow_degraded(p, arg, err);
+        case OPT_WORKSPACE_READONLY: brig_policy_set_workspace_readonly(p, true); return 0;
+        case OPT_CWD: return with_flag("--cwd", err, brig_policy_set_cwd(p, arg, err));
+        case OPT_SHM_SIZE:
+                return with_flag("--shm-size", err, brig_parse_size(arg, &size, err) < 0 ? -1
+                                                    : brig_policy_set_shm_size(p, size, err));
         case OPT_NET:
                 if (strcmp(arg, "none") == 0) {
                         brig_policy_set_net_mode(p, BRIG_NET_NONE);
@@ -389,41 +406,71 @@ static void explain_bad_option(const char *arg)
         fprintf(stderr, "brig run: unknown option '%s' (see brig run --help)\n", arg);
 }
 
-int cmd_run(int argc, char **argv)
+/* The policy from BRIG_POLICY, --profile and --policy (in the order
+ * given), then every other flag: flags win over files wherever they stand
+ * on the command line. Returns 0 and the index of the first non-option,
+ * 1 after --help, or an exit code (> 1) after printing the error. */
+int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest)
 {
-        brig_policy *p = brig_policy_new();
         brig_error *err = NULL;
+        brig_policy *p = brig_policy_new();
+        *ret = NULL;
         if (!p) {
                 fprintf(stderr, "brig: out of memory\n");
                 return BRIG_EXIT_SETUP;
         }
-        int opt, code;
+        const char *env = getenv("BRIG_POLICY");
+        if (env && *env && brig_policy_load_file(p, env, &err) < 0) {
+                brig_policy_free(p);
+                return cli_fail(err);
+        }
+        int opt;
         opterr = 0;
-        optind = 1;
-        /* "+": stop at the first non-option so the command's own flags stay its own */
-        while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-                if (opt == 'h') {
-                        fputs(run_usage, stdout);
-                        brig_policy_free(p);
-                        return 0;
-                }
-                if (opt == '?') {
-                        explain_bad_option(argv[optind - 1]);
-                        brig_policy_free(p);
-                        return BRIG_EXIT_SETUP;
-                }
-                if (parse_option(p, opt, optarg, &err) < 0) {
-                        brig_policy_free(p);
-                        return err ? cli_fail(err) : BRIG_EXIT_SETUP;
+        for (int pass = 1; pass <= 2; pass++) {
+                optind = 0;  /* glibc: 0 restarts the scan from scratch */
+                /* "+": stop at the first non-option so the command's own flags stay its own */
+                while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+                        if (opt == 'h') {
+                                fputs(run_usage, stdout);
+                                brig_policy_free(p);
+                                return 1;
+                        }
+                        if (opt == '?') {
+                                explain_bad_option(argv[optind - 1]);
+                                brig_policy_free(p);
+                                return BRIG_EXIT_SETUP;
+                        }
+                        bool file = opt == OPT_POLICY || opt == OPT_PROFILE;
+                        if (file != (pass == 1))
+                                continue;
+                        int r = opt == OPT_POLICY    ? brig_policy_load_file(p, optarg, &err)
+                                : opt == OPT_PROFILE ? brig_policy_apply_profile(p, optarg, &err)
+                                                     : parse_option(p, opt, optarg, &err);
+                        if (r < 0) {
+                                brig_policy_free(p);
+                                return err ? cli_fail(err) : BRIG_EXIT_SETUP;
+                        }
                 }
         }
-        if (optind >= argc) {
+        *rest = optind;
+        *ret = p;
+        return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+        brig_policy *p;
+        int first, code = cli_policy_from_args(argc, argv, &p, &first);
+        if (code)
+                return code == 1 ? 0 : code;
+        if (first >= argc) {
                 fprintf(stderr, "brig run: no command given\n%s", run_usage);
                 brig_policy_free(p);
                 return BRIG_EXIT_SETUP;
         }
         brig_result res;
-        if (brig_run(p, argv + optind, &res, &err) < 0) {
+        brig_error *err = NULL;
+        if (brig_run(p, argv + first, &res, &err) < 0) {
                 code = cli_fail(err);
         } else {
                 code = res.exit_code;

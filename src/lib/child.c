@@ -173,6 +173,10 @@ static _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
+        if (plan->policy->cwd && chdir(plan->policy->cwd) < 0) {
+                brig_err(&err, errno, "cwd '%s'", plan->policy->cwd);
+                goto fail;
+        }
         if (rlimits_apply(plan, &err) < 0)
                 goto fail;
         /* Nested user namespaces are off (max_user_namespaces is 0 inside):

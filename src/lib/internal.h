@@ -127,6 +127,9 @@ enum degradable {
 
 struct brig_policy {
         char *workspace;             /* NULL: current directory at run time */
+        bool workspace_readonly;
+        char *cwd;                   /* NULL: the workspace */
+        uint64_t shm_size;
         struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
         size_t n_mounts;
         uint64_t tmp_size;

@@ -340,7 +340,7 @@ static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_f
         r = attach(pts, pts_target, "/dev/pts", err);
         if (r < 0)
                 return r;
-        _cleanup_close_ int shm = new_tmpfs(BRIG_DEV_SHM_SIZE, 01777, owner_uid(plan), owner_gid(plan),
+        _cleanup_close_ int shm = new_tmpfs(plan->policy->shm_size, 01777, owner_uid(plan), owner_gid(plan),
                                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
         if (shm < 0)
                 return shm;

@@ -253,7 +253,8 @@ static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error *
         struct mount_entry tmp = { .kind = MOUNT_TMPFS, .dst = "/tmp", .size = p->tmp_size, .mode = 01777 };
         struct mount_entry home = { .kind = MOUNT_TMPFS, .dst = plan->home, .size = p->home_size,
                                     .mode = 0700, .user_owned = true };
-        struct mount_entry ws = { .kind = MOUNT_BIND, .src = plan->workspace, .dst = plan->workspace };
+        struct mount_entry ws = { .kind = MOUNT_BIND, .src = plan->workspace, .dst = plan->workspace,
+                                  .readonly = p->workspace_readonly };
         if (push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0)
                 return brig_err(err, ENOMEM, "layout");
         for (size_t i = 0; i < p->n_mounts; i++)

@@ -55,6 +55,7 @@ brig_policy *brig_policy_new(void)
                 return NULL;
         p->tmp_size = BRIG_DEFAULT_TMP_SIZE;
         p->home_size = BRIG_DEFAULT_HOME_SIZE;
+        p->shm_size = BRIG_DEV_SHM_SIZE;
         p->limits.memory = BRIG_DEFAULT_MEMORY;
         p->limits.pids = BRIG_DEFAULT_PIDS;
         p->limits.nofile = BRIG_DEFAULT_NOFILE;
@@ -73,6 +74,7 @@ void brig_policy_free(brig_policy *p)
         if (!p)
                 return;
         free(p->workspace);
+        free(p->cwd);
         for (size_t i = 0; i < p->n_mounts; i++) {
                 free(p->mounts[i].src);
                 free(p->mounts[i].dst);
@@ -115,6 +117,30 @@ int brig_policy_set_workspace(brig_policy *p, const char *dir, brig_error **err)
                 return r;
         free(p->workspace);
         p->workspace = n;
+        return 0;
+}
+
+void brig_policy_set_workspace_readonly(brig_policy *p, bool readonly)
+{
+        p->workspace_readonly = readonly;
+}
+
+int brig_policy_set_cwd(brig_policy *p, const char *dir, brig_error **err)
+{
+        char *n = NULL;
+        int r = absolute_path("cwd", dir, &n, err);
+        if (r < 0)
+                return r;
+        free(p->cwd);
+        p->cwd = n;
+        return 0;
+}
+
+int brig_policy_set_shm_size(brig_policy *p, uint64_t size_bytes, brig_error **err)
+{
+        if (size_bytes < 4096)
+                return brig_err(err, EINVAL, "shm size %llu is below one page", (unsigned long long)size_bytes);
+        p->shm_size = size_bytes;
         return 0;
 }
 

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include "seccomp_filter.h"
 
+#include <jansson.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -268,6 +269,7 @@ struct cond {
 struct seccomp_rule {
         char *name;       /* a syscall or an @group, as written (conditions included) */
         char *target;     /* the syscall or @group alone */
+        char *action_text;  /* as written, for `brig policy show` */
         uint32_t action;  /* SCMP_ACT_* or brig's own (ACT_LOG, ACT_DENY_LOG) */
         struct cond conds[MAX_CONDS];
         unsigned n_conds; /* all must hold */
@@ -445,7 +447,10 @@ int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char 
         if (!copy)
                 return brig_err(err, ENOMEM, "syscall rule");
         struct seccomp_rule *rule = &p->rules[p->n++];
-        *rule = (struct seccomp_rule){ .name = copy, .target = TAKE_PTR(target), .action = act, .n_conds = n_conds };
+        *rule = (struct seccomp_rule){ .name = copy, .target = TAKE_PTR(target), .action = act, .n_conds = n_conds,
+                                       .action_text = strdup(action) };
+        if (!rule->action_text)
+                return brig_err(err, ENOMEM, "syscall rule");
         memcpy(rule->conds, conds, n_conds * sizeof *conds);
         return 0;
 }
@@ -457,6 +462,7 @@ void seccomp_policy_free(struct seccomp_policy *sp)
         for (size_t i = 0; i < sp->n; i++) {
                 free(sp->rules[i].name);
                 free(sp->rules[i].target);
+                free(sp->rules[i].action_text);
         }
         free(sp->rules);
         free(sp);
@@ -1095,4 +1101,13 @@ char *seccomp_syscall_name(int nr)
 {
         char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
         return name ? name : brig_strdup_printf("syscall_%d", nr);
+}
+
+json_t *seccomp_policy_json(const struct seccomp_policy *sp)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; sp && i < sp->n; i++)
+                json_array_append_new(a, json_pack("{s:s, s:s}", "name", sp->rules[i].name, "action",
+                                                   sp->rules[i].action_text));
+        return a;
 }

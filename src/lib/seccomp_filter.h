@@ -9,6 +9,9 @@
 BRIG_INTERNAL int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char *action,
                                      brig_error **err);
 BRIG_INTERNAL void seccomp_policy_free(struct seccomp_policy *sp);
+/* The user's rules as [{"name": ..., "action": ...}], as written. */
+#include <jansson.h>
+BRIG_INTERNAL json_t *seccomp_policy_json(const struct seccomp_policy *sp);
 
 /* In the supervisor, before clone: the default profile plus the policy's
  * rules, compiled (or taken from the cache) into plan->seccomp_prog. */

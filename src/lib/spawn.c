@@ -217,7 +217,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                         goto out;
                 }
         }
-        if (plan.idmap_workspace) {
+        if (plan.idmap_workspace && !p->workspace_readonly) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
                         goto out;

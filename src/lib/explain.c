@@ -1,0 +1,143 @@
+/* explain.c — `brig policy explain`: what a run with this policy can and
+ * cannot do, in plain words, from the same plan a run would use. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "net/egress.h"
+#include "seccomp_filter.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static void human_size(FILE *out, uint64_t bytes)
+{
+        if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
+                fprintf(out, "%llu GiB", (unsigned long long)(bytes >> 30));
+        else if (bytes >= (1ULL << 20))
+                fprintf(out, "%llu MiB", (unsigned long long)(bytes >> 20));
+        else
+                fprintf(out, "%llu bytes", (unsigned long long)bytes);
+}
+
+static void files(FILE *out, const struct run_plan *plan)
+{
+        fprintf(out, "Files\n  readable, not writable:\n");
+        for (size_t i = 0; i < plan->n_mounts; i++)
+                if (plan->mounts[i].kind == MOUNT_BIND && plan->mounts[i].readonly)
+                        fprintf(out, "    %s%s%s\n", plan->mounts[i].dst,
+                                strcmp(plan->mounts[i].src, plan->mounts[i].dst) ? "  (from the host's " : "",
+                                strcmp(plan->mounts[i].src, plan->mounts[i].dst) ? plan->mounts[i].src : "");
+        fprintf(out, "  writable:\n");
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                if (m->kind == MOUNT_BIND && !m->readonly) {
+                        fprintf(out, "    %s  (the host's %s: changes stay)\n", m->dst, m->src);
+                } else if (m->kind == MOUNT_TMPFS) {
+                        fprintf(out, "    %s  (empty, in memory, at most ", m->dst);
+                        human_size(out, m->size);
+                        fprintf(out, "; gone after the run)\n");
+                }
+        }
+        fprintf(out, "  hidden (secrets inside granted directories; they look empty):\n");
+        if (plan->masks.n == 0)
+                fprintf(out, "    (none inside the grants)\n");
+        for (size_t i = 0; i < plan->masks.n; i++)
+                fprintf(out, "    %s\n", plan->masks.items[i]);
+        fprintf(out, "  everything else on the host is absent, including your real home (%s is empty)\n",
+                plan->home);
+}
+
+static void network(FILE *out, const struct run_plan *plan)
+{
+        fprintf(out, "Network\n");
+        switch (plan->net_mode) {
+        case BRIG_NET_NONE:
+                fprintf(out, "  none: only the sandbox's own loopback; nothing outside is reachable\n");
+                break;
+        case BRIG_NET_HOST:
+                fprintf(out, "  HOST: the host's network, with no control at all (WARNING)\n");
+                break;
+        case BRIG_NET_PROXY: {
+                fprintf(out, "  only through brig's logging proxy (HTTP_PROXY, ALL_PROXY are set inside);\n"
+                             "  loopback, private, link-local and metadata addresses stay closed unless allowed\n");
+                json_t *rules = egress_policy_json(plan->policy->egress);
+                const char *key;
+                json_t *v;
+                json_object_foreach(rules, key, v) {
+                        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                        fprintf(out, "  %s: %s\n", key, text ? text : "?");
+                        free(text);
+                }
+                json_decref(rules);
+                break;
+        }
+        }
+}
+
+static void limits(FILE *out, const struct run_plan *plan)
+{
+        const struct limits *l = &plan->limits;
+        fprintf(out, "Limits\n  memory: ");
+        if (l->memory)
+                human_size(out, l->memory), fprintf(out, ", no swap\n");
+        else
+                fprintf(out, "no limit\n");
+        fprintf(out, "  processes: %s", l->pids ? "" : "no limit\n");
+        if (l->pids)
+                fprintf(out, "%llu\n", (unsigned long long)l->pids);
+        if (l->cpus_millis)
+                fprintf(out, "  CPU: %.2f cores\n", (double)l->cpus_millis / 1000.0);
+        if (l->timeout_ms)
+                fprintf(out, "  wall clock: %llu s, then SIGTERM to everything (SIGKILL %llu ms later)\n",
+                        (unsigned long long)(l->timeout_ms / 1000), (unsigned long long)l->kill_after_ms);
+        else
+                fprintf(out, "  wall clock: no limit\n");
+        fprintf(out, "  open files per process: %llu; core dumps: off\n", (unsigned long long)l->nofile);
+        if (l->required)
+                fprintf(out, "  cgroup limits are required: brig refuses to run without them\n");
+}
+
+static void syscalls(FILE *out, const struct run_plan *plan)
+{
+        fprintf(out, "System calls and privileges\n"
+                     "  never root on the host; no capabilities; setuid binaries inert; no new namespaces\n"
+                     "  refused: mount, ptrace, bpf, keyrings, io_uring, userfaultfd, kexec and modules,\n"
+                     "  clock setters, raw sockets, terminal injection, setuid bits, 32-bit syscalls\n");
+        json_t *rules = seccomp_policy_json(plan->policy->seccomp);
+        size_t i;
+        json_t *r;
+        json_array_foreach(rules, i, r)
+                fprintf(out, "  your rule: %s -> %s\n", json_string_value(json_object_get(r, "name")),
+                        json_string_value(json_object_get(r, "action")));
+        json_decref(rules);
+}
+
+char *brig_policy_explain(const brig_policy *p, brig_error **err)
+{
+        static char *const argv[] = { "sh", NULL };
+        struct run_plan plan = RUN_PLAN_INIT;
+        if (plan_build(&plan, p, argv, err) < 0) {
+                plan_free(&plan);
+                return NULL;
+        }
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        if (!out) {
+                plan_free(&plan);
+                brig_err(err, errno, "explain");
+                return NULL;
+        }
+        fprintf(out, "A run in %s (the workspace, %s) runs as uid %u inside (host uid %u).\n\n", plan.workspace,
+                p->workspace_readonly ? "read-only" : "read-write", plan.sandbox_uid, plan.host_uid);
+        files(out, &plan);
+        fputc('\n', out);
+        network(out, &plan);
+        fputc('\n', out);
+        limits(out, &plan);
+        fputc('\n', out);
+        syscalls(out, &plan);
+        fclose(out);
+        plan_free(&plan);
+        return buf;
+}

@@ -1,0 +1,186 @@
+/* net.h — shared declarations of the egress module's parts (not the
+ * contract: that is egress.h). The policy, the address classifier and the
+ * two protocol parsers are pure functions over memory, so the unit tests
+ * and fuzz targets can drive them without sockets. */
+#ifndef BRIG_NET_H
+#define BRIG_NET_H
+
+#include "net/egress.h"
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define EGRESS_HOST_MAX 253  /* a DNS name's longest text form */
+
+/* ---- addresses ----------------------------------------------------------- */
+
+/* An IPv4 address is kept as its IPv4-mapped IPv6 form (::ffff:a.b.c.d)
+ * tagged family AF_INET, so every range check has one representation. */
+struct net_addr {
+        int family;           /* AF_INET or AF_INET6 */
+        uint8_t b[16];
+};
+
+BRIG_INTERNAL void net_addr_from_v4(struct net_addr *a, const uint8_t v4[4]);
+BRIG_INTERNAL void net_addr_from_sockaddr(struct net_addr *a, const struct sockaddr *sa);
+BRIG_INTERNAL void net_addr_to_sockaddr(const struct net_addr *a, uint16_t port, struct sockaddr_storage *ss,
+                                        socklen_t *len);
+/* "192.0.2.1" or "2001:db8::1" (no brackets). */
+BRIG_INTERNAL void net_addr_format(const struct net_addr *a, char *buf, size_t size);
+/* Strict literal: dotted quad or IPv6 text (brackets allowed). */
+BRIG_INTERNAL bool net_addr_parse(const char *s, struct net_addr *a);
+/* What a client may send as a host: also the legacy IPv4 spellings that
+ * resolvers and browsers accept (0x7f000001, 2130706433, 127.1, 0177.0.0.1),
+ * which must be judged as the address they denote, never as a name. */
+BRIG_INTERNAL bool net_addr_parse_lenient(const char *s, struct net_addr *a);
+
+/* ---- classification (classify.c) ---------------------------------------- */
+
+enum addr_class {
+        ADDR_PUBLIC = 0,
+        ADDR_LOOPBACK,
+        ADDR_UNSPECIFIED,
+        ADDR_PRIVATE,
+        ADDR_CGNAT,
+        ADDR_LINK_LOCAL,
+        ADDR_METADATA,
+        ADDR_ULA,
+        ADDR_MULTICAST,
+        ADDR_BROADCAST,
+        ADDR_RESERVED,
+        ADDR_THIS_NETWORK,
+        ADDR_DOCUMENTATION,
+        ADDR_BENCHMARKING,
+};
+
+/* The class of an address; IPv4 embedded in IPv6 (mapped, NAT64, 6to4,
+ * compatible) is judged by the embedded IPv4 address. */
+BRIG_INTERNAL enum addr_class egress_classify(const struct net_addr *a);
+BRIG_INTERNAL const char *addr_class_name(enum addr_class c);
+
+/* ---- policy (policy.c) --------------------------------------------------- */
+
+/* Lowercase, drop one trailing dot, check the syntax of a DNS name.
+ * Returns false for anything that is not a plausible host name. */
+BRIG_INTERNAL bool egress_host_normalize(const char *in, size_t len, char out[EGRESS_HOST_MAX + 1]);
+/* Pattern `pattern` ("pypi.org", "*.example.org") names `host`? */
+BRIG_INTERNAL bool egress_pattern_match(const char *pattern, const char *host);
+
+struct egress_verdict {
+        bool allow;
+        char reason[160];     /* the rule or class; for the log and the 403 */
+};
+
+/* The name check, before any DNS: is `host` (normalized) allowed on `port`? */
+BRIG_INTERNAL void egress_judge_host(const struct egress_policy *ep, const char *host, uint16_t port,
+                                     struct egress_verdict *v);
+/* The address check, for every resolved or literal address. `named` says
+ * whether a host rule already allowed the name this address came from. */
+BRIG_INTERNAL void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port,
+                                     bool named, struct egress_verdict *v);
+/* --resolve answers for `host`; returns how many were copied to out. */
+BRIG_INTERNAL size_t egress_policy_resolve(const struct egress_policy *ep, const char *host, struct net_addr *out,
+                                           size_t max);
+
+/* ---- HTTP (http.c) ------------------------------------------------------- */
+
+#define HTTP_HEAD_MAX 16384   /* bigger request heads get 431 */
+
+enum http_target_kind { HTTP_CONNECT, HTTP_FORWARD };
+
+struct http_request {
+        enum http_target_kind kind;
+        char method[16];
+        char host[EGRESS_HOST_MAX + 3];  /* as sent (brackets stripped), not yet normalized */
+        uint16_t port;
+        size_t head_len;      /* bytes of the request head, up to and including the blank line */
+        /* HTTP_FORWARD: the path ("/..." or "*") inside the buffer */
+        size_t path_off, path_len;
+        int minor;            /* HTTP/1.minor */
+};
+
+/* Parse a request head from buf[0..len). Returns 1 when complete (req
+ * filled), 0 when more bytes are needed, or -status (400, 405, 414, 431,
+ * 501, 505) with *why a static reason. Never reads past len. */
+BRIG_INTERNAL int http_parse_request(const char *buf, size_t len, struct http_request *req, const char **why);
+/* The head to send upstream: origin-form request line, the client's
+ * headers minus the hop-by-hop ones, and "Connection: close". Returns a
+ * malloc'ed buffer and its length in *out_len, or NULL. */
+BRIG_INTERNAL char *http_rewrite_request(const char *buf, const struct http_request *req, size_t *out_len);
+
+/* ---- SOCKS5 (socks5.c) --------------------------------------------------- */
+
+enum {
+        SOCKS_OK = 0x00,
+        SOCKS_GENERAL_FAILURE = 0x01,
+        SOCKS_NOT_ALLOWED = 0x02,
+        SOCKS_NET_UNREACHABLE = 0x03,
+        SOCKS_HOST_UNREACHABLE = 0x04,
+        SOCKS_CONN_REFUSED = 0x05,
+        SOCKS_TTL_EXPIRED = 0x06,
+        SOCKS_CMD_UNSUPPORTED = 0x07,
+        SOCKS_ATYP_UNSUPPORTED = 0x08,
+};
+
+/* The method selection message. Returns bytes consumed (>0), 0 for more,
+ * -1 when it is not SOCKS5 at all. *no_auth: the client offers "no auth". */
+BRIG_INTERNAL int socks5_parse_greeting(const uint8_t *buf, size_t len, bool *no_auth);
+
+struct socks5_request {
+        uint8_t cmd;          /* 1 CONNECT, 2 BIND, 3 UDP ASSOCIATE */
+        bool is_name;
+        char host[256];       /* a domain as sent (NUL-terminated) */
+        struct net_addr addr; /* when !is_name */
+        uint16_t port;
+};
+
+/* The request. Returns bytes consumed (>0), 0 for more, or -reply code
+ * (SOCKS_CMD_UNSUPPORTED, SOCKS_ATYP_UNSUPPORTED, SOCKS_GENERAL_FAILURE)
+ * to answer with before closing. A non-CONNECT command parses fine
+ * (cmd tells); the caller refuses it. */
+BRIG_INTERNAL int socks5_parse_request(const uint8_t *buf, size_t len, struct socks5_request *req);
+/* A 10-byte reply (IPv4 0.0.0.0:0 as the bound address). */
+BRIG_INTERNAL void socks5_reply(uint8_t out[10], uint8_t code);
+
+/* ---- DNS (dns.c): c-ares driven by the egress epoll --------------------- */
+
+struct dns;
+typedef void (*dns_done_fn)(void *ctx, int status, const struct net_addr *addrs, size_t n);
+BRIG_INTERNAL struct dns *dns_new(int epfd, brig_error **err);
+/* The callback may run before dns_resolve returns (hosts file, errors).
+ * Returns a token to cancel with (the callback then never runs). */
+BRIG_INTERNAL void *dns_resolve(struct dns *d, const char *host, dns_done_fn done, void *ctx);
+BRIG_INTERNAL void dns_cancel(void *token);
+BRIG_INTERNAL void dns_on_event(struct dns *d, int fd, uint32_t events);
+BRIG_INTERNAL void dns_on_timer(struct dns *d);
+/* Milliseconds until c-ares needs dns_on_timer, or -1 for never. */
+BRIG_INTERNAL int dns_timeout_ms(struct dns *d);
+BRIG_INTERNAL void dns_free(struct dns *d);
+/* epoll tags: the dns slots are addressed by this tag in epoll data. */
+BRIG_INTERNAL bool dns_owns(struct dns *d, void *tag, int *fd);
+
+/* ---- relay (relay.c): one direction of a connection --------------------- */
+
+struct flow {
+        int from, to;
+        int pipe[2];          /* splice path; -1 until made, or when unavailable */
+        size_t in_pipe;
+        char *buf;            /* bytes to send first (reply, request head), then the fallback buffer */
+        size_t off, len, cap;
+        bool eof;             /* `from` reached end of stream */
+        bool shut;            /* shutdown(to, SHUT_WR) done */
+        uint64_t bytes;       /* delivered to `to` */
+};
+
+enum flow_state { FLOW_WANT_READ, FLOW_WANT_WRITE, FLOW_DONE, FLOW_ERROR };
+
+BRIG_INTERNAL void flow_init(struct flow *f, int from, int to);
+/* Queue bytes to be sent before anything relayed (copied). */
+BRIG_INTERNAL int flow_prepend(struct flow *f, const void *data, size_t len);
+/* Move what can move now without blocking; tells what it waits for. */
+BRIG_INTERNAL enum flow_state flow_pump(struct flow *f);
+BRIG_INTERNAL void flow_free(struct flow *f);
+
+#endif
