@@ -115,6 +115,40 @@ static void explain(brig_result *res, const struct limits *l, const struct cgrou
         }
 }
 
+/* Output files are opened before any sandboxed code runs, so nothing
+ * inside can redirect them (output_open). */
+static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audit **audit, brig_error **err)
+{
+        if (p->report_path) {
+                plan->report_fd = output_open(p->report_path, "report", false, err);
+                if (plan->report_fd < 0)
+                        return plan->report_fd;
+        }
+        if (p->audit_path) {
+                plan->audit_fd = output_open(p->audit_path, "audit", true, err);
+                if (plan->audit_fd < 0)
+                        return plan->audit_fd;
+                *audit = audit_new(plan->audit_fd);
+                if (!*audit)
+                        return brig_err(err, ENOMEM, "audit");
+        }
+        return 0;
+}
+
+/* The child exists: put it in its cgroups, write its maps, let it go. */
+static int release_child(struct run_plan *plan, struct cgroup *cg, pid_t pid, int sync_fd, brig_error **err)
+{
+        /* v1 hierarchies have no CLONE_INTO_CGROUP: move the child in
+         * before it is told to go, so no untrusted code runs unlimited. */
+        int r = cgroup_attach(cg, pid, false, err);
+        if (r == 0)
+                r = userns_write_maps(pid, plan, err);
+        struct sync_msg go = { .type = SYNC_GO };
+        if (r == 0 && sync_send(sync_fd, &go) < 0)
+                r = brig_err(err, errno, "start the sandbox");
+        return r;
+}
+
 /* The sandbox's messages become the result, or the error. */
 static int collect(const struct supervision *s, brig_result *res, brig_error **err)
 {
@@ -163,25 +197,10 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         result->memory_peak_bytes = result->pids_peak = -1;
 
         struct audit *audit = NULL;
-        /* Output files are opened now, before any sandboxed code runs, so
-         * nothing inside can redirect them. */
-        if (p->report_path) {
-                plan.report_fd = output_open(p->report_path, "report", false, err);
-                if (plan.report_fd < 0)
-                        return plan.report_fd;
-        }
-        if (p->audit_path) {
-                plan.audit_fd = output_open(p->audit_path, "audit", true, err);
-                if (plan.audit_fd < 0) {
-                        r = plan.audit_fd;
-                        plan_free(&plan);
-                        return r;
-                }
-                audit = audit_new(plan.audit_fd);
-                if (!audit) {
-                        plan_free(&plan);
-                        return brig_err(err, ENOMEM, "audit");
-                }
+        r = open_outputs(&plan, p, &audit, err);
+        if (r < 0) {
+                plan_free(&plan);
+                return r;
         }
         /* 1. The policy becomes a checked plan: paths resolved, layout
          *    sorted, secrets found, user and environment decided. */
@@ -262,22 +281,9 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
-        /* v1 hierarchies have no CLONE_INTO_CGROUP: move the child in
-         * before it is told to go, so no untrusted code runs unlimited. */
-        r = cgroup_attach(cg, pid, false, err);
-        if (r == 0)
-                r = userns_write_maps(pid, &plan, err);
-        if (r < 0) {
-                sys_pidfd_send_signal(pidfd, SIGKILL);
-                waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
+        r = release_child(&plan, cg, pid, sv[0], err);
+        if (r < 0)
                 goto out;
-        }
-        struct sync_msg go = { .type = SYNC_GO };
-        if (sync_send(sv[0], &go) < 0) {
-                r = brig_err(err, errno, "start the sandbox");
-                waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
-                goto out;
-        }
 
         /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
         sup.pidfd = pidfd;
@@ -292,6 +298,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         r = supervise(&sup, err);
         if (r < 0)
                 goto out;
+        closep(&pidfd);  /* reaped by supervise() */
         getrusage(RUSAGE_CHILDREN, &after);
         result->cpu_user_ms = timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime);
         result->cpu_system_ms = timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime);
@@ -307,6 +314,12 @@ out:
         if (err && *err && result->exit_code == 0)
                 result->exit_code = (*err)->exit_code;
         result->duration_ms = now_ms() - start;
+        if (pidfd >= 0) {
+                /* Failed while the sandbox lives: take it down (its pid 1
+                 * takes everything inside with it) and reap it. */
+                sys_pidfd_send_signal(pidfd, SIGKILL);
+                waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
+        }
         if (mask_saved)
                 sigprocmask(SIG_SETMASK, &saved, NULL);
         terminal_close(term);
