@@ -21,6 +21,14 @@ void net_addr_from_v4(struct net_addr *a, const uint8_t v4[4])
         memcpy(a->b + 12, v4, 4);
 }
 
+/* ::ffff:a.b.c.d is a.b.c.d on the wire: one form, so an IPv4 CIDR rule
+ * or class applies to both spellings alike. */
+static void net_addr_canonical(struct net_addr *a)
+{
+        if (a->family == AF_INET6 && memcmp(a->b, v4mapped_prefix, 12) == 0)
+                a->family = AF_INET;
+}
+
 void net_addr_from_sockaddr(struct net_addr *a, const struct sockaddr *sa)
 {
         if (sa->sa_family == AF_INET) {
@@ -30,6 +38,7 @@ void net_addr_from_sockaddr(struct net_addr *a, const struct sockaddr *sa)
                 const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
                 a->family = AF_INET6;
                 memcpy(a->b, &in6->sin6_addr, 16);
+                net_addr_canonical(a);
         }
 }
 
@@ -77,6 +86,7 @@ bool net_addr_parse(const char *s, struct net_addr *a)
                 return false;
         if (inet_pton(AF_INET6, s, a->b) == 1) {
                 a->family = AF_INET6;
+                net_addr_canonical(a);
                 return true;
         }
         return false;
@@ -179,7 +189,7 @@ enum addr_class egress_classify(const struct net_addr *a)
                 return ADDR_LOOPBACK;
         if (memcmp(b, zero, 12) == 0)  /* deprecated IPv4-compatible ::a.b.c.d */
                 return classify_v4(b + 12);
-        static const uint8_t ec2_metadata[16] = { 0xfd, 0x00, 0x0e, 0xc2, [15] = 0x54 };
+        static const uint8_t ec2_metadata[16] = { 0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54 };
         if (memcmp(b, ec2_metadata, 16) == 0)
                 return ADDR_METADATA;
         if (b[0] == 0xff)

@@ -1,92 +1,915 @@
-/* egress.c — TEMPORARY placeholder while the proxy is written (issue 5):
- * refuses every rule, so nothing pretends to be reachable. */
+/* egress.c — the proxy's event loop and connection life cycle.
+ *
+ * One epoll fd holds the listeners the sandbox sent, every client and
+ * upstream socket, c-ares's sockets and a timerfd (idle and handshake
+ * timeouts). The supervisor polls it and calls egress_dispatch(), which
+ * never blocks. A connection goes:
+ *
+ *   REQUEST    read the HTTP head or the SOCKS5 greeting and request
+ *   RESOLVING  name allowed by the host rules: c-ares (or --resolve)
+ *   CONNECTING to the first answer that passed the address check
+ *   RELAY      bytes both ways until both sides are done
+ *   REFUSING   a refusal (403, SOCKS 0x02, ...) is flushed, then closed
+ *
+ * The name is judged before any DNS query, so a refused name never leaks
+ * into a resolver; every answer is classified, and the proxy connects to
+ * exactly the address it checked (no second lookup: no DNS rebinding). */
 #define _GNU_SOURCE
-#include "net/egress.h"
+#include "net/net.h"
 
-int egress_policy_allow_host(struct egress_policy **ep, const char *pattern, brig_error **err)
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+
+#define EGRESS_MAX_CONNS 8192
+#define HANDSHAKE_TIMEOUT_MS 30000   /* request head, DNS and connect, from accept */
+#define IDLE_TIMEOUT_MS 300000       /* a relay with no byte either way */
+#define DRAIN_TIMEOUT_MS 2000        /* reading what a refused client still sends */
+#define MAX_CANDIDATES 16
+#define MAX_DESTINATIONS 256
+#define SOCKS_IN_MAX 600             /* greeting (257) + request (262), with room */
+
+enum watch_kind { W_LISTENER, W_TIMER, W_CLIENT, W_UPSTREAM };
+
+struct watch {
+        enum watch_kind kind;
+        int fd;
+        uint32_t events;
+        bool registered;
+};
+
+struct listener {
+        struct watch w;
+        enum egress_listener_kind kind;
+        bool paused;          /* out of descriptors: resumed by the timer */
+        struct listener *next;
+};
+
+enum conn_state { C_REQUEST, C_RESOLVING, C_CONNECTING, C_RELAY, C_REFUSING, C_DEAD };
+
+struct conn {
+        struct egress *e;
+        struct conn *prev, *next;
+        struct watch cw, uw;  /* client, upstream */
+        enum egress_listener_kind kind;
+        enum conn_state state;
+        const char *protocol;
+        char method[16];
+        char *in;             /* the request as read so far */
+        size_t in_len, in_cap, in_used;
+        bool greeted;         /* SOCKS: method selection done */
+        struct http_request req;
+        bool forward;         /* plain http: one request, closed after the response */
+        char host[EGRESS_HOST_MAX + 1];  /* normalized name, "" for a literal */
+        char why[160];        /* the host rule that allowed the name */
+        uint16_t port;
+        struct net_addr cands[MAX_CANDIDATES];
+        size_t n_cands, next_cand;
+        int connected;        /* index into cands, -1 while none */
+        int last_errno;
+        bool allowed;         /* an allow was logged: a close event follows */
+        void *dns;
+        struct flow up, down;
+        uint64_t started_ms, last_ms;
+};
+
+struct dest {
+        char *host;
+        uint16_t port;
+        bool allowed;
+        uint64_t count;
+};
+
+struct egress {
+        const struct egress_policy *policy;
+        egress_log_fn log;
+        void *log_ctx;
+        int epfd;
+        struct watch timer;
+        bool timer_armed;
+        struct dns *dns;
+        struct listener *listeners;
+        struct conn *conns, *dead;
+        size_t n_conns;
+        uint64_t allowed, denied, bytes_up, bytes_down;
+        struct dest *dests;
+        size_t n_dests;
+        bool dests_truncated;
+};
+
+#define conn_of(w, member) ((struct conn *)((char *)(w) - offsetof(struct conn, member)))
+
+static uint64_t now_ms(void)
 {
-        (void)ep;
-        return brig_err(err, ENOSYS, "--allow-host '%s': network egress is not implemented yet", pattern);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int egress_policy_deny_host(struct egress_policy **ep, const char *pattern, brig_error **err)
+static void set_interest(struct egress *e, struct watch *w, uint32_t want)
 {
-        (void)ep;
-        return brig_err(err, ENOSYS, "--deny-host '%s': network egress is not implemented yet", pattern);
+        if (w->fd < 0)
+                return;
+        /* Deregister rather than wait with no events: epoll reports HUP and
+         * ERR regardless of the mask, and level-triggered that would spin. */
+        if (!want) {
+                if (w->registered)
+                        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+                w->registered = false;
+                return;
+        }
+        if (w->registered && w->events == want)
+                return;
+        struct epoll_event ev = { .events = want, .data.ptr = w };
+        if (epoll_ctl(e->epfd, w->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, w->fd, &ev) == 0) {
+                w->registered = true;
+                w->events = want;
+        }
 }
 
-int egress_policy_allow_cidr(struct egress_policy **ep, const char *cidr_port, brig_error **err)
+static void unwatch(struct egress *e, struct watch *w)
 {
-        (void)ep;
-        return brig_err(err, ENOSYS, "--allow-cidr '%s': network egress is not implemented yet", cidr_port);
+        set_interest(e, w, 0);
+        if (w->fd >= 0)
+                close(w->fd);
+        w->fd = -1;
 }
 
-int egress_policy_add_resolve(struct egress_policy **ep, const char *host_addr, brig_error **err)
+/* ---- log and summary ------------------------------------------------------- */
+
+static void count_destination(struct egress *e, const char *name, uint16_t port, bool allowed)
 {
-        (void)ep;
-        return brig_err(err, ENOSYS, "--resolve '%s': network egress is not implemented yet", host_addr);
+        for (size_t i = 0; i < e->n_dests; i++)
+                if (e->dests[i].port == port && e->dests[i].allowed == allowed && strcmp(e->dests[i].host, name) == 0) {
+                        e->dests[i].count++;
+                        return;
+                }
+        if (e->n_dests == MAX_DESTINATIONS) {  /* bounded memory, and say so */
+                e->dests_truncated = true;
+                return;
+        }
+        struct dest *grown = realloc(e->dests, (e->n_dests + 1) * sizeof *grown);
+        char *copy = strdup(name);
+        if (!grown || !copy) {
+                free(copy);
+                if (grown)
+                        e->dests = grown;
+                return;
+        }
+        e->dests = grown;
+        e->dests[e->n_dests++] = (struct dest){ .host = copy, .port = port, .allowed = allowed, .count = 1 };
 }
 
-bool egress_policy_has_allows(const struct egress_policy *ep)
+static json_t *event_base(struct conn *c, const char *decision, const char *reason, const struct net_addr *addr)
 {
-        (void)ep;
-        return false;
+        char text[INET6_ADDRSTRLEN];
+        if (addr)
+                net_addr_format(addr, text, sizeof text);
+        json_t *o = json_pack("{s:s, s:s, s:s}", "event", "net", "decision", decision, "protocol", c->protocol);
+        json_object_set_new(o, "host", c->host[0] ? json_string(c->host) : json_null());
+        json_object_set_new(o, "address", addr ? json_string(text) : json_null());
+        json_object_set_new(o, "port", c->port ? json_integer(c->port) : json_null());
+        if (reason)
+                json_object_set_new(o, "reason", json_string(reason));
+        if (c->method[0])
+                json_object_set_new(o, "method", json_string(c->method));
+        return o;
 }
 
-json_t *egress_policy_json(const struct egress_policy *ep)
+/* Every attempt, allowed or not, is one "net" event and one count. */
+static void log_decision(struct conn *c, bool allow, const char *reason, const struct net_addr *addr)
 {
-        (void)ep;
-        return json_object();
+        struct egress *e = c->e;
+        allow ? e->allowed++ : e->denied++;
+        char text[INET6_ADDRSTRLEN] = "";
+        if (addr)
+                net_addr_format(addr, text, sizeof text);
+        count_destination(e, c->host[0] ? c->host : addr ? text : "?", c->port, allow);
+        c->allowed = allow;
+        if (!e->log)
+                return;
+        json_t *o = event_base(c, allow ? "allow" : "deny", reason, addr);
+        json_object_set_new(o, "phase", json_string("connect"));
+        e->log(e->log_ctx, o);
 }
 
-void egress_policy_free(struct egress_policy *ep)
+static void log_close(struct conn *c)
 {
-        (void)ep;
+        struct egress *e = c->e;
+        e->bytes_up += c->up.bytes;
+        e->bytes_down += c->down.bytes;
+        if (!e->log)
+                return;
+        const struct net_addr *a = c->connected >= 0 ? &c->cands[c->connected] : c->n_cands ? &c->cands[0] : NULL;
+        json_t *o = event_base(c, "allow", NULL, a);
+        json_object_set_new(o, "phase", json_string("close"));
+        json_object_set_new(o, "bytes_up", json_integer((json_int_t)c->up.bytes));
+        json_object_set_new(o, "bytes_down", json_integer((json_int_t)c->down.bytes));
+        json_object_set_new(o, "duration_ms", json_integer((json_int_t)(now_ms() - c->started_ms)));
+        if (c->connected < 0)
+                json_object_set_new(o, "error", json_string(c->last_errno ? strerror(c->last_errno) : "closed"));
+        e->log(e->log_ctx, o);
 }
 
-int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, brig_error **err)
+/* ---- connection life cycle ------------------------------------------------ */
+
+static void conn_close(struct conn *c)
 {
-        (void)fds;
-        (void)kinds;
-        (void)max;
-        return brig_err(err, ENOSYS, "network egress is not implemented yet");
+        if (c->state == C_DEAD)
+                return;
+        struct egress *e = c->e;
+        if (c->allowed)
+                log_close(c);
+        dns_cancel(c->dns);
+        c->dns = NULL;
+        unwatch(e, &c->cw);
+        unwatch(e, &c->uw);
+        flow_free(&c->up);
+        flow_free(&c->down);
+        free(c->in);
+        c->in = NULL;
+        c->state = C_DEAD;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                e->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        e->n_conns--;
+        /* freed after this dispatch round: its watches may still be in the
+         * batch of events being handled */
+        c->next = e->dead;
+        e->dead = c;
 }
+
+/* Send `reply` to the client, then close (after reading what it still
+ * sends for a moment, so the close doesn't reset the reply away). */
+static void conn_refuse_with(struct conn *c, const char *reply, size_t len)
+{
+        unwatch(c->e, &c->uw);
+        dns_cancel(c->dns);
+        c->dns = NULL;
+        flow_free(&c->down);
+        flow_init(&c->down, -1, c->cw.fd);
+        if (flow_prepend(&c->down, reply, len) < 0) {
+                conn_close(c);
+                return;
+        }
+        c->down.eof = true;  /* nothing follows the reply */
+        c->state = C_REFUSING;
+        c->last_ms = now_ms();
+        set_interest(c->e, &c->cw, EPOLLOUT);
+}
+
+static const char *status_text(int status)
+{
+        switch (status) {
+        case 400: return "Bad Request";
+        case 403: return "Forbidden";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 414: return "URI Too Long";
+        case 431: return "Request Header Fields Too Large";
+        case 501: return "Not Implemented";
+        case 502: return "Bad Gateway";
+        case 504: return "Gateway Timeout";
+        case 505: return "HTTP Version Not Supported";
+        default: return "Error";
+        }
+}
+
+/* The readable answer an agent gets: status, a one-line body, and for a
+ * policy refusal an X-Brig-Deny header naming the target and the reason.
+ * Only validated text (normalized names, formatted addresses, brig's own
+ * reasons) goes in, never bytes the client sent. */
+static void http_refuse(struct conn *c, int status, const char *target, const char *reason)
+{
+        char body[512], head[2048];
+        int bl = target ? snprintf(body, sizeof body, "brig: %s refused: %s\n", target, reason)
+                        : snprintf(body, sizeof body, "brig: %s\n", reason);
+        if (bl < 0 || (size_t)bl >= sizeof body)
+                bl = (int)strlen(body);
+        char deny[400] = "";
+        if (status == 403 && target)
+                snprintf(deny, sizeof deny, "X-Brig-Deny: %s; %s\r\n", target, reason);
+        int hl = snprintf(head, sizeof head,
+                          "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s"
+                          "Connection: close\r\n\r\n%s",
+                          status, status_text(status), bl, deny, body);
+        if (hl < 0 || (size_t)hl >= sizeof head)
+                hl = (int)strlen(head);
+        conn_refuse_with(c, head, (size_t)hl);
+}
+
+static void socks_refuse(struct conn *c, uint8_t code)
+{
+        uint8_t r[10];
+        socks5_reply(r, code);
+        conn_refuse_with(c, (const char *)r, sizeof r);
+}
+
+static void target_text(struct conn *c, const struct net_addr *a, char *buf, size_t size)
+{
+        char addr[INET6_ADDRSTRLEN];
+        if (c->host[0]) {
+                snprintf(buf, size, "%s:%u", c->host, c->port);
+        } else if (a) {
+                net_addr_format(a, addr, sizeof addr);
+                snprintf(buf, size, a->family == AF_INET6 ? "[%s]:%u" : "%s:%u", addr, c->port);
+        } else {
+                snprintf(buf, size, "?");
+        }
+}
+
+/* A policy refusal: logged, counted, answered. */
+static void refuse(struct conn *c, const char *reason, const struct net_addr *a)
+{
+        log_decision(c, false, reason, a);
+        if (c->kind == EGRESS_SOCKS) {
+                socks_refuse(c, SOCKS_NOT_ALLOWED);
+                return;
+        }
+        char target[EGRESS_HOST_MAX + 16];
+        target_text(c, a, target, sizeof target);
+        http_refuse(c, 403, target, reason);
+}
+
+/* Allowed, but the destination can't be reached. */
+static void fail_upstream(struct conn *c, int err, bool timeout)
+{
+        c->last_errno = err;
+        if (c->kind == EGRESS_SOCKS) {
+                uint8_t code = err == ECONNREFUSED ? SOCKS_CONN_REFUSED
+                               : err == ENETUNREACH ? SOCKS_NET_UNREACHABLE
+                               : err == EHOSTUNREACH || err == ENOENT || timeout ? SOCKS_HOST_UNREACHABLE
+                                                                                : SOCKS_GENERAL_FAILURE;
+                socks_refuse(c, code);
+                return;
+        }
+        char target[EGRESS_HOST_MAX + 16], why[EGRESS_HOST_MAX + 96];
+        target_text(c, c->n_cands ? &c->cands[0] : NULL, target, sizeof target);
+        snprintf(why, sizeof why, "cannot reach %s: %s", target,
+                 timeout ? "timed out" : err == ENOENT ? "name does not resolve" : strerror(err));
+        http_refuse(c, timeout ? 504 : 502, NULL, why);
+}
+
+static void relay(struct conn *c);
+
+static void start_relay(struct conn *c)
+{
+        flow_init(&c->up, c->cw.fd, c->uw.fd);
+        flow_init(&c->down, c->uw.fd, c->cw.fd);
+        int r = 0;
+        if (c->kind == EGRESS_SOCKS) {
+                uint8_t ok[10];
+                socks5_reply(ok, SOCKS_OK);
+                r = flow_prepend(&c->down, ok, sizeof ok);
+        } else if (!c->forward) {
+                static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+                r = flow_prepend(&c->down, established, sizeof established - 1);
+        }
+        /* bytes the client sent after its request (a TLS hello, a body) */
+        if (r == 0 && c->in_len > c->in_used)
+                r = flow_prepend(&c->up, c->in + c->in_used, c->in_len - c->in_used);
+        if (r == 0 && c->forward) {
+                size_t len;
+                char *head = http_rewrite_request(c->in, &c->req, &len);
+                r = head ? flow_prepend(&c->up, head, len) : -ENOMEM;
+                free(head);
+        }
+        free(c->in);
+        c->in = NULL;
+        c->in_len = c->in_cap = 0;
+        if (r < 0) {
+                conn_close(c);
+                return;
+        }
+        c->state = C_RELAY;
+        relay(c);
+}
+
+static void connect_next(struct conn *c)
+{
+        struct egress *e = c->e;
+        unwatch(e, &c->uw);
+        while (c->next_cand < c->n_cands) {
+                const struct net_addr *a = &c->cands[c->next_cand++];
+                struct sockaddr_storage ss;
+                socklen_t len;
+                net_addr_to_sockaddr(a, c->port, &ss, &len);
+                int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                if (fd < 0) {
+                        c->last_errno = errno;
+                        continue;
+                }
+                if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
+                        c->last_errno = errno;
+                        close(fd);
+                        continue;
+                }
+                c->uw = (struct watch){ .kind = W_UPSTREAM, .fd = fd };
+                c->state = C_CONNECTING;
+                set_interest(e, &c->uw, EPOLLOUT);
+                return;
+        }
+        fail_upstream(c, c->last_errno ? c->last_errno : EHOSTUNREACH, false);
+}
+
+static void connect_done(struct conn *c)
+{
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->uw.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+        if (err == EINPROGRESS || err == EALREADY)
+                return;
+        if (err) {
+                c->last_errno = err;
+                connect_next(c);  /* the next address that passed the check */
+                return;
+        }
+        c->connected = (int)c->next_cand - 1;
+        start_relay(c);
+}
+
+/* Every answer is judged; only the ones that pass are tried. */
+static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n, bool named)
+{
+        struct egress_verdict v, first_ok = { 0 }, first_refusal = { 0 };
+        const struct net_addr *refused = NULL;
+        c->n_cands = 0;
+        for (size_t i = 0; i < n; i++) {
+                egress_judge_addr(c->e->policy, &addrs[i], c->port, named, &v);
+                if (v.allow && c->n_cands < MAX_CANDIDATES) {
+                        if (!c->n_cands)
+                                first_ok = v;
+                        c->cands[c->n_cands++] = addrs[i];
+                } else if (!v.allow && !refused) {
+                        refused = &addrs[i];
+                        first_refusal = v;
+                }
+        }
+        if (!c->n_cands) {
+                refuse(c, refused ? first_refusal.reason : "no address", refused);
+                return;
+        }
+        /* for a name: the host rule, and the CIDR rule when one let the address in */
+        char reason[sizeof c->why + sizeof first_ok.reason + 2];
+        if (named && strcmp(first_ok.reason, "public address") != 0)
+                snprintf(reason, sizeof reason, "%s; %s", c->why, first_ok.reason);
+        else
+                snprintf(reason, sizeof reason, "%s", named ? c->why : first_ok.reason);
+        log_decision(c, true, reason, &c->cands[0]);
+        connect_next(c);
+}
+
+static void on_resolved(void *ctx, int status, const struct net_addr *addrs, size_t n)
+{
+        struct conn *c = ctx;
+        c->dns = NULL;
+        if (c->state != C_RESOLVING)
+                return;
+        if (status < 0 || n == 0) {
+                log_decision(c, false, "name does not resolve", NULL);
+                c->allowed = false;
+                fail_upstream(c, ENOENT, false);
+                return;
+        }
+        on_addresses(c, addrs, n, true);
+}
+
+/* The target of a request, as the client named it. */
+static void judge_target(struct conn *c, const char *host, uint16_t port)
+{
+        c->port = port;
+        struct net_addr a;
+        if (net_addr_parse_lenient(host, &a)) {
+                on_addresses(c, &a, 1, false);
+                return;
+        }
+        if (!egress_host_normalize(host, strlen(host), c->host)) {
+                c->host[0] = '\0';
+                refuse(c, "not a valid host name", NULL);
+                return;
+        }
+        struct egress_verdict v;
+        egress_judge_host(c->e->policy, c->host, port, &v);
+        if (!v.allow) {
+                refuse(c, v.reason, NULL);
+                return;
+        }
+        snprintf(c->why, sizeof c->why, "%s", v.reason);
+        struct net_addr fixed[MAX_CANDIDATES];
+        size_t n = egress_policy_resolve(c->e->policy, c->host, fixed, MAX_CANDIDATES);
+        if (n) {
+                on_addresses(c, fixed, n, true);
+                return;
+        }
+        c->state = C_RESOLVING;
+        set_interest(c->e, &c->cw, 0);
+        c->dns = dns_resolve(c->e->dns, c->host, on_resolved, c);
+}
+
+static void on_http_request(struct conn *c)
+{
+        const char *why;
+        int r = http_parse_request(c->in, c->in_len, &c->req, &why);
+        if (r == 0)
+                return;
+        if (r < 0) {
+                log_decision(c, false, why, NULL);
+                http_refuse(c, -r, NULL, why);
+                return;
+        }
+        c->in_used = c->req.head_len;
+        snprintf(c->method, sizeof c->method, "%s", c->req.method);
+        c->forward = c->req.kind == HTTP_FORWARD;
+        c->protocol = c->forward ? "http" : "http-connect";
+        set_interest(c->e, &c->cw, 0);
+        judge_target(c, c->req.host, c->req.port);
+}
+
+static void on_socks_bytes(struct conn *c)
+{
+        const uint8_t *b = (const uint8_t *)c->in + c->in_used;
+        size_t len = c->in_len - c->in_used;
+        if (!c->greeted) {
+                bool no_auth;
+                int r = socks5_parse_greeting(b, len, &no_auth);
+                if (r == 0)
+                        return;
+                if (r < 0) {
+                        conn_close(c);  /* not SOCKS5: nothing sensible to answer */
+                        return;
+                }
+                if (!no_auth) {
+                        log_decision(c, false, "SOCKS5 client offers no 'no authentication' method", NULL);
+                        conn_refuse_with(c, "\x05\xff", 2);
+                        return;
+                }
+                /* Two bytes on a fresh socket: the send buffer takes them. */
+                if (send(c->cw.fd, "\x05\x00", 2, MSG_NOSIGNAL | MSG_DONTWAIT) != 2) {
+                        conn_close(c);
+                        return;
+                }
+                c->greeted = true;
+                c->in_used += (size_t)r;
+                b += r;
+                len -= (size_t)r;
+        }
+        struct socks5_request req;
+        int r = socks5_parse_request(b, len, &req);
+        if (r == 0)
+                return;
+        if (r < 0) {
+                log_decision(c, false, r == -SOCKS_ATYP_UNSUPPORTED ? "SOCKS5 address type not supported"
+                                       : r == -SOCKS_CMD_UNSUPPORTED ? "SOCKS5 command not supported"
+                                                                     : "malformed SOCKS5 request",
+                             NULL);
+                socks_refuse(c, (uint8_t)-r);
+                return;
+        }
+        c->in_used += (size_t)r;
+        c->port = req.port;
+        if (req.cmd != 1) {
+                /* BIND and UDP ASSOCIATE would open paths the proxy does
+                 * not judge (an inbound port, datagrams): refused. */
+                log_decision(c, false, req.cmd == 2 ? "SOCKS5 BIND not supported" : "SOCKS5 UDP ASSOCIATE not supported",
+                             req.is_name ? NULL : &req.addr);
+                socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
+                return;
+        }
+        set_interest(c->e, &c->cw, 0);
+        if (req.is_name) {
+                judge_target(c, req.host, req.port);
+        } else {
+                c->port = req.port;
+                on_addresses(c, &req.addr, 1, false);
+        }
+}
+
+static void read_request(struct conn *c)
+{
+        size_t max = c->kind == EGRESS_HTTP ? HTTP_HEAD_MAX : SOCKS_IN_MAX;
+        if (c->in_len == c->in_cap) {
+                if (c->in_cap >= max) {
+                        if (c->kind == EGRESS_HTTP)
+                                on_http_request(c);  /* reports 431 */
+                        else
+                                conn_close(c);
+                        return;
+                }
+                size_t cap = c->in_cap ? c->in_cap * 4 : 1024;
+                char *grown = realloc(c->in, cap > max ? max : cap);
+                if (!grown) {
+                        conn_close(c);
+                        return;
+                }
+                c->in = grown;
+                c->in_cap = cap > max ? max : cap;
+        }
+        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                conn_close(c);  /* gone before asking for anything */
+                return;
+        }
+        c->in_len += (size_t)n;
+        c->last_ms = now_ms();
+        /* a head is only complete at a line end: don't rescan for nothing
+         * (a byte-at-a-time sender would make parsing quadratic) */
+        if (c->kind == EGRESS_HTTP && !memchr(c->in + c->in_len - n, '\n', (size_t)n) && c->in_len < c->in_cap)
+                return;
+        if (c->kind == EGRESS_HTTP)
+                on_http_request(c);
+        else
+                on_socks_bytes(c);
+}
+
+static void relay(struct conn *c)
+{
+        enum flow_state su = flow_pump(&c->up), sd = flow_pump(&c->down);
+        c->last_ms = now_ms();
+        if (su == FLOW_ERROR || sd == FLOW_ERROR || (su == FLOW_DONE && sd == FLOW_DONE) ||
+            (c->forward && sd == FLOW_DONE)) {  /* plain http: the response ended the exchange */
+                conn_close(c);
+                return;
+        }
+        set_interest(c->e, &c->cw, (su == FLOW_WANT_READ ? EPOLLIN : 0) | (sd == FLOW_WANT_WRITE ? EPOLLOUT : 0));
+        set_interest(c->e, &c->uw, (su == FLOW_WANT_WRITE ? EPOLLOUT : 0) | (sd == FLOW_WANT_READ ? EPOLLIN : 0));
+}
+
+static void refusing(struct conn *c)
+{
+        if (!c->down.shut) {
+                enum flow_state s = flow_pump(&c->down);
+                if (s == FLOW_ERROR) {
+                        conn_close(c);
+                } else if (s == FLOW_DONE) {
+                        c->last_ms = now_ms();
+                        set_interest(c->e, &c->cw, EPOLLIN);
+                } else {
+                        set_interest(c->e, &c->cw, EPOLLOUT);
+                }
+                return;
+        }
+        char sink[4096];
+        ssize_t n = recv(c->cw.fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                conn_close(c);
+}
+
+static void on_accept(struct egress *e, struct listener *l)
+{
+        for (int i = 0; i < 64; i++) {
+                int fd = accept4(l->w.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                                /* the pending connection would wake us forever */
+                                set_interest(e, &l->w, 0);
+                                l->paused = true;
+                        }
+                        return;
+                }
+                struct conn *c = e->n_conns < EGRESS_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+                if (!c) {
+                        close(fd);
+                        continue;
+                }
+                c->e = e;
+                c->kind = l->kind;
+                c->protocol = l->kind == EGRESS_HTTP ? "http" : "socks5";
+                c->cw = (struct watch){ .kind = W_CLIENT, .fd = fd };
+                c->uw = (struct watch){ .kind = W_UPSTREAM, .fd = -1 };
+                flow_init(&c->up, -1, -1);
+                flow_init(&c->down, -1, -1);
+                c->connected = -1;
+                c->started_ms = c->last_ms = now_ms();
+                c->state = C_REQUEST;
+                c->next = e->conns;
+                if (e->conns)
+                        e->conns->prev = c;
+                e->conns = c;
+                e->n_conns++;
+                set_interest(e, &c->cw, EPOLLIN);
+        }
+}
+
+static void on_timer(struct egress *e)
+{
+        uint64_t ticks;
+        (void)!read(e->timer.fd, &ticks, sizeof ticks);
+        dns_on_timer(e->dns);
+        for (struct listener *l = e->listeners; l; l = l->next)
+                if (l->paused) {
+                        l->paused = false;
+                        set_interest(e, &l->w, EPOLLIN);
+                }
+        uint64_t now = now_ms();
+        struct conn *next;
+        for (struct conn *c = e->conns; c; c = next) {
+                next = c->next;
+                switch (c->state) {
+                case C_REQUEST:
+                        if (now - c->started_ms > HANDSHAKE_TIMEOUT_MS) {
+                                if (c->kind == EGRESS_HTTP && c->in_len)
+                                        http_refuse(c, 408, NULL, "request not received in time");
+                                else
+                                        conn_close(c);
+                        }
+                        break;
+                case C_RESOLVING:
+                case C_CONNECTING:
+                        if (now - c->started_ms > HANDSHAKE_TIMEOUT_MS)
+                                fail_upstream(c, ETIMEDOUT, true);
+                        break;
+                case C_RELAY:
+                        if (now - c->last_ms > IDLE_TIMEOUT_MS)
+                                conn_close(c);
+                        break;
+                case C_REFUSING:
+                        if (now - c->last_ms > DRAIN_TIMEOUT_MS)
+                                conn_close(c);
+                        break;
+                case C_DEAD:
+                        break;
+                }
+        }
+}
+
+/* A one-second tick while there is anything to time out. */
+static void update_timer(struct egress *e)
+{
+        bool paused = false;
+        for (struct listener *l = e->listeners; l; l = l->next)
+                paused |= l->paused;
+        bool want = e->n_conns > 0 || paused;
+        if (want == e->timer_armed)
+                return;
+        struct itimerspec its = { 0 };
+        if (want)
+                its.it_value.tv_sec = its.it_interval.tv_sec = 1;
+        if (timerfd_settime(e->timer.fd, 0, &its, NULL) == 0)
+                e->timer_armed = want;
+}
+
+/* ---- the contract ---------------------------------------------------------- */
 
 struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, void *log_ctx, brig_error **err)
 {
-        (void)ep;
-        (void)log;
-        (void)log_ctx;
-        brig_err(err, ENOSYS, "network egress is not implemented yet");
+        struct egress *e = calloc(1, sizeof *e);
+        if (!e) {
+                brig_err(err, ENOMEM, "egress proxy");
+                return NULL;
+        }
+        e->policy = ep;
+        e->log = log;
+        e->log_ctx = log_ctx;
+        e->timer = (struct watch){ .kind = W_TIMER, .fd = -1 };
+        e->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (e->epfd < 0) {
+                brig_err(err, errno, "epoll");
+                goto fail;
+        }
+        e->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (e->timer.fd < 0) {
+                brig_err(err, errno, "timerfd");
+                goto fail;
+        }
+        set_interest(e, &e->timer, EPOLLIN);
+        e->dns = dns_new(e->epfd, err);
+        if (!e->dns)
+                goto fail;
+        return e;
+fail:
+        egress_free(e);
         return NULL;
 }
 
 int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind, brig_error **err)
 {
-        (void)e;
-        (void)fd;
-        (void)kind;
-        return brig_err(err, ENOSYS, "network egress is not implemented yet");
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        if (kind != EGRESS_HTTP && kind != EGRESS_SOCKS)
+                return brig_err(err, EINVAL, "unknown proxy listener kind %d", (int)kind);
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+                return brig_err(err, EINVAL, "proxy listener: not a listening socket");
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return brig_err(err, errno, "proxy listener");
+        struct listener *l = calloc(1, sizeof *l);
+        if (!l)
+                return brig_err(err, ENOMEM, "proxy listener");
+        l->w = (struct watch){ .kind = W_LISTENER, .fd = fd };
+        l->kind = kind;
+        set_interest(e, &l->w, EPOLLIN);
+        if (!l->w.registered) {
+                free(l);
+                return brig_err(err, errno, "proxy listener: epoll");
+        }
+        l->next = e->listeners;
+        e->listeners = l;
+        return 0;
 }
 
 int egress_poll_fd(const struct egress *e)
 {
-        (void)e;
-        return -1;
+        return e ? e->epfd : -1;
 }
 
 void egress_dispatch(struct egress *e)
 {
-        (void)e;
+        struct epoll_event evs[256];
+        int n = epoll_wait(e->epfd, evs, ARRAY_SIZE(evs), 0);
+        for (int i = 0; i < n; i++) {
+                void *tag = evs[i].data.ptr;
+                int dfd;
+                if (dns_owns(e->dns, tag, &dfd)) {
+                        dns_on_event(e->dns, dfd, evs[i].events);
+                        continue;
+                }
+                struct watch *w = tag;
+                struct conn *c;
+                switch (w->kind) {
+                case W_LISTENER:
+                        on_accept(e, (struct listener *)w);
+                        break;
+                case W_TIMER:
+                        on_timer(e);
+                        break;
+                case W_CLIENT:
+                        c = conn_of(w, cw);
+                        if (c->state == C_REQUEST)
+                                read_request(c);
+                        else if (c->state == C_RELAY)
+                                relay(c);
+                        else if (c->state == C_REFUSING)
+                                refusing(c);
+                        break;
+                case W_UPSTREAM:
+                        c = conn_of(w, uw);
+                        if (c->state == C_CONNECTING)
+                                connect_done(c);
+                        else if (c->state == C_RELAY)
+                                relay(c);
+                        break;
+                }
+        }
+        while (e->dead) {
+                struct conn *c = e->dead;
+                e->dead = c->next;
+                free(c);
+        }
+        update_timer(e);
 }
 
 json_t *egress_summary_json(const struct egress *e)
 {
-        (void)e;
-        return json_object();
+        json_t *dests = json_array();
+        for (size_t i = 0; e && i < e->n_dests; i++)
+                json_array_append_new(dests, json_pack("{s:s, s:i, s:s, s:I}", "host", e->dests[i].host, "port",
+                                                       (int)e->dests[i].port, "decision",
+                                                       e->dests[i].allowed ? "allow" : "deny", "count",
+                                                       (json_int_t)e->dests[i].count));
+        json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "allowed", (json_int_t)(e ? e->allowed : 0), "denied",
+                              (json_int_t)(e ? e->denied : 0), "bytes_up", (json_int_t)(e ? e->bytes_up : 0),
+                              "bytes_down", (json_int_t)(e ? e->bytes_down : 0), "destinations", dests);
+        if (e && e->dests_truncated)
+                json_object_set_new(o, "destinations_truncated", json_true());
+        return o;
 }
 
 void egress_free(struct egress *e)
 {
-        (void)e;
+        if (!e)
+                return;
+        /* The run is over (its audit stream ended): connections still open
+         * are closed without further events; the summary has their counts. */
+        e->log = NULL;
+        while (e->conns)
+                conn_close(e->conns);
+        while (e->dead) {
+                struct conn *c = e->dead;
+                e->dead = c->next;
+                free(c);
+        }
+        dns_free(e->dns);
+        while (e->listeners) {
+                struct listener *l = e->listeners;
+                e->listeners = l->next;
+                unwatch(e, &l->w);
+                free(l);
+        }
+        if (e->timer.fd >= 0)
+                close(e->timer.fd);
+        if (e->epfd >= 0)
+                close(e->epfd);
+        for (size_t i = 0; i < e->n_dests; i++)
+                free(e->dests[i].host);
+        free(e->dests);
+        free(e);
 }

@@ -98,6 +98,7 @@ struct http_request {
         size_t head_len;      /* bytes of the request head, up to and including the blank line */
         /* HTTP_FORWARD: the path ("/..." or "*") inside the buffer */
         size_t path_off, path_len;
+        size_t auth_off, auth_len;  /* the authority ("host:port") as sent */
         int minor;            /* HTTP/1.minor */
 };
 

@@ -1,0 +1,64 @@
+/* listener.c — the proxy's listening sockets, made by pid 1 inside the
+ * sandbox's network namespace (which has only loopback) and handed to the
+ * supervisor. They are bound to loopback only: nothing outside the sandbox
+ * can reach them, and nothing listens on the host's own network. */
+#define _GNU_SOURCE
+#include "net/net.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <string.h>
+
+#define LISTEN_BACKLOG 512
+
+static int listen_on(int family, uint16_t port, brig_error **err)
+{
+        struct net_addr a;
+        struct sockaddr_storage ss;
+        socklen_t len;
+        net_addr_parse(family == AF_INET ? "127.0.0.1" : "::1", &a);
+        net_addr_to_sockaddr(&a, port, &ss, &len);
+        _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return family == AF_INET6 ? -errno : brig_err(err, errno, "proxy listener socket");
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (family == AF_INET6)
+                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+                if (family == AF_INET6)
+                        return -errno;  /* no ::1 (IPv6 disabled): IPv4 only */
+                return brig_err(err, errno, "proxy listener on 127.0.0.1:%u", port);
+        }
+        return TAKE_FD(fd);
+}
+
+int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, brig_error **err)
+{
+        static const struct {
+                int family;
+                uint16_t port;
+                enum egress_listener_kind kind;
+        } want[] = {
+                { AF_INET, BRIG_HTTP_PROXY_PORT, EGRESS_HTTP },
+                { AF_INET, BRIG_SOCKS_PROXY_PORT, EGRESS_SOCKS },
+                { AF_INET6, BRIG_HTTP_PROXY_PORT, EGRESS_HTTP },
+                { AF_INET6, BRIG_SOCKS_PROXY_PORT, EGRESS_SOCKS },
+        };
+        size_t n = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+                if (n == max)
+                        break;
+                int fd = listen_on(want[i].family, want[i].port, err);
+                if (fd < 0 && want[i].family == AF_INET6)
+                        continue;
+                if (fd < 0) {
+                        while (n)
+                                close(fds[--n]);
+                        return fd;
+                }
+                fds[n] = fd;
+                kinds[n++] = want[i].kind;
+        }
+        return (int)n;
+}

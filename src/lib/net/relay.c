@@ -1,0 +1,125 @@
+/* relay.c — moving the bytes of one direction of a connection.
+ *
+ * Bytes go socket → pipe → socket with splice(), so they never cross into
+ * user space; when no pipe can be had (out of descriptors), a small buffer
+ * does the same job. Either way at most one pipe- or buffer-full is held
+ * per direction: a direction whose data has not been delivered does not
+ * read more, which is the backpressure — a slow reader stalls its own
+ * sender, never the supervisor's memory. */
+#define _GNU_SOURCE
+#include "net/net.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define FLOW_CHUNK 65536
+#define FLOW_BUF 16384
+/* Turns per call before yielding, so one fast stream can't starve the rest. */
+#define FLOW_TURNS 8
+
+void flow_init(struct flow *f, int from, int to)
+{
+        memset(f, 0, sizeof *f);
+        f->from = from;
+        f->to = to;
+        f->pipe[0] = f->pipe[1] = -1;
+}
+
+int flow_prepend(struct flow *f, const void *data, size_t len)
+{
+        if (!len)
+                return 0;
+        size_t pending = f->len - f->off;
+        char *nb = malloc(pending + len > FLOW_BUF ? pending + len : FLOW_BUF);
+        if (!nb)
+                return -ENOMEM;
+        memcpy(nb, data, len);
+        if (pending)
+                memcpy(nb + len, f->buf + f->off, pending);
+        free(f->buf);
+        f->buf = nb;
+        f->off = 0;
+        f->len = pending + len;
+        f->cap = f->len > FLOW_BUF ? f->len : FLOW_BUF;
+        return 0;
+}
+
+static bool try_pipe(struct flow *f)
+{
+        if (f->pipe[0] >= 0)
+                return true;
+        if (pipe2(f->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+                f->pipe[0] = f->pipe[1] = -1;
+                return false;
+        }
+        return true;
+}
+
+enum flow_state flow_pump(struct flow *f)
+{
+        for (int turn = 0; turn < FLOW_TURNS; turn++) {
+                if (f->off < f->len) {
+                        ssize_t n = send(f->to, f->buf + f->off, f->len - f->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        if (n < 0)
+                                return errno == EAGAIN || errno == EINTR ? FLOW_WANT_WRITE : FLOW_ERROR;
+                        f->off += (size_t)n;
+                        f->bytes += (uint64_t)n;
+                        if (f->off == f->len)
+                                f->off = f->len = 0;
+                        continue;
+                }
+                if (f->in_pipe) {
+                        ssize_t n = splice(f->pipe[0], NULL, f->to, NULL, f->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n < 0)
+                                return errno == EAGAIN || errno == EINTR ? FLOW_WANT_WRITE : FLOW_ERROR;
+                        f->in_pipe -= (size_t)n;
+                        f->bytes += (uint64_t)n;
+                        continue;
+                }
+                if (f->eof) {
+                        /* Half-close: pass the sender's FIN on, keep the
+                         * other direction running. */
+                        if (!f->shut && shutdown(f->to, SHUT_WR) < 0 && errno != ENOTCONN)
+                                return FLOW_ERROR;
+                        f->shut = true;
+                        return FLOW_DONE;
+                }
+                ssize_t n;
+                if (try_pipe(f)) {
+                        n = splice(f->from, NULL, f->pipe[1], NULL, FLOW_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n > 0)
+                                f->in_pipe = (size_t)n;
+                } else {
+                        if (f->cap < FLOW_BUF) {
+                                char *nb = realloc(f->buf, FLOW_BUF);
+                                if (!nb)
+                                        return FLOW_ERROR;
+                                f->buf = nb;
+                                f->cap = FLOW_BUF;
+                        }
+                        n = recv(f->from, f->buf, f->cap, MSG_DONTWAIT);
+                        if (n > 0) {
+                                f->off = 0;
+                                f->len = (size_t)n;
+                        }
+                }
+                if (n == 0)
+                        f->eof = true;
+                else if (n < 0)
+                        return errno == EAGAIN || errno == EINTR ? FLOW_WANT_READ : FLOW_ERROR;
+        }
+        return f->off < f->len || f->in_pipe ? FLOW_WANT_WRITE : FLOW_WANT_READ;
+}
+
+void flow_free(struct flow *f)
+{
+        if (f->pipe[0] >= 0)
+                close(f->pipe[0]);
+        if (f->pipe[1] >= 0)
+                close(f->pipe[1]);
+        f->pipe[0] = f->pipe[1] = -1;
+        free(f->buf);
+        f->buf = NULL;
+        f->off = f->len = f->cap = 0;
+}

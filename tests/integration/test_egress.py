@@ -1,0 +1,328 @@
+"""Network egress through brig's proxy (--net proxy): allowed names are
+reachable over HTTP forwarding, CONNECT and SOCKS5; everything else —
+other names, loopback, private and metadata addresses in any spelling —
+is refused with a readable answer, logged to the audit stream and counted
+in the report.
+
+The upstream servers run in this test process on the host's 127.0.0.1;
+`--resolve test.example:127.0.0.1` stands in for DNS and `--allow-cidr
+127.0.0.1/32` lets that loopback address through the classifier. No
+packet goes anywhere but loopback."""
+import http.server
+import json
+import socket
+import socketserver
+import threading
+
+import pytest
+
+BODY = b"hello from upstream\n"
+
+
+class Upstream:
+    """An HTTP server and a TCP echo server on 127.0.0.1, counting connections."""
+
+    def __init__(self):
+        self.connections = 0
+        self.lock = threading.Lock()
+        up = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def setup(self):
+                with up.lock:
+                    up.connections += 1
+                super().setup()
+
+            def do_GET(self):
+                body = BODY + f"path={self.path} host={self.headers.get('Host')}\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", 0))
+                data = self.rfile.read(n)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        class Echo(socketserver.BaseRequestHandler):
+            """Reads until the client half-closes, then answers with
+            everything it got, upper-cased: proves both directions and
+            the half-close travel through the proxy."""
+
+            def handle(self):
+                with up.lock:
+                    up.connections += 1
+                chunks = []
+                while True:
+                    d = self.request.recv(65536)
+                    if not d:
+                        break
+                    chunks.append(d)
+                self.request.sendall(b"".join(chunks).upper())
+
+        class Threaded(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+            request_queue_size = 256
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.echo = Threaded(("127.0.0.1", 0), Echo)
+        self.http_port = self.http.server_address[1]
+        self.echo_port = self.echo.server_address[1]
+        for s in (self.http, self.echo):
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+
+    def close(self):
+        for s in (self.http, self.echo):
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.fixture(scope="module")
+def up():
+    u = Upstream()
+    yield u
+    u.close()
+
+
+def allow(up, *extra):
+    return ["--resolve", "test.example:127.0.0.1", "--allow-host", f"test.example:{up.http_port}",
+            "--allow-host", f"test.example:{up.echo_port}", "--allow-cidr", "127.0.0.1/32", *extra]
+
+
+def audited(brig, script, *args, **kw):
+    path = brig.reports / f"audit-{len(list(brig.reports.iterdir()))}.jsonl"
+    r = brig.sh(script, "--audit", str(path), *args, **kw)
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return r, [e for e in events if e["event"] == "net"]
+
+
+# A raw proxy client, run inside with python3: CONNECT or SOCKS5 to a
+# target, send a payload, half-close, print what comes back.
+CLIENT = r'''
+import socket, struct, sys
+kind, host, port, payload = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].encode()
+if kind == "connect":
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    target = f"[{host}]" if ":" in host else host
+    s.sendall(f"CONNECT {target}:{port} HTTP/1.1\r\nHost: {target}:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    status = head.split(b"\r\n")[0].decode()
+    if " 200 " not in status:
+        rest = s.recv(4096).decode(errors="replace")
+        print("REFUSED", status, [l for l in head.decode().split("\r\n") if l.startswith("X-Brig-Deny")], rest.strip())
+        sys.exit(0)
+else:
+    s = socket.create_connection(("127.0.0.1", 1080), timeout=20)
+    s.sendall(b"\x05\x01\x00")
+    assert s.recv(2) == b"\x05\x00"
+    if kind == "socks-udp":
+        s.sendall(b"\x05\x03\x00\x01\x00\x00\x00\x00\x00\x00")
+    elif kind == "socks-bind":
+        s.sendall(b"\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00")
+    else:
+        h = host.encode()
+        s.sendall(b"\x05\x01\x00\x03" + bytes([len(h)]) + h + struct.pack(">H", port))
+    rep = s.recv(10)
+    if rep[1] != 0:
+        print("REFUSED", "socks reply", rep[1])
+        sys.exit(0)
+s.sendall(payload)
+s.shutdown(socket.SHUT_WR)
+out = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+print("GOT", out.decode())
+'''
+
+
+def client(kind, host, port, payload="ping"):
+    return f"python3 -c '{CLIENT}' {kind} {host} {port} {payload}"
+
+
+def test_allowed_host_through_http_proxy_connect_and_socks(brig, up):
+    script = "; ".join([
+        f"curl -sS http://test.example:{up.http_port}/x?y=1",            # HTTP_PROXY from the environment
+        f"curl -sS -p http://test.example:{up.http_port}/tunnel",         # CONNECT
+        f"curl -sS --socks5-hostname 127.0.0.1:1080 http://test.example:{up.http_port}/socks",
+        f"curl -sS -d posted-body http://test.example:{up.http_port}/post",
+        client("connect", "test.example", up.echo_port, "via-connect"),
+        client("socks", "test.example", up.echo_port, "via-socks"),
+    ])
+    r, ev = audited(brig, script, *allow(up))
+    assert r.returncode == 0, r
+    out = r.stdout
+    assert f"path=/x?y=1 host=test.example:{up.http_port}" in out, r   # origin-form upstream, Host = target
+    assert "path=/tunnel" in out and "path=/socks" in out, r
+    assert "posted-body" in out, r
+    assert "GOT VIA-CONNECT" in out and "GOT VIA-SOCKS" in out, r      # both directions, half-close
+    opened = [e for e in ev if e.get("phase") == "connect"]
+    assert {e["protocol"] for e in opened} == {"http", "http-connect", "socks5"}, ev
+    assert all(e["decision"] == "allow" and e["host"] == "test.example" and e["address"] == "127.0.0.1"
+               for e in opened), ev
+    closed = [e for e in ev if e.get("phase") == "close"]
+    assert len(closed) == len(opened), ev
+    assert all(e["bytes_down"] > 0 and e["bytes_up"] > 0 for e in closed), ev
+
+
+def test_denied_host_gets_403_and_socks_refusal_and_is_logged(brig, up):
+    before = up.connections
+    script = (f"curl -sS -i http://other.example:{up.http_port}/; "
+              f"curl -sS --socks5-hostname 127.0.0.1:1080 http://other.example:{up.http_port}/; echo socks_rc=$?; "
+              + client("socks", "other.example", up.echo_port))
+    r, ev = audited(brig, script, *allow(up, "--resolve", "other.example:127.0.0.1"))
+    assert "HTTP/1.1 403 Forbidden" in r.stdout, r
+    assert f"X-Brig-Deny: other.example:{up.http_port}; host not in the allow list" in r.stdout, r
+    assert "socks_rc=97" in r.stdout, r              # curl: SOCKS connection refused
+    assert "REFUSED socks reply 2" in r.stdout, r    # 0x02: not allowed by ruleset
+    denied = [e for e in ev if e["decision"] == "deny"]
+    assert len(denied) == 3 and all(e["host"] == "other.example" for e in denied), ev
+    assert up.connections == before                  # the upstream never saw them
+
+
+def test_loopback_needs_an_allow_cidr(brig, up):
+    before = up.connections
+    r, ev = audited(brig, f"curl -sS -i http://test.example:{up.http_port}/",
+                    "--resolve", "test.example:127.0.0.1", "--allow-host", f"test.example:{up.http_port}")
+    assert "403" in r.stdout and "address 127.0.0.1 is loopback" in r.stdout, r
+    assert ev and ev[0]["decision"] == "deny" and ev[0]["address"] == "127.0.0.1", ev
+    assert up.connections == before
+
+
+@pytest.mark.parametrize("target", ["169.254.169.254", "metadata.google.internal", "10.0.0.1",
+                                    "::ffff:127.0.0.1", "::ffff:169.254.169.254", "0x7f000001", "2130706433",
+                                    "127.1", "::1", "fd00:ec2::254", "localhost"])
+def test_special_addresses_and_names_are_refused(brig, up, target):
+    before = up.connections
+    # test.example is allowed (and the proxy on), but no CIDR rule: the
+    # loopback the targets point at stays out of reach in every spelling.
+    r = brig.sh(client("connect", target, up.echo_port) + "; " + client("socks", target, up.echo_port),
+                "--resolve", "test.example:127.0.0.1", "--allow-host", "test.example")
+    assert r.stdout.count("REFUSED") == 2, r
+    assert "GOT" not in r.stdout, r
+    assert up.connections == before
+
+
+def test_deny_wins_suffix_patterns_and_ports(brig, up):
+    p = up.echo_port
+    names = ["good.example.test", "bad.example.test", "example.test", "deep.sub.example.test"]
+    args = ["--allow-host", f"*.example.test:{p}", "--deny-host", "bad.example.test", "--allow-cidr", "127.0.0.1/32"]
+    for n in names:
+        args += ["--resolve", f"{n}:127.0.0.1"]
+    script = "; ".join(f"echo {n}; " + client("connect", n, p, n) for n in names)
+    script += f"; echo default-port; " + client("connect", "good.example.test", up.http_port)
+    r = brig.sh(script, *args)
+    lines = r.stdout.splitlines()
+    got = dict(zip(lines[0::2], lines[1::2]))
+    assert got["good.example.test"] == "GOT GOOD.EXAMPLE.TEST", r
+    assert got["deep.sub.example.test"] == "GOT DEEP.SUB.EXAMPLE.TEST", r
+    assert got["bad.example.test"].startswith("REFUSED") and "deny-host" in got["bad.example.test"], r
+    assert got["example.test"].startswith("REFUSED"), r              # *. names subdomains only
+    assert got["default-port"].startswith("REFUSED") and "port" in got["default-port"], r
+
+
+def test_client_ignoring_the_proxy_reaches_nothing(brig, up):
+    script = ("python3 -c '\n"
+              "import socket\n"
+              f"for a in [(\"127.0.0.1\", {up.http_port}), (\"192.0.2.1\", 80), (\"::1\", {up.http_port})]:\n"
+              "    try:\n"
+              "        socket.create_connection(a, timeout=5); print(\"CONNECTED\", a)\n"
+              "    except OSError as e:\n"
+              "        print(\"failed\", e.errno)\n"
+              "'; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+    r = brig.sh(script, *allow(up))
+    assert "CONNECTED" not in r.stdout, r
+    assert r.stdout.count("failed") == 3, r
+    assert r.stdout.split()[-1] == "lo", r           # the only interface
+
+
+def test_report_has_egress_counts(brig, up):
+    r = brig.run("run", *allow(up), "--", "sh", "-c",
+                 f"curl -sS http://test.example:{up.http_port}/; curl -sS http://nope.example/", report=True)
+    eg = r.report["controls"]["egress"]
+    assert r.report["controls"]["network"] == "proxy", r.report
+    assert eg["allowed"] == 1 and eg["denied"] == 1, eg
+    assert eg["allow_hosts"] == [f"test.example:{up.http_port}", f"test.example:{up.echo_port}"], eg
+    assert eg["allow_cidrs"] == ["127.0.0.1/32"] and eg["resolve"] == ["test.example:127.0.0.1"], eg
+    assert {(d["host"], d["decision"]) for d in eg["destinations"]} == {("test.example", "allow"),
+                                                                       ("nope.example", "deny")}, eg
+    assert eg["bytes_down"] > len(BODY), eg
+
+
+def test_socks_udp_associate_and_bind_are_refused(brig, up):
+    r, ev = audited(brig, client("socks-udp", "x", 0) + "; " + client("socks-bind", "x", 0), *allow(up))
+    assert r.stdout.count("REFUSED socks reply 7") == 2, r    # command not supported
+    assert [e["reason"] for e in ev] == ["SOCKS5 UDP ASSOCIATE not supported", "SOCKS5 BIND not supported"], ev
+
+
+def test_malformed_requests_get_errors(brig, up):
+    script = ("python3 -c '\n"
+              "import socket\n"
+              "for req in [b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\", b\"GET http://a@b.example/ HTTP/1.1\\r\\n\\r\\n\",\n"
+              "            b\"BLAH\\x00\\r\\n\\r\\n\", b\"GET http://test.example/ HTTP/1.1\\r\\n\" + b\"X: \" + b\"a\" * 20000]:\n"
+              "    s = socket.create_connection((\"127.0.0.1\", 3128), timeout=20)\n"
+              "    s.sendall(req)\n"
+              "    print(s.recv(100).split(b\"\\r\\n\")[0].decode())\n"
+              "'")
+    r = brig.sh(script, *allow(up))
+    assert r.stdout.split("\n")[:4] == ["HTTP/1.1 400 Bad Request"] * 3 + ["HTTP/1.1 431 Request Header Fields Too Large"], r
+
+
+def test_hundred_concurrent_connections(brig, up):
+    script = ("python3 -c '\n"
+              "import socket, threading\n"
+              "ok = []\n"
+              "def one(i):\n"
+              "    s = socket.create_connection((\"127.0.0.1\", 3128), timeout=60)\n"
+              f"    s.sendall(b\"CONNECT test.example:{up.echo_port} HTTP/1.1\\r\\n\\r\\n\")\n"
+              "    head = b\"\"\n"
+              "    while not head.endswith(b\"\\r\\n\\r\\n\"):\n"
+              "        head += s.recv(1)\n"
+              "    s.sendall(b\"conn%d \" % i * 1000)\n"
+              "    s.shutdown(socket.SHUT_WR)\n"
+              "    out = b\"\"\n"
+              "    while True:\n"
+              "        d = s.recv(65536)\n"
+              "        if not d: break\n"
+              "        out += d\n"
+              "    if out == (b\"CONN%d \" % i * 1000): ok.append(i)\n"
+              "ts = [threading.Thread(target=one, args=(i,)) for i in range(100)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n"
+              "print(\"ok\", len(ok))\n"
+              "'")
+    r = brig.sh(script, *allow(up), timeout=120)
+    assert "ok 100" in r.stdout, r
+
+
+@pytest.mark.parametrize("flag,value", [("--allow-host", "bad host!"), ("--allow-host", "*"),
+                                        ("--allow-host", "a.*.example"), ("--allow-host", "example.test:99999"),
+                                        ("--deny-host", "x..example"), ("--allow-cidr", "10.0.0.0/33"),
+                                        ("--allow-cidr", "10.1.0.0/8"), ("--allow-cidr", "not-an-ip/8"),
+                                        ("--resolve", "nohostaddr"), ("--resolve", "test.example:999.1.1.1")])
+def test_bad_rules_exit_125_naming_the_value(brig, flag, value):
+    r = brig.run("run", flag, value, "--", "true")
+    assert r.returncode == 125, r
+    assert value in r.stderr and flag in r.stderr, r
+
+
+def test_no_rules_means_no_proxy(brig, up):
+    r = brig.sh("echo proxy=${HTTP_PROXY:-none}")
+    assert "proxy=none" in r.stdout, r
+    r = brig.sh("echo $HTTP_PROXY $ALL_PROXY $no_proxy", *allow(up))
+    assert r.stdout.split() == ["http://127.0.0.1:3128", "socks5h://127.0.0.1:1080", "localhost,127.0.0.1,::1"], r
