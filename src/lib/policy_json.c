@@ -598,8 +598,11 @@ static int load_network(const struct loader *L, json_t *o, brig_policy *p)
                 r = load_strings(L, SUB(at, base, "deny_hosts"), v, p, brig_policy_deny_host);
         if (r == 0 && (v = json_object_get(o, "allow_cidrs")))
                 r = load_strings(L, SUB(at, base, "allow_cidrs"), v, p, brig_policy_allow_cidr);
-        if (r == 0 && (v = json_object_get(o, "resolve"))) {
-                r = want(L, SUB(at, base, "resolve"), v, JSON_OBJECT, "an object of HOST: ADDRESS");
+        /* "resolve": ["HOST:ADDR", ...] as on the command line, or {"HOST": "ADDR"} */
+        if (r == 0 && (v = json_object_get(o, "resolve")) && json_is_array(v)) {
+                r = load_strings(L, SUB(at, base, "resolve"), v, p, brig_policy_add_resolve);
+        } else if (r == 0 && v) {
+                r = want(L, SUB(at, base, "resolve"), v, JSON_OBJECT, "[\"HOST:ADDR\", ...] or {\"HOST\": \"ADDR\"}");
                 const char *host;
                 json_t *addr;
                 json_object_foreach(v, host, addr) {
