@@ -245,6 +245,9 @@ int brig_policy_add_deny(brig_policy *p, const char *pattern, brig_error **err)
         int r = check_deny_pattern(pattern, err);
         if (r < 0)
                 return r;
+        /* Denying a built-in entry that was removed on purpose puts it
+         * back: the later word wins, and no removal stays behind. */
+        (void)strv_remove(&p->unsafe_allowed, pattern);
         if (strv_contains(&p->deny, pattern))
                 return 0;
         if (strv_push(&p->deny, pattern) < 0)
@@ -424,8 +427,8 @@ int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value,
                 return 0;
         case BRIG_LIMIT_PIDS: l->pids = value; return 0;
         case BRIG_LIMIT_CPUS_MILLI:
-                if (value && value < 10)
-                        return brig_err(err, EINVAL, "cpu limit: at least 0.01 cores");
+                if (value && (value < 10 || value > 4096000))
+                        return brig_err(err, EINVAL, "cpu limit: between 0.01 and 4096 cores");
                 l->cpus_millis = value;
                 return 0;
         case BRIG_LIMIT_IO_WEIGHT:

@@ -270,6 +270,8 @@ static int get_size(const struct loader *L, const char *path, json_t *v, uint64_
 static int get_duration(const struct loader *L, const char *path, json_t *v, uint64_t *ms)
 {
         if (json_is_integer(v) && json_integer_value(v) >= 0) {
+                if (json_integer_value(v) > 1000000000000LL)  /* ~31,000 years: surely a mistake */
+                        return fail_at(L, path, false, "duration %lld s is too long", (long long)json_integer_value(v));
                 *ms = (uint64_t)json_integer_value(v) * 1000;
                 return 0;
         }
@@ -417,10 +419,12 @@ static int load_filesystem(const struct loader *L, json_t *o, brig_policy *p)
                                 r = setter(L, tp, brig_policy_add_tmpfs(p, json_string_value(dst), size, &e), &e);
                 }
         }
-        if (r == 0 && (v = json_object_get(o, "deny")))
-                r = load_strings(L, SUB(at, base, "deny"), v, p, brig_policy_add_deny);
+        /* Removals first, so a "deny" of the same entry in the same file
+         * puts it back (the deny list never loses by accident). */
         if (r == 0 && (v = json_object_get(o, "unsafe_allow_secrets")))
                 r = load_strings(L, SUB(at, base, "unsafe_allow_secrets"), v, p, unsafe_allow);
+        if (r == 0 && (v = json_object_get(o, "deny")))
+                r = load_strings(L, SUB(at, base, "deny"), v, p, brig_policy_add_deny);
         return r;
 }
 
@@ -508,9 +512,11 @@ static int load_limits(const struct loader *L, json_t *o, brig_policy *p)
                         value = (value + 999) / 1000;
                         break;
                 case K_CPUS:
-                        if (!json_is_number(v) || json_number_value(v) < 0)
+                        if (!json_is_number(v))
                                 r = fail_at(L, at, false, "expected a number of cores such as 1.5, found %s",
                                             type_name(v));
+                        else if (!(json_number_value(v) >= 0 && json_number_value(v) <= 4096))
+                                r = fail_at(L, at, false, "cpus %g: expected 0 to 4096 cores", json_number_value(v));
                         else
                                 value = (uint64_t)(json_number_value(v) * 1000 + 0.5);
                         break;

@@ -71,11 +71,15 @@ int rlimits_apply(const struct run_plan *plan, brig_error **err)
 
 int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
 {
-        /* Stand-in for the memory cgroup: address space, coarser. Set as
-         * the very last step before execve, because it binds brig's own
-         * code too (a sanitizer build reserves terabytes of it). */
+        /* Stand-in for the memory cgroup: RLIMIT_DATA, the private
+         * writable memory of each process (heap and anonymous mappings).
+         * Not RLIMIT_AS: browsers, JITs and Go reserve far more address
+         * space than they ever touch (PROT_NONE), which DATA does not
+         * count. Coarser than a cgroup: per process, not for the sandbox.
+         * Set as the very last step before execve, because it binds brig's
+         * own code too (a sanitizer build maps terabytes of shadow). */
         const struct limits *l = &plan->limits;
         if (!plan->cgroup_degraded || !l->memory)
                 return 0;
-        return set_limit(RLIMIT_AS, "as (memory fallback)", l->memory, l->memory, err);
+        return set_limit(RLIMIT_DATA, "data (memory fallback)", l->memory, l->memory, err);
 }

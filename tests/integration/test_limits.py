@@ -178,7 +178,7 @@ def test_memory_hog_is_stopped(brig):
         assert "brig: killed: memory limit 100 MiB reached" in r.stderr, r
         assert "memory limit" in rep["summary"], rep["summary"]
     else:
-        # RLIMIT_AS fallback: the allocation fails inside python
+        # RLIMIT_DATA fallback: the allocation fails inside python
         assert_degraded(rep)
         assert "MemoryError" in r.stderr, r
         assert rep["memory_peak_bytes"] is None or rep["memory_peak_bytes"] < 100 * MiB, rep
@@ -189,10 +189,10 @@ def test_memory_limit_applied_in_cgroup(brig):
     (root), or the rlimit fallback carries them (rootless)."""
     if brig.mode == "rootless":
         r = rrun(brig, "--memory", "256M", "--pids", "77", "--timeout", "20s",
-                 cmd=["python3", "-c", "import resource as r; print('AS', r.getrlimit(r.RLIMIT_AS)[0]);"
+                 cmd=["python3", "-c", "import resource as r; print('DATA', r.getrlimit(r.RLIMIT_DATA)[0]);"
                       "print('NPROC', r.getrlimit(r.RLIMIT_NPROC)[0])"])
         assert r.returncode == 0, r
-        assert f"AS {256 * MiB}" in r.stdout, r
+        assert f"DATA {256 * MiB}" in r.stdout, r
         assert "NPROC 77" in r.stdout, r
         assert_degraded(r.report)
         assert r.report["limits"]["cgroup"] == "", r.report["limits"]

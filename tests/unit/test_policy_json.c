@@ -243,59 +243,13 @@ static void test_profile_names(void **state)
 
 /* ---- round trip ---------------------------------------------------------------- */
 
-/* KNOWN BUG (reported, not fixed here: src/ is not this test's to change):
- * the dump writes network.resolve as an array of "HOST:ADDR" strings
- * (egress_policy_json in src/lib/net/policy.c) while the loader takes an
- * object {"HOST": "ADDR"} (load_network), so no dump loads back. While that
- * holds, the round trip is checked on the dump with resolve rewritten to
- * the loader's form, and the bug is printed loudly; once fixed, the strict
- * path below is all that runs. */
-static char *known_bug_resolve_as_object(const char *text)
-{
-        json_error_t je;
-        json_t *doc = json_loads(text, JSON_PRESERVE_ORDER, &je);
-        assert_non_null(doc);
-        json_t *res = json_object_get(json_object_get(doc, "network"), "resolve");
-        char *out = NULL;
-        if (json_is_array(res)) {
-                json_t *obj = json_object();
-                size_t i;
-                json_t *v;
-                json_array_foreach(res, i, v) {
-                        const char *s = json_string_value(v), *colon = s ? strchr(s, ':') : NULL;
-                        assert_non_null(colon);
-                        char *host = strndup(s, (size_t)(colon - s));
-                        json_object_set_new(obj, host, json_string(colon + 1));
-                        free(host);
-                }
-                json_object_set(json_object_get(doc, "network"), "resolve", obj);
-                json_decref(obj);
-                out = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        }
-        json_decref(doc);
-        return out;
-}
-
 static void check_round_trip(brig_policy *p)
 {
         char *first = dump(p);
         brig_policy *q = brig_policy_new();
         brig_error *err = NULL;
-        if (brig_policy_load_string(q, "dump", first, &err) != 0) {
-                char *fixed = err && strstr(err->msg, "expected an object of HOST: ADDRESS, found an array")
-                                      ? known_bug_resolve_as_object(first)
-                                      : NULL;
-                if (!fixed)
-                        fail_msg("the dump does not load back: %s\n%s", err ? err->msg : "-", first);
-                fprintf(stderr, "KNOWN BUG: brig_policy_to_json writes network.resolve as an array the loader "
-                                "refuses (%s); round trip checked with resolve rewritten as an object\n", err->msg);
-                brig_error_free(&err);
-                brig_policy_free(q);
-                q = brig_policy_new();
-                if (brig_policy_load_string(q, "dump", fixed, &err) != 0)
-                        fail_msg("the (rewritten) dump does not load back: %s\n%s", err ? err->msg : "-", fixed);
-                free(fixed);
-        }
+        if (brig_policy_load_string(q, "dump", first, &err) != 0)
+                fail_msg("the dump does not load back: %s\n%s", err ? err->msg : "-", first);
         char *second = dump(q);
         assert_string_equal(first, second);
         free(first);
