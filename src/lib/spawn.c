@@ -184,6 +184,8 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
         struct cgroup *cg = NULL;
         struct egress *egress = NULL;
+        struct rlimit nofile_saved;
+        bool nofile_raised = false;
         struct rusage before, after;
         int sv[2] = { -1, -1 };
         int pidfd = -1;
@@ -230,6 +232,13 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         if (audit)
                 audit_start(audit, &plan);
         if (plan.net_mode == BRIG_NET_PROXY) {
+                /* The proxy holds a few descriptors per connection, in this
+                 * process: allow as many as the hard limit lets us for the
+                 * run (the sandbox sets its own --nofile; restored below). */
+                if (getrlimit(RLIMIT_NOFILE, &nofile_saved) == 0 && nofile_saved.rlim_cur < nofile_saved.rlim_max) {
+                        struct rlimit raised = { nofile_saved.rlim_max, nofile_saved.rlim_max };
+                        nofile_raised = setrlimit(RLIMIT_NOFILE, &raised) == 0;
+                }
                 egress = egress_new(p->egress, audit ? audit_net : NULL, audit, err);
                 if (!egress) {
                         r = brig_err_prefix(err, "network proxy");
@@ -340,6 +349,8 @@ out:
                 brig_error_free(&rerr);
         }
         egress_free(egress);
+        if (nofile_raised)
+                (void)setrlimit(RLIMIT_NOFILE, &nofile_saved);
         audit_free(audit);
         plan_free(&plan);
         return r;
