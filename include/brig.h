@@ -142,6 +142,10 @@ BRIG_PUBLIC int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_
 BRIG_PUBLIC int brig_policy_allow_cidr(brig_policy *p, const char *cidr_port, brig_error **err);
 /* "HOST:ADDR": resolve HOST to ADDR without DNS (like curl --resolve). */
 BRIG_PUBLIC int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **err);
+/* "http://HOST:PORT": reach allowed destinations through this HTTP proxy
+ * (CONNECT tunnels) instead of directly; brig still judges every request.
+ * No credentials in the URL. Setting it again replaces it. */
+BRIG_PUBLIC int brig_policy_set_upstream_proxy(brig_policy *p, const char *url, brig_error **err);
 
 /* Policy files (docs/policy.md): apply FILE on top of p. On any error,
  * which names file:line:column, p is left exactly as it was. */

@@ -43,6 +43,7 @@ static const char run_usage[] =
         "  --deny-host PATTERN      deny (wins over allow)\n"
         "  --allow-cidr CIDR[:PORT] allow addresses the classification refuses (private, loopback...)\n"
         "  --resolve HOST:ADDR      resolve HOST to ADDR without DNS\n"
+        "  --upstream-proxy http://HOST:PORT  reach allowed hosts through this HTTP proxy (CONNECT)\n"
         "Limits (sizes take K/M/G/T, times take ms/s/m/h, e.g. 1h30m; 0 removes a limit):\n"
         "  --memory SIZE            memory, no swap (default 4G; cgroup)\n"
         "  --pids N                 processes and threads (default 1024; cgroup)\n"
@@ -70,7 +71,7 @@ enum {
         OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
-        OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_POLICY, OPT_PROFILE,
+        OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_UPSTREAM_PROXY, OPT_POLICY, OPT_PROFILE,
         OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE,
 };
 
@@ -113,6 +114,7 @@ static const struct option options[] = {
         { "deny-host", required_argument, NULL, OPT_DENY_HOST },
         { "allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR },
         { "resolve", required_argument, NULL, OPT_RESOLVE },
+        { "upstream-proxy", required_argument, NULL, OPT_UPSTREAM_PROXY },
         { "policy", required_argument, NULL, OPT_POLICY },
         { "profile", required_argument, NULL, OPT_PROFILE },
         { "read-only-workspace", no_argument, NULL, OPT_WORKSPACE_READONLY },
@@ -366,6 +368,8 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         case OPT_DENY_HOST: return with_flag("--deny-host", err, brig_policy_deny_host(p, arg, err));
         case OPT_ALLOW_CIDR: return with_flag("--allow-cidr", err, brig_policy_allow_cidr(p, arg, err));
         case OPT_RESOLVE: return with_flag("--resolve", err, brig_policy_add_resolve(p, arg, err));
+        case OPT_UPSTREAM_PROXY:
+                return with_flag("--upstream-proxy", err, brig_policy_set_upstream_proxy(p, arg, err));
         case OPT_REQUIRE_LIMITS: brig_policy_require_limits(p, true); return 0;
         case OPT_AUDIT: {
                 char *abs = absolute(arg);

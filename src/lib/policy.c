@@ -399,6 +399,11 @@ int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **
         return egress_policy_add_resolve(&p->egress, host_addr, err);
 }
 
+int brig_policy_set_upstream_proxy(brig_policy *p, const char *url, brig_error **err)
+{
+        return egress_policy_set_upstream(&p->egress, url, err);
+}
+
 int brig_policy_add_syscall_rule(brig_policy *p, const char *name, const char *action, brig_error **err)
 {
         return seccomp_policy_add(&p->seccomp, name, action, err);

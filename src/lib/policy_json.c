@@ -579,7 +579,8 @@ static int add_resolve_pair(brig_policy *p, const char *host, const char *addr, 
 
 static int load_network(const struct loader *L, json_t *o, brig_policy *p)
 {
-        static const char *const keys[] = { "mode", "allow_hosts", "deny_hosts", "allow_cidrs", "resolve", NULL };
+        static const char *const keys[] = { "mode", "allow_hosts", "deny_hosts", "allow_cidrs",
+                                            "resolve", "upstream_proxy", NULL };
         const char *base = "/network";
         int r = want(L, base, o, JSON_OBJECT, "an object");
         r = r ?: check_keys(L, base, o, keys);
@@ -619,6 +620,10 @@ static int load_network(const struct loader *L, json_t *o, brig_policy *p)
                         r = want(L, rp, addr, JSON_STRING, "an address");
                         r = r ?: setter(L, rp, add_resolve_pair(p, host, json_string_value(addr), &e), &e);
                 }
+        }
+        if (r == 0 && (v = json_object_get(o, "upstream_proxy"))) {
+                r = want(L, SUB(at, base, "upstream_proxy"), v, JSON_STRING, "\"http://HOST:PORT\"");
+                r = r ?: setter(L, at, brig_policy_set_upstream_proxy(p, json_string_value(v), &e), &e);
         }
         return r;
 }

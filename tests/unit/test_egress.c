@@ -143,8 +143,13 @@ static void expect_bad(int (*add)(struct egress_policy **, const char *, brig_er
         if (r >= 0)
                 fail_msg("'%s' was accepted", text);
         assert_non_null(err);
-        if (!strstr(err->msg, text))
+        /* named, except a URL's credentials, which never appear in messages */
+        const char *at = strchr(text, '@');
+        const char *named = at && strncmp(text, "http://", 7) == 0 ? at + 1 : text;
+        if (!strstr(err->msg, named))
                 fail_msg("error for '%s' does not name it: %s", text, err->msg);
+        if (at && strncmp(text, "http://", 7) == 0 && strstr(err->msg, text))
+                fail_msg("error for '%s' shows the credentials: %s", text, err->msg);
         brig_error_free(&err);
         egress_policy_free(ep);
 }
@@ -167,6 +172,40 @@ static void test_policy_parse_errors(void **state)
         expect_bad(egress_policy_allow_cidr, "10.0.0.0/");
         expect_bad(egress_policy_add_resolve, "nohost");
         expect_bad(egress_policy_add_resolve, "host.example:not-an-ip");
+}
+
+static void expect_upstream(const char *url, const char *shown)
+{
+        struct egress_policy *ep = NULL;
+        brig_error *err = NULL;
+        if (egress_policy_set_upstream(&ep, url, &err) < 0)
+                fail_msg("'%s' refused: %s", url, err->msg);
+        json_t *j = egress_policy_json(ep);
+        assert_string_equal(json_string_value(json_object_get(j, "upstream_proxy")), shown);
+        json_decref(j);
+        egress_policy_free(ep);
+}
+
+static void test_upstream_url(void **state)
+{
+        (void)state;
+        expect_upstream("http://proxy.example:3128", "http://proxy.example:3128");
+        expect_upstream("HTTP://Proxy.Example.:8080/", "http://proxy.example:8080");
+        expect_upstream("http://192.0.2.1:3128", "http://192.0.2.1:3128");
+        expect_upstream("http://[2001:db8::1]:3128", "http://[2001:db8::1]:3128");
+        expect_upstream("http://127.0.0.1:1", "http://127.0.0.1:1");  /* not classified: named explicitly */
+        static const char *const bad[] = {
+                "", "ftp://x:1", "https://x:1", "x:1", "http://user@x:1", "http://u:p@x:1", "http://x",
+                "http://:80", "http://x:0", "http://x:65536", "http://x:1/path", "http://2001:db8::1:80",
+                "http://[x]:1", "http://[192.0.2.1]:1", "http://bad host:1", "http://x:1?q", "http://[::1]",
+                "http://x:", "http://x:1x",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                expect_bad(egress_policy_set_upstream, bad[i]);
+        struct egress_policy *ep = NULL;
+        json_t *j = egress_policy_json(ep);
+        assert_null(json_object_get(j, "upstream_proxy"));  /* unset: not shown */
+        json_decref(j);
 }
 
 struct fixture {
@@ -399,6 +438,7 @@ int main(void)
                 cmocka_unit_test(test_judge_hosts),
                 cmocka_unit_test(test_judge_addresses),
                 cmocka_unit_test(test_resolve_and_json),
+                cmocka_unit_test(test_upstream_url),
                 cmocka_unit_test(test_http_connect),
                 cmocka_unit_test(test_http_forward),
                 cmocka_unit_test(test_http_refusals),

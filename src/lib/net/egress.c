@@ -11,6 +11,18 @@
  *   RELAY      bytes both ways until both sides are done
  *   REFUSING   a refusal (403, SOCKS 0x02, ...) is flushed, then closed
  *
+ * With an upstream proxy (--upstream-proxy) the judgement is the same —
+ * the name, then every address brig's own resolver returns — but an
+ * allowed connection goes to the upstream instead of the checked address:
+ *
+ *   UPSTREAM_DNS  the upstream's own name is being resolved (once per run)
+ *   CONNECTING    to the upstream proxy
+ *   TUNNEL        "CONNECT host:port" sent, waiting for its 2xx
+ *
+ * The upstream resolves the name itself, so the no-rebinding guarantee
+ * weakens to "brig refuses a name its own resolver maps only to refused
+ * addresses" (docs/network.md).
+ *
  * The name is judged before any DNS query, so a refused name never leaks
  * into a resolver; every answer is classified, and the proxy connects to
  * exactly the address it checked (no second lookup: no DNS rebinding). */
@@ -31,6 +43,7 @@
 #define MAX_CANDIDATES 16
 #define MAX_DESTINATIONS 256
 #define SOCKS_IN_MAX 600             /* greeting (257) + request (262), with room */
+#define TUNNEL_HEAD_MAX 8192         /* the upstream proxy's answer to CONNECT */
 
 enum watch_kind { W_LISTENER, W_TIMER, W_CLIENT, W_UPSTREAM };
 
@@ -48,7 +61,7 @@ struct listener {
         struct listener *next;
 };
 
-enum conn_state { C_REQUEST, C_RESOLVING, C_CONNECTING, C_RELAY, C_REFUSING, C_DEAD };
+enum conn_state { C_REQUEST, C_RESOLVING, C_UPSTREAM_DNS, C_CONNECTING, C_TUNNEL, C_RELAY, C_REFUSING, C_DEAD };
 
 struct conn {
         struct egress *e;
@@ -69,6 +82,11 @@ struct conn {
         struct net_addr cands[MAX_CANDIDATES];
         size_t n_cands, next_cand;
         int connected;        /* index into cands, -1 while none */
+        size_t next_up;       /* upstream proxy: the next of its addresses to try */
+        char *reply;          /* upstream proxy: its answer to CONNECT so far */
+        size_t reply_len, reply_used;
+        bool established;     /* relaying (directly or through the upstream) */
+        char failure[512];    /* why an allowed connection failed, for the close event */
         int last_errno;
         bool allowed;         /* an allow was logged: a close event follows */
         void *dns;
@@ -98,6 +116,13 @@ struct egress {
         struct dest *dests;
         size_t n_dests;
         bool dests_truncated;
+        /* --upstream-proxy: NULL to connect directly */
+        const struct egress_upstream *upstream;
+        char up_text[EGRESS_HOST_MAX + 16];  /* "host:port" */
+        enum { UP_UNRESOLVED, UP_RESOLVING, UP_READY } up_state;
+        struct net_addr up_addrs[MAX_CANDIDATES];
+        size_t n_up;
+        void *up_dns;
 };
 
 #define conn_of(w, member) ((struct conn *)((char *)(w) - offsetof(struct conn, member)))
@@ -193,6 +218,8 @@ static void log_decision(struct conn *c, bool allow, const char *reason, const s
                 return;
         json_t *o = event_base(c, allow ? "allow" : "deny", reason, addr);
         json_object_set_new(o, "phase", json_string("connect"));
+        if (allow && e->upstream)
+                json_object_set_new(o, "upstream_proxy", json_string(e->up_text));
         e->log(e->log_ctx, o);
 }
 
@@ -209,8 +236,11 @@ static void log_close(struct conn *c)
         json_object_set_new(o, "bytes_up", json_integer((json_int_t)c->up.bytes));
         json_object_set_new(o, "bytes_down", json_integer((json_int_t)c->down.bytes));
         json_object_set_new(o, "duration_ms", json_integer((json_int_t)(now_ms() - c->started_ms)));
-        if (c->connected < 0)
-                json_object_set_new(o, "error", json_string(c->last_errno ? strerror(c->last_errno) : "closed"));
+        if (e->upstream)
+                json_object_set_new(o, "upstream_proxy", json_string(e->up_text));
+        if (!c->established)
+                json_object_set_new(o, "error", json_string(c->failure[0] ? c->failure
+                                                            : c->last_errno ? strerror(c->last_errno) : "closed"));
         e->log(e->log_ctx, o);
 }
 
@@ -231,6 +261,8 @@ static void conn_close(struct conn *c)
         flow_free(&c->down);
         free(c->in);
         c->in = NULL;
+        free(c->reply);
+        c->reply = NULL;
         c->state = C_DEAD;
         if (c->prev)
                 c->prev->next = c->next;
@@ -349,10 +381,14 @@ static void fail_upstream(struct conn *c, int err, bool timeout)
                 socks_refuse(c, code);
                 return;
         }
-        char target[EGRESS_HOST_MAX + 16], why[EGRESS_HOST_MAX + 96];
-        target_text(c, c->n_cands ? &c->cands[0] : NULL, target, sizeof target);
+        char target[EGRESS_HOST_MAX + 32], why[EGRESS_HOST_MAX + 96];
+        if (c->e->upstream && !(err == ENOENT && !timeout))
+                snprintf(target, sizeof target, "upstream proxy %s", c->e->up_text);
+        else
+                target_text(c, c->n_cands ? &c->cands[0] : NULL, target, sizeof target);
         snprintf(why, sizeof why, "cannot reach %s: %s", target,
                  timeout ? "timed out" : err == ENOENT ? "name does not resolve" : strerror(err));
+        snprintf(c->failure, sizeof c->failure, "%s", why);
         http_refuse(c, timeout ? 504 : 502, NULL, why);
 }
 
@@ -363,7 +399,16 @@ static void start_relay(struct conn *c)
         flow_init(&c->up, c->cw.fd, c->uw.fd);
         flow_init(&c->down, c->uw.fd, c->cw.fd);
         int r = 0;
-        if (c->kind == EGRESS_SOCKS) {
+        /* what the upstream proxy sent after its 2xx head: the destination's
+         * first bytes (a banner), delivered after our own reply below */
+        if (c->reply_len > c->reply_used)
+                r = flow_prepend(&c->down, c->reply + c->reply_used, c->reply_len - c->reply_used);
+        free(c->reply);
+        c->reply = NULL;
+        c->reply_len = c->reply_used = 0;
+        if (r < 0) {
+                /* fall through to the close below */
+        } else if (c->kind == EGRESS_SOCKS) {
                 uint8_t ok[10];
                 socks5_reply(ok, SOCKS_OK);
                 r = flow_prepend(&c->down, ok, sizeof ok);
@@ -388,6 +433,7 @@ static void start_relay(struct conn *c)
                 return;
         }
         c->state = C_RELAY;
+        c->established = true;
         relay(c);
 }
 
@@ -395,11 +441,15 @@ static void connect_next(struct conn *c)
 {
         struct egress *e = c->e;
         unwatch(e, &c->uw);
-        while (c->next_cand < c->n_cands) {
-                const struct net_addr *a = &c->cands[c->next_cand++];
+        /* Through an upstream proxy: its addresses, not the checked ones. */
+        const struct net_addr *list = e->upstream ? e->up_addrs : c->cands;
+        size_t n = e->upstream ? e->n_up : c->n_cands, *next = e->upstream ? &c->next_up : &c->next_cand;
+        uint16_t port = e->upstream ? e->upstream->port : c->port;
+        while (*next < n) {
+                const struct net_addr *a = &list[(*next)++];
                 struct sockaddr_storage ss;
                 socklen_t len;
-                net_addr_to_sockaddr(a, c->port, &ss, &len);
+                net_addr_to_sockaddr(a, port, &ss, &len);
                 int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
                 if (fd < 0) {
                         c->last_errno = errno;
@@ -418,6 +468,146 @@ static void connect_next(struct conn *c)
         fail_upstream(c, c->last_errno ? c->last_errno : EHOSTUNREACH, false);
 }
 
+/* ---- the upstream proxy ----------------------------------------------------- */
+
+/* Allowed, then refused or failed by the upstream proxy: a "net" event
+ * naming its answer, and 502 / SOCKS 0x05 for the client. */
+static void fail_tunnel(struct conn *c, const char *what)
+{
+        struct egress *e = c->e;
+        snprintf(c->failure, sizeof c->failure, "upstream proxy %s %s", e->up_text, what);
+        if (e->log) {
+                json_t *o = event_base(c, "deny", c->failure, c->n_cands ? &c->cands[0] : NULL);
+                json_object_set_new(o, "phase", json_string("upstream"));
+                json_object_set_new(o, "upstream_proxy", json_string(e->up_text));
+                e->log(e->log_ctx, o);
+        }
+        if (c->kind == EGRESS_SOCKS)
+                socks_refuse(c, SOCKS_CONN_REFUSED);
+        else
+                http_refuse(c, 502, NULL, c->failure);
+}
+
+static void send_tunnel_request(struct conn *c)
+{
+        char target[EGRESS_HOST_MAX + 16], req[2 * sizeof target + 64];
+        /* the name as the client gave it (normalized), or the literal */
+        target_text(c, c->n_cands ? &c->cands[0] : NULL, target, sizeof target);
+        int n = snprintf(req, sizeof req, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target);
+        /* a few hundred bytes on a freshly connected socket: the send
+         * buffer takes them whole */
+        if (n < 0 || (size_t)n >= sizeof req || send(c->uw.fd, req, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) {
+                fail_upstream(c, errno ? errno : EIO, false);
+                return;
+        }
+        c->state = C_TUNNEL;
+        set_interest(c->e, &c->uw, EPOLLIN);
+}
+
+/* The upstream's answer: "HTTP/1.x 2xx ..." and headers, then the tunnel. */
+static void read_tunnel_reply(struct conn *c)
+{
+        if (!c->reply && !(c->reply = malloc(TUNNEL_HEAD_MAX))) {
+                conn_close(c);
+                return;
+        }
+        ssize_t n = recv(c->uw.fd, c->reply + c->reply_len, TUNNEL_HEAD_MAX - c->reply_len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n < 0) {
+                fail_upstream(c, errno, false);
+                return;
+        }
+        if (n == 0) {
+                fail_tunnel(c, "closed the connection without answering");
+                return;
+        }
+        c->reply_len += (size_t)n;
+        const char *end = memmem(c->reply, c->reply_len, "\r\n\r\n", 4);
+        size_t head = end ? (size_t)(end - c->reply) + 4 : 0;
+        if (!end && (end = memmem(c->reply, c->reply_len, "\n\n", 2)))
+                head = (size_t)(end - c->reply) + 2;
+        if (!end) {
+                if (c->reply_len == TUNNEL_HEAD_MAX)
+                        fail_tunnel(c, "sent an oversized answer");
+                return;
+        }
+        /* The status line, made printable: it goes into a log line and a
+         * response body, never a header. */
+        char line[100];
+        size_t ll = 0;
+        for (size_t i = 0; i < c->reply_len && c->reply[i] != '\r' && c->reply[i] != '\n' && ll < sizeof line - 1; i++)
+                line[ll++] = c->reply[i] >= 0x20 && c->reply[i] < 0x7f ? c->reply[i] : '?';
+        line[ll] = '\0';
+        bool http = ll >= 12 && strncmp(line, "HTTP/1.", 7) == 0 && line[8] == ' ';
+        if (http && line[9] == '2' && line[10] >= '0' && line[10] <= '9' && line[11] >= '0' && line[11] <= '9' &&
+            (ll == 12 || line[12] == ' ')) {
+                c->reply_used = head;
+                start_relay(c);
+                return;
+        }
+        char what[160];
+        snprintf(what, sizeof what, http ? "answered '%s'" : "sent a malformed answer '%s'", line);
+        fail_tunnel(c, what);
+}
+
+static void on_upstream_resolved(void *ctx, int status, const struct net_addr *addrs, size_t n)
+{
+        struct egress *e = ctx;
+        e->up_dns = NULL;
+        if (status == 0 && n) {
+                e->n_up = n < MAX_CANDIDATES ? n : MAX_CANDIDATES;
+                memcpy(e->up_addrs, addrs, e->n_up * sizeof *addrs);
+                e->up_state = UP_READY;
+        } else {
+                e->up_state = UP_UNRESOLVED;  /* the next connection tries again */
+        }
+        struct conn *next;
+        for (struct conn *c = e->conns; c; c = next) {
+                next = c->next;
+                if (c->state != C_UPSTREAM_DNS)
+                        continue;
+                if (e->up_state == UP_READY) {
+                        connect_next(c);
+                } else {
+                        char what[EGRESS_HOST_MAX + 32];
+                        snprintf(what, sizeof what, "does not resolve");
+                        c->last_errno = ENOENT;
+                        fail_tunnel(c, what);
+                }
+        }
+}
+
+/* An allowed connection, through the upstream proxy. The upstream's own
+ * address is deliberately not classified: the user named it explicitly
+ * (it is often on a private network), and the destination was judged. */
+static void via_upstream(struct conn *c)
+{
+        struct egress *e = c->e;
+        c->next_up = 0;
+        if (e->up_state == UP_READY) {
+                connect_next(c);
+                return;
+        }
+        c->state = C_UPSTREAM_DNS;
+        set_interest(e, &c->cw, 0);
+        if (e->up_state == UP_RESOLVING)
+                return;  /* on_upstream_resolved picks it up */
+        e->up_state = UP_RESOLVING;
+        struct net_addr fixed[MAX_CANDIDATES];
+        size_t n = 0;
+        if (e->upstream->literal)
+                fixed[n++] = e->upstream->addr;
+        else
+                n = egress_policy_resolve(e->policy, e->upstream->host, fixed, MAX_CANDIDATES);
+        if (n) {
+                on_upstream_resolved(e, 0, fixed, n);
+                return;
+        }
+        /* resolved once per run; the callback may run right away */
+        e->up_dns = dns_resolve(e->dns, e->upstream->host, on_upstream_resolved, e);
+}
+
 static void connect_done(struct conn *c)
 {
         int err = 0;
@@ -429,6 +619,10 @@ static void connect_done(struct conn *c)
         if (err) {
                 c->last_errno = err;
                 connect_next(c);  /* the next address that passed the check */
+                return;
+        }
+        if (c->e->upstream) {
+                send_tunnel_request(c);
                 return;
         }
         c->connected = (int)c->next_cand - 1;
@@ -463,7 +657,10 @@ static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n,
         else
                 snprintf(reason, sizeof reason, "%s", named ? c->why : first_ok.reason);
         log_decision(c, true, reason, &c->cands[0]);
-        connect_next(c);
+        if (c->e->upstream)
+                via_upstream(c);
+        else
+                connect_next(c);
 }
 
 static void on_resolved(void *ctx, int status, const struct net_addr *addrs, size_t n)
@@ -472,6 +669,18 @@ static void on_resolved(void *ctx, int status, const struct net_addr *addrs, siz
         c->dns = NULL;
         if (c->state != C_RESOLVING)
                 return;
+        if ((status < 0 || n == 0) && c->e->upstream) {
+                /* Networks that need an upstream proxy often can't resolve
+                 * outside names themselves: the name (allowed by a host
+                 * rule) goes to the upstream, which resolves it. Nothing
+                 * brig could check says it is refused. */
+                char reason[sizeof c->why + 64];
+                snprintf(reason, sizeof reason, "%s; not resolved here, left to the upstream proxy", c->why);
+                c->n_cands = 0;
+                log_decision(c, true, reason, NULL);
+                via_upstream(c);
+                return;
+        }
         if (status < 0 || n == 0) {
                 log_decision(c, false, "name does not resolve", NULL);
                 c->allowed = false;
@@ -723,7 +932,9 @@ static void on_timer(struct egress *e)
                         }
                         break;
                 case C_RESOLVING:
+                case C_UPSTREAM_DNS:
                 case C_CONNECTING:
+                case C_TUNNEL:
                         if (now - c->started_ms > HANDSHAKE_TIMEOUT_MS)
                                 fail_upstream(c, ETIMEDOUT, true);
                         break;
@@ -767,6 +978,9 @@ struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, voi
                 return NULL;
         }
         e->policy = ep;
+        e->upstream = egress_policy_upstream(ep);
+        if (e->upstream)
+                egress_upstream_format(e->upstream, e->up_text, sizeof e->up_text);
         e->log = log;
         e->log_ctx = log_ctx;
         e->timer = (struct watch){ .kind = W_TIMER, .fd = -1 };
@@ -854,6 +1068,8 @@ void egress_dispatch(struct egress *e)
                         c = conn_of(w, uw);
                         if (c->state == C_CONNECTING)
                                 connect_done(c);
+                        else if (c->state == C_TUNNEL)
+                                read_tunnel_reply(c);
                         else if (c->state == C_RELAY)
                                 relay(c);
                         break;

@@ -26,6 +26,9 @@ BRIG_INTERNAL int egress_policy_allow_host(struct egress_policy **ep, const char
 BRIG_INTERNAL int egress_policy_deny_host(struct egress_policy **ep, const char *pattern, brig_error **err);
 BRIG_INTERNAL int egress_policy_allow_cidr(struct egress_policy **ep, const char *cidr_port, brig_error **err);
 BRIG_INTERNAL int egress_policy_add_resolve(struct egress_policy **ep, const char *host_addr, brig_error **err);
+/* "http://HOST:PORT": tunnel every allowed connection through that HTTP
+ * proxy with CONNECT (the policy decision stays brig's). No credentials. */
+BRIG_INTERNAL int egress_policy_set_upstream(struct egress_policy **ep, const char *url, brig_error **err);
 /* True when the policy allows anything at all (any allow rule). */
 BRIG_INTERNAL bool egress_policy_has_allows(const struct egress_policy *ep);
 /* For the report: the rules as JSON ({"allow_hosts": [...], ...}). */

@@ -80,6 +80,16 @@ BRIG_INTERNAL void egress_judge_host(const struct egress_policy *ep, const char 
  * whether a host rule already allowed the name this address came from. */
 BRIG_INTERNAL void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port,
                                      bool named, struct egress_verdict *v);
+/* The upstream proxy (--upstream-proxy), or NULL: connect directly. */
+struct egress_upstream {
+        char host[EGRESS_HOST_MAX + 1];  /* normalized name, or the address's text (no brackets) */
+        bool literal;
+        struct net_addr addr;            /* when literal */
+        uint16_t port;
+};
+BRIG_INTERNAL const struct egress_upstream *egress_policy_upstream(const struct egress_policy *ep);
+/* "proxy.example:3128", "192.0.2.1:3128" or "[2001:db8::1]:3128". */
+BRIG_INTERNAL void egress_upstream_format(const struct egress_upstream *u, char *buf, size_t size);
 /* --resolve answers for `host`; returns how many were copied to out. */
 BRIG_INTERNAL size_t egress_policy_resolve(const struct egress_policy *ep, const char *host, struct net_addr *out,
                                            size_t max);

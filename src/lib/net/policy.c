@@ -7,6 +7,7 @@
  *   --allow-cidr 10.0.0.0/8[:PORT]   addresses the classifier refuses, and
  *                                    literal connections to them; without a port: any
  *   --resolve    HOST:ADDR           answers for HOST without DNS (repeatable)
+ *   --upstream-proxy http://HOST:PORT connect through that HTTP proxy (CONNECT)
  */
 #define _GNU_SOURCE
 #include "net/net.h"
@@ -14,6 +15,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 struct host_rule {
         char *pattern;        /* normalized; "*.suffix" or exact */
@@ -39,6 +41,8 @@ struct egress_policy {
         size_t n_cidrs;
         struct resolve_rule *resolves;
         size_t n_resolves;
+        struct egress_upstream upstream;
+        bool has_upstream;
 };
 
 /* Names that reach a cloud metadata service from inside a VM: refused
@@ -280,6 +284,100 @@ int egress_policy_add_resolve(struct egress_policy **ep, const char *text, brig_
         return 0;
 }
 
+/* "http://HOST:PORT" (one trailing '/' tolerated): HOST a name, an IPv4
+ * literal or a bracketed IPv6 literal. No credentials, no path, no other
+ * scheme: anything else is refused naming the value. */
+static int parse_upstream(const char *url, struct egress_upstream *u, brig_error **err)
+{
+        static const char expected[] = "expected http://HOST:PORT";
+        if (!url || !*url)
+                return brig_err(err, EINVAL, "empty upstream proxy URL (%s)", expected);
+        if (strncasecmp(url, "http://", 7) != 0) {
+                const char *sep = strstr(url, "://");
+                if (sep)
+                        return brig_err(err, EINVAL, "'%s': scheme '%.*s' is not supported (%s)", url,
+                                        (int)(sep - url), url, expected);
+                return brig_err(err, EINVAL, "'%s': %s", url, expected);
+        }
+        const char *auth = url + 7;
+        size_t alen = strlen(auth);
+        if (alen && auth[alen - 1] == '/')
+                alen--;
+        if (memchr(auth, '@', alen)) {
+                /* Name the proxy, never the credentials: the message goes to stderr and logs. */
+                const char *at = memrchr(auth, '@', alen);
+                return brig_err(err, EINVAL, "'http://***@%.*s': credentials in the upstream proxy URL are not supported",
+                                (int)(alen - (size_t)(at + 1 - auth)), at + 1);
+        }
+        if (strcspn(auth, "/?#") < alen)
+                return brig_err(err, EINVAL, "'%s': no path or query allowed (%s)", url, expected);
+        const char *portp;
+        size_t hlen;
+        if (alen && auth[0] == '[') {
+                const char *close = memchr(auth, ']', alen);
+                if (!close)
+                        return brig_err(err, EINVAL, "'%s': missing ']' (%s)", url, expected);
+                hlen = (size_t)(close - auth) + 1;
+                portp = close + 1;
+        } else {
+                const char *colon = memrchr(auth, ':', alen);
+                if (colon && memchr(auth, ':', (size_t)(colon - auth)))
+                        return brig_err(err, EINVAL, "'%s': an IPv6 address must be in brackets (%s)", url, expected);
+                hlen = colon ? (size_t)(colon - auth) : alen;
+                portp = colon ? colon : auth + alen;
+        }
+        if (hlen == 0)
+                return brig_err(err, EINVAL, "'%s': missing host (%s)", url, expected);
+        if (portp >= auth + alen || *portp != ':')
+                return brig_err(err, EINVAL, "'%s': missing :PORT (%s)", url, expected);
+        char text[EGRESS_HOST_MAX + 8];
+        size_t plen = (size_t)(auth + alen - portp - 1);
+        if (plen >= sizeof text)
+                return brig_err(err, EINVAL, "'%s': bad port (expected 1-65535)", url);
+        memcpy(text, portp + 1, plen);
+        text[plen] = '\0';
+        if (parse_port(text, &u->port) < 0)
+                return brig_err(err, EINVAL, "'%s': bad port '%s' (expected 1-65535)", url, text);
+        if (hlen >= sizeof text)
+                return brig_err(err, EINVAL, "'%s': host name too long", url);
+        memcpy(text, auth, hlen);
+        text[hlen] = '\0';
+        bool bracketed = text[0] == '[';
+        if (net_addr_parse(text, &u->addr) && (u->addr.family == AF_INET6) == bracketed) {
+                u->literal = true;
+                net_addr_format(&u->addr, u->host, sizeof u->host);
+                return 0;
+        }
+        u->literal = false;
+        if (bracketed || !egress_host_normalize(text, hlen, u->host))
+                return brig_err(err, EINVAL, "'%s': '%s' is not a host name or address (%s)", url, text, expected);
+        return 0;
+}
+
+int egress_policy_set_upstream(struct egress_policy **ep, const char *url, brig_error **err)
+{
+        struct egress_upstream u = { 0 };
+        int r = parse_upstream(url, &u, err);
+        if (r < 0)
+                return r;
+        struct egress_policy *p = policy_get(ep);
+        if (!p)
+                return brig_err(err, ENOMEM, "'%s'", url);
+        p->upstream = u;  /* the last one set wins */
+        p->has_upstream = true;
+        return 0;
+}
+
+const struct egress_upstream *egress_policy_upstream(const struct egress_policy *ep)
+{
+        return ep && ep->has_upstream ? &ep->upstream : NULL;
+}
+
+void egress_upstream_format(const struct egress_upstream *u, char *buf, size_t size)
+{
+        snprintf(buf, size, u->literal && u->addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", u->host, u->port);
+}
+
 bool egress_policy_has_allows(const struct egress_policy *ep)
 {
         return ep && (ep->n_allow || ep->n_cidrs);
@@ -322,6 +420,13 @@ json_t *egress_policy_json(const struct egress_policy *ep)
         }
         json_object_set_new(o, "allow_cidrs", cidrs);
         json_object_set_new(o, "resolve", res);
+        if (ep && ep->has_upstream) {
+                char hp[EGRESS_HOST_MAX + 16];
+                egress_upstream_format(&ep->upstream, hp, sizeof hp);
+                char *url = brig_strdup_printf("http://%s", hp);
+                json_object_set_new(o, "upstream_proxy", json_string(url ? url : "?"));
+                free(url);
+        }
         return o;
 }
 
