@@ -45,6 +45,7 @@ check: build build-asan build-hooks
 bench: build
 	./bench/startup $(BUILD)/brig
 	./bench/syscall $(BUILD)/brig
+	./bench/proxy $(BUILD)/brig
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(HOOKS_BUILD)

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #define FLOW_CHUNK 65536
@@ -45,14 +46,32 @@ int flow_prepend(struct flow *f, const void *data, size_t len)
         return 0;
 }
 
+/* Pipes cost two descriptors per direction, sockets one per side: left
+ * unchecked, pipes would take the descriptors new connections need (6 per
+ * tunnel instead of 2). Pipes may use at most a quarter of the limit; past
+ * that, directions use the buffer. Counted across every run in this
+ * process, hence atomic. */
+static _Atomic long pipe_fds;
+
+static long pipe_budget(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                return 1L << 20;
+        return (long)(rl.rlim_cur / 4);
+}
+
 static bool try_pipe(struct flow *f)
 {
         if (f->pipe[0] >= 0)
                 return true;
+        if (pipe_fds + 2 > pipe_budget())
+                return false;
         if (pipe2(f->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
                 f->pipe[0] = f->pipe[1] = -1;
                 return false;
         }
+        pipe_fds += 2;
         return true;
 }
 
@@ -114,10 +133,11 @@ enum flow_state flow_pump(struct flow *f)
 
 void flow_free(struct flow *f)
 {
-        if (f->pipe[0] >= 0)
+        if (f->pipe[0] >= 0) {
                 close(f->pipe[0]);
-        if (f->pipe[1] >= 0)
                 close(f->pipe[1]);
+                pipe_fds -= 2;
+        }
         f->pipe[0] = f->pipe[1] = -1;
         free(f->buf);
         f->buf = NULL;
