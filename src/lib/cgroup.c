@@ -352,9 +352,14 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         bool v2_wanted[CG_COUNT] = { 0 };
         if (h.v2_mount && h.v2_own) {
                 _cleanup_free_ char *root_ctrls = read_at(h.v2_mount, "cgroup.controllers");
-                for (int c = 0; c < CG_COUNT; c++)
+                bool any = false;
+                for (int c = 0; c < CG_COUNT; c++) {
                         v2_wanted[c] = want[c] && root_ctrls && has_word(root_ctrls, controller_names[c]);
-                _cleanup_free_ char *parent = v2_parent(&h, v2_wanted);
+                        any |= v2_wanted[c];
+                }
+                /* A v2 group only where it enforces something (on hybrid
+                 * hosts the v2 tree often has none of our controllers). */
+                _cleanup_free_ char *parent = any ? v2_parent(&h, v2_wanted) : NULL;
                 if (parent) {
                         remove_stale(parent);
                         cg->v2_dir = brig_strdup_printf("%s/%s", parent, name);
