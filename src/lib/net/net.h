@@ -182,6 +182,7 @@ struct flow {
         size_t off, len, cap;
         bool eof;             /* `from` reached end of stream */
         bool shut;            /* shutdown(to, SHUT_WR) done */
+        bool big_pipe;        /* one of the few enlarged pipes (relay.c) */
         uint64_t bytes;       /* delivered to `to` */
 };
 
