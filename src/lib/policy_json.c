@@ -326,6 +326,68 @@ static int load_strings(const struct loader *L, const char *path, json_t *arr, b
         return r;
 }
 
+/* An array of objects with known keys, each handed to `item`. */
+static int load_objects(const struct loader *L, const char *path, json_t *arr, const char *what,
+                        const char *const *keys, brig_policy *p,
+                        int (*item)(const struct loader *, const char *, json_t *, brig_policy *))
+{
+        int r = want(L, path, arr, JSON_ARRAY, what);
+        size_t i;
+        json_t *o;
+        json_array_foreach(arr, i, o) {
+                if (r < 0)
+                        break;
+                char at[512];
+                snprintf(at, sizeof at, "%s/%zu", path, i);
+                r = want(L, at, o, JSON_OBJECT, "an object");
+                r = r ?: check_keys(L, at, o, keys);
+                r = r ?: item(L, at, o, p);
+        }
+        return r;
+}
+
+static int load_bind(const struct loader *L, const char *at, json_t *b, brig_policy *p)
+{
+        json_t *src = json_object_get(b, "source"), *dst = json_object_get(b, "destination");
+        json_t *ro = json_object_get(b, "readonly");
+        char fp[512];
+        brig_error *e = NULL;
+        int r = src ? 0 : fail_at(L, at, false, "a bind needs a \"source\"");
+        r = r ?: want(L, SUB(fp, at, "source"), src, JSON_STRING, "a path");
+        if (r == 0 && dst)
+                r = want(L, SUB(fp, at, "destination"), dst, JSON_STRING, "a path");
+        if (r == 0 && ro)
+                r = want(L, SUB(fp, at, "readonly"), ro, JSON_TRUE, "true or false");
+        unsigned flags = ro && json_is_true(ro) ? BRIG_BIND_READONLY : 0;
+        return r ?: setter(L, at, brig_policy_add_bind(p, json_string_value(src), dst ? json_string_value(dst) : NULL,
+                                                       flags, &e), &e);
+}
+
+static int load_tmpfs(const struct loader *L, const char *at, json_t *t, brig_policy *p)
+{
+        json_t *dst = json_object_get(t, "destination"), *sz = json_object_get(t, "size");
+        char fp[512];
+        brig_error *e = NULL;
+        uint64_t size = 0;
+        int r = dst ? 0 : fail_at(L, at, false, "a tmpfs needs a \"destination\"");
+        r = r ?: want(L, SUB(fp, at, "destination"), dst, JSON_STRING, "a path");
+        if (r == 0 && sz)
+                r = get_size(L, SUB(fp, at, "size"), sz, &size);
+        return r ?: setter(L, at, brig_policy_add_tmpfs(p, json_string_value(dst), size, &e), &e);
+}
+
+static int load_rule(const struct loader *L, const char *at, json_t *rule, brig_policy *p)
+{
+        json_t *name = json_object_get(rule, "name"), *action = json_object_get(rule, "action");
+        char fp[512];
+        brig_error *e = NULL;
+        int r = name && action ? 0 : fail_at(L, at, false, "a rule needs \"name\" and \"action\"");
+        r = r ?: want(L, SUB(fp, at, "name"), name, JSON_STRING, "a syscall or @group");
+        r = r ?: want(L, SUB(fp, at, "action"), action, JSON_STRING, "an action");
+        return r ?: setter(L, at, brig_policy_add_syscall_rule(p, json_string_value(name), json_string_value(action), &e),
+                           &e);
+}
+
 static int unsafe_allow(brig_policy *p, const char *pattern, brig_error **err)
 {
         if (strv_contains(&p->unsafe_allowed, pattern))
@@ -367,58 +429,12 @@ static int load_filesystem(const struct loader *L, json_t *o, brig_policy *p)
                 if (r == 0)
                         brig_policy_set_mount_sys(p, json_is_true(v));
         }
-        if (r == 0 && (v = json_object_get(o, "binds"))) {
-                r = want(L, SUB(at, base, "binds"), v, JSON_ARRAY, "an array of binds");
-                static const char *const bkeys[] = { "source", "destination", "readonly", NULL };
-                size_t i;
-                json_t *b;
-                json_array_foreach(v, i, b) {
-                        if (r < 0)
-                                break;
-                        char bp[512], fp[512];
-                        snprintf(bp, sizeof bp, "%s/binds/%zu", base, i);
-                        r = want(L, bp, b, JSON_OBJECT, "an object {\"source\", \"destination\", \"readonly\"}");
-                        r = r ?: check_keys(L, bp, b, bkeys);
-                        json_t *src = json_object_get(b, "source"), *dst = json_object_get(b, "destination");
-                        json_t *ro = json_object_get(b, "readonly");
-                        if (r == 0 && !src)
-                                r = fail_at(L, bp, false, "a bind needs a \"source\"");
-                        r = r ?: want(L, SUB(fp, bp, "source"), src, JSON_STRING, "a path");
-                        if (r == 0 && dst)
-                                r = want(L, SUB(fp, bp, "destination"), dst, JSON_STRING, "a path");
-                        if (r == 0 && ro)
-                                r = want(L, SUB(fp, bp, "readonly"), ro, JSON_TRUE, "true or false");
-                        if (r == 0)
-                                r = setter(L, bp,
-                                           brig_policy_add_bind(p, json_string_value(src),
-                                                                dst ? json_string_value(dst) : NULL,
-                                                                ro && json_is_true(ro) ? BRIG_BIND_READONLY : 0, &e),
-                                           &e);
-                }
-        }
-        if (r == 0 && (v = json_object_get(o, "tmpfs"))) {
-                r = want(L, SUB(at, base, "tmpfs"), v, JSON_ARRAY, "an array of tmpfs mounts");
-                static const char *const tkeys[] = { "destination", "size", NULL };
-                size_t i;
-                json_t *t;
-                json_array_foreach(v, i, t) {
-                        if (r < 0)
-                                break;
-                        char tp[512], fp[512];
-                        snprintf(tp, sizeof tp, "%s/tmpfs/%zu", base, i);
-                        r = want(L, tp, t, JSON_OBJECT, "an object {\"destination\", \"size\"}");
-                        r = r ?: check_keys(L, tp, t, tkeys);
-                        json_t *dst = json_object_get(t, "destination"), *sz = json_object_get(t, "size");
-                        if (r == 0 && !dst)
-                                r = fail_at(L, tp, false, "a tmpfs needs a \"destination\"");
-                        r = r ?: want(L, SUB(fp, tp, "destination"), dst, JSON_STRING, "a path");
-                        size = 0;
-                        if (r == 0 && sz)
-                                r = get_size(L, SUB(fp, tp, "size"), sz, &size);
-                        if (r == 0)
-                                r = setter(L, tp, brig_policy_add_tmpfs(p, json_string_value(dst), size, &e), &e);
-                }
-        }
+        static const char *const bind_keys[] = { "source", "destination", "readonly", NULL };
+        static const char *const tmpfs_keys[] = { "destination", "size", NULL };
+        if (r == 0 && (v = json_object_get(o, "binds")))
+                r = load_objects(L, SUB(at, base, "binds"), v, "an array of binds", bind_keys, p, load_bind);
+        if (r == 0 && (v = json_object_get(o, "tmpfs")))
+                r = load_objects(L, SUB(at, base, "tmpfs"), v, "an array of tmpfs mounts", tmpfs_keys, p, load_tmpfs);
         /* Removals first, so a "deny" of the same entry in the same file
          * puts it back (the deny list never loses by accident). */
         if (r == 0 && (v = json_object_get(o, "unsafe_allow_secrets")))
@@ -540,30 +556,9 @@ static int load_syscalls(const struct loader *L, json_t *o, brig_policy *p)
         r = r ?: check_keys(L, base, o, keys);
         char at[512];
         json_t *v;
-        brig_error *e = NULL;
-        if (r == 0 && (v = json_object_get(o, "rules"))) {
-                r = want(L, SUB(at, base, "rules"), v, JSON_ARRAY, "an array of rules");
-                static const char *const rkeys[] = { "name", "action", NULL };
-                size_t i;
-                json_t *rule;
-                json_array_foreach(v, i, rule) {
-                        if (r < 0)
-                                break;
-                        char rp[512], fp[512];
-                        snprintf(rp, sizeof rp, "%s/rules/%zu", base, i);
-                        r = want(L, rp, rule, JSON_OBJECT, "an object {\"name\", \"action\"}");
-                        r = r ?: check_keys(L, rp, rule, rkeys);
-                        json_t *name = json_object_get(rule, "name"), *action = json_object_get(rule, "action");
-                        if (r == 0 && (!name || !action))
-                                r = fail_at(L, rp, false, "a rule needs \"name\" and \"action\"");
-                        r = r ?: want(L, SUB(fp, rp, "name"), name, JSON_STRING, "a syscall or @group");
-                        r = r ?: want(L, SUB(fp, rp, "action"), action, JSON_STRING, "an action");
-                        r = r ?: setter(L, rp,
-                                        brig_policy_add_syscall_rule(p, json_string_value(name),
-                                                                     json_string_value(action), &e),
-                                        &e);
-                }
-        }
+        static const char *const rule_keys[] = { "name", "action", NULL };
+        if (r == 0 && (v = json_object_get(o, "rules")))
+                r = load_objects(L, SUB(at, base, "rules"), v, "an array of rules", rule_keys, p, load_rule);
         if (r == 0 && (v = json_object_get(o, "allow_degraded")))
                 r = load_strings(L, SUB(at, base, "allow_degraded"), v, p, brig_policy_allow_degraded);
         return r;
