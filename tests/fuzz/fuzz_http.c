@@ -5,6 +5,9 @@
  * Checks, beyond "no crash": a complete head lies within the input; the
  * target's host is a C string of bounded length; the rewritten request ends
  * with "Connection: close" and a blank line and fits its documented bound.
+ * The same bytes then go through the response-head parser and rewriter and
+ * the chunked-body follower (the upstream's side of plain-http keep-alive):
+ * a chunked body never claims bytes past its end or past the input.
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -46,6 +49,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         free(out);
                 }
         }
+        /* the same bytes as an upstream's response head, then as a chunked body */
+        struct http_response resp;
+        why = NULL;
+        r = http_parse_response(buf, size, &resp, &why);
+        if (r < 0 && !why)
+                abort();
+        if (r == 1) {
+                if (resp.head_len > size || resp.status < 100 || resp.status > 999 || (resp.has_length && resp.has_te))
+                        abort();
+                size_t len;
+                char *out = http_rewrite_response(buf, &resp, size & 1, &len);
+                if (!out || len > 2 * resp.head_len + 32 || len < 4 || memcmp(out + len - 4, "\r\n\r\n", 4) != 0)
+                        abort();
+                free(out);
+        }
+        struct http_chunk ch = { 0 };
+        ssize_t used = http_chunk_feed(&ch, buf, size / 2);
+        if (used >= 0 && !ch.done) {
+                ssize_t more = http_chunk_feed(&ch, buf + size / 2, size - size / 2);
+                if (more > (ssize_t)(size - size / 2))
+                        abort();
+        }
+        if (used > (ssize_t)(size / 2) || (used >= 0 && (size_t)used < size / 2 && !ch.done))
+                abort();
         free(buf);
         return 0;
 }

@@ -485,3 +485,182 @@ def test_upstream_proxy_in_a_policy_file_round_trips(brig):
     f.write_text('{"network": {"upstream_proxy": "http://u:p@proxy.example:3128"}}')
     r = brig.run("policy", "check", str(f))
     assert r.returncode == 125 and "credentials" in r.stderr and f"{f}:1:" in r.stderr, r
+
+
+# ---- plain http keep-alive: one client connection, a request after another ----
+
+class Framed:
+    """A raw HTTP server answering per path: /cl Content-Length framed,
+    /chunked chunked (in pieces, with a trailer), /close HTTP/1.0 ended by
+    closing. One request per connection (brig sends Connection: close);
+    counts connections."""
+
+    def __init__(self):
+        self.connections = 0
+        self.lock = threading.Lock()
+        srv = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                with srv.lock:
+                    srv.connections += 1
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    d = self.request.recv(4096)
+                    if not d:
+                        return
+                    head += d
+                lines = head.split(b"\r\n")
+                path = lines[0].split()[1].decode()
+                host = [l.split(b":", 1)[1].strip().decode() for l in lines if l.lower().startswith(b"host:")][0]
+                body = f"{path} from {host}".encode()
+                s = self.request
+                if path.startswith("/chunked"):
+                    s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                              + b"%x\r\n" % 4 + body[:4] + b"\r\n")
+                    rest = body[4:]
+                    s.sendall(b"%x;ext=1\r\n" % len(rest) + rest + b"\r\n0\r\nX-Trailer: t\r\n\r\n")
+                elif path.startswith("/close"):
+                    s.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + body)
+                else:
+                    s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                              + body)
+
+        class Threaded(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Threaded(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def framed():
+    f = Framed()
+    yield f
+    f.close()
+
+
+def two_hosts(framed, *extra):
+    p = framed.port
+    return ["--resolve", "one.example:127.0.0.1", "--resolve", "two.example:127.0.0.1",
+            "--resolve", "bad.example:127.0.0.1", "--allow-host", f"one.example:{p}",
+            "--allow-host", f"two.example:{p}", "--allow-cidr", "127.0.0.1/32", *extra]
+
+
+# Requests on ONE connection to the proxy, one after another (seq) or all
+# sent at once (pipe); prints each response, then whether the proxy kept
+# the connection open.
+KEEPALIVE = r'''
+import socket, sys
+mode, urls = sys.argv[1], sys.argv[2:]
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+f = s.makefile("rb")
+def req(u):
+    return f"GET {u} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+def response():
+    status = f.readline()
+    if not status:
+        return None
+    h = {}
+    while True:
+        l = f.readline()
+        if l in (b"\r\n", b"\n", b""):
+            break
+        k, v = l.decode().split(":", 1)
+        h[k.strip().lower()] = v.strip()
+    if "content-length" in h:
+        body = f.read(int(h["content-length"]))
+    elif h.get("transfer-encoding") == "chunked":
+        body = b""
+        while True:
+            n = int(f.readline().split(b";")[0], 16)
+            if n == 0:
+                while f.readline() not in (b"\r\n", b""):
+                    pass
+                break
+            body += f.read(n)
+            f.readline()
+    else:
+        body = f.read()
+    return status.split()[1].decode(), h.get("connection"), body.decode().strip()
+if mode == "pipe":
+    s.sendall(b"".join(req(u) for u in urls))
+for u in urls:
+    if mode == "seq":
+        s.sendall(req(u))
+    r = response()
+    if r is None:
+        print("EOF")
+        break
+    print("RESPONSE", *r)
+s.settimeout(2)
+try:
+    print("CLOSED" if f.read(1) == b"" else "MORE")
+except (socket.timeout, TimeoutError):
+    print("OPEN")
+'''
+
+
+def keepalive(mode, *urls):
+    return f"python3 -c '{KEEPALIVE}' {mode} " + " ".join(urls)
+
+
+@pytest.mark.parametrize("mode", ["seq", "pipe"])
+def test_keep_alive_two_hosts_on_one_connection(brig, framed, mode):
+    p = framed.port
+    before = framed.connections
+    r, ev = audited(brig, keepalive(mode, f"http://one.example:{p}/cl", f"http://two.example:{p}/chunked",
+                                    f"http://one.example:{p}/cl2"), *two_hosts(framed))
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert lines == [f"RESPONSE 200 keep-alive /cl from one.example:{p}",
+                     f"RESPONSE 200 keep-alive /chunked from two.example:{p}",
+                     f"RESPONSE 200 keep-alive /cl2 from one.example:{p}", "OPEN"], r
+    opened = [e for e in ev if e.get("phase") == "connect"]
+    assert [(e["decision"], e["host"]) for e in opened] == [("allow", "one.example"), ("allow", "two.example"),
+                                                             ("allow", "one.example")], ev
+    assert len([e for e in ev if e.get("phase") == "close"]) == 3, ev
+    assert framed.connections - before == 3     # one upstream connection per request
+
+
+def test_keep_alive_denied_second_request_gets_403(brig, framed):
+    p = framed.port
+    before = framed.connections
+    r, ev = audited(brig, keepalive("seq", f"http://one.example:{p}/cl", f"http://bad.example:{p}/cl",
+                                    f"http://one.example:{p}/never"), *two_hosts(framed))
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"RESPONSE 200 keep-alive /cl from one.example:{p}", r
+    assert lines[1].startswith("RESPONSE 403 close brig: bad.example:") and "host not in the allow list" in lines[1], r
+    assert lines[2:] == ["EOF", "CLOSED"], r    # the refusal closes the connection
+    assert [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"] == \
+        [("allow", "one.example"), ("deny", "bad.example")], ev
+    assert framed.connections - before == 1
+
+
+def test_close_delimited_response_closes_the_client_connection(brig, framed):
+    p = framed.port
+    r = brig.sh(keepalive("seq", f"http://one.example:{p}/close", f"http://two.example:{p}/cl"), *two_hosts(framed))
+    assert r.stdout.splitlines() == [f"RESPONSE 200 close /close from one.example:{p}", "EOF", "CLOSED"], r
+    # the client asking to close is honoured too
+    script = ("python3 -c 'import socket; s = socket.create_connection((\"127.0.0.1\", 3128), timeout=20); "
+              f"s.sendall(b\"GET http://one.example:{p}/cl HTTP/1.1\\r\\nConnection: close\\r\\n\\r\\n\"); "
+              "d = b\"\"\nwhile True:\n    c = s.recv(4096)\n    if not c: break\n    d += c\n"
+              "print(d.decode())'")
+    r = brig.sh(script, *two_hosts(framed))
+    assert "Connection: close" in r.stdout and r.stdout.rstrip().endswith(f"/cl from one.example:{p}"), r
+
+
+def test_curl_reuses_the_proxy_connection(brig, framed):
+    p = framed.port
+    r = brig.run("run", *two_hosts(framed), "--", "sh", "-c",
+                 f"curl -sSv http://one.example:{p}/cl http://two.example:{p}/chunked 2>&1", report=True)
+    assert f"/cl from one.example:{p}" in r.stdout and f"/chunked from two.example:{p}" in r.stdout, r
+    assert "Re-using existing connection" in r.stdout or "Reusing existing" in r.stdout, r
+    eg = r.report["controls"]["egress"]
+    assert eg["allowed"] == 2 and eg["denied"] == 0, eg

@@ -366,6 +366,108 @@ static void test_http_forward(void **state)
         free(out);
 }
 
+static int parse_resp(const char *text, struct http_response *resp)
+{
+        const char *why;
+        return http_parse_response(text, strlen(text), resp, &why);
+}
+
+static void test_http_request_framing(void **state)
+{
+        (void)state;
+        struct http_request r;
+        assert_int_equal(parse("GET http://a.example/ HTTP/1.1\r\n\r\n", &r), 1);
+        assert_true(r.keep_alive);
+        assert_false(r.has_te);
+        assert_int_equal(r.length, 0);
+        assert_int_equal(parse("GET http://a.example/ HTTP/1.1\r\nConnection: foo, Close\r\n\r\n", &r), 1);
+        assert_false(r.keep_alive);
+        assert_int_equal(parse("GET http://a.example/ HTTP/1.0\r\n\r\n", &r), 1);
+        assert_false(r.keep_alive);
+        assert_int_equal(parse("GET http://a.example/ HTTP/1.0\r\nProxy-Connection: Keep-Alive\r\n\r\n", &r), 1);
+        assert_true(r.keep_alive);
+        assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: 12\r\n\r\n", &r), 1);
+        assert_int_equal(r.length, 12);
+        assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &r), 1);
+        assert_true(r.has_te);
+        assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", &r), -400);
+        assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n", &r), -400);
+}
+
+static void test_http_response_head(void **state)
+{
+        (void)state;
+        struct http_response h;
+        const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\nX-A: b\r\n\r\nhello";
+        assert_int_equal(parse_resp(resp, &h), 1);
+        assert_int_equal(h.status, 200);
+        assert_int_equal(h.minor, 1);
+        assert_true(h.has_length);
+        assert_int_equal(h.length, 5);
+        assert_int_equal(h.head_len, strlen(resp) - 5);
+        size_t len;
+        char *out = http_rewrite_response(resp, &h, true, &len);
+        const char *want = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\nConnection: keep-alive\r\n\r\n";
+        assert_int_equal(len, strlen(want));
+        assert_memory_equal(out, want, len);
+        free(out);
+        out = http_rewrite_response(resp, &h, false, &len);
+        assert_non_null(strstr(out, "Connection: close\r\n\r\n"));
+        free(out);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", &h), 1);
+        assert_true(h.chunked);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", &h), 1);
+        assert_true(h.has_te);
+        assert_false(h.chunked);     /* close-delimited */
+        assert_int_equal(parse_resp("HTTP/1.0 204\n\n", &h), 1);
+        assert_int_equal(h.status, 204);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", &h), 0);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", &h),
+                         -502);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", &h), -502);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", &h), 1);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", &h), -502);
+        assert_int_equal(parse_resp("HTTP/2 200\r\n\r\n", &h), -502);
+        assert_int_equal(parse_resp("HTTP/1.1 20 OK\r\n\r\n", &h), -502);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\n folded\r\n\r\n", &h), -502);
+        char *big = malloc(HTTP_HEAD_MAX + 10);
+        memset(big, 'a', HTTP_HEAD_MAX + 10);
+        memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 21);
+        const char *why;
+        assert_int_equal(http_parse_response(big, HTTP_HEAD_MAX + 10, &h, &why), -502);
+        free(big);
+}
+
+static void test_http_chunks(void **state)
+{
+        (void)state;
+        const char *body = "5\r\nhello\r\n1;ext=1\r\n!\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+        struct http_chunk ch = { 0 };
+        assert_int_equal(http_chunk_feed(&ch, body, strlen(body)), strlen(body) - 4);
+        assert_true(ch.done);
+        /* byte at a time gives the same answer */
+        memset(&ch, 0, sizeof ch);
+        size_t used = 0;
+        for (size_t i = 0; i < strlen(body); i++)
+                used += (size_t)http_chunk_feed(&ch, body + i, 1);
+        assert_int_equal(used, strlen(body) - 4);
+        assert_true(ch.done);
+        memset(&ch, 0, sizeof ch);
+        assert_int_equal(http_chunk_feed(&ch, "0\n\n", 3), 3);
+        assert_true(ch.done);
+        memset(&ch, 0, sizeof ch);
+        assert_int_equal(http_chunk_feed(&ch, "5\r\nhel", 6), 6);
+        assert_false(ch.done);
+        memset(&ch, 0, sizeof ch);
+        assert_int_equal(http_chunk_feed(&ch, "zz\r\n", 4), -1);
+        memset(&ch, 0, sizeof ch);
+        assert_int_equal(http_chunk_feed(&ch, "\r\n", 2), -1);            /* no size */
+        memset(&ch, 0, sizeof ch);
+        assert_int_equal(http_chunk_feed(&ch, "1\r\nabc", 6), -1);        /* data longer than the size */
+        memset(&ch, 0, sizeof ch);
+        assert_int_equal(http_chunk_feed(&ch, "fffffffffffffffff\r\n", 19), -1);  /* overflow */
+}
+
 static void test_http_refusals(void **state)
 {
         (void)state;
@@ -442,6 +544,9 @@ int main(void)
                 cmocka_unit_test(test_http_connect),
                 cmocka_unit_test(test_http_forward),
                 cmocka_unit_test(test_http_refusals),
+                cmocka_unit_test(test_http_request_framing),
+                cmocka_unit_test(test_http_response_head),
+                cmocka_unit_test(test_http_chunks),
                 cmocka_unit_test(test_socks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

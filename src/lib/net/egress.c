@@ -9,6 +9,13 @@
  *   RESOLVING  name allowed by the host rules: c-ares (or --resolve)
  *   CONNECTING to the first answer that passed the address check
  *   RELAY      bytes both ways until both sides are done
+ *
+ * Plain http (an absolute URI) gets one upstream connection per request,
+ * with "Connection: close"; the response head is read and its framing
+ * followed (Content-Length, chunked, no body), so a response that ends by
+ * its framing lets the client's connection go back to REQUEST for its next
+ * request, judged from scratch (keep-alive). A response ended by the
+ * upstream's close, or a client that asked to close, ends the connection.
  *   REFUSING   a refusal (403, SOCKS 0x02, ...) is flushed, then closed
  *
  * With an upstream proxy (--upstream-proxy) the judgement is the same —
@@ -75,7 +82,10 @@ struct conn {
         size_t in_len, in_cap, in_used;
         bool greeted;         /* SOCKS: method selection done */
         struct http_request req;
-        bool forward;         /* plain http: one request, closed after the response */
+        bool forward;         /* plain http: one request per upstream connection */
+        bool keep_alive;      /* plain http: the client connection may carry another request */
+        bool resp_head;       /* plain http: reading the response head (in `reply`) */
+        bool kept;            /* plain http: waiting for the next request on a kept connection */
         char host[EGRESS_HOST_MAX + 1];  /* normalized name, "" for a literal */
         char why[160];        /* the host rule that allowed the name */
         uint16_t port;
@@ -416,18 +426,49 @@ static void start_relay(struct conn *c)
                 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
                 r = flow_prepend(&c->down, established, sizeof established - 1);
         }
+        size_t extra = c->in_len - c->in_used;
+        if (c->forward) {
+                /* Plain http: the request's body (by its Content-Length; none
+                 * without one) goes upstream and no byte more — what follows
+                 * is the client's next request. A Transfer-Encoding body is
+                 * relayed to the end of the connection, which then ends with
+                 * the response. */
+                c->keep_alive = c->keep_alive && !c->req.has_te;
+                if (!c->req.has_te) {
+                        if (extra > c->req.length)
+                                extra = (size_t)c->req.length;
+                        c->up.limited = true;
+                        c->up.remain = c->req.length - extra;
+                }
+                c->resp_head = true;
+                if (c->down.len) {
+                        /* bytes from an upstream proxy's tunnel before the
+                         * request went out: not a head to parse; relayed
+                         * as they come, to the end of the connection */
+                        c->keep_alive = false;
+                        c->resp_head = false;
+                }
+        }
         /* bytes the client sent after its request (a TLS hello, a body) */
-        if (r == 0 && c->in_len > c->in_used)
-                r = flow_prepend(&c->up, c->in + c->in_used, c->in_len - c->in_used);
+        if (r == 0 && extra)
+                r = flow_prepend(&c->up, c->in + c->in_used, extra);
         if (r == 0 && c->forward) {
                 size_t len;
                 char *head = http_rewrite_request(c->in, &c->req, &len);
                 r = head ? flow_prepend(&c->up, head, len) : -ENOMEM;
                 free(head);
         }
-        free(c->in);
-        c->in = NULL;
-        c->in_len = c->in_cap = 0;
+        size_t rest = c->in_len - c->in_used - extra;
+        if (c->forward && rest && r == 0) {
+                /* a pipelined request: kept for after this exchange */
+                memmove(c->in, c->in + c->in_used + extra, rest);
+                c->in_len = rest;
+                c->in_used = 0;
+        } else {
+                free(c->in);
+                c->in = NULL;
+                c->in_len = c->in_cap = c->in_used = 0;
+        }
         if (r < 0) {
                 conn_close(c);
                 return;
@@ -736,6 +777,7 @@ static void on_http_request(struct conn *c)
         c->in_used = c->req.head_len;
         snprintf(c->method, sizeof c->method, "%s", c->req.method);
         c->forward = c->req.kind == HTTP_FORWARD;
+        c->keep_alive = c->forward && c->req.keep_alive;
         c->protocol = c->forward ? "http" : "http-connect";
         set_interest(c->e, &c->cw, 0);
         judge_target(c, c->req.host, c->req.port);
@@ -827,6 +869,8 @@ static void read_request(struct conn *c)
                 conn_close(c);  /* gone before asking for anything */
                 return;
         }
+        if (c->kept && !c->in_len)
+                c->started_ms = now_ms();  /* the next request's handshake time starts */
         c->in_len += (size_t)n;
         c->last_ms = now_ms();
         /* a head is only complete at a line end: don't rescan for nothing
@@ -839,10 +883,136 @@ static void read_request(struct conn *c)
                 on_socks_bytes(c);
 }
 
+static void on_http_request(struct conn *c);
+
+/* Plain http, the response over by its framing: the upstream connection
+ * ends, the client's next request is read and judged from scratch. */
+static void next_request(struct conn *c)
+{
+        struct egress *e = c->e;
+        if (c->allowed)
+                log_close(c);
+        c->allowed = false;
+        unwatch(e, &c->uw);
+        flow_free(&c->up);
+        flow_free(&c->down);
+        flow_init(&c->up, -1, -1);
+        flow_init(&c->down, -1, -1);
+        free(c->reply);
+        c->reply = NULL;
+        c->reply_len = c->reply_used = 0;
+        c->method[0] = c->host[0] = c->why[0] = c->failure[0] = '\0';
+        c->port = 0;
+        c->n_cands = c->next_cand = c->next_up = 0;
+        c->connected = -1;
+        c->established = c->forward = c->keep_alive = c->resp_head = false;
+        c->last_errno = 0;
+        c->protocol = "http";
+        memset(&c->req, 0, sizeof c->req);
+        c->state = C_REQUEST;
+        c->kept = true;
+        c->started_ms = c->last_ms = now_ms();
+        set_interest(e, &c->cw, EPOLLIN);
+        if (c->in_len)
+                on_http_request(c);  /* pipelined */
+}
+
+/* Plain http: the upstream's response head, read whole so that its framing
+ * is known. Returns true when the body relay may go on. */
+static bool read_response_head(struct conn *c)
+{
+        if (!c->reply && !(c->reply = malloc(HTTP_HEAD_MAX))) {
+                conn_close(c);
+                return false;
+        }
+        ssize_t n = recv(c->uw.fd, c->reply + c->reply_len, HTTP_HEAD_MAX - c->reply_len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return false;
+        if (n <= 0) {
+                c->keep_alive = false;
+                snprintf(c->failure, sizeof c->failure, "upstream closed the connection without a response");
+                http_refuse(c, 502, NULL, c->failure);
+                return false;
+        }
+        c->reply_len += (size_t)n;
+        struct http_response resp;
+        const char *why;
+        int r = http_parse_response(c->reply, c->reply_len, &resp, &why);
+        if (r == 0)
+                return false;
+        if (r < 0) {
+                snprintf(c->failure, sizeof c->failure, "upstream sent a bad response: %s", why);
+                http_refuse(c, 502, NULL, c->failure);
+                return false;
+        }
+        const char *body = c->reply + resp.head_len;
+        size_t extra = c->reply_len - resp.head_len;
+        bool no_body = strcmp(c->method, "HEAD") == 0 || resp.status == 204 || resp.status == 304;
+        char *head = NULL;
+        size_t hlen = 0;
+        int err = 0;
+        if (resp.status < 200) {
+                /* an interim response (100 Continue) or 101: relayed as it
+                 * comes, to the end of the connection */
+                c->keep_alive = false;
+                err = flow_prepend(&c->down, c->reply, c->reply_len);
+        } else {
+                if (no_body) {
+                        extra = 0;
+                        c->down.limited = true;
+                } else if (resp.has_length) {
+                        if (extra > resp.length)
+                                extra = (size_t)resp.length;
+                        c->down.limited = true;
+                        c->down.remain = resp.length - extra;
+                } else if (resp.chunked) {
+                        c->down.chunked = true;
+                        ssize_t used = http_chunk_feed(&c->down.chunk, body, extra);
+                        if (used < 0) {
+                                snprintf(c->failure, sizeof c->failure, "upstream sent a bad chunked body");
+                                http_refuse(c, 502, NULL, c->failure);
+                                return false;
+                        }
+                        extra = (size_t)used;
+                        c->down.ended = c->down.chunk.done;
+                } else {
+                        c->keep_alive = false;  /* the response ends with the connection */
+                }
+                head = http_rewrite_response(c->reply, &resp, c->keep_alive, &hlen);
+                if (!head || (extra && flow_prepend(&c->down, body, extra) < 0) || flow_prepend(&c->down, head, hlen) < 0)
+                        err = -ENOMEM;
+        }
+        free(head);
+        free(c->reply);
+        c->reply = NULL;
+        c->reply_len = 0;
+        c->resp_head = false;
+        if (err < 0) {
+                conn_close(c);
+                return false;
+        }
+        return true;
+}
+
 static void relay(struct conn *c)
 {
-        enum flow_state su = flow_pump(&c->up), sd = flow_pump(&c->down);
+        enum flow_state su = flow_pump(&c->up), sd = FLOW_WANT_READ;
         c->last_ms = now_ms();
+        if (su == FLOW_ERROR) {
+                conn_close(c);
+                return;
+        }
+        if (!c->resp_head || read_response_head(c)) {
+                if (c->state != C_RELAY)
+                        return;
+                sd = flow_pump(&c->down);
+        } else if (c->state != C_RELAY) {
+                return;  /* answered with an error, or closed */
+        }
+        if (c->forward && sd == FLOW_DONE && c->keep_alive && c->down.ended && su == FLOW_DONE && c->up.ended) {
+                next_request(c);
+                return;
+        }
         if (su == FLOW_ERROR || sd == FLOW_ERROR || (su == FLOW_DONE && sd == FLOW_DONE) ||
             (c->forward && sd == FLOW_DONE)) {  /* plain http: the response ended the exchange */
                 conn_close(c);
@@ -924,7 +1094,11 @@ static void on_timer(struct egress *e)
                 next = c->next;
                 switch (c->state) {
                 case C_REQUEST:
-                        if (now - c->started_ms > HANDSHAKE_TIMEOUT_MS) {
+                        if (c->kept && !c->in_len) {
+                                /* a kept-alive client between requests */
+                                if (now - c->last_ms > IDLE_TIMEOUT_MS)
+                                        conn_close(c);
+                        } else if (now - c->started_ms > HANDSHAKE_TIMEOUT_MS) {
                                 if (c->kind == EGRESS_HTTP && c->in_len)
                                         http_refuse(c, 408, NULL, "request not received in time");
                                 else

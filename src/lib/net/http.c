@@ -111,6 +111,66 @@ static int parse_authority(const char *s, size_t n, struct http_request *req, co
         return 0;
 }
 
+/* A header value without its surrounding blanks. */
+static void trim(const char **v, size_t *n)
+{
+        while (*n && (**v == ' ' || **v == '\t')) {
+                (*v)++;
+                (*n)--;
+        }
+        while (*n && ((*v)[*n - 1] == ' ' || (*v)[*n - 1] == '\t'))
+                (*n)--;
+}
+
+/* Content-Length: decimal digits only, at most 18 of them. */
+static bool parse_length(const char *v, size_t n, uint64_t *out)
+{
+        trim(&v, &n);
+        if (n == 0 || n > 18)
+                return false;
+        uint64_t x = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (!isdigit((unsigned char)v[i]))
+                        return false;
+                x = x * 10 + (uint64_t)(v[i] - '0');
+        }
+        *out = x;
+        return true;
+}
+
+/* Does the comma-separated list v[0..n) hold `tok` (case-insensitive)? */
+static bool has_token(const char *v, size_t n, const char *tok)
+{
+        size_t tl = strlen(tok), i = 0;
+        while (i < n) {
+                size_t j = i;
+                while (j < n && v[j] != ',')
+                        j++;
+                const char *e = v + i;
+                size_t el = j - i;
+                trim(&e, &el);
+                if (el == tl && strncasecmp(e, tok, tl) == 0)
+                        return true;
+                i = j + 1;
+        }
+        return false;
+}
+
+/* The last coding of a Transfer-Encoding list is chunked? */
+static bool last_is_chunked(const char *v, size_t n)
+{
+        const char *comma = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (v[i] == ',')
+                        comma = v + i;
+        if (comma) {
+                n -= (size_t)(comma + 1 - v);
+                v = comma + 1;
+        }
+        trim(&v, &n);
+        return n == 7 && strncasecmp(v, "chunked", 7) == 0;
+}
+
 static int parse_target(const char *buf, size_t off, size_t n, struct http_request *req, const char **why)
 {
         const char *t = buf + off;
@@ -202,7 +262,7 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
         int r = parse_target(buf, t0, t1 - t0, req, why);
         if (r < 0)
                 return r;
-        bool have_cl = false, have_te = false;
+        bool have_cl = false, have_te = false, conn_close = false, conn_keep = false;
         for (;;) {
                 n = next_line(buf, end, &pos, &start);
                 if (n == 0)
@@ -225,15 +285,26 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                                 return -400;
                         }
                         have_cl = true;
+                        if (!parse_length(h + k + 1, n - k - 1, &req->length)) {
+                                *why = "bad Content-Length";
+                                return -400;
+                        }
                 }
                 if (k == 17 && strncasecmp(h, "transfer-encoding", 17) == 0)
                         have_te = true;
+                if ((k == 10 && strncasecmp(h, "connection", 10) == 0) ||
+                    (k == 16 && strncasecmp(h, "proxy-connection", 16) == 0)) {
+                        conn_close |= has_token(h + k + 1, n - k - 1, "close");
+                        conn_keep |= has_token(h + k + 1, n - k - 1, "keep-alive");
+                }
         }
         if (have_cl && have_te) {
                 /* the classic request-smuggling ambiguity (RFC 9112 6.1) */
                 *why = "both Content-Length and Transfer-Encoding";
                 return -400;
         }
+        req->has_te = have_te;
+        req->keep_alive = !conn_close && (req->minor >= 1 || conn_keep);
         return 1;
 }
 
@@ -288,4 +359,186 @@ char *http_rewrite_request(const char *buf, const struct http_request *req, size
         o += sizeof tail - 1;
         *out_len = o;
         return out;
+}
+
+int http_parse_response(const char *buf, size_t len, struct http_response *resp, const char **why)
+{
+        memset(resp, 0, sizeof *resp);
+        *why = "malformed response head";
+        size_t end = head_end(buf, len < HTTP_HEAD_MAX ? len : HTTP_HEAD_MAX);
+        if (!end) {
+                if (len >= HTTP_HEAD_MAX) {
+                        *why = "response head too large";
+                        return -502;
+                }
+                return 0;
+        }
+        if (memchr(buf, '\0', end))
+                return -502;
+        resp->head_len = end;
+        size_t pos = 0, start;
+        size_t n = next_line(buf, end, &pos, &start);
+        /* HTTP/1.x SP 3DIGIT [SP reason] */
+        if (n < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || !isdigit((unsigned char)buf[7]) || buf[8] != ' ' ||
+            !isdigit((unsigned char)buf[9]) || !isdigit((unsigned char)buf[10]) || !isdigit((unsigned char)buf[11]) ||
+            (n > 12 && buf[12] != ' '))
+                return -502;
+        resp->minor = buf[7] - '0';
+        resp->status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+        if (resp->status < 100)
+                return -502;
+        for (;;) {
+                n = next_line(buf, end, &pos, &start);
+                if (n == 0)
+                        break;
+                const char *h = buf + start;
+                if (h[0] == ' ' || h[0] == '\t') {
+                        *why = "folded header line in the response";
+                        return -502;
+                }
+                size_t k = 0;
+                while (k < n && is_tchar((unsigned char)h[k]))
+                        k++;
+                if (k == 0 || k >= n || h[k] != ':')
+                        return -502;
+                if (k == 14 && strncasecmp(h, "content-length", 14) == 0) {
+                        uint64_t v;
+                        if (!parse_length(h + k + 1, n - k - 1, &v) || (resp->has_length && v != resp->length)) {
+                                *why = "bad Content-Length in the response";
+                                return -502;
+                        }
+                        resp->has_length = true;
+                        resp->length = v;
+                }
+                if (k == 17 && strncasecmp(h, "transfer-encoding", 17) == 0) {
+                        resp->has_te = true;
+                        /* the last header line decides */
+                        resp->chunked = last_is_chunked(h + k + 1, n - k - 1);
+                }
+        }
+        if (resp->has_length && resp->has_te) {
+                *why = "both Content-Length and Transfer-Encoding in the response";
+                return -502;
+        }
+        return 1;
+}
+
+char *http_rewrite_response(const char *buf, const struct http_response *resp, bool keep_alive, size_t *out_len)
+{
+        size_t cap = 2 * resp->head_len + 32;
+        char *out = malloc(cap);
+        if (!out)
+                return NULL;
+        size_t o = 0, pos = 0, start;
+        size_t n = next_line(buf, resp->head_len, &pos, &start);
+        memcpy(out, buf, n);
+        o = n;
+        memcpy(out + o, "\r\n", 2);
+        o += 2;
+        static const char *const names[] = { "connection", "proxy-connection", "keep-alive" };
+        for (;;) {
+                n = next_line(buf, resp->head_len, &pos, &start);
+                if (n == 0)
+                        break;
+                size_t k = strcspn(buf + start, ":");
+                bool skip = false;
+                for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                        skip |= strlen(names[i]) == k && strncasecmp(buf + start, names[i], k) == 0;
+                if (skip)
+                        continue;
+                memcpy(out + o, buf + start, n);
+                o += n;
+                memcpy(out + o, "\r\n", 2);
+                o += 2;
+        }
+        const char *tail = keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+        memcpy(out + o, tail, strlen(tail));
+        o += strlen(tail);
+        *out_len = o;
+        return out;
+}
+
+enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_DONE };
+
+static int hexval(unsigned char c)
+{
+        return isdigit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)
+{
+        size_t i = 0;
+        while (i < len && ch->state != CH_DONE) {
+                unsigned char c = (unsigned char)buf[i];
+                switch (ch->state) {
+                case CH_SIZE:
+                        if (hexval(c) >= 0) {
+                                if (ch->size >> 56)
+                                        return -1;  /* no chunk is that big */
+                                ch->size = ch->size * 16 + (uint64_t)hexval(c);
+                                ch->digits++;
+                        } else if (ch->digits && (c == ';' || c == ' ' || c == '\t')) {
+                                ch->state = CH_EXT;
+                        } else if (ch->digits && c == '\r') {
+                                ch->state = CH_SIZE_LF;
+                        } else if (ch->digits && c == '\n') {
+                                goto size_line_done;
+                        } else {
+                                return -1;
+                        }
+                        i++;
+                        continue;
+                case CH_EXT:
+                        if (c == '\n')
+                                goto size_line_done;
+                        i++;
+                        continue;
+                case CH_SIZE_LF:
+                        if (c != '\n')
+                                return -1;
+                size_line_done:
+                        i++;
+                        ch->digits = 0;
+                        ch->line = 0;
+                        ch->state = ch->size ? CH_DATA : CH_TRAILER;
+                        continue;
+                case CH_DATA: {
+                        size_t take = len - i;
+                        if (take > ch->size)
+                                take = (size_t)ch->size;
+                        i += take;
+                        ch->size -= take;
+                        if (!ch->size)
+                                ch->state = CH_DATA_CR;
+                        continue;
+                }
+                case CH_DATA_CR:
+                        if (c == '\r')
+                                ch->state = CH_DATA_LF;
+                        else if (c == '\n')
+                                ch->state = CH_SIZE;
+                        else
+                                return -1;
+                        i++;
+                        continue;
+                case CH_DATA_LF:
+                        if (c != '\n')
+                                return -1;
+                        ch->state = CH_SIZE;
+                        i++;
+                        continue;
+                case CH_TRAILER:
+                        if (c == '\n') {
+                                if (ch->line == 0)
+                                        ch->state = CH_DONE;
+                                ch->line = 0;
+                        } else if (c != '\r') {
+                                ch->line++;
+                        }
+                        i++;
+                        continue;
+                }
+        }
+        ch->done = ch->state == CH_DONE;
+        return (ssize_t)i;
 }

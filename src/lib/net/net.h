@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #define EGRESS_HOST_MAX 253  /* a DNS name's longest text form */
 
@@ -110,6 +111,11 @@ struct http_request {
         size_t path_off, path_len;
         size_t auth_off, auth_len;  /* the authority ("host:port") as sent */
         int minor;            /* HTTP/1.minor */
+        /* the body's framing, for keep-alive: Content-Length (0 when absent)
+         * unless Transfer-Encoding is present */
+        bool has_te;
+        uint64_t length;
+        bool keep_alive;      /* the client wants the connection kept (1.1 default, 1.0 only on request) */
 };
 
 /* Parse a request head from buf[0..len). Returns 1 when complete (req
@@ -120,6 +126,42 @@ BRIG_INTERNAL int http_parse_request(const char *buf, size_t len, struct http_re
  * headers minus the hop-by-hop ones, and "Connection: close". Returns a
  * malloc'ed buffer and its length in *out_len, or NULL. */
 BRIG_INTERNAL char *http_rewrite_request(const char *buf, const struct http_request *req, size_t *out_len);
+
+/* The upstream's response head, for plain-http keep-alive: enough to know
+ * where the response ends. */
+struct http_response {
+        int status;
+        int minor;
+        size_t head_len;      /* up to and including the blank line */
+        bool has_length;
+        uint64_t length;
+        bool has_te;
+        bool chunked;         /* Transfer-Encoding whose last coding is chunked */
+};
+
+/* Parse a response head from buf[0..len). Returns 1 when complete, 0 when
+ * more bytes are needed (and len < HTTP_HEAD_MAX), or -502 with *why a
+ * static reason (malformed, too large, Content-Length with
+ * Transfer-Encoding, conflicting Content-Lengths). Never reads past len. */
+BRIG_INTERNAL int http_parse_response(const char *buf, size_t len, struct http_response *resp, const char **why);
+/* The head to send the client: the status line and headers minus the
+ * connection-scoped ones, then "Connection: keep-alive" or "close".
+ * malloc'ed (length in *out_len), or NULL. At most 2 * head_len + 32. */
+BRIG_INTERNAL char *http_rewrite_response(const char *buf, const struct http_response *resp, bool keep_alive,
+                                          size_t *out_len);
+
+/* Following a chunked body: http_chunk_feed() says how many of the len
+ * bytes belong to the message (all of them until its end; the rest after
+ * the last chunk and trailers are not), sets done at its end, and returns
+ * -1 for a malformed body. */
+struct http_chunk {
+        int state;
+        unsigned digits;
+        uint64_t size;        /* of the chunk being read, then what is left of it */
+        size_t line;          /* trailer line length so far */
+        bool done;
+};
+BRIG_INTERNAL ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len);
 
 /* ---- SOCKS5 (socks5.c) --------------------------------------------------- */
 
@@ -184,6 +226,12 @@ struct flow {
         bool shut;            /* shutdown(to, SHUT_WR) done */
         bool big_pipe;        /* one of the few enlarged pipes (relay.c) */
         uint64_t bytes;       /* delivered to `to` */
+        /* framing (plain-http keep-alive): read no more than the message */
+        bool limited;         /* at most `remain` more bytes are read from `from` */
+        uint64_t remain;
+        bool chunked;         /* follow `chunk` (through the buffer, not splice) */
+        struct http_chunk chunk;
+        bool ended;           /* the message ended by its framing: FLOW_DONE, no shutdown */
 };
 
 enum flow_state { FLOW_WANT_READ, FLOW_WANT_WRITE, FLOW_DONE, FLOW_ERROR };

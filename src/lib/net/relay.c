@@ -106,6 +106,10 @@ enum flow_state flow_pump(struct flow *f)
                         f->bytes += (uint64_t)n;
                         continue;
                 }
+                if (f->limited && f->remain == 0)
+                        f->ended = true;
+                if (f->ended)
+                        return FLOW_DONE;  /* the message is over; the connection is not */
                 if (f->eof) {
                         /* Half-close: pass the sender's FIN on, keep the
                          * other direction running. */
@@ -115,8 +119,9 @@ enum flow_state flow_pump(struct flow *f)
                         return FLOW_DONE;
                 }
                 ssize_t n;
-                if (try_pipe(f)) {
-                        n = splice(f->from, NULL, f->pipe[1], NULL, FLOW_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                size_t want = f->limited && f->remain < FLOW_CHUNK ? (size_t)f->remain : FLOW_CHUNK;
+                if (!f->chunked && try_pipe(f)) {
+                        n = splice(f->from, NULL, f->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                         if (n > 0)
                                 f->in_pipe = (size_t)n;
                 } else {
@@ -127,12 +132,22 @@ enum flow_state flow_pump(struct flow *f)
                                 f->buf = nb;
                                 f->cap = FLOW_BUF;
                         }
-                        n = recv(f->from, f->buf, f->cap, MSG_DONTWAIT);
+                        n = recv(f->from, f->buf, want < f->cap ? want : f->cap, MSG_DONTWAIT);
                         if (n > 0) {
                                 f->off = 0;
                                 f->len = (size_t)n;
+                                if (f->chunked) {
+                                        /* what follows the last chunk is not part of the message */
+                                        ssize_t used = http_chunk_feed(&f->chunk, f->buf, (size_t)n);
+                                        if (used < 0)
+                                                return FLOW_ERROR;
+                                        f->len = (size_t)used;
+                                        f->ended = f->chunk.done;
+                                }
                         }
                 }
+                if (n > 0 && f->limited)
+                        f->remain -= (uint64_t)n;
                 if (n == 0)
                         f->eof = true;
                 else if (n < 0)
