@@ -42,6 +42,18 @@
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <time.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+/* A proxy writes replies and rewritten heads in pieces: without this,
+ * Nagle holds each small piece until the peer's delayed ACK (~40 ms),
+ * which keep-alive clients would pay on every request. */
+static void no_delay(int fd)
+{
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
 
 #define EGRESS_MAX_CONNS 8192
 #define HANDSHAKE_TIMEOUT_MS 30000   /* request head, DNS and connect, from accept */
@@ -496,6 +508,7 @@ static void connect_next(struct conn *c)
                         c->last_errno = errno;
                         continue;
                 }
+                no_delay(fd);
                 if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
                         c->last_errno = errno;
                         close(fd);
@@ -1046,6 +1059,8 @@ static void on_accept(struct egress *e, struct listener *l)
 {
         for (int i = 0; i < 64; i++) {
                 int fd = accept4(l->w.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd >= 0)
+                        no_delay(fd);
                 if (fd < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                                 /* the pending connection would wake us forever */
