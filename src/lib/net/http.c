@@ -211,6 +211,21 @@ static int parse_target(const char *buf, size_t off, size_t n, struct http_reque
         return 0;
 }
 
+/* The length of a header line's name (up to its ':'), or 0 when the line
+ * is no "name: value" header (folded, empty name, no colon). */
+static size_t header_name(const char *h, size_t n)
+{
+        size_t k = 0;
+        while (k < n && is_tchar((unsigned char)h[k]))
+                k++;
+        return k > 0 && k < n && h[k] == ':' ? k : 0;
+}
+
+static bool header_is(const char *h, size_t k, const char *name)
+{
+        return strlen(name) == k && strncasecmp(h, name, k) == 0;
+}
+
 int http_parse_request(const char *buf, size_t len, struct http_request *req, const char **why)
 {
         memset(req, 0, sizeof *req);
@@ -268,18 +283,12 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                 if (n == 0)
                         break;
                 const char *h = buf + start;
-                if (h[0] == ' ' || h[0] == '\t') {
-                        *why = "folded header lines are not accepted";
+                size_t k = header_name(h, n);
+                if (k == 0) {
+                        *why = h[0] == ' ' || h[0] == '\t' ? "folded header lines are not accepted" : "bad header line";
                         return -400;
                 }
-                size_t k = 0;
-                while (k < n && is_tchar((unsigned char)h[k]))
-                        k++;
-                if (k == 0 || k >= n || h[k] != ':') {
-                        *why = "bad header line";
-                        return -400;
-                }
-                if (k == 14 && strncasecmp(h, "content-length", 14) == 0) {
+                if (header_is(h, k, "content-length")) {
                         if (have_cl) {
                                 *why = "more than one Content-Length";
                                 return -400;
@@ -290,10 +299,9 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                                 return -400;
                         }
                 }
-                if (k == 17 && strncasecmp(h, "transfer-encoding", 17) == 0)
+                if (header_is(h, k, "transfer-encoding"))
                         have_te = true;
-                if ((k == 10 && strncasecmp(h, "connection", 10) == 0) ||
-                    (k == 16 && strncasecmp(h, "proxy-connection", 16) == 0)) {
+                if (header_is(h, k, "connection") || header_is(h, k, "proxy-connection")) {
                         conn_close |= has_token(h + k + 1, n - k - 1, "close");
                         conn_keep |= has_token(h + k + 1, n - k - 1, "keep-alive");
                 }
@@ -313,7 +321,7 @@ static bool hop_by_hop(const char *h, size_t k)
         static const char *const names[] = { "connection", "proxy-connection", "keep-alive", "proxy-authorization",
                                              "proxy-authenticate", "te", "trailer", "upgrade", "host" };
         for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-                if (strlen(names[i]) == k && strncasecmp(h, names[i], k) == 0)
+                if (header_is(h, k, names[i]))
                         return true;
         return false;
 }
@@ -392,16 +400,13 @@ int http_parse_response(const char *buf, size_t len, struct http_response *resp,
                 if (n == 0)
                         break;
                 const char *h = buf + start;
-                if (h[0] == ' ' || h[0] == '\t') {
-                        *why = "folded header line in the response";
+                size_t k = header_name(h, n);
+                if (k == 0) {
+                        if (h[0] == ' ' || h[0] == '\t')
+                                *why = "folded header line in the response";
                         return -502;
                 }
-                size_t k = 0;
-                while (k < n && is_tchar((unsigned char)h[k]))
-                        k++;
-                if (k == 0 || k >= n || h[k] != ':')
-                        return -502;
-                if (k == 14 && strncasecmp(h, "content-length", 14) == 0) {
+                if (header_is(h, k, "content-length")) {
                         uint64_t v;
                         if (!parse_length(h + k + 1, n - k - 1, &v) || (resp->has_length && v != resp->length)) {
                                 *why = "bad Content-Length in the response";
@@ -410,7 +415,7 @@ int http_parse_response(const char *buf, size_t len, struct http_response *resp,
                         resp->has_length = true;
                         resp->length = v;
                 }
-                if (k == 17 && strncasecmp(h, "transfer-encoding", 17) == 0) {
+                if (header_is(h, k, "transfer-encoding")) {
                         resp->has_te = true;
                         /* the last header line decides */
                         resp->chunked = last_is_chunked(h + k + 1, n - k - 1);
@@ -443,7 +448,7 @@ char *http_rewrite_response(const char *buf, const struct http_response *resp, b
                 size_t k = strcspn(buf + start, ":");
                 bool skip = false;
                 for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-                        skip |= strlen(names[i]) == k && strncasecmp(buf + start, names[i], k) == 0;
+                        skip |= header_is(buf + start, k, names[i]);
                 if (skip)
                         continue;
                 memcpy(out + o, buf + start, n);
