@@ -173,10 +173,8 @@ static _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
-        if (plan->policy->cwd && chdir(plan->policy->cwd) < 0) {
-                brig_err(&err, errno, "cwd '%s'", plan->policy->cwd);
+        if (plan->policy->cwd && mounts_enter_cwd(plan->policy->cwd, &err) < 0)
                 goto fail;
-        }
         if (rlimits_apply(plan, &err) < 0)
                 goto fail;
         /* Nested user namespaces are off (max_user_namespaces is 0 inside):

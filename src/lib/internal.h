@@ -251,6 +251,7 @@ BRIG_INTERNAL int userns_idmapped_workspace(const struct run_plan *plan, int *re
 
 /* mounts.c */
 BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int mounts_enter_cwd(const char *cwd, brig_error **err);
 
 /* rlimit.c */
 BRIG_INTERNAL void rlimits_clamp(struct limits *l);

@@ -523,3 +523,28 @@ out:
                 closep(&node_fds[i]);
         return r;
 }
+
+/* The command's working directory (--cwd), resolved inside the new root
+ * only. chdir() would follow /proc/self/fd/N, a magic link to whatever a
+ * descriptor still open in this process refers to — one the caller leaked
+ * to brig is a host directory, outside the root (CVE-2024-21626) — and the
+ * command would start there. RESOLVE_IN_ROOT keeps ".." and symlinks
+ * inside "/", RESOLVE_NO_MAGICLINKS refuses /proc's fd and cwd links. */
+int mounts_enter_cwd(const char *cwd, brig_error **err)
+{
+        _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return brig_err(err, errno, "open /");
+        struct open_how how = {
+                .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int dir = sys_openat2(root, cwd, &how);
+        if (dir < 0 && errno == ELOOP)
+                return brig_err(err, ELOOP, "cwd '%s' goes through a /proc link to a descriptor", cwd);
+        if (dir < 0)
+                return brig_err(err, errno, "cwd '%s'", cwd);
+        if (fchdir(dir) < 0)
+                return brig_err(err, errno, "cwd '%s'", cwd);
+        return 0;
+}
