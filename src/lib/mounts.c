@@ -165,14 +165,25 @@ static int new_fs(const char *type, const char *const *options, unsigned attrs, 
         return mnt;
 }
 
+/* One inode per KiB of size, at least 1024. Without nr_inodes a tmpfs
+ * allows half the host's RAM pages in inodes, and empty files use no
+ * blocks: millions of them cost about 1 KiB of kernel memory each (inode
+ * and dentry), outside the size limit and, rootless, outside any cgroup.
+ * With it, the inodes cost about as much as the size allows in data. */
+#define TMPFS_BYTES_PER_INODE 1024
+#define TMPFS_MIN_INODES 1024
+
 static int new_tmpfs(uint64_t size, unsigned mode, uid_t uid, gid_t gid, unsigned attrs, brig_error **err)
 {
-        char size_s[32], mode_s[16], uid_s[16], gid_s[16];
+        char size_s[32], mode_s[16], uid_s[16], gid_s[16], inodes_s[32];
+        uint64_t inodes = size / TMPFS_BYTES_PER_INODE;
+        snprintf(inodes_s, sizeof inodes_s, "%llu",
+                 (unsigned long long)(inodes < TMPFS_MIN_INODES ? TMPFS_MIN_INODES : inodes));
         snprintf(size_s, sizeof size_s, "%llu", (unsigned long long)size);
         snprintf(mode_s, sizeof mode_s, "%o", mode);
         snprintf(uid_s, sizeof uid_s, "%u", uid);
         snprintf(gid_s, sizeof gid_s, "%u", gid);
-        const char *opts[] = { "size", size_s, "mode", mode_s, "uid", uid_s, "gid", gid_s, NULL };
+        const char *opts[] = { "size", size_s, "nr_inodes", inodes_s, "mode", mode_s, "uid", uid_s, "gid", gid_s, NULL };
         return new_fs("tmpfs", opts, attrs, err);
 }
 
