@@ -147,3 +147,51 @@ def mountinfo():
             parts = line.split()
             rows.append((parts[4], parts[3]))
     return sorted(rows)
+
+
+# ---- the escape catalogue's table (test_escape.py, `make escape`) ----------
+
+_ESCAPE_ROWS = {}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "escape(id, technique, control): an attack of the red-team catalogue")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    m = item.get_closest_marker("escape")
+    if m is None or (rep.when != "call" and rep.passed):
+        return
+    params = dict(getattr(item, "callspec", None).params) if hasattr(item, "callspec") else {}
+    mode = params.pop("mode", "-")
+    extra = ",".join(f"{v}" for k, v in params.items() if isinstance(v, (str, int)))
+    ident = m.args[0] + (f"[{extra}]" if extra else "")
+    row = _ESCAPE_ROWS.setdefault(ident, {"technique": m.args[1], "control": m.args[2], "test": item.originalname})
+    if rep.skipped:
+        row[mode] = "SKIPPED"
+    elif rep.failed:
+        row[mode] = "NOT CONTAINED" if rep.when == "call" else "ERROR"
+    elif rep.when == "call":
+        row.setdefault(mode, "contained")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _ESCAPE_ROWS:
+        return
+    tr = terminalreporter
+    tr.section("escape catalogue")
+    w = max(len(k) for k in _ESCAPE_ROWS)
+    tr.write_line(f"{'attack':<{w}}  {'root':<13}  {'rootless':<13}  technique")
+    counts = {}
+    for ident in sorted(_ESCAPE_ROWS):
+        row = _ESCAPE_ROWS[ident]
+        cells = [row.get(m, "not run") for m in ("root", "rootless")]
+        for m, c in zip(("root", "rootless"), cells):
+            counts[(m, c)] = counts.get((m, c), 0) + 1
+        tr.write_line(f"{ident:<{w}}  {cells[0]:<13}  {cells[1]:<13}  {row['technique']}")
+    attacks = {k.split("[")[0] for k in _ESCAPE_ROWS}
+    tr.write_line(f"{len(attacks)} attacks, {len(_ESCAPE_ROWS)} rows; " +
+                  ", ".join(f"{m} {c}: {n}" for (m, c), n in sorted(counts.items())))

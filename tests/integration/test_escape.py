@@ -1,0 +1,923 @@
+"""The red-team catalogue (issue 9): container escapes that worked against
+real runtimes, and the other ways out of a sandbox, each really attempted
+from inside brig with the default profile, as root and rootless.
+
+Every test is one attack. It fails when the attempt works — a step the
+attack needs returns "ok", or the host shows the effect (a changed file, a
+signalled process, a byte that came through). The programs are
+tests/escape/probe_attack.c (most attacks), probe_fs.c, probe_proc.c,
+probe_syscall.c and net_attack.py (network). `make escape` runs this file
+alone and prints the table below the results; docs/security.md lists each
+attack with what stops it.
+
+Each test carries @attack(ID, TECHNIQUE, CONTROL): the row of that table.
+"""
+import errno
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import socket
+import stat
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from proc_helpers import kill_own, kv, marker, pids_with, shell_quote, wait_until
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+NET_ATTACK = REPO / "tests" / "escape" / "net_attack.py"
+IS_ROOT = os.geteuid() == 0
+
+
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (the table's row)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
+# ------------------------------------------------------------------ helpers
+
+def run_probe(brig, program, *args, brig_args=(), **kw):
+    """`brig run [brig_args] -- /probe ARGS` with PROGRAM bound at /probe;
+    returns (Result, {key: value})."""
+    kw.setdefault("timeout", 60)
+    r = brig.run("run", "--ro-bind", f"{brig.program(program)}:/probe", *brig_args, "--", "/probe",
+                 *map(str, args), **kw)
+    return r, kv(r.stdout)
+
+
+def refused(out, key, allowed=None):
+    """The attack step KEY did not work (and, with ALLOWED, failed the way
+    the control in charge fails it)."""
+    assert key in out, f"the probe gave no result for {key!r}: {out}"
+    assert out[key] != "ok", f"ATTACK WORKED: {key}=ok ({out})"
+    if allowed is not None:
+        assert out[key] in allowed, f"{key}={out[key]}, expected one of {sorted(allowed)} ({out})"
+
+
+def killed_or_refused(out, key):
+    refused(out, key, {"SYS", "EPERM", "ENOSYS"})
+
+
+def sha(path):
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def host_dir(brig, name, mode=0o755):
+    """A directory outside the workspace (not visible inside)."""
+    d = brig.base / name
+    d.mkdir(exist_ok=True)
+    d.chmod(mode)
+    return d
+
+
+def host_pid_of_brig_script(brig, inner):
+    """A host command line whose brig has the pid the shell had: `$$` in
+    INNER is brig's own (the supervisor's) pid."""
+    return brig.prefix() + ["/bin/sh", "-c", f'exec "$0" {inner}', brig.exe]
+
+
+@pytest.fixture
+def host_sleeper(brig):
+    """A host process of the same user as brig (nobody in rootless mode:
+    it could normally signal and trace it), with a unique marker."""
+    mark = marker("host")
+    p = subprocess.Popen(brig.prefix() + ["sh", "-c", f"sleep 300; : {mark}"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(lambda: p.pid in pids_with(mark), 5)
+    sh_pid = p.pid
+    yield sh_pid, mark
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=5)
+    kill_own(pids_with(mark))
+
+
+# ================================================= runtime CVEs, replayed
+
+@attack("exe-self-overwrite", "CVE-2019-5736: overwrite the binary running the sandbox through /proc/self/exe",
+        "read-only nosuid binds; /proc/self/exe reopen refused (EACCES/ETXTBSY)")
+def test_exe_self_overwrite(brig):
+    before = sha(brig.program("probe_attack"))
+    r, out = run_probe(brig, "probe_attack", "exe")
+    for k in ("self_exe_wronly", "self_exe_rdwr", "self_exe_reopen_wronly"):
+        refused(out, k)
+    assert sha(brig.program("probe_attack")) == before, "the probe's host binary changed"
+
+
+@attack("exe-init-overwrite", "CVE-2019-5736: overwrite brig itself through /proc/1/exe (pid 1 is brig's init)",
+        "pid 1 not dumpable (PR_SET_DUMPABLE 0): ptrace-mode check on /proc/1/*")
+def test_exe_init_overwrite(brig):
+    binaries = [brig.exe] + [str(p) for p in brig.bindir.glob("libbrig.so*")]
+    before = {b: sha(b) for b in binaries}
+    r, out = run_probe(brig, "probe_attack", "exe")
+    for k in ("init_exe_opath", "init_exe_rdonly", "init_exe_wronly", "init_exe_readlink", "init_map_files"):
+        refused(out, k, {"EACCES", "EPERM"})
+    assert {b: sha(b) for b in binaries} == before, "brig's binary or library changed"
+
+
+@attack("leaked-host-fd", "CVE-2024-21626: a host directory/file descriptor leaked into the sandbox",
+        "close_range(3, ~0, CLOEXEC) before execve")
+def test_leaked_host_fd(brig):
+    secret = host_dir(brig, "leaked")
+    (secret / "flag").write_text(marker("leak"))
+    dfd = os.open(secret, os.O_RDONLY | os.O_DIRECTORY)
+    ffd = os.open(secret / "flag", os.O_RDONLY)
+    try:
+        r, out = run_probe(brig, "probe_attack", "fds", pass_fds=(dfd, ffd))
+    finally:
+        os.close(dfd)
+        os.close(ffd)
+    assert r.returncode == 0, r
+    assert out.get("open_fds") == "", f"descriptors reached the command: {out}"
+
+
+@attack("leaked-fd-cwd", "CVE-2024-21626: working directory /proc/self/fd/N (a leaked host directory)",
+        "cwd resolved inside the new root: openat2(RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS)")
+def test_cwd_through_leaked_fd(brig):
+    secret = host_dir(brig, "leakedcwd")
+    mark = marker("cwd")
+    (secret / "flag").write_text(mark)
+    dfd = os.open(secret, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        # The leaked one, and every descriptor brig itself may hold while it
+        # builds the sandbox.
+        for n in sorted({dfd, *range(3, 16)}):
+            r, out = run_probe(brig, "probe_attack", "cwd", brig_args=("--cwd", f"/proc/self/fd/{n}"),
+                               pass_fds=(dfd,))
+            assert mark not in r.stdout
+            if r.returncode == 0:
+                # Ran: then it must be somewhere inside the sandbox's root.
+                assert out["getcwd"].startswith("/") and out["dotdot_is_root"] == "yes", \
+                    f"ATTACK WORKED: --cwd /proc/self/fd/{n} put the command outside the root: {out}"
+            else:
+                assert r.returncode == 125 and "cwd" in r.stderr, r
+        # The leaked directory itself must have been refused, not entered.
+        r, out = run_probe(brig, "probe_attack", "cwd", brig_args=("--cwd", f"/proc/self/fd/{dfd}"),
+                           pass_fds=(dfd,))
+        assert r.returncode == 125, f"ATTACK WORKED: the command ran in a leaked host directory: {r}"
+    finally:
+        os.close(dfd)
+
+
+@attack("bind-target-race", "CVE-2021-30465: swap a mount destination's parent for a symlink while brig mounts",
+        "openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) per component; mounts by fd (move_mount)")
+def test_symlink_swap_race_on_bind_targets(brig):
+    outside = host_dir(brig, "outside", 0o777)
+    (outside / "keep").write_text("outside")
+    src = host_dir(brig, "src")
+    mark = marker("src")
+    (src / "flag").write_text(mark)
+    race = brig.workspace / "race"
+    race.mkdir()
+    (race / "a").mkdir()
+    (race / "a" / "m").mkdir()
+    (race / "a" / "t").mkdir()
+    (race / "b").symlink_to(outside)
+    for p in (race, race / "a", race / "a" / "m", race / "a" / "t"):
+        brig.chown(p)
+    os.lchown(race / "b", brig.uid, brig.uid) if brig.mode == "rootless" else None
+    racer = subprocess.Popen([brig.program("probe_attack"), "swap", str(race / "a"), str(race / "b")])
+    ran = refused_symlink = 0
+    try:
+        for i in range(120):
+            # The racer keeps swapping while the command runs: the mounted
+            # directory is at a/ or at b/ by then; the symlink's target
+            # (outside) does not exist inside.
+            r = brig.sh(f"for i in 1 2 3 4 5 6 7 8; do cat {race}/a/m/flag {race}/b/m/flag 2>/dev/null; done; "
+                        "echo done", "--ro-bind", f"{src}:{race}/a/m", "--tmpfs", f"{race}/a/t:1M", timeout=30)
+            if r.returncode == 0:
+                ran += 1
+                assert mark in r.stdout, f"run {i}: the bind landed somewhere else: {r}"
+            else:
+                assert r.returncode == 125 and ("symlink" in r.stderr or "No such file" in r.stderr), \
+                    f"run {i}: unexpected failure {r}"
+                refused_symlink += "symlink" in r.stderr
+            assert sorted(p.name for p in outside.iterdir()) == ["keep"], \
+                f"ATTACK WORKED: brig created mount points outside the sandbox: {list(outside.iterdir())}"
+    finally:
+        racer.kill()
+        racer.wait()
+    # The race must really have happened both ways for the test to mean anything.
+    assert refused_symlink > 0, f"the swap never hit brig's walk (ran={ran}); the test proved nothing"
+
+
+@attack("hostile-entries", "CVE-2025-31133: grant entries that are symlinks where brig masks or mounts (/dev/null, /proc)",
+        "binds over /, /dev, /proc refused; masks opened with RESOLVE_NO_SYMLINKS (\"became a symlink\")")
+def test_hostile_entries_replace_dev_null_and_proc(brig):
+    outside = host_dir(brig, "outside31133", 0o777)
+    flag = outside / "flag"
+    flag.write_text("untouched")
+    hostile = host_dir(brig, "hostile")
+    (hostile / "private").symlink_to(outside)                  # where brig masks /etc/ssl/private
+    (hostile / "null").symlink_to(flag)                        # /dev/null
+    (hostile / "sysrq-trigger").symlink_to("/proc/sys/kernel/core_pattern")
+    for dst in ("/", "/dev", "/proc", "/proc/sys", "/dev/pts"):
+        r = brig.sh("echo PWNED > /dev/null; echo RAN", "--bind", f"{hostile}:{dst}")
+        assert r.returncode == 125 and "RAN" not in r.stdout, f"bind over {dst} accepted: {r}"
+    r = brig.sh("cat /etc/ssl/private/flag; echo RAN", "--bind", f"{hostile}:/etc/ssl")
+    assert r.returncode == 125 and "symlink" in r.stderr, f"a symlink took a mask's place: {r}"
+    # The workspace itself full of such entries changes nothing.
+    for name in ("dev", "proc", "null", ".brig-mask"):
+        (brig.workspace / name).symlink_to(flag)
+    r = brig.sh("echo PWNED > /dev/null && echo devnull-ok; cat /proc/self/stat >/dev/null && echo proc-ok")
+    assert r.returncode == 0 and "devnull-ok" in r.stdout and "proc-ok" in r.stdout, r
+    assert flag.read_text() == "untouched", "ATTACK WORKED: a write reached the file behind the symlink"
+
+
+# ============================================== kernel knobs through /proc and /sys
+
+def _host_read(path):
+    return pathlib.Path(path).read_text()
+
+
+@pytest.mark.parametrize("path", ["/proc/sys/vm/swappiness", "/proc/sys/kernel/panic", "/proc/sys/fs/file-max",
+                                  "/proc/sys/net/core/somaxconn"])
+@attack("proc-sys-write", "write host kernel tunables through /proc/sys",
+        "/proc/sys bound read-only (EROFS); not root on the host")
+def test_proc_sys_write(brig, path):
+    # The value written is the current one: harmless even if it got through.
+    before = _host_read(path)
+    r, out = run_probe(brig, "probe_attack", "write", path, before)
+    refused(out, "open_write", {"EROFS", "EACCES", "EPERM"})
+    assert _host_read(path) == before
+
+
+@attack("sysrq-trigger", "/proc/sysrq-trigger (crash or reboot the host)",
+        "/proc/sysrq-trigger bound read-only (EROFS)")
+def test_sysrq_trigger(brig):
+    if not os.path.exists("/proc/sysrq-trigger"):
+        pytest.skip("SYSRQ NOT TESTED: this kernel has no /proc/sysrq-trigger (CONFIG_MAGIC_SYSRQ off)")
+    # "h" only prints the help: harmless even if it got through.
+    r, out = run_probe(brig, "probe_attack", "write", "/proc/sysrq-trigger", "h")
+    refused(out, "open_write", {"EROFS", "EACCES", "EPERM"})
+
+
+@attack("core-pattern", "core_pattern pipe helper: the kernel runs '|prog' as root on a crash",
+        "/proc/sys read-only; RLIMIT_CORE 0")
+def test_core_pattern(brig):
+    before = _host_read("/proc/sys/kernel/core_pattern")
+    r, out = run_probe(brig, "probe_attack", "write", "/proc/sys/kernel/core_pattern", "|/tmp/pwn %p")
+    refused(out, "open_write", {"EROFS", "EACCES", "EPERM"})
+    assert _host_read("/proc/sys/kernel/core_pattern") == before
+
+
+@attack("modprobe-path", "kernel.modprobe: the kernel runs it as root for an unknown binary format",
+        "/proc/sys read-only")
+def test_modprobe_path(brig):
+    path = "/proc/sys/kernel/modprobe"
+    if not os.path.exists(path):
+        pytest.skip("MODPROBE PATH NOT TESTED: this kernel has no /proc/sys/kernel/modprobe")
+    before = _host_read(path)
+    r, out = run_probe(brig, "probe_attack", "write", path, "/tmp/pwn")
+    refused(out, "open_write", {"EROFS", "EACCES", "EPERM"})
+    assert _host_read(path) == before
+
+
+@attack("binfmt-misc", "register a binfmt_misc interpreter (runs for every matching exec on the host)",
+        "/proc/sys read-only; mount(binfmt_misc) refused by seccomp")
+def test_binfmt_misc(brig):
+    r, out = run_probe(brig, "probe_attack", "write", "/proc/sys/fs/binfmt_misc/register",
+                       ":pwn:M::brig::/tmp/pwn:")
+    refused(out, "open_write", {"EROFS", "EACCES", "EPERM", "ENOENT"})
+    r, fs = run_probe(brig, "probe_fs", "mount-tmpfs", "/tmp")   # the mount needed to reach a fresh one
+    assert r.returncode == 1 and ": fail " in r.stdout, r
+
+
+@attack("uevent-helper", "/sys/kernel/uevent_helper and kernel.hotplug: the kernel runs them as root",
+        "no /sys by default (read-only sysfs with --sys); /proc/sys read-only")
+def test_uevent_helper(brig):
+    for path in ("/sys/kernel/uevent_helper", "/proc/sys/kernel/hotplug"):
+        r, out = run_probe(brig, "probe_attack", "write", path, "/tmp/pwn")
+        refused(out, "open_write", {"EROFS", "EACCES", "EPERM", "ENOENT"})
+
+
+@attack("cgroup-release-agent", "CVE-2022-0492: new cgroup+mount namespace, mount cgroup v1, write release_agent",
+        "seccomp: unshare and mount refused; no cgroupfs inside")
+def test_cgroup_release_agent(brig):
+    r, out = run_probe(brig, "probe_attack", "cgroup")
+    for k in ("unshare_cgroup", "unshare_mount", "unshare_user_mount_cgroup", "mount_cgroup_rdma",
+              "mount_cgroup_memory", "mount_cgroup2", "fsopen_cgroup"):
+        refused(out, k, {"EPERM"})
+    assert out["release_agents_visible"] == "0", out
+
+
+@attack("host-proc-entries", "host processes and kernel data in /proc (/proc/PID, kcore, kmsg, keys)",
+        "a new proc for the sandbox's pid namespace; Docker's masked paths; CAP_SYSLOG absent")
+def test_host_proc_entries(brig, host_sleeper):
+    pid, mark = host_sleeper
+    rev = mark[::-1]
+    r, out = run_probe(brig, "probe_attack", "memscan", rev)
+    assert out["secret_found"] == "0" and mark not in r.stdout, f"a host process is visible: {r}"
+    r, out = run_probe(brig, "probe_proc", "procopen", pid)
+    for k in ("open_status", "open_cmdline", "open_environ", "access_dir"):
+        refused(out, k)
+    r = brig.sh("for f in /proc/kcore /proc/kmsg /proc/keys /proc/timer_list /proc/sched_debug; do "
+                "if head -c 64 $f >/dev/null 2>&1 && [ -s $f ]; then echo READ $f; fi; done; echo end")
+    assert "end" in r.stdout and "READ" not in r.stdout, r
+
+
+# ================================================== devices and the filesystem
+
+@attack("mknod-device", "mknod a block device (the host disk) or /dev/mem and open it",
+        "seccomp mknod S_IFBLK/S_IFCHR; nodev on every writable mount; no CAP_MKNOD")
+def test_mknod_block_device(brig):
+    for d in ("/tmp", str(brig.workspace)):
+        r, out = run_probe(brig, "probe_attack", "mknod", d)
+        for k in ("mknod_blk_sda", "mknod_blk_vda", "mknod_chr_mem", "mknod_chr_kmsg"):
+            refused(out, k)
+    nodes = [p for p in brig.workspace.iterdir() if stat.S_ISBLK(p.lstat().st_mode) or stat.S_ISCHR(p.lstat().st_mode)]
+    assert nodes == [], f"device nodes on the host: {nodes}"
+
+
+@attack("host-devices", "open host devices: /dev/mem, /dev/kmsg, disks, /dev/port, /dev/vhost-*",
+        "a minimal /dev of brig's own (null zero full random urandom tty pts shm)")
+def test_host_devices(brig):
+    r = brig.sh("for f in /dev/mem /dev/kmem /dev/port /dev/kmsg /dev/vda /dev/sda /dev/nvme0n1 /dev/loop0 "
+                "/dev/fuse /dev/net/tun /dev/vhost-net /dev/kvm /dev/console /dev/tty0 /dev/cpu; do "
+                "[ -e $f ] && echo PRESENT $f; done; echo end")
+    assert "end" in r.stdout and "PRESENT" not in r.stdout, r
+
+
+@attack("shocker", "open_by_handle_at with a real handle of a host file on the workspace's filesystem (Docker 'shocker')",
+        "seccomp open_by_handle_at; CAP_DAC_READ_SEARCH only in the initial namespace")
+def test_shocker_open_by_handle_at(brig):
+    secret = host_dir(brig, "shocker", 0o755)
+    mark = marker("shock")
+    (secret / "shadow").write_text(mark)
+    (secret / "shadow").chmod(0o644)
+    cp = subprocess.run([brig.program("probe_attack"), "handle-of", str(secret / "shadow")],
+                        capture_output=True, text=True, check=True)
+    handle = kv(cp.stdout)["handle"]
+    r, out = run_probe(brig, "probe_attack", "open-handle", brig.workspace, handle)
+    refused(out, "open_by_handle_at", {"EPERM"})
+    assert mark not in r.stdout
+    # Control: on the host, as root, the same handle opens (so the attack is real).
+    if IS_ROOT:
+        cp = subprocess.run([brig.program("probe_attack"), "open-handle", str(brig.workspace), handle],
+                            capture_output=True, text=True)
+        assert mark in cp.stdout, f"control: the handle does not work on the host: {cp}"
+
+
+@attack("mount-syscalls", "mount, remount / read-write, umount a mask, pivot_root, new mount API",
+        "seccomp: every mount call refused; no CAP_SYS_ADMIN")
+def test_mount_syscalls(brig):
+    r, out = run_probe(brig, "probe_proc", "mount")
+    for k in ("mount_tmpfs", "remount_root_rw", "bind_root", "umount_proc", "mount_proc", "pivot_root",
+              "fsopen_tmpfs", "open_tree_clone"):
+        refused(out, k, {"EPERM"})
+
+
+@attack("chroot-escape", "the double chroot: chroot into a subdirectory, climb .., chroot('.')",
+        "seccomp chroot; pivot_root + detached old root (nothing above /)")
+def test_chroot_escape(brig):
+    r, out = run_probe(brig, "probe_fs", "chroot-escape", "/tmp")
+    assert r.returncode == 1 and "fail EPERM" in r.stdout, r
+
+
+@attack("dotdot-workspace", "climb out of the workspace bind with ..",
+        "pivot_root onto brig's tmpfs root; old root detached")
+def test_dotdot_out_of_workspace(brig):
+    host_dir(brig, "sibling-secret")
+    r = brig.sh(f"{shell_quote('/probe')} dotdot {brig.workspace} 1; /probe dotdot {brig.workspace} 64; /probe list /",
+                "--ro-bind", f"{brig.program('probe_fs')}:/probe")
+    lines = [l for l in r.stdout.splitlines() if ": ok" in l]
+    assert len(lines) == 3, r
+    assert "sibling-secret" not in r.stdout, f"ATTACK WORKED: the host directory next to the workspace: {r}"
+    assert lines[1].split("entries=")[1] == lines[2].split("entries=")[1], "climbing did not end at the sandbox root"
+
+
+@attack("workspace-symlink", "symlinks in the workspace to host files (absolute, relative, to a masked secret)",
+        "paths resolve inside the new root; secrets masked with empty files")
+def test_workspace_symlinks(brig):
+    secret = host_dir(brig, "symsecret")
+    mark = marker("sym")
+    (secret / "key").write_text(mark)
+    (secret / "key").chmod(0o644)
+    (brig.workspace / "abs").symlink_to(secret / "key")
+    (brig.workspace / "rel").symlink_to(os.path.relpath(secret / "key", brig.workspace))
+    (brig.workspace / "shadow").symlink_to("/etc/shadow")
+    r = brig.sh("cat abs rel; wc -c < shadow; echo end")
+    assert "end" in r.stdout and mark not in r.stdout, r
+    assert r.stdout.split()[-2] == "0", f"/etc/shadow is not empty inside: {r}"
+
+
+@attack("opath-reopen", "reopen a read-only file for writing through /proc/self/fd (O_PATH trick)",
+        "read-only mounts: the reopen checks the mount (EROFS)")
+def test_opath_reopen(brig):
+    r, out = run_probe(brig, "probe_fs", "opath-reopen", "/etc/hostname", "w")
+    assert r.returncode == 1 and ("EROFS" in r.stdout or "EACCES" in r.stdout), r
+
+
+@attack("write-system-dirs", "write /usr, /etc, the root; remount them read-write",
+        "read-only binds (MOUNT_ATTR_RDONLY, recursive); mount refused; Landlock read-only rules")
+def test_write_system_dirs(brig):
+    for target in ("/usr/bin/brig-pwn", "/etc/brig-pwn", "/brig-pwn", "/lib/brig-pwn"):
+        r, out = run_probe(brig, "probe_fs", "write", target)
+        assert r.returncode == 1 and ": fail " in r.stdout, r
+    r, out = run_probe(brig, "probe_fs", "remount-rw", "/usr")
+    assert r.returncode == 1 and "fail EPERM" in r.stdout, r
+    assert not os.path.exists("/usr/bin/brig-pwn") and not os.path.exists("/etc/brig-pwn")
+
+
+@attack("hardlink-host-file", "hard-link a host file (shadow-like, /etc/passwd) into the workspace for a later chown/write",
+        "mount boundaries (EXDEV); host path not visible; protected_hardlinks")
+def test_hardlink_to_host_files(brig):
+    secret = host_dir(brig, "hlsecret")
+    shadow = secret / "shadow"
+    shadow.write_text(marker("hl"))
+    shadow.chmod(0o600)
+    before = {p: os.stat(p).st_nlink for p in (shadow, "/etc/passwd")}
+    for src in ("/etc/passwd", "/data/shadow", str(shadow)):
+        r, out = run_probe(brig, "probe_attack", "link", src, brig.workspace,
+                           brig_args=("--ro-bind", f"{secret}:/data"))
+        for k in ("link", "linkat_empty_path", "linkat_procfd"):
+            if k in out:
+                refused(out, k)
+    assert {p: os.stat(p).st_nlink for p in before} == before, "ATTACK WORKED: a host file gained a link"
+    assert not list(brig.workspace.glob("link-*"))
+
+
+@attack("setuid-bits", "plant a setuid/setgid file or file capabilities in the workspace for the host to run",
+        "seccomp: S_ISUID/S_ISGID in chmod/open/mknod modes refused, openat2 ENOSYS; no CAP_SETFCAP")
+def test_setuid_bits_and_file_caps(brig):
+    r, out = run_probe(brig, "probe_attack", "setid", brig.workspace)
+    for k in ("fchmod_setuid", "fchmod_setgid", "chmod_setuid", "fchmodat_setuid", "fchmodat2_setuid",
+              "open_creat_setuid", "mknod_reg_setuid", "setxattr_fcaps_v2", "setxattr_fcaps_v3_root0"):
+        refused(out, k)
+    for p in brig.workspace.iterdir():
+        st = p.lstat()
+        assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID), f"ATTACK WORKED: {p} has mode {oct(st.st_mode)}"
+        if p.is_file():
+            try:
+                caps = os.getxattr(p, "security.capability", follow_symlinks=False)
+            except OSError:
+                caps = None
+            assert caps is None, f"ATTACK WORKED: {p} carries file capabilities"
+
+
+@attack("setuid-binary", "run a setuid-root binary (the host's, or one granted read-only) to become root",
+        "nosuid on every mount; no_new_privs; no capabilities")
+def test_setuid_binary_is_inert(brig):
+    d = host_dir(brig, "suid")
+    exe = d / "probe_proc"
+    shutil.copy2(brig.program("probe_proc"), exe)
+    os.chown(exe, 0, 0) if IS_ROOT else None
+    exe.chmod(0o4755)
+    r = brig.run("run", "--ro-bind", f"{d}:/suid", "--", "/suid/probe_proc", "exec", "/suid/probe_proc", "ids")
+    out = kv(r.stdout)
+    assert "euid" in out, r
+    assert out["euid"] != "0" and out["suid"] != "0", f"ATTACK WORKED: {out}"
+    if os.path.exists("/usr/bin/su"):
+        r = brig.sh("su -c 'id -u' root </dev/null; id -u")
+        assert r.stdout.split()[-1] != "0" and "\n0\n" not in "\n" + r.stdout, r
+
+
+# ================================================== the kernel surface
+
+@attack("keyctl", "kernel keyrings: join/read the host's keyrings, add keys",
+        "seccomp keyctl/add_key/request_key (EPERM)")
+def test_keyctl(brig):
+    r, out = run_probe(brig, "probe_attack", "keyctl")
+    for k in ("join_session_keyring", "add_key_user", "get_user_keyring", "request_key"):
+        refused(out, k, {"EPERM"})
+
+
+@attack("bpf", "bpf(): maps and a socket filter program (verifier bugs, kernel memory)",
+        "seccomp bpf (EPERM)")
+def test_bpf(brig):
+    r, out = run_probe(brig, "probe_attack", "bpf")
+    refused(out, "bpf_map_create", {"EPERM"})
+    refused(out, "bpf_prog_load", {"EPERM"})
+
+
+@attack("userfaultfd", "userfaultfd: stall the kernel mid-copy (race-exploit primitive)",
+        "seccomp userfaultfd (EPERM); no /dev/userfaultfd")
+def test_userfaultfd(brig):
+    r, out = run_probe(brig, "probe_attack", "userfaultfd")
+    refused(out, "userfaultfd", {"EPERM"})
+    refused(out, "userfaultfd_user_only", {"EPERM"})
+    refused(out, "dev_userfaultfd", {"ENOENT", "EACCES"})
+
+
+@attack("io_uring", "io_uring: a second syscall interface seccomp cannot see",
+        "seccomp io_uring_setup/enter/register (EPERM)")
+def test_io_uring(brig):
+    r, out = run_probe(brig, "probe_attack", "io_uring")
+    refused(out, "io_uring_setup", {"EPERM"})
+
+
+@attack("perf_event_open", "perf_event_open: side channels and a long history of kernel bugs",
+        "seccomp perf_event_open (EPERM)")
+def test_perf_event_open(brig):
+    r, out = run_probe(brig, "probe_attack", "perf")
+    refused(out, "perf_sw_self", {"EPERM"})
+    refused(out, "perf_hw_cpu0", {"EPERM"})
+
+
+@attack("nested-userns", "a nested user namespace: a fresh full set of capabilities (unshare -r)",
+        "seccomp unshare/clone CLONE_NEWUSER (EPERM), clone3 (ENOSYS); max_user_namespaces 0")
+def test_nested_user_namespace(brig):
+    r, out = run_probe(brig, "probe_attack", "userns")
+    refused(out, "unshare_newuser", {"EPERM"})
+    refused(out, "clone_newuser", {"EPERM"})
+    refused(out, "clone3_newuser", {"ENOSYS", "EPERM"})
+    assert out["max_user_namespaces"] == "0", out
+    r = brig.sh("unshare -r id -u 2>&1; echo rc=$?")
+    assert "rc=0" not in r.stdout, r
+
+
+@attack("other-namespaces", "new mount/net/pid/ipc/uts/cgroup/time namespaces, setns",
+        "seccomp namespace flags on unshare/clone/setns; clone3 ENOSYS")
+def test_other_namespaces(brig):
+    r, out = run_probe(brig, "probe_proc", "unshare")
+    assert out, r
+    for k, v in out.items():
+        assert v != "ok", f"ATTACK WORKED: {k}"
+    r, out = run_probe(brig, "probe_proc", "clone")
+    assert out, r
+    for k, v in out.items():
+        assert v != "ok", f"ATTACK WORKED: {k}"
+
+
+@attack("kmod-kexec-reboot", "load a kernel module, kexec a kernel, reboot",
+        "seccomp (EPERM); no CAP_SYS_MODULE/CAP_SYS_BOOT")
+def test_kmod_kexec_reboot(brig):
+    r, out = run_probe(brig, "probe_attack", "kmod")
+    for k in ("init_module", "finit_module", "delete_module", "kexec_file_load", "kexec_load", "reboot_cad_off"):
+        refused(out, k, {"EPERM"})
+
+
+@attack("socket-families", "raw packets, AF_ALG, vsock, netlink audit/uevent, TIPC (kernel attack surface)",
+        "seccomp socket() family allowlist (EAFNOSUPPORT)")
+def test_socket_families(brig):
+    r, out = run_probe(brig, "probe_syscall", "sockets")
+    for k in ("af_netlink_audit", "af_netlink_uevent", "af_alg", "af_packet", "af_vsock", "af_bluetooth",
+              "af_tipc", "af_key", "af_packet_highbits", "af_netlink_route_highbits", "socketpair_tipc"):
+        refused(out, k)
+    assert out["af_unix"] == "ok", "control: AF_UNIX must work"
+
+
+@attack("personality", "personality(READ_IMPLIES_EXEC / ADDR_NO_RANDOMIZE / MMAP_PAGE_ZERO)",
+        "seccomp personality allowlist")
+def test_personality(brig):
+    r, out = run_probe(brig, "probe_syscall", "personality")
+    for k in ("read_implies_exec", "mmap_page_zero", "addr_no_randomize"):
+        refused(out, k, {"EPERM"})
+    assert out["linux"] == "ok", "control: PER_LINUX must work"
+
+
+@attack("abi-x32", "x32 system calls (bit 30): a second syscall table past the filter",
+        "seccomp: non-native syscall numbers kill the process (SIGSYS)")
+def test_x32_abi(brig):
+    r, out = run_probe(brig, "probe_attack", "abi")
+    for k in ("x32_getpid", "x32_unshare_newuser", "x32_keyctl"):
+        killed_or_refused(out, k)
+
+
+@attack("abi-i386", "int 0x80 from a 64-bit program: the i386 syscall table",
+        "seccomp: the i386 architecture is killed (SIGSYS)")
+def test_i386_abi(brig):
+    r, out = run_probe(brig, "probe_attack", "abi")
+    for k in ("i386_getpid", "i386_unshare_newuser", "i386_keyctl"):
+        killed_or_refused(out, k)
+
+
+# ================================================== the terminal
+
+@attack("tiocsti", "TIOCSTI: push a command into the caller's shell (also with high bits set on cmd)",
+        "own session (setsid) and pty; seccomp TIOCSTI compared on 32 bits")
+def test_tiocsti_into_callers_shell(brig):
+    from test_terminal import Session, _inject, legacy_tiocsti
+    s = Session(brig)
+    marks = host_dir(brig, "marks", 0o777)
+    try:
+        if not legacy_tiocsti():
+            pytest.skip("TIOCSTI NOT TESTABLE: dev.tty.legacy_tiocsti=0, the kernel forbids TIOCSTI to everyone")
+        ctl = marks / marker("control")
+        s.run_line(f"{shell_quote(brig.program('probe_proc'))} tiocsti {shell_quote(f'touch {ctl}' + chr(92) + 'n')}")
+        s.sync()
+        assert ctl.exists(), "control: TIOCSTI on the host terminal did not inject; the test could not fail"
+        for args in ((), ("--no-tty",)):
+            target = _inject(s, brig, marks, *args)
+            assert not target.exists(), f"ATTACK WORKED: TIOCSTI ran a command in the caller's shell ({args})"
+    finally:
+        s.close()
+
+
+@attack("tioclinux", "TIOCLINUX paste/set-selection (console keystroke injection), with high bits set on cmd",
+        "seccomp TIOCLINUX compared on 32 bits (EPERM)")
+def test_tioclinux(brig):
+    r, out = run_probe(brig, "probe_attack", "tioclinux", input="")
+    r2, out2 = run_probe(brig, "probe_attack", "tioclinux", brig_args=("--tty",))
+    both = {**out, **{k + "_tty": v for k, v in out2.items()}}
+    keys = [k for k in both if k.startswith("tioclinux_")]
+    assert len(keys) >= 6, (r, r2)
+    for k in keys:
+        refused(both, k, {"EPERM"})
+
+
+# ================================================== other processes
+
+@attack("ptrace-across", "ptrace / process_vm_readv the supervisor and a host process of the same user",
+        "pid namespace (host pids do not exist inside); seccomp ptrace, process_vm_readv")
+def test_ptrace_supervisor_and_host(brig, host_sleeper):
+    pid, _ = host_sleeper
+    cmd = host_pid_of_brig_script(
+        brig, f"run --ro-bind {shell_quote(brig.program('probe_proc'))}:/probe -- /probe ptrace $$ {pid} 1")
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=brig.workspace, env=brig.env())
+    out = kv(cp.stdout)
+    keys = [k for k in out if k.startswith(("ptrace_", "process_vm"))]
+    assert len(keys) == 9, cp
+    for k in keys:
+        refused(out, k)
+
+
+@attack("signal-across", "signal the supervisor, a host process, everything (kill -1)",
+        "pid namespace; Landlock signal scoping (ABI 6)")
+def test_signals_across(brig, host_sleeper):
+    pid, mark = host_sleeper
+    cmd = host_pid_of_brig_script(
+        brig, f"run --ro-bind {shell_quote(brig.program('probe_attack'))}:/probe -- "
+              f"sh -c \"/probe signal $$ {pid}; /probe killall; echo after\"")
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=brig.workspace, env=brig.env())
+    out = kv(cp.stdout)
+    keys = [k for k in out if k.startswith(("kill0_", "killkill_", "pidfd_"))]
+    assert len(keys) == 6, cp
+    for k in keys:
+        refused(out, k, {"ESRCH", "EPERM"})
+    assert pid in pids_with(mark), "ATTACK WORKED: the host process died"
+    assert cp.returncode in (0, 137), f"the supervisor did not report normally: {cp}"
+    r = brig.sh("echo still-works")
+    assert r.stdout.strip() == "still-works", r
+
+
+@attack("supervisor-secrets", "read the supervisor's environment or memory (/proc/1/environ, mem, process_vm_readv)",
+        "clean environment; pid 1 not dumpable; seccomp process_vm_readv; pid namespace")
+def test_supervisor_secrets(brig):
+    secret = marker("SECRET")
+    r, out = run_probe(brig, "probe_attack", "memscan", secret[::-1], env={"BRIG_TEST_SECRET": secret})
+    assert r.returncode == 0, r
+    assert out["secret_found"] == "0" and secret not in r.stdout, f"ATTACK WORKED: {r}"
+    for k in ("open_init_environ", "open_init_mem", "open_init_maps", "process_vm_readv_init"):
+        refused(out, k)
+
+
+@attack("init-fds", "steal pid 1's descriptors (the sync socket to the supervisor, host fds)",
+        "pid 1 not dumpable (/proc/1/fd EACCES); seccomp pidfd_getfd")
+def test_init_descriptors(brig):
+    r, out = run_probe(brig, "probe_attack", "pid1")
+    assert out["init_fds_opened"] == "0", out
+    assert out["pidfd_getfd_got"] == "0", out
+    for k in ("init_fd_dir", "init_cwd", "init_root"):
+        refused(out, k)
+
+
+@attack("abstract-unix-socket", "connect to the host's abstract unix sockets (X11, dbus, containerd shims)",
+        "network namespace (abstract names are per netns); Landlock scope (ABI 6)")
+def test_abstract_socket_of_the_host(brig):
+    name = marker("abs")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0" + name)
+    srv.listen(8)
+    srv.setblocking(False)
+    try:
+        r, out = run_probe(brig, "probe_syscall", "abstract", name)
+        refused(out, "abstract_connect", {"ECONNREFUSED", "EPERM", "ENOENT"})
+        with pytest.raises(BlockingIOError):
+            srv.accept()
+        # Control: from the host it connects.
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect("\0" + name)
+        c.close()
+    finally:
+        srv.close()
+
+
+@attack("sysv-ipc", "the host's System V shared memory, message queues, semaphores",
+        "IPC namespace")
+def test_sysv_ipc(brig):
+    key = 0x62720000 | (os.getpid() & 0xffff)
+    cp = subprocess.run([brig.program("probe_attack"), "ipc-make", hex(key)], capture_output=True, text=True)
+    try:
+        assert kv(cp.stdout).get("shmget") == "ok", f"control: could not create host IPC objects: {cp}"
+        r, out = run_probe(brig, "probe_attack", "ipc", hex(key))
+        for k in ("shmget", "msgget", "semget"):
+            refused(out, k, {"ENOENT"})
+    finally:
+        subprocess.run([brig.program("probe_attack"), "ipc-rm", hex(key)])
+
+
+# ================================================== resources
+
+def _report(brig, *args, **kw):
+    path = brig.base / "reports" / f"{uuid.uuid4().hex}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.parent.chmod(0o1777)
+    r = brig.run("run", "--json-report", str(path), *args, **kw)
+    r.report = json.loads(path.read_text()) if path.exists() else None
+    return r
+
+
+@attack("fd-exhaustion", "open descriptors until the kernel refuses",
+        "RLIMIT_NOFILE (4096)")
+def test_fd_exhaustion(brig):
+    r, out = run_probe(brig, "probe_attack", "fds-exhaust")
+    assert out["stopped_by"] == "EMFILE", out
+    assert int(out["opened"]) < int(out["nofile"]) <= 4096, out
+    assert brig.sh("echo ok").stdout.strip() == "ok"
+
+
+@attack("inode-exhaustion", "create empty files in /tmp until the kernel runs out of inodes (kernel memory)",
+        "tmpfs nr_inodes bound with the size (1 inode per KiB)")
+def test_inode_exhaustion(brig):
+    r = brig.sh("stat -f -c '%c' /tmp; stat -f -c '%c' /dev/shm; stat -f -c '%c' $HOME")
+    totals = [int(x) for x in r.stdout.split()]
+    assert len(totals) == 3, r
+    # Default /tmp is 512 MiB: an inode limit no bigger than one per KiB.
+    assert totals[0] <= 512 * 1024 and totals[1] <= 64 * 1024 and totals[2] <= 256 * 1024, \
+        f"ATTACK POSSIBLE: tmpfs inodes unbounded by the size: {totals}"
+    r, out = run_probe(brig, "probe_attack", "inodes", "/tmp", 2 * 1024 * 1024, timeout=300)
+    assert out["stopped_by"] == "ENOSPC", f"ATTACK WORKED: {out}"
+    assert int(out["created"]) <= totals[0], out
+
+
+@attack("pid-exhaustion", "fork bomb", "pids cgroup (1024), RLIMIT_NPROC where no cgroup")
+def test_pid_exhaustion(brig):
+    r, out = run_probe(brig, "probe_attack", "forkbomb", 20000, timeout=120)
+    assert out.get("stopped_by") == "EAGAIN", f"ATTACK WORKED: {out} {r}"
+    assert int(out["forked"]) <= 1024, out
+    assert brig.sh("echo ok").stdout.strip() == "ok"
+
+
+@attack("memory-exhaustion", "allocate and touch memory until the host swaps or OOMs",
+        "memory cgroup (4 GiB, no swap); RLIMIT_DATA where no cgroup")
+def test_memory_exhaustion(brig):
+    r, out = run_probe(brig, "probe_attack", "memhog", 64 * 1024, brig_args=("--memory", "256M"), timeout=120)
+    if out.get("stopped_by") is not None:
+        assert out["stopped_by"] == "ENOMEM", f"ATTACK WORKED: {out}"
+        assert int(out["allocated_mb"]) <= 256, out
+    else:
+        assert r.returncode == 137, f"neither refused nor OOM-killed: {r}"
+    assert brig.sh("echo ok").stdout.strip() == "ok"
+
+
+@attack("disk-exhaustion", "fill /tmp, $HOME and /dev/shm (memory-backed) without end",
+        "tmpfs size limits (512M, 256M, 64M)")
+def test_disk_exhaustion(brig):
+    r = brig.sh("/probe fill /tmp/big 2000000000; /probe fill $HOME/big 2000000000; /probe fill /dev/shm/big 2000000000",
+                "--ro-bind", f"{brig.program('probe_fs')}:/probe", timeout=120)
+    lines = [l for l in r.stdout.splitlines() if l.startswith("fill ")]
+    assert len(lines) == 3, r
+    for l in lines:
+        assert "fail ENOSPC" in l, f"ATTACK WORKED: {l}"
+        written = int(l.split("written=")[1])
+        assert written <= 512 * 1024 * 1024, l
+
+
+# ================================================== network
+
+def _net_modes():
+    cp = subprocess.run([str(REPO / os.environ.get("BRIG_BUILD", "build") / "brig"), "run", "--help"],
+                        capture_output=True, text=True)
+    return "filtered" in cp.stdout + cp.stderr
+
+
+HAS_FILTERED = _net_modes()
+# `--net filtered` is being added (kernel-enforced redirection to the
+# proxy). Its parametrization is already here; until `brig run --help`
+# mentions it, those cases skip loudly.
+NET_MODES = ["none", "proxy", "filtered"]
+
+
+def net_args(mode, *allow):
+    if mode == "none":
+        return ["--net", "none"]
+    if mode == "filtered" and not HAS_FILTERED:
+        pytest.skip("NET MODE 'filtered' NOT TESTED: this brig has no --net filtered yet "
+                    "(brig run --help does not mention it)")
+    args = ["--net", mode] if mode == "filtered" else []
+    return args + list(allow or ["--allow-host", "allowed.invalid"])
+
+
+@pytest.fixture
+def netscript(brig):
+    d = host_dir(brig, "net")
+    dst = d / "net_attack.py"
+    shutil.copy2(NET_ATTACK, dst)
+    dst.chmod(0o644)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    from test_egress import Upstream
+    u = Upstream()
+    yield u
+    u.close()
+
+
+def net_run(brig, script, mode_args, lines, **kw):
+    body = "; ".join(f"python3 /net.py {l}" for l in lines)
+    return brig.sh(body, "--ro-bind", f"{script}:/net.py", *mode_args, **kw)
+
+
+def answers(r, key):
+    return [l.split("=", 1)[1] for l in r.stdout.splitlines() if l.startswith(key + "=")]
+
+
+@pytest.mark.parametrize("net", NET_MODES)
+@attack("metadata", "cloud metadata: 169.254.169.254, fd00:ec2::254, metadata.google.internal",
+        "netns with only lo (none); the proxy's address classifier (link-local, metadata names)")
+def test_metadata_every_mode(brig, netscript, net):
+    args = net_args(net)
+    lines = ["direct 169.254.169.254 80", "direct fd00:ec2::254 80", "direct metadata.google.internal 80",
+             "resolve metadata.google.internal"]
+    if net != "none":
+        lines += ["proxy-connect 169.254.169.254 80", "proxy-connect fd00:ec2::254 80",
+                  "proxy-connect metadata.google.internal 80", "proxy-get http://169.254.169.254/latest/meta-data/",
+                  "proxy-get http://metadata.google.internal/computeMetadata/v1/",
+                  "socks 169.254.169.254 80", "socks metadata.google.internal 80"]
+    r = net_run(brig, netscript, args, lines)
+    assert len(answers(r, "direct")) == 3, r
+    for v in answers(r, "direct_status"):
+        assert v != "200", f"ATTACK WORKED: a metadata service answered: {r}"
+    if net == "none":
+        assert all(v != "ok" for v in answers(r, "direct")), r
+        assert answers(r, "resolve")[0].startswith("EAI"), r
+    else:
+        codes = answers(r, "connect_status") + answers(r, "get_status")
+        assert len(codes) == 5 and all(c == "403" for c in codes), f"ATTACK WORKED: {r}"
+        assert [v for v in answers(r, "socks_reply")] == ["2", "2"], r
+
+
+@pytest.mark.parametrize("net", ["proxy", "filtered"])
+@attack("dns-rebinding", "an allowed name that resolves to loopback, link-local/metadata or a private address",
+        "the proxy judges the resolved address, not the name (no allow without --allow-cidr)")
+def test_dns_rebinding(brig, netscript, upstream, net):
+    names = {"rebind-lo.test": "127.0.0.1", "rebind-md.test": "169.254.169.254", "rebind-priv.test": "10.0.0.1",
+             "rebind-v6.test": "::1", "rebind-mapped.test": "::ffff:127.0.0.1"}
+    allow = []
+    for n, a in names.items():
+        allow += ["--allow-host", n, "--resolve", f"{n}:{a}"]
+    args = net_args(net, *allow)
+    before = upstream.connections
+    lines = []
+    for n in names:
+        lines += [f"proxy-connect {n} {upstream.http_port}", f"proxy-get http://{n}:{upstream.http_port}/",
+                  f"socks {n} {upstream.http_port}"]
+    r = net_run(brig, netscript, args, lines)
+    codes = answers(r, "connect_status") + answers(r, "get_status")
+    assert len(codes) == 2 * len(names), r
+    assert all(c == "403" for c in codes), f"ATTACK WORKED: {r}"
+    assert all(v == "2" for v in answers(r, "socks_reply")), r
+    assert upstream.connections == before, "ATTACK WORKED: the host's loopback server was reached"
+
+
+@pytest.mark.parametrize("net", NET_MODES)
+@attack("host-loopback", "the host's loopback services (127.0.0.1, ::1, localhost) from inside",
+        "network namespace: the sandbox's lo is its own; the proxy refuses loopback")
+def test_host_loopback(brig, netscript, upstream, net):
+    args = net_args(net)
+    before = upstream.connections
+    p = upstream.http_port
+    lines = [f"direct 127.0.0.1 {p}", f"direct ::1 {p}", f"direct localhost {p}"]
+    if net != "none":
+        lines += [f"proxy-connect 127.0.0.1 {p}", f"proxy-connect localhost {p}", f"proxy-get http://127.0.0.1:{p}/"]
+    r = net_run(brig, netscript, args, lines)
+    assert len(answers(r, "direct")) == 3, r
+    assert upstream.connections == before, f"ATTACK WORKED: the host's loopback server was reached: {r}"
+    if net != "none":
+        assert all(c == "403" for c in answers(r, "connect_status") + answers(r, "get_status")), r
+
+
+@attack("proxy-conn-flood", "exhaust the proxy's connection table and descriptors (thousands of connections)",
+        "connection cap and paused accept on EMFILE; one proxy per run")
+def test_proxy_connection_flood(brig, netscript, upstream):
+    port = upstream.http_port
+    allow = ["--resolve", "ok.test:127.0.0.1", "--allow-host", f"ok.test:{port}", "--allow-cidr", "127.0.0.1/32"]
+    ready = [brig.workspace / f"ready{i}" for i in range(3)]
+    release = brig.workspace / "release"
+    script = " & ".join(f"python3 /net.py flood 4000 ok.test {port} {rd} {release}" for rd in ready)
+    script += f" & wait; python3 /net.py proxy-connect ok.test {port}"
+    p = subprocess.Popen(brig.cmd("run", "--ro-bind", f"{netscript}:/net.py", *allow, "--", "sh", "-c", script),
+                         cwd=brig.workspace, env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: all(x.exists() for x in ready) or p.poll() is not None, 120), "the flood never got going"
+        # Another sandbox works while the flood holds its proxy.
+        r = brig.sh(f"python3 /net.py proxy-connect ok.test {port}",
+                    "--ro-bind", f"{netscript}:/net.py", *allow)
+        assert answers(r, "connect_status") == ["200"] and answers(r, "tunnel_status") == ["200"], \
+            f"another run was starved: {r}"
+    finally:
+        release.touch()
+        out, err = p.communicate(timeout=180)
+    opened = [int(v) for v in [l.split("=")[1] for l in out.splitlines() if l.startswith("flood_opened=")]]
+    assert len(opened) == 3 and sum(opened) > 8000, (out, err)
+    assert p.returncode == 0, f"the supervisor did not survive: rc={p.returncode} {err}"
+    # After the flood, the same proxy serves a new client.
+    assert out.strip().splitlines()[-2:] == ["connect_status=200", "tunnel_status=200"], (out, err)
