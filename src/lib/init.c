@@ -10,6 +10,8 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
@@ -56,6 +58,17 @@ static void detach_stdio(void)
         close(null);
 }
 
+/* Close every descriptor but 0, 1, 2 and the two given. */
+static void close_all_but(int a, int b)
+{
+        int lo = a < b ? a : b, hi = a < b ? b : a;
+        if (lo > 3)
+                syscall(SYS_close_range, 3, lo - 1, 0);
+        if (hi > lo + 1)
+                syscall(SYS_close_range, lo + 1, hi - 1, 0);
+        syscall(SYS_close_range, hi + 1, ~0U, 0);
+}
+
 _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 {
         closep(&plan->pty_slave_fd);
@@ -75,6 +88,11 @@ _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
                 kill(command_pid, SIGKILL);
                 _exit(BRIG_EXIT_SETUP);
         }
+        /* Supervising needs the signalfd and the sync socket, nothing else.
+         * Whatever else this process still holds — descriptors the caller
+         * leaked to brig (a host directory: CVE-2024-21626), the workspace
+         * tree — would otherwise live inside the sandbox for the whole run. */
+        close_all_but(sfd, plan->sync_fd);
         for (;;) {
                 struct signalfd_siginfo si;
                 ssize_t n = read(sfd, &si, sizeof si);
