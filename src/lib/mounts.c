@@ -23,7 +23,8 @@ static const char *const proc_masked[] = {
         "asound", "acpi", "kcore", "keys", "latency_stats", "timer_list", "timer_stats",
         "sched_debug", "scsi", "interrupts", NULL,
 };
-static const char *const proc_readonly[] = { "bus", "fs", "irq", "sys", "sysrq-trigger", NULL };
+/* pressure: its files take PSI triggers, a write into the host kernel. */
+static const char *const proc_readonly[] = { "bus", "fs", "irq", "pressure", "sys", "sysrq-trigger", NULL };
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty", NULL };
 
 #define MASK_FILE ".brig-mask"  /* unlinked before the command runs */
