@@ -4,7 +4,11 @@
  *
  * A sandbox in a tight loop of refused calls must not flood the disk:
  * each syscall gets RATE_BURST events per second, the rest are counted
- * and reported in one "suppressed" event. */
+ * and reported in one "suppressed" event. Per syscall is not enough on its
+ * own: a loop over more numbers than there are slots (unnamed numbers are
+ * endless) gets a fresh burst for each, so all syscall and suppressed
+ * events together also share RATE_TOTAL lines per second; what is over
+ * goes into one "suppressed" event for "*". */
 #define _GNU_SOURCE
 #include "audit.h"
 #include "seccomp_filter.h"
@@ -17,6 +21,7 @@
 #define RATE_BURST 10
 #define RATE_WINDOW_MS 1000
 #define RATE_SLOTS 64
+#define RATE_TOTAL 100
 
 struct rate_slot {
         int nr;             /* -1: free */
@@ -29,6 +34,9 @@ struct audit {
         int fd;
         uint64_t events, suppressed;
         struct rate_slot slots[RATE_SLOTS];
+        uint64_t total_start;   /* the window of RATE_TOTAL */
+        unsigned total_lines;
+        uint64_t total_dropped; /* calls over RATE_TOTAL, for the "*" event */
 };
 
 struct audit *audit_new(int fd)
@@ -97,14 +105,44 @@ static long inside_pid(pid_t host_pid)
         return pid;
 }
 
-static void emit_suppressed(struct audit *a, struct rate_slot *s)
+static void emit_dropped(struct audit *a)
 {
-        if (!s->suppressed)
+        if (!a->total_dropped)
                 return;
+        emit(a, "suppressed", json_pack("{s:s, s:I}", "syscall", "*", "count", (json_int_t)a->total_dropped));
+        a->total_dropped = 0;
+}
+
+/* May one more syscall or suppressed line be written in this window? */
+static bool total_budget(struct audit *a)
+{
+        uint64_t now = now_ms();
+        if (now - a->total_start >= RATE_WINDOW_MS) {
+                emit_dropped(a);
+                a->total_start = now;
+                a->total_lines = 0;
+        }
+        return a->total_lines++ < RATE_TOTAL;
+}
+
+static void emit_suppressed_line(struct audit *a, struct rate_slot *s)
+{
         char *name = seccomp_syscall_name(s->nr);
         emit(a, "suppressed", json_pack("{s:s, s:I}", "syscall", name ? name : "?", "count", (json_int_t)s->suppressed));
         free(name);
         s->suppressed = 0;
+}
+
+static void emit_suppressed(struct audit *a, struct rate_slot *s)
+{
+        if (!s->suppressed)
+                return;
+        if (!total_budget(a)) {
+                a->total_dropped += s->suppressed;
+                s->suppressed = 0;
+                return;
+        }
+        emit_suppressed_line(a, s);
 }
 
 static struct rate_slot *slot_for(struct audit *a, int nr)
@@ -137,6 +175,11 @@ void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[
         }
         if (++s->in_window > RATE_BURST) {
                 s->suppressed++;
+                a->suppressed++;
+                return;
+        }
+        if (!total_budget(a)) {
+                a->total_dropped++;
                 a->suppressed++;
                 return;
         }
@@ -173,8 +216,9 @@ void audit_net(void *audit, json_t *event)
 void audit_end(struct audit *a, const brig_result *res)
 {
         for (int i = 0; i < RATE_SLOTS; i++)
-                if (a->slots[i].nr >= 0)
-                        emit_suppressed(a, &a->slots[i]);
+                if (a->slots[i].nr >= 0 && a->slots[i].suppressed)
+                        emit_suppressed_line(a, &a->slots[i]);  /* the last counts: at most RATE_SLOTS lines */
+        emit_dropped(a);
         emit(a, "end", json_pack("{s:i, s:o, s:s, s:I, s:I, s:I}", "exit_code", res->exit_code, "signal",
                                  res->signal ? json_integer(res->signal) : json_null(), "reason",
                                  brig_reason_name(res->reason), "duration_ms", (json_int_t)res->duration_ms,
