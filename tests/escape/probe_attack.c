@@ -35,6 +35,8 @@
  *   link SRC DIR            hard links to SRC from DIR, by name and by descriptor
  *   swap A B                (host side) exchange A and B with renameat2 until killed
  *   signal PID...           kill(PID, 0) and kill(PID, SIGKILL)
+ *   syscall-flood N         N rounds of refused calls over thousands of numbers
+ *                           (keyctl, bpf, and unnamed ones): flood the audit stream
  *   killall                 kill(-1, SIGKILL): everything the caller may signal
  */
 #define _GNU_SOURCE
@@ -846,6 +848,18 @@ static int cmd_signal(int argc, char **argv)
         return 0;
 }
 
+static int cmd_syscall_flood(long rounds)
+{
+        long refused = 0;
+        for (long i = 0; i < rounds; i++) {
+                refused += syscall(SYS_keyctl, i, 0, 0, 0, 0) < 0;
+                refused += syscall(SYS_bpf, i, 0, 0) < 0;
+                refused += syscall(1000 + (i % 3000)) < 0;  /* no such call: the allowlist's ENOSYS */
+        }
+        printf("refused=%ld\ncalls=%ld\n", refused, 3 * rounds);
+        return 0;
+}
+
 static int usage(void)
 {
         fprintf(stderr, "probe_attack: unknown or incomplete command (see the comment at the top of probe_attack.c)\n");
@@ -918,6 +932,8 @@ int main(int argc, char **argv)
                 cmd_swap(a, b);
         if (!strcmp(c, "signal") && a)
                 return cmd_signal(argc - 2, argv + 2);
+        if (!strcmp(c, "syscall-flood") && a)
+                return cmd_syscall_flood(strtol(a, NULL, 0));
         if (!strcmp(c, "killall")) {
                 TRY("kill_all", kill(-1, SIGKILL));
                 return 0;

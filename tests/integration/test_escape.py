@@ -844,6 +844,36 @@ def test_disk_exhaustion(brig):
         assert written <= 512 * 1024 * 1024, l
 
 
+@attack("audit-flood", "flood the host's disk through brig's audit stream (refused calls over thousands of numbers)",
+        "audit rate limit: 10 events/s per syscall and 100 lines/s in all; the rest counted")
+def test_audit_stream_flood(brig):
+    audit = brig.base / "reports" / f"{uuid.uuid4().hex}.jsonl"
+    audit.parent.mkdir(exist_ok=True)
+    audit.parent.chmod(0o1777)
+    r, out = run_probe(brig, "probe_attack", "syscall-flood", 100000, brig_args=("--audit", audit), timeout=300)
+    assert r.returncode == 0 and out["refused"] == out["calls"], r
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    end = events[-1]
+    assert end["event"] == "end", events[-3:]
+    recorded = sum(1 for e in events if e["event"] == "syscall")
+    suppressed = sum(e["count"] for e in events if e["event"] == "suppressed")
+    assert recorded + suppressed == int(out["calls"]), "calls went uncounted"
+    # At most 100 syscall/suppressed lines per started second, the last
+    # per-syscall counts, and start/end.
+    seconds = end["duration_ms"] // 1000 + 1
+    assert len(events) <= 101 * seconds + 64 + 2, \
+        f"ATTACK WORKED: {len(events)} audit lines in {end['duration_ms']} ms ({audit.stat().st_size} bytes)"
+    # The notification path refuses like the plain filter does.
+    for cmd, keys in (("keyctl", ["join_session_keyring", "add_key_user"]), ("userns", ["unshare_newuser"]),
+                      ("io_uring", ["io_uring_setup"]), ("cgroup", ["mount_cgroup_rdma", "unshare_mount"])):
+        r, out = run_probe(brig, "probe_attack", cmd, brig_args=("--audit", audit))
+        for k in keys:
+            refused(out, k, {"EPERM"})
+    r, out = run_probe(brig, "probe_attack", "abi", brig_args=("--audit", audit))
+    killed_or_refused(out, "x32_unshare_newuser")
+    killed_or_refused(out, "i386_unshare_newuser")
+
+
 # ================================================== network
 
 def _net_modes():
