@@ -8,7 +8,10 @@
  * own: a loop over more numbers than there are slots (unnamed numbers are
  * endless) gets a fresh burst for each, so all syscall and suppressed
  * events together also share RATE_TOTAL lines per second; what is over
- * goes into one "suppressed" event for "*". */
+ * goes into one "suppressed" event for "*". Network events (one per
+ * connection attempt, made as fast as the sandbox can connect to the
+ * proxy) get their own RATE_NET lines per second, the rest counted in a
+ * "suppressed" event for "net"; the run report's egress counts stay exact. */
 #define _GNU_SOURCE
 #include "audit.h"
 #include "seccomp_filter.h"
@@ -22,6 +25,7 @@
 #define RATE_WINDOW_MS 1000
 #define RATE_SLOTS 64
 #define RATE_TOTAL 100
+#define RATE_NET 100
 
 struct rate_slot {
         int nr;             /* -1: free */
@@ -37,6 +41,9 @@ struct audit {
         uint64_t total_start;   /* the window of RATE_TOTAL */
         unsigned total_lines;
         uint64_t total_dropped; /* calls over RATE_TOTAL, for the "*" event */
+        uint64_t net_start;     /* the window of RATE_NET */
+        unsigned net_lines;
+        uint64_t net_dropped, net_suppressed;
 };
 
 struct audit *audit_new(int fd)
@@ -202,10 +209,30 @@ void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[
         free(name);
 }
 
+static void emit_net_dropped(struct audit *a)
+{
+        if (!a->net_dropped)
+                return;
+        emit(a, "suppressed", json_pack("{s:s, s:I}", "net", "*", "count", (json_int_t)a->net_dropped));
+        a->net_dropped = 0;
+}
+
 void audit_net(void *audit, json_t *event)
 {
         struct audit *a = audit;
         if (!a) {
+                json_decref(event);
+                return;
+        }
+        uint64_t now = now_ms();
+        if (now - a->net_start >= RATE_WINDOW_MS) {
+                emit_net_dropped(a);
+                a->net_start = now;
+                a->net_lines = 0;
+        }
+        if (a->net_lines++ >= RATE_NET) {
+                a->net_dropped++;
+                a->net_suppressed++;
                 json_decref(event);
                 return;
         }
@@ -219,10 +246,12 @@ void audit_end(struct audit *a, const brig_result *res)
                 if (a->slots[i].nr >= 0 && a->slots[i].suppressed)
                         emit_suppressed_line(a, &a->slots[i]);  /* the last counts: at most RATE_SLOTS lines */
         emit_dropped(a);
-        emit(a, "end", json_pack("{s:i, s:o, s:s, s:I, s:I, s:I}", "exit_code", res->exit_code, "signal",
+        emit_net_dropped(a);
+        emit(a, "end", json_pack("{s:i, s:o, s:s, s:I, s:I, s:I, s:I}", "exit_code", res->exit_code, "signal",
                                  res->signal ? json_integer(res->signal) : json_null(), "reason",
                                  brig_reason_name(res->reason), "duration_ms", (json_int_t)res->duration_ms,
-                                 "syscall_events", (json_int_t)a->events, "suppressed", (json_int_t)a->suppressed));
+                                 "syscall_events", (json_int_t)a->events, "suppressed", (json_int_t)a->suppressed,
+                                 "net_suppressed", (json_int_t)a->net_suppressed));
 }
 
 uint64_t audit_events(const struct audit *a)
