@@ -11,6 +11,7 @@ must stay unreachable.
   proxy-get URL             absolute-URI GET through brig's HTTP proxy
   socks HOST PORT           SOCKS5 CONNECT by name or address
   resolve NAME              getaddrinfo
+  deny-loop N HOST PORT     N CONNECTs in a row (to a host the proxy refuses)
   flood N HOST PORT [READY RELEASE]
                             hold N connections to the proxy open (and, given
                             the two paths, create READY and wait for RELEASE
@@ -149,10 +150,24 @@ def flood(n, host, port, ready=None, release=None):
     proxy_connect(host, port)
 
 
+def deny_loop(n, host, port):
+    done = 0
+    for _ in range(int(n)):
+        try:
+            s = socket.create_connection(PROXY, timeout=10)
+            s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\n\r\n".encode())
+            s.recv(4096)
+            s.close()
+            done += 1
+        except OSError:
+            pass
+    out("attempts", done)
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     {"direct": direct, "proxy-connect": proxy_connect, "proxy-get": proxy_get, "socks": socks,
-     "resolve": resolve, "flood": flood}[cmd](*args)
+     "resolve": resolve, "flood": flood, "deny-loop": deny_loop}[cmd](*args)
 
 
 if __name__ == "__main__":

@@ -845,7 +845,7 @@ def test_disk_exhaustion(brig):
 
 
 @attack("audit-flood", "flood the host's disk through brig's audit stream (refused calls over thousands of numbers)",
-        "audit rate limit: 10 events/s per syscall and 100 lines/s in all; the rest counted")
+        "audit rate limit: 10 events/s per syscall and 100 syscall lines/s in all; the rest counted")
 def test_audit_stream_flood(brig):
     audit = brig.base / "reports" / f"{uuid.uuid4().hex}.jsonl"
     audit.parent.mkdir(exist_ok=True)
@@ -988,6 +988,29 @@ def test_host_loopback(brig, netscript, upstream, net):
     assert upstream.connections == before, f"ATTACK WORKED: the host's loopback server was reached: {r}"
     if net != "none":
         assert all(c == "403" for c in answers(r, "connect_status") + answers(r, "get_status")), r
+
+
+@attack("audit-net-flood", "flood the host's disk through the audit stream's network events (refused CONNECTs in a loop)",
+        "100 network lines/s in the audit stream, the rest counted; the report's egress counts stay exact")
+def test_audit_stream_net_flood(brig, netscript):
+    audit = brig.base / "reports" / f"{uuid.uuid4().hex}.jsonl"
+    audit.parent.mkdir(exist_ok=True)
+    audit.parent.chmod(0o1777)
+    report = audit.with_suffix(".json")
+    r = brig.run("run", "--audit", audit, "--json-report", report, "--allow-host", "allowed.invalid",
+                 "--ro-bind", f"{netscript}:/net.py", "--", "python3", "/net.py", "deny-loop", 20000,
+                 "denied.invalid", 443, timeout=300)
+    attempts = int(kv(r.stdout)["attempts"])
+    assert attempts > 10000, r
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    end = events[-1]
+    net = [e for e in events if e["event"] == "net"]
+    dropped = sum(e["count"] for e in events if e["event"] == "suppressed" and e.get("net") == "*")
+    seconds = end["duration_ms"] // 1000 + 1
+    assert len(events) <= 101 * seconds + 2, \
+        f"ATTACK WORKED: {len(events)} audit lines in {end['duration_ms']} ms ({audit.stat().st_size} bytes)"
+    assert len(net) + dropped == attempts and end["net_suppressed"] == dropped, "attempts went uncounted"
+    assert json.loads(report.read_text())["controls"]["egress"]["denied"] == attempts
 
 
 @attack("proxy-conn-flood", "exhaust the proxy's connection table and descriptors (thousands of connections)",
