@@ -35,6 +35,10 @@
  *   link SRC DIR            hard links to SRC from DIR, by name and by descriptor
  *   swap A B                (host side) exchange A and B with renameat2 until killed
  *   signal PID...           kill(PID, 0) and kill(PID, SIGKILL)
+ *   open-w PATH             open an existing file for writing (no truncation, nothing written)
+ *   prio                    nice -20, SCHED_FIFO, real-time I/O priority
+ *   rlimits                 raise hard limits (own and pid 1's)
+ *   mlock MB                lock MB MiB of memory
  *   syscall-flood N         N rounds of refused calls over thousands of numbers
  *                           (keyctl, bpf, and unnamed ones): flood the audit stream
  *   killall                 kill(-1, SIGKILL): everything the caller may signal
@@ -60,6 +64,7 @@
 #include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/reboot.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
@@ -848,6 +853,55 @@ static int cmd_signal(int argc, char **argv)
         return 0;
 }
 
+static int cmd_prio(void)
+{
+        TRY("nice_minus20", setpriority(PRIO_PROCESS, 0, -20));
+        struct sched_param sp = { .sched_priority = 1 };
+        TRY("sched_fifo", sched_setscheduler(0, SCHED_FIFO, &sp));
+        TRY("sched_rr", sched_setscheduler(0, SCHED_RR, &sp));
+        /* IOPRIO_WHO_PROCESS, class RT (1) level 0 */
+        TRY("ioprio_rt", syscall(SYS_ioprio_set, 1, 0, (1 << 13) | 0));
+        return 0;
+}
+
+static int cmd_rlimits(void)
+{
+        static const struct { const char *name; int res; } lims[] = {
+                { "nofile", RLIMIT_NOFILE }, { "nproc", RLIMIT_NPROC }, { "core", RLIMIT_CORE },
+                { "memlock", RLIMIT_MEMLOCK }, { "rtprio", RLIMIT_RTPRIO },
+        };
+        for (size_t i = 0; i < sizeof lims / sizeof lims[0]; i++) {
+                struct rlimit rl;
+                getrlimit(lims[i].res, &rl);
+                char key[64];
+                if (rl.rlim_max == RLIM_INFINITY) {
+                        printf("raise_%s=unlimited-already\n", lims[i].name);
+                        continue;
+                }
+                struct rlimit up = { rl.rlim_max + 1, rl.rlim_max + 1 };
+                if (lims[i].res == RLIMIT_NOFILE)
+                        up.rlim_cur = up.rlim_max = 1 << 20;
+                snprintf(key, sizeof key, "raise_%s", lims[i].name);
+                TRY(key, setrlimit(lims[i].res, &up));
+                snprintf(key, sizeof key, "prlimit_init_%s", lims[i].name);
+                TRY(key, prlimit(1, lims[i].res, &up, NULL));
+        }
+        return 0;
+}
+
+static int cmd_mlock(long mb)
+{
+        size_t len = (size_t)mb << 20;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+                result("mmap", -1, errno);
+                return 0;
+        }
+        TRY("mlock", mlock(p, len));
+        TRY("mlockall", mlockall(MCL_CURRENT | MCL_FUTURE));
+        return 0;
+}
+
 static int cmd_syscall_flood(long rounds)
 {
         long refused = 0;
@@ -932,6 +986,16 @@ int main(int argc, char **argv)
                 cmd_swap(a, b);
         if (!strcmp(c, "signal") && a)
                 return cmd_signal(argc - 2, argv + 2);
+        if (!strcmp(c, "open-w") && a) {
+                TRY("open_write", open_close(a, O_WRONLY));
+                return 0;
+        }
+        if (!strcmp(c, "prio"))
+                return cmd_prio();
+        if (!strcmp(c, "rlimits"))
+                return cmd_rlimits();
+        if (!strcmp(c, "mlock") && a)
+                return cmd_mlock(strtol(a, NULL, 0));
         if (!strcmp(c, "syscall-flood") && a)
                 return cmd_syscall_flood(strtol(a, NULL, 0));
         if (!strcmp(c, "killall")) {

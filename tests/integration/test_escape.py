@@ -109,6 +109,27 @@ def test_exe_self_overwrite(brig):
     assert sha(brig.program("probe_attack")) == before, "the probe's host binary changed"
 
 
+@attack("overwrite-host-binary", "open a host binary or file for writing (/usr/bin/env, /bin/sh, /etc/passwd, a granted program)",
+        "read-only binds (EROFS) below file permissions (EACCES); Landlock read-only rules")
+def test_overwrite_host_binaries(brig):
+    before = {p: sha(p) for p in ("/usr/bin/env", "/etc/passwd")}
+    own = host_dir(brig, "ownprog")
+    prog = own / "tool"
+    shutil.copy2(brig.program("probe_attack"), prog)
+    user = _report(brig, "--", "true").report["controls"]["user"]
+    if IS_ROOT:  # owned by the sandbox user's host uid: only the mount can refuse
+        for p in (own, prog):
+            os.chown(p, user["host_uid"], user["host_gid"])
+    prog_sha = sha(prog)
+    for target in ("/usr/bin/env", "/bin/sh", "/etc/passwd", "/probe"):
+        r, out = run_probe(brig, "probe_attack", "open-w", target)
+        refused(out, "open_write", {"EACCES", "EROFS", "ETXTBSY"})
+    # A granted program the sandbox user owns: only the mount stands in the way.
+    r, out = run_probe(brig, "probe_attack", "open-w", "/own/tool", brig_args=("--ro-bind", f"{own}:/own"))
+    refused(out, "open_write", {"EROFS"})
+    assert {p: sha(p) for p in before} == before and sha(prog) == prog_sha
+
+
 @attack("exe-init-overwrite", "CVE-2019-5736: overwrite brig itself through /proc/1/exe (pid 1 is brig's init)",
         "pid 1 not dumpable (PR_SET_DUMPABLE 0): ptrace-mode check on /proc/1/*")
 def test_exe_init_overwrite(brig):
@@ -384,6 +405,49 @@ def test_host_proc_entries(brig, host_sleeper):
     r = brig.sh("for f in /proc/kcore /proc/kmsg /proc/keys /proc/timer_list /proc/sched_debug; do "
                 "if head -c 64 $f >/dev/null 2>&1 && [ -s $f ]; then echo READ $f; fi; done; echo end")
     assert "end" in r.stdout and "READ" not in r.stdout, r
+
+
+@attack("oom-score-adj", "oom_score_adj -1000: make the host's OOM killer pick host processes instead",
+        "Landlock (no writes into /proc); CAP_SYS_RESOURCE absent")
+def test_oom_score_adj(brig):
+    r, out = run_probe(brig, "probe_attack", "write", "/proc/self/oom_score_adj", "-1000")
+    refused(out, "open_write", {"EACCES", "EPERM"})
+
+
+@attack("rt-priority", "real-time scheduling, nice -20, real-time I/O class: starve the host's CPU and disk",
+        "no CAP_SYS_NICE; RLIMIT_RTPRIO 0")
+def test_realtime_priority(brig):
+    r, out = run_probe(brig, "probe_attack", "prio")
+    for k in ("nice_minus20", "sched_fifo", "sched_rr", "ioprio_rt"):
+        refused(out, k, {"EACCES", "EPERM"})
+
+
+@attack("rlimit-raise", "raise the hard resource limits brig set (files, processes, core, locked memory)",
+        "no CAP_SYS_RESOURCE: hard limits only go down")
+def test_rlimit_raise(brig):
+    r, out = run_probe(brig, "probe_attack", "rlimits")
+    keys = [k for k in out if k.startswith("raise_")]
+    assert len(keys) == 5, r
+    for k in keys:
+        if out[k] != "unlimited-already":
+            refused(out, k, {"EPERM"})
+
+
+@attack("mlock-memory", "lock memory the host can then never reclaim",
+        "RLIMIT_MEMLOCK 8 MiB; no CAP_IPC_LOCK")
+def test_mlock(brig):
+    r, out = run_probe(brig, "probe_attack", "mlock", 64)
+    refused(out, "mlock", {"ENOMEM", "EPERM"})
+    refused(out, "mlockall", {"ENOMEM", "EPERM"})
+
+
+@attack("core-dump", "crash to leave a core file (memory, secrets) on the host, or raise RLIMIT_CORE first",
+        "RLIMIT_CORE 0 (hard); /proc/sys/kernel/core_pattern read-only")
+def test_core_dump(brig):
+    r = brig.sh("ulimit -c unlimited && echo RAISED; sh -c 'kill -SEGV $$'; echo crashed=$?")
+    assert "RAISED" not in r.stdout and "crashed=139" in r.stdout, r
+    cores = [p for p in brig.workspace.iterdir() if p.name.startswith("core")]
+    assert cores == [], f"ATTACK WORKED: {cores}"
 
 
 # ================================================== devices and the filesystem
