@@ -39,6 +39,7 @@
  *   prio                    nice -20, SCHED_FIFO, real-time I/O priority
  *   rlimits                 raise hard limits (own and pid 1's)
  *   mlock MB                lock MB MiB of memory
+ *   chattr PATH             make PATH immutable / append-only (FS_IOC_SETFLAGS)
  *   syscall-flood N         N rounds of refused calls over thousands of numbers
  *                           (keyctl, bpf, and unnamed ones): flood the audit stream
  *   killall                 kill(-1, SIGKILL): everything the caller may signal
@@ -49,6 +50,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <linux/bpf.h>
+#include <linux/fs.h>
 #include <linux/io_uring.h>
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
@@ -902,6 +904,22 @@ static int cmd_mlock(long mb)
         return 0;
 }
 
+static int cmd_chattr(const char *path)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                result("open", -1, errno);
+                return 0;
+        }
+        int flags = 0;
+        TRY("getflags", ioctl(fd, FS_IOC_GETFLAGS, &flags));
+        int imm = flags | FS_IMMUTABLE_FL, app = flags | FS_APPEND_FL;
+        TRY("set_immutable", ioctl(fd, FS_IOC_SETFLAGS, &imm));
+        TRY("set_append_only", ioctl(fd, FS_IOC_SETFLAGS, &app));
+        close(fd);
+        return 0;
+}
+
 static int cmd_syscall_flood(long rounds)
 {
         long refused = 0;
@@ -990,6 +1008,8 @@ int main(int argc, char **argv)
                 TRY("open_write", open_close(a, O_WRONLY));
                 return 0;
         }
+        if (!strcmp(c, "chattr") && a)
+                return cmd_chattr(a);
         if (!strcmp(c, "prio"))
                 return cmd_prio();
         if (!strcmp(c, "rlimits"))

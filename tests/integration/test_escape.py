@@ -606,7 +606,46 @@ def test_setuid_binary_is_inert(brig):
         assert r.stdout.split()[-1] != "0" and "\n0\n" not in "\n" + r.stdout, r
 
 
+@attack("chattr-immutable", "make workspace files immutable or append-only, so the host owner cannot undo the damage",
+        "no CAP_LINUX_IMMUTABLE (FS_IOC_SETFLAGS refused)")
+def test_chattr_immutable(brig):
+    f = brig.workspace / "victim"
+    f.write_text("x")
+    brig.chown(f)
+    r, out = run_probe(brig, "probe_attack", "chattr", f)
+    if out.get("getflags") != "ok":
+        pytest.skip(f"CHATTR NOT TESTED: the workspace's filesystem has no inode flags ({out})")
+    refused(out, "set_immutable", {"EPERM"})
+    refused(out, "set_append_only", {"EPERM"})
+    f.write_text("still writable")  # the host can still change and remove it
+    f.unlink()
+
+
 # ================================================== the kernel surface
+
+@attack("refused-syscall-list", "every call the default profile refuses, each really made (mount, ptrace, kexec, swap, acct, clock, quota, fanotify, ...)",
+        "seccomp: EPERM for the named calls, ENOSYS for calls it does not name")
+def test_every_refused_syscall(brig):
+    r, out = run_probe(brig, "probe_syscall", "denied")
+    attempts = {k: v for k, v in out.items() if not k.startswith("allowed_")}
+    assert len(attempts) >= 50, r
+    for k, v in attempts.items():
+        refused(out, k, {"ENOSYS"} if k.startswith("unlisted_") else {"EPERM"})
+    # Controls: allowed calls with bad arguments reach the kernel.
+    assert out["allowed_read_badfd"] == "EBADF" and out["allowed_stat_fault"] == "EFAULT", out
+
+
+@attack("set-clock-hostname", "set the host's clock or hostname",
+        "seccomp (EPERM); own UTS namespace; no CAP_SYS_TIME")
+def test_set_clock_and_hostname(brig):
+    host_name = socket.gethostname()
+    r, out = run_probe(brig, "probe_proc", "sethostname")
+    refused(out, "sethostname", {"EPERM"})
+    refused(out, "setdomainname", {"EPERM"})
+    r = brig.sh("date -s '2001-01-01 00:00:00' >/dev/null 2>&1; echo date_rc=$?")
+    assert "date_rc=0" not in r.stdout, r
+    assert socket.gethostname() == host_name and time.gmtime().tm_year > 2001
+
 
 @attack("keyctl", "kernel keyrings: join/read the host's keyrings, add keys",
         "seccomp keyctl/add_key/request_key (EPERM)")
@@ -783,6 +822,43 @@ def test_signals_across(brig, host_sleeper):
     assert cp.returncode in (0, 137), f"the supervisor did not report normally: {cp}"
     r = brig.sh("echo still-works")
     assert r.stdout.strip() == "still-works", r
+
+
+@attack("outlive-sandbox", "leave a daemon behind: double fork, setsid, ignore SIGHUP/SIGTERM",
+        "pid namespace: pid 1's exit kills every process of the sandbox")
+def test_outlive_the_sandbox(brig):
+    mark = marker("daemon")
+    r = brig.sh(f"(trap '' HUP TERM INT; setsid sh -c 'trap \"\" HUP TERM; sleep 300; : {mark}' "
+                "</dev/null >/dev/null 2>&1 &); sleep 0.2; echo left")
+    assert r.returncode == 0 and "left" in r.stdout, r
+    still = pids_with(mark)
+    if still:
+        assert wait_until(lambda: not pids_with(mark), 5), f"ATTACK WORKED: {pids_with(mark)} outlived brig"
+        kill_own(pids_with(mark))
+
+
+@attack("host-traces", "leave mounts, network namespaces or cgroups on the host after the run",
+        "everything is made in the sandbox's own namespaces; the cgroup is removed by brig")
+def test_no_traces_on_the_host(brig):
+    def others(name):  # network namespaces other tests (maybe running in parallel) make
+        return os.path.basename(name).startswith(("brig-t-", "brig-esc-"))
+
+    def snapshot():
+        with open("/proc/self/mountinfo") as f:
+            mounts = {l.split()[4] for l in f if not others(l.split()[4])}
+        netns = {n for n in os.listdir("/run/netns") if not others(n)} if os.path.isdir("/run/netns") else set()
+        return mounts, netns
+
+    before = snapshot()
+    p = subprocess.Popen(brig.cmd("run", "--ro-bind", f"{brig.program('probe_fs')}:/probe", "--", "sh", "-c",
+                                  "mkdir -p /tmp/m; /probe mount-tmpfs /tmp/m; /probe bind / /tmp/m; "
+                                  "unshare -n true; ip link add x type dummy; echo done"),
+                         cwd=brig.workspace, env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    assert "done" in out, (out, err)
+    mine = lambda: [str(g) for g in pathlib.Path("/sys/fs/cgroup").glob(f"**/brig-{p.pid}-*")]
+    assert wait_until(lambda: snapshot() == before and not mine(), 5), \
+        f"ATTACK WORKED: traces left: {snapshot()[0] - before[0]} {snapshot()[1] - before[1]} {mine()}"
 
 
 @attack("supervisor-secrets", "read the supervisor's environment or memory (/proc/1/environ, mem, process_vm_readv)",
