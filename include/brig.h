@@ -200,6 +200,54 @@ typedef struct brig_result {
  * which step failed and err->exit_code is 125, 126 or 127. */
 BRIG_PUBLIC int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err);
 
+/* ---- Persistent sandboxes (docs/persistent.md) ------------------------- */
+
+/* Names: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}. State lives in
+ * $XDG_RUNTIME_DIR/brig/NAME (root: /run/brig/NAME; a user without
+ * XDG_RUNTIME_DIR: /tmp/brig-UID/NAME). Every function returns 0 or a
+ * negative errno with *err filled (exit_code 125 for brig's own errors). */
+
+enum brig_workspace_mode {
+        BRIG_WORKSPACE_BIND = 0,   /* the workspace itself, read-write */
+        BRIG_WORKSPACE_OVERLAY,    /* a copy-on-write layer over it: diff, commit, reset */
+};
+
+typedef struct brig_create_opts {
+        enum brig_workspace_mode workspace_mode;
+} brig_create_opts;
+
+/* Start a sandbox that lives on (its supervisor detaches from the caller)
+ * and wait until it is ready for execs. The policy's command-independent
+ * parts apply: filesystem, network, limits (--timeout applies to each
+ * exec). -EEXIST when the name is taken. This forks. */
+BRIG_PUBLIC int brig_sandbox_create(const char *name, const brig_policy *p, const brig_create_opts *opts,
+                                    brig_error **err);
+
+typedef struct brig_exec_opts {
+        char *const *argv;         /* the command, looked up in the sandbox's PATH */
+        char *const *env;          /* NAME=VALUE on top of the sandbox's environment; NULL-terminated, or NULL */
+        const char *cwd;           /* absolute path inside; NULL: the sandbox's default */
+        enum brig_tty_mode tty;
+        uint64_t timeout_ms;       /* 0: the sandbox's --timeout (none by default) */
+} brig_exec_opts;
+
+/* Run a command in a live sandbox with the caller's stdio (or a pty) and
+ * fill *result as brig_run does (exit code, signal, timeout 124). */
+BRIG_PUBLIC int brig_sandbox_exec(const char *name, const brig_exec_opts *opts, brig_result *result,
+                                  brig_error **err);
+/* SIGTERM everything inside, SIGKILL after the grace; the state (overlay
+ * layer included) stays until brig_sandbox_remove. */
+BRIG_PUBLIC int brig_sandbox_stop(const char *name, brig_error **err);
+/* Stop if needed, then remove every trace: processes, cgroups, state. */
+BRIG_PUBLIC int brig_sandbox_remove(const char *name, brig_error **err);
+/* Freeze / thaw every process inside (cgroup v2 freezer). */
+BRIG_PUBLIC int brig_sandbox_pause(const char *name, brig_error **err);
+BRIG_PUBLIC int brig_sandbox_resume(const char *name, brig_error **err);
+/* The caller's sandboxes as a JSON array (free()): name, status
+ * (creating, running, paused, stopping, stopped, dead), supervisor pid,
+ * created, workspace, workspace_mode, net. */
+BRIG_PUBLIC char *brig_sandbox_list_json(brig_error **err);
+
 /* ---- Host probe -------------------------------------------------------- */
 
 /* Probe the host and return a JSON document (caller frees with free()).

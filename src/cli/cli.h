@@ -7,6 +7,11 @@
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
+int cmd_create(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+/* stop, rm, pause, resume (argv[0] names which) */
+int cmd_simple(int argc, char **argv);
 int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
 /* Print "brig: MESSAGE" and return the exit code the error carries. */

@@ -9,6 +9,10 @@ static const char usage[] =
         "usage: brig COMMAND [OPTIONS]\n"
         "\n"
         "  run [options] -- CMD [ARG...]   run CMD in a new sandbox (brig run --help)\n"
+        "  create NAME [options]           start a sandbox that lives on (brig create --help)\n"
+        "  exec NAME [options] -- CMD...   run CMD in it (brig exec --help)\n"
+        "  ls [--json]                     list your sandboxes\n"
+        "  stop|rm|pause|resume NAME...    stop it (state kept), remove it, freeze it, thaw it\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
@@ -32,6 +36,15 @@ int main(int argc, char **argv)
                 return cmd_run(argc - 1, argv + 1);
         if (strcmp(cmd, "policy") == 0)
                 return cmd_policy(argc - 1, argv + 1);
+        if (strcmp(cmd, "create") == 0)
+                return cmd_create(argc - 1, argv + 1);
+        if (strcmp(cmd, "exec") == 0)
+                return cmd_exec(argc - 1, argv + 1);
+        if (strcmp(cmd, "ls") == 0)
+                return cmd_ls(argc - 1, argv + 1);
+        if (strcmp(cmd, "stop") == 0 || strcmp(cmd, "rm") == 0 || strcmp(cmd, "pause") == 0 ||
+            strcmp(cmd, "resume") == 0)
+                return cmd_simple(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

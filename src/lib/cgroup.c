@@ -357,6 +357,8 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                         v2_wanted[c] = want[c] && root_ctrls && has_word(root_ctrls, controller_names[c]);
                         any |= v2_wanted[c];
                 }
+                /* cgroup.freeze is part of every v2 group, no controller needed. */
+                any |= l->want_freezer;
                 /* A v2 group only where it enforces something (on hybrid
                  * hosts the v2 tree often has none of our controllers). */
                 _cleanup_free_ char *parent = any ? v2_parent(&h, v2_wanted) : NULL;
@@ -488,4 +490,39 @@ void cgroup_destroy(struct cgroup *cg)
         closep(&cg->v2_fd);
         free(cg->v2_dir);
         free(cg);
+}
+
+int cgroup_paths(const struct cgroup *cg, struct strv *out)
+{
+        int r = 0;
+        if (cg && cg->v2_dir)
+                r = strv_push(out, cg->v2_dir);
+        for (int c = 0; cg && r == 0 && c < CG_COUNT; c++)
+                if (cg->v1_dir[c] && !strv_contains(out, cg->v1_dir[c]))
+                        r = strv_push(out, cg->v1_dir[c]);
+        return r;
+}
+
+int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err)
+{
+        if (!cg || !cg->v2_dir)
+                return brig_err(err, EOPNOTSUPP, "the cgroup freezer is not available: this sandbox has no "
+                                                 "writable cgroup v2 group (rootless without a delegated cgroup?)");
+        int r = write_at(cg->v2_dir, "cgroup.freeze", frozen ? "1" : "0");
+        if (r < 0)
+                return brig_err(err, -r, "write %s/cgroup.freeze", cg->v2_dir);
+        /* The write only starts it: wait until cgroup.events says so. */
+        for (int i = 1; i <= 100; i++) {
+                long long v = keyed_value(cg->v2_dir, "cgroup.events", "frozen");
+                if (v == (frozen ? 1 : 0))
+                        return 0;
+                usleep((useconds_t)(i * 200));
+        }
+        return brig_err(err, ETIMEDOUT, "%s the cgroup %s", frozen ? "freeze" : "thaw", cg->v2_dir);
+}
+
+bool cgroup_remove_group(const char *dir)
+{
+        kill_and_remove(dir);
+        return access(dir, F_OK) < 0;
 }

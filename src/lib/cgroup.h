@@ -26,6 +26,12 @@ BRIG_INTERNAL int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_
 BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
 /* "memory:v1 pids:v1 cpu:v1" — which hierarchy enforces what. */
 BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n);
+/* The group directories, v2 first (for the state of a persistent sandbox). */
+BRIG_INTERNAL int cgroup_paths(const struct cgroup *cg, struct strv *out);
+/* Freeze or thaw everything in the group (v2 cgroup.freeze); waits until done. */
+BRIG_INTERNAL int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err);
+/* Kill what a dead sandbox left in `dir` and remove it; true when gone. */
+BRIG_INTERNAL bool cgroup_remove_group(const char *dir);
 /* Kill whatever is left in the groups and remove them. */
 BRIG_INTERNAL void cgroup_destroy(struct cgroup *cg);
 

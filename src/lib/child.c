@@ -161,7 +161,7 @@ static int prepare_fds(const struct run_plan *plan, brig_error **err)
         return 0;
 }
 
-static _Noreturn void command_exec(const struct run_plan *plan)
+_Noreturn void command_exec(const struct run_plan *plan)
 {
         brig_error *err = NULL;
         reset_signals();
@@ -215,6 +215,8 @@ _Noreturn void child_main(struct run_plan *plan)
                 sync_send_error(plan->sync_fd, SYNC_ERROR, err);
                 _exit(BRIG_EXIT_SETUP);
         }
+        if (plan->persistent)
+                persist_init_main(plan);  /* brig create: commands come later, through brig exec */
         pid_t pid = fork();
         if (pid < 0) {
                 brig_err(&err, errno, "fork the command");

@@ -19,7 +19,7 @@ static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIG
 /* /proc/1/cmdline is readable by everyone inside; brig's command line may
  * carry host paths and --env values. Blank it in place (the kernel reads
  * the memory between arg_start and arg_end, fields 48-49 of stat). */
-static void hide_command_line(void)
+void init_hide_command_line(void)
 {
         FILE *f = fopen("/proc/self/stat", "re");
         if (!f)
@@ -47,7 +47,7 @@ static void hide_command_line(void)
         memcpy((void *)start, name, sizeof name);
 }
 
-static void detach_stdio(void)
+void init_detach_stdio(void)
 {
         /* Our copies of the caller's stdio would keep pipes open. */
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -72,8 +72,8 @@ static void close_all_but(int a, int b)
 _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 {
         closep(&plan->pty_slave_fd);
-        detach_stdio();
-        hide_command_line();
+        init_detach_stdio();
+        init_hide_command_line();
         /* The supervisor blocked these before clone, so none was lost; we
          * read them here instead of running handlers. */
         sigset_t set;

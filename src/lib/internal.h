@@ -113,6 +113,7 @@ struct limits {
         uint64_t fsize;           /* RLIMIT_FSIZE (0: untouched) */
         uint64_t stack;           /* RLIMIT_STACK (0: untouched) */
         bool required;            /* refuse to run when cgroups cannot enforce them */
+        bool want_freezer;        /* persistent sandboxes: a v2 group for cgroup.freeze even without controllers */
 };
 
 #define BRIG_DEFAULT_MEMORY (4ULL << 30)
@@ -197,6 +198,9 @@ struct run_plan {
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
         int sync_fd;             /* child end of the sync socket */
         int report_fd;           /* the supervisor's; the child closes it */
+        bool persistent;         /* brig create: pid 1 serves exec requests instead of one command */
+        const char *overlay_upper;  /* --workspace-mode overlay: the layer's directories in the state dir (the control owns them), or NULL */
+        const char *overlay_work;
 };
 
 /* Every plan starts like this: no descriptors held. */
@@ -291,6 +295,8 @@ enum sync_type {
         SYNC_PTY,          /* carries the master of the sandbox's own pty */
         SYNC_NOTIFY_FD,    /* carries the seccomp listener (audit mode) */
         SYNC_LISTENER,     /* carries a proxy listening socket; status = its kind */
+        SYNC_READY,        /* persistent sandbox: pid 1 is set up and waits for execs */
+        SYNC_EXEC,         /* supervisor → pid 1: carries one exec's socket (persist_init.c) */
 };
 struct sync_msg {
         int type;
@@ -307,6 +313,32 @@ BRIG_INTERNAL int sync_recv(int fd, struct sync_msg *m, int *passed_fd);
 /* child.c, init.c */
 BRIG_INTERNAL _Noreturn void child_main(struct run_plan *plan);
 BRIG_INTERNAL _Noreturn void init_main(struct run_plan *plan, pid_t command_pid);
+/* The command's side of the run, after fork from pid 1: session, fds, cwd,
+ * rlimits, Landlock, seccomp, execve. Also used for each `brig exec`. */
+BRIG_INTERNAL _Noreturn void command_exec(const struct run_plan *plan);
+BRIG_INTERNAL void init_hide_command_line(void);
+BRIG_INTERNAL void init_detach_stdio(void);
+/* persist_init.c: pid 1 of a persistent sandbox: forks one command per
+ * exec request, through command_exec, and reports each one's status. */
+BRIG_INTERNAL _Noreturn void persist_init_main(struct run_plan *plan);
+
+/* control.c: a persistent sandbox's control socket (brig exec, stop,
+ * pause); NULL for brig run. */
+struct control;
+struct cgroup;
+/* Before clone: mark the plan persistent, add the overlay layer, ask for a freezer. */
+BRIG_INTERNAL int control_prepare(struct control *c, struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd,
+                                 int sync_fd, brig_error **err);
+BRIG_INTERNAL int control_poll_fd(const struct control *c);
+BRIG_INTERNAL void control_dispatch(struct control *c);
+BRIG_INTERNAL void control_ready(struct control *c);
+/* A signal the supervisor received; true when the control consumed it. */
+BRIG_INTERNAL bool control_on_signal(struct control *c, int sig);
+
+/* spawn.c: the run sequence; ctl non-NULL for a persistent sandbox. */
+BRIG_INTERNAL int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, brig_result *result,
+                            brig_error **err);
 
 /* supervisor.c */
 struct supervision {
@@ -319,6 +351,7 @@ struct supervision {
         const struct seccomp_replies *replies;
         int notify_fd;           /* the seccomp listener, once the sandbox sent it */
         struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
+        struct control *control; /* persistent sandbox: serves brig exec and friends */
         bool timed_out;          /* out */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */

@@ -179,6 +179,13 @@ static int collect(const struct supervision *s, brig_result *res, brig_error **e
 
 int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
 {
+        return spawn_run(p, argv, NULL, result, err);
+}
+
+/* ctl is NULL for brig run; for a persistent sandbox (sandbox.c) pid 1
+ * serves execs through it instead of running one command. */
+int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, brig_result *result, brig_error **err)
+{
         struct run_plan plan = RUN_PLAN_INIT;
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
@@ -207,6 +214,8 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         /* 1. The policy becomes a checked plan: paths resolved, layout
          *    sorted, secrets found, user and environment decided. */
         r = plan_build(&plan, p, argv, err);
+        if (r == 0 && ctl)
+                r = control_prepare(ctl, &plan, err);
         if (r < 0)
                 goto out;
         /* 2. Fail closed when the host lacks a control. */
@@ -250,7 +259,7 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 if (r < 0)
                         goto out;
         }
-        r = terminal_prepare(p->tty, &term, err);
+        r = ctl ? 0 : terminal_prepare(p->tty, &term, err);  /* an exec asks for its own pty */
         if (r < 0)
                 goto out;
         plan.tty = term != NULL;
@@ -298,12 +307,15 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         sup.pidfd = pidfd;
         sup.sync_fd = sv[0];
         sup.term = term;
-        sup.timeout_ms = plan.limits.timeout_ms;
+        sup.timeout_ms = ctl ? 0 : plan.limits.timeout_ms;  /* persistent: per exec (persist_init.c) */
         sup.kill_after_ms = plan.limits.kill_after_ms;
         sup.audit = audit;
         sup.replies = plan.seccomp_replies;
         sup.notify_fd = -1;
         sup.egress = egress;
+        sup.control = ctl;
+        if (ctl && (r = control_attach(ctl, &plan, cg, pidfd, sv[0], err)) < 0)
+                goto out;
         r = supervise(&sup, err);
         if (r < 0)
                 goto out;

@@ -40,6 +40,10 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
                         return;
                 }
                 break;
+        case SYNC_READY:
+                if (s->control)
+                        control_ready(s->control);
+                break;
         case SYNC_STATUS:
                 s->wait_status = m->status;
                 s->have_status = true;
@@ -70,6 +74,8 @@ static bool read_sync(struct supervision *s)
 
 static void on_signal(struct supervision *s, int sig)
 {
+        if (s->control && control_on_signal(s->control, sig))
+                return;
         switch (sig) {
         case SIGCHLD:
                 break;  /* pid 1 is watched through its pidfd */
@@ -86,7 +92,7 @@ static void on_signal(struct supervision *s, int sig)
         }
 }
 
-enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_NOTIFY, POLL_EGRESS, POLL_COUNT };
+enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_NOTIFY, POLL_EGRESS, POLL_CONTROL, POLL_COUNT };
 
 /* A refused (or logged) syscall waits for our answer: record it, then
  * answer with the errno the policy decided, or let it run ("log"). Returns
@@ -157,6 +163,7 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_SIGNAL].fd = sfd;
         p[POLL_SYNC].fd = s->sync_fd;
         p[POLL_EGRESS].fd = s->egress ? egress_poll_fd(s->egress) : -1;
+        p[POLL_CONTROL].fd = s->control ? control_poll_fd(s->control) : -1;
         _cleanup_close_ int tfd = -EBADF;
         bool term_sent = false;
         struct seccomp_notif *req = NULL;
@@ -203,6 +210,8 @@ int supervise(struct supervision *s, brig_error **err)
                         on_timer(s, tfd, &term_sent);
                 if (p[POLL_EGRESS].revents)
                         egress_dispatch(s->egress);
+                if (p[POLL_CONTROL].revents)
+                        control_dispatch(s->control);
                 if (p[POLL_NOTIFY].revents & POLLIN) {
                         if (!on_notify(s, req, resp))
                                 p[POLL_NOTIFY].fd = -1;

@@ -1,0 +1,252 @@
+/* sandbox.c — persistent sandboxes on the command line: create, exec, ls,
+ * stop, rm, pause, resume (docs/persistent.md). */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char create_usage[] =
+        "usage: brig create NAME [--workspace-mode bind|overlay] [RUN OPTIONS]\n"
+        "\n"
+        "Start a sandbox that lives on; run commands in it with brig exec. Every\n"
+        "option of brig run applies (see brig run --help) except --pass-fd and\n"
+        "--audit; --timeout applies to each exec.\n"
+        "  --workspace-mode bind     the workspace itself, read-write (default)\n"
+        "  --workspace-mode overlay  a copy-on-write layer over it: brig diff, commit, reset\n";
+
+static const char exec_usage[] =
+        "usage: brig exec NAME [OPTIONS] -- COMMAND [ARG...]\n"
+        "\n"
+        "  --env NAME=VALUE   set a variable for this command (repeatable)\n"
+        "  --cwd DIR          start in DIR inside (default: the sandbox's)\n"
+        "  --tty / --no-tty   force or forbid a pseudo-terminal\n"
+        "  --timeout TIME     wall clock for this command (default: the sandbox's --timeout)\n";
+
+static bool wants_help(int argc, char **argv)
+{
+        return argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+}
+
+static const char *name_arg(int argc, char **argv, const char *cmd, const char *usage)
+{
+        if (argc < 2 || argv[1][0] == '-') {
+                fprintf(stderr, "brig %s: no sandbox name given\n%s", cmd, usage);
+                return NULL;
+        }
+        return argv[1];
+}
+
+int cmd_create(int argc, char **argv)
+{
+        if (wants_help(argc, argv)) {
+                fputs(create_usage, stdout);
+                return 0;
+        }
+        const char *name = name_arg(argc, argv, "create", create_usage);
+        if (!name)
+                return BRIG_EXIT_SETUP;
+        /* --workspace-mode is ours; the rest is brig run's. argv[1] (the
+         * name) stands in for the program name getopt skips. */
+        brig_create_opts opts = { .workspace_mode = BRIG_WORKSPACE_BIND };
+        char **rest = calloc((size_t)argc + 1, sizeof *rest);
+        if (!rest)
+                return BRIG_EXIT_SETUP;
+        int n = 0;
+        rest[n++] = argv[1];
+        for (int i = 2; i < argc; i++) {
+                const char *mode = NULL;
+                if (strcmp(argv[i], "--") == 0) {
+                        fprintf(stderr, "brig create: no command: a sandbox waits for brig exec\n");
+                        free(rest);
+                        return BRIG_EXIT_SETUP;
+                }
+                if (strcmp(argv[i], "--workspace-mode") == 0 && i + 1 < argc)
+                        mode = argv[++i];
+                else if (strncmp(argv[i], "--workspace-mode=", 17) == 0)
+                        mode = argv[i] + 17;
+                else if (strcmp(argv[i], "--workspace-mode") == 0)
+                        mode = "";
+                if (!mode) {
+                        rest[n++] = argv[i];
+                        continue;
+                }
+                if (strcmp(mode, "bind") == 0) {
+                        opts.workspace_mode = BRIG_WORKSPACE_BIND;
+                } else if (strcmp(mode, "overlay") == 0) {
+                        opts.workspace_mode = BRIG_WORKSPACE_OVERLAY;
+                } else {
+                        fprintf(stderr, "brig create: --workspace-mode '%s': expected bind or overlay\n", mode);
+                        free(rest);
+                        return BRIG_EXIT_SETUP;
+                }
+        }
+        brig_policy *p;
+        int first, code = cli_policy_from_args(n, rest, &p, &first);
+        if (code) {
+                free(rest);
+                return code == 1 ? 0 : code;
+        }
+        if (first < n) {
+                fprintf(stderr, "brig create: unexpected argument '%s' (a sandbox takes no command; use brig exec)\n",
+                        rest[first]);
+                brig_policy_free(p);
+                free(rest);
+                return BRIG_EXIT_SETUP;
+        }
+        free(rest);
+        brig_error *err = NULL;
+        code = brig_sandbox_create(name, p, &opts, &err) < 0 ? cli_fail(err) : 0;
+        brig_policy_free(p);
+        return code;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+        if (wants_help(argc, argv)) {
+                fputs(exec_usage, stdout);
+                return 0;
+        }
+        const char *name = name_arg(argc, argv, "exec", exec_usage);
+        if (!name)
+                return BRIG_EXIT_SETUP;
+        static const struct option options[] = {
+                { "env", required_argument, NULL, 'e' }, { "cwd", required_argument, NULL, 'C' },
+                { "tty", no_argument, NULL, 't' },       { "no-tty", no_argument, NULL, 'T' },
+                { "timeout", required_argument, NULL, 'o' }, { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        brig_exec_opts o = { .tty = BRIG_TTY_AUTO };
+        char **env = calloc((size_t)argc + 1, sizeof *env);
+        size_t nenv = 0;
+        brig_error *err = NULL;
+        int opt, code = 0;
+        if (!env)
+                return BRIG_EXIT_SETUP;
+        opterr = 0;
+        optind = 0;
+        while ((opt = getopt_long(argc - 1, argv + 1, "+h", options, NULL)) != -1) {
+                switch (opt) {
+                case 'e':
+                        env[nenv++] = optarg;
+                        break;
+                case 'C':
+                        o.cwd = optarg;
+                        break;
+                case 't':
+                        o.tty = BRIG_TTY_ALWAYS;
+                        break;
+                case 'T':
+                        o.tty = BRIG_TTY_NEVER;
+                        break;
+                case 'o':
+                        if (brig_parse_duration(optarg, &o.timeout_ms, &err) < 0) {
+                                free(env);
+                                return cli_fail(err);
+                        }
+                        break;
+                case 'h':
+                        fputs(exec_usage, stdout);
+                        free(env);
+                        return 0;
+                default:
+                        fprintf(stderr, "brig exec: bad option '%s' (see brig exec --help)\n", argv[optind]);
+                        free(env);
+                        return BRIG_EXIT_SETUP;
+                }
+        }
+        int first = optind + 1;
+        if (first >= argc) {
+                fprintf(stderr, "brig exec: no command given\n%s", exec_usage);
+                free(env);
+                return BRIG_EXIT_SETUP;
+        }
+        o.argv = argv + first;
+        o.env = env;
+        brig_result res;
+        if (brig_sandbox_exec(name, &o, &res, &err) < 0) {
+                code = cli_fail(err);
+        } else {
+                code = res.exit_code;
+                if (res.summary[0])
+                        fprintf(stderr, "brig: %s\n", res.summary);
+        }
+        free(env);
+        return code;
+}
+
+static void print_table(json_t *list)
+{
+        printf("%-20s %-8s %-8s %-8s %-20s %s\n", "NAME", "STATUS", "PID", "MODE", "CREATED", "WORKSPACE");
+        size_t i;
+        json_t *row;
+        json_array_foreach(list, i, row) {
+                char when[32] = "-";
+                time_t t = (time_t)json_integer_value(json_object_get(row, "created"));
+                struct tm tm;
+                if (t && localtime_r(&t, &tm))
+                        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+                const char *ws = json_string_value(json_object_get(row, "workspace"));
+                const char *mode = json_string_value(json_object_get(row, "workspace_mode"));
+                printf("%-20s %-8s %-8lld %-8s %-20s %s\n", json_string_value(json_object_get(row, "name")),
+                       json_string_value(json_object_get(row, "status")),
+                       (long long)json_integer_value(json_object_get(row, "supervisor_pid")), mode ? mode : "-", when,
+                       ws ? ws : "-");
+        }
+}
+
+int cmd_ls(int argc, char **argv)
+{
+        bool json = false;
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--json") == 0) {
+                        json = true;
+                } else {
+                        fprintf(stderr, "brig ls: unknown option '%s' (expected --json)\n", argv[i]);
+                        return BRIG_EXIT_SETUP;
+                }
+        }
+        brig_error *err = NULL;
+        char *text = brig_sandbox_list_json(&err);
+        if (!text)
+                return cli_fail(err);
+        if (json) {
+                printf("%s\n", text);
+        } else {
+                json_t *list = json_loads(text, 0, NULL);
+                print_table(list);
+                json_decref(list);
+        }
+        free(text);
+        return 0;
+}
+
+/* stop, rm, pause, resume: NAME... */
+int cmd_simple(int argc, char **argv)
+{
+        int (*fn)(const char *, brig_error **) = NULL;
+        const char *cmd = argv[0];
+        if (strcmp(cmd, "stop") == 0)
+                fn = brig_sandbox_stop;
+        else if (strcmp(cmd, "rm") == 0)
+                fn = brig_sandbox_remove;
+        else if (strcmp(cmd, "pause") == 0)
+                fn = brig_sandbox_pause;
+        else if (strcmp(cmd, "resume") == 0)
+                fn = brig_sandbox_resume;
+        if (!fn || argc < 2) {
+                fprintf(stderr, "usage: brig %s NAME...\n", cmd);
+                return BRIG_EXIT_SETUP;
+        }
+        int code = 0;
+        for (int i = 1; i < argc; i++) {
+                brig_error *err = NULL;
+                if (fn(argv[i], &err) < 0)
+                        code = cli_fail(err);
+        }
+        return code;
+}

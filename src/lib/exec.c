@@ -1,0 +1,219 @@
+/* exec.c — `brig exec`, the client: send the command with our stdio (or
+ * ask for a pty) to the sandbox's supervisor, forward the signals we get,
+ * relay the terminal, and turn the status that comes back into a result
+ * with brig run's exit codes. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "control.h"
+#include "sandbox.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* hdr + cwd\0 argv...\0 env...\0 */
+static char *build_request(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err)
+{
+        size_t n = sizeof(struct ctl_hdr) + (o->cwd ? strlen(o->cwd) : 0) + 1;
+        uint32_t argc = 0, envc = 0;
+        for (; o->argv[argc]; argc++)
+                n += strlen(o->argv[argc]) + 1;
+        for (; o->env && o->env[envc]; envc++)
+                n += strlen(o->env[envc]) + 1;
+        if (n > CTL_MAX_MSG) {
+                brig_err(err, E2BIG, "exec: arguments and environment exceed %d bytes", CTL_MAX_MSG);
+                return NULL;
+        }
+        char *buf = calloc(1, n);
+        if (!buf) {
+                brig_err(err, ENOMEM, "exec request");
+                return NULL;
+        }
+        struct ctl_hdr *h = (struct ctl_hdr *)buf;
+        *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC, .flags = tty ? CTL_EXEC_TTY : 0,
+                               .argc = argc, .envc = envc, .timeout_ms = o->timeout_ms };
+        char *p = buf + sizeof *h;
+        p = stpcpy(p, o->cwd ? o->cwd : "") + 1;
+        for (uint32_t i = 0; i < argc; i++)
+                p = stpcpy(p, o->argv[i]) + 1;
+        for (uint32_t i = 0; i < envc; i++)
+                p = stpcpy(p, o->env[i]) + 1;
+        *len = n;
+        return buf;
+}
+
+int exec_check_opts(const brig_exec_opts *o, brig_error **err)
+{
+        if (!o || !o->argv || !o->argv[0] || !*o->argv[0])
+                return brig_err(err, EINVAL, "no command given");
+        if (o->cwd && o->cwd[0] != '/')
+                return brig_err(err, EINVAL, "--cwd '%s': give an absolute path inside the sandbox", o->cwd);
+        for (size_t i = 0; o->env && o->env[i]; i++)
+                if (!strchr(o->env[i], '=') || o->env[i][0] == '=')
+                        return brig_err(err, EINVAL, "--env '%s': expected NAME=VALUE", o->env[i]);
+        return 0;
+}
+
+static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_exec_opts *o)
+{
+        int status = h->arg;
+        if (h->exit_code == BRIG_EXIT_TIMEOUT) {
+                res->exit_code = BRIG_EXIT_TIMEOUT;
+                res->reason = BRIG_REASON_TIMEOUT;
+                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout reached");
+        } else if (WIFSIGNALED(status)) {
+                res->signal = WTERMSIG(status);
+                res->exit_code = 128 + res->signal;
+                res->reason = res->signal == SIGSYS ? BRIG_REASON_SECCOMP : BRIG_REASON_SIGNALED;
+                if (res->signal == SIGSYS)
+                        snprintf(res->summary, sizeof res->summary,
+                                 "killed: a system call the policy forbids (seccomp kill, SIGSYS)");
+                else
+                        snprintf(res->summary, sizeof res->summary, "command killed by signal %d (%s)", res->signal,
+                                 sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
+        } else {
+                res->exit_code = WEXITSTATUS(status);
+                res->reason = BRIG_REASON_EXITED;
+        }
+        (void)o;
+}
+
+struct exec_loop {
+        int fd, sfd;
+        struct terminal *term;
+        const char *name;
+};
+
+/* Returns 1 when the status (or an error) arrived, 0 to go on. */
+static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
+{
+        struct ctl_hdr h;
+        int fds[CTL_MAX_FDS], nfds;
+        ssize_t n = ctl_recv(l->fd, &h, sizeof h, fds, &nfds);
+        if (n > 0 && h.type == CTL_PTY && nfds == 1 && l->term) {
+                terminal_attach(l->term, fds[0]);  /* it owns the master now */
+                return 0;
+        }
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        if (n <= 0)
+                return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", l->name);
+        if (h.type == CTL_STATUS) {
+                fill_result(res, &h, o);
+                return 1;
+        }
+        if (h.type == CTL_ERROR) {
+                res->exit_code = h.exit_code ? h.exit_code : BRIG_EXIT_SETUP;
+                int r = brig_err_code(err, res->exit_code, 0, "%s", h.text);
+                if (err && *err)
+                        (*err)->errnum = h.errnum;
+                return h.errnum > 0 ? -h.errnum : r;
+        }
+        return 0;
+}
+
+static void on_signal(struct exec_loop *l)
+{
+        struct signalfd_siginfo si;
+        while (read(l->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if ((int)si.ssi_signo == SIGWINCH && l->term) {
+                        terminal_on_winch(l->term);  /* the kernel signals the pty's group */
+                        continue;
+                }
+                struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = (int32_t)si.ssi_signo };
+                (void)ctl_send(l->fd, &h, NULL, 0, NULL, 0);
+        }
+}
+
+static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
+{
+        enum { P_SOCK, P_SIG, P_MASTER, P_STDIN, P_N };
+        bool master_done = false, stdin_done = false;
+        for (;;) {
+                struct pollfd p[P_N] = {
+                        [P_SOCK] = { .fd = l->fd, .events = POLLIN },
+                        [P_SIG] = { .fd = l->sfd, .events = POLLIN },
+                        [P_MASTER] = { .fd = -1, .events = POLLIN },
+                        [P_STDIN] = { .fd = -1, .events = POLLIN },
+                };
+                if (l->term && terminal_master_fd(l->term) >= 0 && !master_done) {
+                        p[P_MASTER].fd = terminal_master_fd(l->term);
+                        p[P_STDIN].fd = stdin_done ? -1 : STDIN_FILENO;
+                }
+                if (poll(p, P_N, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return brig_err(err, errno, "poll");
+                }
+                if (p[P_SIG].revents)
+                        on_signal(l);
+                if (p[P_MASTER].revents && !terminal_relay_out(l->term))
+                        master_done = true;
+                if (p[P_STDIN].revents && !terminal_relay_in(l->term))
+                        stdin_done = true;
+                if (p[P_SOCK].revents) {
+                        int r = on_message(l, res, o, err);
+                        if (r != 0) {
+                                /* the last output still in the pty */
+                                while (r > 0 && l->term && !master_done && terminal_master_fd(l->term) >= 0 &&
+                                       terminal_relay_out(l->term))
+                                        ;
+                                return r < 0 ? r : 0;
+                        }
+                }
+        }
+}
+
+int exec_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        struct exec_loop l = { .fd = fd, .sfd = -1, .name = name };
+        uint64_t start = now_ms();
+        int r = terminal_prepare(o->tty, &l.term, err);
+        if (r < 0)
+                return r;
+        size_t len;
+        _cleanup_free_ char *req = build_request(o, l.term != NULL, &len, err);
+        if (!req) {
+                terminal_close(l.term);
+                return -ENOMEM;
+        }
+        /* Blocked before the request leaves, so no signal meant for the
+         * command is lost or kills us in between. */
+        sigset_t set, saved;
+        sigemptyset(&set);
+        for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+                sigaddset(&set, forwarded[i]);
+        sigprocmask(SIG_BLOCK, &set, &saved);
+        l.sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (l.sfd < 0) {
+                r = brig_err(err, errno, "signalfd");
+                goto out;
+        }
+        static const int stdio[] = { 0, 1, 2 };
+        const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+        r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, stdio, l.term ? 0 : 3);
+        if (r < 0) {
+                r = brig_err(err, -r, "send the command to sandbox '%s'", name);
+                goto out;
+        }
+        r = exec_loop(&l, res, o, err);
+out:
+        closep(&l.sfd);
+        terminal_close(l.term);
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        res->duration_ms = now_ms() - start;
+        return r;
+}

@@ -1,0 +1,431 @@
+/* sandbox.c — persistent sandboxes, the caller's side: brig create starts a
+ * detached supervisor that runs the normal run sequence (spawn_run) with
+ * a control socket; exec, stop, pause, resume talk to that socket; ls
+ * reads the state files; rm stops what lives and removes what is left.
+ *
+ * Why exec goes through the supervisor and the sandbox's own pid 1 rather
+ * than pidfd + setns from the host: the new process is forked by pid 1,
+ * which already sits in every namespace, the cgroup and the final mount
+ * tree as the unprivileged sandbox user, and then takes the very path of
+ * `brig run`'s command (command_exec). Nothing has to re-enter namespaces
+ * from outside or drop privileges a second time, and a process that joined
+ * from the host could not be pid 1's child (it would escape its reaping
+ * and the kill when the sandbox ends). */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "cgroup.h"
+#include "control.h"
+#include "sandbox.h"
+#include "state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <linux/close_range.h>
+
+/* ---- the detached supervisor -------------------------------------------- */
+
+static _Noreturn void supervisor_main(const char *dir, const char *name, const brig_policy *p,
+                                      const struct sandbox_create_opts *opts, int ready_fd)
+{
+        /* A daemon: no terminal, no caller's stdio; what it has to say goes
+         * to the log in the state directory. */
+        signal(SIGPIPE, SIG_IGN);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        _cleanup_free_ char *log = brig_strdup_printf("%s/log", dir);
+        int logfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+        if (null < 0 || logfd < 0)
+                _exit(BRIG_EXIT_SETUP);
+        dup2(null, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        /* Nothing of the caller's beyond stdio and our pipe stays open in
+         * a process that outlives it. */
+        if (ready_fd > 3)
+                syscall(SYS_close_range, 3, ready_fd - 1, 0);
+        syscall(SYS_close_range, ready_fd + 1, ~0U, 0);
+
+        brig_error *err = NULL;
+        struct control *ctl = NULL;
+        int r = control_new(dir, name, opts, ready_fd, &ctl, &err);
+        if (r == 0)
+                r = control_save_initial(ctl, &err);
+        if (r == 0) {
+                char *argv[] = { "brig-sandbox", NULL };
+                brig_result res;
+                r = spawn_run(p, argv, ctl, &res, &err);
+        }
+        if (r < 0) {
+                fprintf(stderr, "brig supervisor: %s\n", err && err->msg ? err->msg : "failed");
+                if (ctl)
+                        control_failed(ctl, err);
+                else if (ready_fd >= 0) {
+                        /* no control yet: the same message by hand */
+                        struct { int code, errnum; char text[1024]; } m = { BRIG_EXIT_SETUP, 0, "" };
+                        snprintf(m.text, sizeof m.text, "%s", err && err->msg ? err->msg : "failed");
+                        (void)!write(ready_fd, &m, sizeof m);
+                }
+        }
+        control_finish(ctl);
+        control_free(ctl);
+        brig_error_free(&err);
+        fflush(stderr);
+        exit(r < 0 ? BRIG_EXIT_SETUP : 0);
+}
+
+static int refuse_for_create(const brig_policy *p, brig_error **err)
+{
+        if (p->n_pass_fds)
+                return brig_err(err, EINVAL, "--pass-fd cannot be used with brig create (the caller's "
+                                             "descriptors do not outlive it)");
+        if (p->audit_path)
+                return brig_err(err, EOPNOTSUPP, "--audit is not supported for persistent sandboxes yet");
+        return 0;
+}
+
+/* An existing directory: say what it is. */
+static int explain_taken(const char *dir, const char *name, brig_error **err)
+{
+        brig_error *e = NULL;
+        json_t *st = state_read(dir, &e);
+        brig_error_free(&e);
+        const char *status = st ? json_string_value(json_object_get(st, "status")) : NULL;
+        bool alive = st && state_supervisor_alive(st);
+        int r = state_fail(err, EEXIST, "sandbox '%s' already exists%s%s%s", name,
+                         alive ? "" : " (", alive ? "" : status && strcmp(status, "stopped") == 0 ? "stopped" : "dead",
+                         alive ? "" : "; remove it with brig rm first)");
+        json_decref(st);
+        return r;
+}
+
+int brig_sandbox_create(const char *name, const brig_policy *p, const brig_create_opts *o, brig_error **err)
+{
+        struct sandbox_create_opts opts = { .overlay = o && o->workspace_mode == BRIG_WORKSPACE_OVERLAY };
+        _cleanup_free_ char *dir = NULL, *root = NULL;
+        int r = refuse_for_create(p, err);
+        if (r < 0)
+                return r;
+        r = state_dir(name, true, &dir, err);
+        if (r < 0)
+                return r;
+        r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        /* One create or rm at a time: the name check and the mkdir below,
+         * and the supervisor's start, happen under the lock. */
+        _cleanup_close_ int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        if (mkdir(dir, 0700) < 0)
+                return errno == EEXIST ? explain_taken(dir, name, err)
+                                       : brig_err(err, errno, "create the state directory '%s'", dir);
+        _cleanup_free_ char *policy = brig_policy_to_json(p, NULL);
+        if (policy) {
+                _cleanup_free_ char *path = brig_strdup_printf("%s/policy.json", dir);
+                _cleanup_close_ int fd = path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                                              : -1;
+                if (fd >= 0)
+                        (void)!write(fd, policy, strlen(policy));
+        }
+        if (opts.overlay) {
+                r = overlay_prepare(p, dir, err);
+                if (r < 0)
+                        goto fail;
+        }
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0) {
+                r = brig_err(err, errno, "pipe");
+                goto fail;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = brig_err(err, errno, "fork the supervisor");
+                close(pipefd[0]);
+                close(pipefd[1]);
+                goto fail;
+        }
+        if (pid == 0) {
+                /* Our copy of the lock would keep it held for the
+                 * supervisor's whole life (flock belongs to the open file). */
+                close(lock);
+                close(pipefd[0]);
+                /* Double fork: the supervisor is nobody's child and leads no
+                 * session that a terminal could reach. */
+                if (setsid() < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                pid_t daemon = fork();
+                if (daemon != 0)
+                        _exit(daemon < 0 ? BRIG_EXIT_SETUP : 0);
+                supervisor_main(dir, name, p, &opts, pipefd[1]);
+        }
+        close(pipefd[1]);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        r = control_wait_ready(pipefd[0], err);
+        if (r < 0) {
+                /* Wait for the supervisor to finish its cleanup (its end of
+                 * the pipe closes when it exits), then remove the state. */
+                struct pollfd pf = { .fd = pipefd[0], .events = POLLIN };
+                char c;
+                while (poll(&pf, 1, 10000) > 0 && read(pipefd[0], &c, 1) > 0)
+                        ;
+        }
+        close(pipefd[0]);
+        if (r == 0)
+                return 0;
+fail:
+        if (err && *err)
+                brig_err_prefix(err, "create '%s'", name);
+        state_remove_tree(dir, NULL);
+        return r;
+}
+
+/* ---- talking to a supervisor ------------------------------------------- */
+
+/* Why a sandbox cannot be reached: absent, stopped or dead. */
+static int not_running(const char *dir, const char *name, brig_error **err)
+{
+        struct stat st;
+        if (lstat(dir, &st) < 0)
+                return state_fail(err, ENOENT, "no sandbox named '%s'", name);
+        brig_error *e = NULL;
+        json_t *doc = state_read(dir, &e);
+        brig_error_free(&e);
+        const char *status = doc ? json_string_value(json_object_get(doc, "status")) : NULL;
+        int r;
+        if (status && strcmp(status, "stopped") == 0)
+                r = state_fail(err, ESRCH, "sandbox '%s' is stopped", name);
+        else if (doc && state_supervisor_alive(doc))
+                r = state_fail(err, EAGAIN, "sandbox '%s' is not ready (%s)", name, status ? status : "?");
+        else
+                r = state_fail(err, ESRCH, "sandbox '%s' is dead (its supervisor is gone); remove it with brig rm %s",
+                             name, name);
+        json_decref(doc);
+        return r;
+}
+
+static int connect_to(const char *name, char **dir_out, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        int r = state_dir(name, false, &dir, err);
+        if (r < 0)
+                return r;
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/ctl", dir) >= sizeof addr.sun_path)
+                return brig_err(err, ENAMETOOLONG, "control socket path");
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return brig_err(err, errno, "socket");
+        if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+                close(fd);
+                return not_running(dir, name, err);
+        }
+        if (dir_out)
+                *dir_out = TAKE_PTR(dir);
+        return fd;
+}
+
+/* One request, one reply (stop, pause, resume). */
+static int simple_request(const char *name, enum ctl_type type, brig_error **err)
+{
+        _cleanup_close_ int fd = connect_to(name, NULL, err);
+        if (fd < 0)
+                return fd;
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = type };
+        int r = ctl_send(fd, &h, NULL, 0, NULL, 0);
+        if (r < 0)
+                return brig_err(err, -r, "talk to sandbox '%s'", name);
+        int fds[CTL_MAX_FDS], nfds;
+        ssize_t n = ctl_recv(fd, &h, sizeof h, fds, &nfds);
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        if (n <= 0)
+                return brig_err(err, n < 0 ? (int)-n : EPIPE, "no answer from sandbox '%s'", name);
+        if (h.type == CTL_ERROR) {
+                r = brig_err_code(err, h.exit_code ? h.exit_code : BRIG_EXIT_SETUP, 0, "%s", h.text);
+                if (err && *err)
+                        (*err)->errnum = h.errnum;
+                return h.errnum > 0 ? -h.errnum : r;
+        }
+        return 0;
+}
+
+int brig_sandbox_pause(const char *name, brig_error **err)
+{
+        return simple_request(name, CTL_PAUSE, err);
+}
+
+int brig_sandbox_resume(const char *name, brig_error **err)
+{
+        return simple_request(name, CTL_RESUME, err);
+}
+
+/* Wait until the recorded supervisor has exited; SIGKILL it after
+ * `grace_ms` (it is ours: same pid and start time as recorded). */
+static int wait_supervisor_gone(json_t *st, int grace_ms)
+{
+        pid_t pid = (pid_t)json_integer_value(json_object_get(st, "supervisor_pid"));
+        unsigned long long start = (unsigned long long)json_integer_value(json_object_get(st, "supervisor_start"));
+        if (pid <= 0)
+                return 0;
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+                return 0;  /* already gone */
+        if (state_process_start(pid) != start)
+                return 0;  /* the pid names another process now */
+        struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+        if (poll(&pf, 1, grace_ms) > 0)
+                return 0;
+        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        return poll(&pf, 1, 5000) > 0 ? 0 : -ETIMEDOUT;
+}
+
+static int grace_ms(json_t *st)
+{
+        (void)st;
+        return BRIG_DEFAULT_KILL_AFTER_MS + 5000;
+}
+
+int brig_sandbox_stop(const char *name, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        int r = state_dir(name, false, &dir, err);
+        if (r < 0)
+                return r;
+        brig_error *e = NULL;
+        json_t *st = state_read(dir, &e);
+        brig_error_free(&e);
+        r = simple_request(name, CTL_STOP, err);
+        if (r == 0 && st)
+                r = wait_supervisor_gone(st, grace_ms(st));
+        json_decref(st);
+        if (r == -ETIMEDOUT)
+                return state_fail(err, ETIMEDOUT, "sandbox '%s' did not stop", name);
+        return r;
+}
+
+/* Groups a dead supervisor left behind: only those named after it, in a
+ * cgroup hierarchy (a state file is ours, but check what we remove). */
+static void remove_dead_cgroups(json_t *st)
+{
+        json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));
+        json_int_t start = json_integer_value(json_object_get(st, "supervisor_start"));
+        char want[64];
+        snprintf(want, sizeof want, "/brig-%lld-%lld", (long long)pid, (long long)start);
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(st, "cgroups"), i, v) {
+                const char *path = json_string_value(v);
+                if (!path || strncmp(path, "/sys/fs/cgroup/", 15) != 0 || strstr(path, "/..") ||
+                    strlen(path) < strlen(want) || strcmp(path + strlen(path) - strlen(want), want) != 0)
+                        continue;
+                (void)cgroup_remove_group(path);
+        }
+}
+
+int brig_sandbox_remove(const char *name, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL, *root = NULL;
+        int r = state_dir(name, false, &dir, err);
+        if (r < 0)
+                return r;
+        r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        struct stat sb;
+        if (lstat(dir, &sb) < 0)
+                return state_fail(err, ENOENT, "no sandbox named '%s'", name);
+        brig_error *e = NULL;
+        json_t *st = state_read(dir, &e);
+        brig_error_free(&e);
+        if (st && state_supervisor_alive(st)) {
+                brig_error *stop_err = NULL;
+                (void)simple_request(name, CTL_STOP, &stop_err);  /* no answer: killed below */
+                brig_error_free(&stop_err);
+                if (wait_supervisor_gone(st, grace_ms(st)) < 0) {
+                        json_decref(st);
+                        return brig_err(err, ETIMEDOUT, "sandbox '%s': its supervisor did not end", name);
+                }
+        }
+        if (st)
+                remove_dead_cgroups(st);
+        json_decref(st);
+        return state_remove_tree(dir, err);
+}
+
+/* ---- listing ------------------------------------------------------------ */
+
+char *brig_sandbox_list_json(brig_error **err)
+{
+        _cleanup_free_ char *root = NULL;
+        json_t *out = json_array();
+        if (!out) {
+                brig_err(err, ENOMEM, "list");
+                return NULL;
+        }
+        brig_error *e = NULL;
+        DIR *d = state_root(false, &root, &e) == 0 ? opendir(root) : NULL;
+        brig_error_free(&e);  /* no state directory: no sandboxes */
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (!state_name_valid(de->d_name))
+                        continue;
+                _cleanup_free_ char *dir = brig_strdup_printf("%s/%s", root, de->d_name);
+                json_t *st = dir ? state_read(dir, &e) : NULL;
+                brig_error_free(&e);
+                json_t *row = json_object();
+                json_object_set_new(row, "name", json_string(de->d_name));
+                const char *status = st ? json_string_value(json_object_get(st, "status")) : NULL;
+                bool alive = st && state_supervisor_alive(st);
+                if (!status || (strcmp(status, "stopped") != 0 && !alive))
+                        status = "dead";
+                json_object_set_new(row, "status", json_string(status));
+                static const char *const copied[] = { "supervisor_pid", "created", "workspace", "workspace_mode",
+                                                      "net", "memory", "pids" };
+                for (size_t i = 0; st && i < ARRAY_SIZE(copied); i++) {
+                        json_t *v = json_object_get(st, copied[i]);
+                        if (v)
+                                json_object_set(row, copied[i], v);
+                }
+                json_array_append_new(out, row);
+                json_decref(st);
+        }
+        if (d)
+                closedir(d);
+        char *text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(out);
+        if (!text)
+                brig_err(err, ENOMEM, "list");
+        return text;
+}
+
+/* ---- exec --------------------------------------------------------------- */
+
+int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        memset(res, 0, sizeof *res);
+        res->exit_code = BRIG_EXIT_SETUP;
+        res->memory_peak_bytes = res->pids_peak = -1;
+        int r = exec_check_opts(o, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = connect_to(name, NULL, err);
+        if (fd < 0)
+                return fd;
+        r = exec_over(fd, name, o, res, err);
+        if (r < 0 && err && *err)
+                res->exit_code = (*err)->exit_code;
+        return r;
+}

@@ -1,0 +1,32 @@
+/* sandbox.h — persistent sandboxes inside libbrig (sandbox.c, control.c). */
+#ifndef BRIG_SANDBOX_H
+#define BRIG_SANDBOX_H
+
+#include "internal.h"
+
+struct sandbox_create_opts {
+        bool overlay;   /* --workspace-mode overlay */
+};
+
+/* control.c: the supervisor's side */
+BRIG_INTERNAL int control_new(const char *dir, const char *name, const struct sandbox_create_opts *opts,
+                              int ready_fd, struct control **ret, brig_error **err);
+BRIG_INTERNAL int control_save_initial(struct control *c, brig_error **err);
+/* Setup failed before the sandbox was ready: tell `brig create`. */
+BRIG_INTERNAL void control_failed(struct control *c, const brig_error *err);
+/* The sandbox has ended: remove the socket, record "stopped". */
+BRIG_INTERNAL void control_finish(struct control *c);
+BRIG_INTERNAL void control_free(struct control *c);
+/* `brig create`'s side: wait for the supervisor's word (ready or error). */
+BRIG_INTERNAL int control_wait_ready(int fd, brig_error **err);
+
+/* exec.c: the client of one exec over a connected control socket. */
+BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
+BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err);
+
+/* overlay.c: --workspace-mode overlay */
+/* At create, on the host: the layer's directories and the record of the
+ * workspace's files that commit checks for conflicts. */
+BRIG_INTERNAL int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err);
+
+#endif

@@ -1,0 +1,231 @@
+/* state.c — the state of named sandboxes: one directory per sandbox under
+ * a per-user root that nobody else can write, a flock for create and rm,
+ * and a state.json the supervisor rewrites whole (rename) so a reader never
+ * sees half of it. */
+#define _GNU_SOURCE
+#include "state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+int state_fail(brig_error **err, int errnum, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        brig_err_code(err, BRIG_EXIT_SETUP, 0, "%s", msg);
+        if (err && *err && (*err)->errnum == 0)
+                (*err)->errnum = errnum;
+        return -errnum;
+}
+
+bool state_name_valid(const char *name)
+{
+        size_t n = name ? strlen(name) : 0;
+        if (n == 0 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = name[i];
+                bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+                if (!alnum && (i == 0 || !strchr("_.-", c)))
+                        return false;
+        }
+        return true;
+}
+
+/* The root must be ours alone: another user who could write it could
+ * plant a socket or a symlink that brig would then trust. */
+static int check_private_dir(const char *path, brig_error **err)
+{
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return brig_err(err, errno, "state directory '%s'", path);
+        if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
+                return brig_err(err, ENOTDIR, "state directory '%s' is not a directory (a symlink?)", path);
+        if (st.st_uid != geteuid())
+                return brig_err(err, EPERM, "state directory '%s' belongs to uid %u, not to us (uid %u)", path,
+                                st.st_uid, geteuid());
+        if (st.st_mode & 077)
+                return brig_err(err, EPERM, "state directory '%s' is open to other users (mode %03o; want 0700)",
+                                path, st.st_mode & 0777);
+        return 0;
+}
+
+int state_root(bool create, char **out, brig_error **err)
+{
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        char *root;
+        if (xdg && xdg[0] == '/')
+                root = brig_strdup_printf("%s/brig", xdg);
+        else if (geteuid() == 0)
+                root = strdup("/run/brig");
+        else
+                root = brig_strdup_printf("/tmp/brig-%u", geteuid());
+        if (!root)
+                return brig_err(err, ENOMEM, "state directory");
+        if (create && mkdir(root, 0700) < 0 && errno != EEXIST) {
+                int e = errno;
+                free(root);
+                return brig_err(err, e, "create the state directory");
+        }
+        int r = check_private_dir(root, err);
+        if (r < 0) {
+                free(root);
+                return r;
+        }
+        *out = root;
+        return 0;
+}
+
+int state_dir(const char *name, bool create_root, char **out, brig_error **err)
+{
+        if (!state_name_valid(name))
+                return state_fail(err, EINVAL, "bad sandbox name '%s': use letters, digits, '_', '.', '-' "
+                                             "(at most 64, starting with a letter or digit)", name ? name : "");
+        _cleanup_free_ char *root = NULL;
+        int r = state_root(create_root, &root, err);
+        if (r < 0)
+                return r;
+        *out = brig_strdup_printf("%s/%s", root, name);
+        return *out ? 0 : brig_err(err, ENOMEM, "state directory");
+}
+
+int state_lock(const char *root, brig_error **err)
+{
+        int fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return brig_err(err, errno, "open the state directory '%s'", root);
+        while (flock(fd, LOCK_EX) < 0) {
+                if (errno == EINTR)
+                        continue;
+                int e = errno;
+                close(fd);
+                return brig_err(err, e, "lock the state directory '%s'", root);
+        }
+        return fd;
+}
+
+int state_write(const char *dir, json_t *doc, brig_error **err)
+{
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s/.state.json.tmp", dir);
+        _cleanup_free_ char *final = brig_strdup_printf("%s/state.json", dir);
+        _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        if (!tmp || !final || !text)
+                return brig_err(err, ENOMEM, "state file");
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return brig_err(err, errno, "write '%s'", tmp);
+        size_t n = strlen(text);
+        if (write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd) < 0) {
+                int e = errno ? errno : EIO;
+                unlink(tmp);
+                return brig_err(err, e, "write '%s'", tmp);
+        }
+        if (rename(tmp, final) < 0) {
+                int e = errno;
+                unlink(tmp);
+                return brig_err(err, e, "rename '%s'", tmp);
+        }
+        return 0;
+}
+
+json_t *state_read(const char *dir, brig_error **err)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s/state.json", dir);
+        if (!path) {
+                brig_err(err, ENOMEM, "state file");
+                return NULL;
+        }
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                brig_err(err, errno, "read '%s'", path);
+                return NULL;
+        }
+        json_error_t je;
+        json_t *doc = json_loadfd(fd, 0, &je);
+        if (!doc || !json_is_object(doc)) {
+                json_decref(doc);
+                brig_err(err, EBADMSG, "state file '%s': %s", path, je.text);
+                return NULL;
+        }
+        return doc;
+}
+
+unsigned long long state_process_start(pid_t pid)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');  /* comm may hold spaces and parentheses */
+        unsigned long long start = 0;
+        char state;
+        if (!p || sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                         &state, &start) != 2)
+                return 0;
+        return state == 'Z' || state == 'X' ? 0 : start;  /* a zombie supervises nothing */
+}
+
+bool state_supervisor_alive(json_t *st)
+{
+        json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));
+        json_int_t start = json_integer_value(json_object_get(st, "supervisor_start"));
+        if (pid <= 0 || start <= 0)
+                return false;
+        return state_process_start((pid_t)pid) == (unsigned long long)start;
+}
+
+static int remove_at(int parent, const char *name, int depth)
+{
+        if (depth > 256)
+                return -ELOOP;
+        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+                return 0;
+        if (errno != EISDIR && errno != EPERM)
+                return -errno;
+        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == EACCES) {
+                /* overlayfs leaves work/work mode 000 */
+                (void)!fchmodat(parent, name, 0700, 0);
+                fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (fd < 0)
+                return -errno;
+        (void)!fchmod(fd, 0700);
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        int r = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                int rr = remove_at(dirfd(d), e->d_name, depth + 1);
+                if (rr < 0 && r == 0)
+                        r = rr;
+        }
+        closedir(d);
+        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}
+
+int state_remove_tree(const char *path, brig_error **err)
+{
+        int r = remove_at(AT_FDCWD, path, 0);
+        return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
+}
