@@ -93,7 +93,7 @@ int control_new(const char *dir, const char *name, const struct sandbox_create_o
         unlink(addr.sun_path);
         /* 0600 from the start (umask), not chmod after bind: no window in
          * which another user could connect. */
-        mode_t old = umask(077);
+        mode_t old = umask(0177);
         int r = bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr);
         umask(old);
         if (r < 0 || listen(c->listen_fd, 64) < 0)

@@ -188,8 +188,11 @@ static void reap(struct persist *ps)
                 }
         }
         /* Stopping and nobody left: done (the supervisor reaps us). */
-        if (ps->stopping && pid < 0 && errno == ECHILD)
+        if (ps->stopping && pid < 0 && errno == ECHILD) {
+                struct sync_msg m = { .type = SYNC_STATUS, .status = 0 };  /* a clean end */
+                sync_send(ps->plan->sync_fd, &m);
                 _exit(0);
+        }
 }
 
 static void on_signal(struct persist *ps, const struct signalfd_siginfo *si)
