@@ -243,6 +243,17 @@ BRIG_PUBLIC int brig_sandbox_remove(const char *name, brig_error **err);
 /* Freeze / thaw every process inside (cgroup v2 freezer). */
 BRIG_PUBLIC int brig_sandbox_pause(const char *name, brig_error **err);
 BRIG_PUBLIC int brig_sandbox_resume(const char *name, brig_error **err);
+/* --workspace-mode overlay: what the layer changes, as a JSON array (free())
+ * of {path, change: added|modified|deleted, type: file|dir|symlink|special, mode}. */
+BRIG_PUBLIC char *brig_sandbox_diff_json(const char *name, brig_error **err);
+/* Apply the layer's changes to the real workspace, each file atomically
+ * (temporary file + rename in its directory). A path also changed on the
+ * host since create is a conflict: then nothing is applied, -EBUSY, and
+ * *err lists every conflict. *applied_json (may be NULL) gets what was
+ * applied. The layer stays (the sandbox's view does not change). */
+BRIG_PUBLIC int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err);
+/* Throw the layer away (the sandbox must be stopped). */
+BRIG_PUBLIC int brig_sandbox_reset(const char *name, brig_error **err);
 /* The caller's sandboxes as a JSON array (free()): name, status
  * (creating, running, paused, stopping, stopped, dead), supervisor pid,
  * created, workspace, workspace_mode, net. */

@@ -12,6 +12,9 @@ int cmd_exec(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 /* stop, rm, pause, resume (argv[0] names which) */
 int cmd_simple(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_commit(int argc, char **argv);
+int cmd_reset(int argc, char **argv);
 int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
 /* Print "brig: MESSAGE" and return the exit code the error carries. */

@@ -13,6 +13,8 @@ static const char usage[] =
         "  exec NAME [options] -- CMD...   run CMD in it (brig exec --help)\n"
         "  ls [--json]                     list your sandboxes\n"
         "  stop|rm|pause|resume NAME...    stop it (state kept), remove it, freeze it, thaw it\n"
+        "  diff NAME [--json]              what an overlay sandbox changed in the workspace\n"
+        "  commit NAME / reset NAME        apply those changes to the workspace / discard them\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
@@ -45,6 +47,12 @@ int main(int argc, char **argv)
         if (strcmp(cmd, "stop") == 0 || strcmp(cmd, "rm") == 0 || strcmp(cmd, "pause") == 0 ||
             strcmp(cmd, "resume") == 0)
                 return cmd_simple(argc - 1, argv + 1);
+        if (strcmp(cmd, "diff") == 0)
+                return cmd_diff(argc - 1, argv + 1);
+        if (strcmp(cmd, "commit") == 0)
+                return cmd_commit(argc - 1, argv + 1);
+        if (strcmp(cmd, "reset") == 0)
+                return cmd_reset(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

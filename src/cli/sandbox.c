@@ -250,3 +250,79 @@ int cmd_simple(int argc, char **argv)
         }
         return code;
 }
+
+/* diff NAME [--json] */
+int cmd_diff(int argc, char **argv)
+{
+        bool json = false;
+        const char *name = NULL;
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--json") == 0)
+                        json = true;
+                else if (argv[i][0] != '-' && !name)
+                        name = argv[i];
+                else {
+                        fprintf(stderr, "usage: brig diff NAME [--json]\n");
+                        return BRIG_EXIT_SETUP;
+                }
+        }
+        if (!name) {
+                fprintf(stderr, "usage: brig diff NAME [--json]\n");
+                return BRIG_EXIT_SETUP;
+        }
+        brig_error *err = NULL;
+        char *text = brig_sandbox_diff_json(name, &err);
+        if (!text)
+                return cli_fail(err);
+        if (json) {
+                printf("%s\n", text);
+        } else {
+                json_t *list = json_loads(text, 0, NULL);
+                size_t i;
+                json_t *row;
+                json_array_foreach(list, i, row) {
+                        const char *change = json_string_value(json_object_get(row, "change"));
+                        const char *type = json_string_value(json_object_get(row, "type"));
+                        printf("%c %s%s\n", change ? (char)(change[0] - 'a' + 'A') : '?',
+                               json_string_value(json_object_get(row, "path")),
+                               type && strcmp(type, "dir") == 0 ? "/" : "");
+                }
+                json_decref(list);
+        }
+        free(text);
+        return 0;
+}
+
+/* commit NAME [--json] */
+int cmd_commit(int argc, char **argv)
+{
+        bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
+        if (argc < 2 || argv[1][0] == '-' || (argc > 2 && !json)) {
+                fprintf(stderr, "usage: brig commit NAME [--json]\n");
+                return BRIG_EXIT_SETUP;
+        }
+        brig_error *err = NULL;
+        char *applied = NULL;
+        if (brig_sandbox_commit(argv[1], &applied, &err) < 0)
+                return cli_fail(err);
+        json_t *list = json_loads(applied ? applied : "[]", 0, NULL);
+        if (json)
+                printf("%s\n", applied ? applied : "[]");
+        else
+                fprintf(stderr, "brig: committed %zu change%s to the workspace\n", json_array_size(list),
+                        json_array_size(list) == 1 ? "" : "s");
+        json_decref(list);
+        free(applied);
+        return 0;
+}
+
+/* reset NAME */
+int cmd_reset(int argc, char **argv)
+{
+        if (argc != 2 || argv[1][0] == '-') {
+                fprintf(stderr, "usage: brig reset NAME\n");
+                return BRIG_EXIT_SETUP;
+        }
+        brig_error *err = NULL;
+        return brig_sandbox_reset(argv[1], &err) < 0 ? cli_fail(err) : 0;
+}

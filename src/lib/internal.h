@@ -256,6 +256,10 @@ BRIG_INTERNAL int userns_idmapped_workspace(const struct run_plan *plan, int *re
 /* mounts.c */
 BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int mounts_enter_cwd(const char *cwd, brig_error **err);
+/* overlay.c: the workspace entry becomes an overlay (persistent sandboxes
+ * with --workspace-mode overlay); returns the detached mount. */
+BRIG_INTERNAL bool overlay_is_workspace(const struct run_plan *plan, const struct mount_entry *m);
+BRIG_INTERNAL int overlay_workspace_tree(const struct run_plan *plan, int src_fd, brig_error **err);
 
 /* rlimit.c */
 BRIG_INTERNAL void rlimits_clamp(struct limits *l);

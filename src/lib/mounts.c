@@ -209,7 +209,7 @@ static int mount_entry(int root_fd, const struct run_plan *plan, const struct mo
                 uid_t uid = m->user_owned ? plan->sandbox_uid : owner_uid(plan);
                 gid_t gid = m->user_owned ? plan->sandbox_gid : owner_gid(plan);
                 tree = new_tmpfs(m->size, m->mode, uid, gid, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
-        } else if (plan->idmapped_workspace_fd >= 0 && strcmp(m->src, plan->workspace) == 0 &&
+        } else if (plan->idmapped_workspace_fd >= 0 && !plan->overlay_upper && strcmp(m->src, plan->workspace) == 0 &&
                    strcmp(m->dst, plan->workspace) == 0 && !m->readonly) {
                 tree = fcntl(plan->idmapped_workspace_fd, F_DUPFD_CLOEXEC, 3);
                 if (tree < 0)
@@ -416,7 +416,9 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
                 if (m->kind != MOUNT_BIND)
                         continue;
                 _cleanup_close_ int src = open_host_source(m->src, err);
-                fds[i] = src < 0 ? src : clone_tree(src, m->readonly, true, m->src, err);
+                fds[i] = src < 0 ? src
+                         : overlay_is_workspace(plan, m) ? overlay_workspace_tree(plan, src, err)
+                                                         : clone_tree(src, m->readonly, true, m->src, err);
                 if (fds[i] < 0) {
                         int r = fds[i];
                         close_all(fds, plan->n_mounts);

@@ -1,20 +1,910 @@
-/* overlay.c — --workspace-mode overlay: a copy-on-write layer over the
- * workspace. */
+/* overlay.c — --workspace-mode overlay: the sandbox writes to a
+ * copy-on-write layer (overlayfs, mounted inside the sandbox's user
+ * namespace) kept in the state directory; the real workspace is only the
+ * read-only lower layer. On the host, diff lists what the layer changes,
+ * commit applies it to the real workspace — each file written to a
+ * temporary name in its own directory and renamed over the old one, so
+ * never half-written — and reset throws the layer away.
+ *
+ * Conflicts: at create brig records every workspace entry's (type, inode,
+ * size, mtime). A path the sandbox changed whose host entry no longer
+ * matches that record was changed on the host too: commit refuses it and
+ * applies nothing at all.
+ *
+ * The layer is written by untrusted code: every path in it and in the
+ * workspace is resolved with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS),
+ * never through a symlink, and commit strips setuid/setgid bits, skips
+ * device nodes, FIFOs and sockets, and gives new files the owner of their
+ * directory (existing files keep theirs). */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "sandbox.h"
+#include "state.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
 
-int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err)
+#define MANIFEST "base.json"
+
+/* ---- resolving without symlinks ---------------------------------------- */
+
+static int open_beneath(int dirfd, const char *rel, int flags)
 {
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        return sys_openat2(dirfd, *rel ? rel : ".", &how);
+}
+
+static int open_dir_nofollow(const char *path)
+{
+        struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
+                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        return sys_openat2(AT_FDCWD, path, &how);
+}
+
+/* The directory holding `rel` (opened beneath root), and its last part. */
+static int open_parent(int root, const char *rel, const char **base)
+{
+        const char *slash = strrchr(rel, '/');
+        *base = slash ? slash + 1 : rel;
+        if (!slash)
+                return fcntl(root, F_DUPFD_CLOEXEC, 3);
+        _cleanup_free_ char *dir = strndup(rel, (size_t)(slash - rel));
+        return dir ? open_beneath(root, dir, O_RDONLY | O_DIRECTORY) : -ENOMEM;
+}
+
+static char *join(const char *dir, const char *name)
+{
+        return *dir ? brig_strdup_printf("%s/%s", dir, name) : strdup(name);
+}
+
+/* ---- create: layer directories and the record of the workspace ---------- */
+
+static json_t *entry_record(const struct stat *st)
+{
+        char type = S_ISDIR(st->st_mode) ? 'd' : S_ISREG(st->st_mode) ? 'f' : S_ISLNK(st->st_mode) ? 'l' : 'o';
+        return json_pack("[s#, I, I, I]", &type, (size_t)1, (json_int_t)st->st_ino, (json_int_t)st->st_size,
+                         (json_int_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
+}
+
+static int record_tree(int dfd, const char *rel, json_t *out, int depth)
+{
+        if (depth > 256)
+                return -ELOOP;
+        int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                closep(&fd);
+                return -errno;
+        }
+        int r = 0;
+        struct dirent *e;
+        while (r == 0 && (e = readdir(d))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;  /* vanished meanwhile */
+                _cleanup_free_ char *path = join(rel, e->d_name);
+                if (!path)
+                        r = -ENOMEM;
+                else
+                        json_object_set_new(out, path, entry_record(&st));
+                if (r == 0 && S_ISDIR(st.st_mode)) {
+                        _cleanup_close_ int sub = openat(dirfd(d), e->d_name,
+                                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        /* another filesystem mounted here is not part of the
+                         * lower layer: overlayfs does not cross mounts */
+                        struct stat sst;
+                        if (sub >= 0 && fstat(sub, &sst) == 0 && sst.st_dev == st.st_dev)
+                                r = record_tree(sub, path, out, depth + 1);
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+static int manifest_write(const char *dir, json_t *m, brig_error **err)
+{
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s/." MANIFEST ".tmp", dir);
+        _cleanup_free_ char *final = brig_strdup_printf("%s/" MANIFEST, dir);
+        if (!tmp || !final)
+                return brig_err(err, ENOMEM, "overlay record");
+        if (json_dump_file(m, tmp, JSON_COMPACT) < 0 || rename(tmp, final) < 0) {
+                int e = errno ? errno : EIO;
+                unlink(tmp);
+                return brig_err(err, e, "write the workspace record '%s'", final);
+        }
+        return 0;
+}
+
+static int record_workspace(const char *workspace, const char *dir, brig_error **err)
+{
+        _cleanup_close_ int ws = open_dir_nofollow(workspace);
+        if (ws < 0)
+                return brig_err(err, errno, "workspace '%s' (symlinks are not followed)", workspace);
+        json_t *m = json_object();
+        int r = m ? record_tree(ws, "", m, 0) : -ENOMEM;
+        if (r < 0) {
+                json_decref(m);
+                return brig_err(err, -r, "record the workspace '%s'", workspace);
+        }
+        r = manifest_write(dir, m, err);
+        json_decref(m);
+        return r;
+}
+
+/* The layer's root gives the workspace its owner and mode inside. */
+static int make_layer_dirs(const char *workspace, const char *dir, brig_error **err)
+{
+        struct stat ws;
+        if (stat(workspace, &ws) < 0)
+                return brig_err(err, errno, "workspace '%s'", workspace);
         static const char *const sub[] = { "upper", "work" };
         for (size_t i = 0; i < ARRAY_SIZE(sub); i++) {
                 _cleanup_free_ char *path = brig_strdup_printf("%s/%s", dir, sub[i]);
                 if (!path || mkdir(path, 0700) < 0)
                         return brig_err(err, path ? errno : ENOMEM, "overlay: create '%s/%s'", dir, sub[i]);
+                if (i != 0)
+                        continue;
+                /* As root the sandbox user is the workspace's owner, or
+                 * nobody seeing a root-owned workspace through an idmap
+                 * (plan.c); the layer's root must be that user's too. */
+                if (geteuid() == 0) {
+                        uid_t uid = ws.st_uid ? ws.st_uid : BRIG_NOBODY_UID;
+                        gid_t gid = ws.st_uid ? (ws.st_gid ? ws.st_gid : ws.st_uid) : BRIG_NOBODY_UID;
+                        if (chown(path, uid, gid) < 0)
+                                return brig_err(err, errno, "overlay: chown '%s'", path);
+                }
+                if (chmod(path, ws.st_mode & 07777) < 0)
+                        return brig_err(err, errno, "overlay: chmod '%s'", path);
         }
         return 0;
+}
+
+static char *policy_workspace(const brig_policy *p)
+{
+        char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
+        char *norm = ws ? path_normalize(ws) : NULL;
+        free(ws);
+        return norm;
+}
+
+int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err)
+{
+        if (p->workspace_readonly)
+                return brig_err(err, EINVAL, "--workspace-mode overlay and --read-only-workspace exclude each other");
+        _cleanup_free_ char *ws = policy_workspace(p);
+        if (!ws)
+                return brig_err(err, errno, "workspace");
+        int r = make_layer_dirs(ws, dir, err);
+        return r < 0 ? r : record_workspace(ws, dir, err);
+}
+
+/* ---- inside: the overlay mount ------------------------------------------- */
+
+bool overlay_is_workspace(const struct run_plan *plan, const struct mount_entry *m)
+{
+        return plan->overlay_upper && m->kind == MOUNT_BIND && strcmp(m->src, plan->workspace) == 0 &&
+               strcmp(m->dst, plan->workspace) == 0;
+}
+
+static int fsconfig_string(int fs, const char *key, const char *value, brig_error **err)
+{
+        if (sys_fsconfig(fs, FSCONFIG_SET_STRING, key, value, 0) < 0)
+                return brig_err(err, errno, "overlay option %s=%s", key, value);
+        return 0;
+}
+
+int overlay_workspace_tree(const struct run_plan *plan, int src_fd, brig_error **err)
+{
+        /* The lower layer: the workspace as the sandbox would see it bound
+         * (through the idmap when root runs it on a root-owned one). The
+         * idmapped mount was made by the supervisor, so its detached tree
+         * belongs to the host's user namespace and overlayfs may not clone
+         * it from in here: attach it over the workspace in our private
+         * mount namespace first (nothing propagates to the host). */
+        if (plan->idmapped_workspace_fd >= 0 &&
+            sys_move_mount(plan->idmapped_workspace_fd, "", src_fd, "",
+                           MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return brig_err(err, errno, "overlay: attach the idmapped workspace");
+        _cleanup_close_ int lower = plan->idmapped_workspace_fd >= 0
+                                            ? fcntl(plan->idmapped_workspace_fd, F_DUPFD_CLOEXEC, 3)
+                                            : sys_open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (lower < 0)
+                return brig_err(err, errno, "overlay: lower layer '%s'", plan->workspace);
+        _cleanup_close_ int upper = open_dir_nofollow(plan->overlay_upper);
+        _cleanup_close_ int work = open_dir_nofollow(plan->overlay_work);
+        if (upper < 0 || work < 0)
+                return brig_err(err, errno, "overlay: layer directories in '%s'", plan->overlay_upper);
+        _cleanup_close_ int fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return brig_err(err, errno, "fsopen overlay (overlayfs in a user namespace needs Linux 5.11+)");
+        char l[64], u[64], w[64];
+        /* By descriptor (through /proc/self/fd): the paths were checked
+         * when these were opened, nothing can swap them now. */
+        snprintf(l, sizeof l, "/proc/self/fd/%d", lower);
+        snprintf(u, sizeof u, "/proc/self/fd/%d", upper);
+        snprintf(w, sizeof w, "/proc/self/fd/%d", work);
+        int r = fsconfig_string(fs, "lowerdir", l, err);
+        r = r ?: fsconfig_string(fs, "upperdir", u, err);
+        r = r ?: fsconfig_string(fs, "workdir", w, err);
+        /* trusted.* xattrs need host root; user.* work in a user namespace */
+        if (r == 0 && sys_fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+                r = brig_err(err, errno, "overlay option userxattr");
+        if (r < 0)
+                return r;
+        if (sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return brig_err(err, errno, "create the overlay over '%s' (layer in '%s')", plan->workspace,
+                                plan->overlay_upper);
+        int mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (mnt < 0)
+                return brig_err(err, errno, "fsmount overlay");
+        return mnt;
+}
+
+/* ---- on the host: what the layer changes ---------------------------------- */
+
+enum change_kind { CH_ADDED = 'A', CH_MODIFIED = 'M', CH_DELETED = 'D' };
+
+struct change {
+        char *path;
+        enum change_kind kind;
+        mode_t type;     /* S_IFREG, S_IFDIR, S_IFLNK (the new one; the old one for deletions) */
+        mode_t mode;     /* permission bits in the layer */
+        bool special;    /* device, FIFO or socket: never committed */
+};
+
+struct changes {
+        struct change *v;
+        size_t n;
+};
+
+static void changes_free(struct changes *c)
+{
+        for (size_t i = 0; i < c->n; i++)
+                free(c->v[i].path);
+        free(c->v);
+        c->v = NULL;
+        c->n = 0;
+}
+
+static int changes_add(struct changes *c, const char *path, enum change_kind kind, mode_t mode)
+{
+        struct change *n = realloc(c->v, (c->n + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        c->v = n;
+        char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        mode_t type = mode & S_IFMT;
+        c->v[c->n++] = (struct change){ .path = p, .kind = kind, .type = type, .mode = mode & 07777,
+                                        .special = type != S_IFREG && type != S_IFDIR && type != S_IFLNK };
+        return 0;
+}
+
+static bool is_whiteout(const struct stat *st)
+{
+        return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+}
+
+static bool is_opaque(int dfd, const char *name)
+{
+        char v[2] = { 0 };
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return fd >= 0 && fgetxattr(fd, "user.overlay.opaque", v, sizeof v) > 0 && v[0] == 'y';
+}
+
+/* Same bytes? Only regular files; compares at most what is there. */
+static bool same_content(int a_dir, int b_dir, const char *name, off_t size)
+{
+        _cleanup_close_ int a = openat(a_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        _cleanup_close_ int b = openat(b_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (a < 0 || b < 0)
+                return false;
+        static char x[65536], y[65536];
+        off_t done = 0;
+        while (done < size) {
+                ssize_t n = read(a, x, sizeof x);
+                if (n <= 0 || read(b, y, (size_t)n) != n || memcmp(x, y, (size_t)n) != 0)
+                        return false;
+                done += n;
+        }
+        return true;
+}
+
+static bool same_link(int a_dir, int b_dir, const char *name)
+{
+        char x[4096], y[4096];
+        ssize_t n = readlinkat(a_dir, name, x, sizeof x);
+        ssize_t m = readlinkat(b_dir, name, y, sizeof y);
+        return n >= 0 && n == m && memcmp(x, y, (size_t)n) == 0;
+}
+
+static int diff_dir(int upper, int lower, const char *rel, bool opaque, struct changes *out, int depth);
+
+/* Everything below a directory the layer adds (or makes opaque). */
+static int diff_entry(int upper, int lower, const char *name, const char *rel, struct changes *out, int depth)
+{
+        struct stat us, ls;
+        if (fstatat(upper, name, &us, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;  /* vanished meanwhile */
+        bool in_lower = lower >= 0 && fstatat(lower, name, &ls, AT_SYMLINK_NOFOLLOW) == 0;
+        _cleanup_free_ char *path = join(rel, name);
+        if (!path)
+                return -ENOMEM;
+        if (is_whiteout(&us))
+                return in_lower ? changes_add(out, path, CH_DELETED, ls.st_mode) : 0;
+        if (S_ISDIR(us.st_mode)) {
+                bool both_dirs = in_lower && S_ISDIR(ls.st_mode);
+                int r = 0;
+                if (!in_lower)
+                        r = changes_add(out, path, CH_ADDED, us.st_mode);
+                else if (!both_dirs || (us.st_mode & 07777) != (ls.st_mode & 07777))
+                        r = changes_add(out, path, CH_MODIFIED, us.st_mode);
+                if (r < 0)
+                        return r;
+                _cleanup_close_ int usub = openat(upper, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int lsub = both_dirs ? openat(lower, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                                     : -EBADF;
+                if (usub < 0)
+                        return 0;
+                return diff_dir(usub, lsub, path, both_dirs && is_opaque(upper, name), out, depth + 1);
+        }
+        if (!in_lower)
+                return changes_add(out, path, CH_ADDED, us.st_mode);
+        bool same = (us.st_mode & S_IFMT) == (ls.st_mode & S_IFMT) && (us.st_mode & 07777) == (ls.st_mode & 07777);
+        if (same && S_ISREG(us.st_mode))
+                same = us.st_size == ls.st_size && same_content(upper, lower, name, us.st_size);
+        else if (same && S_ISLNK(us.st_mode))
+                same = same_link(upper, lower, name);
+        else if (same)
+                same = false;  /* a special file in the layer */
+        return same ? 0 : changes_add(out, path, CH_MODIFIED, us.st_mode);
+}
+
+static int diff_dir(int upper, int lower, const char *rel, bool opaque, struct changes *out, int depth)
+{
+        if (depth > 256)
+                return -ELOOP;
+        int fd = fcntl(upper, F_DUPFD_CLOEXEC, 3);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                closep(&fd);
+                return -errno;
+        }
+        int r = 0;
+        struct dirent *e;
+        while (r == 0 && (e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                        r = diff_entry(upper, lower, e->d_name, rel, out, depth);
+        closedir(d);
+        if (r < 0 || !opaque || lower < 0)
+                return r;
+        /* An opaque directory hides everything the lower one holds: what
+         * the layer does not have again is deleted. */
+        fd = fcntl(lower, F_DUPFD_CLOEXEC, 3);
+        d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                closep(&fd);
+                return -errno;
+        }
+        while (r == 0 && (e = readdir(d))) {
+                struct stat st;
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                    fstatat(upper, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+                    fstatat(lower, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                _cleanup_free_ char *path = join(rel, e->d_name);
+                r = path ? changes_add(out, path, CH_DELETED, st.st_mode) : -ENOMEM;
+        }
+        closedir(d);
+        return r;
+}
+
+struct layer {
+        char *dir;         /* the state directory */
+        json_t *state;
+        const char *workspace;
+        int upper, ws;
+};
+
+static void layer_close(struct layer *l)
+{
+        free(l->dir);
+        json_decref(l->state);
+        closep(&l->upper);
+        closep(&l->ws);
+}
+
+static int layer_open(const char *name, struct layer *l, brig_error **err)
+{
+        *l = (struct layer){ .upper = -1, .ws = -1 };
+        int r = state_dir(name, false, &l->dir, err);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (lstat(l->dir, &st) < 0)
+                return state_fail(err, ENOENT, "no sandbox named '%s'", name);
+        l->state = state_read(l->dir, err);
+        if (!l->state)
+                return -EBADMSG;
+        const char *mode = json_string_value(json_object_get(l->state, "workspace_mode"));
+        l->workspace = json_string_value(json_object_get(l->state, "workspace"));
+        if (!mode || strcmp(mode, "overlay") != 0)
+                return state_fail(err, EINVAL, "sandbox '%s' has no overlay (create it with --workspace-mode overlay)",
+                                  name);
+        if (!l->workspace)
+                return state_fail(err, EBADMSG, "sandbox '%s': its state names no workspace", name);
+        _cleanup_free_ char *upper = brig_strdup_printf("%s/upper", l->dir);
+        l->upper = upper ? open_dir_nofollow(upper) : -1;
+        if (l->upper < 0)
+                return brig_err(err, errno, "overlay layer '%s'", upper ? upper : "");
+        l->ws = open_dir_nofollow(l->workspace);
+        if (l->ws < 0)
+                return brig_err(err, errno, "workspace '%s'", l->workspace);
+        return 0;
+}
+
+static const char *kind_name(enum change_kind k)
+{
+        return k == CH_ADDED ? "added" : k == CH_MODIFIED ? "modified" : "deleted";
+}
+
+static const char *type_name(mode_t t)
+{
+        return t == S_IFDIR ? "dir" : t == S_IFREG ? "file" : t == S_IFLNK ? "symlink" : "special";
+}
+
+static json_t *changes_json(const struct changes *c)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < c->n; i++)
+                json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i}", "path", c->v[i].path, "change",
+                                                   kind_name(c->v[i].kind), "type", type_name(c->v[i].type),
+                                                   "mode", (int)c->v[i].mode));
+        return a;
+}
+
+static int by_path(const void *a, const void *b)
+{
+        /* a parent sorts before what is below it: its name is a prefix */
+        return strcmp(((const struct change *)a)->path, ((const struct change *)b)->path);
+}
+
+/* The layer against the workspace (the lower layer as the sandbox saw it). */
+static int layer_diff(struct layer *l, struct changes *c)
+{
+        int r = diff_dir(l->upper, l->ws, "", false, c, 0);
+        if (r == 0 && c->n)
+                qsort(c->v, c->n, sizeof *c->v, by_path);
+        return r;
+}
+
+char *brig_sandbox_diff_json(const char *name, brig_error **err)
+{
+        struct layer l;
+        struct changes c = { 0 };
+        char *text = NULL;
+        int r = layer_open(name, &l, err);
+        if (r == 0) {
+                r = layer_diff(&l, &c);
+                if (r < 0)
+                        brig_err(err, -r, "diff '%s'", name);
+        }
+        if (r == 0) {
+                json_t *a = changes_json(&c);
+                text = a ? json_dumps(a, JSON_INDENT(2)) : NULL;
+                json_decref(a);
+                if (!text)
+                        brig_err(err, ENOMEM, "diff");
+        }
+        changes_free(&c);
+        layer_close(&l);
+        return text;
+}
+
+/* ---- commit ---------------------------------------------------------------- */
+
+static bool record_matches(json_t *rec, const struct stat *st)
+{
+        json_t *now = entry_record(st);
+        bool same;
+        if (S_ISDIR(st->st_mode))
+                /* A directory's size and mtime change whenever an entry in
+                 * it does (our own commit too): type and inode say enough. */
+                same = json_equal(json_array_get(rec, 0), json_array_get(now, 0)) &&
+                       json_equal(json_array_get(rec, 1), json_array_get(now, 1));
+        else
+                same = json_equal(rec, now);
+        json_decref(now);
+        return same;
+}
+
+/* Has the host changed `path` since create (or since our last commit)? */
+static const char *host_conflict(struct layer *l, json_t *base, const char *path)
+{
+        const char *last;
+        _cleanup_close_ int parent = open_parent(l->ws, path, &last);
+        struct stat st;
+        bool exists;
+        if (parent < 0) {
+                if (parent == -ENOENT || errno == ENOENT)
+                        exists = false;
+                else
+                        return "its directory on the host is a symlink, another filesystem, or unreadable";
+        } else {
+                exists = fstatat(parent, last, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        }
+        json_t *rec = json_object_get(base, path);
+        if (!rec && exists)
+                return "created on the host since brig create";
+        if (rec && !exists)
+                return "deleted on the host since brig create";
+        if (rec && !record_matches(rec, &st))
+                return "changed on the host since brig create";
+        return NULL;
+}
+
+/* A deleted directory takes everything below it on the host: all of it
+ * must still be as recorded. */
+static const char *tree_conflict(struct layer *l, json_t *base, const char *path)
+{
+        const char *why = host_conflict(l, base, path);
+        if (why)
+                return why;
+        size_t n = strlen(path);
+        const char *key;
+        json_t *v;
+        json_object_foreach(base, key, v) {
+                if (strncmp(key, path, n) == 0 && key[n] == '/' && (why = host_conflict(l, base, key)))
+                        return "something below it changed on the host since brig create";
+        }
+        json_t *now = json_object();
+        _cleanup_close_ int dfd = open_beneath(l->ws, path, O_RDONLY | O_DIRECTORY);
+        if (now && dfd >= 0)
+                (void)record_tree(dfd, path, now, 0);
+        json_object_foreach(now, key, v) {
+                if (!json_object_get(base, key)) {
+                        json_decref(now);
+                        return "something below it was created on the host since brig create";
+                }
+        }
+        json_decref(now);
+        return NULL;
+}
+
+static int remove_entry(int parent, const char *name)
+{
+        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+                return 0;
+        if (errno != EISDIR && errno != EPERM)
+                return -errno;
+        _cleanup_close_ int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        if (!d)
+                return -errno;
+        struct dirent *e;
+        int r = 0;
+        while (r == 0 && (e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                        r = remove_entry(fd, e->d_name);
+        closedir(d);
+        if (r == 0 && unlinkat(parent, name, AT_REMOVEDIR) < 0)
+                r = -errno;
+        return r;
+}
+
+/* Who owns what commit creates: existing entries keep their owner; new
+ * ones get their directory's (as root; rootless everything is ours). */
+static void set_owner(int parent, const char *name, const struct stat *old, bool existed)
+{
+        if (geteuid() != 0)
+                return;
+        struct stat dir;
+        if (!existed && fstat(parent, &dir) < 0)
+                return;
+        const struct stat *from = existed ? old : &dir;
+        (void)!fchownat(parent, name, from->st_uid, from->st_gid, AT_SYMLINK_NOFOLLOW);
+}
+
+static int temp_name(char *buf, size_t n)
+{
+        static unsigned counter;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return snprintf(buf, n, ".brig-commit-%d-%u-%ld", getpid(), ++counter, ts.tv_nsec) < (int)n ? 0 : -ENAMETOOLONG;
+}
+
+/* Copy the layer's file to a temporary name next to the target, then
+ * rename it over: the target is the old file or the new one, never half. */
+static int commit_file(struct layer *l, const struct change *c, int parent, const char *last)
+{
+        _cleanup_close_ int src = open_beneath(l->upper, c->path, O_RDONLY | O_NONBLOCK);
+        struct stat sst, old;
+        if (src < 0 || fstat(src, &sst) < 0 || !S_ISREG(sst.st_mode))
+                return src < 0 ? src : -EINVAL;
+        bool existed = fstatat(parent, last, &old, AT_SYMLINK_NOFOLLOW) == 0;
+        char tmp[128];
+        int r = temp_name(tmp, sizeof tmp);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int dst = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (dst < 0)
+                return -errno;
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(src, buf, sizeof buf)) > 0)
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(dst, buf + off, (size_t)(n - off));
+                        if (w < 0) {
+                                r = -errno;
+                                goto fail;
+                        }
+                        off += w;
+                }
+        if (n < 0) {
+                r = -errno;
+                goto fail;
+        }
+        /* no setuid/setgid: the layer's owner was the sandbox, the file's
+         * owner on the host may be root */
+        if (fchmod(dst, c->mode & 0777) < 0 || fsync(dst) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        set_owner(parent, tmp, &old, existed);
+        if (existed && S_ISDIR(old.st_mode) && (r = remove_entry(parent, last)) < 0)
+                goto fail;
+        if (renameat(parent, tmp, parent, last) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        return 0;
+fail:
+        unlinkat(parent, tmp, 0);
+        return r;
+}
+
+static int commit_symlink(struct layer *l, const struct change *c, int parent, const char *last)
+{
+        const char *ulast;
+        _cleanup_close_ int uparent = open_parent(l->upper, c->path, &ulast);
+        char target[4096];
+        ssize_t n = uparent >= 0 ? readlinkat(uparent, ulast, target, sizeof target - 1) : -1;
+        if (n < 0)
+                return -errno;
+        target[n] = '\0';
+        struct stat old;
+        bool existed = fstatat(parent, last, &old, AT_SYMLINK_NOFOLLOW) == 0;
+        char tmp[128];
+        int r = temp_name(tmp, sizeof tmp);
+        if (r < 0)
+                return r;
+        if (symlinkat(target, parent, tmp) < 0)
+                return -errno;
+        set_owner(parent, tmp, &old, existed);
+        if (existed && S_ISDIR(old.st_mode) && (r = remove_entry(parent, last)) < 0) {
+                unlinkat(parent, tmp, 0);
+                return r;
+        }
+        if (renameat(parent, tmp, parent, last) < 0) {
+                r = -errno;
+                unlinkat(parent, tmp, 0);
+                return r;
+        }
+        return 0;
+}
+
+static int commit_dir(const struct change *c, int parent, const char *last)
+{
+        struct stat old;
+        bool existed = fstatat(parent, last, &old, AT_SYMLINK_NOFOLLOW) == 0;
+        if (existed && !S_ISDIR(old.st_mode)) {
+                if (unlinkat(parent, last, 0) < 0)
+                        return -errno;
+                existed = false;
+        }
+        if (!existed) {
+                if (mkdirat(parent, last, 0700) < 0)
+                        return -errno;
+                set_owner(parent, last, &old, false);
+        }
+        _cleanup_close_ int fd = openat(parent, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchmod(fd, c->mode & 01777) < 0)
+                return -errno;
+        return 0;
+}
+
+static int apply_change(struct layer *l, const struct change *c)
+{
+        const char *last;
+        _cleanup_close_ int parent = open_parent(l->ws, c->path, &last);
+        if (parent < 0)
+                return parent == -1 ? -errno : parent;
+        if (c->kind == CH_DELETED)
+                return remove_entry(parent, last);
+        switch (c->type) {
+        case S_IFREG: return commit_file(l, c, parent, last);
+        case S_IFLNK: return commit_symlink(l, c, parent, last);
+        case S_IFDIR: return commit_dir(c, parent, last);
+        default: return 0;  /* special files are never committed */
+        }
+}
+
+static json_t *manifest_read(const char *dir, brig_error **err)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s/" MANIFEST, dir);
+        json_error_t je;
+        json_t *m = path ? json_load_file(path, 0, &je) : NULL;
+        if (!m || !json_is_object(m)) {
+                json_decref(m);
+                brig_err(err, EBADMSG, "the workspace record '%s': %s", path ? path : "", m ? "not an object" : je.text);
+                return NULL;
+        }
+        return m;
+}
+
+/* After a commit, the host state of what it touched is the new base. */
+static void rebase(struct layer *l, json_t *base, const struct change *c)
+{
+        const char *last;
+        _cleanup_close_ int parent = open_parent(l->ws, c->path, &last);
+        struct stat st;
+        size_t n = strlen(c->path);
+        if (c->kind == CH_DELETED || parent < 0 || fstatat(parent, last, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                json_object_del(base, c->path);
+                const char *key;
+                void *tmp;
+                json_t *v;
+                json_object_foreach_safe(base, tmp, key, v)
+                        if (strncmp(key, c->path, n) == 0 && key[n] == '/')
+                                json_object_del(base, key);
+                return;
+        }
+        json_object_set_new(base, c->path, entry_record(&st));
+}
+
+int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
+{
+        struct layer l;
+        struct changes c = { 0 };
+        json_t *base = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        if (applied_json)
+                *applied_json = NULL;
+        int r = state_root(false, &root, err);
+        if (r == 0 && (lock = state_lock(root, err)) < 0)
+                r = lock;
+        if (r < 0)
+                return r;
+        r = layer_open(name, &l, err);
+        if (r < 0)
+                goto out;
+        r = layer_diff(&l, &c);
+        if (r < 0) {
+                brig_err(err, -r, "commit '%s': read the layer", name);
+                goto out;
+        }
+        base = manifest_read(l.dir, err);
+        if (!base) {
+                r = -EBADMSG;
+                goto out;
+        }
+        /* Every conflict first; with any, nothing is applied. */
+        char *report = NULL;
+        size_t len = 0, conflicts = 0;
+        FILE *f = open_memstream(&report, &len);
+        for (size_t i = 0; f && i < c.n; i++) {
+                const char *why = c.v[i].kind == CH_DELETED && c.v[i].type == S_IFDIR
+                                          ? tree_conflict(&l, base, c.v[i].path)
+                                          : host_conflict(&l, base, c.v[i].path);
+                if (why) {
+                        fprintf(f, "\n  %s: %s", c.v[i].path, why);
+                        conflicts++;
+                }
+        }
+        if (f)
+                fclose(f);
+        if (!report) {
+                r = brig_err(err, ENOMEM, "commit");
+                goto out;
+        }
+        if (conflicts) {
+                r = state_fail(err, EBUSY, "commit '%s': %zu conflict%s, nothing applied (the host's version is kept; "
+                                           "brig diff shows the sandbox's changes):%s",
+                               name, conflicts, conflicts == 1 ? "" : "s", report);
+                free(report);
+                goto out;
+        }
+        free(report);
+        json_t *applied = json_array();
+        for (size_t i = 0; i < c.n; i++) {
+                if (c.v[i].special)
+                        continue;
+                r = apply_change(&l, &c.v[i]);
+                if (r < 0) {
+                        brig_err(err, -r, "commit '%s': %s '%s' (changes before it are applied)", name,
+                                 kind_name(c.v[i].kind), c.v[i].path);
+                        rebase(&l, base, &c.v[i]);
+                        break;
+                }
+                rebase(&l, base, &c.v[i]);
+                json_array_append_new(applied, json_pack("{s:s, s:s, s:s}", "path", c.v[i].path, "change",
+                                                         kind_name(c.v[i].kind), "type", type_name(c.v[i].type)));
+        }
+        /* Even after a failure midway: what was applied is the new base. */
+        brig_error *merr = NULL;
+        int mr = manifest_write(l.dir, base, r < 0 ? &merr : err);
+        brig_error_free(&merr);
+        if (r == 0)
+                r = mr;
+        if (r == 0 && applied_json)
+                *applied_json = json_dumps(applied, JSON_INDENT(2));
+        json_decref(applied);
+out:
+        json_decref(base);
+        changes_free(&c);
+        layer_close(&l);
+        return r;
+}
+
+/* ---- reset ----------------------------------------------------------------- */
+
+int brig_sandbox_reset(const char *name, brig_error **err)
+{
+        struct layer l;
+        _cleanup_free_ char *root = NULL;
+        int r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        r = layer_open(name, &l, err);
+        if (r == 0 && state_supervisor_alive(l.state)) {
+                /* Files under a mounted overlay must not change behind its
+                 * back: running processes would see a mix of old and new. */
+                r = state_fail(err, EBUSY, "sandbox '%s' is running: stop it first (brig stop %s), then reset",
+                               name, name);
+        }
+        if (r == 0) {
+                _cleanup_free_ char *upper = brig_strdup_printf("%s/upper", l.dir);
+                _cleanup_free_ char *work = brig_strdup_printf("%s/work", l.dir);
+                struct stat st;
+                if (!upper || !work || lstat(upper, &st) < 0)
+                        r = brig_err(err, errno ? errno : ENOMEM, "reset '%s'", name);
+                /* Empty the layer in place: its root keeps owner and mode. */
+                DIR *d = r == 0 ? fdopendir(fcntl(l.upper, F_DUPFD_CLOEXEC, 3)) : NULL;
+                struct dirent *e;
+                while (d && r == 0 && (e = readdir(d)))
+                        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                                r = remove_entry(l.upper, e->d_name);
+                if (d)
+                        closedir(d);
+                if (r < 0 && !(err && *err))
+                        brig_err(err, -r, "reset '%s': empty the layer", name);
+                if (r == 0 && (r = state_remove_tree(work, err)) == 0 && mkdir(work, 0700) < 0)
+                        r = brig_err(err, errno, "reset '%s': recreate '%s'", name, work);
+        }
+        /* From now on the workspace as it is is the base. */
+        if (r == 0)
+                r = record_workspace(l.workspace, l.dir, err);
+        layer_close(&l);
+        return r;
 }
