@@ -51,6 +51,8 @@ struct control {
         int pidfd, sync_fd;
         bool ready, paused, stopping, kill_sent;
         struct conn *conns;
+        struct conn *closed[16];  /* freed during this dispatch round (never dereferenced) */
+        int n_closed;
         long long created;
         json_t *summary;         /* policy figures for the state file, kept past the run */
 };
@@ -237,6 +239,8 @@ static void conn_close(struct control *c, struct conn *k)
                         *pp = k->next;
                         break;
                 }
+        if (c->n_closed < (int)ARRAY_SIZE(c->closed))
+                c->closed[c->n_closed++] = k;
         free(k);
 }
 
@@ -440,18 +444,19 @@ static void on_accept(struct control *c)
 
 void control_dispatch(struct control *c)
 {
-        struct epoll_event evs[16];
+        struct epoll_event evs[ARRAY_SIZE(c->closed)];
         int n = epoll_wait(c->epfd, evs, ARRAY_SIZE(evs), 0);
-        /* One event may free a connection another event of this batch
-         * names: handle only the first event per connection per round. */
+        c->n_closed = 0;
+        /* One event may free a connection that a later event of this batch
+         * points into: skip those by address, without reading them (the
+         * connection's other descriptor is closed too, so nothing is lost;
+         * level-triggered epoll reports anything still pending again). */
         for (int i = 0; i < n; i++) {
                 struct watch *w = evs[i].data.ptr;
-                bool seen = false;
-                for (int j = 0; j < i && !seen; j++) {
-                        struct watch *o = evs[j].data.ptr;
-                        seen = o->conn && o->conn == w->conn;
-                }
-                if (seen)
+                bool gone = false;
+                for (int j = 0; j < c->n_closed && !gone; j++)
+                        gone = w == &c->closed[j]->client_w || w == &c->closed[j]->exec_w;
+                if (gone)
                         continue;
                 switch (w->kind) {
                 case W_LISTEN:
@@ -495,8 +500,7 @@ void control_finish(struct control *c)
                 unlink(sock);
         c->plan = NULL;  /* gone with spawn_run */
         c->cg = NULL;
-        if (c->ready)
-                save_state(c, "stopped");
+        save_state(c, "stopped");  /* also when a start failed: nothing runs */
 }
 
 void control_free(struct control *c)

@@ -96,9 +96,26 @@ class Sandboxes:
         for m in marks:
             assert wait_gone(m, 10), f"a process with {m} outlived the sandbox"
 
+    SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+    def supervisor_problems(self, name):
+        """Sanitizer reports in a supervisor's log (ASan builds write them
+        there when the supervisor ends)."""
+        try:
+            text = (self.root / name / "log").read_text(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if any(m in line for m in self.SANITIZER_MARKS)]
+
     def cleanup(self):
+        problems = {}
         for name in self.names:
             if (self.root / name).exists():
+                # stop first, so a sanitizer's exit report lands in the log
+                self.brig_cmd("stop", name)
+                found = self.supervisor_problems(name)
+                if found:
+                    problems[name] = found
                 r = self.rm(name)
                 if r.returncode != 0 and (self.root / name).exists():
                     # last resort: kill the supervisor we started, by its pid
@@ -108,10 +125,12 @@ class Sandboxes:
                     except (OSError, ValueError, KeyError):
                         pass
                     self.rm(name)
+        return problems
 
 
 @pytest.fixture
 def sandboxes(brig):
     s = Sandboxes(brig)
     yield s
-    s.cleanup()
+    problems = s.cleanup()
+    assert not problems, f"sanitizer reports in supervisor logs: {problems}"
