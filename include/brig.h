@@ -238,6 +238,9 @@ BRIG_PUBLIC int brig_sandbox_exec(const char *name, const brig_exec_opts *opts, 
 /* SIGTERM everything inside, SIGKILL after the grace; the state (overlay
  * layer included) stays until brig_sandbox_remove. */
 BRIG_PUBLIC int brig_sandbox_stop(const char *name, brig_error **err);
+/* Start a stopped (or dead) sandbox again with the policy it was created
+ * with; its overlay layer is kept, $HOME and /tmp start empty. */
+BRIG_PUBLIC int brig_sandbox_start(const char *name, brig_error **err);
 /* Stop if needed, then remove every trace: processes, cgroups, state. */
 BRIG_PUBLIC int brig_sandbox_remove(const char *name, brig_error **err);
 /* Freeze / thaw every process inside (cgroup v2 freezer). */
@@ -254,6 +257,14 @@ BRIG_PUBLIC char *brig_sandbox_diff_json(const char *name, brig_error **err);
 BRIG_PUBLIC int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err);
 /* Throw the layer away (the sandbox must be stopped). */
 BRIG_PUBLIC int brig_sandbox_reset(const char *name, brig_error **err);
+/* Save the writable state under TAG (letters, digits, _ . -): the overlay
+ * layer, and $HOME and /tmp of a running sandbox. Whole or nothing. */
+BRIG_PUBLIC int brig_sandbox_snapshot(const char *name, const char *tag, brig_error **err);
+/* Return to TAG: the sandbox is stopped, its layer replaced, started again
+ * and $HOME and /tmp put back; processes of the moment are not. */
+BRIG_PUBLIC int brig_sandbox_restore(const char *name, const char *tag, brig_error **err);
+/* Start NEW_NAME with NAME's policy and the state saved as TAG. */
+BRIG_PUBLIC int brig_sandbox_fork(const char *name, const char *tag, const char *new_name, brig_error **err);
 /* The caller's sandboxes as a JSON array (free()): name, status
  * (creating, running, paused, stopping, stopped, dead), supervisor pid,
  * created, workspace, workspace_mode, net. */

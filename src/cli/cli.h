@@ -15,6 +15,8 @@ int cmd_simple(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_commit(int argc, char **argv);
 int cmd_reset(int argc, char **argv);
+/* snapshot, restore, fork (argv[0] names which) */
+int cmd_snapshot(int argc, char **argv);
 int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
 /* Print "brig: MESSAGE" and return the exit code the error carries. */

@@ -12,9 +12,12 @@ static const char usage[] =
         "  create NAME [options]           start a sandbox that lives on (brig create --help)\n"
         "  exec NAME [options] -- CMD...   run CMD in it (brig exec --help)\n"
         "  ls [--json]                     list your sandboxes\n"
-        "  stop|rm|pause|resume NAME...    stop it (state kept), remove it, freeze it, thaw it\n"
+        "  stop|start|rm NAME...           stop it (state kept), start it again, remove it\n"
+        "  pause|resume NAME...            freeze or thaw every process in it\n"
         "  diff NAME [--json]              what an overlay sandbox changed in the workspace\n"
         "  commit NAME / reset NAME        apply those changes to the workspace / discard them\n"
+        "  snapshot|restore NAME TAG       save the writable state as TAG / go back to it\n"
+        "  fork NAME TAG NEW_NAME          start a second sandbox from a snapshot\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
@@ -45,7 +48,7 @@ int main(int argc, char **argv)
         if (strcmp(cmd, "ls") == 0)
                 return cmd_ls(argc - 1, argv + 1);
         if (strcmp(cmd, "stop") == 0 || strcmp(cmd, "rm") == 0 || strcmp(cmd, "pause") == 0 ||
-            strcmp(cmd, "resume") == 0)
+            strcmp(cmd, "resume") == 0 || strcmp(cmd, "start") == 0)
                 return cmd_simple(argc - 1, argv + 1);
         if (strcmp(cmd, "diff") == 0)
                 return cmd_diff(argc - 1, argv + 1);
@@ -53,6 +56,8 @@ int main(int argc, char **argv)
                 return cmd_commit(argc - 1, argv + 1);
         if (strcmp(cmd, "reset") == 0)
                 return cmd_reset(argc - 1, argv + 1);
+        if (strcmp(cmd, "snapshot") == 0 || strcmp(cmd, "restore") == 0 || strcmp(cmd, "fork") == 0)
+                return cmd_snapshot(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

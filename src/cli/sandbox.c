@@ -225,7 +225,7 @@ int cmd_ls(int argc, char **argv)
         return 0;
 }
 
-/* stop, rm, pause, resume: NAME... */
+/* stop, rm, pause, resume, start: NAME... */
 int cmd_simple(int argc, char **argv)
 {
         int (*fn)(const char *, brig_error **) = NULL;
@@ -238,6 +238,8 @@ int cmd_simple(int argc, char **argv)
                 fn = brig_sandbox_pause;
         else if (strcmp(cmd, "resume") == 0)
                 fn = brig_sandbox_resume;
+        else if (strcmp(cmd, "start") == 0)
+                fn = brig_sandbox_start;
         if (!fn || argc < 2) {
                 fprintf(stderr, "usage: brig %s NAME...\n", cmd);
                 return BRIG_EXIT_SETUP;
@@ -325,4 +327,21 @@ int cmd_reset(int argc, char **argv)
         }
         brig_error *err = NULL;
         return brig_sandbox_reset(argv[1], &err) < 0 ? cli_fail(err) : 0;
+}
+
+/* snapshot NAME TAG, restore NAME TAG, fork NAME TAG NEW */
+int cmd_snapshot(int argc, char **argv)
+{
+        const char *cmd = argv[0];
+        bool fork_cmd = strcmp(cmd, "fork") == 0;
+        int want = fork_cmd ? 4 : 3;
+        if (argc != want || argv[1][0] == '-' || argv[2][0] == '-' || (fork_cmd && argv[3][0] == '-')) {
+                fprintf(stderr, "usage: brig %s NAME TAG%s\n", cmd, fork_cmd ? " NEW_NAME" : "");
+                return BRIG_EXIT_SETUP;
+        }
+        brig_error *err = NULL;
+        int r = strcmp(cmd, "snapshot") == 0 ? brig_sandbox_snapshot(argv[1], argv[2], &err)
+                : strcmp(cmd, "restore") == 0 ? brig_sandbox_restore(argv[1], argv[2], &err)
+                                              : brig_sandbox_fork(argv[1], argv[2], argv[3], &err);
+        return r < 0 ? cli_fail(err) : 0;
 }

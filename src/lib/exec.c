@@ -177,7 +177,7 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
         }
 }
 
-int exec_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res, brig_error **err)
 {
         struct exec_loop l = { .fd = fd, .sfd = -1, .name = name };
         uint64_t start = now_ms();
@@ -202,7 +202,9 @@ int exec_over(int fd, const char *name, const brig_exec_opts *o, brig_result *re
                 r = brig_err(err, errno, "signalfd");
                 goto out;
         }
-        static const int stdio[] = { 0, 1, 2 };
+        static const int std_fds[] = { 0, 1, 2 };
+        if (!stdio)
+                stdio = std_fds;
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
         r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, stdio, l.term ? 0 : 3);
         if (r < 0) {

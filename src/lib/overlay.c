@@ -908,3 +908,150 @@ int brig_sandbox_reset(const char *name, brig_error **err)
         layer_close(&l);
         return r;
 }
+
+/* ---- copies of a layer (snapshots) ------------------------------------------ */
+
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+
+static int copy_xattrs(int src, int dst)
+{
+        char names[4096];
+        ssize_t n = flistxattr(src, names, sizeof names);
+        for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(names + off) + 1) {
+                const char *name = names + off;
+                if (strncmp(name, "user.", 5) != 0)
+                        continue;  /* overlay's marks live in user.overlay.* here */
+                char value[4096];
+                ssize_t v = fgetxattr(src, name, value, sizeof value);
+                if (v >= 0 && fsetxattr(dst, name, value, (size_t)v, 0) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+static void copy_owner(int parent, const char *name, const struct stat *st)
+{
+        if (geteuid() == 0)
+                (void)!fchownat(parent, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW);
+}
+
+static int copy_file(int sdir, int ddir, const char *name, const struct stat *st)
+{
+        _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        _cleanup_close_ int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (out < 0)
+                return -errno;
+        /* A reflink shares the blocks until either side writes: cheap and
+         * safe (a hard link would let the sandbox change the snapshot). */
+        if (ioctl(out, FICLONE, in) < 0) {
+                off_t left = st->st_size;
+                while (left > 0) {
+                        ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
+                        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS)) {
+                                char buf[65536];
+                                n = read(in, buf, sizeof buf);
+                                if (n > 0 && write(out, buf, (size_t)n) != n)
+                                        return errno ? -errno : -EIO;
+                        }
+                        if (n < 0)
+                                return -errno;
+                        if (n == 0)
+                                break;
+                        left -= n;
+                }
+        }
+        int r = copy_xattrs(in, out);
+        if (r == 0 && (fchmod(out, st->st_mode & 07777) < 0 || fsync(out) < 0))
+                r = -errno;
+        if (r == 0)
+                copy_owner(ddir, name, st);
+        return r;
+}
+
+static int copy_dir(int sdir, int ddir, int depth);
+
+static int copy_entry(int sdir, int ddir, const char *name, int depth)
+{
+        struct stat st;
+        if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (S_ISREG(st.st_mode))
+                return copy_file(sdir, ddir, name, &st);
+        if (S_ISLNK(st.st_mode)) {
+                char target[4096];
+                ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = '\0';
+                if (symlinkat(target, ddir, name) < 0)
+                        return -errno;
+                copy_owner(ddir, name, &st);
+                return 0;
+        }
+        if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+                /* whiteouts (0/0) need no privilege; other devices are not
+                 * possible in a layer made inside the sandbox (nodev) */
+                if (S_ISCHR(st.st_mode) && st.st_rdev != makedev(0, 0))
+                        return 0;
+                if (mknodat(ddir, name, st.st_mode & (S_IFMT | 07777), S_ISCHR(st.st_mode) ? makedev(0, 0) : 0) < 0)
+                        return -errno;
+                copy_owner(ddir, name, &st);
+                return 0;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return 0;  /* sockets: nothing to keep */
+        if (mkdirat(ddir, name, 0700) < 0)
+                return -errno;
+        _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (s < 0 || d < 0)
+                return -errno;
+        int r = copy_dir(s, d, depth + 1);
+        if (r == 0)
+                r = copy_xattrs(s, d);
+        if (r == 0 && fchmod(d, st.st_mode & 07777) < 0)
+                r = -errno;
+        if (r == 0)
+                copy_owner(ddir, name, &st);
+        return r;
+}
+
+static int copy_dir(int sdir, int ddir, int depth)
+{
+        if (depth > 256)
+                return -ELOOP;
+        DIR *d = fdopendir(fcntl(sdir, F_DUPFD_CLOEXEC, 3));
+        if (!d)
+                return -errno;
+        int r = 0;
+        struct dirent *e;
+        while (r == 0 && (e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                        r = copy_entry(sdir, ddir, e->d_name, depth);
+        closedir(d);
+        return r;
+}
+
+int overlay_copy_tree(const char *src, const char *dst, brig_error **err)
+{
+        _cleanup_close_ int s = open_dir_nofollow(src);
+        if (s < 0)
+                return brig_err(err, errno, "copy '%s'", src);
+        struct stat st;
+        if (fstat(s, &st) < 0 || mkdir(dst, 0700) < 0)
+                return brig_err(err, errno, "copy to '%s'", dst);
+        _cleanup_close_ int d = open_dir_nofollow(dst);
+        if (d < 0)
+                return brig_err(err, errno, "copy to '%s'", dst);
+        int r = copy_dir(s, d, 0);
+        if (r == 0)
+                r = copy_xattrs(s, d);
+        if (r == 0 && fchmod(d, st.st_mode & 07777) < 0)
+                r = -errno;
+        if (r == 0 && geteuid() == 0 && fchown(d, st.st_uid, st.st_gid) < 0)
+                r = -errno;
+        return r < 0 ? brig_err(err, -r, "copy '%s' to '%s'", src, dst) : 0;
+}

@@ -82,6 +82,8 @@ static _Noreturn void supervisor_main(const char *dir, const char *name, const b
         exit(r < 0 ? BRIG_EXIT_SETUP : 0);
 }
 
+static void remove_dead_cgroups(json_t *st);
+
 static int refuse_for_create(const brig_policy *p, brig_error **err)
 {
         if (p->n_pass_fds)
@@ -107,51 +109,20 @@ static int explain_taken(const char *dir, const char *name, brig_error **err)
         return r;
 }
 
-int brig_sandbox_create(const char *name, const brig_policy *p, const brig_create_opts *o, brig_error **err)
+/* Start the supervisor on an existing state directory and wait until the
+ * sandbox is ready (or failed; then the supervisor has ended). The caller
+ * holds the state lock. */
+int sandbox_launch(const char *dir, const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
+                  int lock, brig_error **err)
 {
-        struct sandbox_create_opts opts = { .overlay = o && o->workspace_mode == BRIG_WORKSPACE_OVERLAY };
-        _cleanup_free_ char *dir = NULL, *root = NULL;
-        int r = refuse_for_create(p, err);
-        if (r < 0)
-                return r;
-        r = state_dir(name, true, &dir, err);
-        if (r < 0)
-                return r;
-        r = state_root(false, &root, err);
-        if (r < 0)
-                return r;
-        /* One create or rm at a time: the name check and the mkdir below,
-         * and the supervisor's start, happen under the lock. */
-        _cleanup_close_ int lock = state_lock(root, err);
-        if (lock < 0)
-                return lock;
-        if (mkdir(dir, 0700) < 0)
-                return errno == EEXIST ? explain_taken(dir, name, err)
-                                       : brig_err(err, errno, "create the state directory '%s'", dir);
-        _cleanup_free_ char *policy = brig_policy_to_json(p, NULL);
-        if (policy) {
-                _cleanup_free_ char *path = brig_strdup_printf("%s/policy.json", dir);
-                _cleanup_close_ int fd = path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
-                                              : -1;
-                if (fd >= 0)
-                        (void)!write(fd, policy, strlen(policy));
-        }
-        if (opts.overlay) {
-                r = overlay_prepare(p, dir, err);
-                if (r < 0)
-                        goto fail;
-        }
         int pipefd[2];
-        if (pipe2(pipefd, O_CLOEXEC) < 0) {
-                r = brig_err(err, errno, "pipe");
-                goto fail;
-        }
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return brig_err(err, errno, "pipe");
         pid_t pid = fork();
         if (pid < 0) {
-                r = brig_err(err, errno, "fork the supervisor");
                 close(pipefd[0]);
                 close(pipefd[1]);
-                goto fail;
+                return brig_err(err, errno, "fork the supervisor");
         }
         if (pid == 0) {
                 /* Our copy of the lock would keep it held for the
@@ -165,27 +136,133 @@ int brig_sandbox_create(const char *name, const brig_policy *p, const brig_creat
                 pid_t daemon = fork();
                 if (daemon != 0)
                         _exit(daemon < 0 ? BRIG_EXIT_SETUP : 0);
-                supervisor_main(dir, name, p, &opts, pipefd[1]);
+                supervisor_main(dir, name, p, opts, pipefd[1]);
         }
         close(pipefd[1]);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
-        r = control_wait_ready(pipefd[0], err);
+        int r = control_wait_ready(pipefd[0], err);
         if (r < 0) {
                 /* Wait for the supervisor to finish its cleanup (its end of
-                 * the pipe closes when it exits), then remove the state. */
+                 * the pipe closes when it exits). */
                 struct pollfd pf = { .fd = pipefd[0], .events = POLLIN };
                 char c;
                 while (poll(&pf, 1, 10000) > 0 && read(pipefd[0], &c, 1) > 0)
                         ;
         }
         close(pipefd[0]);
+        return r;
+}
+
+/* The state directory of a new sandbox, under the lock; *lock holds it. */
+int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL, *root = NULL;
+        int r = state_dir(name, true, &dir, err);
+        if (r == 0)
+                r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        /* One create or rm at a time: the name check and the mkdir below,
+         * and the supervisor's start, happen under the lock. */
+        _cleanup_close_ int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        if (mkdir(dir, 0700) < 0)
+                return errno == EEXIST ? explain_taken(dir, name, err)
+                                       : brig_err(err, errno, "create the state directory '%s'", dir);
+        *dir_out = TAKE_PTR(dir);
+        *lock_out = TAKE_FD(lock);
+        return 0;
+}
+
+static void save_policy(const brig_policy *p, const char *dir)
+{
+        _cleanup_free_ char *policy = brig_policy_to_json(p, NULL);
+        _cleanup_free_ char *path = brig_strdup_printf("%s/policy.json", dir);
+        if (!policy || !path)
+                return;
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+                (void)!write(fd, policy, strlen(policy));
+}
+
+int brig_sandbox_create(const char *name, const brig_policy *p, const brig_create_opts *o, brig_error **err)
+{
+        struct sandbox_create_opts opts = { .overlay = o && o->workspace_mode == BRIG_WORKSPACE_OVERLAY };
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r = refuse_for_create(p, err);
+        if (r == 0)
+                r = sandbox_new_dir(name, &dir, &lock, err);
+        if (r < 0)
+                return r;
+        save_policy(p, dir);
+        if (opts.overlay)
+                r = overlay_prepare(p, dir, err);
+        if (r == 0)
+                r = sandbox_launch(dir, name, p, &opts, lock, err);
         if (r == 0)
                 return 0;
-fail:
         if (err && *err)
                 brig_err_prefix(err, "create '%s'", name);
         state_remove_tree(dir, NULL);
+        return r;
+}
+
+/* The policy a sandbox was created with, for start and fork. */
+int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret, struct sandbox_create_opts *opts,
+                        brig_error **err)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s/policy.json", dir);
+        brig_policy *p = brig_policy_new();
+        const char *ws = json_string_value(json_object_get(st, "workspace"));
+        const char *mode = json_string_value(json_object_get(st, "workspace_mode"));
+        int r = p && path ? brig_policy_load_file(p, path, err) : brig_err(err, ENOMEM, "policy");
+        if (r == 0 && !ws)
+                r = state_fail(err, EBADMSG, "the state in '%s' names no workspace", dir);
+        if (r == 0)
+                r = brig_policy_set_workspace(p, ws, err);
+        if (r < 0) {
+                brig_policy_free(p);
+                return r;
+        }
+        opts->overlay = mode && strcmp(mode, "overlay") == 0;
+        *ret = p;
+        return 0;
+}
+
+int brig_sandbox_start(const char *name, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL, *root = NULL;
+        int r = state_dir(name, false, &dir, err);
+        if (r == 0)
+                r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        struct stat sb;
+        if (lstat(dir, &sb) < 0)
+                return state_fail(err, ENOENT, "no sandbox named '%s'", name);
+        json_t *st = state_read(dir, err);
+        if (!st)
+                return -EBADMSG;
+        if (state_supervisor_alive(st)) {
+                json_decref(st);
+                return state_fail(err, EBUSY, "sandbox '%s' is already running", name);
+        }
+        remove_dead_cgroups(st);  /* a dead one's, if any */
+        brig_policy *p = NULL;
+        struct sandbox_create_opts opts = { 0 };
+        r = sandbox_load_policy(dir, st, &p, &opts, err);
+        json_decref(st);
+        if (r == 0)
+                r = sandbox_launch(dir, name, p, &opts, lock, err);
+        if (r < 0 && err && *err)
+                brig_err_prefix(err, "start '%s'", name);
+        brig_policy_free(p);
         return r;
 }
 
@@ -424,8 +501,21 @@ int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *re
         _cleanup_close_ int fd = connect_to(name, NULL, err);
         if (fd < 0)
                 return fd;
-        r = exec_over(fd, name, o, res, err);
+        r = exec_over(fd, name, o, NULL, res, err);
         if (r < 0 && err && *err)
                 res->exit_code = (*err)->exit_code;
+        return r;
+}
+
+int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code, brig_error **err)
+{
+        brig_exec_opts o = { .argv = argv, .tty = BRIG_TTY_NEVER };
+        brig_result res;
+        memset(&res, 0, sizeof res);
+        _cleanup_close_ int fd = connect_to(name, NULL, err);
+        if (fd < 0)
+                return fd;
+        int r = exec_over(fd, name, &o, stdio, &res, err);
+        *exit_code = res.exit_code;
         return r;
 }

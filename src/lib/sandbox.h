@@ -4,6 +4,8 @@
 
 #include "internal.h"
 
+#include <jansson.h>
+
 struct sandbox_create_opts {
         bool overlay;   /* --workspace-mode overlay */
 };
@@ -20,13 +22,28 @@ BRIG_INTERNAL void control_free(struct control *c);
 /* `brig create`'s side: wait for the supervisor's word (ready or error). */
 BRIG_INTERNAL int control_wait_ready(int fd, brig_error **err);
 
+/* sandbox.c: shared with snapshot.c */
+BRIG_INTERNAL int sandbox_launch(const char *dir, const char *name, const brig_policy *p,
+                                 const struct sandbox_create_opts *opts, int lock, brig_error **err);
+/* Run argv inside with these stdio descriptors; *exit_code gets its status. */
+BRIG_INTERNAL int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code,
+                                 brig_error **err);
+BRIG_INTERNAL int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err);
+BRIG_INTERNAL int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret,
+                                      struct sandbox_create_opts *opts, brig_error **err);
+
 /* exec.c: the client of one exec over a connected control socket. */
 BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
-BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err);
+/* stdio: the command's stdin, stdout, stderr (NULL: ours). */
+BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
+                            brig_error **err);
 
 /* overlay.c: --workspace-mode overlay */
 /* At create, on the host: the layer's directories and the record of the
  * workspace's files that commit checks for conflicts. */
 BRIG_INTERNAL int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err);
+/* A copy of a layer (or any tree) that keeps modes, owners (as root),
+ * whiteouts and user.* xattrs; reflinks where the filesystem can. */
+BRIG_INTERNAL int overlay_copy_tree(const char *src, const char *dst, brig_error **err);
 
 #endif
