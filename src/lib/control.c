@@ -197,7 +197,11 @@ static void tell_creator(struct control *c, const brig_error *err)
                 snprintf(m.text, sizeof m.text, "%s", err->msg ? err->msg : "unknown error");
         }
         (void)!write(c->ready_fd, &m, sizeof m);
-        closep(&c->ready_fd);
+        /* On failure the pipe stays open until we exit: brig create waits
+         * for that end of file before it removes the state directory, so
+         * our last state write cannot race its removal. */
+        if (!err)
+                closep(&c->ready_fd);
 }
 
 int control_wait_ready(int fd, brig_error **err)
