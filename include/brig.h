@@ -265,6 +265,15 @@ BRIG_PUBLIC int brig_sandbox_snapshot(const char *name, const char *tag, brig_er
 BRIG_PUBLIC int brig_sandbox_restore(const char *name, const char *tag, brig_error **err);
 /* Start NEW_NAME with NAME's policy and the state saved as TAG. */
 BRIG_PUBLIC int brig_sandbox_fork(const char *name, const char *tag, const char *new_name, brig_error **err);
+/* Warm pool: keep `size` sandboxes ready for this policy and workspace
+ * (a detached daemon); returns once they are all ready. */
+BRIG_PUBLIC int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err);
+BRIG_PUBLIC int brig_pool_stop(const brig_policy *p, brig_error **err);
+/* brig_run through a ready pooled sandbox of the same policy and workspace
+ * (used once, then replaced); a plain brig_run when there is none.
+ * *pooled says which. */
+BRIG_PUBLIC int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *result, bool *pooled,
+                                brig_error **err);
 /* The caller's sandboxes as a JSON array (free()): name, status
  * (creating, running, paused, stopping, stopped, dead), supervisor pid,
  * created, workspace, workspace_mode, net. */

@@ -17,6 +17,7 @@ int cmd_commit(int argc, char **argv);
 int cmd_reset(int argc, char **argv);
 /* snapshot, restore, fork (argv[0] names which) */
 int cmd_snapshot(int argc, char **argv);
+int cmd_pool(int argc, char **argv);
 int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
 /* Print "brig: MESSAGE" and return the exit code the error carries. */

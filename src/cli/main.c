@@ -18,6 +18,7 @@ static const char usage[] =
         "  commit NAME / reset NAME        apply those changes to the workspace / discard them\n"
         "  snapshot|restore NAME TAG       save the writable state as TAG / go back to it\n"
         "  fork NAME TAG NEW_NAME          start a second sandbox from a snapshot\n"
+        "  pool --size N|--stop [options]  keep sandboxes ready for brig run --pooled\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
@@ -56,6 +57,8 @@ int main(int argc, char **argv)
                 return cmd_commit(argc - 1, argv + 1);
         if (strcmp(cmd, "reset") == 0)
                 return cmd_reset(argc - 1, argv + 1);
+        if (strcmp(cmd, "pool") == 0)
+                return cmd_pool(argc - 1, argv + 1);
         if (strcmp(cmd, "snapshot") == 0 || strcmp(cmd, "restore") == 0 || strcmp(cmd, "fork") == 0)
                 return cmd_snapshot(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)

@@ -63,7 +63,9 @@ static const char run_usage[] =
         "  --allow-degraded CONTROL run even if the host lacks landlock or seccomp (the report says so)\n"
         "Reporting:\n"
         "  --json-report FILE       write a JSON report of the run\n"
-        "  --audit FILE             write every refused (or logged) syscall as JSON lines\n";
+        "  --audit FILE             write every refused (or logged) syscall as JSON lines\n"
+        "Warm pool:\n"
+        "  --pooled                 run in a ready sandbox of brig pool (same options and workspace), if any\n";
 
 enum {
         OPT_WORKSPACE = 256, OPT_RO_BIND, OPT_BIND, OPT_TMPFS, OPT_TMP_SIZE, OPT_HOME_SIZE, OPT_SYS,
@@ -461,9 +463,31 @@ int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest)
         return 0;
 }
 
+/* --pooled (docs/persistent.md) is not a policy option: take it out
+ * before the policy options are read. */
+static bool take_pooled(int *argc, char **argv)
+{
+        bool pooled = false;
+        int out = 1;
+        bool in_options = true;
+        for (int i = 1; i < *argc; i++) {
+                if (in_options && strcmp(argv[i], "--") == 0)
+                        in_options = false;
+                if (in_options && strcmp(argv[i], "--pooled") == 0) {
+                        pooled = true;
+                        continue;
+                }
+                argv[out++] = argv[i];
+        }
+        *argc = out;
+        argv[out] = NULL;
+        return pooled;
+}
+
 int cmd_run(int argc, char **argv)
 {
         brig_policy *p;
+        bool pooled = take_pooled(&argc, argv);
         int first, code = cli_policy_from_args(argc, argv, &p, &first);
         if (code)
                 return code == 1 ? 0 : code;
@@ -474,7 +498,8 @@ int cmd_run(int argc, char **argv)
         }
         brig_result res;
         brig_error *err = NULL;
-        if (brig_run(p, argv + first, &res, &err) < 0) {
+        bool used_pool = false;
+        if ((pooled ? brig_run_pooled(p, argv + first, &res, &used_pool, &err) : brig_run(p, argv + first, &res, &err)) < 0) {
                 code = cli_fail(err);
         } else {
                 code = res.exit_code;

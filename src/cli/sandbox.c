@@ -345,3 +345,59 @@ int cmd_snapshot(int argc, char **argv)
                                               : brig_sandbox_fork(argv[1], argv[2], argv[3], &err);
         return r < 0 ? cli_fail(err) : 0;
 }
+
+/* pool --size N [RUN OPTIONS] | pool --stop [RUN OPTIONS] */
+int cmd_pool(int argc, char **argv)
+{
+        static const char usage[] =
+                "usage: brig pool --size N [RUN OPTIONS]   keep N sandboxes ready for brig run --pooled\n"
+                "       brig pool --stop [RUN OPTIONS]     end that pool (same options: they name it)\n";
+        long size = -1;
+        bool stop = false;
+        char **rest = calloc((size_t)argc + 1, sizeof *rest);
+        if (!rest)
+                return BRIG_EXIT_SETUP;
+        int n = 0;
+        rest[n++] = argv[0];
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
+                        char *end;
+                        size = strtol(argv[++i], &end, 10);
+                        if (*end || size < 1 || size > 64) {
+                                fprintf(stderr, "brig pool: --size '%s': expected 1 to 64\n", argv[i]);
+                                free(rest);
+                                return BRIG_EXIT_SETUP;
+                        }
+                } else if (strcmp(argv[i], "--stop") == 0) {
+                        stop = true;
+                } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                        fputs(usage, stdout);
+                        free(rest);
+                        return 0;
+                } else {
+                        rest[n++] = argv[i];
+                }
+        }
+        if (stop == (size > 0)) {
+                fputs(usage, stderr);
+                free(rest);
+                return BRIG_EXIT_SETUP;
+        }
+        brig_policy *p;
+        int first, code = cli_policy_from_args(n, rest, &p, &first);
+        if (code) {
+                free(rest);
+                return code == 1 ? 0 : code;
+        }
+        if (first < n) {
+                fprintf(stderr, "brig pool: unexpected argument '%s'\n", rest[first]);
+                brig_policy_free(p);
+                free(rest);
+                return BRIG_EXIT_SETUP;
+        }
+        free(rest);
+        brig_error *err = NULL;
+        int r = stop ? brig_pool_stop(p, &err) : brig_pool_start(p, (unsigned)size, &err);
+        brig_policy_free(p);
+        return r < 0 ? cli_fail(err) : 0;
+}

@@ -457,7 +457,7 @@ char *brig_sandbox_list_json(brig_error **err)
         brig_error_free(&e);  /* no state directory: no sandboxes */
         struct dirent *de;
         while (d && (de = readdir(d))) {
-                if (!state_name_valid(de->d_name))
+                if (!state_name_valid(de->d_name) || strcmp(de->d_name, "pools") == 0)
                         continue;
                 _cleanup_free_ char *dir = brig_strdup_printf("%s/%s", root, de->d_name);
                 json_t *st = dir ? state_read(dir, &e) : NULL;

@@ -28,7 +28,7 @@ int state_fail(brig_error **err, int errnum, const char *fmt, ...)
 bool state_name_valid(const char *name)
 {
         size_t n = name ? strlen(name) : 0;
-        if (n == 0 || n > 64)
+        if (n == 0 || n > 64 || strcmp(name, "pools") == 0)  /* the warm pools' directory (pool.c) */
                 return false;
         for (size_t i = 0; i < n; i++) {
                 char c = name[i];

@@ -1,0 +1,383 @@
+/* pool.c — a warm pool: ready persistent sandboxes for one policy and
+ * workspace, so that `brig run --pooled` skips building namespaces, mounts
+ * and the cgroup and only forks its command in one (exec), and a fresh
+ * one takes its place in the background.
+ *
+ * Each pooled sandbox serves exactly one run, then is removed: nothing a
+ * run leaves behind ($HOME, /tmp, processes) reaches the next one. A run
+ * whose policy or workspace differs from the pool's (or that finds no
+ * ready sandbox) runs as a plain brig run.
+ *
+ * State: ROOT/pools/KEY/ (KEY: a hash of the policy as JSON and the
+ * workspace) with the pool daemon's pid and start time in pool.json and
+ * one empty file per member in ready/, claimed/ and done/. A run claims a
+ * member by rename(ready/M, claimed/M): atomic, so two runs never share
+ * one. The daemon removes done/ members and creates new ones. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "sandbox.h"
+#include "state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const char *const subdirs[] = { "ready", "claimed", "done" };
+
+/* FNV-1a: a name for the pool, not a security boundary (the member's own
+ * state says which policy it runs). */
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+        return h;
+}
+
+static char *pool_key(const brig_policy *p, brig_error **err)
+{
+        _cleanup_free_ char *json = brig_policy_to_json(p, err);
+        _cleanup_free_ char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
+        _cleanup_free_ char *norm = ws ? path_normalize(ws) : NULL;
+        if (!json || !norm) {
+                brig_err(err, errno ? errno : ENOMEM, "pool key");
+                return NULL;
+        }
+        uint64_t h = fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL));
+        return brig_strdup_printf("%016llx", (unsigned long long)h);
+}
+
+struct pool {
+        char *key, *dir, *ws;
+};
+
+static void pool_free(struct pool *pl)
+{
+        free(pl->key);
+        free(pl->dir);
+        free(pl->ws);
+}
+
+static int pool_open(const brig_policy *p, bool create, struct pool *pl, brig_error **err)
+{
+        memset(pl, 0, sizeof *pl);
+        _cleanup_free_ char *root = NULL;
+        int r = state_root(create, &root, err);
+        if (r < 0)
+                return r;
+        pl->key = pool_key(p, err);
+        if (!pl->key)
+                return -ENOMEM;
+        _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
+        pl->dir = brig_strdup_printf("%s/pools/%s", root, pl->key);
+        if (!pools || !pl->dir)
+                return brig_err(err, ENOMEM, "pool");
+        if (!create)
+                return 0;
+        if ((mkdir(pools, 0700) < 0 && errno != EEXIST) || (mkdir(pl->dir, 0700) < 0 && errno != EEXIST))
+                return brig_err(err, errno, "create the pool directory '%s'", pl->dir);
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+                _cleanup_free_ char *d = brig_strdup_printf("%s/%s", pl->dir, subdirs[i]);
+                if (!d || (mkdir(d, 0700) < 0 && errno != EEXIST))
+                        return brig_err(err, d ? errno : ENOMEM, "create '%s/%s'", pl->dir, subdirs[i]);
+        }
+        return 0;
+}
+
+static char *member_path(const struct pool *pl, const char *sub, const char *name)
+{
+        return brig_strdup_printf("%s/%s/%s", pl->dir, sub, name);
+}
+
+static int touch(const char *path)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        return 0;
+}
+
+static size_t count_in(const struct pool *pl, const char *sub)
+{
+        _cleanup_free_ char *d = brig_strdup_printf("%s/%s", pl->dir, sub);
+        DIR *dir = d ? opendir(d) : NULL;
+        size_t n = 0;
+        struct dirent *e;
+        while (dir && (e = readdir(dir)))
+                n += state_name_valid(e->d_name);
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+/* Remove every member listed in `sub` (done/, or all of them at the end). */
+static void remove_members(const struct pool *pl, const char *sub)
+{
+        _cleanup_free_ char *d = brig_strdup_printf("%s/%s", pl->dir, sub);
+        DIR *dir = d ? opendir(d) : NULL;
+        struct dirent *e;
+        while (dir && (e = readdir(dir))) {
+                if (!state_name_valid(e->d_name))
+                        continue;
+                brig_error *err = NULL;
+                if (brig_sandbox_remove(e->d_name, &err) < 0 && err && err->errnum != ENOENT)
+                        fprintf(stderr, "brig pool: %s\n", err->msg);
+                brig_error_free(&err);
+                _cleanup_free_ char *m = member_path(pl, sub, e->d_name);
+                if (m)
+                        unlink(m);
+        }
+        if (dir)
+                closedir(dir);
+}
+
+static bool stop_requested(int sfd, int timeout_ms)
+{
+        struct pollfd pf = { .fd = sfd, .events = POLLIN };
+        if (poll(&pf, 1, timeout_ms) <= 0)
+                return false;
+        struct signalfd_siginfo si;
+        return read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
+}
+
+static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
+{
+        signal(SIGPIPE, SIG_IGN);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+        unsigned long counter = 0;
+        bool told = false;
+        while (sfd >= 0) {
+                remove_members(pl, "done");
+                /* Members whose supervisor died cannot serve: replace them. */
+                _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
+                DIR *dir = rd ? opendir(rd) : NULL;
+                struct dirent *e;
+                while (dir && (e = readdir(dir))) {
+                        if (!state_name_valid(e->d_name))
+                                continue;
+                        _cleanup_free_ char *sd = NULL;
+                        brig_error *err = NULL;
+                        json_t *st = state_dir(e->d_name, false, &sd, &err) == 0 ? state_read(sd, &err) : NULL;
+                        brig_error_free(&err);
+                        if (!st || !state_supervisor_alive(st)) {
+                                _cleanup_free_ char *from = member_path(pl, "ready", e->d_name);
+                                _cleanup_free_ char *to = member_path(pl, "done", e->d_name);
+                                if (from && to)
+                                        (void)rename(from, to);
+                        }
+                        json_decref(st);
+                }
+                if (dir)
+                        closedir(dir);
+                bool failed = false;
+                while (count_in(pl, "ready") < size && !failed) {
+                        char name[64];
+                        snprintf(name, sizeof name, "pool-%.8s-%d-%lu", pl->key, getpid(), ++counter);
+                        brig_error *err = NULL;
+                        if (brig_sandbox_create(name, p, NULL, &err) < 0) {
+                                fprintf(stderr, "brig pool: %s\n", err && err->msg ? err->msg : "create failed");
+                                if (!told && ready_fd >= 0) {
+                                        /* the first one failed: say why, and end */
+                                        (void)!write(ready_fd, err && err->msg ? err->msg : "create failed",
+                                                     strlen(err && err->msg ? err->msg : "create failed"));
+                                        brig_error_free(&err);
+                                        goto out;
+                                }
+                                failed = true;
+                        } else {
+                                _cleanup_free_ char *m = member_path(pl, "ready", name);
+                                if (!m || touch(m) < 0) {
+                                        brig_error *rerr = NULL;
+                                        (void)brig_sandbox_remove(name, &rerr);
+                                        brig_error_free(&rerr);
+                                        failed = true;
+                                }
+                        }
+                        brig_error_free(&err);
+                }
+                if (!told && ready_fd >= 0) {
+                        (void)!write(ready_fd, "", 1);  /* all ready */
+                        closep(&ready_fd);
+                        told = true;
+                }
+                if (stop_requested(sfd, failed ? 1000 : 50))
+                        break;
+        }
+out:
+        remove_members(pl, "ready");
+        remove_members(pl, "done");
+        if (count_in(pl, "claimed") == 0) {
+                state_remove_tree(pl->dir, NULL);
+                _cleanup_free_ char *pools = strdup(pl->dir);
+                if (pools && strrchr(pools, '/')) {
+                        *strrchr(pools, '/') = '\0';
+                        (void)rmdir(pools);  /* only when no other pool is there */
+                }
+        }
+        pool_free(pl);
+        exit(0);
+}
+
+static json_t *pool_state(const struct pool *pl)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
+        return path ? json_load_file(path, 0, NULL) : NULL;
+}
+
+static bool pool_alive(const struct pool *pl)
+{
+        json_t *st = pool_state(pl);
+        bool alive = st && state_supervisor_alive(st);
+        json_decref(st);
+        return alive;
+}
+
+int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
+{
+        struct pool pl;
+        int r = pool_open(p, true, &pl, err);
+        if (r == 0 && (p->n_pass_fds || p->audit_path || p->report_path))
+                r = brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit or --json-report");
+        if (r == 0 && pool_alive(&pl))
+                r = state_fail(err, EEXIST, "a pool for this policy and workspace already runs (brig pool --stop)");
+        if (r == 0 && size == 0)
+                r = brig_err(err, EINVAL, "pool size 0");
+        int pipefd[2] = { -1, -1 };
+        if (r == 0 && pipe2(pipefd, O_CLOEXEC) < 0)
+                r = brig_err(err, errno, "pipe");
+        if (r < 0) {
+                pool_free(&pl);
+                return r;
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+                close(pipefd[0]);
+                if (setsid() < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                pid_t d = fork();
+                if (d != 0)
+                        _exit(d < 0 ? BRIG_EXIT_SETUP : 0);
+                _cleanup_free_ char *log = brig_strdup_printf("%s/log", pl.dir);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                int logfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+                if (null < 0 || logfd < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                dup2(null, 0);
+                dup2(logfd, 1);
+                dup2(logfd, 2);
+                if (pipefd[1] > 3)
+                        syscall(SYS_close_range, 3, pipefd[1] - 1, 0);
+                syscall(SYS_close_range, pipefd[1] + 1, ~0U, 0);
+                json_t *st = json_pack("{s:I, s:I, s:I}", "supervisor_pid", (json_int_t)getpid(), "supervisor_start",
+                                       (json_int_t)state_process_start(getpid()), "size", (json_int_t)size);
+                _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl.dir);
+                if (!st || !path || json_dump_file(st, path, 0) < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                json_decref(st);
+                pool_daemon(&pl, p, size, pipefd[1]);
+        }
+        close(pipefd[1]);
+        if (pid > 0)
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        /* Wait until the pool is full (one NUL byte) or the reason it is not. */
+        char msg[1024] = "";
+        ssize_t n = pid > 0 ? read(pipefd[0], msg, sizeof msg - 1) : -1;
+        close(pipefd[0]);
+        if (pid < 0)
+                r = brig_err(err, errno, "fork the pool daemon");
+        else if (n <= 0)
+                r = brig_err(err, EPROTO, "the pool daemon ended (see %s/log)", pl.dir);
+        else if (msg[0]) {
+                msg[n] = '\0';
+                r = state_fail(err, EIO, "pool: %s", msg);
+        }
+        pool_free(&pl);
+        return r;
+}
+
+int brig_pool_stop(const brig_policy *p, brig_error **err)
+{
+        struct pool pl;
+        int r = pool_open(p, false, &pl, err);
+        json_t *st = r == 0 ? pool_state(&pl) : NULL;
+        if (r == 0 && (!st || !state_supervisor_alive(st)))
+                r = state_fail(err, ESRCH, "no pool runs for this policy and workspace");
+        if (r == 0) {
+                pid_t pid = (pid_t)json_integer_value(json_object_get(st, "supervisor_pid"));
+                int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+                if (pidfd >= 0 && state_supervisor_alive(st)) {
+                        (void)sys_pidfd_send_signal(pidfd, SIGTERM);
+                        struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+                        if (poll(&pf, 1, 60000) <= 0)
+                                r = state_fail(err, ETIMEDOUT, "the pool daemon did not end");
+                }
+                if (pidfd >= 0)
+                        close(pidfd);
+        }
+        json_decref(st);
+        pool_free(&pl);
+        return r;
+}
+
+int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, brig_error **err)
+{
+        struct pool pl;
+        *pooled = false;
+        brig_error *perr = NULL;
+        int r = pool_open(p, false, &pl, &perr);
+        brig_error_free(&perr);
+        char name[256] = "";
+        if (r == 0) {
+                /* Claim the first ready member: the rename succeeds for one run only. */
+                _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl.dir);
+                DIR *dir = rd ? opendir(rd) : NULL;
+                struct dirent *e;
+                while (dir && !name[0] && (e = readdir(dir))) {
+                        if (!state_name_valid(e->d_name))
+                                continue;
+                        _cleanup_free_ char *from = member_path(&pl, "ready", e->d_name);
+                        _cleanup_free_ char *to = member_path(&pl, "claimed", e->d_name);
+                        if (from && to && rename(from, to) == 0)
+                                snprintf(name, sizeof name, "%s", e->d_name);
+                }
+                if (dir)
+                        closedir(dir);
+        }
+        if (!name[0]) {
+                pool_free(&pl);
+                return brig_run(p, argv, res, err);  /* no pool, or none ready */
+        }
+        *pooled = true;
+        brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd };
+        r = brig_sandbox_exec(name, &o, res, err);
+        /* Used once: hand it to the daemon to remove, or remove it here
+         * when the daemon is gone. */
+        _cleanup_free_ char *from = member_path(&pl, "claimed", name);
+        _cleanup_free_ char *to = member_path(&pl, "done", name);
+        bool handed = from && to && pool_alive(&pl) && rename(from, to) == 0;
+        if (!handed) {
+                brig_error *rerr = NULL;
+                (void)brig_sandbox_remove(name, &rerr);
+                brig_error_free(&rerr);
+                if (from)
+                        unlink(from);
+        }
+        pool_free(&pl);
+        return r;
+}
