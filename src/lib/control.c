@@ -304,6 +304,16 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
         exec_request_free(&req);
         if (!tty && nfds != 3)
                 return reply_error(k->fd, EBADMSG, "exec request without stdin, stdout and stderr");
+        /* A directory (or O_PATH) descriptor as stdio would hand the
+         * command a handle on a host directory to openat() from, the
+         * CVE-2024-21626 pattern: stdio must be something to read or write. */
+        for (int i = 0; !tty && i < nfds; i++) {
+                struct stat st;
+                int fl = fcntl(fds[i], F_GETFL);
+                if (fstat(fds[i], &st) < 0 || S_ISDIR(st.st_mode) || fl < 0 || (fl & O_PATH))
+                        return reply_error(k->fd, EBADF, "exec: %s is a directory or a path-only descriptor",
+                                           i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr");
+        }
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return reply_error(k->fd, errno, "socketpair: %s", strerror(errno));

@@ -419,3 +419,17 @@ def test_exec_with_tty(brig, sandboxes):
     finally:
         status = t.close()
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3, status
+
+
+def test_exec_refuses_a_directory_as_stdio(brig, sandboxes, scratch):
+    """stdin opened on a host directory must not reach the command: it could
+    openat() its way out from there (CVE-2024-21626 pattern)."""
+    name, _ = sandboxes.create()
+    secret = scratch / "outside-secret"
+    secret.write_text("host secret\n")
+    secret.chmod(0o644)
+    cmd = f"exec 0<{scratch}; exec {brig.exe} exec {name} -- cat /proc/self/fd/0/outside-secret"
+    r = subprocess.run(brig.prefix() + ["bash", "-c", cmd], env=brig.env(sandboxes.env()), capture_output=True,
+                       text=True, timeout=60, cwd=str(brig.workspace))
+    assert r.returncode == 125 and "directory" in r.stderr, r
+    assert "host secret" not in r.stdout
