@@ -1,0 +1,115 @@
+/* test_persist.c — unit tests for the pure parts of persistent sandboxes:
+ * sandbox names (they become directory names under the state root) and
+ * the exec request parser (pid 1 and the supervisor parse what a client
+ * sends). */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "state.h"
+
+static void test_names(void **state)
+{
+        (void)state;
+        static const char *const good[] = { "a", "A9", "web-1", "x.y_z", "0", NULL };
+        static const char *const bad[] = { "", ".", "..", ".x", "-x", "_x", "a/b", "a b", "a\nb", "pools", "é", NULL };
+        for (size_t i = 0; good[i]; i++)
+                if (!state_name_valid(good[i]))
+                        fail_msg("'%s' should be a valid name", good[i]);
+        for (size_t i = 0; bad[i]; i++)
+                if (state_name_valid(bad[i]))
+                        fail_msg("'%s' should be refused", bad[i]);
+        char longest[65], too_long[66];
+        memset(longest, 'a', 64);
+        longest[64] = '\0';
+        memset(too_long, 'a', 65);
+        too_long[65] = '\0';
+        assert_true(state_name_valid(longest));
+        assert_false(state_name_valid(too_long));
+        assert_false(state_name_valid(NULL));
+}
+
+/* hdr + cwd\0 + argv + env, as exec.c builds it */
+static size_t build(char *buf, const char *cwd, const char *const *argv, const char *const *env)
+{
+        struct ctl_hdr *h = (struct ctl_hdr *)buf;
+        memset(h, 0, sizeof *h);
+        h->magic = CTL_MAGIC;
+        h->type = CTL_EXEC;
+        char *p = buf + sizeof *h;
+        p = stpcpy(p, cwd) + 1;
+        for (; argv && *argv; argv++, h->argc++)
+                p = stpcpy(p, *argv) + 1;
+        for (; env && *env; env++, h->envc++)
+                p = stpcpy(p, *env) + 1;
+        return (size_t)(p - buf);
+}
+
+static void test_exec_request(void **state)
+{
+        (void)state;
+        static char buf[4096];
+        const char *argv[] = { "sh", "-c", "echo hi", NULL };
+        const char *env[] = { "A=1", "B=", NULL };
+        struct exec_request req;
+        size_t n = build(buf, "/tmp", argv, env);
+        assert_int_equal(exec_request_parse(buf, n, &req), 0);
+        assert_string_equal(req.cwd, "/tmp");
+        assert_string_equal(req.argv[2], "echo hi");
+        assert_null(req.argv[3]);
+        assert_string_equal(req.env[1], "B=");
+        assert_null(req.env[2]);
+        exec_request_free(&req);
+
+        n = build(buf, "", argv, NULL);
+        assert_int_equal(exec_request_parse(buf, n, &req), 0);
+        assert_null(req.cwd);
+        exec_request_free(&req);
+
+        /* every shorter message is malformed: no string may run past the end */
+        n = build(buf, "/tmp", argv, env);
+        for (size_t cut = 0; cut < n; cut++)
+                assert_int_equal(exec_request_parse(buf, cut, &req), -EBADMSG);
+        /* trailing bytes, a count larger than the strings */
+        assert_int_equal(exec_request_parse(buf, n + 1, &req), -EBADMSG);
+        ((struct ctl_hdr *)buf)->argc = 4;
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        ((struct ctl_hdr *)buf)->argc = 0x7fffffff;
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+
+        const char *rel[] = { "true", NULL };
+        n = build(buf, "relative", rel, NULL);
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        const char *empty[] = { "", NULL };
+        n = build(buf, "", empty, NULL);
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        n = build(buf, "", NULL, NULL);
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        const char *badenv[] = { "NOEQUALS", NULL };
+        n = build(buf, "", rel, badenv);
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        const char *noname[] = { "=x", NULL };
+        n = build(buf, "", rel, noname);
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        n = build(buf, "", rel, NULL);
+        ((struct ctl_hdr *)buf)->type = CTL_STOP;
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_names),
+                cmocka_unit_test(test_exec_request),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
