@@ -12,6 +12,11 @@ must stay unreachable.
   socks HOST PORT           SOCKS5 CONNECT by name or address
   resolve NAME              getaddrinfo
   deny-loop N HOST PORT     N CONNECTs in a row (to a host the proxy refuses)
+  confuse PORT              parser confusion: CONNECT, absolute-URI and SOCKS5
+                            requests that spell evil.test so a careless parser
+                            might judge good.test (userinfo, fragments, case,
+                            trailing dots, brackets, NULs, port overflow,
+                            header injection, a second request on the connection)
   flood N HOST PORT [READY RELEASE]
                             hold N connections to the proxy open (and, given
                             the two paths, create READY and wait for RELEASE
@@ -164,10 +169,70 @@ def deny_loop(n, host, port):
     out("attempts", done)
 
 
+def raw(req, follow=False):
+    """Send REQ to the HTTP proxy; the first status line (and, through an
+    opened tunnel, the first status line of a GET)."""
+    try:
+        s = socket.create_connection(PROXY, timeout=10)
+        s.sendall(req)
+        data = head(s)
+        st = status_of(data)
+        if st == "200" and follow:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            st += "+" + status_of(head(s))
+        return st
+    except OSError as e:
+        return err(e)
+
+
+def confuse(port):
+    p = int(port)
+    auths = [f"evil.test:{p}", f"good.test@evil.test:{p}", f"good.test:{p}@evil.test:{p}", f"EVIL.TEST:{p}",
+             f"evil.test.:{p}", f"evil.test\\good.test:{p}", f"evil.test;good.test:{p}", f"evil.test%00good.test:{p}",
+             f"evil.test/good.test:{p}", f"[evil.test]:{p}", f"evil.test:{p}#good.test:{p}", f"evil.test:{p + 65536}",
+             f"good.test:{p} evil.test:{p}", f"evil.test\tgood.test:{p}", f"good.test:{p}\r\nHost: evil.test:{p}",
+             f"evil.test\x00good.test:{p}"]
+    for i, a in enumerate(auths):
+        out(f"connect_{i}", raw(f"CONNECT {a} HTTP/1.1\r\nHost: {a}\r\n\r\n".encode(errors="replace"), True))
+    urls = [f"http://evil.test:{p}/", f"http://good.test@evil.test:{p}/", f"http://good.test:{p}@evil.test:{p}/",
+            f"http://evil.test:{p}\\@good.test:{p}/", f"http://evil.test:{p}#@good.test:{p}/",
+            f"http://evil.test:{p}?@good.test:{p}/", f"http://EVIL.test:{p}/", f"http://evil.test.:{p}/",
+            f"http://[evil.test]:{p}/", f"HTTP://evil.test:{p}/", f"http://evil.test:{p + 65536}/"]
+    for i, u in enumerate(urls):
+        out(f"get_{i}", raw(f"GET {u} HTTP/1.1\r\nHost: good.test:{p}\r\nConnection: close\r\n\r\n".encode()))
+    # Two requests in one write: the second must be judged on its own.
+    try:
+        s = socket.create_connection(PROXY, timeout=10)
+        s.sendall(f"GET http://good.test:{p}/ HTTP/1.1\r\nHost: good.test:{p}\r\n\r\n"
+                  f"GET http://evil.test:{p}/ HTTP/1.1\r\nHost: evil.test:{p}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        codes = [l.split()[1].decode() for l in data.split(b"\r\n") if l.startswith(b"HTTP/1.") and len(l.split()) > 1]
+        out("pipelined", "+".join(codes))
+    except OSError as e:
+        out("pipelined", err(e))
+    for i, h in enumerate(["evil.test", "good.test\x00evil.test", "EVIL.TEST", "evil.test.", "good.test"]):
+        try:
+            s = socket.create_connection(SOCKS, timeout=10)
+            s.sendall(b"\x05\x01\x00")
+            s.recv(2)
+            hb = h.encode()
+            s.sendall(b"\x05\x01\x00\x03" + bytes([len(hb)]) + hb + struct.pack(">H", p))
+            rep = s.recv(10)
+            out(f"socks_{i}", rep[1] if len(rep) > 1 else "short")
+        except OSError as e:
+            out(f"socks_{i}", err(e))
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     {"direct": direct, "proxy-connect": proxy_connect, "proxy-get": proxy_get, "socks": socks,
-     "resolve": resolve, "flood": flood, "deny-loop": deny_loop}[cmd](*args)
+     "resolve": resolve, "flood": flood, "deny-loop": deny_loop,
+     "confuse": confuse}[cmd](*args)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import threading
 import time
 import uuid
 
@@ -1112,6 +1113,64 @@ def test_dns_rebinding(brig, netscript, upstream, net):
 
 
 @pytest.mark.parametrize("net", NET_MODES)
+class CountingServer:
+    """Answers every connection on ADDR:PORT with a tiny HTTP response and
+    counts them."""
+
+    def __init__(self, addr, port):
+        self.hits = 0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((addr, port))
+        self.sock.listen(64)
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits += 1
+            try:
+                c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            finally:
+                c.close()
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        self.sock.close()
+        self.thread.join(5)
+
+
+@attack("proxy-parser-confusion", "make the proxy judge an allowed name but connect elsewhere (userinfo, fragments, "
+        "case, brackets, NULs, port overflow, header injection, pipelining)",
+        "one parse of the target, judged and connected as parsed; each request on a connection judged again")
+def test_proxy_parser_confusion(brig, netscript, upstream):
+    port = upstream.http_port
+    evil = CountingServer("127.0.0.2", port)      # evil.test; good.test is the upstream on 127.0.0.1
+    try:
+        r = brig.run("run", "--resolve", "good.test:127.0.0.1", "--resolve", "evil.test:127.0.0.2",
+                     "--allow-host", f"good.test:{port}", "--allow-cidr", "127.0.0.0/8",
+                     "--ro-bind", f"{netscript}:/net.py", "--", "python3", "/net.py", "confuse", port, timeout=120)
+        out = kv(r.stdout)
+        assert len(out) == 16 + 11 + 1 + 5, r
+        assert evil.hits == 0, f"ATTACK WORKED: {evil.hits} connections reached evil.test: {out}"
+        # Controls: the allowed name works, and the counting server counts.
+        assert out["socks_4"] == "0", out
+        # The first (allowed) answered; the second refused, or dropped when
+        # the upstream closed the connection — never answered.
+        assert out["pipelined"] in ("200", "200+403"), out
+        for k, v in out.items():
+            if k not in ("socks_4", "pipelined"):
+                assert not v.startswith("200"), f"ATTACK WORKED: {k}={v}"
+        socket.create_connection(("127.0.0.2", port), timeout=5).close()
+        assert wait_until(lambda: evil.hits == 1, 5), "control: the counting server did not count"
+    finally:
+        evil.close()
+
+
 @attack("host-loopback", "the host's loopback services (127.0.0.1, ::1, localhost) from inside",
         "network namespace: the sandbox's lo is its own; the proxy refuses loopback")
 def test_host_loopback(brig, netscript, upstream, net):
