@@ -442,3 +442,14 @@ def test_exec_refuses_a_directory_as_stdio(brig, sandboxes, scratch):
                        text=True, timeout=60, cwd=str(brig.workspace))
     assert r.returncode == 125 and "directory" in r.stderr, r
     assert "host secret" not in r.stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/curl"), reason="PROXY PERSISTENCE NOT TESTED: no /usr/bin/curl")
+def test_egress_proxy_serves_every_exec(brig, sandboxes):
+    """The supervisor's proxy lives as long as the sandbox: every exec gets
+    its answer (403 for a host the policy does not allow)."""
+    name, _ = sandboxes.create("--allow-host", "allowed.invalid")
+    assert sandboxes.ls()[name]["net"] == "proxy"
+    for _ in range(2):
+        r = sandboxes.sh(name, 'curl -s -o /dev/null -w "%{http_code}" http://denied.invalid/')
+        assert r.returncode == 0 and r.stdout == "403", r
