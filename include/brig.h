@@ -263,6 +263,9 @@ BRIG_PUBLIC int brig_sandbox_snapshot(const char *name, const char *tag, brig_er
 /* Return to TAG: the sandbox is stopped, its layer replaced, started again
  * and $HOME and /tmp put back; processes of the moment are not. */
 BRIG_PUBLIC int brig_sandbox_restore(const char *name, const char *tag, brig_error **err);
+/* NAME's snapshots as a JSON array (free()) of {tag, created, home, overlay, frozen}. */
+BRIG_PUBLIC char *brig_sandbox_snapshots_json(const char *name, brig_error **err);
+BRIG_PUBLIC int brig_sandbox_snapshot_remove(const char *name, const char *tag, brig_error **err);
 /* Start NEW_NAME with NAME's policy and the state saved as TAG. */
 BRIG_PUBLIC int brig_sandbox_fork(const char *name, const char *tag, const char *new_name, brig_error **err);
 /* Warm pool: keep `size` sandboxes ready for this policy and workspace

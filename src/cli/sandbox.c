@@ -334,12 +334,23 @@ int cmd_snapshot(int argc, char **argv)
 {
         const char *cmd = argv[0];
         bool fork_cmd = strcmp(cmd, "fork") == 0;
+        brig_error *err = NULL;
+        if (strcmp(cmd, "snapshot") == 0 && argc == 3 && strcmp(argv[1], "--list") == 0) {
+                char *text = brig_sandbox_snapshots_json(argv[2], &err);
+                if (!text)
+                        return cli_fail(err);
+                printf("%s\n", text);
+                free(text);
+                return 0;
+        }
+        if (strcmp(cmd, "snapshot") == 0 && argc == 4 && strcmp(argv[1], "--rm") == 0)
+                return brig_sandbox_snapshot_remove(argv[2], argv[3], &err) < 0 ? cli_fail(err) : 0;
         int want = fork_cmd ? 4 : 3;
         if (argc != want || argv[1][0] == '-' || argv[2][0] == '-' || (fork_cmd && argv[3][0] == '-')) {
-                fprintf(stderr, "usage: brig %s NAME TAG%s\n", cmd, fork_cmd ? " NEW_NAME" : "");
+                fprintf(stderr, "usage: brig %s NAME TAG%s%s\n", cmd, fork_cmd ? " NEW_NAME" : "",
+                        strcmp(cmd, "snapshot") == 0 ? "\n       brig snapshot --list NAME\n       brig snapshot --rm NAME TAG" : "");
                 return BRIG_EXIT_SETUP;
         }
-        brig_error *err = NULL;
         int r = strcmp(cmd, "snapshot") == 0 ? brig_sandbox_snapshot(argv[1], argv[2], &err)
                 : strcmp(cmd, "restore") == 0 ? brig_sandbox_restore(argv[1], argv[2], &err)
                                               : brig_sandbox_fork(argv[1], argv[2], argv[3], &err);

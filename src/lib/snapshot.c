@@ -19,6 +19,7 @@
 #include "sandbox.h"
 #include "state.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -325,6 +326,52 @@ int brig_sandbox_fork(const char *name, const char *tag, const char *new_name, b
         }
         brig_policy_free(p);
         json_decref(meta);
+        snap_free(&s);
+        return r;
+}
+
+char *brig_sandbox_snapshots_json(const char *name, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        if (state_dir(name, false, &dir, err) < 0)
+                return NULL;
+        struct stat st;
+        if (lstat(dir, &st) < 0) {
+                state_fail(err, ENOENT, "no sandbox named '%s'", name);
+                return NULL;
+        }
+        _cleanup_free_ char *snaps = brig_strdup_printf("%s/snapshots", dir);
+        json_t *out = json_array();
+        DIR *d = snaps ? opendir(snaps) : NULL;
+        struct dirent *e;
+        while (out && d && (e = readdir(d))) {
+                if (!state_name_valid(e->d_name))
+                        continue;  /* also skips .TAG.tmp of a snapshot in progress */
+                _cleanup_free_ char *path = brig_strdup_printf("%s/%s", snaps, e->d_name);
+                brig_error *merr = NULL;
+                json_t *meta = path ? read_meta(path, &merr) : NULL;
+                brig_error_free(&merr);
+                if (meta)
+                        json_array_append_new(out, meta);
+        }
+        if (d)
+                closedir(d);
+        char *text = out ? json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+        json_decref(out);
+        if (!text)
+                brig_err(err, ENOMEM, "snapshots");
+        return text;
+}
+
+int brig_sandbox_snapshot_remove(const char *name, const char *tag, brig_error **err)
+{
+        struct snap s;
+        int r = snap_open(name, tag, &s, err);
+        struct stat st;
+        if (r == 0 && lstat(s.path, &st) < 0)
+                r = state_fail(err, ENOENT, "sandbox '%s' has no snapshot '%s'", name, tag);
+        if (r == 0)
+                r = state_remove_tree(s.path, err);
         snap_free(&s);
         return r;
 }

@@ -119,3 +119,21 @@ def test_snapshot_on_a_full_disk_saves_nothing_and_loses_nothing(brig, sandboxes
     r = sandboxes.sh(name, "wc -c < big; cat ~/hf")
     assert r.stdout.split() == ["300000", "h"], r
     assert sandboxes.brig_cmd("snapshot", name, "full").returncode == 0
+
+
+def test_snapshot_list_and_remove(brig, sandboxes):
+    name, _ = sandboxes.create("--workspace-mode", "overlay")
+    for tag in ("a", "b"):
+        assert sandboxes.brig_cmd("snapshot", name, tag).returncode == 0
+    r = sandboxes.brig_cmd("snapshot", "--list", name)
+    assert r.returncode == 0, r
+    rows = {s["tag"]: s for s in json.loads(r.stdout)}
+    assert set(rows) == {"a", "b"} and rows["a"]["overlay"] is True, rows
+    assert sandboxes.brig_cmd("snapshot", "--rm", name, "a").returncode == 0
+    assert [s["tag"] for s in json.loads(sandboxes.brig_cmd("snapshot", "--list", name).stdout)] == ["b"]
+    assert not (sandboxes.root / name / "snapshots" / "a").exists()
+    r = sandboxes.brig_cmd("snapshot", "--rm", name, "a")
+    assert r.returncode == 125 and "no snapshot 'a'" in r.stderr, r
+    r = sandboxes.brig_cmd("restore", name, "a")
+    assert r.returncode == 125, r
+    assert sandboxes.sh(name, "echo ok").stdout == "ok\n"
