@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
+from proc_helpers import wait_until
 
 
 def _state(sandboxes, name, script="cat layerfile ~/hf /tmp/tf 2>&1; ls -A ~"):
@@ -35,7 +36,10 @@ def test_start_a_dead_sandbox(brig, sandboxes):
     name, _ = sandboxes.create()
     st = sandboxes.state(name)
     os.kill(st["supervisor_pid"], 9)  # the supervisor this test created
-    assert sandboxes.brig_cmd("start", name).returncode == 0
+    assert wait_until(lambda: not pid_alive(st["supervisor_pid"]), 10)  # the kill is asynchronous
+    assert sandboxes.ls()[name]["status"] == "dead"
+    r = sandboxes.brig_cmd("start", name)
+    assert r.returncode == 0, r
     assert sandboxes.sh(name, "echo up").stdout == "up\n"
 
 
