@@ -3,8 +3,12 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 HOOKS_BUILD ?= build-hooks
 PYTEST     ?= /usr/bin/python3 -m pytest
+# Fuzzing: `make fuzz` runs every target this long (seconds); `make check`
+# runs each for CHECK_FUZZ_SECONDS on the corpus in tests/fuzz/corpus/.
+FUZZ_SECONDS ?= 300
+CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench clean
+.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench fuzz clean
 
 all: build
 
@@ -44,11 +48,21 @@ escape: build
 # AddressSanitizer + UndefinedBehaviorSanitizer; as root and as an
 # unprivileged user (the integration tests run both modes themselves).
 # tests/integration includes test_escape.py: `make escape` runs in CI too.
+# Then a representative sandbox under leak checkers (tests/leaks/run) and
+# every fuzz target for a short, bounded time.
 check: build build-asan build-hooks
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
 	BRIG_BUILD=$(BUILD) $(PYTEST) -q tests/integration
 	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q tests/integration
+	tests/leaks/run $(BUILD) $(ASAN_BUILD)
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+
+# Every libFuzzer target (clang, ASan+UBSan) for FUZZ_SECONDS each, on a
+# scratch copy of tests/fuzz/corpus/; crashing inputs land in build-fuzz/.
+fuzz: deps
+	tests/fuzz/run-fuzz $(FUZZ_SECONDS)
+	tests/fuzz/run-fuzz-net $(FUZZ_SECONDS)
 
 bench: build
 	./bench/startup $(BUILD)/brig
