@@ -64,10 +64,11 @@ fuzz: deps
 	tests/fuzz/run-fuzz $(FUZZ_SECONDS)
 	tests/fuzz/run-fuzz-net $(FUZZ_SECONDS)
 
+# Installs the peers from Debian, runs every benchmark for brig and each
+# peer in one run and writes docs/benchmarks.md (bench/run-all).
 bench: build
-	./bench/startup $(BUILD)/brig
-	./bench/syscall $(BUILD)/brig
-	./bench/proxy $(BUILD)/brig
+	./scripts/install-bench-deps
+	./bench/run-all $(BUILD)/brig
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(HOOKS_BUILD)
