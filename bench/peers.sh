@@ -9,6 +9,7 @@
 #   bare      the command itself
 #   brig      brig run, default profile (own cgroup: 4G memory, 1024 pids;
 #             seccomp, Landlock, no network)
+#   brig-rootless  the same as the user nobody (setpriv), when run as root
 #   bwrap     bubblewrap with brig's filesystem layout (read-only /usr /etc
 #             /opt, the host's /bin /lib* /sbin, new /proc and /dev, tmpfs
 #             /tmp and $HOME, the workspace read-write), --unshare-all
@@ -40,6 +41,11 @@ _bwrap_layout=()
 
 peers_setup() {
         PEER_KINDS=(bare brig)
+        # As root, brig is also measured rootless, as the unprivileged user
+        # nobody: what a user without root gets on this host.
+        if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+                PEER_KINDS+=(brig-rootless)
+        fi
         if command -v bwrap >/dev/null; then
                 _bwrap_layout=()
                 local d
@@ -154,6 +160,7 @@ peer_argv() {
         case $kind in
         bare)   PEER_ARGV=("$@") ;;
         brig)   PEER_ARGV=("$BRIG" run -- "$@") ;;
+        brig-rootless) PEER_ARGV=(setpriv --reuid=nobody --regid=nogroup --clear-groups "$BRIG" run -- "$@") ;;
         bwrap)  PEER_ARGV=(bwrap --unshare-all --die-with-parent --new-session "${_bwrap_layout[@]}"
                            --proc /proc --dev /dev --tmpfs /tmp --tmpfs "$HOME" --bind "$WS" "$WS"
                            --chdir "$WS" "$@") ;;
