@@ -10,6 +10,9 @@
  * catalogue is tests/integration/test_escape.py, the table docs/security.md.
  *
  *   exe                     CVE-2019-5736: write brig's or our own binary through /proc/.../exe
+ *   exe-watch DEV INO STOP  CVE-2019-5736 against brig exec: until the file STOP exists, open
+ *                           /proc/PID/exe of every process that appears; one that is the file
+ *                           DEV:INO (brig) is reopened for writing
  *   fds                     CVE-2024-21626: every descriptor above 2, and where ".." leads from it
  *   cwd                     where the working directory really is
  *   write PATH DATA         open PATH for writing and write DATA (/proc/sys, sysrq, core_pattern ...)
@@ -168,6 +171,52 @@ static int cmd_exe(void)
         char target[512];
         TRY("init_exe_readlink", readlink("/proc/1/exe", target, sizeof target));
         TRY("init_map_files", open_close("/proc/1/map_files", O_RDONLY | O_DIRECTORY));
+        return 0;
+}
+
+/* runc's exploit waited for `runc exec` to enter the container and opened
+ * /proc/PID/exe of the entering process. brig exec forks the command from
+ * the sandbox's pid 1 (a brig process) and runs brig code in it until
+ * execve: watch every new process for that window. */
+static int cmd_exe_watch(const char *dev_s, const char *ino_s, const char *stop)
+{
+        dev_t dev = (dev_t)strtoull(dev_s, NULL, 0);
+        ino_t ino = (ino_t)strtoull(ino_s, NULL, 0);
+        long opened = 0, denied = 0, brig = 0, written = 0, rounds = 0;
+        while (access(stop, F_OK) != 0) {
+                rounds++;
+                DIR *d = opendir("/proc");
+                struct dirent *de;
+                while (d && (de = readdir(d))) {
+                        int pid = atoi(de->d_name);
+                        if (pid <= 1 || pid == getpid())
+                                continue;
+                        char path[64];
+                        snprintf(path, sizeof path, "/proc/%d/exe", pid);
+                        int fd = open(path, O_PATH | O_CLOEXEC);
+                        if (fd < 0) {
+                                denied += errno == EACCES || errno == EPERM;
+                                continue;
+                        }
+                        opened++;
+                        struct stat st;
+                        if (fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino) {
+                                brig++;
+                                char again[64];
+                                snprintf(again, sizeof again, "/proc/self/fd/%d", fd);
+                                int w = open(again, O_WRONLY | O_CLOEXEC);
+                                if (w >= 0) {
+                                        written++;
+                                        close(w);  /* nothing written: the open is the proof */
+                                }
+                        }
+                        close(fd);
+                }
+                if (d)
+                        closedir(d);
+        }
+        printf("rounds=%ld\nexe_opened=%ld\nexe_denied=%ld\nbrig_exe_opened=%ld\nbrig_exe_writable=%ld\n", rounds,
+               opened, denied, brig, written);
         return 0;
 }
 
@@ -946,6 +995,8 @@ int main(int argc, char **argv)
         const char *a = argc > 2 ? argv[2] : NULL, *b = argc > 3 ? argv[3] : NULL;
         if (!strcmp(c, "exe"))
                 return cmd_exe();
+        if (!strcmp(c, "exe-watch") && argc == 5)
+                return cmd_exe_watch(argv[2], argv[3], argv[4]);
         if (!strcmp(c, "fds"))
                 return cmd_fds();
         if (!strcmp(c, "cwd"))

@@ -140,6 +140,37 @@ def test_exe_init_overwrite(brig):
     assert {b: sha(b) for b in binaries} == before, "brig's binary or library changed"
 
 
+@attack("exe-exec-race", "CVE-2019-5736 as runc exec met it: grab /proc/PID/exe of brig exec's process as it enters "
+        "a persistent sandbox (a fork of brig until execve)",
+        "the fork stays non-dumpable until execve; pid 1 not dumpable")
+def test_exe_of_brig_exec_entering(brig):
+    from persist_helpers import Sandboxes
+    boxes = Sandboxes(brig)
+    st = os.stat(brig.exe)
+    before = sha(brig.exe)
+    stop = brig.workspace / "stop-watching"
+    try:
+        name, _ = boxes.create("--ro-bind", f"{brig.program('probe_attack')}:/probe")
+        watcher = boxes.popen_exec(name, "--", "/probe", "exe-watch", str(st.st_dev), str(st.st_ino), str(stop),
+                                   text=True)
+        for _ in range(80):
+            r = boxes.exec(name, "--", "true")
+            assert r.returncode == 0, r
+        stop.touch()
+        out, err = watcher.communicate(timeout=60)
+        res = kv(out)
+        assert int(res.get("rounds", 0)) > 0, (out, err)
+        assert res["brig_exe_opened"] == "0" and res["brig_exe_writable"] == "0", \
+            f"ATTACK WORKED: brig's binary reachable through /proc/PID/exe: {res}"
+        # The watcher met processes in brig's window (refused) — so it would
+        # have got brig had the window been open.
+        assert int(res["exe_denied"]) > 0, f"the watcher never met an entering process: {res}"
+    finally:
+        problems = boxes.cleanup()
+    assert not problems, problems
+    assert sha(brig.exe) == before
+
+
 @attack("leaked-host-fd", "CVE-2024-21626: a host directory/file descriptor leaked into the sandbox",
         "close_range(3, ~0, CLOEXEC) before execve")
 def test_leaked_host_fd(brig):
