@@ -147,6 +147,9 @@ static int prepare_fds(const struct run_plan *plan, brig_error **err)
                         if (dup2(plan->pty_slave_fd, fd) < 0)
                                 return brig_err(err, errno, "dup2 pty");
         }
+        int r = mounts_check_stdio(err);
+        if (r < 0)
+                return r;
         /* Every inherited descriptor but 0, 1, 2 is closed at execve (the
          * sync socket must live until then to report an exec failure);
          * --pass-fd keeps one on purpose. */

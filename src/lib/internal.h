@@ -256,6 +256,7 @@ BRIG_INTERNAL int userns_idmapped_workspace(const struct run_plan *plan, int *re
 /* mounts.c */
 BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int mounts_enter_cwd(const char *cwd, brig_error **err);
+BRIG_INTERNAL int mounts_check_stdio(brig_error **err);
 /* overlay.c: the workspace entry becomes an overlay (persistent sandboxes
  * with --workspace-mode overlay); returns the detached mount. */
 BRIG_INTERNAL bool overlay_is_workspace(const struct run_plan *plan, const struct mount_entry *m);

@@ -562,3 +562,25 @@ int mounts_enter_cwd(const char *cwd, brig_error **err)
                 return brig_err(err, errno, "cwd '%s'", cwd);
         return 0;
 }
+
+/* The command's stdin, stdout and stderr come from the caller as they are.
+ * A directory (or O_PATH) descriptor among them is a handle on a host
+ * directory, outside the new root: openat(0, "..") or /proc/self/fd/0/x
+ * reach whatever lies there, masks included (the CVE-2024-21626 pattern).
+ * stdio must be something to read or write; a closed one is fine. */
+int mounts_check_stdio(brig_error **err)
+{
+        static const char *const names[] = { "stdin", "stdout", "stderr" };
+        for (int fd = 0; fd < 3; fd++) {
+                int fl = fcntl(fd, F_GETFL);
+                if (fl < 0 && errno == EBADF)
+                        continue;
+                struct stat st;
+                if (fl < 0 || fstat(fd, &st) < 0)
+                        return brig_err(err, errno, "%s", names[fd]);
+                if (S_ISDIR(st.st_mode) || (fl & O_PATH))
+                        return brig_err(err, EBADF, "%s is a directory or a path-only descriptor: a handle on a "
+                                        "host directory for the command", names[fd]);
+        }
+        return 0;
+}
