@@ -267,6 +267,31 @@ def test_cwd_through_leaked_fd(brig):
         os.close(dfd)
 
 
+@attack("stdio-directory", "CVE-2024-21626 through stdio: the caller's stdin (or stdout) is a directory or O_PATH "
+        "descriptor, a handle on a host directory for the command to openat() from",
+        "stdio checked before execve: a directory or path-only descriptor is refused (125)")
+def test_directory_as_stdio(brig):
+    mark = marker("denied")
+    secret = brig.workspace / "secret.txt"
+    secret.write_text(mark)
+    secret.chmod(0o644)
+    deny = ("--deny", str(secret))
+    # Control: inside, the denied file is masked (empty).
+    r = brig.sh("cat secret.txt; echo end", *deny)
+    assert r.returncode == 0 and mark not in r.stdout and "end" in r.stdout, r
+    for flags, target in ((os.O_RDONLY | os.O_DIRECTORY, "stdin"), (os.O_PATH, "stdin"), (os.O_PATH, "stdout")):
+        fd = os.open(brig.workspace, flags)
+        try:
+            script = "cat /proc/self/fd/0/secret.txt /proc/self/fd/1/secret.txt >&2 2>/dev/null; echo RAN >&2"
+            cp = subprocess.run(brig.cmd("run", *deny, "--", "sh", "-c", script), cwd=brig.workspace,
+                                env=brig.env(), stderr=subprocess.PIPE, text=True, timeout=60,
+                                **({"stdin": fd} if target == "stdin" else {"stdout": fd, "stdin": subprocess.DEVNULL}))
+        finally:
+            os.close(fd)
+        assert mark not in cp.stderr, f"ATTACK WORKED: the denied file read through {target}: {cp.stderr}"
+        assert cp.returncode == 125 and "directory" in cp.stderr and "RAN" not in cp.stderr, cp.stderr
+
+
 @attack("bind-target-race", "CVE-2021-30465: swap a mount destination's parent for a symlink while brig mounts",
         "openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) per component; mounts by fd (move_mount)")
 def test_symlink_swap_race_on_bind_targets(brig):
