@@ -292,6 +292,19 @@ def test_directory_as_stdio(brig):
         assert cp.returncode == 125 and "directory" in cp.stderr and "RAN" not in cp.stderr, cp.stderr
 
 
+@attack("stdio-reopen-write", "reopen the caller's read-only stdin (a host file) for writing through /proc/self/fd/0",
+        "Landlock: the reopened path is outside the writable grants (EACCES)")
+def test_reopen_stdin_for_writing(brig):
+    victim = host_dir(brig, "victimdir") / "rc"
+    victim.write_text("original\n")
+    victim.chmod(0o666)  # writable by anyone on the host: only the sandbox may not
+    with open(victim) as f:
+        cp = subprocess.run(brig.cmd("run", "--", "sh", "-c", "echo pwned >> /proc/self/fd/0; echo rc=$?"),
+                            stdin=f, cwd=brig.workspace, env=brig.env(), capture_output=True, text=True, timeout=60)
+    assert "rc=" in cp.stdout and "rc=0" not in cp.stdout, cp
+    assert victim.read_text() == "original\n", "ATTACK WORKED: the host file changed"
+
+
 @attack("bind-target-race", "CVE-2021-30465: swap a mount destination's parent for a symlink while brig mounts",
         "openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) per component; mounts by fd (move_mount)")
 def test_symlink_swap_race_on_bind_targets(brig):
