@@ -50,8 +50,12 @@ int rlimits_apply(const struct run_plan *plan, brig_error **err)
 {
         const struct limits *l = &plan->limits;
         int r = 0;
-        /* No core dumps: a dump of a process that read secrets is a leak. */
-        r = set_limit(RLIMIT_CORE, "core", 0, 0, err);
+        /* No core dumps: a dump of a process that read secrets is a leak.
+         * One byte rather than zero: no core file either way (a file needs
+         * at least a page), but the kernel ignores the limit when the host
+         * pipes cores to a helper (systemd-coredump, apport) — except for
+         * 1, its "never pipe this one" value. */
+        r = set_limit(RLIMIT_CORE, "core", 1, 1, err);
         if (r == 0 && l->nofile)
                 r = set_limit(RLIMIT_NOFILE, "nofile", l->nofile, l->nofile, err);
         if (r == 0 && l->fsize)
