@@ -511,11 +511,16 @@ def test_mlock(brig):
     refused(out, "mlockall", {"ENOMEM", "EPERM"})
 
 
-@attack("core-dump", "crash to leave a core file (memory, secrets) on the host, or raise RLIMIT_CORE first",
-        "RLIMIT_CORE 0 (hard); /proc/sys/kernel/core_pattern read-only")
+@attack("core-dump", "crash to leave a core (memory, secrets) on the host: a core file, or the host's pipe helper; "
+        "raise RLIMIT_CORE first",
+        "RLIMIT_CORE 1 byte, hard (no file: below a page; no pipe: the kernel's 'never pipe' value); "
+        "core_pattern read-only")
 def test_core_dump(brig):
-    r = brig.sh("ulimit -c unlimited && echo RAISED; sh -c 'kill -SEGV $$'; echo crashed=$?")
+    r = brig.sh("python3 -c 'import resource; print(\"core\", *resource.getrlimit(resource.RLIMIT_CORE))'; "
+                "ulimit -c unlimited && echo RAISED; sh -c 'kill -SEGV $$'; echo crashed=$?")
     assert "RAISED" not in r.stdout and "crashed=139" in r.stdout, r
+    # 0 would stop core files only; 1 stops pipes to the host's helper too.
+    assert "core 1 1" in r.stdout, f"ATTACK POSSIBLE: a host that pipes cores would run its helper: {r}"
     cores = [p for p in brig.workspace.iterdir() if p.name.startswith("core")]
     assert cores == [], f"ATTACK WORKED: {cores}"
 
