@@ -205,6 +205,48 @@ def _fd_targets(pid):
     return out
 
 
+@attack("exec-leaked-fd", "CVE-2024-21626 against brig create/exec: host directories leaked to both, and "
+        "brig exec --cwd /proc/self/fd/N",
+        "only stdio travels to pid 1; pid 1 keeps only its sync socket; cwd resolved inside the root")
+def test_exec_leaked_fds_and_cwd(brig):
+    from persist_helpers import Sandboxes
+    boxes = Sandboxes(brig)
+    secret = host_dir(brig, "execleak")
+    mark = marker("execleak")
+    (secret / "flag").write_text(mark)
+    dfd = os.open(secret, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        name = boxes.new_name()
+        boxes.names.append(name)
+        cp = subprocess.run(brig.cmd("create", name, "--ro-bind", f"{brig.program('probe_attack')}:/probe"),
+                            cwd=brig.workspace, env=brig.env(boxes.env()), pass_fds=(dfd,), capture_output=True,
+                            text=True, timeout=60)
+        assert cp.returncode == 0, cp
+        cp = subprocess.run(brig.cmd("exec", name, "--", "/probe", "fds"), cwd=brig.workspace,
+                            env=brig.env(boxes.env()), pass_fds=(dfd,), capture_output=True, text=True, timeout=60)
+        assert cp.returncode == 0 and kv(cp.stdout).get("open_fds") == "", f"ATTACK WORKED: {cp}"
+        for n in sorted({dfd, *range(3, 16)}):
+            cp = subprocess.run(brig.cmd("exec", name, "--cwd", f"/proc/self/fd/{n}", "--", "/probe", "cwd"),
+                                cwd=brig.workspace, env=brig.env(boxes.env()), pass_fds=(dfd,), capture_output=True,
+                                text=True, timeout=60)
+            out = kv(cp.stdout)
+            assert mark not in cp.stdout
+            if cp.returncode == 0:
+                assert out["getcwd"].startswith("/") and out["dotdot_is_root"] == "yes", \
+                    f"ATTACK WORKED: brig exec --cwd /proc/self/fd/{n} put the command outside the root: {out}"
+            else:
+                assert cp.returncode == 125 and "cwd" in cp.stderr, cp
+        # Pid 1 of the persistent sandbox holds none of it either.
+        sup = boxes.state(name)["supervisor_pid"]
+        inits = [k for k in _children(sup) if _cmdline(k) == b"brig-init"]
+        assert len(inits) == 1, f"no pid 1 under the supervisor {sup}"
+        assert str(secret) not in _fd_targets(inits[0]), f"ATTACK POSSIBLE: pid 1 holds {_fd_targets(inits[0])}"
+    finally:
+        os.close(dfd)
+        problems = boxes.cleanup()
+    assert not problems, problems
+
+
 @attack("leaked-fd-in-init", "CVE-2024-21626: a leaked host directory kept open by the sandbox's pid 1 (brig's init)",
         "init closes every descriptor but its signalfd and sync socket")
 def test_leaked_host_fd_not_kept_by_init(brig):
