@@ -43,16 +43,16 @@ def test_start_a_dead_sandbox(brig, sandboxes):
     assert sandboxes.sh(name, "echo up").stdout == "up\n"
 
 
-@pytest.mark.parametrize("mode", ["overlay", "bind"])
-def test_snapshot_restore(brig, sandboxes, mode):
-    name, _ = sandboxes.create("--workspace-mode", mode)
+@pytest.mark.parametrize("ws_mode", ["overlay", "bind"])  # not "mode": that is conftest's root/rootless
+def test_snapshot_restore(brig, sandboxes, ws_mode):
+    name, _ = sandboxes.create("--workspace-mode", ws_mode)
     assert sandboxes.sh(name, "echo v1 > layerfile && echo h1 > ~/hf && echo t1 > /tmp/tf "
                               "&& mkdir -p ~/.cache/d && echo c > ~/.cache/d/c").returncode == 0
     r = sandboxes.brig_cmd("snapshot", name, "one")
     assert r.returncode == 0, r
     snap = sandboxes.root / name / "snapshots" / "one"
     meta = json.loads((snap / "meta.json").read_text())
-    assert meta["home"] is True and meta["overlay"] is (mode == "overlay"), meta
+    assert meta["home"] is True and meta["overlay"] is (ws_mode == "overlay"), meta
     assert sandboxes.sh(name, "echo v2 > layerfile && echo h2 > ~/hf && rm /tmp/tf ~/.cache/d/c "
                               "&& echo extra > ~/extra").returncode == 0
     r = sandboxes.brig_cmd("restore", name, "one")
@@ -60,7 +60,7 @@ def test_snapshot_restore(brig, sandboxes, mode):
     r = sandboxes.sh(name, "cat ~/hf /tmp/tf ~/.cache/d/c; ls -A ~")
     assert r.stdout == "h1\nt1\nc\n.cache\nhf\n", r
     layer = sandboxes.sh(name, "cat layerfile").stdout
-    if mode == "overlay":
+    if ws_mode == "overlay":
         assert layer == "v1\n"  # the layer went back too
         assert not (brig.workspace / "layerfile").exists()
     else:
@@ -68,7 +68,7 @@ def test_snapshot_restore(brig, sandboxes, mode):
     # The snapshot itself is unchanged by what came after, and can be used again.
     assert sandboxes.sh(name, "echo v3 > layerfile").returncode == 0
     assert sandboxes.brig_cmd("restore", name, "one").returncode == 0
-    if mode == "overlay":
+    if ws_mode == "overlay":
         assert sandboxes.sh(name, "cat layerfile").stdout == "v1\n"
 
 
