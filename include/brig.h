@@ -126,12 +126,16 @@ BRIG_PUBLIC void brig_policy_require_limits(brig_policy *p, bool required);
 /* Parse "90s", "10m", "1h30m", "500ms" (bare numbers are seconds). */
 BRIG_PUBLIC int brig_parse_duration(const char *text, uint64_t *ms, brig_error **err);
 
-/* Network. NONE (the default): only the sandbox's own loopback. PROXY:
- * still only loopback inside, plus brig's logging HTTP/SOCKS5 proxy there
- * (HTTP_PROXY and friends set), which reaches just what the rules allow;
- * any allow rule turns it on. HOST: the host's network, no egress control
- * (the report warns). */
-enum brig_net_mode { BRIG_NET_NONE = 0, BRIG_NET_PROXY, BRIG_NET_HOST };
+/* Network. NONE (the default without allow rules): only the sandbox's own
+ * loopback. PROXY: still only loopback inside, plus brig's logging
+ * HTTP/SOCKS5 proxy there (HTTP_PROXY and friends set), which reaches just
+ * what the rules allow. FILTERED (the default with allow rules): PROXY,
+ * and the kernel also sends every other outbound TCP connection and every
+ * DNS query to brig, which judges them by the same rules — for programs
+ * that ignore proxy settings; where the host can't, an unset mode falls
+ * back to PROXY (the report says so) and an explicit FILTERED refuses to
+ * run. HOST: the host's network, no egress control (the report warns). */
+enum brig_net_mode { BRIG_NET_NONE = 0, BRIG_NET_PROXY, BRIG_NET_HOST, BRIG_NET_FILTERED };
 BRIG_PUBLIC void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mode);
 /* Host patterns: "pypi.org", "*.pythonhosted.org", optional ":PORT"
  * (default ports 80 and 443). Deny wins over allow. */

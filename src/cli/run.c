@@ -37,9 +37,13 @@ static const char run_usage[] =
         "  --hostname NAME          hostname inside (default brig)\n"
         "  --tty / --no-tty         force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)\n"
         "Network (default none: only the sandbox's own loopback):\n"
-        "  --net none|proxy|host    proxy: brig's logging proxy reaches only what is allowed;\n"
+        "  --net none|proxy|filtered|host\n"
+        "                           proxy: brig's logging proxy reaches only what is allowed;\n"
+        "                           filtered: the proxy, and every other TCP connection and DNS query\n"
+        "                           sent to brig by the kernel (the default with allow rules; proxy\n"
+        "                           where the host can't, unless asked for explicitly);\n"
         "                           host: the host's network, no control (loud warning)\n"
-        "  --allow-host PATTERN     allow pypi.org, *.pythonhosted.org, host:port (turns on proxy)\n"
+        "  --allow-host PATTERN     allow pypi.org, *.pythonhosted.org, host:port (turns on filtered)\n"
         "  --deny-host PATTERN      deny (wins over allow)\n"
         "  --allow-cidr CIDR[:PORT] allow addresses the classification refuses (private, loopback...)\n"
         "  --resolve HOST:ADDR      resolve HOST to ADDR without DNS\n"
@@ -357,12 +361,14 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                         brig_policy_set_net_mode(p, BRIG_NET_NONE);
                 } else if (strcmp(arg, "proxy") == 0) {
                         brig_policy_set_net_mode(p, BRIG_NET_PROXY);
+                } else if (strcmp(arg, "filtered") == 0) {
+                        brig_policy_set_net_mode(p, BRIG_NET_FILTERED);
                 } else if (strcmp(arg, "host") == 0) {
                         fprintf(stderr, "brig: WARNING: --net host: the sandbox shares the host's network; "
                                         "nothing controls where it connects\n");
                         brig_policy_set_net_mode(p, BRIG_NET_HOST);
                 } else {
-                        fprintf(stderr, "brig: --net '%s': expected none, proxy or host\n", arg);
+                        fprintf(stderr, "brig: --net '%s': expected none, proxy, filtered or host\n", arg);
                         return -1;
                 }
                 return 0;

@@ -237,7 +237,9 @@ void audit_net(void *audit, json_t *event)
                 return;
         }
         a->events++;
-        emit(a, "net", event);
+        /* "net" for connections, "dns" for the filtered mode's stub */
+        const char *kind = json_string_value(json_object_get(event, "event"));
+        emit(a, kind && strcmp(kind, "dns") == 0 ? "dns" : "net", event);
 }
 
 void audit_end(struct audit *a, const brig_result *res)

@@ -62,11 +62,12 @@ static int send_terminal(struct run_plan *plan, brig_error **err)
 /* The proxy's listening sockets, made in our network namespace; the
  * supervisor serves them from the host side, so nothing of the proxy
  * runs in here and nothing listens on the host's network. */
-static int send_listeners(const struct run_plan *plan, brig_error **err)
+static int send_listeners(const struct run_plan *plan, bool ipv6_redirect, brig_error **err)
 {
-        int fds[8];
-        enum egress_listener_kind kinds[8];
-        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), err);
+        int fds[16];
+        enum egress_listener_kind kinds[16];
+        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), plan->net_mode == BRIG_NET_FILTERED,
+                                      ipv6_redirect, err);
         if (n < 0)
                 return n;
         int r = 0;
@@ -77,6 +78,26 @@ static int send_listeners(const struct run_plan *plan, brig_error **err)
                 close(fds[i]);
         }
         return r;
+}
+
+/* Filtered mode: the nftables redirect, then the routes that let a
+ * connect() reach it (rules without routes change nothing, so a failure
+ * in between leaves plain proxy mode). Where the host can't, and the
+ * policy did not insist on filtered, proxy mode it is, and the
+ * supervisor is told why, for the report. */
+static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
+{
+        *ipv6 = false;
+        int r = netfilter_redirect_egress(true, err);
+        if (r == 0)
+                r = netns_route_through_loopback(ipv6, err);
+        if (r == 0 || plan->net_filtered_required)
+                return r;
+        struct sync_msg m = { .type = SYNC_NET_FALLBACK };
+        snprintf(m.text, sizeof m.text, "%s", err && *err ? (*err)->msg : "unknown error");
+        brig_error_free(err);
+        plan->net_mode = BRIG_NET_PROXY;
+        return sync_send(plan->sync_fd, &m) < 0 ? brig_err(err, errno, "tell the supervisor") : 0;
 }
 
 #define STEP(call, name)                                          \
@@ -107,8 +128,11 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 return brig_err(err, errno, "sethostname");
         if (plan->net_mode != BRIG_NET_HOST)
                 STEP(netns_loopback_up(err), "network");
-        if (plan->net_mode == BRIG_NET_PROXY)
-                STEP(send_listeners(plan, err), "network proxy");
+        bool ipv6_redirect = false;
+        if (plan->net_mode == BRIG_NET_FILTERED)
+                STEP(filter_egress(plan, &ipv6_redirect, err), "network (filtered mode: nftables)");
+        if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED)
+                STEP(send_listeners(plan, ipv6_redirect, err), "network proxy");
         STEP(userns_forbid_nesting(err), "user namespace");
         STEP(mounts_build_root(plan, err), "filesystem");
         if (chdir(plan->workspace) < 0)

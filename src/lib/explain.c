@@ -57,7 +57,14 @@ static void network(FILE *out, const struct run_plan *plan)
         case BRIG_NET_HOST:
                 fprintf(out, "  HOST: the host's network, with no control at all (WARNING)\n");
                 break;
-        case BRIG_NET_PROXY: {
+        case BRIG_NET_PROXY:
+        case BRIG_NET_FILTERED: {
+                if (plan->net_mode == BRIG_NET_FILTERED)
+                        fprintf(out, "  filtered: every outbound TCP connection and DNS query is sent to brig by the\n"
+                                     "  kernel (nftables in the sandbox's own network namespace) and judged by name;\n"
+                                     "  UDP other than DNS, ICMP and raw sockets are refused; proxy mode if the host\n"
+                                     "  can't do this%s\n",
+                                plan->net_filtered_required ? " (here: refuse to run instead)" : "");
                 fprintf(out, "  only through brig's logging proxy (HTTP_PROXY, ALL_PROXY are set inside);\n"
                              "  loopback, private, link-local and metadata addresses stay closed unless allowed\n");
                 json_t *rules = egress_policy_json(plan->policy->egress);

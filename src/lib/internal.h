@@ -187,6 +187,8 @@ struct run_plan {
         bool tty;                /* the command runs on a pty of its own */
         bool new_time_ns;
         enum brig_net_mode net_mode;  /* effective */
+        bool net_filtered_required;   /* FILTERED asked for: no fallback to PROXY */
+        char net_fallback[256];  /* why FILTERED fell back to PROXY, or "" */
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
@@ -274,6 +276,12 @@ BRIG_INTERNAL int caps_verify_none(brig_error **err);
 
 /* netns.c */
 BRIG_INTERNAL int netns_loopback_up(brig_error **err);
+/* Filtered mode: default routes through loopback; *ipv6 says whether the
+ * IPv6 one could be made. */
+BRIG_INTERNAL int netns_route_through_loopback(bool *ipv6, brig_error **err);
+/* Filtered mode: the nftables redirect of every outbound TCP connection
+ * and DNS query to brig, everything else rejected (netfilter.c). */
+BRIG_INTERNAL int netfilter_redirect_egress(bool ipv6, brig_error **err);
 
 /* terminal.c */
 struct terminal;
@@ -302,6 +310,7 @@ enum sync_type {
         SYNC_LISTENER,     /* carries a proxy listening socket; status = its kind */
         SYNC_READY,        /* persistent sandbox: pid 1 is set up and waits for execs */
         SYNC_EXEC,         /* supervisor → pid 1: carries one exec's socket (persist_init.c) */
+        SYNC_NET_FALLBACK, /* filtered mode unavailable, proxy mode instead: text = why */
 };
 struct sync_msg {
         int type;
@@ -358,6 +367,7 @@ struct supervision {
         struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
         struct control *control; /* persistent sandbox: serves brig exec and friends */
         bool timed_out;          /* out */
+        char net_fallback[256];  /* out: SYNC_NET_FALLBACK's text */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */
         bool have_status;

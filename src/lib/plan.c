@@ -347,8 +347,10 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
                 if (v)
                         r = envp_push(&env, p->keep_env.items[i], v);
         }
-        if (plan->net_mode == BRIG_NET_PROXY) {
-                /* Set before the user's --env, which may override them. The
+        if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED) {
+                /* Filtered mode keeps them: clients that honour them get the
+                 * proxy's answers (403 with a reason) instead of resets.
+                 * Set before the user's --env, which may override them. The
                  * names in both cases: curl reads lowercase http_proxy only. */
                 char http[64], socks[64];
                 snprintf(http, sizeof http, "http://127.0.0.1:%d", BRIG_HTTP_PROXY_PORT);
@@ -411,9 +413,11 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = caller_home(&plan->home, err);
         if (r < 0)
                 return r;
-        /* Any allow rule turns the proxy on, unless a mode was chosen. */
+        /* Any allow rule turns egress on, filtered where the host can,
+         * unless a mode was chosen. */
         plan->net_mode = p->net_mode_set ? p->net_mode
-                         : egress_policy_has_allows(p->egress) ? BRIG_NET_PROXY : BRIG_NET_NONE;
+                         : egress_policy_has_allows(p->egress) ? BRIG_NET_FILTERED : BRIG_NET_NONE;
+        plan->net_filtered_required = p->net_mode_set && p->net_mode == BRIG_NET_FILTERED;
         plan->limits = p->limits;
         rlimits_clamp(&plan->limits);
         r = plan_user(plan, err);

@@ -583,16 +583,19 @@ static int load_network(const struct loader *L, json_t *o, brig_policy *p)
         json_t *v;
         brig_error *e = NULL;
         if (r == 0 && (v = json_object_get(o, "mode"))) {
-                r = want(L, SUB(at, base, "mode"), v, JSON_STRING, "\"none\", \"proxy\" or \"host\"");
+                r = want(L, SUB(at, base, "mode"), v, JSON_STRING, "\"none\", \"proxy\", \"filtered\" or \"host\"");
                 const char *m = r == 0 ? json_string_value(v) : "";
                 if (r == 0 && strcmp(m, "none") == 0)
                         brig_policy_set_net_mode(p, BRIG_NET_NONE);
                 else if (r == 0 && strcmp(m, "proxy") == 0)
                         brig_policy_set_net_mode(p, BRIG_NET_PROXY);
+                else if (r == 0 && strcmp(m, "filtered") == 0)
+                        brig_policy_set_net_mode(p, BRIG_NET_FILTERED);
                 else if (r == 0 && strcmp(m, "host") == 0)
                         brig_policy_set_net_mode(p, BRIG_NET_HOST);
                 else if (r == 0)
-                        r = fail_at(L, at, false, "network mode '%s': expected \"none\", \"proxy\" or \"host\"", m);
+                        r = fail_at(L, at, false,
+                                    "network mode '%s': expected \"none\", \"proxy\", \"filtered\" or \"host\"", m);
         }
         if (r == 0 && (v = json_object_get(o, "allow_hosts")))
                 r = load_strings(L, SUB(at, base, "allow_hosts"), v, p, brig_policy_allow_host);
@@ -884,7 +887,7 @@ static json_t *policy_json(const brig_policy *p)
                                                        "allow_degraded", degraded));
         json_t *net = egress_policy_json(p->egress);
         if (p->net_mode_set) {
-                static const char *const modes[] = { "none", "proxy", "host" };
+                static const char *const modes[] = { "none", "proxy", "host", "filtered" };
                 json_object_set_new(net, "mode", json_string(modes[p->net_mode]));
         }
         json_object_set_new(doc, "network", net);

@@ -119,9 +119,11 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(controls, "mounts", mounts_json(plan));
         json_object_set_new(controls, "hidden", strings_json(plan->masks.items, plan->masks.n));
         static const char *const modes[] = { [BRIG_NET_NONE] = "none", [BRIG_NET_PROXY] = "proxy",
-                                             [BRIG_NET_HOST] = "host" };
+                                             [BRIG_NET_HOST] = "host", [BRIG_NET_FILTERED] = "filtered" };
         json_object_set_new(controls, "network", json_string(modes[plan->net_mode]));
-        if (plan->net_mode == BRIG_NET_PROXY) {
+        if (plan->net_fallback[0])
+                json_object_set_new(controls, "network_fallback", json_string(plan->net_fallback));
+        if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED) {
                 json_t *egress = egress_policy_json(plan->policy->egress);
                 if (r->egress)
                         json_object_update_new(egress, egress_summary_json(r->egress));
@@ -138,6 +140,12 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                 json_array_append_new(degraded, json_string("seccomp"));
         if (plan->cgroup_degraded)
                 json_array_append_new(degraded, json_string("cgroup limits"));
+        if (plan->net_fallback[0]) {
+                char text[400];
+                snprintf(text, sizeof text, "network: filtered mode unavailable (%s); proxy mode used",
+                         plan->net_fallback);
+                json_array_append_new(degraded, json_string(text));
+        }
         if (plan->net_mode == BRIG_NET_HOST)  /* asked for, but say it loudly */
                 json_array_append_new(degraded, json_string("network: host (no egress control)"));
         json_object_set_new(doc, "degraded", degraded);

@@ -240,7 +240,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 goto out;
         if (audit)
                 audit_start(audit, &plan);
-        if (plan.net_mode == BRIG_NET_PROXY) {
+        if (plan.net_mode == BRIG_NET_PROXY || plan.net_mode == BRIG_NET_FILTERED) {
                 /* The proxy holds a few descriptors per connection, in this
                  * process: allow as many as the hard limit lets us for the
                  * run (the sandbox sets its own --nofile; restored below). */
@@ -317,6 +317,10 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (ctl && (r = control_attach(ctl, &plan, cg, pidfd, sv[0], err)) < 0)
                 goto out;
         r = supervise(&sup, err);
+        if (sup.net_fallback[0]) {
+                plan.net_mode = BRIG_NET_PROXY;
+                snprintf(plan.net_fallback, sizeof plan.net_fallback, "%s", sup.net_fallback);
+        }
         if (r < 0)
                 goto out;
         closep(&pidfd);  /* reaped by supervise() */

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <string.h>
@@ -28,6 +29,10 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
                         return;
                 }
                 break;
+        case SYNC_NET_FALLBACK:
+                /* the text may be cut: it is a reason for the report */
+                snprintf(s->net_fallback, sizeof s->net_fallback, "%.*s", (int)sizeof s->net_fallback - 1, m->text);
+                return;
         case SYNC_NOTIFY_FD:
                 if (passed_fd >= 0 && s->notify_fd < 0) {
                         s->notify_fd = passed_fd;

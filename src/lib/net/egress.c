@@ -32,11 +32,23 @@
  *
  * The name is judged before any DNS query, so a refused name never leaks
  * into a resolver; every answer is classified, and the proxy connects to
- * exactly the address it checked (no second lookup: no DNS rebinding). */
+ * exactly the address it checked (no second lookup: no DNS rebinding).
+ *
+ * Filtered mode adds connections the kernel redirected (netfilter.c) from
+ * programs that ignore the proxy settings:
+ *
+ *   SNIFF      the original destination is known (SO_ORIGINAL_DST); the
+ *              first bytes are read for a TLS SNI or an HTTP Host
+ *
+ * then RESOLVING/CONNECTING/RELAY as above, judged by the same rules: a
+ * destination brig's DNS stub handed out names its host; a bare address
+ * needs a name from SNI/Host that resolves to that very address, or a
+ * CIDR rule. The stub itself (dnsstub.c) answers on UDP and TCP here. */
 #define _GNU_SOURCE
 #include "net/net.h"
 
 #include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -63,6 +75,16 @@ static void no_delay(int fd)
 #define MAX_DESTINATIONS 256
 #define SOCKS_IN_MAX 600             /* greeting (257) + request (262), with room */
 #define TUNNEL_HEAD_MAX 8192         /* the upstream proxy's answer to CONNECT */
+/* Filtered mode: how long the first bytes are awaited. For an address the
+ * stub handed out the name is known, and a server that speaks first (ssh
+ * banners come from both sides, but SMTP, MySQL) must not wait long; for a
+ * bare address those bytes are the only way to a name. */
+#define SNIFF_NAMED_MS 250
+#define SNIFF_BARE_MS 2000
+#define DNS_TCP_IDLE_MS 10000
+#ifndef IP6T_SO_ORIGINAL_DST
+#define IP6T_SO_ORIGINAL_DST 80      /* linux/netfilter_ipv6/ip6_tables.h */
+#endif
 
 enum watch_kind { W_LISTENER, W_TIMER, W_CLIENT, W_UPSTREAM };
 
@@ -80,7 +102,7 @@ struct listener {
         struct listener *next;
 };
 
-enum conn_state { C_REQUEST, C_RESOLVING, C_UPSTREAM_DNS, C_CONNECTING, C_TUNNEL, C_RELAY, C_REFUSING, C_DEAD };
+enum conn_state { C_REQUEST, C_SNIFF, C_DNS, C_RESOLVING, C_UPSTREAM_DNS, C_CONNECTING, C_TUNNEL, C_RELAY, C_REFUSING, C_DEAD };
 
 struct conn {
         struct egress *e;
@@ -114,6 +136,10 @@ struct conn {
         void *dns;
         struct flow up, down;
         uint64_t started_ms, last_ms;
+        /* filtered mode (EGRESS_TRANSPARENT) */
+        struct net_addr orig;  /* where the program connected */
+        char mapped[EGRESS_HOST_MAX + 1];  /* the name orig was handed out for, or "" */
+        bool pinned;          /* a bare address named by SNI/Host: only orig may be used */
 };
 
 struct dest {
@@ -129,7 +155,7 @@ struct egress {
         void *log_ctx;
         int epfd;
         struct watch timer;
-        bool timer_armed;
+        int timer_armed;      /* 0 off, 1 one second, 2 fast (sniffing) */
         struct dns *dns;
         struct listener *listeners;
         struct conn *conns, *dead;
@@ -145,6 +171,9 @@ struct egress {
         struct net_addr up_addrs[MAX_CANDIDATES];
         size_t n_up;
         void *up_dns;
+        /* filtered mode */
+        bool filtered;        /* a redirect listener was added */
+        struct dns_stub stub;
 };
 
 #define conn_of(w, member) ((struct conn *)((char *)(w) - offsetof(struct conn, member)))
@@ -379,9 +408,15 @@ static void target_text(struct conn *c, const struct net_addr *a, char *buf, siz
 }
 
 /* A policy refusal: logged, counted, answered. */
+static void reset_close(struct conn *c);
+
 static void refuse(struct conn *c, const char *reason, const struct net_addr *a)
 {
         log_decision(c, false, reason, a);
+        if (c->kind == EGRESS_TRANSPARENT && strcmp(c->protocol, "http-direct") != 0) {
+                reset_close(c);  /* nothing to answer a TLS or raw TCP client with */
+                return;
+        }
         if (c->kind == EGRESS_SOCKS) {
                 socks_refuse(c, SOCKS_NOT_ALLOWED);
                 return;
@@ -395,6 +430,12 @@ static void refuse(struct conn *c, const char *reason, const struct net_addr *a)
 static void fail_upstream(struct conn *c, int err, bool timeout)
 {
         c->last_errno = err;
+        if (c->kind == EGRESS_TRANSPARENT) {
+                snprintf(c->failure, sizeof c->failure, "cannot reach the destination: %s",
+                         timeout ? "timed out" : err == ENOENT ? "name does not resolve" : strerror(err));
+                reset_close(c);
+                return;
+        }
         if (c->kind == EGRESS_SOCKS) {
                 uint8_t code = err == ECONNREFUSED ? SOCKS_CONN_REFUSED
                                : err == ENETUNREACH ? SOCKS_NET_UNREACHABLE
@@ -434,7 +475,7 @@ static void start_relay(struct conn *c)
                 uint8_t ok[10];
                 socks5_reply(ok, SOCKS_OK);
                 r = flow_prepend(&c->down, ok, sizeof ok);
-        } else if (!c->forward) {
+        } else if (!c->forward && c->kind != EGRESS_TRANSPARENT) {
                 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
                 r = flow_prepend(&c->down, established, sizeof established - 1);
         }
@@ -538,6 +579,8 @@ static void fail_tunnel(struct conn *c, const char *what)
         }
         if (c->kind == EGRESS_SOCKS)
                 socks_refuse(c, SOCKS_CONN_REFUSED);
+        else if (c->kind == EGRESS_TRANSPARENT)
+                reset_close(c);
         else
                 http_refuse(c, 502, NULL, c->failure);
 }
@@ -687,6 +730,24 @@ static void connect_done(struct conn *c)
 static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n, bool named)
 {
         struct egress_verdict v, first_ok = { 0 }, first_refusal = { 0 };
+        if (c->pinned) {
+                /* A bare address and a name from SNI/Host: the name must
+                 * really lead there, or an allowed name would carry any
+                 * destination through (spoofing). */
+                size_t i = 0;
+                while (i < n && memcmp(&addrs[i], &c->orig, sizeof c->orig) != 0)
+                        i++;
+                if (i == n) {
+                        char text[INET6_ADDRSTRLEN], why[EGRESS_HOST_MAX + 160];
+                        net_addr_format(&c->orig, text, sizeof text);
+                        snprintf(why, sizeof why, "%s is not an address of %s (%s names it)", text, c->host,
+                                 strcmp(c->protocol, "tls") == 0 ? "the TLS SNI" : "the HTTP Host");
+                        refuse(c, why, &c->orig);
+                        return;
+                }
+                addrs = &c->orig;
+                n = 1;
+        }
         const struct net_addr *refused = NULL;
         c->n_cands = 0;
         for (size_t i = 0; i < n; i++) {
@@ -723,7 +784,7 @@ static void on_resolved(void *ctx, int status, const struct net_addr *addrs, siz
         c->dns = NULL;
         if (c->state != C_RESOLVING)
                 return;
-        if ((status < 0 || n == 0) && c->e->upstream) {
+        if ((status < 0 || n == 0) && c->e->upstream && !c->pinned) {
                 /* Networks that need an upstream proxy often can't resolve
                  * outside names themselves: the name (allowed by a host
                  * rule) goes to the upstream, which resolves it. Nothing
@@ -1055,6 +1116,177 @@ static void refusing(struct conn *c)
                 conn_close(c);
 }
 
+/* ---- filtered mode: redirected connections and the DNS stub ---------------- */
+
+/* Close with a reset: the program sees ECONNRESET / ECONNREFUSED at once. */
+static void reset_close(struct conn *c)
+{
+        struct linger hard = { .l_onoff = 1, .l_linger = 0 };
+        (void)setsockopt(c->cw.fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+        conn_close(c);
+}
+
+/* Where the program meant to connect, from the NAT entry of the redirect.
+ * A connection made straight to the redirect port has none: refused. */
+static int original_destination(int fd, struct net_addr *a, uint16_t *port)
+{
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+                return -errno;
+        bool v6 = ss.ss_family == AF_INET6;
+        len = sizeof ss;
+        if (getsockopt(fd, v6 ? SOL_IPV6 : SOL_IP, v6 ? IP6T_SO_ORIGINAL_DST : SO_ORIGINAL_DST, &ss, &len) < 0)
+                return -errno;
+        net_addr_from_sockaddr(a, (struct sockaddr *)&ss);
+        *port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+        return 0;
+}
+
+static void transparent_accept(struct conn *c)
+{
+        struct egress *e = c->e;
+        c->protocol = "tcp";
+        if (original_destination(c->cw.fd, &c->orig, &c->port) < 0) {
+                log_decision(c, false, "no original destination (a direct connection to brig's redirect port)", NULL);
+                reset_close(c);
+                return;
+        }
+        const char *name = names_lookup(&e->stub.names, &c->orig);
+        if (name) {
+                snprintf(c->mapped, sizeof c->mapped, "%s", name);
+        } else if (names_in_pool(&c->orig)) {
+                refuse(c, "an address brig's DNS never handed out", &c->orig);
+                return;
+        } else {
+                /* A CIDR rule (or a host rule naming the literal) allows
+                 * the address itself: no name needed. */
+                struct egress_verdict v;
+                egress_judge_addr(e->policy, &c->orig, c->port, false, &v);
+                if (v.allow) {
+                        on_addresses(c, &c->orig, 1, false);
+                        return;
+                }
+        }
+        c->state = C_SNIFF;
+        set_interest(e, &c->cw, EPOLLIN);
+}
+
+/* The first bytes are in (or none came in time, name == NULL): judge. */
+static void transparent_decide(struct conn *c, const char *name)
+{
+        struct net_addr literal;
+        set_interest(c->e, &c->cw, 0);
+        if (name && net_addr_parse_lenient(name, &literal))
+                name = NULL;  /* "Host: 192.0.2.1" names no host */
+        if (c->mapped[0]) {
+                if (name && strcmp(name, c->mapped) != 0) {
+                        char why[2 * EGRESS_HOST_MAX + 128];
+                        snprintf(why, sizeof why, "sent to brig's address for %s, but its %s names %s", c->mapped,
+                                 strcmp(c->protocol, "tls") == 0 ? "TLS SNI" : "HTTP Host", name);
+                        snprintf(c->host, sizeof c->host, "%s", c->mapped);
+                        c->port = c->port ? c->port : 0;
+                        refuse(c, why, &c->orig);
+                        return;
+                }
+                judge_target(c, c->mapped, c->port);
+                return;
+        }
+        if (!name) {
+                refuse(c, "a bare address with no TLS SNI or HTTP Host (allow it with --allow-cidr)", &c->orig);
+                return;
+        }
+        c->pinned = true;
+        judge_target(c, name, c->port);
+}
+
+static void sniff_read(struct conn *c)
+{
+        if (c->in_len == c->in_cap) {
+                size_t cap = c->in_cap ? c->in_cap * 4 : 2048;
+                char *grown = c->in_cap >= SNIFF_MAX ? NULL : realloc(c->in, cap > SNIFF_MAX ? SNIFF_MAX : cap);
+                if (!grown) {
+                        conn_close(c);
+                        return;
+                }
+                c->in = grown;
+                c->in_cap = cap > SNIFF_MAX ? SNIFF_MAX : cap;
+        }
+        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                conn_close(c);  /* gone before saying anything */
+                return;
+        }
+        c->in_len += (size_t)n;
+        char name[EGRESS_HOST_MAX + 1];
+        int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
+        if (r != SNIFF_NOT_THIS) {
+                c->protocol = "tls";
+        } else {
+                r = sniff_http_host(c->in, c->in_len, name);
+                c->protocol = r == SNIFF_NOT_THIS ? "tcp" : "http-direct";
+        }
+        if (r == SNIFF_MORE && c->in_len < SNIFF_MAX)
+                return;
+        transparent_decide(c, r == SNIFF_NAME ? name : NULL);
+}
+
+/* DNS over UDP: one datagram, one answer, from the socket it came to (the
+ * kernel turns the source back into the address the program asked). */
+static void dns_udp_serve(struct egress *e, struct listener *l)
+{
+        for (int i = 0; i < 64; i++) {
+                uint8_t query[1500], reply[512];
+                struct sockaddr_storage peer;
+                socklen_t plen = sizeof peer;
+                ssize_t n = recvfrom(l->w.fd, query, sizeof query, MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
+                if (n < 0)
+                        return;
+                size_t len = dns_stub_answer(&e->stub, query, (size_t)n, reply, sizeof reply, "udp");
+                if (len)
+                        (void)sendto(l->w.fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&peer, plen);
+        }
+}
+
+/* DNS over TCP: two-byte length, message; as many as the client sends. */
+static void dns_tcp_read(struct conn *c)
+{
+        if (!c->in && !(c->in = malloc(c->in_cap = 2 + 65535))) {
+                conn_close(c);
+                return;
+        }
+        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                conn_close(c);
+                return;
+        }
+        c->in_len += (size_t)n;
+        c->last_ms = now_ms();
+        while (c->in_len >= 2) {
+                size_t mlen = (size_t)(uint8_t)c->in[0] << 8 | (uint8_t)c->in[1];
+                if (c->in_len < 2 + mlen)
+                        return;
+                uint8_t reply[2 + 4096];
+                size_t len = dns_stub_answer(&c->e->stub, (const uint8_t *)c->in + 2, mlen, reply + 2,
+                                             sizeof reply - 2, "tcp");
+                reply[0] = (uint8_t)(len >> 8);
+                reply[1] = (uint8_t)len;
+                /* a small answer on a connection that reads its answers: if
+                 * the send buffer can't take it whole, the client is not a
+                 * resolver worth waiting for */
+                if (len && send(c->cw.fd, reply, len + 2, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(len + 2)) {
+                        conn_close(c);
+                        return;
+                }
+                memmove(c->in, c->in + 2 + mlen, c->in_len - 2 - mlen);
+                c->in_len -= 2 + mlen;
+        }
+}
+
 static void on_accept(struct egress *e, struct listener *l)
 {
         for (int i = 0; i < 64; i++) {
@@ -1083,13 +1315,16 @@ static void on_accept(struct egress *e, struct listener *l)
                 flow_init(&c->down, -1, -1);
                 c->connected = -1;
                 c->started_ms = c->last_ms = now_ms();
-                c->state = C_REQUEST;
+                c->state = l->kind == EGRESS_DNS_TCP ? C_DNS : C_REQUEST;
                 c->next = e->conns;
                 if (e->conns)
                         e->conns->prev = c;
                 e->conns = c;
                 e->n_conns++;
-                set_interest(e, &c->cw, EPOLLIN);
+                if (l->kind == EGRESS_TRANSPARENT)
+                        transparent_accept(c);
+                else
+                        set_interest(e, &c->cw, EPOLLIN);
         }
 }
 
@@ -1120,6 +1355,14 @@ static void on_timer(struct egress *e)
                                         conn_close(c);
                         }
                         break;
+                case C_SNIFF:
+                        if (now - c->started_ms > (c->mapped[0] ? SNIFF_NAMED_MS : SNIFF_BARE_MS))
+                                transparent_decide(c, NULL);
+                        break;
+                case C_DNS:
+                        if (now - c->last_ms > DNS_TCP_IDLE_MS)
+                                conn_close(c);
+                        break;
                 case C_RESOLVING:
                 case C_UPSTREAM_DNS:
                 case C_CONNECTING:
@@ -1141,18 +1384,23 @@ static void on_timer(struct egress *e)
         }
 }
 
-/* A one-second tick while there is anything to time out. */
+/* A one-second tick while there is anything to time out; a 50 ms one
+ * while a redirected connection waits for its first bytes. */
 static void update_timer(struct egress *e)
 {
-        bool paused = false;
+        bool paused = false, sniffing = false;
         for (struct listener *l = e->listeners; l; l = l->next)
                 paused |= l->paused;
-        bool want = e->n_conns > 0 || paused;
+        for (struct conn *c = e->conns; c && !sniffing; c = c->next)
+                sniffing = c->state == C_SNIFF;
+        int want = sniffing ? 2 : e->n_conns > 0 || paused ? 1 : 0;
         if (want == e->timer_armed)
                 return;
         struct itimerspec its = { 0 };
-        if (want)
+        if (want == 1)
                 its.it_value.tv_sec = its.it_interval.tv_sec = 1;
+        else if (want == 2)
+                its.it_value.tv_nsec = its.it_interval.tv_nsec = 50 * 1000000L;
         if (timerfd_settime(e->timer.fd, 0, &its, NULL) == 0)
                 e->timer_armed = want;
 }
@@ -1172,6 +1420,7 @@ struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, voi
                 egress_upstream_format(e->upstream, e->up_text, sizeof e->up_text);
         e->log = log;
         e->log_ctx = log_ctx;
+        e->stub = (struct dns_stub){ .policy = ep, .log = log, .log_ctx = log_ctx };
         e->timer = (struct watch){ .kind = W_TIMER, .fd = -1 };
         e->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (e->epfd < 0) {
@@ -1195,12 +1444,25 @@ fail:
 
 int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind, brig_error **err)
 {
-        int listening = 0;
-        socklen_t len = sizeof listening;
-        if (kind != EGRESS_HTTP && kind != EGRESS_SOCKS)
+        int listening = 0, type = 0;
+        socklen_t len = sizeof listening, tlen = sizeof type;
+        if (kind < EGRESS_HTTP || kind > EGRESS_DNS_TCP)
                 return brig_err(err, EINVAL, "unknown proxy listener kind %d", (int)kind);
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+        if (kind == EGRESS_DNS_UDP) {
+                if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_DGRAM)
+                        return brig_err(err, EINVAL, "DNS stub: not a datagram socket");
+        } else if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening) {
                 return brig_err(err, EINVAL, "proxy listener: not a listening socket");
+        }
+        if (kind == EGRESS_TRANSPARENT) {
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof ss;
+                e->filtered = true;
+                /* an IPv6 redirect target exists only where IPv6 is routed
+                 * to brig: then AAAA questions get answers */
+                if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET6)
+                        e->stub.ipv6 = true;
+        }
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
                 return brig_err(err, errno, "proxy listener");
@@ -1239,7 +1501,10 @@ void egress_dispatch(struct egress *e)
                 struct conn *c;
                 switch (w->kind) {
                 case W_LISTENER:
-                        on_accept(e, (struct listener *)w);
+                        if (((struct listener *)w)->kind == EGRESS_DNS_UDP)
+                                dns_udp_serve(e, (struct listener *)w);
+                        else
+                                on_accept(e, (struct listener *)w);
                         break;
                 case W_TIMER:
                         on_timer(e);
@@ -1248,6 +1513,10 @@ void egress_dispatch(struct egress *e)
                         c = conn_of(w, cw);
                         if (c->state == C_REQUEST)
                                 read_request(c);
+                        else if (c->state == C_SNIFF)
+                                sniff_read(c);
+                        else if (c->state == C_DNS)
+                                dns_tcp_read(c);
                         else if (c->state == C_RELAY)
                                 relay(c);
                         else if (c->state == C_REFUSING)
@@ -1285,6 +1554,10 @@ json_t *egress_summary_json(const struct egress *e)
                               "bytes_down", (json_int_t)(e ? e->bytes_down : 0), "destinations", dests);
         if (e && e->dests_truncated)
                 json_object_set_new(o, "destinations_truncated", json_true());
+        if (e && e->filtered)
+                json_object_set_new(o, "dns", json_pack("{s:I, s:I, s:I}", "answered", (json_int_t)e->stub.allowed,
+                                                        "refused", (json_int_t)e->stub.denied, "names",
+                                                        (json_int_t)e->stub.names.n));
         return o;
 }
 
@@ -1295,6 +1568,7 @@ void egress_free(struct egress *e)
         /* The run is over (its audit stream ended): connections still open
          * are closed without further events; the summary has their counts. */
         e->log = NULL;
+        e->stub.log = NULL;
         while (e->conns)
                 conn_close(e->conns);
         while (e->dead) {
@@ -1303,6 +1577,7 @@ void egress_free(struct egress *e)
                 free(c);
         }
         dns_free(e->dns);
+        names_free(&e->stub.names);
         while (e->listeners) {
                 struct listener *l = e->listeners;
                 e->listeners = l->next;

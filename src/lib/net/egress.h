@@ -16,8 +16,18 @@
 /* Fixed, documented ports inside the sandbox. */
 #define BRIG_HTTP_PROXY_PORT 3128
 #define BRIG_SOCKS_PROXY_PORT 1080
+/* Filtered mode: where nftables sends every outbound TCP connection, and
+ * the DNS stub (every query to port 53 is redirected to it). */
+#define BRIG_TRANSPARENT_PORT 15001
+#define BRIG_DNS_PORT 53
 
-enum egress_listener_kind { EGRESS_HTTP = 0, EGRESS_SOCKS = 1 };
+enum egress_listener_kind {
+        EGRESS_HTTP = 0,
+        EGRESS_SOCKS = 1,
+        EGRESS_TRANSPARENT = 2,   /* redirected TCP: SO_ORIGINAL_DST, SNI/Host */
+        EGRESS_DNS_UDP = 3,       /* a bound UDP socket, not a listener */
+        EGRESS_DNS_TCP = 4,
+};
 
 /* ---- policy (built from flags and policy files; validated on entry) ----- */
 
@@ -40,8 +50,12 @@ BRIG_INTERNAL void egress_policy_free(struct egress_policy *ep);
 /* Create the listening sockets in the sandbox's network namespace:
  * HTTP on 127.0.0.1 and [::1] port BRIG_HTTP_PROXY_PORT, SOCKS5 on the
  * same addresses port BRIG_SOCKS_PROXY_PORT (IPv6 ones skipped when ::1
- * is unavailable). Fills fds/kinds, returns how many, or -errno. */
-BRIG_INTERNAL int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, brig_error **err);
+ * is unavailable); with `filtered`, also the redirect target
+ * (BRIG_TRANSPARENT_PORT; on ::1 only with ipv6_redirect, when IPv6 is
+ * routed to it) and the DNS stub (UDP and TCP, BRIG_DNS_PORT).
+ * Fills fds/kinds, returns how many, or -errno. */
+BRIG_INTERNAL int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, bool filtered,
+                                        bool ipv6_redirect, brig_error **err);
 
 /* ---- the supervisor ------------------------------------------------------ */
 
@@ -49,8 +63,10 @@ struct egress;
 /* Called for every attempt (allowed or refused) with one JSON object; the
  * callee owns it. The object has at least: "event": "net", "decision"
  * ("allow"|"deny"), "reason", "host" (or null), "address", "port",
- * "protocol" ("http-connect"|"http"|"socks5"), and on close "bytes_up",
- * "bytes_down". */
+ * "protocol" ("http-connect"|"http"|"socks5", and in filtered mode
+ * "tls"|"http-direct"|"tcp"), and on close "bytes_up", "bytes_down".
+ * The DNS stub logs "event": "dns" with "name", "type", "decision",
+ * "reason" and the "answers" it gave. */
 typedef void (*egress_log_fn)(void *ctx, json_t *event);
 
 BRIG_INTERNAL struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, void *log_ctx,

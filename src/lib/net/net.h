@@ -77,6 +77,9 @@ struct egress_verdict {
 /* The name check, before any DNS: is `host` (normalized) allowed on `port`? */
 BRIG_INTERNAL void egress_judge_host(const struct egress_policy *ep, const char *host, uint16_t port,
                                      struct egress_verdict *v);
+/* The DNS stub's check, before any port is known: does an allow rule name
+ * `host` (and no deny rule for every port)? */
+BRIG_INTERNAL void egress_judge_name(const struct egress_policy *ep, const char *host, struct egress_verdict *v);
 /* The address check, for every resolved or literal address. `named` says
  * whether a host rule already allowed the name this address came from. */
 BRIG_INTERNAL void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port,
@@ -196,6 +199,79 @@ struct socks5_request {
 BRIG_INTERNAL int socks5_parse_request(const uint8_t *buf, size_t len, struct socks5_request *req);
 /* A 10-byte reply (IPv4 0.0.0.0:0 as the bound address). */
 BRIG_INTERNAL void socks5_reply(uint8_t out[10], uint8_t code);
+
+/* ---- filtered mode: what a redirected connection is for (sniff.c) -------- */
+
+#define SNIFF_MAX 16384       /* bytes read before deciding there is no name */
+enum { SNIFF_NOT_THIS = -1, SNIFF_MORE = 0, SNIFF_NAME = 1, SNIFF_NO_NAME = 2 };
+/* The server_name of a TLS ClientHello at the start of buf (normalized
+ * into host): SNIFF_NAME; SNIFF_MORE while it is still arriving;
+ * SNIFF_NO_NAME for a hello without a usable name; SNIFF_NOT_THIS when
+ * the bytes are not a TLS handshake. */
+BRIG_INTERNAL int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]);
+/* The same for an HTTP/1.x request head: the absolute-form target's host
+ * or the Host header's (port and brackets dropped, normalized). */
+BRIG_INTERNAL int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1]);
+
+/* ---- filtered mode: the DNS stub's messages (dnsmsg.c) ------------------ */
+
+#define DNS_TYPE_A 1
+#define DNS_TYPE_AAAA 28
+#define DNS_CLASS_IN 1
+#define DNS_RCODE_NOERROR 0
+#define DNS_RCODE_FORMERR 1
+#define DNS_RCODE_SERVFAIL 2
+#define DNS_RCODE_NXDOMAIN 3
+#define DNS_RCODE_NOTIMP 4
+#define DNS_RCODE_REFUSED 5
+#define DNS_DROP (-100)       /* not a query: no answer at all */
+
+struct dns_question {
+        uint16_t id, flags;
+        char name[EGRESS_HOST_MAX + 1];  /* as asked, not yet normalized */
+        uint16_t qtype, qclass;
+        const uint8_t *question;          /* inside the query buffer */
+        size_t question_len;
+};
+/* 0 for a well-formed query; -rcode to answer with (FORMERR, NOTIMP);
+ * DNS_DROP for what must not be answered (too short, a response). */
+BRIG_INTERNAL int dns_parse_query(const uint8_t *buf, size_t len, struct dns_question *q);
+/* The reply to q: rcode, and for NOERROR the addresses as A/AAAA answers
+ * (ttl seconds). Sets TC when they don't fit in cap. Returns its length,
+ * 0 when cap cannot hold a header. */
+BRIG_INTERNAL size_t dns_build_reply(const struct dns_question *q, int rcode, const struct net_addr *addrs, size_t n,
+                                     uint32_t ttl, uint8_t *out, size_t cap);
+BRIG_INTERNAL const char *dns_type_name(uint16_t type, char buf[8]);
+
+/* ---- filtered mode: brig's own addresses for allowed names (names.c) ---- */
+
+#define NAMES_MAX 65535
+struct name_book {
+        char **names;         /* index i is handed out as pool address i + 1 */
+        size_t n, cap;
+};
+/* The index of name, added when new; -ENOSPC when the pool is full. */
+BRIG_INTERNAL int names_index(struct name_book *nb, const char *name);
+BRIG_INTERNAL void names_addr(int index, int family, struct net_addr *a);
+BRIG_INTERNAL bool names_in_pool(const struct net_addr *a);
+/* The name an address of the pool was handed out for, or NULL. */
+BRIG_INTERNAL const char *names_lookup(const struct name_book *nb, const struct net_addr *a);
+BRIG_INTERNAL void names_free(struct name_book *nb);
+
+/* ---- filtered mode: the DNS stub (dnsstub.c) ---------------------------- */
+
+struct dns_stub {
+        const struct egress_policy *policy;
+        struct name_book names;
+        bool ipv6;            /* AAAA answered (the namespace routes IPv6 to brig) */
+        egress_log_fn log;
+        void *log_ctx;
+        uint64_t allowed, denied;
+};
+/* The reply to one query (its length), or 0: send nothing. Logs a "dns"
+ * event for every question. */
+BRIG_INTERNAL size_t dns_stub_answer(struct dns_stub *s, const uint8_t *query, size_t len, uint8_t *out, size_t cap,
+                                     const char *transport);
 
 /* ---- DNS (dns.c): c-ares driven by the egress epoll --------------------- */
 

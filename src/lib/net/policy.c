@@ -454,29 +454,35 @@ static bool allow_port_ok(const struct host_rule *r, uint16_t port)
         return r->port ? r->port == port : (port == 80 || port == 443);
 }
 
-void egress_judge_host(const struct egress_policy *ep, const char *host, uint16_t port, struct egress_verdict *v)
+static bool is_metadata_name(const char *host)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(metadata_names); i++)
+                if (strcmp(host, metadata_names[i]) == 0)
+                        return true;
+        return false;
+}
+
+/* The allow rules that name `host` (metadata names need an exact rule: a
+ * broad suffix that happens to cover them is not consent). any_port: the
+ * DNS stub's question, asked before a port is known. */
+static void judge_host(const struct egress_policy *ep, const char *host, uint16_t port, bool any_port,
+                       struct egress_verdict *v)
 {
         v->allow = false;
         for (size_t i = 0; ep && i < ep->n_deny; i++)
-                if (egress_pattern_match(ep->deny[i].pattern, host) && (!ep->deny[i].port || ep->deny[i].port == port)) {
+                if (egress_pattern_match(ep->deny[i].pattern, host) &&
+                    (!ep->deny[i].port || (!any_port && ep->deny[i].port == port))) {
                         snprintf(v->reason, sizeof v->reason, "denied by --deny-host %s", ep->deny[i].pattern);
                         return;
                 }
-        bool metadata = false;
-        for (size_t i = 0; i < ARRAY_SIZE(metadata_names); i++)
-                if (strcmp(host, metadata_names[i]) == 0)
-                        metadata = true;
+        bool metadata = is_metadata_name(host);
         bool name_matched = false;
         for (size_t i = 0; ep && i < ep->n_allow; i++) {
                 const struct host_rule *r = &ep->allow[i];
-                if (!egress_pattern_match(r->pattern, host))
-                        continue;
-                /* Metadata names need an exact rule: a broad suffix that
-                 * happens to cover them is not consent. */
-                if (metadata && r->pattern[0] == '*')
+                if (!egress_pattern_match(r->pattern, host) || (metadata && r->pattern[0] == '*'))
                         continue;
                 name_matched = true;
-                if (allow_port_ok(r, port)) {
+                if (any_port || allow_port_ok(r, port)) {
                         v->allow = true;
                         snprintf(v->reason, sizeof v->reason, "allowed by --allow-host %s", r->pattern);
                         return;
@@ -488,6 +494,16 @@ void egress_judge_host(const struct egress_policy *ep, const char *host, uint16_
                 snprintf(v->reason, sizeof v->reason, "port %u not allowed for this host", port);
         else
                 snprintf(v->reason, sizeof v->reason, "host not in the allow list");
+}
+
+void egress_judge_host(const struct egress_policy *ep, const char *host, uint16_t port, struct egress_verdict *v)
+{
+        judge_host(ep, host, port, false, v);
+}
+
+void egress_judge_name(const struct egress_policy *ep, const char *host, struct egress_verdict *v)
+{
+        judge_host(ep, host, 0, true, v);
 }
 
 static const struct cidr_rule *cidr_find(const struct egress_policy *ep, const struct net_addr *a, uint16_t port)

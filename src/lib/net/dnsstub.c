@@ -1,0 +1,82 @@
+/* dnsstub.c — brig's DNS stub for filtered sandboxes.
+ *
+ * Every DNS question from inside (any server, port 53, UDP or TCP — the
+ * nftables rules send them all here) is judged by the host rules alone:
+ * an allowed name gets brig's own address for it (names.c), a refused one
+ * NXDOMAIN. No question ever reaches a real resolver from here, so a
+ * refused name leaks nowhere and DNS cannot carry data out; the real
+ * lookup happens when a connection to the handed-out address is made. */
+#define _GNU_SOURCE
+#include "net/net.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Short: the addresses never change for a run, but a program that caches
+ * answers across runs (none should) would not keep them long. */
+#define DNS_TTL 60
+
+static void log_query(struct dns_stub *s, const char *name, uint16_t qtype, bool allow, const char *reason,
+                      const struct net_addr *answers, size_t n, const char *transport)
+{
+        allow ? s->allowed++ : s->denied++;
+        if (!s->log)
+                return;
+        char tbuf[8];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "event", "dns", "decision", allow ? "allow" : "deny", "type",
+                              dns_type_name(qtype, tbuf), "transport", transport);
+        json_object_set_new(o, "name", name ? json_string(name) : json_null());
+        json_object_set_new(o, "reason", json_string(reason));
+        json_t *list = json_array();
+        for (size_t i = 0; i < n; i++) {
+                char text[INET6_ADDRSTRLEN];
+                net_addr_format(&answers[i], text, sizeof text);
+                json_array_append_new(list, json_string(text));
+        }
+        json_object_set_new(o, "answers", list);
+        s->log(s->log_ctx, o);
+}
+
+size_t dns_stub_answer(struct dns_stub *s, const uint8_t *query, size_t len, uint8_t *out, size_t cap,
+                       const char *transport)
+{
+        struct dns_question q;
+        int r = dns_parse_query(query, len, &q);
+        if (r == DNS_DROP)
+                return 0;
+        if (r < 0) {
+                log_query(s, NULL, q.qtype, false, "malformed or unsupported query", NULL, 0, transport);
+                return dns_build_reply(&q, -r, NULL, 0, 0, out, cap);
+        }
+        char host[EGRESS_HOST_MAX + 1];
+        struct egress_verdict v = { .allow = false };
+        struct net_addr answer;
+        size_t n = 0;
+        int rcode = DNS_RCODE_NOERROR;
+        if (!egress_host_normalize(q.name, strlen(q.name), host)) {
+                log_query(s, NULL, q.qtype, false, "not a valid host name", NULL, 0, transport);
+                return dns_build_reply(&q, DNS_RCODE_NXDOMAIN, NULL, 0, 0, out, cap);
+        }
+        if (q.qclass != DNS_CLASS_IN) {
+                log_query(s, host, q.qtype, false, "not an Internet-class query", NULL, 0, transport);
+                return dns_build_reply(&q, DNS_RCODE_REFUSED, NULL, 0, 0, out, cap);
+        }
+        egress_judge_name(s->policy, host, &v);
+        if (!v.allow) {
+                rcode = DNS_RCODE_NXDOMAIN;
+        } else if (q.qtype == DNS_TYPE_A || (q.qtype == DNS_TYPE_AAAA && s->ipv6)) {
+                int i = names_index(&s->names, host);
+                if (i < 0) {
+                        rcode = DNS_RCODE_SERVFAIL;
+                        v.allow = false;
+                        snprintf(v.reason, sizeof v.reason, "brig's address pool is full (%d names)", NAMES_MAX);
+                } else {
+                        names_addr(i, q.qtype == DNS_TYPE_A ? AF_INET : AF_INET6, &answer);
+                        n = 1;
+                }
+        }
+        /* other types of an allowed name (MX, TXT, HTTPS, ...): an empty
+         * answer, so clients go on with A/AAAA */
+        log_query(s, host, q.qtype, v.allow, v.reason, &answer, n, transport);
+        return dns_build_reply(&q, rcode, &answer, n, DNS_TTL, out, cap);
+}

@@ -1,0 +1,248 @@
+/* sniff.c — what a redirected connection says it is for (filtered mode).
+ *
+ * A program that ignores the proxy connects straight to an address; the
+ * kernel sends the connection to brig instead, and the first bytes the
+ * client sends tell which host it means: the server_name of a TLS
+ * ClientHello, or the Host header of a plain HTTP request. Both readers
+ * are pure functions over untrusted memory (fuzzed: tests/fuzz/fuzz_sniff.c);
+ * they never read past len and never trust a length field. */
+#define _GNU_SOURCE
+#include "net/net.h"
+
+#include <string.h>
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+#define TLS_RECORD_HANDSHAKE 0x16
+#define TLS_HANDSHAKE_CLIENT_HELLO 0x01
+#define TLS_EXT_SERVER_NAME 0x0000
+#define TLS_SNI_HOST_NAME 0x00
+
+struct reader {
+        const uint8_t *p;
+        size_t len, off;
+        bool short_read;      /* ran out of bytes (more may come) */
+};
+
+static bool take(struct reader *r, size_t n, const uint8_t **out)
+{
+        if (r->len - r->off < n) {
+                r->short_read = true;
+                return false;
+        }
+        if (out)
+                *out = r->p + r->off;
+        r->off += n;
+        return true;
+}
+
+static bool u8(struct reader *r, unsigned *v)
+{
+        const uint8_t *b;
+        if (!take(r, 1, &b))
+                return false;
+        *v = b[0];
+        return true;
+}
+
+static bool u16(struct reader *r, unsigned *v)
+{
+        const uint8_t *b;
+        if (!take(r, 2, &b))
+                return false;
+        *v = (unsigned)b[0] << 8 | b[1];
+        return true;
+}
+
+static bool u24(struct reader *r, size_t *v)
+{
+        const uint8_t *b;
+        if (!take(r, 3, &b))
+                return false;
+        *v = (size_t)b[0] << 16 | (size_t)b[1] << 8 | b[2];
+        return true;
+}
+
+/* The handshake bytes may be split over several TLS records: join the
+ * fragments of the leading handshake records into out. Returns the bytes
+ * joined, or -1 when the stream is not TLS handshake records. */
+static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size_t cap, bool *complete_record)
+{
+        size_t off = 0, n = 0;
+        *complete_record = false;
+        while (len - off >= 5) {
+                const uint8_t *h = buf + off;
+                if (h[0] != TLS_RECORD_HANDSHAKE || h[1] != 0x03)
+                        return off == 0 ? -1 : (ssize_t)n;  /* a later record of another type ends it */
+                size_t rec = (size_t)h[3] << 8 | h[4];
+                if (rec == 0 || rec > 16384 + 2048)
+                        return -1;
+                size_t have = len - off - 5 < rec ? len - off - 5 : rec;
+                if (have > cap - n)
+                        have = cap - n;
+                memcpy(out + n, h + 5, have);
+                n += have;
+                if (len - off - 5 < rec)
+                        return (ssize_t)n;  /* this record is still arriving */
+                *complete_record = true;
+                off += 5 + rec;
+                if (n == cap)
+                        break;
+        }
+        if (off == 0 && len > 0 && (buf[0] != TLS_RECORD_HANDSHAKE || (len > 1 && buf[1] != 0x03)))
+                return -1;
+        return (ssize_t)n;
+}
+
+int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
+{
+        static _Thread_local uint8_t hs[SNIFF_MAX];
+        bool complete;
+        ssize_t n = join_handshake(buf, len, hs, sizeof hs, &complete);
+        if (n < 0)
+                return SNIFF_NOT_THIS;
+        struct reader r = { .p = hs, .len = (size_t)n };
+        unsigned type, v;
+        size_t body;
+        const uint8_t *skip;
+        if (!u8(&r, &type))
+                return len >= SNIFF_MAX ? SNIFF_NO_NAME : SNIFF_MORE;
+        if (type != TLS_HANDSHAKE_CLIENT_HELLO)
+                return SNIFF_NOT_THIS;
+        if (!u24(&r, &body) || !u16(&r, &v) /* legacy_version */ || !take(&r, 32, NULL) /* random */)
+                goto short_or_bad;
+        if (!u8(&r, &v) || v > 32 || !take(&r, v, NULL))  /* legacy_session_id */
+                goto short_or_bad;
+        if (!u16(&r, &v) || (v & 1) || !take(&r, v, NULL))  /* cipher_suites */
+                goto short_or_bad;
+        if (!u8(&r, &v) || !take(&r, v, NULL))  /* legacy_compression_methods */
+                goto short_or_bad;
+        unsigned ext_len;
+        if (!u16(&r, &ext_len)) {
+                if (r.short_read && r.off >= 4 + body)
+                        return SNIFF_NO_NAME;  /* a hello without extensions */
+                goto short_or_bad;
+        }
+        size_t ext_end = r.off + ext_len;
+        while (r.off < ext_end) {
+                unsigned et, el;
+                if (!u16(&r, &et) || !u16(&r, &el))
+                        goto short_or_bad;
+                if (et != TLS_EXT_SERVER_NAME) {
+                        if (!take(&r, el, NULL))
+                                goto short_or_bad;
+                        continue;
+                }
+                const uint8_t *ext;
+                if (!take(&r, el, &ext))
+                        goto short_or_bad;
+                struct reader s = { .p = ext, .len = el };
+                unsigned list_len, nt, nl;
+                if (!u16(&s, &list_len) || list_len != el - 2)
+                        return SNIFF_NO_NAME;
+                while (s.off < s.len) {
+                        if (!u8(&s, &nt) || !u16(&s, &nl) || !take(&s, nl, &skip))
+                                return SNIFF_NO_NAME;
+                        if (nt != TLS_SNI_HOST_NAME)
+                                continue;
+                        /* one host_name per hello (RFC 6066 §3); a name that
+                         * is not a valid host name is no name at all */
+                        return egress_host_normalize((const char *)skip, nl, host) ? SNIFF_NAME : SNIFF_NO_NAME;
+                }
+                return SNIFF_NO_NAME;
+        }
+        return SNIFF_NO_NAME;
+short_or_bad:
+        /* More bytes can only help while the hello is still arriving and
+         * the buffer has room for them. */
+        if (r.short_read && (size_t)n < sizeof hs && len < SNIFF_MAX)
+                return SNIFF_MORE;
+        return SNIFF_NO_NAME;
+}
+
+/* ---- HTTP ----------------------------------------------------------------- */
+
+static bool is_tchar(char c)
+{
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* "host", "host:port", "[v6]:port" → the host part, unbracketed. */
+static bool authority_host(const char *a, size_t len, char host[EGRESS_HOST_MAX + 1])
+{
+        while (len && (a[len - 1] == ' ' || a[len - 1] == '\t'))
+                len--;
+        while (len && (*a == ' ' || *a == '\t')) {
+                a++;
+                len--;
+        }
+        if (len && a[0] == '[') {
+                const char *close = memchr(a, ']', len);
+                if (!close)
+                        return false;
+                size_t n = (size_t)(close - a - 1);
+                if (n == 0 || n > EGRESS_HOST_MAX)
+                        return false;
+                memcpy(host, a + 1, n);
+                host[n] = '\0';
+                return true;
+        }
+        const char *colon = memchr(a, ':', len);
+        size_t n = colon ? (size_t)(colon - a) : len;
+        if (n == 0 || n > EGRESS_HOST_MAX)
+                return false;
+        memcpy(host, a, n);
+        host[n] = '\0';
+        return true;
+}
+
+int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
+{
+        /* the method: a token, then one space */
+        size_t i = 0;
+        while (i < len && i < 16 && is_tchar(buf[i]))
+                i++;
+        if (i == len)
+                return len < 16 ? SNIFF_MORE : SNIFF_NOT_THIS;
+        if (i == 0 || buf[i] != ' ')
+                return SNIFF_NOT_THIS;
+        size_t target = i + 1;
+        if (target == len)
+                return SNIFF_MORE;
+        if (buf[target] != '/' && buf[target] != '*' && buf[target] != 'h' && buf[target] != 'H')
+                return SNIFF_NOT_THIS;
+        const char *head_end = memmem(buf, len, "\r\n\r\n", 4);
+        if (!head_end)
+                return len >= SNIFF_MAX ? SNIFF_NO_NAME : SNIFF_MORE;
+        size_t head = (size_t)(head_end - buf) + 2;  /* through the last header's CRLF */
+        const char *line_end = memmem(buf, head, "\r\n", 2);
+        const char *sp = memchr(buf + target, ' ', (size_t)(line_end - buf) - target);
+        if (!sp || (size_t)(line_end - sp) < 9 || memcmp(sp + 1, "HTTP/1.", 7) != 0)
+                return SNIFF_NOT_THIS;
+        /* absolute-form names the host in the request line itself */
+        size_t tlen = (size_t)(sp - buf) - target;
+        if (tlen > 7 && strncasecmp(buf + target, "http://", 7) == 0) {
+                const char *auth = buf + target + 7;
+                size_t alen = tlen - 7;
+                const char *slash = memchr(auth, '/', alen);
+                if (slash)
+                        alen = (size_t)(slash - auth);
+                char raw[EGRESS_HOST_MAX + 1];
+                return authority_host(auth, alen, raw) && egress_host_normalize(raw, strlen(raw), host)
+                               ? SNIFF_NAME : SNIFF_NO_NAME;
+        }
+        for (const char *p = line_end + 2; p < buf + head;) {
+                const char *e = memmem(p, (size_t)(buf + head - p), "\r\n", 2);
+                if (!e)
+                        break;
+                if ((size_t)(e - p) > 5 && strncasecmp(p, "host:", 5) == 0) {
+                        char raw[EGRESS_HOST_MAX + 1];
+                        if (!authority_host(p + 5, (size_t)(e - p) - 5, raw))
+                                return SNIFF_NO_NAME;
+                        return egress_host_normalize(raw, strlen(raw), host) ? SNIFF_NAME : SNIFF_NO_NAME;
+                }
+                p = e + 2;
+        }
+        return SNIFF_NO_NAME;
+}
