@@ -1,10 +1,11 @@
 """Network egress through brig's proxy to upstreams in a network namespace
 the test builds itself.
 
-The module fixture makes a namespace `brig-t-<random>` joined to the host by
-a veth pair with addresses from the benchmarking range 198.18.0.0/15
-(198.18.X.1/30 on the host side, 198.18.X.2 inside), and starts the
-upstreams inside it (`ip netns exec`), listening on 0.0.0.0:
+The module fixture makes two namespaces, `brig-t-<random>` (the upstreams)
+and `brig-t-<random>-c` (where brig runs: the "client" side), joined by a
+veth pair with addresses from the benchmarking range 198.18.0.0/15
+(198.18.X.1/30 on the client side, 198.18.X.2 on the upstreams'), and
+starts the upstreams (`ip netns exec`), listening on 0.0.0.0:
   - plain HTTP on port 80 (a directory: hello.txt and a bare git repository
     served over git's dumb HTTP protocol),
   - HTTPS on port 443 with a certificate for `secure.test` signed by a test
@@ -14,8 +15,10 @@ upstreams inside it (`ip netns exec`), listening on 0.0.0.0:
 Every connection and datagram the upstreams receive is appended to a log,
 so a test can prove the upstream saw nothing.
 
-brig runs on the host (the supervisor reaches 198.18.X.2 through the veth),
-with `--resolve` standing in for DNS. 198.18/15 is classified
+brig runs in the client namespace (the `ws` fixture wraps every command in
+nsenter --net; the supervisor reaches 198.18.X.2 through the veth), with
+`--resolve` standing in for DNS. The host's own network namespace gets
+nothing: no address, no route, no interface. 198.18/15 is classified
 "benchmarking", so it takes `--allow-cidr 198.18.0.0/15` to reach it.
 
 The tests that point an allowed name at loopback, private or metadata
@@ -23,8 +26,8 @@ addresses run brig *inside* the namespace (nsenter --net), where 10.0.0.1
 and 169.254.169.254 are local addresses and the upstreams listen on every
 address: a classifier mistake would land at the upstream and be counted
 (the positive controls show it would), and no packet can leave the test's
-own namespace. Nothing here sends a packet anywhere but loopback, the veth
-and the namespace. Needs root to build the namespace (brig itself still
+own namespaces. Nothing here sends a packet anywhere but loopback, the veth
+and the namespaces. Needs root to build the namespace (brig itself still
 runs as root and as nobody)."""
 import json
 import os
@@ -38,7 +41,7 @@ import time
 
 import pytest
 
-from conftest import IS_ROOT
+from conftest import IS_ROOT, Brig
 
 HTTP, HTTPS, ECHO, DNS = 80, 443, 7000, 53
 HELLO = "hello from the netns upstream\n"
@@ -127,26 +130,29 @@ class Netns:
         self.tmp = tmp
         tag = secrets.token_hex(3)
         self.name = f"brig-t-{tag}"
+        self.client = f"brig-t-{tag}-c"
         self.veth_host = f"bt{tag}h"
         self.veth_ns = f"bt{tag}n"
-        used = sh("ip", "-4", "-o", "addr", "show").stdout + sh("ip", "-4", "route", "show").stdout
-        free = [x for x in range(1, 255) if f"198.18.{x}." not in used]
-        x = secrets.choice(free)
+        x = secrets.randbelow(254) + 1   # private namespaces: no clash with anything
         self.host_addr = f"198.18.{x}.1"
         self.addr = f"198.18.{x}.2"
         self.log = tmp / "connections.log"
         self.log.touch()
         self.proc = None
-        self.made_ns = self.made_veth = False
+        self.made_ns = self.made_client = False
 
     def up(self):
         sh("ip", "netns", "add", self.name)
         self.made_ns = True
-        sh("ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_ns)
-        self.made_veth = True
-        sh("ip", "link", "set", self.veth_ns, "netns", self.name)
-        sh("ip", "addr", "add", f"{self.host_addr}/30", "dev", self.veth_host)
-        sh("ip", "link", "set", self.veth_host, "up")
+        sh("ip", "netns", "add", self.client)
+        self.made_client = True
+        cl = ["ip", "-n", self.client]
+        # made inside the client namespace: it never exists on the host
+        sh(*cl, "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_ns)
+        sh(*cl, "link", "set", self.veth_ns, "netns", self.name)
+        sh(*cl, "link", "set", "lo", "up")
+        sh(*cl, "addr", "add", f"{self.host_addr}/30", "dev", self.veth_host)
+        sh(*cl, "link", "set", self.veth_host, "up")
         ns = ["ip", "-n", self.name]
         sh(*ns, "link", "set", "lo", "up")
         sh(*ns, "addr", "add", f"{self.addr}/30", "dev", self.veth_ns)
@@ -167,7 +173,8 @@ class Netns:
             raise RuntimeError(f"upstream did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
         deadline = time.time() + 10   # the veth's carrier comes up asynchronously
         while b"hello" not in subprocess.run(
-                ["curl", "-s", "--noproxy", "*", "-m", "2", f"http://{self.addr}/hello.txt"],
+                ["ip", "netns", "exec", self.client, "curl", "-s", "--noproxy", "*", "-m", "2",
+                 f"http://{self.addr}/hello.txt"],
                 capture_output=True).stdout:
             if time.time() > deadline:
                 raise RuntimeError(f"{self.addr} not reachable over {self.veth_host}")
@@ -207,8 +214,8 @@ class Netns:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.made_veth:
-            subprocess.run(["ip", "link", "del", self.veth_host], capture_output=True)
+        if self.made_client:  # the veth pair goes with it
+            subprocess.run(["ip", "netns", "del", self.client], capture_output=True)
         if self.made_ns:
             subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
@@ -245,12 +252,31 @@ def net():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class InClientNamespace:
+    """The `brig` fixture, with every brig command run in the test's client
+    namespace (nsenter as root first, then setpriv for rootless)."""
+
+    run = Brig.run
+    sh = Brig.sh
+
+    def __init__(self, brig, netns):
+        self._brig = brig
+        self._netns = netns
+
+    def __getattr__(self, name):
+        return getattr(self._brig, name)
+
+    def cmd(self, *args):
+        return ["nsenter", f"--net=/run/netns/{self._netns}"] + self._brig.cmd(*args)
+
+
 @pytest.fixture
 def ws(brig, net):
-    """The test CA in the workspace, for curl --cacert and python's cafile."""
+    """brig in the client namespace, and the test CA in the workspace, for
+    curl --cacert and python's cafile."""
     shutil.copy(net.tmp / "ca.pem", brig.workspace / "ca.pem")
     (brig.workspace / "ca.pem").chmod(0o644)
-    return brig
+    return InClientNamespace(brig, net.client)
 
 
 def audit_path(brig):
@@ -271,7 +297,8 @@ def audited(brig, script, *args, **kw):
 
 def run_inside(brig, net, script, *args, timeout=60):
     """brig run ARGS -- sh -c SCRIPT, with brig itself in the test namespace."""
-    cmd = ["nsenter", f"--net=/run/netns/{net.name}"] + brig.cmd("run", *args, "--", "sh", "-c", script)
+    plain = getattr(brig, "_brig", brig)   # not through the client namespace
+    cmd = ["nsenter", f"--net=/run/netns/{net.name}"] + plain.cmd("run", *args, "--", "sh", "-c", script)
     return subprocess.run(cmd, cwd=str(brig.workspace), env=brig.env(), capture_output=True, text=True,
                           timeout=timeout)
 
@@ -449,6 +476,7 @@ def test_literal_metadata_address_is_refused(ws, net):
 
 
 def test_direct_connect_from_inside_fails(ws, net):
+    """Proxy mode: only loopback inside (filtered mode: test_egress_filtered)."""
     brig = ws
     mark = net.mark()
     script = ("python3 -c '\n"
@@ -466,7 +494,7 @@ def test_direct_connect_from_inside_fails(ws, net):
               f"curl -sS --noproxy '*' -m 5 http://{net.addr}/hello.txt; echo curl_rc=$?; "
               f"curl -sS --noproxy '*' -m 5 --resolve secure.test:80:{net.addr} http://secure.test/hello.txt; "
               "echo curl_rc=$?")
-    r = brig.sh(script, *net.allow())
+    r = brig.sh(script, *net.allow(), "--net", "proxy")
     assert "CONNECTED" not in r.stdout and HELLO not in r.stdout, r
     assert r.stdout.count("failed 101") == 4, r          # ENETUNREACH: only lo inside
     assert r.stdout.count("curl_rc=7") == 2, r
@@ -494,6 +522,8 @@ def test_raw_and_packet_sockets_fail(ws, net):
 
 
 def test_dns_from_inside_fails(ws, net):
+    """Proxy mode: no DNS inside at all (filtered mode answers allowed names:
+    test_egress_filtered)."""
     brig = ws
     mark = net.mark()
     # A DNS query for secure.test (id 0x1234, RD), sent over UDP to the
@@ -510,7 +540,7 @@ def test_dns_from_inside_fails(ws, net):
               "    except OSError as e:\n"
               "        print(\"failed\", ns, e.errno)\n"
               "'")
-    r = brig.sh(script, *net.allow())
+    r = brig.sh(script, *net.allow(), "--net", "proxy")
     assert "getent_rc=2" in r.stdout, r                    # not found
     assert "ANSWER" not in r.stdout, r
     assert f"failed {net.addr} 101" in r.stdout, r         # ENETUNREACH
