@@ -322,6 +322,12 @@ static int commit(struct mnl_socket *nl, struct batch *bt, brig_error **err)
 
 int netfilter_redirect_egress(bool ipv6, brig_error **err)
 {
+#ifdef BRIG_TEST_HOOKS
+        /* Test builds only: a host without nftables NAT, for the fallback
+         * and the refusal (tests/integration/test_egress_filtered.py). */
+        if (getenv("BRIG_TEST_NO_NFTABLES"))
+                return brig_err(err, EOPNOTSUPP, "nftables: unavailable (BRIG_TEST_NO_NFTABLES test hook)");
+#endif
         struct batch *bt = calloc(1, sizeof *bt);
         if (!bt)
                 return brig_err(err, ENOMEM, "nftables");

@@ -140,6 +140,7 @@ struct conn {
         struct net_addr orig;  /* where the program connected */
         char mapped[EGRESS_HOST_MAX + 1];  /* the name orig was handed out for, or "" */
         bool pinned;          /* a bare address named by SNI/Host: only orig may be used */
+        bool client_eof;      /* the client shut its side while being sniffed */
 };
 
 struct dest {
@@ -461,6 +462,7 @@ static void start_relay(struct conn *c)
 {
         flow_init(&c->up, c->cw.fd, c->uw.fd);
         flow_init(&c->down, c->uw.fd, c->cw.fd);
+        c->up.eof = c->client_eof;
         int r = 0;
         /* what the upstream proxy sent after its 2xx head: the destination's
          * first bytes (a banner), delivered after our own reply below */
@@ -1147,7 +1149,9 @@ static void transparent_accept(struct conn *c)
 {
         struct egress *e = c->e;
         c->protocol = "tcp";
-        if (original_destination(c->cw.fd, &c->orig, &c->port) < 0) {
+        /* The rules never redirect loopback, so a loopback "original"
+         * destination is a connection made straight to this port. */
+        if (original_destination(c->cw.fd, &c->orig, &c->port) < 0 || egress_classify(&c->orig) == ADDR_LOOPBACK) {
                 log_decision(c, false, "no original destination (a direct connection to brig's redirect port)", NULL);
                 reset_close(c);
                 return;
@@ -1215,18 +1219,28 @@ static void sniff_read(struct conn *c)
         ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-        if (n <= 0) {
+        if (n < 0 || (n == 0 && !c->in_len)) {
                 conn_close(c);  /* gone before saying anything */
                 return;
         }
         c->in_len += (size_t)n;
         char name[EGRESS_HOST_MAX + 1];
+        if (n == 0) {
+                /* said something, then shut its side (a raw request and
+                 * shutdown(SHUT_WR)): judged by what came, the end is
+                 * passed on after the bytes */
+                c->client_eof = true;
+                transparent_decide(c, NULL);
+                return;
+        }
         int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
         if (r != SNIFF_NOT_THIS) {
                 c->protocol = "tls";
         } else {
+                /* "http-direct" (refusals answered with a 403) only for a
+                 * whole request head; anything else is raw TCP */
                 r = sniff_http_host(c->in, c->in_len, name);
-                c->protocol = r == SNIFF_NOT_THIS ? "tcp" : "http-direct";
+                c->protocol = r == SNIFF_NAME || r == SNIFF_NO_NAME ? "http-direct" : "tcp";
         }
         if (r == SNIFF_MORE && c->in_len < SNIFF_MAX)
                 return;
