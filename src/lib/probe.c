@@ -228,6 +228,18 @@ static bool nft_nat_module(void)
         return found;
 }
 
+/* Filtered mode for real: its rules and routes, in a user and network
+ * namespace of our own that vanishes with this child. */
+static int try_filtered_mode(void)
+{
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
+                return -1;
+        bool ipv6;
+        return netns_loopback_up(NULL) == 0 && netfilter_redirect_egress(true, NULL) == 0 &&
+                               netns_route_through_loopback(&ipv6, NULL) == 0
+                       ? 0 : -1;
+}
+
 static json_t *doctor(bool *ok)
 {
         const struct host_features *f = host_probe();
@@ -251,6 +263,7 @@ static json_t *doctor(bool *ok)
         json_object_set_new(doc, "cgroup", cgroup_json());
         json_object_set_new(doc, "overlay_in_userns", json_boolean(userns && in_child(try_overlay_in_userns)));
         json_object_set_new(doc, "nftables_nat_module", json_boolean(nft_nat_module()));
+        json_object_set_new(doc, "filtered_mode", json_boolean(userns && in_child(try_filtered_mode)));
         json_t *missing = json_array();
         if (!userns)
                 json_array_append_new(missing, json_string("user namespaces (brig run needs them)"));
@@ -333,6 +346,9 @@ char *brig_doctor_text(bool *ok, brig_error **err)
         fprintf(out, "       controllers:%s\n", ctl);
         line(out, json_is_true(json_object_get(doc, "overlay_in_userns")), "overlayfs in user namespace", "");
         line(out, json_is_true(json_object_get(doc, "nftables_nat_module")), "nftables NAT", "kernel support present");
+        line(out, json_is_true(json_object_get(doc, "filtered_mode")), "network mode filtered",
+             json_is_true(json_object_get(doc, "filtered_mode")) ? "nftables redirect works unprivileged"
+                                                                  : "unavailable: allow rules use proxy mode");
         if (*ok) {
                 fprintf(out, "brig run's defaults hold on this host.\n");
         } else {

@@ -350,6 +350,9 @@ def test_doctor_json(brig):
     assert isinstance(doc["landlock_abi"], int)
     assert isinstance(doc["overlay_in_userns"], bool)
     assert isinstance(doc["nftables_nat_module"], bool)
+    # this host has nftables NAT: the real probe (rules written in a
+    # throwaway namespace) must say so, root and rootless
+    assert doc["filtered_mode"] is True
     assert doc["rootless"] is (brig.mode == "rootless")
 
 
