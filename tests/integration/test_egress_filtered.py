@@ -360,3 +360,24 @@ def test_production_build_ignores_the_nftables_hook(brig):
     r = brig.run("run", "--allow-host", "example.test", "--", "true", env={"BRIG_TEST_NO_NFTABLES": "1"},
                  report=True)
     assert r.report["controls"]["network"] == "filtered", r.report
+
+
+def test_a_dns_flood_is_counted_but_cannot_fill_the_audit_log(ws, net):
+    brig = ws
+    flood = r'''
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+q = bytes.fromhex("000001000001000000000000") + b"\x06denied\x04test\x00\x00\x01\x00\x01"
+for i in range(2000):
+    s.sendto(q, ("127.0.0.1", 53))
+    s.recv(512)
+print("sent")
+'''
+    r, _, dns_ev = audited(brig, f"python3 -c '{flood}'", *rules(net))
+    assert r.stdout == "sent\n", r
+    dns = r.report["controls"]["egress"]["dns"]
+    assert dns["refused"] == 2000, dns                      # every question counted
+    assert len(dns_ev) + dns["log_suppressed"] == 2000, (len(dns_ev), dns)
+    assert len(dns_ev) <= 100 * 30, len(dns_ev)             # at most 100 a second were written
+    assert dns["log_suppressed"] > 0, dns
