@@ -82,6 +82,7 @@ static void no_delay(int fd)
 #define SNIFF_NAMED_MS 250
 #define SNIFF_BARE_MS 2000
 #define DNS_TCP_IDLE_MS 10000
+#define DNS_TCP_QUERY_MAX 1500       /* a question, even with EDNS options, is far smaller */
 #ifndef IP6T_SO_ORIGINAL_DST
 #define IP6T_SO_ORIGINAL_DST 80      /* linux/netfilter_ipv6/ip6_tables.h */
 #endif
@@ -1189,7 +1190,6 @@ static void transparent_decide(struct conn *c, const char *name)
                         snprintf(why, sizeof why, "sent to brig's address for %s, but its %s names %s", c->mapped,
                                  strcmp(c->protocol, "tls") == 0 ? "TLS SNI" : "HTTP Host", name);
                         snprintf(c->host, sizeof c->host, "%s", c->mapped);
-                        c->port = c->port ? c->port : 0;
                         refuse(c, why, &c->orig);
                         return;
                 }
@@ -1267,7 +1267,7 @@ static void dns_udp_serve(struct egress *e, struct listener *l)
 /* DNS over TCP: two-byte length, message; as many as the client sends. */
 static void dns_tcp_read(struct conn *c)
 {
-        if (!c->in && !(c->in = malloc(c->in_cap = 2 + 65535))) {
+        if (!c->in && !(c->in = malloc(c->in_cap = 2 + DNS_TCP_QUERY_MAX))) {
                 conn_close(c);
                 return;
         }
@@ -1282,6 +1282,10 @@ static void dns_tcp_read(struct conn *c)
         c->last_ms = now_ms();
         while (c->in_len >= 2) {
                 size_t mlen = (size_t)(uint8_t)c->in[0] << 8 | (uint8_t)c->in[1];
+                if (mlen > DNS_TCP_QUERY_MAX) {
+                        conn_close(c);  /* no resolver asks that much: not worth the memory */
+                        return;
+                }
                 if (c->in_len < 2 + mlen)
                         return;
                 uint8_t reply[2 + 4096];
