@@ -1,0 +1,99 @@
+/* fuzz_sniff.c — libFuzzer target for the filtered mode's first-bytes
+ * readers (src/lib/net/sniff.c): the TLS ClientHello's server_name and
+ * the HTTP/1.x Host. The first byte of the input says where a first read
+ * ends; both readers see that prefix, then the whole stream, each from a
+ * heap copy of exactly that many bytes (so any over-read is caught), and
+ * must agree with themselves.
+ *
+ * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
+ * gets a main() that replays the files named on the command line. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/net.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A name the sniffer returns is a normalized host name. */
+static void check_name(const char *host)
+{
+        size_t n = strnlen(host, EGRESS_HOST_MAX + 1);
+        if (n == 0 || n > EGRESS_HOST_MAX)
+                abort();
+        char again[EGRESS_HOST_MAX + 1];
+        if (!egress_host_normalize(host, n, again) || strcmp(again, host) != 0)
+                abort();
+}
+
+static int run(bool tls, const uint8_t *data, size_t len, char host[EGRESS_HOST_MAX + 1])
+{
+        uint8_t *copy = malloc(len ? len : 1);
+        if (!copy)
+                abort();
+        memcpy(copy, data, len);
+        memset(host, 0, EGRESS_HOST_MAX + 1);
+        int r = tls ? sniff_tls_sni(copy, len, host) : sniff_http_host((const char *)copy, len, host);
+        free(copy);
+        if (r != SNIFF_NOT_THIS && r != SNIFF_MORE && r != SNIFF_NAME && r != SNIFF_NO_NAME)
+                abort();
+        if (r == SNIFF_NAME)
+                check_name(host);
+        if (r == SNIFF_MORE && len >= SNIFF_MAX)
+                abort();  /* no waiting past SNIFF_MAX bytes */
+        return r;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        if (size < 1)
+                return 0;
+        const uint8_t *stream = data + 1;
+        size_t len = size - 1;
+        size_t split = len ? (size_t)data[0] * len / 255 : 0;  /* the first read's end */
+        if (split > len)
+                split = len;
+        for (int tls = 0; tls < 2; tls++) {
+                char first[EGRESS_HOST_MAX + 1], whole[EGRESS_HOST_MAX + 1];
+                int a = run(tls, stream, split, first);
+                int b = run(tls, stream, len, whole);
+                /* a name found in the first bytes is the name of the stream */
+                if (a == SNIFF_NAME && b == SNIFF_NAME && strcmp(first, whole) != 0)
+                        abort();
+                /* Known (reported, not yet fixed in sniff.c): a first read of
+                 * exactly 16 method bytes is NOT_THIS, though a 16-byte
+                 * method followed by its space is read on. Drop this
+                 * exemption with the fix. */
+                bool known_16 = !tls && split == 16 && a == SNIFF_NOT_THIS;
+                if (!tls && split < SNIFF_MAX && !known_16) {
+                        /* the HTTP reader decides on the head alone */
+                        if (a == SNIFF_NAME && b != SNIFF_NAME)
+                                abort();
+                        if (a == SNIFF_NOT_THIS && b != SNIFF_NOT_THIS)
+                                abort();
+                        if (a == SNIFF_NO_NAME && b != SNIFF_NO_NAME)
+                                abort();
+                }
+        }
+        return 0;
+}
+
+#ifndef BRIG_LIBFUZZER
+int main(int argc, char **argv)
+{
+        for (int i = 1; i < argc; i++) {
+                FILE *f = fopen(argv[i], "rb");
+                if (!f) {
+                        perror(argv[i]);
+                        return 1;
+                }
+                static uint8_t data[1 << 16];
+                size_t n = fread(data, 1, sizeof data, f);
+                fclose(f);
+                LLVMFuzzerTestOneInput(data, n);
+                printf("%s: ok\n", argv[i]);
+        }
+        return 0;
+}
+#endif
