@@ -61,12 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 /* a name found in the first bytes is the name of the stream */
                 if (a == SNIFF_NAME && b == SNIFF_NAME && strcmp(first, whole) != 0)
                         abort();
-                /* Known (reported, not yet fixed in sniff.c): a first read of
-                 * exactly 16 method bytes is NOT_THIS, though a 16-byte
-                 * method followed by its space is read on. Drop this
-                 * exemption with the fix. */
-                bool known_16 = !tls && split == 16 && a == SNIFF_NOT_THIS;
-                if (!tls && split < SNIFF_MAX && !known_16) {
+                if (!tls && split < SNIFF_MAX) {
                         /* the HTTP reader decides on the head alone */
                         if (a == SNIFF_NAME && b != SNIFF_NAME)
                                 abort();

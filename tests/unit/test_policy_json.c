@@ -536,9 +536,9 @@ static void test_error_bad_network_mode(void **state)
 {
         (void)state;
         expect_error("{\"network\": {\"mode\": \"internet\"}}",
-                     "p.json:1:22: network mode 'internet': expected \"none\", \"proxy\" or \"host\"");
+                     "p.json:1:22: network mode 'internet': expected \"none\", \"proxy\", \"filtered\" or \"host\"");
         expect_error("{\"network\": {\"mode\": \"None\"}}",
-                     "p.json:1:22: network mode 'None': expected \"none\", \"proxy\" or \"host\"");
+                     "p.json:1:22: network mode 'None': expected \"none\", \"proxy\", \"filtered\" or \"host\"");
 }
 
 static void test_error_unsafe_allow_unknown(void **state)

@@ -53,7 +53,7 @@ int dns_parse_query(const uint8_t *buf, size_t len, struct dns_question *q)
                         break;
                 if (l > 63)
                         return -DNS_RCODE_FORMERR;  /* compression pointers have no place in a question */
-                if (len - off < l || out + l + 1 > EGRESS_HOST_MAX)
+                if (len - off < l || out + l > EGRESS_HOST_MAX)  /* 253 characters, the dot after the last not counted */
                         return -DNS_RCODE_FORMERR;
                 for (unsigned i = 0; i < l; i++) {
                         char c = (char)buf[off + i];
@@ -85,11 +85,13 @@ size_t dns_build_reply(const struct dns_question *q, int rcode, const struct net
         size_t need = DNS_HEADER + q->question_len;
         if (cap < DNS_HEADER)
                 return 0;
-        if (cap < need)
-                need = DNS_HEADER;  /* no room for the question: a bare header */
+        bool truncated = cap < need;
+        if (truncated)
+                need = DNS_HEADER;  /* no room for the question: a bare header, marked truncated */
         memset(out, 0, DNS_HEADER);
         put16(out, q->id);
-        put16(out + 2, DNS_FLAG_QR | DNS_FLAG_AA | DNS_FLAG_RA | (q->flags & DNS_FLAG_RD) | ((unsigned)rcode & 0xf));
+        put16(out + 2, DNS_FLAG_QR | DNS_FLAG_AA | DNS_FLAG_RA | (q->flags & DNS_FLAG_RD) | (truncated ? DNS_FLAG_TC : 0) |
+                               ((unsigned)rcode & 0xf));
         size_t off = DNS_HEADER;
         if (need > DNS_HEADER) {
                 put16(out + 4, 1);

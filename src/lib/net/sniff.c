@@ -17,6 +17,7 @@
 #define TLS_HANDSHAKE_CLIENT_HELLO 0x01
 #define TLS_EXT_SERVER_NAME 0x0000
 #define TLS_SNI_HOST_NAME 0x00
+#define HTTP_METHOD_MAX 16    /* 15 characters and more: not an HTTP method */
 
 struct reader {
         const uint8_t *p;
@@ -76,7 +77,7 @@ static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size
                         return off == 0 ? -1 : (ssize_t)n;  /* a later record of another type ends it */
                 size_t rec = (size_t)h[3] << 8 | h[4];
                 if (rec == 0 || rec > 16384 + 2048)
-                        return -1;
+                        return off == 0 ? -1 : (ssize_t)n;  /* a bad header after good records ends them */
                 size_t have = len - off - 5 < rec ? len - off - 5 : rec;
                 if (have > cap - n)
                         have = cap - n;
@@ -104,12 +105,19 @@ int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]
         struct reader r = { .p = hs, .len = (size_t)n };
         unsigned type, v;
         size_t body;
+        bool whole = false;   /* the hello's declared length is all here */
         const uint8_t *skip;
         if (!u8(&r, &type))
                 return len >= SNIFF_MAX ? SNIFF_NO_NAME : SNIFF_MORE;
         if (type != TLS_HANDSHAKE_CLIENT_HELLO)
                 return SNIFF_NOT_THIS;
-        if (!u24(&r, &body) || !u16(&r, &v) /* legacy_version */ || !take(&r, 32, NULL) /* random */)
+        if (!u24(&r, &body))
+                goto short_or_bad;
+        /* nothing past the hello's own end is read as part of it */
+        whole = 4 + body <= r.len;
+        if (whole)
+                r.len = 4 + body;
+        if (!u16(&r, &v) /* legacy_version */ || !take(&r, 32, NULL) /* random */)
                 goto short_or_bad;
         if (!u8(&r, &v) || v > 32 || !take(&r, v, NULL))  /* legacy_session_id */
                 goto short_or_bad;
@@ -155,7 +163,7 @@ int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]
 short_or_bad:
         /* More bytes can only help while the hello is still arriving and
          * the buffer has room for them. */
-        if (r.short_read && (size_t)n < sizeof hs && len < SNIFF_MAX)
+        if (r.short_read && !whole && (size_t)n < sizeof hs && len < SNIFF_MAX)
                 return SNIFF_MORE;
         return SNIFF_NO_NAME;
 }
@@ -199,12 +207,15 @@ static bool authority_host(const char *a, size_t len, char host[EGRESS_HOST_MAX 
 
 int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
-        /* the method: a token, then one space */
+        /* the method: a token of at most 15 characters, then one space —
+         * the same answer however the bytes were split into reads */
         size_t i = 0;
-        while (i < len && i < 16 && is_tchar(buf[i]))
+        while (i < len && i < HTTP_METHOD_MAX && is_tchar(buf[i]))
                 i++;
+        if (i == HTTP_METHOD_MAX)
+                return SNIFF_NOT_THIS;
         if (i == len)
-                return len < 16 ? SNIFF_MORE : SNIFF_NOT_THIS;
+                return SNIFF_MORE;
         if (i == 0 || buf[i] != ' ')
                 return SNIFF_NOT_THIS;
         size_t target = i + 1;
