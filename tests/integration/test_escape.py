@@ -1152,8 +1152,8 @@ def net_args(mode, *allow):
     if mode == "filtered" and not HAS_FILTERED:
         pytest.skip("NET MODE 'filtered' NOT TESTED: this brig has no --net filtered yet "
                     "(brig run --help does not mention it)")
-    args = ["--net", mode] if mode == "filtered" else []
-    return args + list(allow or ["--allow-host", "allowed.invalid"])
+    # explicit: with allow rules and no --net, brig picks filtered
+    return ["--net", mode] + list(allow or ["--allow-host", "allowed.invalid"])
 
 
 @pytest.fixture
