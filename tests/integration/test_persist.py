@@ -449,7 +449,10 @@ def test_egress_proxy_serves_every_exec(brig, sandboxes):
     """The supervisor's proxy lives as long as the sandbox: every exec gets
     its answer (403 for a host the policy does not allow)."""
     name, _ = sandboxes.create("--allow-host", "allowed.invalid")
-    assert sandboxes.ls()[name]["net"] == "proxy"
+    assert sandboxes.ls()[name]["net"] == "filtered"   # allow rules: filtered, which this host supports
     for _ in range(2):
         r = sandboxes.sh(name, 'curl -s -o /dev/null -w "%{http_code}" http://denied.invalid/')
         assert r.returncode == 0 and r.stdout == "403", r
+        # a client that ignores the proxy meets the DNS stub of the same sandbox
+        r = sandboxes.sh(name, "curl -sS --noproxy '*' http://denied.invalid/; echo rc=$?")
+        assert "rc=6" in r.stdout, r
