@@ -233,6 +233,7 @@ typedef struct brig_exec_opts {
         const char *cwd;           /* absolute path inside; NULL: the sandbox's default */
         enum brig_tty_mode tty;
         uint64_t timeout_ms;       /* 0: the sandbox's --timeout (none by default) */
+        const char *report_path;   /* a JSON report of this exec (docs/persistent.md), or NULL */
 } brig_exec_opts;
 
 /* Run a command in a live sandbox with the caller's stdio (or a pty) and

@@ -25,7 +25,8 @@ static const char exec_usage[] =
         "  --env NAME=VALUE   set a variable for this command (repeatable)\n"
         "  --cwd DIR          start in DIR inside (default: the sandbox's)\n"
         "  --tty / --no-tty   force or forbid a pseudo-terminal\n"
-        "  --timeout TIME     wall clock for this command (default: the sandbox's --timeout)\n";
+        "  --timeout TIME     wall clock for this command (default: the sandbox's --timeout)\n"
+        "  --json-report FILE how this command ended, as JSON\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -118,6 +119,7 @@ int cmd_exec(int argc, char **argv)
                 { "env", required_argument, NULL, 'e' }, { "cwd", required_argument, NULL, 'C' },
                 { "tty", no_argument, NULL, 't' },       { "no-tty", no_argument, NULL, 'T' },
                 { "timeout", required_argument, NULL, 'o' }, { "help", no_argument, NULL, 'h' },
+                { "json-report", required_argument, NULL, 'r' },
                 { NULL, 0, NULL, 0 },
         };
         brig_exec_opts o = { .tty = BRIG_TTY_AUTO };
@@ -148,6 +150,9 @@ int cmd_exec(int argc, char **argv)
                                 free(env);
                                 return cli_fail(err);
                         }
+                        break;
+                case 'r':
+                        o.report_path = optarg;
                         break;
                 case 'h':
                         fputs(exec_usage, stdout);

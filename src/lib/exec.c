@@ -7,6 +7,7 @@
 #include "control.h"
 #include "sandbox.h"
 
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -218,4 +219,43 @@ out:
         sigprocmask(SIG_SETMASK, &saved, NULL);
         res->duration_ms = now_ms() - start;
         return r;
+}
+
+int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
+                      const brig_error *error, brig_error **err)
+{
+        json_t *cmd = json_array();
+        for (size_t i = 0; o->argv[i]; i++)
+                json_array_append_new(cmd, json_string(o->argv[i]));
+        json_t *doc = json_object();
+        json_object_set_new(doc, "brig_version", json_string(brig_version()));
+        json_object_set_new(doc, "sandbox", json_string(name));
+        json_object_set_new(doc, "command", cmd);
+        json_object_set_new(doc, "exit_code", json_integer(res->exit_code));
+        json_object_set_new(doc, "signal", res->signal ? json_integer(res->signal) : json_null());
+        json_object_set_new(doc, "reason", json_string(error ? "error" : brig_reason_name(res->reason)));
+        json_object_set_new(doc, "duration_ms", json_integer((json_int_t)res->duration_ms));
+        if (res->summary[0])
+                json_object_set_new(doc, "summary", json_string(res->summary));
+        if (error)
+                json_object_set_new(doc, "error", json_string(error->msg ? error->msg : "unknown error"));
+        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(doc);
+        if (!text)
+                return brig_err(err, ENOMEM, "report");
+        size_t len = strlen(text), off = 0;
+        int e = 0;
+        while (off < len && !e) {
+                ssize_t n = write(fd, text + off, len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        e = n < 0 ? errno : EIO;
+                else
+                        off += (size_t)n;
+        }
+        if (!e && write(fd, "\n", 1) != 1)
+                e = errno ? errno : EIO;
+        free(text);
+        return e ? brig_err(err, e, "write the exec report") : 0;
 }

@@ -339,6 +339,10 @@ int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, 
 {
         struct pool pl;
         *pooled = false;
+        /* What a pool member cannot give (brig pool refuses these): the
+         * full run report, the audit stream, passed descriptors. */
+        if (p->report_path || p->audit_path || p->n_pass_fds)
+                return brig_run(p, argv, res, err);
         brig_error *perr = NULL;
         int r = pool_open(p, false, &pl, &perr);
         brig_error_free(&perr);

@@ -498,12 +498,22 @@ int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *re
         int r = exec_check_opts(o, err);
         if (r < 0)
                 return r;
+        /* Opened before the command runs, never through a final symlink
+         * (output_open): the sandbox cannot redirect brig's write. */
+        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "report", false, err) : -EBADF;
+        if (o->report_path && report_fd < 0)
+                return report_fd;
         _cleanup_close_ int fd = connect_to(name, NULL, err);
-        if (fd < 0)
-                return fd;
-        r = exec_over(fd, name, o, NULL, res, err);
+        r = fd < 0 ? fd : exec_over(fd, name, o, NULL, res, err);
         if (r < 0 && err && *err)
                 res->exit_code = (*err)->exit_code;
+        if (report_fd >= 0) {
+                brig_error *rerr = NULL;
+                int rr = exec_report_write(report_fd, name, o, res, err ? *err : NULL, r < 0 ? &rerr : err);
+                brig_error_free(&rerr);
+                if (r == 0)
+                        r = rr;
+        }
         return r;
 }
 

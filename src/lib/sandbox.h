@@ -38,6 +38,10 @@ BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
 BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
                             brig_error **err);
 
+/* The JSON report of one exec: the run report's outcome fields. */
+BRIG_INTERNAL int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
+                                    const brig_error *error, brig_error **err);
+
 /* overlay.c: --workspace-mode overlay */
 /* At create, on the host: the layer's directories and the record of the
  * workspace's files that commit checks for conflicts. */

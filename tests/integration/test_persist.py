@@ -456,3 +456,32 @@ def test_egress_proxy_serves_every_exec(brig, sandboxes):
         # a client that ignores the proxy meets the DNS stub of the same sandbox
         r = sandboxes.sh(name, "curl -sS --noproxy '*' http://denied.invalid/; echo rc=$?")
         assert "rc=6" in r.stdout, r
+
+
+def test_exec_json_report(brig, sandboxes):
+    name, _ = sandboxes.create()
+    reports = brig.base / "exec-reports"
+    reports.mkdir()
+    brig.chown(reports)
+    rep = reports / "a.json"
+    r = sandboxes.sh(name, "exit 3", "--json-report", str(rep))
+    assert r.returncode == 3, r
+    doc = json.loads(rep.read_text())
+    assert doc["sandbox"] == name and doc["command"] == ["sh", "-c", "exit 3"], doc
+    assert doc["exit_code"] == 3 and doc["reason"] == "exited" and doc["signal"] is None, doc
+    rep = reports / "b.json"
+    r = sandboxes.sh(name, "kill -KILL $$", "--json-report", str(rep))
+    doc = json.loads(rep.read_text())
+    assert r.returncode == 137 and doc["exit_code"] == 137 and doc["signal"] == 9 and doc["reason"] == "signaled", doc
+    rep = reports / "c.json"
+    r = sandboxes.exec(name, "--json-report", str(rep), "--", "no-such-cmd-xyz")
+    doc = json.loads(rep.read_text())
+    assert r.returncode == 127 and doc["exit_code"] == 127 and doc["reason"] == "error", doc
+    assert "no-such-cmd-xyz" in doc["error"], doc
+    # Never written through a symlink the sandbox could have planted.
+    target = reports / "target"
+    target.write_text("keep")
+    (reports / "link.json").symlink_to(target)
+    r = sandboxes.sh(name, "true", "--json-report", str(reports / "link.json"))
+    assert r.returncode == 125 and "symlink" in r.stderr, r
+    assert target.read_text() == "keep"
