@@ -5,7 +5,12 @@ SOCKS5 by name, a refused name), seccomp refusals that reach the audit
 stream, a few child processes and some output. Exits 0 when every
 answer is the one expected; says which one was not otherwise.
 
-    python3 workload.py PORT        (PORT: the upstream on the host)"""
+    python3 workload.py PORT [filtered]   (PORT: the upstream on the host)
+
+With "filtered" (brig run --net filtered) it also connects the way a
+program that ignores the proxy settings would: a name through the
+sandbox's DNS stub, a direct TCP connection (the kernel hands it to brig),
+and a refused name (NXDOMAIN)."""
 import ctypes
 import http.client
 import os
@@ -15,6 +20,7 @@ import subprocess
 import sys
 
 PORT = int(sys.argv[1])
+FILTERED = len(sys.argv) > 2 and sys.argv[2] == "filtered"
 HOST = "test.example"
 failures = []
 
@@ -62,6 +68,19 @@ c = http.client.HTTPConnection("127.0.0.1", 3128, timeout=20)
 c.request("GET", "http://denied.example/")
 check("denied name", c.getresponse().status == 403)
 c.close()
+
+if FILTERED:
+    # No proxy: the DNS stub answers, the kernel redirects, brig judges.
+    c = http.client.HTTPConnection(HOST, PORT, timeout=20)
+    c.request("GET", "/direct")
+    r = c.getresponse()
+    check("direct through the redirect", r.status == 200 and r.read().startswith(b"hello"))
+    c.close()
+    try:
+        socket.getaddrinfo("denied.example", 80)
+        check("refused name gets no address", False)
+    except socket.gaierror:
+        pass
 
 # Calls the seccomp filter refuses (audited), and a few processes.
 libc = ctypes.CDLL(None, use_errno=True)
