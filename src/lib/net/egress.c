@@ -1573,11 +1573,9 @@ json_t *egress_summary_json(const struct egress *e)
         if (e && e->dests_truncated)
                 json_object_set_new(o, "destinations_truncated", json_true());
         if (e && e->filtered)
-                json_object_set_new(o, "dns", json_pack("{s:I, s:I, s:I, s:I}", "answered",
-                                                        (json_int_t)e->stub.allowed, "refused",
-                                                        (json_int_t)e->stub.denied, "names",
-                                                        (json_int_t)e->stub.names.n, "log_suppressed",
-                                                        (json_int_t)e->stub.log_suppressed));
+                json_object_set_new(o, "dns", json_pack("{s:I, s:I, s:I}", "answered", (json_int_t)e->stub.allowed,
+                                                        "refused", (json_int_t)e->stub.denied, "names",
+                                                        (json_int_t)e->stub.names.n));
         return o;
 }
 

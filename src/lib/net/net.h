@@ -267,7 +267,6 @@ struct dns_stub {
         egress_log_fn log;
         void *log_ctx;
         uint64_t allowed, denied;
-        uint64_t log_second, logged_this_second, log_suppressed;  /* the audit's rate limit */
 };
 /* The reply to one query (its length), or 0: send nothing. Logs a "dns"
  * event for every question. */
