@@ -4,6 +4,9 @@
 
 #include "brig.h"
 
+#include <stdbool.h>
+#include <stdio.h>
+
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
@@ -22,5 +25,10 @@ int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
 /* Print "brig: MESSAGE" and return the exit code the error carries. */
 int cli_fail(brig_error *err);
+
+/* Write S with terminal control characters shown as \xNN (newlines kept
+ * when MULTILINE): names a sandbox made (files, hosts) reach the caller's
+ * terminal as text, never as escape sequences. */
+void cli_put_safe(FILE *f, const char *s, bool multiline);
 
 #endif

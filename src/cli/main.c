@@ -23,10 +23,30 @@ static const char usage[] =
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
 
+void cli_put_safe(FILE *f, const char *s, bool multiline)
+{
+        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+                /* C0 controls and DEL, and C1 controls in UTF-8 (U+0080..U+009F:
+                 * 0xC2 0x80..0x9F; xterm takes U+009B as CSI). */
+                if (*c == '\n' && multiline)
+                        fputc(*c, f);
+                else if (*c < 0x20 || *c == 0x7f)
+                        fprintf(f, "\\x%02x", *c);
+                else if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
+                        fprintf(f, "\\x%02x\\x%02x", c[0], c[1]), c++;
+                else
+                        fputc(*c, f);
+        }
+}
+
 int cli_fail(brig_error *err)
 {
         int code = err ? err->exit_code : BRIG_EXIT_SETUP;
-        fprintf(stderr, "brig: %s\n", err && err->msg ? err->msg : "unknown error");
+        /* Messages can carry names the sandbox chose (a file in a commit
+         * conflict): as text only. */
+        fputs("brig: ", stderr);
+        cli_put_safe(stderr, err && err->msg ? err->msg : "unknown error", true);
+        fputc('\n', stderr);
         brig_error_free(&err);
         return code ? code : BRIG_EXIT_SETUP;
 }

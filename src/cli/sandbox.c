@@ -290,9 +290,10 @@ int cmd_diff(int argc, char **argv)
                 json_array_foreach(list, i, row) {
                         const char *change = json_string_value(json_object_get(row, "change"));
                         const char *type = json_string_value(json_object_get(row, "type"));
-                        printf("%c %s%s\n", change ? (char)(change[0] - 'a' + 'A') : '?',
-                               json_string_value(json_object_get(row, "path")),
-                               type && strcmp(type, "dir") == 0 ? "/" : "");
+                        const char *path = json_string_value(json_object_get(row, "path"));
+                        printf("%c ", change ? (char)(change[0] - 'a' + 'A') : '?');
+                        cli_put_safe(stdout, path ? path : "?", false);  /* the sandbox named it */
+                        printf("%s\n", type && strcmp(type, "dir") == 0 ? "/" : "");
                 }
                 json_decref(list);
         }
