@@ -906,6 +906,49 @@ def test_tioclinux(brig):
         refused(both, k, {"EPERM"})
 
 
+TERMINAL_CONTROLS = (b"\x1b", b"\x07", b"\x9b", b"\xc2\x9b")
+
+
+@attack("terminal-escapes-via-brig", "names the sandbox chooses (files in brig diff and commit conflicts, hosts at the "
+        "proxy) carrying escape sequences into the caller's terminal through brig's own output",
+        "brig prints such names with control characters as \\xNN; the audit stream is JSON")
+def test_escape_sequences_in_brigs_own_output(brig, netscript):
+    from persist_helpers import Sandboxes
+    boxes = Sandboxes(brig)
+    evil = "\x1b]0;PWNED\x07\x1b[2J\u009b31mname"
+    try:
+        name, _ = boxes.create("--workspace-mode", "overlay")
+        r = boxes.exec(name, "--", "python3", "-c", f"open({evil!r}, 'w').write('sandbox')")
+        assert r.returncode == 0, r
+        # The same name made on the host: brig commit reports a conflict naming it.
+        (brig.workspace / evil).write_text("host")
+        outputs = []
+        for args in (("diff", name), ("commit", name)):
+            cp = subprocess.run(brig.cmd(*args), cwd=brig.workspace, env=brig.env(boxes.env()),
+                                capture_output=True, timeout=60)
+            outputs.append((args[0], cp.stdout + cp.stderr))
+        assert b"PWNED" in outputs[0][1] and b"PWNED" in outputs[1][1], outputs   # the names were printed
+        for what, text in outputs:
+            bad = [c for c in TERMINAL_CONTROLS if c in text]
+            assert not bad, f"ATTACK WORKED: brig {what} wrote {bad} to the terminal: {text!r}"
+    finally:
+        (brig.workspace / evil).unlink(missing_ok=True)
+        problems = boxes.cleanup()
+    assert not problems, problems
+    # The proxy: a refused SOCKS name full of escapes, in brig's stderr and the audit stream.
+    audit = brig.base / "reports" / f"{uuid.uuid4().hex}.jsonl"
+    audit.parent.mkdir(exist_ok=True)
+    audit.parent.chmod(0o1777)
+    cp = subprocess.run(brig.cmd("run", "--allow-host", "ok.invalid", "--audit", audit, "--ro-bind",
+                                 f"{netscript}:/net.py", "--", "python3", "/net.py", "socks",
+                                 "\x1b]0;PWNED\x07evil.invalid", "80"),
+                        cwd=brig.workspace, env=brig.env(), capture_output=True, timeout=60)
+    assert b"socks_reply=" in cp.stdout, cp
+    for where, text in (("stderr", cp.stderr), ("audit", audit.read_bytes())):
+        bad = [c for c in TERMINAL_CONTROLS if c in text]
+        assert not bad, f"ATTACK WORKED: {where} carries {bad}: {text!r}"
+
+
 # ================================================== other processes
 
 @attack("ptrace-across", "ptrace / process_vm_readv the supervisor and a host process of the same user",
