@@ -1456,13 +1456,14 @@ def test_proxy_connection_flood(brig, netscript, upstream):
     release = brig.workspace / "release"
     script = " & ".join(f"python3 /net.py flood 4000 ok.test {port} {rd} {release}" for rd in ready)
     script += f" & wait; python3 /net.py proxy-connect ok.test {port}"
-    p = subprocess.Popen(brig.cmd("run", "--ro-bind", f"{netscript}:/net.py", *allow, "--", "sh", "-c", script),
+    p = subprocess.Popen(brig.cmd("run", "--net", "proxy", "--ro-bind", f"{netscript}:/net.py", *allow, "--", "sh",
+                                  "-c", script),
                          cwd=brig.workspace, env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_until(lambda: all(x.exists() for x in ready) or p.poll() is not None, 120), "the flood never got going"
         # Another sandbox works while the flood holds its proxy.
         r = brig.sh(f"python3 /net.py proxy-connect ok.test {port}",
-                    "--ro-bind", f"{netscript}:/net.py", *allow)
+                    "--net", "proxy", "--ro-bind", f"{netscript}:/net.py", *allow)
         assert answers(r, "connect_status") == ["200"] and answers(r, "tunnel_status") == ["200"], \
             f"another run was starved: {r}"
     finally:
