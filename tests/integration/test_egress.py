@@ -614,11 +614,12 @@ def keepalive(mode, *urls):
     return f"python3 -c '{KEEPALIVE}' {mode} " + " ".join(urls)
 
 
-@pytest.mark.parametrize("mode", ["seq", "pipe"])
-def test_keep_alive_two_hosts_on_one_connection(brig, framed, mode):
+# (not "mode": that is conftest's root/rootless parameter)
+@pytest.mark.parametrize("sending", ["seq", "pipe"])
+def test_keep_alive_two_hosts_on_one_connection(brig, framed, sending):
     p = framed.port
     before = framed.connections
-    r, ev = audited(brig, keepalive(mode, f"http://one.example:{p}/cl", f"http://two.example:{p}/chunked",
+    r, ev = audited(brig, keepalive(sending, f"http://one.example:{p}/cl", f"http://two.example:{p}/chunked",
                                     f"http://one.example:{p}/cl2"), *two_hosts(framed))
     assert r.returncode == 0, r
     lines = r.stdout.splitlines()
