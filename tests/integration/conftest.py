@@ -195,3 +195,24 @@ def pytest_terminal_summary(terminalreporter):
     attacks = {k.split("[")[0] for k in _ESCAPE_ROWS}
     tr.write_line(f"{len(attacks)} attacks, {len(_ESCAPE_ROWS)} rows; " +
                   ", ".join(f"{m} {c}: {n}" for (m, c), n in sorted(counts.items())))
+
+
+# A build with test hooks (make build-hooks, meson option test_hooks): it
+# honours BRIG_TEST_WRITABLE_BINDS, BRIG_TEST_NO_LANDLOCK and
+# BRIG_TEST_NO_NFTABLES, to show that one control alone holds or that a
+# missing one is handled. Production builds ignore them (tested).
+HOOKS = pathlib.Path(__file__).resolve().parents[2] / "build-hooks"
+
+
+@pytest.fixture(scope="module")
+def hooks_bindir():
+    if not (HOOKS / "brig").exists():
+        pytest.fail(f"{HOOKS}/brig is missing: run `make build-hooks` (make check does)")
+    d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
+    d.chmod(0o755)
+    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig"]:
+        if f.is_file():
+            shutil.copy2(f, d / f.name)
+            (d / f.name).chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

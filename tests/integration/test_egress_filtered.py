@@ -8,10 +8,8 @@ curl --noproxy '*', python sockets. Each test attacks one promise and
 checks the upstreams' own connection log, so "refused" means the upstream
 really saw nothing."""
 import json
-import pathlib
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
@@ -321,25 +319,8 @@ def test_metadata_and_internal_addresses_stay_closed(ws, net):
 
 # ---- where the host can't: fallback, or refusal when filtered was asked for ----
 
-HOOKS = pathlib.Path(__file__).resolve().parents[2] / "build-hooks"
-
-
-@pytest.fixture(scope="module")
-def hooks_bin():
-    if not (HOOKS / "brig").exists():
-        pytest.fail(f"{HOOKS}/brig is missing: run `make build-hooks` (make check does)")
-    d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
-    d.chmod(0o755)
-    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig"]:
-        if f.is_file():
-            shutil.copy2(f, d / f.name)
-            (d / f.name).chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def test_without_nftables_falls_back_to_proxy_and_says_so(mode, scratch, hooks_bin):
-    b = Brig(hooks_bin, mode, scratch)
+def test_without_nftables_falls_back_to_proxy_and_says_so(mode, scratch, hooks_bindir):
+    b = Brig(hooks_bindir, mode, scratch)
     no_nft = {"BRIG_TEST_NO_NFTABLES": "1"}
     script = "echo proxy=$HTTP_PROXY; cat /proc/net/nf_conntrack 2>/dev/null | head -1; echo done"
     r = b.run("run", "--allow-host", "example.test", "--", "sh", "-c", script, env=no_nft, report=True)

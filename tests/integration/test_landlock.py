@@ -7,10 +7,7 @@ sandbox (ABI 6) have no mount equivalent. Each such test shows the mount
 would have allowed the access, so only Landlock can have refused it."""
 import json
 import os
-import pathlib
-import shutil
 import subprocess
-import tempfile
 
 import pytest
 
@@ -166,23 +163,6 @@ def test_abstract_socket_of_a_host_process_refused(brig):
 # A build with test hooks (make build-hooks) honours BRIG_TEST_WRITABLE_BINDS=1
 # and leaves read-only binds writable at the mount level: the only thing left
 # to refuse a write to them is Landlock.
-
-HOOKS = pathlib.Path(__file__).resolve().parents[2] / "build-hooks"
-
-
-@pytest.fixture(scope="module")
-def hooks_bindir():
-    if not (HOOKS / "brig").exists():
-        pytest.fail(f"{HOOKS}/brig is missing: run `make build-hooks` (make check does)")
-    d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
-    d.chmod(0o755)
-    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig"]:
-        if f.is_file():
-            shutil.copy2(f, d / f.name)
-            (d / f.name).chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
 
 @needs_landlock
 def test_landlock_alone_refuses_writes_to_read_only_grants(mode, scratch, hooks_bindir):
