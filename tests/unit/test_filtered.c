@@ -788,6 +788,29 @@ static const char *lookup(const struct name_book *nb, const char *text)
         return names_lookup(nb, &a);
 }
 
+/* The whole pool: every name gets its own index, the next one is refused
+ * (-ENOSPC), and names already handed out are still found (hash probing
+ * at its fullest). */
+static void test_names_full_pool(void **state)
+{
+        (void)state;
+        struct name_book nb = { 0 };
+        char name[32];
+        for (int i = 0; i < NAMES_MAX; i++) {
+                snprintf(name, sizeof name, "h%d.wild.test", i);
+                assert_int_equal(names_index(&nb, name), i);
+        }
+        assert_int_equal(names_index(&nb, "one-more.wild.test"), -ENOSPC);
+        for (int i = 0; i < NAMES_MAX; i += 997) {
+                snprintf(name, sizeof name, "h%d.wild.test", i);
+                assert_int_equal(names_index(&nb, name), i);
+        }
+        struct net_addr a;
+        names_addr(NAMES_MAX - 1, AF_INET, &a);
+        assert_string_equal(names_lookup(&nb, &a), "h65534.wild.test");
+        names_free(&nb);
+}
+
 static void test_names(void **state)
 {
         (void)state;
@@ -1157,6 +1180,7 @@ int main(void)
                 cmocka_unit_test(test_dns_small_buffers),
                 cmocka_unit_test(test_dns_type_names),
                 cmocka_unit_test(test_names),
+                cmocka_unit_test(test_names_full_pool),
                 cmocka_unit_test_setup_teardown(test_stub_allowed, stub_setup, stub_teardown),
                 cmocka_unit_test_setup_teardown(test_stub_denied, stub_setup, stub_teardown),
                 cmocka_unit_test_setup_teardown(test_stub_malformed, stub_setup, stub_teardown),

@@ -19,20 +19,38 @@
 static const uint8_t pool_v4[4] = { 100, 64, 0, 0 };
 static const uint8_t pool_v6[8] = { 0xfd, 0x62, 0x72, 0x69, 0x67, 0x00, 0x00, 0x00 };
 
+/* Twice the pool: the hash table never fills past one half, so a probe
+ * ends quickly even when a wildcard rule lets a sandbox ask for tens of
+ * thousands of names. */
+#define SLOTS (2 * (NAMES_MAX + 1))
+
 void names_free(struct name_book *nb)
 {
         for (size_t i = 0; i < nb->n; i++)
                 free(nb->names[i]);
         free(nb->names);
+        free(nb->slots);
         nb->names = NULL;
+        nb->slots = NULL;
         nb->n = nb->cap = 0;
+}
+
+static uint32_t hash(const char *s)
+{
+        uint32_t h = 2166136261u;  /* FNV-1a */
+        for (; *s; s++)
+                h = (h ^ (uint8_t)*s) * 16777619u;
+        return h;
 }
 
 int names_index(struct name_book *nb, const char *name)
 {
-        for (size_t i = 0; i < nb->n; i++)
-                if (strcmp(nb->names[i], name) == 0)
-                        return (int)i;
+        if (!nb->slots && !(nb->slots = calloc(SLOTS, sizeof *nb->slots)))
+                return -ENOMEM;
+        uint32_t slot = hash(name) % SLOTS;
+        for (; nb->slots[slot]; slot = (slot + 1) % SLOTS)
+                if (strcmp(nb->names[nb->slots[slot] - 1], name) == 0)
+                        return nb->slots[slot] - 1;
         if (nb->n == NAMES_MAX)
                 return -ENOSPC;
         if (nb->n == nb->cap) {
@@ -47,6 +65,7 @@ int names_index(struct name_book *nb, const char *name)
         if (!copy)
                 return -ENOMEM;
         nb->names[nb->n] = copy;
+        nb->slots[slot] = (int32_t)nb->n + 1;
         return (int)nb->n++;
 }
 

@@ -249,6 +249,7 @@ BRIG_INTERNAL const char *dns_type_name(uint16_t type, char buf[8]);
 struct name_book {
         char **names;         /* index i is handed out as pool address i + 1 */
         size_t n, cap;
+        int32_t *slots;       /* open-addressing hash of names: index + 1, 0 empty */
 };
 /* The index of name, added when new; -ENOSPC when the pool is full. */
 BRIG_INTERNAL int names_index(struct name_book *nb, const char *name);
