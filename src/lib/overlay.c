@@ -69,6 +69,47 @@ static char *join(const char *dir, const char *name)
         return *dir ? brig_strdup_printf("%s/%s", dir, name) : strdup(name);
 }
 
+/* Copy a regular file's bytes, keeping its holes. A sparse file costs the
+ * sandbox almost nothing in its layer (truncate -s 1T), but copied byte by
+ * byte, holes written as zeros, it would fill the host's disk: the
+ * workspace on commit, the state directory on a snapshot. Only the data
+ * segments are copied (SEEK_DATA/SEEK_HOLE; a filesystem without them
+ * reports one segment, the whole file), then the size is set. */
+static int copy_data(int in, int out)
+{
+        struct stat st;
+        if (fstat(in, &st) < 0)
+                return -errno;
+        static char buf[65536];
+        off_t pos = 0;
+        while (pos < st.st_size) {
+                off_t data = lseek(in, pos, SEEK_DATA);
+                if (data < 0 && errno == ENXIO)
+                        break;  /* only a hole is left */
+                off_t hole = data < 0 ? -1 : lseek(in, data, SEEK_HOLE);
+                if (hole < 0 || lseek(in, data, SEEK_SET) < 0 || lseek(out, data, SEEK_SET) < 0)
+                        return -errno;
+                for (off_t left = hole - data; left > 0;) {
+                        ssize_t n = read(in, buf, left < (off_t)sizeof buf ? (size_t)left : sizeof buf);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0)
+                                return -errno;
+                        if (n == 0)
+                                break;  /* it shrank meanwhile */
+                        for (ssize_t off = 0; off < n;) {
+                                ssize_t w = write(out, buf + off, (size_t)(n - off));
+                                if (w < 0 && errno != EINTR)
+                                        return -errno;
+                                off += w > 0 ? w : 0;
+                        }
+                        left -= n;
+                }
+                pos = hole;
+        }
+        return ftruncate(out, st.st_size) < 0 ? -errno : 0;
+}
+
 /* ---- create: layer directories and the record of the workspace ---------- */
 
 static json_t *entry_record(const struct stat *st)
@@ -646,21 +687,8 @@ static int commit_file(struct layer *l, const struct change *c, int parent, cons
         _cleanup_close_ int dst = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (dst < 0)
                 return -errno;
-        char buf[65536];
-        ssize_t n;
-        while ((n = read(src, buf, sizeof buf)) > 0)
-                for (ssize_t off = 0; off < n;) {
-                        ssize_t w = write(dst, buf + off, (size_t)(n - off));
-                        if (w < 0) {
-                                r = -errno;
-                                goto fail;
-                        }
-                        off += w;
-                }
-        if (n < 0) {
-                r = -errno;
+        if ((r = copy_data(src, dst)) < 0)
                 goto fail;
-        }
         /* no setuid/setgid: the layer's owner was the sandbox, the file's
          * owner on the host may be root */
         if (fchmod(dst, c->mode & 0777) < 0 || fsync(dst) < 0) {
@@ -946,24 +974,10 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
                 return -errno;
         /* A reflink shares the blocks until either side writes: cheap and
          * safe (a hard link would let the sandbox change the snapshot). */
-        if (ioctl(out, FICLONE, in) < 0) {
-                off_t left = st->st_size;
-                while (left > 0) {
-                        ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
-                        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS)) {
-                                char buf[65536];
-                                n = read(in, buf, sizeof buf);
-                                if (n > 0 && write(out, buf, (size_t)n) != n)
-                                        return errno ? -errno : -EIO;
-                        }
-                        if (n < 0)
-                                return -errno;
-                        if (n == 0)
-                                break;
-                        left -= n;
-                }
-        }
-        int r = copy_xattrs(in, out);
+        int r = 0;
+        if (ioctl(out, FICLONE, in) < 0 && (r = copy_data(in, out)) < 0)
+                return r;
+        r = copy_xattrs(in, out);
         if (r == 0 && (fchmod(out, st->st_mode & 07777) < 0 || fsync(out) < 0))
                 r = -errno;
         if (r == 0)

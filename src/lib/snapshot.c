@@ -80,10 +80,13 @@ static int tar_in_sandbox(const char *name, const char *where, const char *file,
                 return brig_err(err, errno, "snapshot file '%s'", file);
         /* Only the sandbox user's own entries, on this filesystem: mount
          * points brig made (the workspace, binds below /tmp or $HOME) are
-         * not the sandbox's state and come back with the mounts. */
+         * not the sandbox's state and come back with the mounts.
+         * --sparse: a sparse file costs the sandbox no memory, and written
+         * out with its holes as zeros it would fill the state directory's
+         * disk (truncate -s 1T ~/big). */
         _cleanup_free_ char *script = brig_strdup_printf(
                 pack ? "cd \"%s\" && find . -mindepth 1 -maxdepth 1 -user \"$(id -u)\" -print0 | "
-                       "tar --one-file-system --null -T - -cf -"
+                       "tar --one-file-system --sparse --null -T - -cf -"
                      : "cd \"%s\" && exec tar --no-overwrite-dir -xf -",
                 where);
         char *argv[] = { "sh", "-c", script, NULL };
