@@ -839,9 +839,16 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         size_t len = 0, conflicts = 0;
         FILE *f = open_memstream(&report, &len);
         for (size_t i = 0; f && i < c.n; i++) {
-                const char *why = c.v[i].kind == CH_DELETED && c.v[i].type == S_IFDIR
-                                          ? tree_conflict(&l, base, c.v[i].path)
-                                          : host_conflict(&l, base, c.v[i].path);
+                /* Deleting a host directory, or replacing it by a file or a
+                 * symlink, removes everything below it on the host: all of
+                 * it must still be as recorded, or the host's files added
+                 * there since create would be deleted without a word. */
+                const char *was = json_string_value(json_array_get(json_object_get(base, c.v[i].path), 0));
+                bool host_dir = was && was[0] == 'd';
+                bool drops_dir = (c.v[i].kind == CH_DELETED && c.v[i].type == S_IFDIR) ||
+                                 (c.v[i].kind == CH_MODIFIED && c.v[i].type != S_IFDIR && host_dir);
+                const char *why = drops_dir ? tree_conflict(&l, base, c.v[i].path)
+                                            : host_conflict(&l, base, c.v[i].path);
                 if (why) {
                         fprintf(f, "\n  %s: %s", c.v[i].path, why);
                         conflicts++;
