@@ -26,6 +26,7 @@
 #include <jansson.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
+#include <search.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -108,6 +109,53 @@ static int copy_data(int in, int out)
                 pos = hole;
         }
         return ftruncate(out, st.st_size) < 0 ? -errno : 0;
+}
+
+/* Hard links seen in a layer: (device, inode) → the path its first copy
+ * got. Copied once per name, one inode linked N times would be written N
+ * times over — 10000 links to a 100 MB file cost the sandbox 100 MB and
+ * the host a terabyte — so every further name is linked to the first copy
+ * instead, as it was in the layer. */
+struct link_seen {
+        dev_t dev;
+        ino_t ino;
+        char *path;  /* relative to the destination's root */
+};
+
+static int link_cmp(const void *a, const void *b)
+{
+        const struct link_seen *x = a, *y = b;
+        if (x->dev != y->dev)
+                return x->dev < y->dev ? -1 : 1;
+        return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void link_free(void *p)
+{
+        struct link_seen *l = p;
+        free(l->path);
+        free(l);
+}
+
+/* The first copy's path when `st` was seen before; else remembers `path`
+ * (a file with a single name is never remembered) and returns NULL. */
+static const char *link_first(void **seen, const struct stat *st, const char *path)
+{
+        if (st->st_nlink < 2)
+                return NULL;
+        struct link_seen key = { .dev = st->st_dev, .ino = st->st_ino };
+        struct link_seen **found = tfind(&key, seen, link_cmp);
+        if (found)
+                return (*found)->path;
+        struct link_seen *n = malloc(sizeof *n);
+        if (n && (n->path = strdup(path))) {
+                *n = (struct link_seen){ .dev = st->st_dev, .ino = st->st_ino, .path = n->path };
+                if (tsearch(n, seen, link_cmp))
+                        return NULL;
+                free(n->path);
+        }
+        free(n);
+        return NULL;  /* out of memory: this name is copied in full */
 }
 
 /* ---- create: layer directories and the record of the workspace ---------- */
@@ -460,6 +508,7 @@ struct layer {
         json_t *state;
         const char *workspace;
         int upper, ws;
+        void *links;       /* commit: hard links in the layer (link_first) */
 };
 
 static void layer_close(struct layer *l)
@@ -468,6 +517,8 @@ static void layer_close(struct layer *l)
         json_decref(l->state);
         closep(&l->upper);
         closep(&l->ws);
+        tdestroy(l->links, link_free);
+        l->links = NULL;
 }
 
 static int layer_open(const char *name, struct layer *l, brig_error **err)
@@ -684,7 +735,27 @@ static int commit_file(struct layer *l, const struct change *c, int parent, cons
         int r = temp_name(tmp, sizeof tmp);
         if (r < 0)
                 return r;
-        _cleanup_close_ int dst = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int dst = -EBADF;
+        const char *first = link_first(&l->links, &sst, c->path);
+        if (first) {
+                /* Another name of an inode this commit already wrote: a
+                 * link to that copy (both opened without symlinks, beneath
+                 * the workspace), renamed over like any file. */
+                const char *flast;
+                _cleanup_close_ int fparent = open_parent(l->ws, first, &flast);
+                if (fparent < 0)
+                        return fparent == -1 ? -errno : fparent;
+                if (linkat(fparent, flast, parent, tmp, 0) < 0)
+                        return -errno;
+                if (existed && S_ISDIR(old.st_mode) && (r = remove_entry(parent, last)) < 0)
+                        goto fail;
+                if (renameat(parent, tmp, parent, last) < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+                return 0;
+        }
+        dst = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (dst < 0)
                 return -errno;
         if ((r = copy_data(src, dst)) < 0)
@@ -971,6 +1042,11 @@ static void copy_owner(int parent, const char *name, const struct stat *st)
                 (void)!fchownat(parent, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
+struct copy {
+        int droot;      /* the destination's root */
+        void *links;    /* link_first */
+};
+
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st)
 {
         _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -992,15 +1068,22 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
         return r;
 }
 
-static int copy_dir(int sdir, int ddir, int depth);
+static int copy_dir(struct copy *cp, int sdir, int ddir, const char *rel, int depth);
 
-static int copy_entry(int sdir, int ddir, const char *name, int depth)
+static int copy_entry(struct copy *cp, int sdir, int ddir, const char *rel, const char *name, int depth)
 {
         struct stat st;
         if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return errno == ENOENT ? 0 : -errno;
-        if (S_ISREG(st.st_mode))
+        _cleanup_free_ char *path = join(rel, name);
+        if (!path)
+                return -ENOMEM;
+        if (S_ISREG(st.st_mode)) {
+                const char *first = link_first(&cp->links, &st, path);
+                if (first)
+                        return linkat(cp->droot, first, ddir, name, 0) < 0 ? -errno : 0;
                 return copy_file(sdir, ddir, name, &st);
+        }
         if (S_ISLNK(st.st_mode)) {
                 char target[4096];
                 ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
@@ -1030,7 +1113,7 @@ static int copy_entry(int sdir, int ddir, const char *name, int depth)
         _cleanup_close_ int d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (s < 0 || d < 0)
                 return -errno;
-        int r = copy_dir(s, d, depth + 1);
+        int r = copy_dir(cp, s, d, path, depth + 1);
         if (r == 0)
                 r = copy_xattrs(s, d);
         if (r == 0 && fchmod(d, st.st_mode & 07777) < 0)
@@ -1040,7 +1123,7 @@ static int copy_entry(int sdir, int ddir, const char *name, int depth)
         return r;
 }
 
-static int copy_dir(int sdir, int ddir, int depth)
+static int copy_dir(struct copy *cp, int sdir, int ddir, const char *rel, int depth)
 {
         if (depth > 256)
                 return -ELOOP;
@@ -1051,7 +1134,7 @@ static int copy_dir(int sdir, int ddir, int depth)
         struct dirent *e;
         while (r == 0 && (e = readdir(d)))
                 if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                        r = copy_entry(sdir, ddir, e->d_name, depth);
+                        r = copy_entry(cp, sdir, ddir, rel, e->d_name, depth);
         closedir(d);
         return r;
 }
@@ -1067,7 +1150,9 @@ int overlay_copy_tree(const char *src, const char *dst, brig_error **err)
         _cleanup_close_ int d = open_dir_nofollow(dst);
         if (d < 0)
                 return brig_err(err, errno, "copy to '%s'", dst);
-        int r = copy_dir(s, d, 0);
+        struct copy cp = { .droot = d };
+        int r = copy_dir(&cp, s, d, "", 0);
+        tdestroy(cp.links, link_free);
         if (r == 0)
                 r = copy_xattrs(s, d);
         if (r == 0 && fchmod(d, st.st_mode & 07777) < 0)

@@ -121,7 +121,10 @@ def test_commit_never_writes_through_a_hard_link(brig, sandboxes, scratch):
     assert r.returncode == 0, r
     assert (ws / "mod").read_text() == "new\n"
     assert (out / "mod-link").read_text() == "old\n"
-    assert os.lstat(ws / "a").st_nlink == 1 and os.lstat(ws / "b").st_nlink == 1
+    # a and b were one inode in the layer: they are one on the host, linked
+    # to nothing else.
+    a, b = os.lstat(ws / "a"), os.lstat(ws / "b")
+    assert a.st_ino == b.st_ino and a.st_nlink == 2 and (ws / "b").read_text() == "x\n"
     if (ws / "hl").exists():
         assert os.lstat(ws / "hl").st_nlink == 1
     assert open("/etc/hostname").read() == open("/etc/hostname").read()  # still readable, untouched
@@ -173,6 +176,47 @@ def test_commit_and_snapshot_of_a_huge_sparse_file(brig, sandboxes):
         f.seek(size)
         assert f.read() == b"end"
     assert time.monotonic() - t < 100
+
+
+def _disk_use(root):
+    """Bytes allocated below root, each inode counted once."""
+    seen = {}
+    for dirpath, _, filenames in os.walk(root):
+        for n in filenames:
+            st = os.lstat(os.path.join(dirpath, n))
+            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(seen.values())
+
+
+def test_commit_and_snapshot_of_many_hard_links(brig, sandboxes):
+    """One file with 200 names costs the sandbox one file; copied once per
+    name it would cost the host 200 (workspace on commit, state directory
+    on snapshot and restore)."""
+    name, _ = sandboxes.create("--workspace-mode", "overlay")
+    r = sandboxes.sh(name, "mkdir d && head -c 4194304 /dev/urandom > d/f && "
+                           "for i in $(seq 200); do ln d/f l$i; done")
+    assert r.returncode == 0, r
+    one = 4 << 20
+    assert _disk_use(sandboxes.root / name / "upper") < 3 * one
+    r = sandboxes.brig_cmd("snapshot", name, "s1", timeout=120)
+    assert r.returncode == 0, r
+    assert _disk_use(sandboxes.root / name / "snapshots" / "s1" / "upper") < 3 * one
+    r = sandboxes.brig_cmd("restore", name, "s1", timeout=120)
+    assert r.returncode == 0, r
+    assert _disk_use(sandboxes.root / name / "upper") < 3 * one
+    r = sandboxes.brig_cmd("commit", name, timeout=120)
+    assert r.returncode == 0, r
+    ws = brig.workspace
+    assert _disk_use(ws) < 3 * one
+    data = (ws / "d" / "f").read_bytes()
+    assert len(data) == one and (ws / "l200").read_bytes() == data
+    # Later changes still go through a temporary file and a rename: the
+    # other names keep the old bytes on the host, as commit never writes
+    # through a link.
+    r = sandboxes.sh(name, "cp d/f tmpf && echo new > tmpf && mv tmpf l1")
+    assert r.returncode == 0, r
+    assert sandboxes.brig_cmd("commit", name).returncode == 0
+    assert (ws / "l1").read_text() == "new\n" and (ws / "l2").read_bytes() == data
 
 
 def test_commit_dir_replaced_by_file_keeps_host_additions(brig, sandboxes):
