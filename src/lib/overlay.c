@@ -687,6 +687,13 @@ static int remove_entry(int parent, const char *name)
         _cleanup_close_ int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        /* Another filesystem mounted there is not the workspace's (the
+         * sandbox saw an empty directory): never empty it. */
+        struct stat pst, st;
+        if (fstat(parent, &pst) < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        if (pst.st_dev != st.st_dev)
+                return -EXDEV;
         DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
         if (!d)
                 return -errno;

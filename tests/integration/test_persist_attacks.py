@@ -275,6 +275,36 @@ def test_commit_races_a_host_symlink_swap(brig, sandboxes, scratch):
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.skipif(not IS_ROOT, reason="mounts a tmpfs in a private mount namespace")
+@pytest.mark.parametrize("how", ["delete", "replace"])
+def test_commit_never_enters_a_filesystem_mounted_in_the_workspace(brig, sandboxes, how):
+    """A filesystem mounted in the workspace (a private mount namespace
+    here) looks like an empty directory to the sandbox: deleting or
+    replacing it there must not delete what the mount holds on the host."""
+    if brig.mode != "root":
+        pytest.skip("one mode is enough")
+    ws = brig.workspace
+    (ws / "mnt").mkdir()
+    b = " ".join(brig.cmd())
+    what = "rm -rf mnt" + (" && echo f > mnt" if how == "replace" else "")
+    name = sandboxes.new_name()
+    sandboxes.names.append(name)
+    script = f"""set -e
+mount -t tmpfs brig-test {ws}/mnt
+echo precious > {ws}/mnt/a
+{b} create {name} --workspace-mode overlay
+{b} exec {name} -- sh -c '{what}; ls -A mnt 2>/dev/null; true'
+set +e
+{b} commit {name}
+echo "commit=$?"
+cat {ws}/mnt/a
+"""
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=ws,
+                       env=brig.env(sandboxes.env()), capture_output=True, text=True, timeout=120)
+    assert "precious" in r.stdout, r
+    assert "commit=0" not in r.stdout, r
+
+
 # ---- 2. the state directory and the control socket ---------------------------
 
 
@@ -479,6 +509,17 @@ def test_exec_cannot_signal_the_sandbox_init_or_supervisor(brig, sandboxes):
     # kill -KILL -1 may take the exec itself: no assertion on its status.
     time.sleep(0.3)
     os.kill(sup, 0)
+    # The supervisor's own stop signal (SI_QUEUE with brig's mark), forged
+    # from inside with rt_sigqueueinfo: pid 1 must not take it.
+    forge = ("import ctypes, os, signal, struct\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "info = bytearray(128)\n"
+             "struct.pack_into('iii', info, 0, signal.SIGTERM, 0, -1)\n"
+             "struct.pack_into('iI', info, 16, 0, os.getuid())\n"
+             "struct.pack_into('i', info, 24, 0x62726967)\n"
+             "libc.syscall(129, 1, signal.SIGTERM, ctypes.create_string_buffer(bytes(info), 128))\n")
+    sandboxes.exec(name, "--", "python3", "-c", forge)
+    time.sleep(0.3)
     r = sandboxes.sh(name, "echo alive; cat /proc/1/environ >/dev/null 2>&1 && echo READ-INIT; "
                            "ls /proc | grep -c '^[0-9]'")
     assert r.returncode == 0 and r.stdout.startswith("alive\n"), r
