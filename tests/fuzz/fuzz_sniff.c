@@ -74,21 +74,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
 }
 
-#ifndef BRIG_LIBFUZZER
-int main(int argc, char **argv)
-{
-        for (int i = 1; i < argc; i++) {
-                FILE *f = fopen(argv[i], "rb");
-                if (!f) {
-                        perror(argv[i]);
-                        return 1;
-                }
-                static uint8_t data[1 << 16];
-                size_t n = fread(data, 1, sizeof data, f);
-                fclose(f);
-                LLVMFuzzerTestOneInput(data, n);
-                printf("%s: ok\n", argv[i]);
-        }
-        return 0;
-}
-#endif
+#include "replay.h"
