@@ -487,6 +487,122 @@ static void test_http_refusals(void **state)
         free(big);
 }
 
+/* RFC 9112 violations that would let the upstream frame or read a request
+ * differently from brig: all 400. */
+static void test_http_rfc9112_refusals(void **state)
+{
+        (void)state;
+        struct http_request r;
+        static const char *const bad[] = {
+                "GET http://a.example/ HTTP/1.1\r\nX-A: one\rX-B: two\r\n\r\n",      /* bare CR in a value */
+                "GET http://a.example/ HTTP/1.1\rHost: b.example\r\n\r\n",            /* bare CR ending a line */
+                "GET http://a.example/ HTTP/1.1\r\nX-A: a\x01" "b\r\n\r\n",            /* control character */
+                "GET http://a.example/ HTTP/1.1\r\nX-A: a\x7f" "b\r\n\r\n",
+                "GET http://a.example/\x0b HTTP/1.1\r\n\r\n",                          /* ... in the request line */
+                "GET http://a.example/ HTTP/1.1\r\nX-A: a\r\n\tfolded\r\n\r\n",     /* obs-fold */
+                "POST http://a.example/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+                "POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n",
+                "POST http://a.example/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "GET http://a.example/ HTTP/1.1\r\nHost : a.example\r\n\r\n",          /* space before the colon */
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                int got = parse(bad[i], &r);
+                if (got != -400)
+                        fail_msg("request %zu: %d, expected -400", i, got);
+        }
+        /* NUL is caught even though strlen() would stop at it */
+        const char nul[] = "GET http://a.example/ HTTP/1.1\r\nX-A: a\0b\r\n\r\n";
+        const char *why;
+        assert_int_equal(http_parse_request(nul, sizeof nul - 1, &r, &why), -400);
+        /* the lawful spellings still pass */
+        assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n", &r), 1);
+        assert_true(r.has_te);
+        assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n"
+                               "Transfer-Encoding: ,chunked\r\n\r\n", &r), 1);
+        assert_int_equal(parse("GET http://a.example/ HTTP/1.1\r\nX-A: tab\there \xc3\xa9\r\n\r\n", &r), 1);
+        /* a response with a bare CR is the upstream's fault: 502 */
+        struct http_response h;
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nX-A: a\rb\r\n\r\n", &h), -502);
+}
+
+static int parse_direct(const char *text, struct http_request *req)
+{
+        const char *why;
+        return http_parse_direct(text, strlen(text), req, &why);
+}
+
+/* Filtered mode: a request sent straight to a server. */
+static void test_http_direct(void **state)
+{
+        (void)state;
+        struct http_request r;
+        const char *req = "GET /a?b HTTP/1.1\r\nHost: Named.Example:8080\r\nConnection: keep-alive\r\n\r\n";
+        assert_int_equal(parse_direct(req, &r), 1);
+        assert_int_equal(r.kind, HTTP_ORIGIN);
+        assert_string_equal(r.host, "Named.Example");
+        assert_int_equal(r.port, 8080);
+        assert_true(r.keep_alive);
+        size_t len;
+        char *out = http_rewrite_request(req, &r, &len);
+        const char *want = "GET /a?b HTTP/1.1\r\nHost: Named.Example:8080\r\nConnection: close\r\n\r\n";
+        assert_int_equal(len, strlen(want));
+        assert_memory_equal(out, want, len);
+        free(out);
+        assert_int_equal(parse_direct("GET / HTTP/1.1\r\nHost: n.example\r\n\r\n", &r), 1);
+        assert_int_equal(r.port, 0);                   /* the connection's own port */
+        assert_int_equal(parse_direct("OPTIONS * HTTP/1.1\r\nHost: n.example\r\n\r\n", &r), 1);
+        assert_int_equal(parse_direct("GET / HTTP/1.0\r\n\r\n", &r), 1);  /* 1.0: no Host, no name */
+        assert_string_equal(r.host, "");
+        assert_int_equal(parse_direct("GET / HTTP/1.1\r\nHost:\r\n\r\n", &r), 1);
+        assert_string_equal(r.host, "");
+        assert_int_equal(parse_direct("GET http://abs.example/x HTTP/1.1\r\nHost: other.example\r\n\r\n", &r), 1);
+        assert_string_equal(r.host, "abs.example");   /* absolute-form wins over Host (RFC 9112 3.2.2) */
+        assert_int_equal(parse_direct("GET / HTTP/1.1\r\n\r\n", &r), -400);                     /* no Host */
+        assert_int_equal(parse_direct("GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n", &r),
+                         -400);
+        assert_int_equal(parse_direct("GET / HTTP/1.1\r\nHost: a.example\rHost: b.example\r\n\r\n", &r), -400);
+        assert_int_equal(parse_direct("GET / HTTP/1.1\r\nHost: u@a.example\r\n\r\n", &r), -400);
+        assert_int_equal(parse_direct("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example\r\n\r\n", &r), -405);
+        assert_int_equal(parse_direct("GET a.example HTTP/1.1\r\nHost: a.example\r\n\r\n", &r), -400);
+        /* the proxy parser still wants an absolute URL */
+        assert_int_equal(parse("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", &r), -400);
+}
+
+/* Request bodies: strict chunk lines, so brig and the upstream agree where
+ * the body ends (and the next request starts). */
+static void test_http_chunks_strict(void **state)
+{
+        (void)state;
+        const char *body = "5\r\nhello\r\n1;ext=1\r\n!\r\n0\r\nTrailer: x\r\n\r\nGET ";
+        struct http_chunk ch = { .strict = true };
+        assert_int_equal(http_chunk_feed(&ch, body, strlen(body)), strlen(body) - 4);
+        assert_true(ch.done);
+        memset(&ch, 0, sizeof ch);
+        ch.strict = true;
+        size_t used = 0;
+        for (size_t i = 0; i < strlen(body); i++)
+                used += (size_t)http_chunk_feed(&ch, body + i, 1);
+        assert_int_equal(used, strlen(body) - 4);
+        static const char *const bad[] = { "5\nhello\r\n0\r\n\r\n", "5\r\nhello\n0\r\n\r\n", "0\n\n",
+                                           "0\r\n\n", "0\r\nX: a\n\r\n", "1;a\rb\r\nx\r\n0\r\n\r\n",
+                                           "1;a\x01\r\nx\r\n0\r\n\r\n", "0\r\nX: a\rb\r\n\r\n",
+                                           " 1\r\nx\r\n0\r\n\r\n", "0x1\r\nx\r\n0\r\n\r\n",
+                                           "-1\r\n", "fffffffffffffffff\r\n" };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                memset(&ch, 0, sizeof ch);
+                ch.strict = true;
+                if (http_chunk_feed(&ch, bad[i], strlen(bad[i])) != -1)
+                        fail_msg("chunked body %zu accepted", i);
+        }
+}
+
 /* ---- SOCKS5 parser ------------------------------------------------------------- */
 
 static void test_socks(void **state)
@@ -544,6 +660,9 @@ int main(void)
                 cmocka_unit_test(test_http_connect),
                 cmocka_unit_test(test_http_forward),
                 cmocka_unit_test(test_http_refusals),
+                cmocka_unit_test(test_http_rfc9112_refusals),
+                cmocka_unit_test(test_http_direct),
+                cmocka_unit_test(test_http_chunks_strict),
                 cmocka_unit_test(test_http_request_framing),
                 cmocka_unit_test(test_http_response_head),
                 cmocka_unit_test(test_http_chunks),

@@ -484,13 +484,22 @@ static void start_relay(struct conn *c)
         }
         size_t extra = c->in_len - c->in_used;
         if (c->forward) {
-                /* Plain http: the request's body (by its Content-Length; none
-                 * without one) goes upstream and no byte more — what follows
-                 * is the client's next request. A Transfer-Encoding body is
-                 * relayed to the end of the connection, which then ends with
-                 * the response. */
-                c->keep_alive = c->keep_alive && !c->req.has_te;
-                if (!c->req.has_te) {
+                /* Plain http: the request's body (by its Content-Length or
+                 * its chunks; none without either) goes upstream and no
+                 * byte more — what follows is the client's next request,
+                 * judged on its own (next_request). */
+                if (c->req.has_te) {
+                        c->up.chunked = true;
+                        c->up.chunk.strict = true;
+                        ssize_t used = http_chunk_feed(&c->up.chunk, c->in + c->in_used, extra);
+                        if (used < 0) {
+                                snprintf(c->failure, sizeof c->failure, "bad chunked request body");
+                                http_refuse(c, 400, NULL, c->failure);
+                                return;
+                        }
+                        extra = (size_t)used;
+                        c->up.ended = c->up.chunk.done;
+                } else {
                         if (extra > c->req.length)
                                 extra = (size_t)c->req.length;
                         c->up.limited = true;

@@ -4,9 +4,17 @@
  * Two request shapes are served:
  *   CONNECT host:port HTTP/1.1          a tunnel (https, anything over TCP)
  *   GET http://host[:port]/path HTTP/1.1 plain http, forwarded in origin-form
+ * and, for filtered mode's redirected plain-HTTP connections, the request a
+ * program sends straight to a server (origin-form, named by its Host).
+ *
  * The parser is strict where leniency would let a request mean one thing to
- * brig and another to the upstream (folded headers, userinfo in the URL,
- * both Content-Length and Transfer-Encoding). */
+ * brig and another to the upstream (RFC 9112 and its smuggling notes): a
+ * bare CR or any other control character in the head, folded headers,
+ * userinfo in the URL, Content-Length twice or with Transfer-Encoding, a
+ * Transfer-Encoding whose last coding is not chunked (or in HTTP/1.0), and
+ * for direct requests a missing or doubled Host are all 400. A request body
+ * is framed by its Content-Length or its chunks and nothing else, so the
+ * next request on the connection is found and judged. */
 #define _GNU_SOURCE
 #include "net/net.h"
 
@@ -31,6 +39,24 @@ static size_t head_end(const char *buf, size_t len)
                         return i + 3;
         }
         return 0;
+}
+
+/* RFC 9112 2.2 and 5.5: a CR only as part of a line's CRLF, and no control
+ * character but HTAB anywhere in a head. A bare CR is a line end to some
+ * parsers and a byte of the value to others — forwarded, it would make
+ * the upstream read headers brig never saw. */
+static const char *head_bytes_bad(const char *buf, size_t end)
+{
+        for (size_t i = 0; i < end; i++) {
+                unsigned char c = (unsigned char)buf[i];
+                if (c == '\r' && (i + 1 == end || buf[i + 1] != '\n'))
+                        return "bare CR in the head";
+                if (c == '\0')
+                        return "NUL byte in the head";
+                if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f)
+                        return "control character in the head";
+        }
+        return NULL;
 }
 
 /* One line from [*pos, end): returns its length without CR LF, advances *pos. */
@@ -171,10 +197,40 @@ static bool last_is_chunked(const char *v, size_t n)
         return n == 7 && strncasecmp(v, "chunked", 7) == 0;
 }
 
-static int parse_target(const char *buf, size_t off, size_t n, struct http_request *req, const char **why)
+/* Count the codings of one Transfer-Encoding line into *n_chunked, and
+ * note whether the last one seen so far is chunked. */
+static void te_codings(const char *v, size_t n, unsigned *n_chunked, bool *last_chunked)
+{
+        size_t i = 0;
+        while (i <= n) {
+                size_t j = i;
+                while (j < n && v[j] != ',')
+                        j++;
+                const char *e = v + i;
+                size_t el = j - i;
+                const char *semi = memchr(e, ';', el);  /* transfer-parameters */
+                if (semi)
+                        el = (size_t)(semi - e);
+                trim(&e, &el);
+                if (el) {  /* empty list elements are allowed and mean nothing */
+                        *last_chunked = el == 7 && strncasecmp(e, "chunked", 7) == 0;
+                        *n_chunked += *last_chunked;
+                }
+                i = j + 1;
+        }
+}
+
+static int parse_target(const char *buf, size_t off, size_t n, struct http_request *req, bool direct,
+                        const char **why)
 {
         const char *t = buf + off;
         if (req->kind == HTTP_CONNECT) {
+                if (direct) {
+                        /* sent straight to an address, CONNECT would make
+                         * that server a proxy to wherever it names */
+                        *why = "CONNECT to a redirected address (use brig's proxy, HTTP_PROXY)";
+                        return -405;
+                }
                 req->auth_off = off;
                 req->auth_len = n;
                 int r = parse_authority(t, n, req, why);
@@ -188,8 +244,15 @@ static int parse_target(const char *buf, size_t off, size_t n, struct http_reque
                 *why = "https URLs go through CONNECT";
                 return -400;
         }
+        if (direct && (t[0] == '/' || (n == 1 && t[0] == '*'))) {
+                /* origin-form (or OPTIONS *): the Host header names the server */
+                req->kind = HTTP_ORIGIN;
+                req->path_off = off;
+                req->path_len = n;
+                return 0;
+        }
         if (n < 7 || strncasecmp(t, "http://", 7) != 0) {
-                *why = "a proxy request needs an absolute http:// URL";
+                *why = direct ? "bad request target" : "a proxy request needs an absolute http:// URL";
                 return -400;
         }
         size_t a = 7, e = a;
@@ -200,7 +263,7 @@ static int parse_target(const char *buf, size_t off, size_t n, struct http_reque
         int r = parse_authority(t + a, e - a, req, why);
         if (r < 0)
                 return r;
-        if (req->port == 0)
+        if (req->port == 0 && !direct)
                 req->port = 80;
         req->path_off = off + e;
         req->path_len = n - e;
@@ -226,7 +289,22 @@ static bool header_is(const char *h, size_t k, const char *name)
         return strlen(name) == k && strncasecmp(h, name, k) == 0;
 }
 
-int http_parse_request(const char *buf, size_t len, struct http_request *req, const char **why)
+/* A direct request's Host value [v, v+n): the authority it names. Empty
+ * (RFC 9112 3.2: a target without an authority) names no host. */
+static int direct_host(const char *buf, const char *v, size_t n, struct http_request *req, const char **why)
+{
+        trim(&v, &n);
+        req->auth_off = (size_t)(v - buf);
+        req->auth_len = n;
+        if (n == 0) {
+                req->host[0] = '\0';
+                req->port = 0;
+                return 0;
+        }
+        return parse_authority(v, n, req, why);
+}
+
+static int parse_request(const char *buf, size_t len, struct http_request *req, bool direct, const char **why)
 {
         memset(req, 0, sizeof *req);
         *why = "bad request";
@@ -238,10 +316,10 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                 }
                 return 0;
         }
-        if (memchr(buf, '\0', end)) {
-                *why = "NUL byte in the request head";
+        *why = head_bytes_bad(buf, end);
+        if (*why)
                 return -400;
-        }
+        *why = "bad request";
         req->head_len = end;
         size_t pos = 0, start;
         size_t n = next_line(buf, end, &pos, &start);
@@ -274,10 +352,11 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                 return -505;
         }
         req->kind = strcmp(req->method, "CONNECT") == 0 ? HTTP_CONNECT : HTTP_FORWARD;
-        int r = parse_target(buf, t0, t1 - t0, req, why);
+        int r = parse_target(buf, t0, t1 - t0, req, direct, why);
         if (r < 0)
                 return r;
-        bool have_cl = false, have_te = false, conn_close = false, conn_keep = false;
+        bool have_cl = false, have_te = false, conn_close = false, conn_keep = false, te_last_chunked = false;
+        unsigned n_host = 0, n_chunked = 0;
         for (;;) {
                 n = next_line(buf, end, &pos, &start);
                 if (n == 0)
@@ -299,11 +378,18 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                                 return -400;
                         }
                 }
-                if (header_is(h, k, "transfer-encoding"))
+                if (header_is(h, k, "transfer-encoding")) {
                         have_te = true;
+                        te_codings(h + k + 1, n - k - 1, &n_chunked, &te_last_chunked);
+                }
                 if (header_is(h, k, "connection") || header_is(h, k, "proxy-connection")) {
                         conn_close |= has_token(h + k + 1, n - k - 1, "close");
                         conn_keep |= has_token(h + k + 1, n - k - 1, "keep-alive");
+                }
+                if (header_is(h, k, "host") && n_host++ == 0 && req->kind == HTTP_ORIGIN) {
+                        r = direct_host(buf, h + k + 1, n - k - 1, req, why);
+                        if (r < 0)
+                                return r;
                 }
         }
         if (have_cl && have_te) {
@@ -311,9 +397,38 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
                 *why = "both Content-Length and Transfer-Encoding";
                 return -400;
         }
+        if (have_te && req->minor == 0) {
+                /* RFC 9112 6.1: an HTTP/1.0 message with it has faulty framing */
+                *why = "Transfer-Encoding in an HTTP/1.0 request";
+                return -400;
+        }
+        if (have_te && (!te_last_chunked || n_chunked != 1)) {
+                /* RFC 9112 6.3: no other way to find the body's end */
+                *why = "Transfer-Encoding whose last coding is not chunked (once)";
+                return -400;
+        }
+        if (direct && n_host > 1) {
+                /* RFC 9112 3.2: which one the server reads is anyone's guess */
+                *why = "more than one Host header";
+                return -400;
+        }
+        if (req->kind == HTTP_ORIGIN && n_host == 0 && req->minor >= 1) {
+                *why = "no Host header";
+                return -400;
+        }
         req->has_te = have_te;
         req->keep_alive = !conn_close && (req->minor >= 1 || conn_keep);
         return 1;
+}
+
+int http_parse_request(const char *buf, size_t len, struct http_request *req, const char **why)
+{
+        return parse_request(buf, len, req, false, why);
+}
+
+int http_parse_direct(const char *buf, size_t len, struct http_request *req, const char **why)
+{
+        return parse_request(buf, len, req, true, why);
 }
 
 static bool hop_by_hop(const char *h, size_t k)
@@ -381,7 +496,7 @@ int http_parse_response(const char *buf, size_t len, struct http_response *resp,
                 }
                 return 0;
         }
-        if (memchr(buf, '\0', end))
+        if (head_bytes_bad(buf, end))
                 return -502;
         resp->head_len = end;
         size_t pos = 0, start;
@@ -463,11 +578,17 @@ char *http_rewrite_response(const char *buf, const struct http_response *resp, b
         return out;
 }
 
-enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_DONE };
+enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LF, CH_DONE };
 
 static int hexval(unsigned char c)
 {
         return isdigit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* A byte that may stand in a chunk extension or a trailer line. */
+static bool line_byte_ok(unsigned char c)
+{
+        return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
 ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)
@@ -486,7 +607,7 @@ ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)
                                 ch->state = CH_EXT;
                         } else if (ch->digits && c == '\r') {
                                 ch->state = CH_SIZE_LF;
-                        } else if (ch->digits && c == '\n') {
+                        } else if (ch->digits && c == '\n' && !ch->strict) {
                                 goto size_line_done;
                         } else {
                                 return -1;
@@ -494,8 +615,12 @@ ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)
                         i++;
                         continue;
                 case CH_EXT:
-                        if (c == '\n')
+                        if (c == '\n' && !ch->strict)
                                 goto size_line_done;
+                        if (c == '\r' && ch->strict)
+                                ch->state = CH_SIZE_LF;
+                        else if (ch->strict && !line_byte_ok(c))
+                                return -1;
                         i++;
                         continue;
                 case CH_SIZE_LF:
@@ -520,7 +645,7 @@ ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)
                 case CH_DATA_CR:
                         if (c == '\r')
                                 ch->state = CH_DATA_LF;
-                        else if (c == '\n')
+                        else if (c == '\n' && !ch->strict)
                                 ch->state = CH_SIZE;
                         else
                                 return -1;
@@ -533,13 +658,24 @@ ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)
                         i++;
                         continue;
                 case CH_TRAILER:
-                        if (c == '\n') {
+                        if (c == '\n' && !ch->strict) {
                                 if (ch->line == 0)
                                         ch->state = CH_DONE;
                                 ch->line = 0;
+                        } else if (c == '\r' && ch->strict) {
+                                ch->state = CH_TRAILER_LF;
+                        } else if (ch->strict && !line_byte_ok(c)) {
+                                return -1;
                         } else if (c != '\r') {
                                 ch->line++;
                         }
+                        i++;
+                        continue;
+                case CH_TRAILER_LF:
+                        if (c != '\n')
+                                return -1;
+                        ch->state = ch->line == 0 ? CH_DONE : CH_TRAILER;
+                        ch->line = 0;
                         i++;
                         continue;
                 }

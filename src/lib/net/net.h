@@ -102,7 +102,8 @@ BRIG_INTERNAL size_t egress_policy_resolve(const struct egress_policy *ep, const
 
 #define HTTP_HEAD_MAX 16384   /* bigger request heads get 431 */
 
-enum http_target_kind { HTTP_CONNECT, HTTP_FORWARD };
+/* HTTP_ORIGIN: a direct request (filtered mode), "GET /path" named by its Host */
+enum http_target_kind { HTTP_CONNECT, HTTP_FORWARD, HTTP_ORIGIN };
 
 struct http_request {
         enum http_target_kind kind;
@@ -110,21 +111,30 @@ struct http_request {
         char host[EGRESS_HOST_MAX + 3];  /* as sent (brackets stripped), not yet normalized */
         uint16_t port;
         size_t head_len;      /* bytes of the request head, up to and including the blank line */
-        /* HTTP_FORWARD: the path ("/..." or "*") inside the buffer */
+        /* HTTP_FORWARD, HTTP_ORIGIN: the path ("/..." or "*") inside the buffer */
         size_t path_off, path_len;
-        size_t auth_off, auth_len;  /* the authority ("host:port") as sent */
+        /* the authority ("host:port") as sent: the target's, or for
+         * HTTP_ORIGIN the Host header's (empty: host "" names no host) */
+        size_t auth_off, auth_len;
         int minor;            /* HTTP/1.minor */
         /* the body's framing, for keep-alive: Content-Length (0 when absent)
-         * unless Transfer-Encoding is present */
+         * unless Transfer-Encoding is present, whose last (and only chunked)
+         * coding is then chunked */
         bool has_te;
         uint64_t length;
         bool keep_alive;      /* the client wants the connection kept (1.1 default, 1.0 only on request) */
 };
 
-/* Parse a request head from buf[0..len). Returns 1 when complete (req
- * filled), 0 when more bytes are needed, or -status (400, 405, 414, 431,
- * 501, 505) with *why a static reason. Never reads past len. */
+/* Parse a proxy request head (CONNECT or an absolute http:// URL) from
+ * buf[0..len). Returns 1 when complete (req filled), 0 when more bytes are
+ * needed, or -status (400, 405, 414, 431, 501, 505) with *why a static
+ * reason. Never reads past len. RFC 9112 violations that could frame or
+ * name a request differently upstream are 400 (see http.c). */
 BRIG_INTERNAL int http_parse_request(const char *buf, size_t len, struct http_request *req, const char **why);
+/* The same for a request sent straight to a server (filtered mode):
+ * origin-form (HTTP_ORIGIN, the host from the one Host header, port 0
+ * when it names none) or absolute-form; CONNECT is -405. */
+BRIG_INTERNAL int http_parse_direct(const char *buf, size_t len, struct http_request *req, const char **why);
 /* The head to send upstream: origin-form request line, the client's
  * headers minus the hop-by-hop ones, and "Connection: close". Returns a
  * malloc'ed buffer and its length in *out_len, or NULL. */
@@ -156,8 +166,12 @@ BRIG_INTERNAL char *http_rewrite_response(const char *buf, const struct http_res
 /* Following a chunked body: http_chunk_feed() says how many of the len
  * bytes belong to the message (all of them until its end; the rest after
  * the last chunk and trailers are not), sets done at its end, and returns
- * -1 for a malformed body. */
+ * -1 for a malformed body. `strict` (request bodies, whose end is where
+ * brig looks for the next request to judge): every line ends in CRLF and
+ * holds no control character, as RFC 9112 7.1 writes it — no bare LF or
+ * CR that another parser could frame differently. */
 struct http_chunk {
+        bool strict;
         int state;
         unsigned digits;
         uint64_t size;        /* of the chunk being read, then what is left of it */

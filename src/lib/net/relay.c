@@ -132,18 +132,30 @@ enum flow_state flow_pump(struct flow *f)
                                 f->buf = nb;
                                 f->cap = FLOW_BUF;
                         }
-                        n = recv(f->from, f->buf, want < f->cap ? want : f->cap, MSG_DONTWAIT);
+                        /* A chunked message is looked at before it is
+                         * taken: what follows its last chunk (the client's
+                         * next request) stays in the socket for whoever
+                         * reads the next message. */
+                        n = recv(f->from, f->buf, want < f->cap ? want : f->cap,
+                                 MSG_DONTWAIT | (f->chunked ? MSG_PEEK : 0));
+                        if (n > 0 && f->chunked) {
+                                ssize_t used = http_chunk_feed(&f->chunk, f->buf, (size_t)n);
+                                if (used < 0)
+                                        return FLOW_ERROR;
+                                /* the same bytes again, now taken: nothing
+                                 * else reads this socket */
+                                n = used ? recv(f->from, f->buf, (size_t)used, MSG_DONTWAIT) : 0;
+                                if (n != used)
+                                        return FLOW_ERROR;
+                                f->ended = f->chunk.done;
+                                if (!n) {
+                                        /* a message that ended with bytes already fed */
+                                        continue;
+                                }
+                        }
                         if (n > 0) {
                                 f->off = 0;
                                 f->len = (size_t)n;
-                                if (f->chunked) {
-                                        /* what follows the last chunk is not part of the message */
-                                        ssize_t used = http_chunk_feed(&f->chunk, f->buf, (size_t)n);
-                                        if (used < 0)
-                                                return FLOW_ERROR;
-                                        f->len = (size_t)used;
-                                        f->ended = f->chunk.done;
-                                }
                         }
                 }
                 if (n > 0 && f->limited)

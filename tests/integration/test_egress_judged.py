@@ -1,0 +1,274 @@
+"""Every unit on a connection is judged: each HTTP request, pipelined or
+kept alive, in the explicit proxy and in filtered mode's redirected
+plain-HTTP path; a name visible in the first bytes (TLS SNI, HTTP Host)
+beats a CIDR rule when a deny rule names it; a name that cannot be read
+within brig's limits (size, time) is a refusal, never an allowance; and
+what RFC 9112 forbids (bare CR, ambiguous framing) never reaches an
+upstream. Issue 13, classes 5 and 6; rows 105-110 of the catalogue.
+
+The upstream here is a *lenient* recorder (RECORDER below): it serves
+every request it can find on a connection, kept alive whatever the
+request says, and logs each request's Host and request line. That is the
+server a smuggled request works against, and its log is the host-side
+proof: a request brig refused must not be in it. It runs on the host's
+127.0.0.1 for the proxy tests and inside the test's upstream namespace
+(test_egress_netns.py's `net`) for filtered mode."""
+import json
+import os
+import pathlib
+import secrets
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_escape import attack
+from test_egress_netns import PY, audit_path, net, ws  # noqa: F401 (fixtures)
+
+RECORDER = r'''
+import socket, sys, threading
+addr, port, log_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+lock = threading.Lock()
+def note(line):
+    with lock, open(log_path, "a") as f:
+        f.write(line + "\n")
+def read_until(conn, data, mark):
+    while mark not in data:
+        d = conn.recv(65536)
+        if not d:
+            raise EOFError
+        data += d
+    return data
+def serve(conn):
+    conn.settimeout(3)
+    data = b""
+    try:
+        while True:
+            data = read_until(conn, data, b"\r\n\r\n")
+            head, data = data.split(b"\r\n\r\n", 1)
+            lines = head.split(b"\r\n")
+            hdrs = {}
+            for l in lines[1:]:
+                k, _, v = l.partition(b":")
+                hdrs[k.strip().lower()] = v.strip()
+            host = hdrs.get(b"host", b"-").decode(errors="replace")
+            note("request " + host + " " + lines[0].decode(errors="replace"))
+            body = b""
+            if b"chunked" in hdrs.get(b"transfer-encoding", b"").lower():
+                while True:
+                    data = read_until(conn, data, b"\r\n")
+                    size, data = data.split(b"\r\n", 1)
+                    n = int(size.split(b";")[0], 16)
+                    if n == 0:
+                        data = read_until(conn, data, b"\r\n")
+                        data = data.split(b"\r\n", 1)[1]
+                        break
+                    while len(data) < n + 2:
+                        d = conn.recv(65536)
+                        if not d:
+                            raise EOFError
+                        data += d
+                    body, data = body + data[:n], data[n + 2:]
+            else:
+                n = int(hdrs.get(b"content-length", b"0"))
+                while len(data) < n:
+                    d = conn.recv(65536)
+                    if not d:
+                        raise EOFError
+                    data += d
+                body, data = data[:n], data[n:]
+            out = ("served " + host + " " + lines[0].split()[1].decode(errors="replace")).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+    except (EOFError, OSError, ValueError, IndexError):
+        pass
+    finally:
+        conn.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((addr, port))
+s.listen(128)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+class Recorder:
+    """RECORDER as a process (optionally inside a namespace); its log."""
+
+    def __init__(self, tmp, addr="127.0.0.1", port=0, netns=None):
+        self.log = tmp / f"recorder-{secrets.token_hex(3)}.log"
+        self.log.touch()
+        script = tmp / "recorder.py"
+        script.write_text(RECORDER)
+        cmd = [PY, str(script), addr, str(port), str(self.log)]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns] + cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"recorder did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
+        self.port = int(line)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=5)
+
+    def mark(self):
+        return self.log.stat().st_size
+
+    def requests(self, since=0):
+        """["request HOST GET /path HTTP/1.1", ...] since mark()."""
+        with open(self.log) as f:
+            f.seek(since)
+            return f.read().splitlines()
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("recorder")
+    r = Recorder(tmp)
+    yield r
+    r.close()
+
+
+def events(path):
+    if not path.exists():
+        return []
+    return [e for e in map(json.loads, path.read_text().splitlines()) if e["event"] == "net"]
+
+
+def audited(brig, script, *args):
+    path = audit_path(brig)
+    r = brig.run("run", "--audit", str(path), *args, "--", "sh", "-c", script, report=True)
+    return r, events(path)
+
+
+# Raw bytes to a TCP address (the proxy, or in filtered mode anything),
+# sent in pieces with pauses between them; prints every response's status
+# line and body, then how the connection ended. Pieces are given in
+# python's bytes-escape syntax.
+RAW = r'''
+import socket, sys, time
+host, port, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+pieces = [p.encode().decode("unicode_escape").encode("latin-1") for p in sys.argv[4:]]
+s = socket.create_connection((host, port), timeout=15)
+for i, p in enumerate(pieces):
+    if i:
+        time.sleep(pause)
+    s.sendall(p)
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+    end = "EOF"
+except ConnectionResetError:
+    end = "RESET"
+except socket.timeout:
+    end = "TIMEOUT"
+for part in out.split(b"HTTP/1.1 ")[1:]:
+    head, _, body = part.partition(b"\r\n\r\n")
+    print("STATUS", head.split(b"\r\n")[0].decode(), "BODY", body.decode(errors="replace").strip()[:200])
+print(end)
+'''
+
+
+def raw(host, port, *pieces, pause=0.0):
+    q = " ".join("'" + p.replace("'", "'\\''") + "'" for p in pieces)
+    return f"python3 -c '{RAW}' {host} {port} {pause} {q}"
+
+
+def proxy_rules(rec, *extra):
+    p = rec.port
+    return ["--net", "proxy", "--resolve", "good.example:127.0.0.1", "--resolve", "bad.example:127.0.0.1",
+            "--allow-host", f"good.example:{p}", "--deny-host", "bad.example", "--allow-cidr", "127.0.0.1/32",
+            *extra]
+
+
+# ---- class 6: the explicit proxy ------------------------------------------------
+
+@attack("proxy-bare-cr-header", "a bare CR inside a header value through the HTTP proxy", "network")
+def test_bare_cr_in_a_header_is_refused_not_forwarded(brig, rec):
+    """A bare CR is a line end to some parsers: 'X-A: a<CR>Host: bad' would
+    name another host to them. RFC 9112 2.2: refuse it."""
+    p = rec.port
+    mark = rec.mark()
+    r, ev = audited(brig, raw("127.0.0.1", 3128, f"GET http://good.example:{p}/cr HTTP/1.1\\r\\n"
+                                                 "X-A: a\\rHost: bad.example\\r\\n\\r\\n"),
+                    *proxy_rules(rec))
+    assert "STATUS 400 Bad Request BODY brig: bare CR in the head" in r.stdout, r
+    assert rec.requests(mark) == [], "the request with a bare CR reached the upstream"
+    assert any(e["decision"] == "deny" and e["reason"] == "bare CR in the head" for e in ev), ev
+    # control: the same request without the CR is served
+    r, _ = audited(brig, raw("127.0.0.1", 3128, f"GET http://good.example:{p}/ok HTTP/1.1\\r\\n"
+                                                "X-A: a\\r\\nConnection: close\\r\\n\\r\\n"), *proxy_rules(rec))
+    assert f"BODY served good.example:{p} /ok" in r.stdout, r
+    assert rec.requests(mark) == [f"request good.example:{p} GET /ok HTTP/1.1"]
+
+
+@attack("proxy-pipelined-after-chunked-body", "a chunked request body, then a pipelined request to a denied host", "network")
+@pytest.mark.parametrize("gap", [0.0, 0.3])
+def test_request_after_a_chunked_body_is_judged(brig, rec, gap):
+    """A chunked POST, then (in the same write, or a moment later) a
+    request to a denied host: the first goes to its upstream with its
+    body and no byte more; the second is judged on its own — 403 — and
+    the upstream never sees it."""
+    p = rec.port
+    mark = rec.mark()
+    first = (f"POST http://good.example:{p}/post HTTP/1.1\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
+             "5\\r\\nhello\\r\\n0\\r\\n\\r\\n")
+    second = f"GET http://bad.example:{p}/smuggled HTTP/1.1\\r\\nHost: bad.example\\r\\n\\r\\n"
+    pieces = [first + second] if gap == 0 else [first, second]
+    r, ev = audited(brig, raw("127.0.0.1", 3128, *pieces, pause=gap), *proxy_rules(rec))
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"STATUS 200 OK BODY served good.example:{p} /post", r
+    assert lines[1].startswith("STATUS 403 Forbidden BODY brig: bad.example:") and "--deny-host" in lines[1], r
+    assert rec.requests(mark) == [f"request good.example:{p} POST /post HTTP/1.1"], "a smuggled request arrived"
+    assert [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"] == \
+        [("allow", "good.example"), ("deny", "bad.example")], ev
+
+
+@attack("proxy-ambiguous-framing", "CL+TE, two Content-Lengths, TE not chunked, chunked twice, obs-fold, NUL", "network")
+@pytest.mark.parametrize("framing", [
+    "Transfer-Encoding: chunked\\r\\nContent-Length: 5",
+    "Content-Length: 5\\r\\nContent-Length: 6",
+    "Transfer-Encoding: gzip",
+    "Transfer-Encoding: chunked, chunked",
+    "X-A: a\\r\\n folded",
+    "X-A: a\\x00b",
+])
+def test_ambiguous_framing_is_refused(brig, rec, framing):
+    """Framing two parsers may read differently — the smuggling
+    primitives of RFC 9112 6.1/6.3 and 5.2 — is 400, not forwarded."""
+    p = rec.port
+    mark = rec.mark()
+    r, ev = audited(brig, raw("127.0.0.1", 3128, f"POST http://good.example:{p}/f HTTP/1.1\\r\\n{framing}\\r\\n\\r\\n"
+                                                 "5\\r\\nhello\\r\\n0\\r\\n\\r\\n"), *proxy_rules(rec))
+    assert "STATUS 400 Bad Request" in r.stdout, r
+    assert rec.requests(mark) == [], "an ambiguously framed request reached the upstream"
+    assert any(e["decision"] == "deny" for e in ev), ev
+
+
+def test_keep_alive_chunked_uploads_are_framed(brig, rec):
+    """Positive control: chunked uploads on one kept-alive connection,
+    bare chunk-line LFs refused, each request its own upstream connection."""
+    p = rec.port
+    mark = rec.mark()
+    post = (f"POST http://good.example:{p}/%d HTTP/1.1\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
+            "3\\r\\nabc\\r\\n0\\r\\nX-T: 1\\r\\n\\r\\n")
+    r, ev = audited(brig, raw("127.0.0.1", 3128, post % 1 + post % 2,
+                              f"POST http://good.example:{p}/3 HTTP/1.1\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
+                              "3\\nabc\\r\\n0\\r\\n\\r\\n", pause=0.3), *proxy_rules(rec))
+    lines = r.stdout.splitlines()
+    assert lines[:2] == [f"STATUS 200 OK BODY served good.example:{p} /1",
+                         f"STATUS 200 OK BODY served good.example:{p} /2"], r
+    assert rec.requests(mark)[:2] == [f"request good.example:{p} POST /1 HTTP/1.1",
+                                      f"request good.example:{p} POST /2 HTTP/1.1"], rec.requests(mark)
+    # the third one's body is malformed: the connection ends there, and
+    # the upstream got the head but never a complete (smuggling) body
+    assert lines[-1] in ("EOF", "RESET"), r
