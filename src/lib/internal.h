@@ -175,6 +175,8 @@ struct run_plan {
         struct mount_entry *mounts;  /* full layout, sorted parents first */
         size_t n_mounts;
         struct strv masks;       /* paths inside to hide (deny list hits) */
+        struct strv pins;        /* their ancestors inside writable grants, parents first:
+                                  * each made a mountpoint so it cannot be moved (mounts.c) */
         struct strv symlinks;    /* "path\0target" pairs for merged-/usr links */
         char **envp;             /* the command's environment */
         uid_t host_uid, sandbox_uid;   /* the sandbox user, outside and inside */

@@ -271,6 +271,28 @@ static int mask_path(int root_fd, const char *path, bool ignore_missing, brig_er
         return attach(tree, target, path, err);
 }
 
+/* Make a directory a mountpoint: a copy of itself, with every mount below
+ * it (a nested grant must stay where it is) and the flags and idmap of the
+ * mount it is in (open_tree copies them), attached over it. From then on
+ * rename, rmdir and rename over it fail with EBUSY in this namespace. A
+ * directory gone since the plan leaves nothing below it to protect. */
+static int pin_path(int root_fd, const char *path, brig_error **err)
+{
+        _cleanup_close_ int target = open_beneath(root_fd, path + 1, O_DIRECTORY);
+        if (target < 0 && (errno == ENOENT || errno == ENOTDIR))
+                return 0;
+        if (target < 0 && errno == ELOOP)
+                return brig_err(err, ELOOP, "pin '%s' (a directory holding a hidden secret): "
+                                "it went through a symlink", path);
+        if (target < 0)
+                return brig_err(err, errno, "pin '%s' (a directory holding a hidden secret)", path);
+        _cleanup_close_ int tree = sys_open_tree(target, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                 AT_EMPTY_PATH | AT_RECURSIVE);
+        if (tree < 0)
+                return brig_err(err, errno, "open_tree '%s' (pinning a directory holding a hidden secret)", path);
+        return attach(tree, target, path, err);
+}
+
 static int mount_proc(int root_fd, brig_error **err)
 {
         /* A proc for our pid namespace: only the sandbox's processes. */
@@ -466,7 +488,16 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
                 if (r < 0)
                         return r;
         }
-        /* Secrets last, so no later mount can uncover one again. */
+        /* Secrets last, so no later mount can uncover one again; the
+         * directories holding them first, so their copies (recursive: a
+         * nested grant stays visible) are made before any mask exists and
+         * the masks land on top. Parents first: each copy includes the
+         * pins above it. */
+        for (size_t i = 0; i < plan->pins.n; i++) {
+                r = pin_path(root, plan->pins.items[i], err);
+                if (r < 0)
+                        return r;
+        }
         for (size_t i = 0; i < plan->masks.n; i++) {
                 r = mask_path(root, plan->masks.items[i], true, err);
                 if (r < 0)

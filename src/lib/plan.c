@@ -6,9 +6,12 @@
 #include "internal.h"
 #include "net/egress.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -185,12 +188,88 @@ static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct
         return r;
 }
 
+/* A mask hides a name, not the file: another hard link to a denied file
+ * shows its bytes under a name that is not denied. A run can plant one
+ * before the secret exists (`ln ~/notes ~/.netrc`), and the token the
+ * user writes into ~/.netrc later (in place: an editor keeps the link, so
+ * does `>>`) is then readable as ~/notes. Refuse a denied file with more
+ * than one name, and one directly inside a denied directory (where keys
+ * and credential files live); deeper files are not checked (docs say so). */
+static int check_link_count(const char *path, const struct stat *st, brig_error **err)
+{
+        if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
+                return 0;
+        return brig_err(err, EMLINK,
+                        "'%s' is hidden as a secret (deny list) but has %ju hard links: its other names would "
+                        "show it; remove them (find / -xdev -samefile '%s') or the file",
+                        path, (uintmax_t)st->st_nlink, path);
+}
+
+static int check_denied_links(const struct strv *denied, brig_error **err)
+{
+        for (size_t i = 0; i < denied->n; i++) {
+                const char *path = denied->items[i];
+                struct stat st;
+                if (lstat(path, &st) < 0)
+                        continue;  /* gone meanwhile: nothing to show */
+                int r = check_link_count(path, &st, err);
+                if (r < 0)
+                        return r;
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                DIR *d = opendir(path);
+                struct dirent *e;
+                while (r == 0 && d && (e = readdir(d))) {
+                        struct stat est;
+                        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
+                                continue;
+                        if (fstatat(dirfd(d), e->d_name, &est, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        _cleanup_free_ char *full = brig_strdup_printf("%s/%s", path, e->d_name);
+                        r = full ? check_link_count(full, &est, err) : brig_err(err, ENOMEM, "deny list");
+                }
+                if (d)
+                        closedir(d);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static const char *deny_hit_containing(const struct strv *denied, const char *path)
 {
         for (size_t i = 0; i < denied->n; i++)
                 if (path_is_under(path, denied->items[i]))
                         return denied->items[i];
         return NULL;
+}
+
+/* A mask hides a path, not a file: were the directory holding it renamed
+ * from inside, the next run would mask whatever took its name and show the
+ * secret at the new one. Every ancestor of a mask below the root of a
+ * writable grant is therefore made a mountpoint too (mounts.c), and the
+ * kernel refuses to rename, remove or replace a mountpoint (EBUSY) — by
+ * dentry, so through every other grant of the same tree as well. */
+static int plan_pins(struct run_plan *plan, const char *grant, const char *mask)
+{
+        _cleanup_free_ char *dir = strdup(mask);
+        if (!dir)
+                return -ENOMEM;
+        for (char *slash = strrchr(dir, '/'); slash && slash > dir; slash = strrchr(dir, '/')) {
+                *slash = '\0';
+                if (!path_is_under(dir, grant) || strcmp(dir, grant) == 0)
+                        break;
+                if (!strv_contains(&plan->pins, dir) && strv_push(&plan->pins, dir) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int by_path_depth(const void *a, const void *b)
+{
+        const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+        int d = path_depth(x) - path_depth(y);
+        return d ? d : strcmp(x, y);
 }
 
 /* Hide every denied path that lies inside a bind; refuse a bind whose
@@ -221,8 +300,11 @@ static int plan_masks(struct run_plan *plan, const struct strv *denied, brig_err
                         }
                         if (strv_push_take(&plan->masks, inside) < 0)
                                 return brig_err(err, ENOMEM, "mask");
+                        if (!e->readonly && plan_pins(plan, e->dst, plan->masks.items[plan->masks.n - 1]) < 0)
+                                return brig_err(err, ENOMEM, "mask");
                 }
         }
+        qsort(plan->pins.items, plan->pins.n, sizeof *plan->pins.items, by_path_depth);
         return 0;
 }
 
@@ -432,7 +514,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
                 strv_free(&denied);
                 return brig_err(err, -r, "expanding the secret deny list");
         }
-        r = plan_masks(plan, &denied, err);
+        r = check_denied_links(&denied, err);
+        if (r == 0)
+                r = plan_masks(plan, &denied, err);
         strv_free(&denied);
         if (r < 0)
                 return r;
@@ -449,6 +533,7 @@ void plan_free(struct run_plan *plan)
         }
         free(plan->mounts);
         strv_free(&plan->masks);
+        strv_free(&plan->pins);
         strv_free(&plan->symlinks);
         if (plan->envp) {
                 for (char **e = plan->envp; *e; e++)

@@ -21,6 +21,7 @@
  *   fill PATH BYTES        create and write BYTES bytes; ok only if all written
  *   mkdir PATH | rmdir PATH | unlink PATH | truncate PATH
  *   rename OLD NEW | symlink TARGET LINK | link OLD NEW (hard link)
+ *   exchange A B           renameat2(RENAME_EXCHANGE): swap two names atomically
  *   readlink PATH
  *   mknod PATH             character device 1:1 (/dev/mem)
  *   chmod PATH OCTAL | chown PATH UID GID
@@ -406,6 +407,8 @@ int main(int argc, char **argv)
                 return check(truncate(arg, 0));
         if (!strcmp(op, "rename"))
                 return a3 ? check(rename(arg, a3)) : usage();
+        if (!strcmp(op, "exchange"))
+                return a3 ? check(renameat2(AT_FDCWD, arg, AT_FDCWD, a3, RENAME_EXCHANGE)) : usage();
         if (!strcmp(op, "symlink"))
                 return a3 ? check(symlink(arg, a3)) : usage();
         if (!strcmp(op, "link"))

@@ -1,0 +1,248 @@
+"""A secret hidden at start stays hidden in every later run, whatever an
+earlier run did to the tree around it (issue 13, class 3).
+
+A mask hides a path. Run 1 tries to move the secret away from that path —
+rename each directory that holds it (up to the grant's root), swap one for
+a decoy (RENAME_EXCHANGE), remove and recreate it, move a decoy into its
+place, also through a second grant of the same tree — and then leaves a
+decoy at the old path. The host must still hold the real secret at its
+path and nowhere else; run 2 greps every granted tree for the canary and
+must not see it. The same across stop/start and commit of an overlay
+persistent sandbox: commit must never move the host's secret.
+"""
+import os
+import pathlib
+import shlex
+
+from conftest import REPO
+from fs_helpers import assert_refused, assert_worked, marker, parse, probe_script, sh
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
+from test_escape import attack
+
+MOVED = {"EBUSY", "EXDEV", "EACCES", "EPERM", "ENOTEMPTY", "EROFS"}
+
+
+def plant(brig, root, rel, canary):
+    """The secret ROOT/REL holding CANARY, every directory on the way
+    owned by the sandbox user (writable, so only brig can stop a rename)."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(canary + "\n")
+    path.chmod(0o644)
+    for p in (path, *path.relative_to(root).parents):
+        q = root / p
+        brig.chown(q)
+        if q.is_dir():
+            q.chmod(0o755)
+    return path
+
+
+def move_attempts(root, masked, is_dir, tag):
+    """probe_fs lines that try to move ROOT/MASKED (the path brig masks, a
+    file or a directory) or any directory holding it, up to (not
+    including) ROOT, away from its path."""
+    parts = pathlib.PurePosixPath(masked).parts
+    lines = []
+    for i, n in enumerate(range(len(parts), 0, -1)):
+        target = f"{root}/{'/'.join(parts[:n])}"
+        decoy = f"{os.path.dirname(target)}/decoy-{tag}-{i}"
+        file = i == 0 and not is_dir
+        lines += [["write", decoy, "decoy"] if file else ["mkdir", decoy],
+                  ["rename", target, f"{target}.moved-{tag}"], ["exchange", target, decoy],
+                  ["unlink" if file else "rmdir", target], ["rename", decoy, target], ["exchange", decoy, target]]
+        if file:
+            lines.append(["link", target, f"{decoy}.link"])
+    return lines
+
+
+def check_attempts(out, lines, busy_only=False, writable=("",)):
+    """Every attempt refused, the decoys made below each WRITABLE prefix
+    (as root a second grant of a root-owned workspace is not idmapped: the
+    sandbox user cannot write there at all); BUSY_ONLY: the mountpoint
+    itself refused each move of a masked path or its directories (EBUSY),
+    not some other property of the filesystem."""
+    for l in lines:
+        key = f"{l[0]} {l[1]}"
+        if l[0] in ("mkdir", "write"):
+            if any(l[1].startswith(w) for w in writable):
+                assert_worked(out, key)
+        elif busy_only and l[0] in ("rename", "exchange", "rmdir", "unlink") and "/decoy-" not in l[1]:
+            assert_refused(out, key, {"EBUSY"})
+        elif any(l[1].startswith(w) for w in writable):
+            assert_refused(out, key, MOVED)
+        else:
+            assert_refused(out, key, MOVED | {"ENOENT"})  # its decoy could not be made
+
+
+def shell_moves(root, rel):
+    """What a shell would do: mv (copy and delete across a mount), rm -rf
+    and recreate the path with a decoy."""
+    top = f"{root}/{pathlib.PurePosixPath(rel).parts[0]}"
+    secret = f"{root}/{rel}"
+    return "\n".join([
+        f"mv {shlex.quote(top)} {shlex.quote(top + '.mv')} 2>/dev/null",
+        f"rm -rf {shlex.quote(top)} 2>/dev/null",
+        f"mkdir -p {shlex.quote(os.path.dirname(secret))} 2>/dev/null",
+        f"{{ echo decoy > {shlex.quote(secret)}; }} 2>/dev/null",
+        "true",
+    ])
+
+
+def host_files_with(root, canary):
+    """Every host file below ROOT whose content holds CANARY."""
+    found = []
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            try:
+                if not os.path.islink(p) and canary.encode() in pathlib.Path(p).read_bytes():
+                    found.append(p)
+            except OSError:
+                pass
+    return sorted(found)
+
+
+def grep_script(canary, *roots):
+    q = " ".join(shlex.quote(str(r)) for r in roots)
+    return f"grep -r -a -l -- {canary} {q} 2>/dev/null | sed 's/^/FOUND /'; echo GREP-DONE"
+
+
+def check_run2(res, canary, public):
+    """Run 2 saw the public marker (grep could see) and never the canary."""
+    assert res.returncode == 0 and "GREP-DONE" in res.stdout, res
+    found = [l[6:] for l in res.stdout.splitlines() if l.startswith("FOUND ")]
+    assert found and all(public in f for f in found), f"SECRET FOUND inside in run 2: {found} ({res!r})"
+
+
+def public_file(brig, root, canary):
+    """A public file holding the canary's public twin: grep must find it."""
+    p = root / f"public-{canary}"
+    p.write_text(f"PUBLIC {canary}\n")
+    brig.chown(p)
+    return p
+
+
+@attack("deny-parent-rename", "run 1 renames (or swaps with RENAME_EXCHANGE, removes and recreates, moves a "
+        "decoy over) each directory holding a --deny file, also through a second grant of the same tree; run 2 "
+        "reads the secret at its new path while the mask covers the decoy",
+        "every ancestor of a mask inside a writable grant is a mountpoint (EBUSY)")
+def test_denied_file_cannot_be_moved_between_runs(brig):
+    ws = brig.workspace
+    canary = marker("deny-canary")
+    rel = "proj/keys/prod/secret.txt"
+    secret = plant(brig, ws, rel, canary)
+    probe = brig.program("probe_fs")
+    args = ("--ro-bind", probe, "--deny", str(secret), "--bind", f"{ws}:/mnt/w")
+    lines = move_attempts(str(ws), rel, False, "ws") + move_attempts("/mnt/w", rel, False, "mnt")
+    res = sh(brig, probe_script(brig, lines) + "\n" + shell_moves(str(ws), rel), *args)
+    assert res.returncode == 0 and res.stderr == "", res
+    check_attempts(parse(res.stdout, lines, repr(res)), lines,
+                   writable=(str(ws), "/mnt/w") if brig.mode == "rootless" else (str(ws),))
+    assert secret.read_text() == canary + "\n", f"ATTACK WORKED: the secret left {secret}"
+    assert host_files_with(ws, canary) == [str(secret)], "ATTACK WORKED: the secret was copied or moved"
+    # Run 2: the canary is nowhere inside, by any path.
+    grep = grep_script(canary.split("-")[-1], ws, "/mnt/w")
+    public_file(brig, ws, canary.split("-")[-1])
+    check_run2(sh(brig, grep, *args), canary, "public-")
+    assert secret.read_text() == canary + "\n"
+
+
+# Built-in entries at every depth: ~/.ssh is itself the mask; the others
+# sit in directories of their own (~/.config, ~/.local/share, ~/.cargo).
+# (secret, the deny entry that masks it)
+BUILTIN_SECRETS = [(".ssh/id_ed25519", ".ssh"), (".config/gcloud/credentials.db", ".config/gcloud"),
+                   (".local/share/keyrings/login.keyring", ".local/share/keyrings"),
+                   (".config/git/credentials", None), (".cargo/credentials.toml", None),
+                   (".aws/credentials", ".aws")]
+
+
+@attack("builtin-parent-rename", "workspace $HOME: run 1 renames, swaps, removes and recreates ~/.config, "
+        "~/.local/share, ~/.cargo (which hold ~/.config/gcloud, keyrings, cargo credentials) and ~/.ssh, also "
+        "through a second writable grant of the parent; run 2 greps the home for the keys",
+        "ancestors of every built-in mask inside a writable grant are mountpoints (EBUSY)")
+def test_builtin_secrets_cannot_be_moved_with_home_as_workspace(brig):
+    home = brig.home
+    tag = marker("home-canary").split("-")[-1]
+    secrets = {rel: plant(brig, home, rel, f"SECRET-{tag}-{i}") for i, (rel, _) in enumerate(BUILTIN_SECRETS)}
+    probe = brig.program("probe_fs")
+    args = ("--ro-bind", probe, "--bind", f"{brig.base}:/mnt/b")
+    inside_b = f"/mnt/b/{home.name}"
+    # The home itself, seen through the second grant, holds them all.
+    lines, shell = [["rename", inside_b, f"{inside_b}.moved"], ["exchange", inside_b, "/mnt/b/ws"]], []
+    for i, (rel, masked) in enumerate(BUILTIN_SECRETS):
+        lines += (move_attempts(str(home), masked or rel, bool(masked), f"h{i}")
+                  + move_attempts(inside_b, masked or rel, bool(masked), f"b{i}"))
+        shell.append(shell_moves(str(home), rel))
+    res = sh(brig, probe_script(brig, lines) + "\n" + "\n".join(shell), *args, cwd=home)
+    assert res.returncode == 0 and res.stderr == "", res
+    check_attempts(parse(res.stdout, lines, repr(res)), lines,
+                   writable=(str(home), inside_b) if brig.mode == "rootless" else (str(home),))
+    for i, (rel, path) in enumerate(secrets.items()):
+        assert path.read_text() == f"SECRET-{tag}-{i}\n", f"ATTACK WORKED: ~/{rel} left its path"
+    assert host_files_with(home, f"SECRET-{tag}") == sorted(map(str, secrets.values())), \
+        "ATTACK WORKED: a secret was copied or moved"
+    public_file(brig, home, tag)
+    check_run2(sh(brig, grep_script(tag, home, inside_b), *args, cwd=home), tag, "public-")
+
+
+@attack("overlay-parent-rename-commit", "overlay persistent sandbox: move the directories holding a --deny "
+        "file in the layer, stop and start (the masks are resolved again on the merged view), read it, commit "
+        "(which would move the host's secret)",
+        "the pins hold in every start of the sandbox: the rename never reaches the layer or commit")
+def test_overlay_secret_cannot_be_moved_across_restart_and_commit(brig, sandboxes):
+    ws = brig.workspace
+    canary = marker("ovl-canary")
+    rel = "proj/keys/secret.txt"
+    secret = plant(brig, ws, rel, canary)
+    probe = brig.program("probe_fs")
+    name, _ = sandboxes.create("--workspace-mode", "overlay", "--ro-bind", probe, "--deny", str(secret))
+    lines = move_attempts(str(ws), rel, False, "ovl")
+    r = sandboxes.sh(name, probe_script(brig, lines) + "\n" + shell_moves(str(ws), rel))
+    assert r.returncode == 0, r
+    # On this kernel overlayfs alone refuses to rename a lower directory
+    # (EXDEV without redirect_dir; mv then copies the masked, empty file):
+    # EBUSY shows the pin refused it, which holds with redirect_dir too.
+    check_attempts(parse(r.stdout, lines, repr(r)), lines, busy_only=True)
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    r = sandboxes.brig_cmd("start", name)
+    assert r.returncode == 0, r
+    # The second start: the same attempts again, then the canary is nowhere.
+    lines2 = move_attempts(str(ws), rel, False, "ovl2")
+    r = sandboxes.sh(name, probe_script(brig, lines2) + "\n" + shell_moves(str(ws), rel))
+    check_attempts(parse(r.stdout, lines2, repr(r)), lines2, busy_only=True)
+    tag = canary.split("-")[-1]
+    public_file(brig, ws, tag)
+    check_run2(sandboxes.sh(name, grep_script(tag, ws)), tag, "public-")
+    r = sandboxes.brig_cmd("commit", name)
+    assert r.returncode == 0, r
+    assert secret.read_text() == canary + "\n", f"ATTACK WORKED: commit moved the host's secret: {r!r}"
+    assert host_files_with(ws, canary) == [str(secret)], "ATTACK WORKED: commit copied or moved the secret"
+    check_run2(sandboxes.sh(name, grep_script(tag, ws)), tag, "public-")
+
+
+@attack("deny-hardlink-trap", "a run plants a hard link where a secret does not exist yet (`ln ~/notes ~/.netrc`, "
+        "`ln ~/notes ~/.aws/credentials`); the user later writes a token into it in place; the next run reads "
+        "the token as ~/notes while the mask hides ~/.netrc",
+        "a denied file (or one directly in a denied directory) with more than one hard link is refused (125)")
+def test_hard_link_planted_at_a_missing_secret_is_refused(brig):
+    home = brig.home
+    brig.chown(home)
+    tag = marker("link-canary").split("-")[-1]
+    r = sh(brig, "echo notes > notes && ln notes .netrc && echo notes > notes2 && mkdir .aws && "
+                 "ln notes2 .aws/credentials && echo planted", cwd=home)
+    assert r.returncode == 0 and "planted" in r.stdout, r
+    # The user stores credentials in the files the sandbox planted, in place.
+    for i, p in enumerate((home / ".netrc", home / ".aws" / "credentials")):
+        with open(p, "a") as f:
+            f.write(f"TOKEN-{tag}-{i}\n")
+    for fix in (None, ".netrc", ".aws/credentials"):
+        if fix:  # the user removes the planted link the error names
+            (home / ("notes" if fix == ".netrc" else "notes2")).unlink()
+        r = sh(brig, f"cat notes notes2 2>/dev/null; grep -r -a -l -- {tag} . 2>/dev/null; echo RAN", cwd=home)
+        assert f"TOKEN-{tag}" not in r.stdout and tag not in r.stdout, f"ATTACK WORKED: the token read: {r!r}"
+        if fix == ".aws/credentials":
+            assert r.returncode == 0 and "RAN" in r.stdout, r
+        else:
+            want = ".netrc" if fix is None else ".aws/credentials"
+            assert r.returncode == 125 and "RAN" not in r.stdout, r
+            assert f"{home}/{want}' is hidden as a secret" in r.stderr and "hard links" in r.stderr, r.stderr
