@@ -195,6 +195,10 @@ typedef struct brig_result {
         /* One human sentence when reason is not "exited" ("memory limit
          * 512 MiB reached"), else empty. */
         char summary[160];
+        /* What ran weaker than the policy asked, in words that name the
+         * fix ("memory: ... not bounded — no memory cgroup here ..."), or
+         * empty; the report's "degraded" has it too. A CLI prints it. */
+        char warning[400];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

@@ -511,6 +511,8 @@ int cmd_run(int argc, char **argv)
                 code = res.exit_code;
                 if (res.summary[0])  /* one human line when it did not simply exit */
                         fprintf(stderr, "brig: %s\n", res.summary);
+                if (res.warning[0])
+                        fprintf(stderr, "brig: WARNING: %s\n", res.warning);
         }
         brig_policy_free(p);
         return code;

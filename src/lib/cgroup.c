@@ -297,6 +297,13 @@ static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error *
                 r = write_at(cg->v1_dir[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
                 if (r < 0 && r != -ENOENT)
                         return brig_err(err, -r, "cgroup v1 swap limit");
+                /* v1 keeps TCP buffers out of memory.limit_in_bytes, in a
+                 * counter of their own that is unlimited by default (v2
+                 * charges them to memory.max). Absent on kernels without
+                 * kmem accounting. */
+                r = write_at(cg->v1_dir[CG_MEMORY], "memory.kmem.tcp.limit_in_bytes", v);
+                if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP)
+                        return brig_err(err, -r, "cgroup v1 TCP buffer limit");
         }
         if (cg->on_v1[CG_PIDS] && l->pids) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
@@ -409,6 +416,25 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         }
         *ret = cg;
         return 0;
+}
+
+bool cgroup_enforces(const struct cgroup *cg, int controller)
+{
+        return cg && (cg->on_v2[controller] || cg->on_v1[controller]);
+}
+
+void cgroup_missing(const struct cgroup *cg, const struct limits *l, char *buf, size_t n)
+{
+        const bool want[CG_COUNT] = {
+                [CG_MEMORY] = l->memory != 0, [CG_PIDS] = l->pids != 0, [CG_CPU] = l->cpus_millis != 0,
+        };
+        buf[0] = '\0';
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!want[c] || cgroup_enforces(cg, c))
+                        continue;
+                size_t used = strlen(buf);
+                snprintf(buf + used, n - used, "%s%s", used ? ", " : "", controller_names[c]);
+        }
 }
 
 int cgroup_clone_fd(const struct cgroup *cg)

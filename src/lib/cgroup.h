@@ -19,6 +19,10 @@ struct cgroup_stats {
  * wanted controller is available nowhere writable; the caller decides
  * whether that is allowed. Also removes groups left by a dead brig. */
 BRIG_INTERNAL int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err);
+/* Does a group of this sandbox enforce the controller (v2 or v1)? */
+BRIG_INTERNAL bool cgroup_enforces(const struct cgroup *cg, int controller);
+/* "memory, pids": the controllers the limits want that no group enforces. */
+BRIG_INTERNAL void cgroup_missing(const struct cgroup *cg, const struct limits *l, char *buf, size_t n);
 /* The v2 directory fd for CLONE_INTO_CGROUP, or -1. */
 BRIG_INTERNAL int cgroup_clone_fd(const struct cgroup *cg);
 /* Put pid into every v1 group (and the v2 one when v2_too). */

@@ -134,6 +134,9 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED)
                 STEP(send_listeners(plan, ipv6_redirect, err), "network proxy");
         STEP(userns_forbid_nesting(err), "user namespace");
+        /* While still root in the user namespace: the kernel grants the
+         * ipc sysctls to uid 0 there, not to a capability. */
+        STEP(ipc_limits_apply(plan, err), "IPC limits");
         STEP(mounts_build_root(plan, err), "filesystem");
         if (chdir(plan->workspace) < 0)
                 return brig_err(err, errno, "enter workspace '%s'", plan->workspace);

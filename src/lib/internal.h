@@ -69,6 +69,8 @@ BRIG_INTERNAL char *path_normalize(const char *path);
 BRIG_INTERNAL bool path_is_under(const char *path, const char *dir);
 /* The part of `path` below `dir` ("" when equal); NULL when not under. */
 BRIG_INTERNAL const char *path_below(const char *path, const char *dir);
+/* "512 MiB", "4 GiB": a size for messages. */
+BRIG_INTERNAL void size_text(char *buf, size_t n, uint64_t bytes);
 /* Number of components: "/" is 0, "/a/b" is 2. */
 BRIG_INTERNAL int path_depth(const char *path);
 
@@ -124,6 +126,7 @@ struct limits {
 enum degradable {
         DEGRADE_LANDLOCK = 1 << 0,
         DEGRADE_SECCOMP = 1 << 1,
+        DEGRADE_MEMORY = 1 << 2,  /* no memory cgroup: say so in the report only, not on stderr */
 };
 
 struct brig_policy {
@@ -199,6 +202,7 @@ struct run_plan {
         int audit_fd;            /* the audit stream (supervisor's), or -1 */
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
+        bool memory_unbounded;   /* --memory set but no memory cgroup: per-process RLIMIT_DATA only */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
         int sync_fd;             /* child end of the sync socket */
         int report_fd;           /* the supervisor's; the child closes it */
@@ -270,6 +274,14 @@ BRIG_INTERNAL int overlay_workspace_tree(const struct run_plan *plan, int src_fd
 BRIG_INTERNAL void rlimits_clamp(struct limits *l);
 BRIG_INTERNAL int rlimits_apply(const struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err);
+/* What --memory leaves unbounded without a memory cgroup: stable names
+ * for the report (NULL-terminated), and one sentence for people. */
+BRIG_INTERNAL extern const char *const rlimits_memory_unbounded[];
+BRIG_INTERNAL void rlimits_memory_text(const struct run_plan *plan, char *buf, size_t n);
+/* The sandbox's IPC namespace limits (System V shm and messages) from the
+ * memory limit; pid 1, while it is root in its user namespace (ipc.c). */
+BRIG_INTERNAL int ipc_limits_apply(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL bool ipc_limits_settable(const struct run_plan *plan);
 
 /* caps.c */
 BRIG_INTERNAL int caps_drop_bounding(brig_error **err);

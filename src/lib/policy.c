@@ -415,8 +415,10 @@ int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error *
                 p->allow_degraded |= DEGRADE_LANDLOCK;
         else if (control && strcmp(control, "seccomp") == 0)
                 p->allow_degraded |= DEGRADE_SECCOMP;
+        else if (control && strcmp(control, "memory") == 0)
+                p->allow_degraded |= DEGRADE_MEMORY;
         else
-                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock or seccomp",
+                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock, seccomp or memory",
                                 control ? control : "");
         return 0;
 }

@@ -76,6 +76,16 @@ static json_t *limits_json(const struct run_plan *plan)
         json_object_set_new(o, "stack_bytes", limit_or_null(l->stack));
         json_object_set_new(o, "core_bytes", json_integer(0));
         json_object_set_new(o, "enforced_by", json_string(plan->cgroup_degraded ? "rlimit" : "cgroup"));
+        /* The memory limit on its own: "rlimit" bounds private memory per
+         * process, and the kinds it leaves open are listed. */
+        json_object_set_new(o, "memory_enforced_by", !l->memory ? json_null()
+                                                     : json_string(plan->memory_unbounded ? "rlimit" : "cgroup"));
+        json_t *open_kinds = json_array();
+        for (size_t i = 0; plan->memory_unbounded && rlimits_memory_unbounded[i]; i++)
+                json_array_append_new(open_kinds, json_string(rlimits_memory_unbounded[i]));
+        json_object_set_new(o, "memory_not_bounded", open_kinds);
+        json_object_set_new(o, "sysv_ipc_bytes", ipc_limits_settable(plan) ? json_integer((json_int_t)l->memory)
+                                                                           : json_null());
         json_object_set_new(o, "cgroup", json_string(plan->cgroup_desc));
         return o;
 }
@@ -140,6 +150,11 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                 json_array_append_new(degraded, json_string("seccomp"));
         if (plan->cgroup_degraded)
                 json_array_append_new(degraded, json_string("cgroup limits"));
+        if (plan->memory_unbounded) {
+                char text[400];
+                rlimits_memory_text(plan, text, sizeof text);
+                json_array_append_new(degraded, json_string(text));
+        }
         if (plan->net_fallback[0]) {
                 char text[400];
                 snprintf(text, sizeof text, "network: filtered mode unavailable (%s); proxy mode used",

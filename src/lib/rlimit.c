@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <stdio.h>
 #include <sys/resource.h>
 
 static int set_limit(int resource, const char *name, uint64_t soft, uint64_t hard, brig_error **err)
@@ -86,4 +87,35 @@ int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
         if (!plan->cgroup_degraded || !l->memory)
                 return 0;
         return set_limit(RLIMIT_DATA, "data (memory fallback)", l->memory, l->memory, err);
+}
+
+/* RLIMIT_DATA counts a process's private writable mappings, and nothing
+ * else. Without a memory cgroup these go uncounted (docs/limits.md):
+ * shared memory is charged to no one, so one process can fill a memfd or
+ * a MAP_SHARED region far past the limit (probe_memory: 1 GiB under
+ * --memory 64M), and each of the sandbox's processes has a limit of its
+ * own. A cgroup charges all of them to the sandbox. */
+const char *const rlimits_memory_unbounded[] = {
+        "memfd",            /* memfd_create + write(): no mapping at all */
+        "shared_mappings",  /* MAP_SHARED, anonymous or of a memfd */
+        "sysv_shm",         /* shmget + shmat (rootless: shmmax/shmall cannot be set) */
+        "sysv_msg",
+        "pipe_buffers",
+        "socket_buffers",
+        "kernel_memory",
+        "sandbox_total",    /* the limit is per process, not for all of them */
+        NULL,
+};
+
+void rlimits_memory_text(const struct run_plan *plan, char *buf, size_t n)
+{
+        char size[32];
+        size_text(size, sizeof size, plan->limits.memory);
+        snprintf(buf, n,
+                 "memory: --memory %s bounds each process's private memory only (RLIMIT_DATA); "
+                 "shared memory (memfd, MAP_SHARED, System V), pipe and socket buffers, kernel memory "
+                 "and the sandbox's total over its processes are not bounded — no memory cgroup here; "
+                 "run brig as root or from a cgroup v2 subtree delegated to you (docs/limits.md), "
+                 "or pass --require-limits to refuse such runs",
+                 size);
 }

@@ -69,14 +69,6 @@ static uint64_t timeval_ms(struct timeval tv)
         return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
-static void human_size(char *buf, size_t n, uint64_t bytes)
-{
-        if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
-                snprintf(buf, n, "%llu GiB", (unsigned long long)(bytes >> 30));
-        else
-                snprintf(buf, n, "%llu MiB", (unsigned long long)(bytes >> 20));
-}
-
 static void human_ms(char *buf, size_t n, uint64_t ms)
 {
         if (ms % 1000)
@@ -97,7 +89,7 @@ static void explain(brig_result *res, const struct limits *l, const struct cgrou
                 snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout %s reached", v);
         } else if (st->oom_kills > 0) {
                 res->reason = BRIG_REASON_OOM;
-                human_size(v, sizeof v, l->memory);
+                size_text(v, sizeof v, l->memory);
                 snprintf(res->summary, sizeof res->summary, "killed: memory limit %s reached (%lld process%s killed)",
                          v, st->oom_kills, st->oom_kills == 1 ? "" : "es");
         } else if (st->pids_max_hits > 0 && res->exit_code != 0) {
@@ -228,11 +220,23 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         r = cgroup_create(&plan.limits, &cg, &plan.cgroup_degraded, err);
         if (r < 0)
                 goto out;
+        /* RLIMIT_DATA stands in for a memory cgroup, for private memory
+         * only: say what it leaves open rather than claim a bound. */
+        plan.memory_unbounded = plan.limits.memory && !cgroup_enforces(cg, CG_MEMORY);
         if (plan.cgroup_degraded && plan.limits.required) {
-                r = brig_err(err, EACCES, "cgroup limits are required but no writable cgroup offers "
-                                          "the memory, pids and cpu controllers here (see brig doctor)");
+                char missing[64];
+                cgroup_missing(cg, &plan.limits, missing, sizeof missing);
+                r = brig_err(err, EACCES,
+                             "--require-limits: no writable cgroup enforces %s here%s; run brig as root, or from "
+                             "a cgroup v2 subtree delegated to you (docs/limits.md; brig doctor shows the host's cgroups)",
+                             missing,
+                             plan.memory_unbounded ? " (without a memory cgroup, memfd, shared memory, pipe and socket "
+                                                     "buffers, kernel memory and the sandbox's total are not bounded)"
+                                                   : "");
                 goto out;
         }
+        if (plan.memory_unbounded && !(p->allow_degraded & DEGRADE_MEMORY))
+                rlimits_memory_text(&plan, result->warning, sizeof result->warning);
         cgroup_describe(cg, plan.cgroup_desc, sizeof plan.cgroup_desc);
         /* The syscall filter is compiled here, once, not in the child. */
         r = seccomp_prepare(&plan, err);

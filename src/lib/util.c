@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -147,4 +148,12 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
         }
         fcntl(fd, F_SETFL, append ? O_APPEND : 0);  /* blocking writes from here on */
         return fd;
+}
+
+void size_text(char *buf, size_t n, uint64_t bytes)
+{
+        if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
+                snprintf(buf, n, "%llu GiB", (unsigned long long)(bytes >> 30));
+        else
+                snprintf(buf, n, "%llu MiB", (unsigned long long)(bytes >> 20));
 }

@@ -10,6 +10,14 @@ import time
 import uuid
 
 
+def strip_brig_warnings(text):
+    """The command's own stderr: without the "brig: WARNING: ..." lines brig
+    adds after a run that ran weaker than asked (rootless without a memory
+    cgroup, docs/limits.md). str or bytes."""
+    warn = b"brig: WARNING: " if isinstance(text, bytes) else "brig: WARNING: "
+    return text[:0].join(l for l in text.splitlines(keepends=True) if not l.startswith(warn))
+
+
 def marker(tag="m"):
     """A string that appears nowhere else on the host."""
     return f"brigmark-{tag}-{uuid.uuid4().hex[:12]}"

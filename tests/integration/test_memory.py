@@ -1,0 +1,124 @@
+"""Memory that --memory must cover beyond a process's private heap (issue 13,
+class 7): a memfd filled by write(), a MAP_SHARED region touched by forked
+children, System V and POSIX shared memory. Root and rootless.
+
+What the report says is enforced must be: each attack either stops within
+the bound — asserted on the host side, with the peak of the sandbox's
+cgroup that the supervisor reads from the host's cgroupfs, and the probe's
+own count as a second witness — or the report names that kind under
+limits.memory_not_bounded, stderr says so, and --require-limits refuses to
+run it at all. As root this host has a v1 memory cgroup, so every kind
+must stop; rootless (nobody, no delegated cgroup) only /dev/shm does.
+
+The probe (tests/escape/probe_memory.c) stops by itself at the bound plus
+a margin (MAX_MB): reaching it proves the limit failed without spending a
+real GiB of the shared machine.
+"""
+import json
+import uuid
+
+import pytest
+
+from proc_helpers import kv
+
+MiB = 1 << 20
+BOUND_MB = 64
+MAX_MB = 2 * BOUND_MB   # the probe stops here: past the bound, the limit did not hold
+
+
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (test_escape.py's marker)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
+def probe_run(brig, kind, *extra):
+    rep = brig.reports / f"mem-{uuid.uuid4().hex}.json"
+    r = brig.run("run", "--json-report", str(rep), "--memory", f"{BOUND_MB}M", "--timeout", "60s", *extra,
+                 "--ro-bind", f"{brig.program('probe_memory')}:/probe", "--",
+                 "/probe", kind, str(MAX_MB), timeout=90)
+    r.report = json.loads(rep.read_text()) if rep.exists() else None
+    return r, kv(r.stdout)
+
+
+def assert_bounded_or_said(brig, kind, name, out, r):
+    """The attack stopped within the bound, or the report, stderr and
+    --require-limits all say that NAME is not bounded."""
+    rep = r.report
+    assert rep is not None, r
+    lim = rep["limits"]
+    assert lim["memory_bytes"] == BOUND_MB * MiB, lim
+    assert "stopped_by" in out or rep["reason"] == "oom", f"the probe gave no result: {r}"
+    exceeded = out.get("stopped_by") == "max"
+    if lim["memory_enforced_by"] == "cgroup":
+        assert lim["memory_not_bounded"] == [], lim
+        assert not exceeded, f"ATTACK WORKED: {kind} held {out.get('held_mb')} MiB under --memory {BOUND_MB}M: {r}"
+        # the cgroup's own peak, read by the supervisor on the host
+        assert rep["memory_peak_bytes"] is not None and rep["memory_peak_bytes"] <= BOUND_MB * MiB, rep
+        assert int(out.get("held_mb", 0)) <= BOUND_MB, out
+        return
+    assert lim["memory_enforced_by"] == "rlimit", lim
+    if not exceeded:
+        assert int(out.get("held_mb", 0)) <= BOUND_MB, out
+        return
+    # Not bounded here: then the report, stderr and --require-limits say so.
+    assert name in lim["memory_not_bounded"], f"UNBOUNDED BUT NOT REPORTED: {kind}: {lim}"
+    assert any(d.startswith("memory:") and "not bounded" in d for d in rep["degraded"]), rep["degraded"]
+    assert "brig: WARNING: memory:" in r.stderr and "not bounded" in r.stderr, r.stderr
+    mark = f"ran-{uuid.uuid4().hex}"
+    refused = brig.sh(f"touch {mark}; /probe {kind} {MAX_MB}", "--memory", f"{BOUND_MB}M", "--require-limits",
+                      "--ro-bind", f"{brig.program('probe_memory')}:/probe", timeout=60)
+    assert refused.returncode == 125, refused
+    assert "--require-limits" in refused.stderr and "memory" in refused.stderr, refused
+    assert "held_mb" not in refused.stdout, refused
+    assert not (brig.workspace / mark).exists(), "--require-limits let the command run"
+
+
+@attack("memfd-fill", "memfd_create, then write() 1 GiB into it under --memory 64M: no mapping, so RLIMIT_DATA never sees it",
+        "memory cgroup (shmem pages are charged to the sandbox); without one, memfd is listed as not bounded and --require-limits refuses")
+def test_memfd_filled_by_write(brig):
+    r, out = probe_run(brig, "memfd")
+    assert_bounded_or_said(brig, "memfd", "memfd", out, r)
+    if brig.mode == "root":
+        assert r.report["reason"] == "oom" or out.get("stopped_by") in ("ENOMEM", "ENOSPC"), r
+
+
+@attack("shared-anon-fork", "one MAP_SHARED|MAP_ANONYMOUS region of 1 GiB, touched by four forked children (RLIMIT_DATA counts private mappings only)",
+        "memory cgroup; without one, shared mappings are listed as not bounded and --require-limits refuses")
+def test_shared_anonymous_memory_across_children(brig):
+    r, out = probe_run(brig, "shared-fork")
+    assert_bounded_or_said(brig, "shared-fork", "shared_mappings", out, r)
+
+
+@attack("sysv-shm-fill", "System V shared memory: one 1 GiB segment, then 8 MiB segments attached and touched",
+        "the sandbox's IPC namespace: shmmax and shmall set from --memory (root), and the memory cgroup; rootless without a cgroup, listed as not bounded and --require-limits refuses")
+def test_sysv_shared_memory(brig):
+    r, out = probe_run(brig, "sysv")
+    assert_bounded_or_said(brig, "sysv", "sysv_shm", out, r)
+    if brig.mode == "root":
+        # kernel.shmmax of the sandbox's own IPC namespace is --memory
+        assert out["one_gib_segment"] == "EINVAL", f"ATTACK WORKED: a 1 GiB segment under --memory 64M: {out}"
+        assert r.report["limits"]["sysv_ipc_bytes"] == BOUND_MB * MiB, r.report["limits"]
+
+
+@attack("posix-shm-fill", "POSIX shared memory: shm_open in /dev/shm, then write() 1 GiB",
+        "/dev/shm is a tmpfs of 64M (--shm-size), whatever the cgroup; and the memory cgroup")
+def test_posix_shared_memory(brig):
+    r, out = probe_run(brig, "posix-shm")
+    assert_bounded_or_said(brig, "posix-shm", "tmpfs", out, r)
+    assert out.get("stopped_by") != "max", f"ATTACK WORKED: {out}"
+    if out.get("stopped_by") is not None and r.report["reason"] != "oom":
+        assert out["stopped_by"] == "ENOSPC", out
+
+
+def test_allow_degraded_memory_keeps_the_report_but_not_the_warning(brig):
+    rep = brig.reports / f"mem-{uuid.uuid4().hex}.json"
+    r = brig.run("run", "--json-report", str(rep), "--memory", "64M", "--allow-degraded", "memory", "--",
+                 "true", timeout=30)
+    assert r.returncode == 0, r
+    assert "WARNING" not in r.stderr, r
+    lim = json.loads(rep.read_text())["limits"]
+    if brig.mode == "rootless":
+        assert "memfd" in lim["memory_not_bounded"], lim
+    plain = brig.run("run", "--memory", "64M", "--", "true", timeout=30)
+    assert plain.returncode == 0, plain
+    assert ("brig: WARNING: memory:" in plain.stderr) == (lim["memory_enforced_by"] == "rlimit"), plain
