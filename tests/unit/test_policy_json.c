@@ -289,7 +289,7 @@ static void test_round_trip_everything(void **state)
                 " \"syscalls\": {\"rules\": [{\"name\": \"ptrace\", \"action\": \"errno:EPERM\"},\n"
                 "   {\"name\": \"getpriority(a0==0)\", \"action\": \"allow\"}, {\"name\": \"@debug\", \"action\": \"deny-log\"},\n"
                 "   {\"name\": \"kcmp(a2&0x3==0x1)\", \"action\": \"kill\"}, {\"name\": \"uname\", \"action\": \"log\"}],\n"
-                "   \"allow_degraded\": [\"landlock\", \"seccomp\"]},\n"
+                "   \"allow_degraded\": [\"landlock\", \"seccomp\", \"memory\"]},\n"
                 " \"network\": {\"mode\": \"none\", \"allow_hosts\": [\"pypi.org\", \"*.pythonhosted.org:443\"],\n"
                 "   \"deny_hosts\": [\"evil.example\"], \"allow_cidrs\": [\"10.1.0.0/16:5432\", \"fd00::/8\"],\n"
                 "   \"resolve\": {\"pypi.org\": \"151.101.0.223\", \"v6.example\": \"::1\"}},\n"
@@ -302,6 +302,7 @@ static void test_round_trip_everything(void **state)
         assert_value(p, "/limits/cpus", "1.5");
         assert_value(p, "/network/mode", "\"none\"");
         assert_value(p, "/syscalls/rules/3/name", "\"kcmp(a2&0x3==0x1)\"");
+        assert_value(p, "/syscalls/allow_degraded/2", "\"memory\"");
         check_round_trip(p);
 
         /* and a policy built by setters only, as the flags build it */
@@ -470,7 +471,7 @@ static void test_error_unknown_syscall_action(void **state)
                      "p.json:1:25: syscall rule 'ptrace': 'EWHAT' is not an errno (a number 1-4095 or a name like "
                      "EPERM): Invalid argument");
         expect_error("{\"syscalls\": {\"allow_degraded\": [\"apparmor\"]}}",
-                     "p.json:1:34: --allow-degraded 'apparmor': expected landlock or seccomp: Invalid argument");
+                     "p.json:1:34: --allow-degraded 'apparmor': expected landlock, seccomp or memory: Invalid argument");
 }
 
 static void test_error_bad_seccomp_condition(void **state)
