@@ -259,7 +259,10 @@ static int plan_pins(struct run_plan *plan, const char *grant, const char *mask)
                 *slash = '\0';
                 if (!path_is_under(dir, grant) || strcmp(dir, grant) == 0)
                         break;
-                if (!strv_contains(&plan->pins, dir) && strv_push(&plan->pins, dir) < 0)
+                bool mountpoint = false;  /* another grant's destination already is one */
+                for (size_t i = 0; i < plan->n_mounts && !mountpoint; i++)
+                        mountpoint = strcmp(plan->mounts[i].dst, dir) == 0;
+                if (!mountpoint && !strv_contains(&plan->pins, dir) && strv_push(&plan->pins, dir) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -304,6 +307,11 @@ static int plan_masks(struct run_plan *plan, const struct strv *denied, brig_err
                                 return brig_err(err, ENOMEM, "mask");
                 }
         }
+        /* A masked directory is a mountpoint itself, and what lies below
+         * it is out of reach: no pin needed there. */
+        for (size_t i = plan->pins.n; i-- > 0;)
+                if (deny_hit_containing(&plan->masks, plan->pins.items[i]))
+                        strv_remove(&plan->pins, plan->pins.items[i]);
         qsort(plan->pins.items, plan->pins.n, sizeof *plan->pins.items, by_path_depth);
         return 0;
 }

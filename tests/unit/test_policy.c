@@ -873,6 +873,97 @@ static void test_plan_masks_follow_destination(void **state)
         brig_policy_free(p);
 }
 
+/* The directories between each mask and the root of a writable grant are
+ * pinned (made mountpoints, mounts.c), parents first; read-only grants and
+ * the grant roots themselves need none. */
+static void test_plan_pins_ancestors_in_writable_grants(void **state)
+{
+        struct fixture *f = *state;
+        char *key = join(f->base, "data/a.key");
+        brig_policy *p = brig_policy_new();
+        assert_non_null(p);
+        assert_int_equal(brig_policy_set_workspace(p, f->base, NULL), 0);
+        assert_int_equal(brig_policy_add_deny(p, key, NULL), 0);
+        char *sub = join(f->ssh, "sub");  /* inside the masked ~/.ssh: nothing to pin there */
+        assert_int_equal(brig_policy_add_deny(p, sub, NULL), 0);
+        free(sub);
+        assert_int_equal(brig_policy_add_bind(p, f->base, "/mnt/rw", 0, NULL), 0);
+        assert_int_equal(brig_policy_add_bind(p, f->base, "/mnt/ro", BRIG_BIND_READONLY, NULL), 0);
+        struct run_plan plan = RUN_PLAN_INIT;
+        brig_error *err = NULL;
+        if (plan_build(&plan, p, true_argv, &err) < 0)
+                fail_msg("plan_build: %s", err ? err->msg : "?");
+        char *data = join(f->base, "data");
+        /* not the workspace's home: $HOME there is brig's tmpfs, a mountpoint already */
+        assert_false(strv_contains(&plan.pins, f->home));
+        const char *want[] = { data, "/mnt/rw/data", "/mnt/rw/home" };
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+                if (!strv_contains(&plan.pins, want[i]))
+                        fail_msg("'%s' is not pinned", want[i]);
+        assert_true(strv_contains(&plan.masks, "/mnt/ro/data/a.key"));
+        assert_true(strv_contains(&plan.masks, "/mnt/rw/home/.ssh/sub"));
+        assert_false(strv_contains(&plan.pins, "/mnt/rw/home/.ssh"));
+        for (size_t i = 0; i < plan.pins.n; i++) {
+                const char *pin = plan.pins.items[i];
+                if (strcmp(pin, f->base) == 0 || strcmp(pin, "/mnt/rw") == 0 || path_is_under(pin, "/mnt/ro") ||
+                    path_is_under(pin, "/etc") || strcmp(pin, "/mnt") == 0)
+                        fail_msg("'%s' is pinned: a grant root, read-only, or outside the grant", pin);
+                if (i > 0 && path_depth(plan.pins.items[i - 1]) > path_depth(pin))
+                        fail_msg("pins not sorted parents first: '%s' before '%s'", plan.pins.items[i - 1], pin);
+        }
+        plan_free(&plan);
+        assert_null(plan.pins.items);
+        /* A read-only workspace needs no pins either. */
+        brig_policy_set_workspace_readonly(p, true);
+        plan = (struct run_plan)RUN_PLAN_INIT;
+        if (plan_build(&plan, p, true_argv, &err) < 0)
+                fail_msg("plan_build: %s", err ? err->msg : "?");
+        assert_false(strv_contains(&plan.pins, data));
+        assert_true(strv_contains(&plan.pins, "/mnt/rw/data"));
+        plan_free(&plan);
+        brig_policy_free(p);
+        free(data);
+        free(key);
+}
+
+/* A denied file with a second name (or a file directly in a denied
+ * directory with one) would show through it: refused. */
+static void test_plan_refuses_denied_hard_links(void **state)
+{
+        struct fixture *f = *state;
+        const char *cases[][2] = { { "data/a.key", "data/a.key" }, { "home/.ssh/id_ed25519", "home/.ssh/id_ed25519" } };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                char *target = join(f->base, cases[i][0]);
+                char *other = join(f->base, "data/other-name");
+                if (link(target, other) < 0)
+                        fail_msg("link: %s", strerror(errno));
+                brig_policy *p = policy_for(f);
+                assert_int_equal(brig_policy_add_bind(p, f->base, "/mnt/host", BRIG_BIND_READONLY, NULL), 0);
+                char *key = join(f->base, "data/a.key");
+                assert_int_equal(brig_policy_add_deny(p, key, NULL), 0);
+                struct run_plan plan = RUN_PLAN_INIT;
+                brig_error *err = NULL;
+                int r = plan_build(&plan, p, true_argv, &err);
+                if (r != -EMLINK)
+                        fail_msg("plan_build = %d (%s), expected -EMLINK", r, err ? err->msg : "no error");
+                assert_int_equal(err->exit_code, BRIG_EXIT_SETUP);
+                assert_contains(err->msg, cases[i][1]);
+                assert_contains(err->msg, "2 hard links");
+                brig_error_free(&err);
+                plan_free(&plan);
+                /* the other name gone: the run goes ahead */
+                assert_int_equal(unlink(other), 0);
+                plan = (struct run_plan)RUN_PLAN_INIT;
+                if (plan_build(&plan, p, true_argv, &err) < 0)
+                        fail_msg("plan_build: %s", err ? err->msg : "?");
+                plan_free(&plan);
+                brig_policy_free(p);
+                free(key);
+                free(other);
+                free(target);
+        }
+}
+
 static void check_plan_eacces(struct fixture *f, brig_policy *p, const char *mention)
 {
         struct run_plan plan = RUN_PLAN_INIT;
@@ -1298,6 +1389,8 @@ int main(void)
                 cmocka_unit_test(test_version),
                 cmocka_unit_test_setup_teardown(test_plan_masks_secrets_in_bound_parent, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_masks_follow_destination, setup_tree, teardown_tree),
+                cmocka_unit_test_setup_teardown(test_plan_pins_ancestors_in_writable_grants, setup_tree, teardown_tree),
+                cmocka_unit_test_setup_teardown(test_plan_refuses_denied_hard_links, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_refuses_bind_inside_secret, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_unsafe_allow_lifts_refusal, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_user_deny_patterns, setup_tree, teardown_tree),
