@@ -88,6 +88,12 @@ def shell_moves(root, rel):
     ])
 
 
+def quiet(stderr):
+    """Nothing on stderr but brig's warnings (degraded limits, rootless):
+    no attempt leaked an error message past its redirection."""
+    return all(l.startswith("brig: WARNING:") for l in stderr.splitlines())
+
+
 def host_files_with(root, canary):
     """Every host file below ROOT whose content holds CANARY."""
     found = []
@@ -135,7 +141,7 @@ def test_denied_file_cannot_be_moved_between_runs(brig):
     args = ("--ro-bind", probe, "--deny", str(secret), "--bind", f"{ws}:/mnt/w")
     lines = move_attempts(str(ws), rel, False, "ws") + move_attempts("/mnt/w", rel, False, "mnt")
     res = sh(brig, probe_script(brig, lines) + "\n" + shell_moves(str(ws), rel), *args)
-    assert res.returncode == 0 and res.stderr == "", res
+    assert res.returncode == 0 and quiet(res.stderr), res
     check_attempts(parse(res.stdout, lines, repr(res)), lines,
                    writable=(str(ws), "/mnt/w") if brig.mode == "rootless" else (str(ws),))
     assert secret.read_text() == canary + "\n", f"ATTACK WORKED: the secret left {secret}"
@@ -174,7 +180,7 @@ def test_builtin_secrets_cannot_be_moved_with_home_as_workspace(brig):
                   + move_attempts(inside_b, masked or rel, bool(masked), f"b{i}"))
         shell.append(shell_moves(str(home), rel))
     res = sh(brig, probe_script(brig, lines) + "\n" + "\n".join(shell), *args, cwd=home)
-    assert res.returncode == 0 and res.stderr == "", res
+    assert res.returncode == 0 and quiet(res.stderr), res
     check_attempts(parse(res.stdout, lines, repr(res)), lines,
                    writable=(str(home), inside_b) if brig.mode == "rootless" else (str(home),))
     for i, (rel, path) in enumerate(secrets.items()):
