@@ -166,6 +166,66 @@ static void find_hierarchies(struct hierarchies *h)
                 fclose(f);
 }
 
+/* ---- a limit the caller already lives under ------------------------------------ */
+
+static bool host_has_swap(void)
+{
+        FILE *f = fopen("/proc/meminfo", "re");
+        char line[256];
+        long long kb = -1;
+        while (f && kb < 0 && fgets(line, sizeof line, f))
+                if (sscanf(line, "SwapTotal: %lld kB", &kb) != 1)
+                        kb = -1;
+        if (f)
+                fclose(f);
+        return kb != 0;  /* unreadable: assume swap */
+}
+
+/* Walk from the caller's group up to (not including) the hierarchy's
+ * root, which has no limit files, keeping the tightest memory limit that
+ * swap cannot stretch. */
+static void tightest_limit(const char *mount, const char *own, bool v2, bool swap, struct cgroup_inherited *best)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s%s", mount, strcmp(own, "/") ? own : "");
+        while (path && strlen(path) > strlen(mount)) {
+                long long lim = single_value(path, v2 ? "memory.max" : "memory.limit_in_bytes");
+                bool swap_shut = !swap || (v2 ? single_value(path, "memory.swap.max") == 0
+                                              : single_value(path, "memory.memsw.limit_in_bytes") == lim);
+                /* v1 writes "no limit" as PAGE_COUNTER_MAX pages (~2^63) */
+                if (lim > 0 && lim < (1LL << 62) && swap_shut && (!best->bytes || (uint64_t)lim < best->bytes) &&
+                    strlen(path) < sizeof best->dir) {
+                        best->bytes = (uint64_t)lim;
+                        best->v2 = v2;
+                        snprintf(best->dir, sizeof best->dir, "%s", path);
+                }
+                *strrchr(path, '/') = '\0';
+        }
+}
+
+bool cgroup_inherited_memory(struct cgroup_inherited *out)
+{
+        memset(out, 0, sizeof *out);
+        struct hierarchies h = { 0 };
+        find_hierarchies(&h);
+        bool swap = host_has_swap();
+        if (h.v2_mount && h.v2_own)
+                tightest_limit(h.v2_mount, h.v2_own, true, swap, out);
+        if (h.v1_mount[CG_MEMORY] && h.v1_own[CG_MEMORY])
+                tightest_limit(h.v1_mount[CG_MEMORY], h.v1_own[CG_MEMORY], false, swap, out);
+        hierarchies_free(&h);
+        out->oom_kills_before = cgroup_inherited_oom_kills(out);
+        return out->bytes != 0;
+}
+
+long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in)
+{
+        if (!in->bytes)
+                return 0;
+        long long n = in->v2 ? keyed_value(in->dir, "memory.events", "oom_kill")
+                             : keyed_value(in->dir, "memory.oom_control", "oom_kill");
+        return n < 0 ? 0 : n;
+}
+
 /* ---- stale groups -------------------------------------------------------------- */
 
 static unsigned long long process_start_time(pid_t pid)
@@ -423,10 +483,10 @@ bool cgroup_enforces(const struct cgroup *cg, int controller)
         return cg && (cg->on_v2[controller] || cg->on_v1[controller]);
 }
 
-void cgroup_missing(const struct cgroup *cg, const struct limits *l, char *buf, size_t n)
+void cgroup_missing(const struct cgroup *cg, const struct limits *l, bool memory_elsewhere, char *buf, size_t n)
 {
         const bool want[CG_COUNT] = {
-                [CG_MEMORY] = l->memory != 0, [CG_PIDS] = l->pids != 0, [CG_CPU] = l->cpus_millis != 0,
+                [CG_MEMORY] = l->memory != 0 && !memory_elsewhere, [CG_PIDS] = l->pids != 0, [CG_CPU] = l->cpus_millis != 0,
         };
         buf[0] = '\0';
         for (int c = 0; c < CG_COUNT; c++) {

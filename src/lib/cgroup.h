@@ -15,14 +15,28 @@ struct cgroup_stats {
         long long pids_max_hits;  /* forks refused by the pids limit */
 };
 
+/* A memory limit the caller already lives under (its own cgroup or an
+ * ancestor: systemd-run -p MemoryMax=, a container's limit), where swap
+ * cannot stretch it. It binds the sandbox and brig together. */
+struct cgroup_inherited {
+        uint64_t bytes;             /* 0: none */
+        char dir[512];
+        bool v2;
+        long long oom_kills_before; /* its oom_kill count when the run started */
+};
+BRIG_INTERNAL bool cgroup_inherited_memory(struct cgroup_inherited *out);
+BRIG_INTERNAL long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in);
+
 /* Make the sandbox's group(s) and set the limits. *degraded is set when a
  * wanted controller is available nowhere writable; the caller decides
  * whether that is allowed. Also removes groups left by a dead brig. */
 BRIG_INTERNAL int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err);
 /* Does a group of this sandbox enforce the controller (v2 or v1)? */
 BRIG_INTERNAL bool cgroup_enforces(const struct cgroup *cg, int controller);
-/* "memory, pids": the controllers the limits want that no group enforces. */
-BRIG_INTERNAL void cgroup_missing(const struct cgroup *cg, const struct limits *l, char *buf, size_t n);
+/* "memory, pids": the controllers the limits want that no group enforces
+ * (memory not, when memory_elsewhere: an inherited limit holds it). */
+BRIG_INTERNAL void cgroup_missing(const struct cgroup *cg, const struct limits *l, bool memory_elsewhere, char *buf,
+                                  size_t n);
 /* The v2 directory fd for CLONE_INTO_CGROUP, or -1. */
 BRIG_INTERNAL int cgroup_clone_fd(const struct cgroup *cg);
 /* Put pid into every v1 group (and the v2 one when v2_too). */

@@ -114,6 +114,8 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");
         STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
+        /* While dumpable: /proc/self/oom_score_adj is ours to write only then. */
+        STEP(rlimits_oom_first(plan, err), "OOM score");
         /* No other process of the caller's may ptrace us or read our memory
          * while we hold capabilities. Only now: a non-dumpable process's
          * /proc files belong to root, and a rootless supervisor could no

@@ -203,6 +203,8 @@ struct run_plan {
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
         bool memory_unbounded;   /* --memory set but no memory cgroup: per-process RLIMIT_DATA only */
+        uint64_t memory_inherited;      /* no group of ours, but brig already runs under this limit */
+        char memory_inherited_dir[512]; /* ... set on this cgroup (v2 or v1) */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
         int sync_fd;             /* child end of the sync socket */
         int report_fd;           /* the supervisor's; the child closes it */
@@ -282,6 +284,9 @@ BRIG_INTERNAL void rlimits_memory_text(const struct run_plan *plan, char *buf, s
  * memory limit; pid 1, while it is root in its user namespace (ipc.c). */
 BRIG_INTERNAL int ipc_limits_apply(const struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL bool ipc_limits_settable(const struct run_plan *plan);
+/* The sandbox's processes are the OOM killer's first choice, before brig
+ * and the host's (oom_score_adj 1000; rlimit.c says why). */
+BRIG_INTERNAL int rlimits_oom_first(const struct run_plan *plan, brig_error **err);
 
 /* caps.c */
 BRIG_INTERNAL int caps_drop_bounding(brig_error **err);

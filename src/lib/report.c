@@ -78,8 +78,15 @@ static json_t *limits_json(const struct run_plan *plan)
         json_object_set_new(o, "enforced_by", json_string(plan->cgroup_degraded ? "rlimit" : "cgroup"));
         /* The memory limit on its own: "rlimit" bounds private memory per
          * process, and the kinds it leaves open are listed. */
-        json_object_set_new(o, "memory_enforced_by", !l->memory ? json_null()
-                                                     : json_string(plan->memory_unbounded ? "rlimit" : "cgroup"));
+        json_object_set_new(o, "memory_enforced_by",
+                            !l->memory                ? json_null()
+                            : plan->memory_unbounded  ? json_string("rlimit")
+                            : plan->memory_inherited  ? json_string("inherited cgroup")
+                                                      : json_string("cgroup"));
+        json_object_set_new(o, "memory_inherited",
+                            plan->memory_inherited ? json_pack("{s:I, s:s}", "bytes", (json_int_t)plan->memory_inherited,
+                                                               "cgroup", plan->memory_inherited_dir)
+                                                   : json_null());
         json_t *open_kinds = json_array();
         for (size_t i = 0; plan->memory_unbounded && rlimits_memory_unbounded[i]; i++)
                 json_array_append_new(open_kinds, json_string(rlimits_memory_unbounded[i]));

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/resource.h>
 
@@ -84,7 +85,7 @@ int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
          * Set as the very last step before execve, because it binds brig's
          * own code too (a sanitizer build maps terabytes of shadow). */
         const struct limits *l = &plan->limits;
-        if (!plan->cgroup_degraded || !l->memory)
+        if (!plan->memory_unbounded)
                 return 0;
         return set_limit(RLIMIT_DATA, "data (memory fallback)", l->memory, l->memory, err);
 }
@@ -118,4 +119,21 @@ void rlimits_memory_text(const struct run_plan *plan, char *buf, size_t n)
                  "run brig as root or from a cgroup v2 subtree delegated to you (docs/limits.md), "
                  "or pass --require-limits to refuse such runs",
                  size);
+}
+
+int rlimits_oom_first(const struct run_plan *plan, brig_error **err)
+{
+        /* Within the sandbox's own memory cgroup only its processes are
+         * candidates anyway. But a limit above it (one brig runs under:
+         * systemd-run -p MemoryMax=, a container) or the host running out
+         * counts brig's supervisor and the host's processes too, and the
+         * kernel picks the largest: the sandbox's memfd or shared pages are
+         * in no one's RSS, so that could be brig — the run would end with
+         * no report and its cgroup left behind. Raising one's own
+         * oom_score_adj needs no privilege; the sandbox cannot write /proc
+         * (Landlock), and could never go below 0 (no CAP_SYS_RESOURCE). */
+        _cleanup_close_ int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "1000", 4) != 4)
+                return brig_err(err, errno, "oom_score_adj");
+        return 0;
 }

@@ -182,6 +182,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
         struct cgroup *cg = NULL;
+        struct cgroup_inherited inherited = { 0 };
         struct egress *egress = NULL;
         struct rlimit nofile_saved;
         bool nofile_raised = false;
@@ -221,11 +222,20 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r < 0)
                 goto out;
         /* RLIMIT_DATA stands in for a memory cgroup, for private memory
-         * only: say what it leaves open rather than claim a bound. */
+         * only: say what it leaves open rather than claim a bound. But a
+         * limit brig already runs under (systemd-run -p MemoryMax=, a
+         * container's), as tight as --memory, bounds everything the
+         * sandbox allocates, shared with brig: that is a real bound. */
         plan.memory_unbounded = plan.limits.memory && !cgroup_enforces(cg, CG_MEMORY);
+        if (plan.memory_unbounded && cgroup_inherited_memory(&inherited) && inherited.bytes <= plan.limits.memory) {
+                plan.memory_unbounded = false;
+                plan.memory_inherited = inherited.bytes;
+                snprintf(plan.memory_inherited_dir, sizeof plan.memory_inherited_dir, "%s", inherited.dir);
+        }
+        char missing[64];
+        cgroup_missing(cg, &plan.limits, plan.memory_inherited != 0, missing, sizeof missing);
+        plan.cgroup_degraded = missing[0] != '\0';
         if (plan.cgroup_degraded && plan.limits.required) {
-                char missing[64];
-                cgroup_missing(cg, &plan.limits, missing, sizeof missing);
                 r = brig_err(err, EACCES,
                              "--require-limits: no writable cgroup enforces %s here%s; run brig as root, or from "
                              "a cgroup v2 subtree delegated to you (docs/limits.md; brig doctor shows the host's cgroups)",
@@ -335,6 +345,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r == 0) {
                 struct cgroup_stats st;
                 cgroup_stats(cg, &st);
+                if (plan.memory_inherited)  /* the OOM killer acted in the group we run under */
+                        st.oom_kills = cgroup_inherited_oom_kills(&inherited) - inherited.oom_kills_before;
                 result->memory_peak_bytes = st.memory_peak >= 0 ? st.memory_peak : (int64_t)after.ru_maxrss * 1024;
                 result->pids_peak = st.pids_peak;
                 explain(result, &plan.limits, &st, sup.timed_out);

@@ -15,9 +15,14 @@ a margin (MAX_MB): reaching it proves the limit failed without spending a
 real GiB of the shared machine.
 """
 import json
+import pathlib
+import subprocess
+import time
 import uuid
 
 import pytest
+
+from conftest import IS_ROOT
 
 from proc_helpers import kv
 
@@ -122,3 +127,75 @@ def test_allow_degraded_memory_keeps_the_report_but_not_the_warning(brig):
     plain = brig.run("run", "--memory", "64M", "--", "true", timeout=30)
     assert plain.returncode == 0, plain
     assert ("brig: WARNING: memory:" in plain.stderr) == (lim["memory_enforced_by"] == "rlimit"), plain
+
+
+# ---- a limit brig already runs under ------------------------------------------------
+
+def own_v1_memory_group():
+    """This process's group in the v1 memory hierarchy, or None."""
+    root = pathlib.Path("/sys/fs/cgroup/memory")
+    for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(",") and (root / "cgroup.procs").exists():
+            return root / path.lstrip("/")
+    return None
+
+
+@pytest.fixture
+def limited_group():
+    """A v1 memory group of BOUND_MB, no swap, for brig to be started in
+    (what `systemd-run -p MemoryMax=` or a container's limit gives on other
+    hosts); removed afterwards."""
+    if not IS_ROOT:
+        pytest.skip("NOT ROOT: CANNOT MAKE A MEMORY CGROUP TO START BRIG IN")
+    base = own_v1_memory_group()
+    if base is None:
+        pytest.skip("NO CGROUP V1 MEMORY HIERARCHY HERE: the inherited limit is tested through v1 only")
+    g = base / f"brigtest-{uuid.uuid4().hex[:12]}"
+    g.mkdir()
+    try:
+        (g / "memory.limit_in_bytes").write_text(str(BOUND_MB * MiB))
+        if (g / "memory.memsw.limit_in_bytes").exists():
+            (g / "memory.memsw.limit_in_bytes").write_text(str(BOUND_MB * MiB))
+        yield g
+    finally:
+        # a brig killed by the OOM killer (the old code) leaves its group in ours
+        for sub in [p for p in g.iterdir() if p.is_dir()] + [g]:
+            for _ in range(100):
+                try:
+                    sub.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        assert not g.exists(), f"test cgroup {g} left behind"
+
+
+@attack("memfd-fill", "memfd_create, then write() 1 GiB into it under --memory 64M: no mapping, so RLIMIT_DATA never sees it",
+        "memory cgroup (shmem pages are charged to the sandbox); without one, memfd is listed as not bounded and --require-limits refuses")
+def test_memfd_bounded_by_the_cgroup_brig_runs_in(brig, limited_group):
+    """Row 111 again, with brig started inside a 64 MiB memory cgroup it
+    cannot write: the limit it runs under is found and reported
+    (memory_enforced_by "inherited cgroup"), and the sandbox is the OOM
+    killer's first choice (oom_score_adj 1000), not brig."""
+    rep = brig.reports / f"mem-{uuid.uuid4().hex}.json"
+    cmd = brig.cmd("run", "--json-report", str(rep), "--memory", f"{BOUND_MB}M", "--timeout", "60s",
+                   "--ro-bind", f"{brig.program('probe_memory')}:/probe", "--", "/probe", "memfd", str(MAX_MB))
+    cp = subprocess.run(["sh", "-c", f'echo $$ > {limited_group}/cgroup.procs && exec "$@"', "sh", *cmd],
+                        cwd=brig.workspace, env=brig.env(), capture_output=True, text=True, timeout=90)
+    out = kv(cp.stdout)
+    assert out.get("stopped_by") != "max", f"ATTACK WORKED: {cp.stdout[-300:]} {cp.stderr}"
+    # the host's own count of the group brig ran in
+    peak = int((limited_group / "memory.max_usage_in_bytes").read_text())
+    assert peak <= BOUND_MB * MiB, peak
+    assert rep.exists(), f"brig itself was killed (no report): {cp.stderr}"
+    r = json.loads(rep.read_text())
+    lim = r["limits"]
+    assert lim["memory_not_bounded"] == [], lim
+    assert "WARNING: memory" not in cp.stderr, cp.stderr
+    if brig.mode == "root":
+        assert lim["memory_enforced_by"] == "cgroup", lim        # its own group, below ours
+    else:
+        assert lim["memory_enforced_by"] == "inherited cgroup", lim
+        assert lim["memory_inherited"] == {"bytes": BOUND_MB * MiB, "cgroup": str(limited_group)}, lim
+        assert r["reason"] == "oom" and cp.returncode == 137, (r, cp.stderr)
+        assert "memory limit" in cp.stderr, cp.stderr
