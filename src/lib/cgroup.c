@@ -226,6 +226,55 @@ long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in)
         return n < 0 ? 0 : n;
 }
 
+const char *cgroup_memory_outlook(char *detail, size_t n)
+{
+        /* What brig run would find, read-only: cgroup_create() without
+         * its writes (v2_parent may enable a controller to find out). */
+        struct hierarchies h = { 0 };
+        find_hierarchies(&h);
+        const char *kind = NULL;
+        detail[0] = '\0';
+        if (h.v1_mount[CG_MEMORY] && h.v1_own[CG_MEMORY]) {
+                _cleanup_free_ char *dir = brig_strdup_printf("%s%s", h.v1_mount[CG_MEMORY],
+                                                             strcmp(h.v1_own[CG_MEMORY], "/") ? h.v1_own[CG_MEMORY] : "");
+                if (dir && access(dir, W_OK) == 0) {
+                        kind = "cgroup";
+                        snprintf(detail, n, "a v1 group below %s", dir);
+                }
+        }
+        if (!kind && h.v2_mount && h.v2_own) {
+                _cleanup_free_ char *path = brig_strdup_printf("%s%s", h.v2_mount, strcmp(h.v2_own, "/") ? h.v2_own : "");
+                while (path && !kind) {
+                        _cleanup_free_ char *avail = read_at(path, "cgroup.controllers");
+                        _cleanup_free_ char *sub = read_at(path, "cgroup.subtree_control");
+                        _cleanup_free_ char *procs = read_at(path, "cgroup.procs");
+                        /* v2 hands a controller to children only from a group
+                         * without processes of its own */
+                        if (access(path, W_OK) == 0 && avail && has_word(avail, "memory") &&
+                            ((sub && has_word(sub, "memory")) || (procs && !*procs))) {
+                                kind = "cgroup";
+                                snprintf(detail, n, "a v2 group below %s", path);
+                        }
+                        if (strlen(path) <= strlen(h.v2_mount))
+                                break;
+                        *strrchr(path, '/') = '\0';
+                }
+        }
+        hierarchies_free(&h);
+        struct cgroup_inherited in;
+        if (!kind && cgroup_inherited_memory(&in)) {
+                kind = "inherited cgroup";
+                snprintf(detail, n, "brig runs under %llu MiB (%s): bounds any --memory of at least that",
+                         (unsigned long long)(in.bytes >> 20), in.dir);
+        }
+        if (!kind) {
+                kind = "rlimit";
+                snprintf(detail, n, "per process only: no writable memory cgroup (memfd, shared memory not bounded; "
+                                    "docs/limits.md)");
+        }
+        return kind;
+}
+
 /* ---- stale groups -------------------------------------------------------------- */
 
 static unsigned long long process_start_time(pid_t pid)

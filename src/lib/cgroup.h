@@ -26,6 +26,9 @@ struct cgroup_inherited {
 };
 BRIG_INTERNAL bool cgroup_inherited_memory(struct cgroup_inherited *out);
 BRIG_INTERNAL long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in);
+/* For brig doctor, read-only: how --memory would be enforced here
+ * ("cgroup", "inherited cgroup" or "rlimit"), and a line of detail. */
+BRIG_INTERNAL const char *cgroup_memory_outlook(char *detail, size_t n);
 
 /* Make the sandbox's group(s) and set the limits. *degraded is set when a
  * wanted controller is available nowhere writable; the caller decides

@@ -2,6 +2,7 @@
  * or in depth for `brig doctor`. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "cgroup.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -261,6 +262,9 @@ static json_t *doctor(bool *ok)
         json_object_set_new(doc, "seccomp", seccomp_json());
         json_object_set_new(doc, "landlock_abi", json_integer(landlock_abi()));
         json_object_set_new(doc, "cgroup", cgroup_json());
+        char detail[600];
+        const char *kind = cgroup_memory_outlook(detail, sizeof detail);
+        json_object_set_new(doc, "memory_limit", json_pack("{s:s, s:s}", "enforced_by", kind, "detail", detail));
         json_object_set_new(doc, "overlay_in_userns", json_boolean(userns && in_child(try_overlay_in_userns)));
         json_object_set_new(doc, "nftables_nat_module", json_boolean(nft_nat_module()));
         json_object_set_new(doc, "filtered_mode", json_boolean(userns && in_child(try_filtered_mode)));
@@ -344,6 +348,9 @@ char *brig_doctor_text(bool *ok, brig_error **err)
         snprintf(detail, sizeof detail, "%s", json_string_value(json_object_get(cg, "mode")));
         line(out, strcmp(detail, "none") != 0, "cgroups", detail);
         fprintf(out, "       controllers:%s\n", ctl);
+        json_t *mem = json_object_get(doc, "memory_limit");
+        line(out, strcmp(json_string_value(json_object_get(mem, "enforced_by")), "rlimit") != 0, "memory limit (--memory)",
+             json_string_value(json_object_get(mem, "detail")));
         line(out, json_is_true(json_object_get(doc, "overlay_in_userns")), "overlayfs in user namespace", "");
         line(out, json_is_true(json_object_get(doc, "nftables_nat_module")), "nftables NAT", "kernel support present");
         line(out, json_is_true(json_object_get(doc, "filtered_mode")), "network mode filtered",

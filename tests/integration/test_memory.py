@@ -199,3 +199,15 @@ def test_memfd_bounded_by_the_cgroup_brig_runs_in(brig, limited_group):
         assert lim["memory_inherited"] == {"bytes": BOUND_MB * MiB, "cgroup": str(limited_group)}, lim
         assert r["reason"] == "oom" and cp.returncode == 137, (r, cp.stderr)
         assert "memory limit" in cp.stderr, cp.stderr
+
+
+def test_doctor_tells_in_advance_how_memory_is_bounded(brig):
+    doc = json.loads(brig.run("doctor", "--json", timeout=60).stdout)
+    mem = doc["memory_limit"]
+    rep = brig.reports / f"mem-{uuid.uuid4().hex}.json"
+    r = brig.run("run", "--json-report", str(rep), "--memory", "64M", "--", "true", timeout=30)
+    assert r.returncode == 0, r
+    assert mem["enforced_by"] == json.loads(rep.read_text())["limits"]["memory_enforced_by"], (mem, r)
+    text = brig.run("doctor", timeout=60).stdout
+    line = [l for l in text.splitlines() if "memory limit" in l]
+    assert len(line) == 1 and (line[0].lstrip().startswith("--") == (mem["enforced_by"] == "rlimit")), text
