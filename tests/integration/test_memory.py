@@ -78,8 +78,12 @@ def assert_bounded_or_said(brig, kind, name, out, r):
     assert not (brig.workspace / mark).exists(), "--require-limits let the command run"
 
 
-@attack("memfd-fill", "memfd_create, then write() 1 GiB into it under --memory 64M: no mapping, so RLIMIT_DATA never sees it",
-        "memory cgroup (shmem pages are charged to the sandbox); without one, memfd is listed as not bounded and --require-limits refuses")
+MEMFD_FILL = attack("memfd-fill", "memfd_create, then write() 1 GiB into it under --memory 64M: no mapping, so RLIMIT_DATA never sees it",
+                    "memory cgroup (shmem pages are charged to the sandbox), or one brig runs under; without either, memfd is "
+                    "listed as not bounded and --require-limits refuses")
+
+
+@MEMFD_FILL
 def test_memfd_filled_by_write(brig):
     r, out = probe_run(brig, "memfd")
     assert_bounded_or_said(brig, "memfd", "memfd", out, r)
@@ -170,8 +174,7 @@ def limited_group():
         assert not g.exists(), f"test cgroup {g} left behind"
 
 
-@attack("memfd-fill", "memfd_create, then write() 1 GiB into it under --memory 64M: no mapping, so RLIMIT_DATA never sees it",
-        "memory cgroup (shmem pages are charged to the sandbox); without one, memfd is listed as not bounded and --require-limits refuses")
+@MEMFD_FILL
 def test_memfd_bounded_by_the_cgroup_brig_runs_in(brig, limited_group):
     """Row 111 again, with brig started inside a 64 MiB memory cgroup it
     cannot write: the limit it runs under is found and reported
