@@ -250,6 +250,10 @@ BRIG_PUBLIC int brig_sandbox_stop(const char *name, brig_error **err);
 /* Start a stopped (or dead) sandbox again with the policy it was created
  * with; its overlay layer is kept, $HOME and /tmp start empty. */
 BRIG_PUBLIC int brig_sandbox_start(const char *name, brig_error **err);
+/* The same, and *described (free it) gets what policy the start runs, in
+ * two lines for a person: network mode and rules, workspace and its mode,
+ * limits. Set once the stored policy is read, also when the launch fails. */
+BRIG_PUBLIC int brig_sandbox_start_described(const char *name, char **described, brig_error **err);
 /* Stop if needed, then remove every trace: processes, cgroups, state. */
 BRIG_PUBLIC int brig_sandbox_remove(const char *name, brig_error **err);
 /* Freeze / thaw every process inside (cgroup v2 freezer). */

@@ -252,7 +252,21 @@ int cmd_simple(int argc, char **argv)
         int code = 0;
         for (int i = 1; i < argc; i++) {
                 brig_error *err = NULL;
-                if (fn(argv[i], &err) < 0)
+                char *described = NULL;
+                int r = fn == brig_sandbox_start ? brig_sandbox_start_described(argv[i], &described, &err)
+                                                 : fn(argv[i], &err);
+                /* A restart runs what was stored at create: say what that is,
+                 * one line per part, before any error. */
+                for (char *line = described, *next; line && *line; line = next) {
+                        next = strchr(line, '\n');
+                        if (next)
+                                *next++ = '\0';
+                        fprintf(stderr, "brig: start '%s': ", argv[i]);
+                        cli_put_safe(stderr, line, false);
+                        fputc('\n', stderr);
+                }
+                free(described);
+                if (r < 0)
                         code = cli_fail(err);
         }
         return code;

@@ -148,3 +148,71 @@ char *brig_policy_explain(const brig_policy *p, brig_error **err)
         plan_free(&plan);
         return buf;
 }
+
+/* "pypi.org, files.pythonhosted.org" from a JSON array of rules. */
+static void rule_list(FILE *out, const char *label, json_t *rules)
+{
+        if (json_array_size(rules) == 0)
+                return;
+        fprintf(out, "; %s ", label);
+        size_t i;
+        json_t *v;
+        json_array_foreach(rules, i, v) {
+                char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                fprintf(out, "%s%s", i ? ", " : "", text ? text : json_is_string(v) ? json_string_value(v) : "?");
+                free(text);
+        }
+}
+
+char *policy_summary(const brig_policy *p, bool overlay)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        if (!out)
+                return NULL;
+        enum brig_net_mode net = p->net_mode_set ? p->net_mode
+                                 : egress_policy_has_allows(p->egress) ? BRIG_NET_FILTERED : BRIG_NET_NONE;
+        static const char *const nets[] = { [BRIG_NET_NONE] = "none (nothing outside is reachable)",
+                                            [BRIG_NET_PROXY] = "proxy", [BRIG_NET_FILTERED] = "filtered",
+                                            [BRIG_NET_HOST] = "HOST (the host's network, no control at all)" };
+        fprintf(out, "network %s", nets[net]);
+        if (net == BRIG_NET_PROXY || net == BRIG_NET_FILTERED) {
+                json_t *rules = egress_policy_json(p->egress);
+                rule_list(out, "allowed hosts", json_object_get(rules, "allow_hosts"));
+                rule_list(out, "allowed addresses", json_object_get(rules, "allow_cidrs"));
+                rule_list(out, "denied hosts", json_object_get(rules, "deny_hosts"));
+                if (json_array_size(json_object_get(rules, "allow_hosts")) +
+                    json_array_size(json_object_get(rules, "allow_cidrs")) == 0)
+                        fprintf(out, "; nothing allowed");
+                json_decref(rules);
+        }
+        size_t binds = 0;
+        for (size_t i = 0; i < p->n_mounts; i++)
+                binds += p->mounts[i].kind == MOUNT_BIND;
+        fprintf(out, "\nworkspace %s %s; %zu bind%s; memory ", p->workspace ? p->workspace : "(current directory)",
+                overlay ? "as an overlay (changes kept apart until brig commit)"
+                : p->workspace_readonly ? "read-only" : "read-write",
+                binds, binds == 1 ? "" : "s");
+        if (p->limits.memory)
+                human_size(out, p->limits.memory);
+        else
+                fprintf(out, "unlimited");
+        if (p->limits.pids)
+                fprintf(out, ", %llu processes", (unsigned long long)p->limits.pids);
+        if (p->limits.cpus_millis)
+                fprintf(out, ", %.2f CPUs", (double)p->limits.cpus_millis / 1000.0);
+        if (p->limits.timeout_ms)
+                fprintf(out, ", timeout %llu s", (unsigned long long)(p->limits.timeout_ms / 1000));
+        json_t *sc = seccomp_policy_json(p->seccomp);
+        size_t rules = json_array_size(sc);
+        json_decref(sc);
+        fprintf(out, "; syscalls: the default profile%s", rules ? " and your rules (" : "");
+        if (rules)
+                fprintf(out, "%zu)", rules);
+        if (fclose(out) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}

@@ -217,6 +217,9 @@ struct run_plan {
 #define RUN_PLAN_INIT \
         { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1, .audit_fd = -1 }
 
+/* Two lines saying what a policy runs with (explain.c): network mode and
+ * rules; workspace and its mode, binds, limits, syscall rules. */
+BRIG_INTERNAL char *policy_summary(const brig_policy *p, bool overlay);
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
 

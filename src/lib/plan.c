@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "net/egress.h"
+#include "state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <glob.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pwd.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -357,6 +359,48 @@ static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error *
         return 0;
 }
 
+/* What a grant is called on the command line, for the refusal. */
+static void grant_name(const struct run_plan *plan, const struct mount_entry *m, char *buf, size_t n)
+{
+        if (m->from_user)
+                snprintf(buf, n, "%s %s", m->readonly ? "--ro-bind" : "--bind", m->src);
+        else if (strcmp(m->src, plan->workspace) == 0 && strcmp(m->dst, plan->workspace) == 0)
+                snprintf(buf, n, "the workspace %s%s", m->src, plan->policy->workspace ? "" : " (the current directory)");
+        else
+                snprintf(buf, n, "the system directory %s (always bound read-only)", m->src);
+}
+
+/* No grant of any kind may equal, contain or lie inside brig's state root:
+ * it holds every sandbox's control socket (a same-uid peer passes its
+ * check), the stored policies `brig start` runs again, the warm pools and
+ * the compiled syscall filter cache. A read-only grant is refused too: a
+ * socket connects through a read-only mount. Compared by identity, so no
+ * spelling (symlink, "..", another mount of it) gets through. */
+static int plan_guard_state(const struct run_plan *plan, brig_error **err)
+{
+        struct state_guard g;
+        int r = state_guard_init(&g, err);
+        for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                const char *how = m->kind == MOUNT_BIND ? state_guard_test(&g, m->src) : NULL;
+                if (!how)
+                        continue;
+                char name[PATH_MAX + 64];
+                grant_name(plan, m, name, sizeof name);
+                bool inside = strcmp(how, "lies inside") == 0;
+                r = state_fail(err, EACCES,
+                               "%s: '%s' %s brig's state directory '%s' (the control sockets and stored "
+                               "policies of your sandboxes, and brig's syscall filter cache), which a sandbox "
+                               "could use to take over your other sandboxes; %s",
+                               name, m->src, how, g.root,
+                               inside ? "grant a directory outside it"
+                                      : "grant a directory that does not contain it, or run brig with "
+                                        "XDG_RUNTIME_DIR set to a private directory outside every grant");
+        }
+        state_guard_free(&g);
+        return r;
+}
+
 /* Who the command runs as. Rootless: the caller, mapped to itself. As root:
  * the workspace's owner, so files it creates belong to that user; when the
  * workspace is root's, an unprivileged uid with an idmapped workspace. */
@@ -514,6 +558,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r < 0)
                 return r;
         r = plan_layout(plan, p, err);
+        if (r < 0)
+                return r;
+        r = plan_guard_state(plan, err);
         if (r < 0)
                 return r;
         struct strv denied = {0};

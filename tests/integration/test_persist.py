@@ -384,11 +384,15 @@ def test_other_user_cannot_drive_the_sandbox(brig, sandboxes):
 
 
 def test_default_state_location(brig, sandboxes):
-    """Without XDG_RUNTIME_DIR: /run/brig for root, /tmp/brig-UID otherwise."""
+    """Without XDG_RUNTIME_DIR: /run/brig for root, /run/user/UID/brig when
+    that directory is the user's alone, /tmp/brig-UID otherwise."""
     name = sandboxes.new_name("dflt")
     env = {"XDG_RUNTIME_DIR": ""}
     r = brig.run("create", name, env=env)
-    root = "/run/brig" if brig.mode == "root" else f"/tmp/brig-{brig.uid}"
+    run_user = f"/run/user/{brig.uid}"
+    private = os.path.isdir(run_user) and os.lstat(run_user).st_uid == brig.uid and \
+        stat.S_IMODE(os.lstat(run_user).st_mode) == 0o700
+    root = "/run/brig" if brig.mode == "root" else f"{run_user}/brig" if private else f"/tmp/brig-{brig.uid}"
     try:
         assert r.returncode == 0, r
         assert os.path.isdir(os.path.join(root, name))

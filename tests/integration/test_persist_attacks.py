@@ -308,7 +308,7 @@ cat {ws}/mnt/a
 # ---- 2. the state directory and the control socket ---------------------------
 
 
-@pytest.mark.parametrize("bad", ["a/b", "..", ".", "../x", "-x", "-", "a" * 65, "", "pools", "x\ny", "/abs"])
+@pytest.mark.parametrize("bad", ["a/b", "..", ".", "../x", "-x", "-", "a" * 65, "", "pools", "cache", "x\ny", "/abs"])
 def test_bad_names_refused(brig, sandboxes, scratch, bad):
     r = sandboxes.brig_cmd("create", bad)
     assert r.returncode != 0, r

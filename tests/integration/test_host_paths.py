@@ -1,0 +1,349 @@
+"""Host paths brig trusts (docs/security.md, "Host paths brig uses"): no
+sandbox of any policy can reach them. Attacks from inside, root and
+rootless, asserted on the host: a planted syscall filter is never loaded
+(row 89), no grant of brig's state root or of anything around or inside it
+is accepted (row 90), a sandbox cannot drive or rewrite another sandbox
+(row 91), and every path of the inventory is private and refused as a
+grant (row 92). `brig start` says what policy it runs."""
+import ctypes
+import json
+import os
+import pathlib
+import stat
+import struct
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import IS_ROOT, Brig
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
+from proc_helpers import marker
+from test_escape import attack
+
+SECCOMP_RET_ALLOW = 0x7FFF0000
+BPF_RET_K = 0x06
+
+
+def _run_dir(brig, scratch, name="run"):
+    """A private XDG_RUNTIME_DIR of the test user, so each test has its own
+    state root (scratch/run/brig)."""
+    run = scratch / name
+    run.mkdir(mode=0o700, exist_ok=True)
+    run.chmod(0o700)
+    brig.chown(run)
+    return run
+
+
+def _cache_key(brig):
+    """The key brig's seccomp cache files start with (seccomp.c cache_key)
+    for the default profile without --audit."""
+    version = brig.run("version").stdout.split()[-1]
+    lib = ctypes.CDLL("libseccomp.so.2")
+
+    class Version(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
+
+    lib.seccomp_version.restype = ctypes.POINTER(Version)
+    v = lib.seccomp_version().contents
+    # SCMP_ARCH_NATIVE is 0 in libseccomp's headers
+    return f"brig-seccomp-2 {version} libseccomp-{v.major}.{v.minor}.{v.micro} arch-0 audit-0;".encode()
+
+
+def _cache_name(key):
+    h = 14695981039346656037
+    for b in key:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"seccomp-{h:016x}.bpf"
+
+
+def _permissive_filter(key):
+    """A cache file in brig's format whose program allows every call."""
+    return struct.pack("<I", len(key)) + key + struct.pack("<HBBI", BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)
+
+
+def _has_seccomp(brig, env):
+    """A fresh run still refuses what the default profile refuses: keyctl
+    (EPERM; allowed it fails with EINVAL) and a new user namespace (the
+    sandbox's max_user_namespaces is 0 as well, so that alone proves
+    little)."""
+    r = brig.sh("unshare -U true 2>/dev/null && echo UNSHARED; "
+                "python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); "
+                "r=l.syscall(250, 0, 0, 0, 0, 0); print(\"keyctl\", r, ctypes.get_errno())'", env=env, timeout=60)
+    assert r.returncode == 0, r
+    assert "keyctl" in r.stdout, r
+    return "UNSHARED" not in r.stdout and "keyctl -1 1\n" in r.stdout
+
+
+# ---- row 89: a planted syscall filter ----------------------------------------
+
+
+@attack("seccomp-cache-plant", "workspace $HOME or a --bind of ~/.cache: plant a permissive compiled filter where "
+        "brig keeps (kept) its seccomp cache, so every later run of the user has no seccomp",
+        "cache in the private state root, never in a grant; ~/.cache/brig never read")
+@pytest.mark.parametrize("grant", ["home-workspace", "cache-bind"])
+def test_planted_seccomp_filter_is_never_loaded(brig, scratch, grant):
+    if grant == "cache-bind" and brig.mode == "root":
+        pytest.skip("CACHE-BIND NOT AN ATTACK AS ROOT: the sandbox user (nobody) cannot write root's ~/.cache "
+                    "and brig loads only root's files; the $HOME-workspace case (idmapped) covers root")
+    run = _run_dir(brig, scratch)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    key = _cache_key(brig)
+    name = _cache_name(key)
+    planted = _permissive_filter(key)
+    src = scratch / "planted.bpf"
+    src.write_bytes(planted)
+    src.chmod(0o644)
+    # With $HOME as the workspace, a first run has filled the cache (the
+    # old one was masked then, and the sandbox moves the mask away by
+    # renaming its parent); with ~/.cache bound, the attack is the first
+    # run (the old cache directory did not exist when masks were chosen).
+    if grant == "home-workspace":
+        assert _has_seccomp(brig, env)
+    cache = brig.home / ".cache"
+    cache.mkdir(exist_ok=True)  # the old brig made it on the first run
+    brig.chown(cache)
+    args = ["--workspace", str(brig.home)] if grant == "home-workspace" else ["--bind", str(cache)]
+    # Every place brig ever read a filter from, and every spelling of the
+    # state root the sandbox could try.
+    places = ["$HOME/.cache/brig", f"{run}/brig/cache", f"/tmp/brig-{brig.uid}/cache", "/run/brig/cache",
+              f"/run/user/{brig.uid}/brig/cache"]
+    script = "mv $HOME/.cache $HOME/.cache-moved 2>/dev/null && echo moved; " + "; ".join(f"mkdir -p {p} 2>/dev/null && cp /planted {p}/{name} 2>/dev/null && echo planted {p}"
+                       for p in places)
+    r = brig.sh(script + "; true", *args, "--ro-bind", f"{src}:/planted", env=env)
+    assert r.returncode == 0, r
+    # The attack really wrote where the old brig read (host side) ...
+    assert (cache / "brig" / name).read_bytes() == planted
+    st = os.stat(cache / "brig" / name)
+    assert st.st_uid == brig.uid and not st.st_mode & 0o022, "planted file would have passed the old checks"
+    # ... and the next runs still have seccomp: the planted file was not loaded.
+    assert _has_seccomp(brig, env)
+    assert _has_seccomp(brig, {})  # the default state root too
+    real = run / "brig" / "cache"
+    assert real.is_dir() and stat.S_IMODE(real.stat().st_mode) == 0o700
+    assert [f.name for f in real.iterdir()] == [name]
+    assert (real / name).read_bytes() != planted
+
+
+# ---- row 90: grants that contain, equal or lie inside the state root -------
+
+
+def _grant_cases(brig, scratch, run):
+    """name -> (brig args, env, the state root brig names)."""
+    root = run / "brig"
+    lnk = scratch / "lnk"
+    lnk.symlink_to(scratch)
+    xdg = {"XDG_RUNTIME_DIR": str(run)}
+    default_root = "/run/brig" if brig.mode == "root" else f"/tmp/brig-{brig.uid}"
+    return {
+        "workspace-is-xdg-parent": (["--workspace", str(scratch)], xdg, root),
+        "workspace-symlinked-spelling": (["--workspace", str(lnk)], xdg, root),
+        "xdg-symlinked-spelling": (["--workspace", str(scratch)], {"XDG_RUNTIME_DIR": str(lnk / "run")},
+                                   lnk / "run" / "brig"),
+        "ro-bind-xdg-dir": (["--ro-bind", f"{run}:/x"], xdg, root),
+        "ro-bind-host-root": (["--ro-bind", "/:/host"], xdg, root),
+        "bind-state-root": (["--bind", f"{root}:/x"], xdg, root),
+        "ro-bind-inside-root": (["--ro-bind", f"{root}/cache:/x"], xdg, root),
+        "ro-bind-file-inside-root": (["--ro-bind", f"{next((root / 'cache').iterdir())}:/x"], xdg, root),
+        "default-root-parent": (["--workspace", os.path.dirname(default_root)], {"XDG_RUNTIME_DIR": ""},
+                                default_root),
+    }
+
+
+GRANT_CASES = ["workspace-is-xdg-parent", "workspace-symlinked-spelling", "xdg-symlinked-spelling",
+               "ro-bind-xdg-dir", "ro-bind-host-root", "bind-state-root", "ro-bind-inside-root", "ro-bind-file-inside-root",
+               "default-root-parent"]
+
+
+@attack("state-root-in-grant", "a workspace or bind (read-only too) that equals, contains or lies inside brig's "
+        "state root (/tmp without XDG_RUNTIME_DIR, the XDG dir's parent, symlinked and .. spellings): the "
+        "sandbox sees every sandbox's control socket and stored policy",
+        "every bind of the plan compared by st_dev/st_ino with the root and its ancestors; refused (125)")
+@pytest.mark.parametrize("case", GRANT_CASES)
+def test_grant_exposing_state_root_is_refused(brig, scratch, case):
+    run = _run_dir(brig, scratch)
+    assert brig.run("run", "--", "true", env={"XDG_RUNTIME_DIR": str(run)}).returncode == 0  # root and cache exist
+    args, env, root = _grant_cases(brig, scratch, run)[case]
+    m = marker("refused")
+    for verb in ("run", "create"):
+        cmd = ["run", *args, "--", "sh", "-c", f"touch {brig.workspace}/{m}"] if verb == "run" \
+            else ["create", m[:40], *args]
+        r = brig.run(*cmd, env=env)
+        assert r.returncode == 125, (verb, r)
+        assert f"brig's state directory '{root}'" in r.stderr, (verb, r)
+        flag = args[0] if args[0] != "--workspace" else "the workspace"
+        assert flag in r.stderr and ("grant a directory" in r.stderr), (verb, r)
+        assert not (brig.workspace / m).exists()
+        real_root = pathlib.Path(os.path.realpath(root))
+        assert not (real_root / m[:40]).exists(), f"{verb}: a state directory was left behind"
+
+
+@attack("state-root-in-grant", "brig start of a sandbox whose stored workspace contains the state root",
+        "the same identity check when the stored policy is planned again (125)")
+def test_start_refuses_a_stored_workspace_exposing_the_state_root(brig, sandboxes, scratch):
+    name, _ = sandboxes.create("--workspace", str(brig.workspace))
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    state = sandboxes.root / name / "state.json"
+    doc = json.loads(state.read_text())
+    doc["workspace"] = str(scratch)  # what an older brig would have stored
+    state.write_text(json.dumps(doc))
+    r = sandboxes.brig_cmd("start", name)
+    assert r.returncode == 125, r
+    assert f"the workspace {scratch}" in r.stderr and "brig's state directory" in r.stderr, r
+    assert f"brig: start '{name}': network none" in r.stderr, r
+    assert sandboxes.ls()[name]["status"] != "running"
+
+
+# ---- row 91: one sandbox against another -------------------------------------
+
+
+@attack("sandbox-drives-sandbox", "from a sandbox whose workspace holds the state root: brig exec into the "
+        "user's other sandbox through its control socket (same uid passes SO_PEERCRED) and rewrite its "
+        "policy.json to the host's network for its next start",
+        "the grant is refused; state files read only if brig wrote them (owner, mode, one link)")
+@pytest.mark.parametrize("grant", ["workspace", "ro-bind"])
+def test_sandbox_cannot_reach_another_sandbox(brig, sandboxes, scratch, bindir, grant):
+    victim, _ = sandboxes.create("--workspace", str(brig.workspace))
+    policy = sandboxes.root / victim / "policy.json"
+    before = policy.read_bytes()
+    m = marker("pwned")
+    root = sandboxes.root
+    attack_sh = (
+        f"for d in {root} /tmp/brig-{brig.uid} /run/brig /run/user/{brig.uid}/brig; do "
+        f"  [ -S $d/{victim}/ctl ] && echo SAW $d; "
+        f"  sed -i 's/\"network\": {{/\"network\": {{\"mode\": \"host\",/' $d/{victim}/policy.json 2>/dev/null "
+        f"    && echo REWROTE $d; "
+        f"done; for x in {sandboxes.run_dir} '' /run/user/{brig.uid}; do "
+        f"  XDG_RUNTIME_DIR=$x LD_LIBRARY_PATH=/b /b/brig exec {victim} -- "
+        f"    sh -c 'echo {m} > {brig.workspace}/{m}' 2>/dev/null && echo EXEC $x; "
+        f"done; true")
+    args = ["--workspace", str(scratch)] if grant == "workspace" else ["--ro-bind", f"{sandboxes.run_dir}:{sandboxes.run_dir}"]
+    r = sandboxes.brig_cmd("run", *args, "--ro-bind", f"{bindir}:/b", "--", "sh", "-c", attack_sh)
+    assert r.returncode == 125 and "brig's state directory" in r.stderr, r
+    # The same attack with every grant brig accepts finds nothing either.
+    r = sandboxes.brig_cmd("run", "--ro-bind", f"{bindir}:/b", "--", "sh", "-c", attack_sh)
+    assert r.returncode == 0 and "SAW" not in r.stdout and "EXEC" not in r.stdout, r
+    # Host side: the victim's policy is the one it was created with, nothing
+    # ran in it, and after a restart it still has its own network namespace.
+    assert policy.read_bytes() == before
+    assert not (brig.workspace / m).exists()
+    assert sandboxes.brig_cmd("stop", victim).returncode == 0
+    r = sandboxes.brig_cmd("start", victim)
+    assert r.returncode == 0 and f"brig: start '{victim}': network none" in r.stderr, r
+    r = sandboxes.exec(victim, "--", "stat", "-L", "-c", "%i", "/proc/self/ns/net")
+    assert r.returncode == 0 and int(r.stdout) != os.stat("/proc/self/ns/net").st_ino, r
+
+
+@pytest.mark.parametrize("how", ["symlink", "hardlink", "group-writable"])
+def test_stored_policy_not_written_by_brig_is_refused(brig, sandboxes, scratch, how):
+    """A policy.json that is not the file brig wrote (a symlink, a second
+    link, open to the group) is not run: start fails with 125."""
+    name, _ = sandboxes.create("--workspace", str(brig.workspace))
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    policy = sandboxes.root / name / "policy.json"
+    other = scratch / "other.json"
+    other.write_text(policy.read_text().replace('"network": {', '"network": {"mode": "host",'))
+    brig.chown(other)
+    if how == "symlink":
+        policy.unlink()
+        policy.symlink_to(other)
+    elif how == "hardlink":
+        policy.unlink()
+        os.link(other, policy)
+    else:
+        policy.chmod(0o664)
+    r = sandboxes.brig_cmd("start", name)
+    assert r.returncode == 125, r
+    assert "policy.json" in r.stderr, r
+    assert sandboxes.ls()[name]["status"] != "running"
+
+
+def test_start_says_what_policy_it_runs(brig, sandboxes):
+    name, _ = sandboxes.create("--workspace", str(brig.workspace), "--workspace-mode", "overlay",
+                               "--allow-host", "example.org", "--deny-host", "bad.example.org",
+                               "--memory", "256M", "--pids", "99", "--ro-bind", "/usr/share:/share")
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    r = sandboxes.brig_cmd("start", name)
+    assert r.returncode == 0, r
+    lines = [line for line in r.stderr.splitlines() if line.startswith(f"brig: start '{name}': ")]
+    assert len(lines) == 2, r
+    assert "network filtered; allowed hosts example.org; denied hosts bad.example.org" in lines[0], lines
+    assert f"workspace {brig.workspace} as an overlay" in lines[1], lines
+    assert "1 bind; memory 256 MiB, 99 processes" in lines[1], lines
+
+
+# ---- row 92: the inventory ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def populated(mode, bindir):
+    """One state root with every kind of entry in it: a sandbox (overlay, a
+    snapshot), the syscall filter cache, a warm pool."""
+    if mode == "root" and not IS_ROOT:
+        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="brig-test-", dir="/tmp"))
+    base.chmod(0o755)
+    b = Brig(bindir, mode, base)
+    run = _run_dir(b, base)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    name = marker("inv")[:40]
+    ok = [b.run("create", name, "--workspace-mode", "overlay", env=env),
+          b.run("snapshot", name, "one", env=env),
+          b.run("pool", "--size", "1", env=env)]
+    try:
+        assert all(r.returncode == 0 for r in ok), ok
+        yield b, run / "brig", name, env
+    finally:
+        b.run("pool", "--stop", env=env)
+        b.run("rm", name, env=env)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(base)], check=False)
+
+
+# path below the root (glob) -> (kind, the permission bits it may have at most)
+INVENTORY = {
+    "state-root": (".", "dir", 0o700),
+    "sandbox-dir": ("{name}", "dir", 0o700),
+    "state-file": ("{name}/state.json", "file", 0o600),
+    "stored-policy": ("{name}/policy.json", "file", 0o600),
+    "supervisor-log": ("{name}/log", "file", 0o600),
+    "control-socket": ("{name}/ctl", "socket", 0o600),
+    # the layer is the sandbox's (its user owns it, its root keeps the
+    # workspace's mode): private because the sandbox directory above is
+    "overlay-layer": ("{name}/upper", "layer", 0o755),
+    "overlay-work": ("{name}/work", "dir", 0o700),
+    "overlay-record": ("{name}/base.json", "file", 0o644),
+    "snapshot": ("{name}/snapshots/one", "dir", 0o700),
+    "seccomp-cache": ("cache", "dir", 0o700),
+    "seccomp-cache-file": ("cache/seccomp-*.bpf", "file", 0o600),
+    "pool-dir": ("pools/*", "dir", 0o700),
+    "pool-state": ("pools/*/pool.json", "file", 0o644),
+    "pool-members": ("pools/*/ready", "dir", 0o700),
+}
+
+
+@attack("brig-path-as-grant", "hand a sandbox one of brig's own paths (state root, sandbox dir, state.json, "
+        "policy.json, log, ctl, overlay layer and record, snapshot, filter cache, pool) with --bind/--ro-bind",
+        "each entry private (owner, mode) and refused as a grant")
+@pytest.mark.parametrize("mode", ["root", "rootless"], scope="module")
+@pytest.mark.parametrize("entry", sorted(INVENTORY))
+def test_host_path_inventory(populated, entry):
+    """Each path brig keeps under its state root: ours, private, and refused
+    as a grant (bind or read-only bind)."""
+    b, root, name, env = populated
+    rel, kind, mode = INVENTORY[entry]
+    paths = sorted(root.glob(rel.format(name=name))) if rel != "." else [root]
+    assert paths, f"{entry}: nothing at {root}/{rel}"
+    for p in paths:
+        st = os.lstat(p)
+        want = {"dir": stat.S_ISDIR, "layer": stat.S_ISDIR, "file": stat.S_ISREG, "socket": stat.S_ISSOCK}[kind]
+        assert want(st.st_mode), f"{p} is not a {kind}"
+        if kind != "layer":
+            assert st.st_uid == b.uid, f"{p} belongs to {st.st_uid}"
+        assert stat.S_IMODE(st.st_mode) & ~mode == 0, \
+            f"{p} has mode {stat.S_IMODE(st.st_mode):o}"
+        for flag in ("--ro-bind", "--bind"):
+            r = b.run("run", flag, f"{p}:/x", "--", "true", env=env)
+            assert r.returncode == 125 and "brig's state directory" in r.stderr, (p, flag, r)
+    if entry == "state-root":
+        r = b.run("run", "--workspace", str(root.parent), "--", "true", env=env)
+        assert r.returncode == 125 and "contains brig's state directory" in r.stderr, r
