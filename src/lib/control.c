@@ -169,9 +169,14 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
         c->sync_fd = sync_fd;
         static const char *const nets[] = { [BRIG_NET_NONE] = "none", [BRIG_NET_PROXY] = "proxy",
                                             [BRIG_NET_HOST] = "host", [BRIG_NET_FILTERED] = "filtered" };
-        c->summary = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "workspace", plan->workspace,
+        /* how --memory holds: "rlimit" is each process's private memory only (docs/limits.md) */
+        const char *mem = !plan->limits.memory      ? "none"
+                          : plan->memory_unbounded  ? "rlimit"
+                          : plan->memory_inherited  ? "inherited cgroup"
+                                                    : "cgroup";
+        c->summary = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I}", "workspace", plan->workspace,
                                "net", nets[plan->net_mode], "memory", (json_int_t)plan->limits.memory,
-                               "pids", (json_int_t)plan->limits.pids, "timeout_ms",
+                               "memory_enforced_by", mem, "pids", (json_int_t)plan->limits.pids, "timeout_ms",
                                (json_int_t)plan->limits.timeout_ms, "uid", (json_int_t)plan->sandbox_uid);
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }

@@ -23,6 +23,7 @@ import uuid
 import pytest
 
 from conftest import IS_ROOT
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
 
 from proc_helpers import kv
 
@@ -214,3 +215,13 @@ def test_doctor_tells_in_advance_how_memory_is_bounded(brig):
     text = brig.run("doctor", timeout=60).stdout
     line = [l for l in text.splitlines() if "memory limit" in l]
     assert len(line) == 1 and (line[0].lstrip().startswith("--") == (mem["enforced_by"] == "rlimit")), text
+
+
+def test_persistent_sandbox_says_how_memory_holds(brig, sandboxes):
+    name, _ = sandboxes.create("--memory", f"{BOUND_MB}M")
+    how = sandboxes.state(name)["memory_enforced_by"]
+    assert how == ("cgroup" if brig.mode == "root" else "rlimit"), sandboxes.state(name)
+    if how == "cgroup":
+        return
+    r = sandboxes.create("--memory", f"{BOUND_MB}M", "--require-limits", check=False)[1]
+    assert r.returncode == 125 and "--require-limits" in r.stderr and "memory" in r.stderr, r
