@@ -196,7 +196,9 @@ static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct
  * user writes into ~/.netrc later (in place: an editor keeps the link, so
  * does `>>`) is then readable as ~/notes. Refuse a denied file with more
  * than one name, and one directly inside a denied directory (where keys
- * and credential files live); deeper files are not checked (docs say so). */
+ * and credential files live), when it lies in a writable grant — where a
+ * sandbox could have planted the link; a link the host made itself is the
+ * host's (docs say so, and that deeper files are not checked). */
 static int check_link_count(const char *path, const struct stat *st, brig_error **err)
 {
         if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
@@ -207,12 +209,22 @@ static int check_link_count(const char *path, const struct stat *st, brig_error 
                         path, (uintmax_t)st->st_nlink, path);
 }
 
-static int check_denied_links(const struct strv *denied, brig_error **err)
+static bool in_writable_grant(const struct run_plan *plan, const char *path)
+{
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                if (m->kind == MOUNT_BIND && !m->readonly && path_is_under(path, m->src))
+                        return true;
+        }
+        return false;
+}
+
+static int check_denied_links(const struct run_plan *plan, const struct strv *denied, brig_error **err)
 {
         for (size_t i = 0; i < denied->n; i++) {
                 const char *path = denied->items[i];
                 struct stat st;
-                if (lstat(path, &st) < 0)
+                if (!in_writable_grant(plan, path) || lstat(path, &st) < 0)
                         continue;  /* gone meanwhile: nothing to show */
                 int r = check_link_count(path, &st, err);
                 if (r < 0)
@@ -569,7 +581,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
                 strv_free(&denied);
                 return brig_err(err, -r, "expanding the secret deny list");
         }
-        r = check_denied_links(&denied, err);
+        r = check_denied_links(plan, &denied, err);
         if (r == 0)
                 r = plan_masks(plan, &denied, err);
         strv_free(&denied);

@@ -229,7 +229,8 @@ def test_overlay_secret_cannot_be_moved_across_restart_and_commit(brig, sandboxe
 @attack("deny-hardlink-trap", "a run plants a hard link where a secret does not exist yet (`ln ~/notes ~/.netrc`, "
         "`ln ~/notes ~/.aws/credentials`); the user later writes a token into it in place; the next run reads "
         "the token as ~/notes while the mask hides ~/.netrc",
-        "a denied file (or one directly in a denied directory) with more than one hard link is refused (125)")
+        "a denied file in a writable grant (or one directly in a denied directory) with more than one hard "
+        "link is refused (125)")
 def test_hard_link_planted_at_a_missing_secret_is_refused(brig):
     home = brig.home
     brig.chown(home)
@@ -252,3 +253,29 @@ def test_hard_link_planted_at_a_missing_secret_is_refused(brig):
             want = ".netrc" if fix is None else ".aws/credentials"
             assert r.returncode == 125 and "RAN" not in r.stdout, r
             assert f"{home}/{want}' is hidden as a secret" in r.stderr and "hard links" in r.stderr, r.stderr
+
+
+def test_pins_keep_nested_grants_and_ordinary_renames(brig, scratch):
+    """A pinned directory is a copy of itself with every mount below it: a
+    grant nested in it stays visible and writable; renames inside it work,
+    and across its edge mv copies (EXDEV); the secret stays hidden."""
+    home = brig.home
+    tag = marker("nested").split("-")[-1]
+    plant(brig, home, ".config/gcloud/credentials.db", f"SECRET-{tag}")
+    plant(brig, home, ".config/tool/settings", "settings")
+    other = scratch / "other"
+    other.mkdir()
+    (other / "f").write_text(f"NESTED-{tag}\n")
+    other.chmod(0o777)  # as root a --bind is not idmapped: the sandbox user writes as "others"
+    (other / "f").chmod(0o644)
+    (home / ".config" / "nested").mkdir()
+    brig.chown(home / ".config" / "nested")
+    script = ("cat .config/nested/f && echo new > .config/nested/g && "
+              "mv .config/tool/settings .config/tool/settings.new && mv .config/tool .config/tool2 && "
+              "mv .config/tool2/settings.new ./settings && cat settings && "
+              f"{{ grep -r -a -l -- SECRET-{tag} . 2>/dev/null; true; }}; echo END")
+    r = sh(brig, script, "--bind", f"{other}:{home}/.config/nested", cwd=home)
+    assert r.returncode == 0 and r.stdout == f"NESTED-{tag}\nsettings\nEND\n", r
+    assert (other / "g").read_text() == "new\n"
+    assert (home / "settings").read_text() == "settings\n" and (home / ".config" / "tool2").is_dir()
+    assert (home / ".config" / "gcloud" / "credentials.db").read_text() == f"SECRET-{tag}\n"
