@@ -181,13 +181,14 @@ static bool host_has_swap(void)
         return kb != 0;  /* unreadable: assume swap */
 }
 
-/* Walk from the caller's group up to (not including) the hierarchy's
- * root, which has no limit files, keeping the tightest memory limit that
- * swap cannot stretch. */
+/* Walk from the caller's group up to the hierarchy's root, keeping the
+ * tightest memory limit that swap cannot stretch. The root counts too: in
+ * a cgroup namespace (a container) it is the container's own group, limit
+ * and all; the host's real root has no memory.max (v1: "no limit"). */
 static void tightest_limit(const char *mount, const char *own, bool v2, bool swap, struct cgroup_inherited *best)
 {
         _cleanup_free_ char *path = brig_strdup_printf("%s%s", mount, strcmp(own, "/") ? own : "");
-        while (path && strlen(path) > strlen(mount)) {
+        while (path) {
                 long long lim = single_value(path, v2 ? "memory.max" : "memory.limit_in_bytes");
                 bool swap_shut = !swap || (v2 ? single_value(path, "memory.swap.max") == 0
                                               : single_value(path, "memory.memsw.limit_in_bytes") == lim);
@@ -198,6 +199,8 @@ static void tightest_limit(const char *mount, const char *own, bool v2, bool swa
                         best->v2 = v2;
                         snprintf(best->dir, sizeof best->dir, "%s", path);
                 }
+                if (strlen(path) <= strlen(mount))
+                        break;
                 *strrchr(path, '/') = '\0';
         }
 }
