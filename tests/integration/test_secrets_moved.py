@@ -52,6 +52,7 @@ def move_attempts(root, masked, is_dir, tag):
                   ["unlink" if file else "rmdir", target], ["rename", decoy, target], ["exchange", decoy, target]]
         if file:
             lines.append(["link", target, f"{decoy}.link"])
+        lines.append(["umount", target])  # uncover the real directory under its pin
     return lines
 
 
@@ -66,6 +67,9 @@ def check_attempts(out, lines, busy_only=False, writable=("",)):
         if l[0] in ("mkdir", "write"):
             if any(l[1].startswith(w) for w in writable):
                 assert_worked(out, key)
+        elif l[0] == "umount":
+            assert_refused(out, key, {"EPERM"} | ({"ENOENT"} if not any(l[1].startswith(w) for w in writable)
+                                                   else set()))
         elif busy_only and l[0] in ("rename", "exchange", "rmdir", "unlink") and "/decoy-" not in l[1]:
             assert_refused(out, key, {"EBUSY"})
         elif any(l[1].startswith(w) for w in writable):
@@ -140,8 +144,10 @@ def test_denied_file_cannot_be_moved_between_runs(brig):
     probe = brig.program("probe_fs")
     args = ("--ro-bind", probe, "--deny", str(secret), "--bind", f"{ws}:/mnt/w")
     lines = move_attempts(str(ws), rel, False, "ws") + move_attempts("/mnt/w", rel, False, "mnt")
-    res = sh(brig, probe_script(brig, lines) + "\n" + shell_moves(str(ws), rel), *args)
-    assert res.returncode == 0 and quiet(res.stderr), res
+    # A mount namespace of its own (where the pins would be its to undo) is refused too.
+    unshare = f"unshare -m -r sh -c 'umount -l {ws}/proj; mv {ws}/proj {ws}/gone' 2>/dev/null && echo UNSHARED; true"
+    res = sh(brig, probe_script(brig, lines) + "\n" + shell_moves(str(ws), rel) + "\n" + unshare, *args)
+    assert res.returncode == 0 and quiet(res.stderr) and "UNSHARED" not in res.stdout, res
     check_attempts(parse(res.stdout, lines, repr(res)), lines,
                    writable=(str(ws), "/mnt/w") if brig.mode == "rootless" else (str(ws),))
     assert secret.read_text() == canary + "\n", f"ATTACK WORKED: the secret left {secret}"
