@@ -198,7 +198,7 @@ typedef struct brig_result {
         /* What ran weaker than the policy asked, in words that name the
          * fix ("memory: ... not bounded — no memory cgroup here ..."), or
          * empty; the report's "degraded" has it too. A CLI prints it. */
-        char warning[400];
+        char warning[512];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

@@ -158,7 +158,7 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         if (plan->cgroup_degraded)
                 json_array_append_new(degraded, json_string("cgroup limits"));
         if (plan->memory_unbounded) {
-                char text[400];
+                char text[512];
                 rlimits_memory_text(plan, text, sizeof text);
                 json_array_append_new(degraded, json_string(text));
         }

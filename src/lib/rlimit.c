@@ -93,8 +93,8 @@ int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
 /* RLIMIT_DATA counts a process's private writable mappings, and nothing
  * else. Without a memory cgroup these go uncounted (docs/limits.md):
  * shared memory is charged to no one, so one process can fill a memfd or
- * a MAP_SHARED region far past the limit (probe_memory: 1 GiB under
- * --memory 64M), and each of the sandbox's processes has a limit of its
+ * a MAP_SHARED region far past the limit (tests/escape/probe_memory.c
+ * under --memory 64M), and each of the sandbox's processes has a limit of its
  * own. A cgroup charges all of them to the sandbox. */
 const char *const rlimits_memory_unbounded[] = {
         "memfd",            /* memfd_create + write(): no mapping at all */
