@@ -3,7 +3,8 @@
  * the HTTP/1.x Host. The first byte of the input says where a first read
  * ends; both readers see that prefix, then the whole stream, each from a
  * heap copy of exactly that many bytes (so any over-read is caught), and
- * must agree with themselves.
+ * must agree with themselves: a TLS verdict other than SNIFF_MORE never
+ * changes with more bytes, and neither do the HTTP reader's.
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -36,12 +37,13 @@ static int run(bool tls, const uint8_t *data, size_t len, char host[EGRESS_HOST_
         memset(host, 0, EGRESS_HOST_MAX + 1);
         int r = tls ? sniff_tls_sni(copy, len, host) : sniff_http_host((const char *)copy, len, host);
         free(copy);
-        if (r != SNIFF_NOT_THIS && r != SNIFF_MORE && r != SNIFF_NAME && r != SNIFF_NO_NAME)
+        if (r != SNIFF_NOT_THIS && r != SNIFF_MORE && r != SNIFF_NAME && r != SNIFF_NO_NAME && r != SNIFF_BAD &&
+            r != SNIFF_TOO_BIG)
+                abort();
+        if (!tls && (r == SNIFF_BAD || r == SNIFF_TOO_BIG))
                 abort();
         if (r == SNIFF_NAME)
                 check_name(host);
-        if (r == SNIFF_MORE && len >= SNIFF_MAX)
-                abort();  /* no waiting past SNIFF_MAX bytes */
         return r;
 }
 
@@ -61,7 +63,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 /* a name found in the first bytes is the name of the stream */
                 if (a == SNIFF_NAME && b == SNIFF_NAME && strcmp(first, whole) != 0)
                         abort();
-                if (!tls && split < SNIFF_MAX) {
+                /* a ClientHello is judged whole: every verdict but "more"
+                 * is final, whatever bytes follow (a name cannot appear,
+                 * change or vanish later) */
+                if (tls && a != SNIFF_MORE && a != b)
+                        abort();
+                if (!tls) {
                         /* the HTTP reader decides on the head alone */
                         if (a == SNIFF_NAME && b != SNIFF_NAME)
                                 abort();

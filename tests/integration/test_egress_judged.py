@@ -143,6 +143,8 @@ def events(path):
 def audited(brig, script, *args):
     path = audit_path(brig)
     r = brig.run("run", "--audit", str(path), *args, "--", "sh", "-c", script, report=True)
+    # with BRIG_BUILD=build-asan: the supervisor's leaks and UB show here
+    assert "Sanitizer" not in r.stderr and "runtime error:" not in r.stderr, r.stderr
     return r, events(path)
 
 
@@ -272,3 +274,154 @@ def test_keep_alive_chunked_uploads_are_framed(brig, rec):
     # the third one's body is malformed: the connection ends there, and
     # the upstream got the head but never a complete (smuggling) body
     assert lines[-1] in ("EOF", "RESET"), r
+
+
+# ---- class 5: filtered mode ------------------------------------------------------
+
+from test_egress_filtered import tls  # noqa: E402 (a TLS client with a chosen SNI)
+
+
+@pytest.fixture(scope="module")
+def nrec(net):
+    """The recorder inside the upstream namespace, on port 8080."""
+    r = Recorder(net.tmp, "0.0.0.0", 8080, netns=net.name)
+    yield r
+    r.close()
+
+
+def filtered_rules(net, *extra):
+    return ["--net", "filtered", "--resolve", f"secure.test:{net.addr}", "--allow-host", "secure.test",
+            "--allow-host", "secure.test:8080", "--deny-host", "denied.test", *extra]
+
+
+@attack("filtered-cidr-deny-host-by-name", "--allow-cidr for an address, --deny-host for a name; a TLS SNI or HTTP "
+        "Host naming the denied host, sent to that address", "network")
+def test_deny_host_beats_allow_cidr_when_a_name_is_visible(ws, net):
+    brig = ws
+    mark = net.mark()
+    script = "; ".join([
+        tls(net.addr, "denied.test"),
+        f"curl -sS --noproxy '*' -m 10 -H 'Host: denied.test' http://{net.addr}/hello.txt; echo",
+        # controls: names no rule denies go through on the CIDR rule, and are recorded
+        tls(net.addr, "secure.test"),
+        f"curl -sS --noproxy '*' -m 10 -H 'Host: other.test' http://{net.addr}/hello.txt",
+    ])
+    r, ev = audited(brig, script, *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("FAILED"), r
+    assert "refused: denied by --deny-host denied.test (its HTTP Host)" in lines[1], r
+    assert "TLS hello from the netns upstream" in r.stdout and r.stdout.endswith("hello from the netns upstream\n"), r
+    assert [line.split()[0] for line in net.seen(mark)] == ["https", "http"], "only the controls may arrive"
+    deny = [e for e in ev if e["decision"] == "deny"]
+    assert sorted((e["protocol"], e["host"]) for e in deny) == [("http-direct", "denied.test"), ("tls", "denied.test")], ev
+    assert all("--deny-host denied.test" in e["reason"] and e["address"] == net.addr for e in deny), ev
+    allow = [e for e in ev if e["decision"] == "allow" and e["phase"] == "connect"]
+    assert sorted((e["protocol"], e["host"]) for e in allow) == [("http-direct", "other.test"), ("tls", "secure.test")], ev
+    assert all("--allow-cidr" in e["reason"] for e in allow), ev
+
+
+GET = "GET /{path} HTTP/1.1\\r\\nHost: {host}:8080\\r\\n\\r\\n"
+CHUNKED = "POST /{path} HTTP/1.1\\r\\nHost: {host}:8080\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n3\\r\\nabc\\r\\n0\\r\\n\\r\\n"
+
+
+@attack("filtered-second-request-on-a-connection", "plain HTTP straight to an allowed server (brig's address for "
+        "its name, or a CIDR-allowed one), then on the same connection a request whose Host is denied", "network")
+@pytest.mark.parametrize("how", ["keep-alive", "pipelined", "after-chunked", "late-first-bytes"])
+@pytest.mark.parametrize("to", ["name", "cidr"])
+def test_every_request_on_a_redirected_connection_is_judged(ws, net, nrec, how, to):
+    brig = ws
+    mark, nmark = net.mark(), nrec.mark()
+    first = (CHUNKED if how == "after-chunked" else GET).format(path="one", host="secure.test")
+    second = GET.format(path="two", host="denied.test")
+    pieces, pause = {"keep-alive": ([first, second], 0.3), "pipelined": ([first + second], 0),
+                     "after-chunked": ([first + second], 0),
+                     # nothing for longer than brig waits for a server that speaks first
+                     "late-first-bytes": (["", first, second], 0.5)}[how]
+    # the upstream's address is "benchmarking": the CIDR rule lets secure.test reach it either way
+    target = "secure.test" if to == "name" else net.addr
+    r, ev = audited(brig, raw(target, 8080, *pieces, pause=pause), *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    lines = r.stdout.splitlines()
+    method = "POST" if how == "after-chunked" else "GET"
+    assert lines[0] == "STATUS 200 OK BODY served secure.test:8080 /one", r
+    why = ("sent to brig's address for secure.test, but its HTTP Host names denied.test" if to == "name"
+           else "denied by --deny-host denied.test (its HTTP Host)")
+    assert lines[1].startswith("STATUS 403 Forbidden") and why in lines[1], r
+    assert nrec.requests(nmark) == [f"request secure.test:8080 {method} /one HTTP/1.1"], \
+        "a request brig refused reached the upstream"
+    judged = [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"]
+    want = [("allow", "secure.test"), ("deny", "secure.test" if to == "name" else "denied.test")]
+    if how == "late-first-bytes":
+        # the connection was let through for a server that speaks first;
+        # the request that came then started over, judged like any
+        want.insert(0, ("allow", "secure.test" if to == "name" else None))
+    assert judged == want, ev
+    assert all(e["protocol"] == "http-direct" for e in ev[2 if how == "late-first-bytes" else 0:]), ev
+
+
+# A hand-made TLS ClientHello (padding extension, RFC 7685, to SIZE bytes;
+# the server_name after it), cut into records of REC bytes, sent as: the
+# first 100 bytes, a STALL, then the rest in four pieces PAUSE apart.
+HELLO = r'''
+import socket, struct, sys, time
+addr, port, sni, size, rec, pause, stall = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+def ext(t, body):
+    return struct.pack("!HH", t, len(body)) + body
+sni_ext = ext(0, struct.pack("!H", len(sni) + 3) + b"\x00" + struct.pack("!H", len(sni)) + sni)
+others = ext(0x2b, b"\x02\x03\x04") + ext(0x0a, b"\x00\x02\x00\x1d") + ext(0x0d, b"\x00\x02\x08\x04") + ext(0x33, struct.pack("!H", 36) + b"\x00\x1d\x00\x20" + bytes(range(1, 33)))
+fixed = struct.pack("!H", 0x0303) + bytes(32) + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00"
+pad = max(0, size - (4 + len(fixed) + 2 + len(others) + 4 + len(sni_ext)))
+exts = others + ext(0x15, bytes(pad)) + sni_ext
+body = fixed + struct.pack("!H", len(exts)) + exts
+hs = b"\x01" + struct.pack("!I", len(body))[1:] + body
+wire = b"".join(b"\x16\x03\x01" + struct.pack("!H", len(hs[i:i + rec])) + hs[i:i + rec] for i in range(0, len(hs), rec))
+try:
+    s = socket.create_connection((addr, port), timeout=10)
+    s.sendall(wire[:100])
+    time.sleep(stall)
+    rest = wire[100:]
+    step = len(rest) // 4 + 1
+    for i in range(0, len(rest), step):
+        s.sendall(rest[i:i + step])
+        time.sleep(pause)
+    d = s.recv(65536)
+    print("ANSWERED" if d else "EOF", len(hs))
+except (ConnectionResetError, BrokenPipeError):
+    print("RESET", len(hs))
+except socket.timeout:
+    print("TIMEOUT", len(hs))
+'''
+
+
+def hello(addr, sni, size, rec=16384, pause=0.05, stall=0.05):
+    return f"python3 -c '{HELLO}' {addr} 443 {sni} {size} {rec} {pause} {stall}"
+
+
+MAPPED = "$(getent ahostsv4 secure.test | head -1 | cut -d' ' -f1)"
+
+
+@attack("filtered-unreadable-clienthello", "a ClientHello larger than brig reads, or stalled mid-way, or spread "
+        "over many records and segments with a denied name at its end", "network")
+@pytest.mark.parametrize("case", ["oversized", "stalled", "fragmented-denied", "fragmented-mismatch"])
+def test_a_client_hello_whose_name_cannot_be_read_is_refused(ws, net, case):
+    brig = ws
+    mark = net.mark()
+    script, why = {
+        # past the documented bound (32 KiB of handshake), three records
+        "oversized": (hello(MAPPED, "secure.test", 40000), "TLS ClientHello is longer than 32768 bytes"),
+        # the first 100 bytes, then nothing for longer than brig waits
+        "stalled": (hello(MAPPED, "secure.test", 600, stall=2.6), "TLS ClientHello was not whole within 2000 ms"),
+        # 20 KB in 500-byte records over five segments; the name at its end
+        "fragmented-denied": (hello(net.addr, "denied.test", 20000, rec=500), "denied by --deny-host denied.test"),
+        "fragmented-mismatch": (hello(MAPPED, "other.test", 20000, rec=500),
+                                "sent to brig's address for secure.test, but its TLS SNI names other.test"),
+    }[case]
+    r, ev = audited(brig, script, *filtered_rules(net, "--allow-cidr", f"{net.addr}/32", "--allow-host", "other.test"))
+    assert r.stdout.startswith("RESET") or r.stdout.startswith("EOF"), r
+    assert net.seen(mark) == [], "the connection reached the upstream"
+    deny = [e for e in ev if e["decision"] == "deny"]
+    assert len(deny) == 1 and why in deny[0]["reason"] and deny[0]["protocol"] == "tls", ev
+    # control: the same 20 KB fragmented hello naming the right host passes
+    r, ev = audited(brig, hello(MAPPED, "secure.test", 20000, rec=500),
+                    *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    assert [line.split()[0] for line in net.seen(mark)] == ["https"], r
+    assert [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"] == [("allow", "secure.test")], ev

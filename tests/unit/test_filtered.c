@@ -67,12 +67,23 @@ struct hello_spec {
         int sni_name_delta;    /* added to the host_name's length field */
         int ext_total_delta;   /* added to the extensions block's length field */
         bool other_name_first; /* a name of type 1 (not host_name) before the host_name */
+        size_t padding;        /* a padding extension (RFC 7685) of that many bytes, before the name */
+        bool sni_twice;        /* a second server_name extension naming "second.test" */
+        bool two_names;        /* a second host_name in the same list */
+        bool ech;              /* an encrypted_client_hello extension (as GREASE ECH sends it) */
 };
 
 /* Offsets inside the handshake message, for tests that patch them. */
 struct hello_offsets {
         size_t sni_ext;        /* the server_name extension's type field */
 };
+
+/* Where the server_name_list length field is, just after the first
+ * host_name (and the optional other name) went in. */
+static size_t offs_list(const struct bytes *o, size_t nl, size_t other)
+{
+        return o->n - 14 - nl - 3 - other - 2;
+}
 
 /* A ClientHello handshake message (no record header) into o. */
 static void hello_msg(struct bytes *o, const struct hello_spec *sp, struct hello_offsets *offs)
@@ -100,6 +111,17 @@ static void hello_msg(struct bytes *o, const struct hello_spec *sp, struct hello
                 put16(o, 3);
                 put8(o, 2);
                 put16(o, 0x0304);
+                if (sp->padding) {
+                        put16(o, 0x0015);
+                        put16(o, (unsigned)sp->padding);
+                        for (size_t i = 0; i < sp->padding; i++)
+                                put8(o, 0);
+                }
+                if (sp->ech) {
+                        put16(o, 0xfe0d);
+                        put16(o, 8);
+                        put(o, "\x00\x00\x01\x00\x01\x07\x00\x00", 8);
+                }
                 if (sp->sni) {
                         size_t nl = sp->sni_len ? sp->sni_len : strlen(sp->sni);
                         size_t other = sp->other_name_first ? 3 + 4 : 0;
@@ -116,6 +138,21 @@ static void hello_msg(struct bytes *o, const struct hello_spec *sp, struct hello
                         put8(o, 0);   /* host_name */
                         put16(o, (unsigned)((int)nl + sp->sni_name_delta));
                         put(o, sp->sni, nl);
+                        if (sp->two_names) {
+                                put8(o, 0);
+                                put16(o, 11);
+                                put(o, "second.test", 11);
+                                set16(o, offs_list(o, nl, other), (unsigned)(other + 3 + nl + 14));
+                                set16(o, offs_list(o, nl, other) - 2, (unsigned)(2 + other + 3 + nl + 14));
+                        }
+                }
+                if (sp->sni_twice) {
+                        put16(o, 0x0000);
+                        put16(o, 16);
+                        put16(o, 14);
+                        put8(o, 0);
+                        put16(o, 11);
+                        put(o, "second.test", 11);
                 }
                 /* signature_algorithms, after the name */
                 put16(o, 0x000d);
@@ -265,7 +302,7 @@ static void test_sni_no_name(void **state)
         assert_int_equal(sni_of(&bare, host), SNIFF_NO_NAME);
         /* an empty name, and a server_name list that holds only other types */
         struct hello_spec empty = { .sni = "", .sni_len = 0 };
-        assert_int_equal(sni_of(&empty, host), SNIFF_NO_NAME);
+        assert_int_equal(sni_of(&empty, host), SNIFF_BAD);
         /* a non-host_name entry first is skipped */
         struct hello_spec other = { .sni = "after.other.test", .other_name_first = true };
         assert_int_equal(sni_of(&other, host), SNIFF_NAME);
@@ -278,61 +315,96 @@ static void test_sni_lying_lengths(void **state)
         char host[EGRESS_HOST_MAX + 1];
         /* server_name list length that does not match its extension */
         struct hello_spec list_long = { .sni = "liar.test", .sni_list_delta = 1 };
-        assert_int_equal(sni_of(&list_long, host), SNIFF_NO_NAME);
+        assert_int_equal(sni_of(&list_long, host), SNIFF_BAD);
         struct hello_spec list_short = { .sni = "liar.test", .sni_list_delta = -1 };
-        assert_int_equal(sni_of(&list_short, host), SNIFF_NO_NAME);
-        /* host_name length past the list's end */
+        assert_int_equal(sni_of(&list_short, host), SNIFF_BAD);
+        /* host_name length past the list's end, or short of it */
         struct hello_spec name_long = { .sni = "liar.test", .sni_name_delta = 40 };
-        assert_int_equal(sni_of(&name_long, host), SNIFF_NO_NAME);
-        /* host_name length shorter than the list: a prefix is no name */
+        assert_int_equal(sni_of(&name_long, host), SNIFF_BAD);
         struct hello_spec name_short = { .sni = "liar.test", .sni_name_delta = -5, .sni_list_delta = 0 };
-        int r = sni_of(&name_short, host);
-        assert_true(r == SNIFF_NO_NAME || (r == SNIFF_NAME && strcmp(host, "liar") == 0));
-        /* extension length beyond the buffer, and extensions block length
-         * beyond it: never a name; the sniffer may wait for more, but not
-         * past SNIFF_MAX bytes */
+        assert_int_equal(sni_of(&name_short, host), SNIFF_BAD);
+        /* extension length beyond the hello, extensions block length
+         * beyond it or short of it: a server would refuse such a hello,
+         * so no name from it counts — even one that came whole first */
         struct hello_spec ext_long = { .sni = "liar.test", .sni_ext_delta = 30000 };
         struct hello_spec total_long = { .sni = NULL, .ext_total_delta = 30000 };
-        const struct hello_spec *liars[] = { &ext_long, &total_long };
-        for (size_t i = 0; i < 2; i++) {
-                struct bytes hs, rec;
-                hello_msg(&hs, liars[i], NULL);
-                records(&rec, &hs, NULL, 0);
-                r = sni(&rec, rec.n, host);
-                if (r != SNIFF_MORE && r != SNIFF_NO_NAME)
-                        fail_msg("liar %zu: %d", i, r);
-                /* then application data up to SNIFF_MAX: the verdict is final */
-                while (rec.n < SNIFF_MAX) {
-                        put(&rec, "\x17\x03\x03\x10\x00", 5);
-                        for (int k = 0; k < 4096; k++)
-                                put8(&rec, 'A');
-                }
-                assert_int_equal(sni(&rec, rec.n, host), SNIFF_NO_NAME);
-        }
-        /* a lying extensions block length after the name: the name counts
-         * (it came whole before the lie) */
         struct hello_spec late_lie = { .sni = "early.test", .ext_total_delta = 30000 };
-        assert_int_equal(sni_of(&late_lie, host), SNIFF_NAME);
-        assert_string_equal(host, "early.test");
+        struct hello_spec total_short = { .sni = "early.test", .ext_total_delta = -2 };
+        assert_int_equal(sni_of(&ext_long, host), SNIFF_BAD);
+        assert_int_equal(sni_of(&total_long, host), SNIFF_BAD);
+        assert_int_equal(sni_of(&late_lie, host), SNIFF_BAD);
+        assert_int_equal(sni_of(&total_short, host), SNIFF_BAD);
         /* a record length of 0, or beyond TLS's limit */
         struct bytes b = { .n = 0 };
         put(&b, "\x16\x03\x01\x00\x00", 5);
-        assert_int_equal(sni(&b, b.n, host), SNIFF_NOT_THIS);
+        assert_int_equal(sni(&b, b.n, host), SNIFF_BAD);
         b.n = 0;
-        put(&b, "\x16\x03\x01\xff\xff\x01\x00\x00\x10", 9);
-        assert_int_equal(sni(&b, b.n, host), SNIFF_NOT_THIS);
+        put(&b, "\x16\x03\x01\x40\x01\x01\x00\x00\x10", 9);
+        assert_int_equal(sni(&b, b.n, host), SNIFF_BAD);
         /* a session id longer than 32 */
         struct hello_spec ok = { .sni = "ok.test" };
         struct bytes hs, rec;
         hello_msg(&hs, &ok, NULL);
         hs.b[4 + 2 + 32] = 33;
         records(&rec, &hs, NULL, 0);
-        assert_int_equal(sni(&rec, rec.n, host), SNIFF_NO_NAME);
+        assert_int_equal(sni(&rec, rec.n, host), SNIFF_BAD);
         /* an odd cipher_suites length */
         hello_msg(&hs, &ok, NULL);
         hs.b[4 + 2 + 32 + 1 + 32 + 1] = 5;
         records(&rec, &hs, NULL, 0);
-        assert_int_equal(sni(&rec, rec.n, host), SNIFF_NO_NAME);
+        assert_int_equal(sni(&rec, rec.n, host), SNIFF_BAD);
+        /* two names: in two extensions, or two host_names in one list */
+        struct hello_spec twice = { .sni = "first.test", .sni_twice = true };
+        assert_int_equal(sni_of(&twice, host), SNIFF_BAD);
+        struct hello_spec two = { .sni = "first.test", .two_names = true };
+        assert_int_equal(sni_of(&two, host), SNIFF_BAD);
+        struct hello_spec only_second = { .sni = NULL, .sni_twice = true };
+        assert_int_equal(sni_of(&only_second, host), SNIFF_NAME);
+        assert_string_equal(host, "second.test");
+}
+
+/* Big hellos (post-quantum key shares, padding): read whole across records
+ * and segments up to SNIFF_HELLO_MAX; longer ones are refused, never
+ * passed for want of a name. */
+static void test_sni_big_hellos(void **state)
+{
+        (void)state;
+        char host[EGRESS_HOST_MAX + 1];
+        static struct bytes hs, rec;
+        /* 20 KB: two records (one can hold 16 KiB), the name after the padding */
+        struct hello_spec big = { .sni = "big.example.test", .padding = 20000 };
+        hello_msg(&hs, &big, NULL);
+        size_t cut[] = { 16384 };
+        records(&rec, &hs, cut, 1);
+        assert_int_equal(sni(&rec, rec.n, host), SNIFF_NAME);
+        assert_string_equal(host, "big.example.test");
+        for (size_t k = 0; k < rec.n; k += 997)
+                assert_int_equal(sni(&rec, k, host), SNIFF_MORE);  /* segment by segment: wait */
+        /* 500-byte records: 41 of them */
+        size_t cuts[64], nc = 0;
+        for (size_t at = 500; at < hs.n; at += 500)
+                cuts[nc++] = at;
+        records(&rec, &hs, cuts, nc);
+        assert_int_equal(sni(&rec, rec.n, host), SNIFF_NAME);
+        /* the largest hello taken, and one byte more */
+        struct hello_spec max = { .sni = "max.test", .padding = SNIFF_HELLO_MAX - 4 - 132 };
+        hello_msg(&hs, &max, NULL);
+        size_t pad = SNIFF_HELLO_MAX - hs.n;
+        max.padding += pad;
+        hello_msg(&hs, &max, NULL);
+        assert_int_equal(hs.n, SNIFF_HELLO_MAX);
+        size_t cut2[] = { 16384, 32768 };
+        records(&rec, &hs, cut2, 1);
+        assert_int_equal(sni(&rec, rec.n, host), SNIFF_NAME);
+        max.padding++;
+        hello_msg(&hs, &max, NULL);
+        records(&rec, &hs, cut2, 2);
+        assert_int_equal(sni(&rec, 9, host), SNIFF_TOO_BIG);  /* known from its length field */
+        assert_int_equal(sni(&rec, rec.n, host), SNIFF_TOO_BIG);
+        /* GREASE ECH beside a real name: the outer name is the name */
+        struct hello_spec ech = { .sni = "outer.test", .ech = true };
+        assert_int_equal(sni_of(&ech, host), SNIFF_NAME);
+        assert_string_equal(host, "outer.test");
 }
 
 static void test_sni_not_tls(void **state)
@@ -383,12 +455,12 @@ static void test_sni_names(void **state)
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
                 struct hello_spec sp = { .sni = bad[i] };
                 int r = sni_of(&sp, host);
-                if (r != SNIFF_NO_NAME)
-                        fail_msg("SNI '%s': %d, expected SNIFF_NO_NAME", bad[i], r);
+                if (r != SNIFF_BAD)
+                        fail_msg("SNI '%s': %d, expected SNIFF_BAD", bad[i], r);
         }
         /* a NUL inside the name: never cut at it */
         struct hello_spec nul = { .sni = "good.test\0.evil.test", .sni_len = 20 };
-        assert_int_equal(sni_of(&nul, host), SNIFF_NO_NAME);
+        assert_int_equal(sni_of(&nul, host), SNIFF_BAD);
         /* the longest name is fine, one more byte is not */
         char longest[EGRESS_HOST_MAX + 2];
         memset(longest, 'a', sizeof longest);
@@ -401,7 +473,7 @@ static void test_sni_names(void **state)
         longest[EGRESS_HOST_MAX] = 'a';
         longest[EGRESS_HOST_MAX + 1] = '\0';
         struct hello_spec over = { .sni = longest };
-        assert_int_equal(sni_of(&over, host), SNIFF_NO_NAME);
+        assert_int_equal(sni_of(&over, host), SNIFF_BAD);
 }
 
 /* ---- HTTP Host ------------------------------------------------------------ */
@@ -509,14 +581,19 @@ static void test_http_incomplete(void **state)
                         fail_msg("prefix %zu: not SNIFF_MORE", k);
         assert_int_equal(http(req, len, host), SNIFF_NAME);
         assert_string_equal(host, "slow.example.test");
-        /* a head that never ends: no name once SNIFF_MAX bytes are in */
+        /* a head that never ends: more, however long (the caller bounds
+         * it, and refuses) */
         char *big = malloc(SNIFF_MAX + 64);
         assert_non_null(big);
         strcpy(big, "GET / HTTP/1.1\r\nX: ");
         size_t n = strlen(big);
         memset(big + n, 'a', SNIFF_MAX + 64 - n);
         assert_int_equal(http(big, SNIFF_MAX - 1, host), SNIFF_MORE);
-        assert_int_equal(http(big, SNIFF_MAX, host), SNIFF_NO_NAME);
+        assert_int_equal(http(big, SNIFF_MAX, host), SNIFF_MORE);
+        /* the request line decides as soon as it is in */
+        assert_int_equal(http("GET / SPDY/3\r\n", 14, host), SNIFF_NOT_THIS);
+        assert_int_equal(http("GET / HTTP/1.1\r\n", 16, host), SNIFF_MORE);
+        assert_int_equal(http("CONNECT a.test:443 HTTP/1.1\r\n\r\n", 31, host), SNIFF_NO_NAME);
         free(big);
 }
 
@@ -1169,6 +1246,7 @@ int main(void)
                 cmocka_unit_test(test_sni_split_records),
                 cmocka_unit_test(test_sni_no_name),
                 cmocka_unit_test(test_sni_lying_lengths),
+                cmocka_unit_test(test_sni_big_hellos),
                 cmocka_unit_test(test_sni_not_tls),
                 cmocka_unit_test(test_sni_names),
                 cmocka_unit_test(test_http_host),

@@ -38,12 +38,21 @@
  * programs that ignore the proxy settings:
  *
  *   SNIFF      the original destination is known (SO_ORIGINAL_DST); the
- *              first bytes are read for a TLS SNI or an HTTP Host
+ *              first bytes are read for a TLS SNI or an HTTP Host, whole
+ *              (a ClientHello reassembled up to SNIFF_HELLO_MAX) or not at
+ *              all: what cannot be read within SNIFF_MAX / SNIFF_BARE_MS is
+ *              refused, never taken as "no name"
  *
  * then RESOLVING/CONNECTING/RELAY as above, judged by the same rules: a
- * destination brig's DNS stub handed out names its host; a bare address
- * needs a name from SNI/Host that resolves to that very address, or a
- * CIDR rule. The stub itself (dnsstub.c) answers on UDP and TCP here. */
+ * destination brig's DNS stub handed out names its host (and carries no
+ * other); a name in the first bytes meets the deny rules first, also for
+ * an address a CIDR rule allows; a bare address needs a name from SNI/Host
+ * that resolves to that very address, or a CIDR rule. Plain HTTP is parsed
+ * by the proxy's parser and forwarded like the proxy's plain http, so each
+ * request on the connection goes back to SNIFF and is judged (next_request).
+ * A connection let through with no bytes (a server that speaks first) is
+ * `late`: its client's first bytes are still judged in RELAY before any go
+ * upstream. The stub itself (dnsstub.c) answers on UDP and TCP here. */
 #define _GNU_SOURCE
 #include "net/net.h"
 
@@ -76,9 +85,11 @@ static void no_delay(int fd)
 #define SOCKS_IN_MAX 600             /* greeting (257) + request (262), with room */
 #define TUNNEL_HEAD_MAX 8192         /* the upstream proxy's answer to CONNECT */
 /* Filtered mode: how long the first bytes are awaited. For an address the
- * stub handed out the name is known, and a server that speaks first (ssh
- * banners come from both sides, but SMTP, MySQL) must not wait long; for a
- * bare address those bytes are the only way to a name. */
+ * stub handed out (or a CIDR rule allows) the name is known or not needed,
+ * and a server that speaks first (ssh banners come from both sides, but
+ * SMTP, MySQL) must not wait long; for a bare address those bytes are the
+ * only way to a name. A first message begun must be whole within
+ * SNIFF_BARE_MS, or the connection is refused. */
 #define SNIFF_NAMED_MS 250
 #define SNIFF_BARE_MS 2000
 #define DNS_TCP_IDLE_MS 10000
@@ -141,6 +152,9 @@ struct conn {
         struct net_addr orig;  /* where the program connected */
         char mapped[EGRESS_HOST_MAX + 1];  /* the name orig was handed out for, or "" */
         bool pinned;          /* a bare address named by SNI/Host: only orig may be used */
+        bool cidr_ok;         /* orig itself is allowed (--allow-cidr, or a host rule naming it) */
+        bool late;            /* allowed before the client said anything: its first bytes still judged */
+        uint64_t late_ms;     /* when those first bytes began */
         bool client_eof;      /* the client shut its side while being sniffed */
 };
 
@@ -458,6 +472,11 @@ static void fail_upstream(struct conn *c, int err, bool timeout)
 }
 
 static void relay(struct conn *c);
+static void next_request(struct conn *c);
+static void sniff_unread(struct conn *c, const char *how);
+static bool name_refused(struct conn *c, const char *name, char *why, size_t size);
+static void late_timeout(struct conn *c);
+static void sniff_timeout(struct conn *c);
 
 static void start_relay(struct conn *c)
 {
@@ -970,6 +989,7 @@ static void read_request(struct conn *c)
 }
 
 static void on_http_request(struct conn *c);
+static void sniff_judge(struct conn *c);
 
 /* Plain http, the response over by its framing: the upstream connection
  * ends, the client's next request is read and judged from scratch. */
@@ -988,17 +1008,28 @@ static void next_request(struct conn *c)
         c->reply = NULL;
         c->reply_len = c->reply_used = 0;
         c->method[0] = c->host[0] = c->why[0] = c->failure[0] = '\0';
-        c->port = 0;
+        if (c->kind != EGRESS_TRANSPARENT)
+                c->port = 0;  /* a redirected connection keeps its original destination */
         c->n_cands = c->next_cand = c->next_up = 0;
         c->connected = -1;
         c->established = c->forward = c->keep_alive = c->resp_head = false;
         c->last_errno = 0;
-        c->protocol = "http";
         memset(&c->req, 0, sizeof c->req);
-        c->state = C_REQUEST;
         c->kept = true;
         c->started_ms = c->last_ms = now_ms();
         set_interest(e, &c->cw, EPOLLIN);
+        if (c->kind == EGRESS_TRANSPARENT) {
+                /* filtered mode: the next request is sniffed and judged
+                 * like the first (a name, deny rules, the mapped name) */
+                c->protocol = "http-direct";
+                c->pinned = c->late = false;
+                c->state = C_SNIFF;
+                if (c->in_len)
+                        sniff_judge(c);
+                return;
+        }
+        c->protocol = "http";
+        c->state = C_REQUEST;
         if (c->in_len)
                 on_http_request(c);  /* pipelined */
 }
@@ -1080,9 +1111,88 @@ static bool read_response_head(struct conn *c)
         return true;
 }
 
+/* ---- filtered mode: first bytes after a server spoke first ---------------- */
+
+static bool sniff_started(const struct conn *c);
+static bool http_method_seen(const struct conn *c);
+
+/* The late first bytes are judged: they go upstream, and the relay on. */
+static enum flow_state late_pass(struct conn *c)
+{
+        c->late = false;
+        int r = flow_prepend(&c->up, c->in, c->in_len);
+        free(c->in);
+        c->in = NULL;
+        c->in_len = c->in_cap = 0;
+        if (r < 0)
+                return FLOW_ERROR;
+        c->up.eof = c->client_eof;
+        return flow_pump(&c->up);
+}
+
+/* A connection decided before its client sent anything (its server was to
+ * speak first, or its client is slow): the client's first bytes are read
+ * here instead of relayed, and judged like any first bytes — a TLS SNI the
+ * rules refuse ends the connection; plain HTTP starts over as a request of
+ * its own, judged and forwarded like the first one (next_request). */
+static enum flow_state late_read(struct conn *c)
+{
+        if (!c->in && !(c->in = malloc(c->in_cap = SNIFF_MAX)))
+                return FLOW_ERROR;
+        ssize_t n = c->in_len < c->in_cap ? recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT) : 0;
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? FLOW_WANT_READ : FLOW_ERROR;
+        if (!c->in_len)
+                c->late_ms = now_ms();
+        if (n == 0)
+                c->client_eof = true;
+        c->in_len += (size_t)n;
+        char name[EGRESS_HOST_MAX + 1], why[2 * EGRESS_HOST_MAX + 160];
+        int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
+        if (r == SNIFF_NOT_THIS) {
+                int h = sniff_http_host(c->in, c->in_len, name);
+                if (h == SNIFF_NOT_THIS)
+                        return late_pass(c);
+                if (h == SNIFF_MORE && !http_method_seen(c))
+                        return c->client_eof ? late_pass(c) : FLOW_WANT_READ;  /* a method, or a word */
+                next_request(c);  /* a request: judged from scratch, on a new upstream connection */
+                return FLOW_DONE;
+        }
+        c->protocol = "tls";
+        if (r == SNIFF_MORE && c->client_eof)
+                return late_pass(c);  /* it can never be whole: bytes, as bytes */
+        if (r == SNIFF_MORE && c->in_len < SNIFF_MAX)
+                return FLOW_WANT_READ;
+        if (r == SNIFF_NAME && !name_refused(c, name, why, sizeof why))
+                return late_pass(c);
+        if (r == SNIFF_NO_NAME)
+                return late_pass(c);
+        if (r == SNIFF_NAME)
+                refuse(c, why, &c->orig);
+        else
+                sniff_unread(c, r == SNIFF_BAD ? "is malformed (or names two hosts)" : "is too long");
+        return FLOW_ERROR;
+}
+
+static void late_timeout(struct conn *c)
+{
+        if (sniff_started(c)) {
+                char why[64];
+                snprintf(why, sizeof why, "was not whole within %d ms", SNIFF_BARE_MS);
+                sniff_unread(c, why);
+                return;
+        }
+        if (late_pass(c) == FLOW_ERROR)
+                conn_close(c);
+        else
+                relay(c);
+}
+
 static void relay(struct conn *c)
 {
-        enum flow_state su = flow_pump(&c->up), sd = FLOW_WANT_READ;
+        enum flow_state su = c->late ? late_read(c) : flow_pump(&c->up), sd = FLOW_WANT_READ;
+        if (c->state != C_RELAY)
+                return;  /* refused, closed, or started over */
         c->last_ms = now_ms();
         if (su == FLOW_ERROR) {
                 conn_close(c);
@@ -1174,16 +1284,36 @@ static void transparent_accept(struct conn *c)
                 return;
         } else {
                 /* A CIDR rule (or a host rule naming the literal) allows
-                 * the address itself: no name needed. */
+                 * the address itself — but the first bytes are read all
+                 * the same: a name they show is judged by the deny rules,
+                 * and recorded. */
                 struct egress_verdict v;
                 egress_judge_addr(e->policy, &c->orig, c->port, false, &v);
-                if (v.allow) {
-                        on_addresses(c, &c->orig, 1, false);
-                        return;
-                }
+                c->cidr_ok = v.allow;
         }
         c->state = C_SNIFF;
         set_interest(e, &c->cw, EPOLLIN);
+}
+
+/* A name the first bytes show, against what the connection may carry
+ * (sets why and the event's host when refused): brig's address for
+ * another name does not carry it (domain fronting), and deny rules win
+ * wherever a name is visible — over a CIDR rule for the address too. */
+static bool name_refused(struct conn *c, const char *name, char *why, size_t size)
+{
+        const char *what = strcmp(c->protocol, "tls") == 0 ? "TLS SNI" : "HTTP Host";
+        if (c->mapped[0] && strcmp(name, c->mapped) != 0) {
+                snprintf(why, size, "sent to brig's address for %s, but its %s names %s", c->mapped, what, name);
+                snprintf(c->host, sizeof c->host, "%s", c->mapped);
+                return true;
+        }
+        struct egress_verdict v;
+        snprintf(c->host, sizeof c->host, "%s", name);
+        if (egress_host_denied(c->e->policy, name, c->port, &v)) {
+                snprintf(why, size, "%s (its %s)", v.reason, what);
+                return true;
+        }
+        return false;
 }
 
 /* The first bytes are in (or none came in time, name == NULL): judge. */
@@ -1193,24 +1323,141 @@ static void transparent_decide(struct conn *c, const char *name)
         set_interest(c->e, &c->cw, 0);
         if (name && net_addr_parse_lenient(name, &literal))
                 name = NULL;  /* "Host: 192.0.2.1" names no host */
+        char why[2 * EGRESS_HOST_MAX + 160];
+        if (name && name_refused(c, name, why, sizeof why)) {
+                refuse(c, why, &c->orig);
+                return;
+        }
         if (c->mapped[0]) {
-                if (name && strcmp(name, c->mapped) != 0) {
-                        char why[2 * EGRESS_HOST_MAX + 128];
-                        snprintf(why, sizeof why, "sent to brig's address for %s, but its %s names %s", c->mapped,
-                                 strcmp(c->protocol, "tls") == 0 ? "TLS SNI" : "HTTP Host", name);
-                        snprintf(c->host, sizeof c->host, "%s", c->mapped);
-                        refuse(c, why, &c->orig);
-                        return;
-                }
                 judge_target(c, c->mapped, c->port);
                 return;
         }
-        if (!name) {
-                refuse(c, "a bare address with no TLS SNI or HTTP Host (allow it with --allow-cidr)", &c->orig);
+        if (name) {
+                if (c->cidr_ok) {
+                        on_addresses(c, &c->orig, 1, false);
+                        return;
+                }
+                c->pinned = true;
+                judge_target(c, name, c->port);
                 return;
         }
-        c->pinned = true;
-        judge_target(c, name, c->port);
+        if (c->cidr_ok) {
+                on_addresses(c, &c->orig, 1, false);
+                return;
+        }
+        refuse(c, "a bare address with no TLS SNI or HTTP Host (allow it with --allow-cidr)", &c->orig);
+}
+
+/* A plain-HTTP request sent straight to an address, parsed whole by the
+ * proxy's own parser: judged like any first bytes, then forwarded as the
+ * proxy forwards (its body by its framing, "Connection: close" upstream),
+ * so the next request on the connection is judged too (next_request). */
+static void transparent_http(struct conn *c)
+{
+        char name[EGRESS_HOST_MAX + 1];
+        struct net_addr literal;
+        c->in_used = c->req.head_len;
+        snprintf(c->method, sizeof c->method, "%s", c->req.method);
+        c->forward = true;
+        c->keep_alive = c->req.keep_alive;
+        if (!c->req.host[0] || net_addr_parse_lenient(c->req.host, &literal)) {
+                transparent_decide(c, NULL);
+                return;
+        }
+        if (!egress_host_normalize(c->req.host, strlen(c->req.host), name)) {
+                refuse(c, "the HTTP Host is not a valid host name", &c->orig);
+                return;
+        }
+        transparent_decide(c, name);
+}
+
+/* Past an HTTP method ("GET "): a request head is coming. */
+static bool http_method_seen(const struct conn *c)
+{
+        return sniff_http_host(c->in, c->in_len, (char[EGRESS_HOST_MAX + 1]){ 0 }) != SNIFF_NOT_THIS &&
+               memchr(c->in, ' ', c->in_len < 17 ? c->in_len : 17);
+}
+
+/* Any byte of a TLS record, or past an HTTP method: a first message that
+ * must be read whole before anything is decided. */
+static bool sniff_started(const struct conn *c)
+{
+        return strcmp(c->protocol, "tls") == 0 || http_method_seen(c);
+}
+
+static void sniff_unread(struct conn *c, const char *how)
+{
+        char why[160];
+        snprintf(why, sizeof why, "the %s %s: no name could be read (refused, not guessed)",
+                 strcmp(c->protocol, "tls") == 0 ? "TLS ClientHello" : "HTTP request head", how);
+        refuse(c, why, &c->orig);
+}
+
+/* What the first bytes say; waits (returns) while more can decide. */
+static void sniff_judge(struct conn *c)
+{
+        char name[EGRESS_HOST_MAX + 1], why[160];
+        int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
+        if (r != SNIFF_NOT_THIS) {
+                c->protocol = "tls";
+        } else if (sniff_http_host(c->in, c->in_len, name) != SNIFF_NOT_THIS) {
+                /* "http-direct" (refusals answered with a 403 or 400) */
+                c->protocol = "http-direct";
+                const char *bad;
+                int h = http_parse_direct(c->in, c->in_len, &c->req, &bad);
+                if (h < 0) {
+                        log_decision(c, false, bad, &c->orig);
+                        http_refuse(c, -h, NULL, bad);
+                        return;
+                }
+                if (h == 1) {
+                        transparent_http(c);
+                        return;
+                }
+                r = SNIFF_MORE;
+        } else {
+                c->protocol = "tcp";
+                transparent_decide(c, NULL);
+                return;
+        }
+        switch (r) {
+        case SNIFF_MORE:
+                if (c->client_eof && !http_method_seen(c)) {
+                        /* it can never be whole now: the bytes, as bytes */
+                        c->protocol = "tcp";
+                        transparent_decide(c, NULL);
+                } else if (c->client_eof) {
+                        sniff_unread(c, "ended before its blank line");
+                } else if (c->in_len >= SNIFF_MAX) {
+                        snprintf(why, sizeof why, "was not whole within %d bytes", SNIFF_MAX);
+                        sniff_unread(c, why);
+                }
+                return;  /* else more may come: on_timer bounds the wait */
+        case SNIFF_BAD:
+                sniff_unread(c, "is malformed (or names two hosts)");
+                return;
+        case SNIFF_TOO_BIG:
+                snprintf(why, sizeof why, "is longer than %d bytes", SNIFF_HELLO_MAX);
+                sniff_unread(c, why);
+                return;
+        default:
+                transparent_decide(c, r == SNIFF_NAME ? name : NULL);
+        }
+}
+
+/* No whole first message in time. Nothing at all: a server that speaks
+ * first (an address with a name or a CIDR rule) — decided without a name.
+ * A message begun but not whole: refused. */
+static void sniff_timeout(struct conn *c)
+{
+        if (c->in_len && sniff_started(c)) {
+                char why[64];
+                snprintf(why, sizeof why, "was not whole within %d ms", SNIFF_BARE_MS);
+                sniff_unread(c, why);
+                return;
+        }
+        c->late = !c->in_len;  /* its first bytes, when they come, are still judged */
+        transparent_decide(c, NULL);
 }
 
 static void sniff_read(struct conn *c)
@@ -1232,28 +1479,16 @@ static void sniff_read(struct conn *c)
                 conn_close(c);  /* gone before saying anything */
                 return;
         }
+        if (c->kept && !c->in_len)
+                c->started_ms = now_ms();  /* the next request's time starts */
         c->in_len += (size_t)n;
-        char name[EGRESS_HOST_MAX + 1];
-        if (n == 0) {
-                /* said something, then shut its side (a raw request and
-                 * shutdown(SHUT_WR)): judged by what came, the end is
-                 * passed on after the bytes */
+        c->last_ms = now_ms();
+        /* said something, then shut its side (a raw request and
+         * shutdown(SHUT_WR)): judged by what came, the end is passed on
+         * after the bytes */
+        if (n == 0)
                 c->client_eof = true;
-                transparent_decide(c, NULL);
-                return;
-        }
-        int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
-        if (r != SNIFF_NOT_THIS) {
-                c->protocol = "tls";
-        } else {
-                /* "http-direct" (refusals answered with a 403) only for a
-                 * whole request head; anything else is raw TCP */
-                r = sniff_http_host(c->in, c->in_len, name);
-                c->protocol = r == SNIFF_NAME || r == SNIFF_NO_NAME ? "http-direct" : "tcp";
-        }
-        if (r == SNIFF_MORE && c->in_len < SNIFF_MAX)
-                return;
-        transparent_decide(c, r == SNIFF_NAME ? name : NULL);
+        sniff_judge(c);
 }
 
 /* DNS over UDP: one datagram, one answer, from the socket it came to (the
@@ -1383,8 +1618,14 @@ static void on_timer(struct egress *e)
                         }
                         break;
                 case C_SNIFF:
-                        if (now - c->started_ms > (c->mapped[0] ? SNIFF_NAMED_MS : SNIFF_BARE_MS))
-                                transparent_decide(c, NULL);
+                        if (c->kept && !c->in_len) {
+                                /* a kept-alive plain-HTTP client between requests */
+                                if (now - c->last_ms > IDLE_TIMEOUT_MS)
+                                        conn_close(c);
+                        } else if (now - c->started_ms > SNIFF_BARE_MS ||
+                                   (!c->in_len && (c->mapped[0] || c->cidr_ok) && now - c->started_ms > SNIFF_NAMED_MS)) {
+                                sniff_timeout(c);
+                        }
                         break;
                 case C_DNS:
                         if (now - c->last_ms > DNS_TCP_IDLE_MS)
@@ -1398,7 +1639,9 @@ static void on_timer(struct egress *e)
                                 fail_upstream(c, ETIMEDOUT, true);
                         break;
                 case C_RELAY:
-                        if (now - c->last_ms > IDLE_TIMEOUT_MS)
+                        if (c->late && c->in_len && now - c->late_ms > SNIFF_BARE_MS)
+                                late_timeout(c);
+                        else if (now - c->last_ms > IDLE_TIMEOUT_MS)
                                 conn_close(c);
                         break;
                 case C_REFUSING:
@@ -1419,7 +1662,7 @@ static void update_timer(struct egress *e)
         for (struct listener *l = e->listeners; l; l = l->next)
                 paused |= l->paused;
         for (struct conn *c = e->conns; c && !sniffing; c = c->next)
-                sniffing = c->state == C_SNIFF;
+                sniffing = (c->state == C_SNIFF && !(c->kept && !c->in_len)) || (c->late && c->in_len);
         int want = sniffing ? 2 : e->n_conns > 0 || paused ? 1 : 0;
         if (want == e->timer_armed)
                 return;

@@ -77,6 +77,10 @@ struct egress_verdict {
 /* The name check, before any DNS: is `host` (normalized) allowed on `port`? */
 BRIG_INTERNAL void egress_judge_host(const struct egress_policy *ep, const char *host, uint16_t port,
                                      struct egress_verdict *v);
+/* Does a --deny-host rule name `host` on `port`? (v says which.) Deny
+ * rules win wherever a name is visible, a CIDR rule for the address too. */
+BRIG_INTERNAL bool egress_host_denied(const struct egress_policy *ep, const char *host, uint16_t port,
+                                      struct egress_verdict *v);
 /* The DNS stub's check, before any port is known: does an allow rule name
  * `host` (and no deny rule for every port)? */
 BRIG_INTERNAL void egress_judge_name(const struct egress_policy *ep, const char *host, struct egress_verdict *v);
@@ -216,15 +220,37 @@ BRIG_INTERNAL void socks5_reply(uint8_t out[10], uint8_t code);
 
 /* ---- filtered mode: what a redirected connection is for (sniff.c) -------- */
 
-#define SNIFF_MAX 16384       /* bytes read before deciding there is no name */
-enum { SNIFF_NOT_THIS = -1, SNIFF_MORE = 0, SNIFF_NAME = 1, SNIFF_NO_NAME = 2 };
+/* A ClientHello is read whole, across any number of TLS records and TCP
+ * segments, up to SNIFF_HELLO_MAX bytes of handshake message — eight times
+ * a post-quantum hello (X25519MLKEM768: ~1.8 KB), and twice what one TLS
+ * record can hold. SNIFF_MAX bounds the bytes buffered for it (record
+ * headers included): a hello spread over more is refused, never guessed. */
+#define SNIFF_HELLO_MAX 32768
+#define SNIFF_MAX (SNIFF_HELLO_MAX + 16384)
+enum {
+        SNIFF_NOT_THIS = -1,  /* not this protocol */
+        SNIFF_MORE = 0,       /* still arriving: more bytes can decide */
+        SNIFF_NAME = 1,       /* the name, normalized into host */
+        SNIFF_NO_NAME = 2,    /* whole, and without a name (no server_name, HTTP/1.0 without Host) */
+        SNIFF_BAD = 3,        /* this protocol, malformed: what the server reads is anyone's guess */
+        SNIFF_TOO_BIG = 4,    /* a ClientHello declared longer than SNIFF_HELLO_MAX */
+};
 /* The server_name of a TLS ClientHello at the start of buf (normalized
- * into host): SNIFF_NAME; SNIFF_MORE while it is still arriving;
- * SNIFF_NO_NAME for a hello without a usable name; SNIFF_NOT_THIS when
- * the bytes are not a TLS handshake. */
+ * into host): SNIFF_NAME; SNIFF_MORE while it is still arriving, however
+ * long (the caller bounds it: SNIFF_MAX, a deadline); SNIFF_NO_NAME for a
+ * well-formed hello without a server_name extension (or only names of
+ * other types); SNIFF_BAD for a malformed hello, a server_name that is not
+ * a host name, two of them, or a record over TLS's 2^14 bytes;
+ * SNIFF_NOT_THIS when the bytes are not a TLS handshake. */
 BRIG_INTERNAL int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]);
-/* The same for an HTTP/1.x request head: the absolute-form target's host
- * or the Host header's (port and brackets dropped, normalized). */
+/* Does buf start like an HTTP/1.x request? SNIFF_NOT_THIS as soon as it
+ * cannot be one (a method token, SP, a target starting '/', '*', "http"
+ * or any CONNECT authority, and once the line is in, " HTTP/1."); else
+ * the same as below: SNIFF_MORE until the head is in, then SNIFF_NAME (the
+ * absolute-form target's host or the Host header's, port and brackets
+ * dropped, normalized) or SNIFF_NO_NAME. Filtered mode judges the name
+ * with http_parse_direct(), the proxy's own parser; this says only that
+ * the bytes are HTTP and tells the fuzz target what to expect. */
 BRIG_INTERNAL int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1]);
 
 /* ---- filtered mode: the DNS stub's messages (dnsmsg.c) ------------------ */

@@ -465,16 +465,29 @@ static bool is_metadata_name(const char *host)
 /* The allow rules that name `host` (metadata names need an exact rule: a
  * broad suffix that happens to cover them is not consent). any_port: the
  * DNS stub's question, asked before a port is known. */
-static void judge_host(const struct egress_policy *ep, const char *host, uint16_t port, bool any_port,
-                       struct egress_verdict *v)
+static bool host_denied(const struct egress_policy *ep, const char *host, uint16_t port, bool any_port,
+                        struct egress_verdict *v)
 {
         v->allow = false;
         for (size_t i = 0; ep && i < ep->n_deny; i++)
                 if (egress_pattern_match(ep->deny[i].pattern, host) &&
                     (!ep->deny[i].port || (!any_port && ep->deny[i].port == port))) {
                         snprintf(v->reason, sizeof v->reason, "denied by --deny-host %s", ep->deny[i].pattern);
-                        return;
+                        return true;
                 }
+        return false;
+}
+
+bool egress_host_denied(const struct egress_policy *ep, const char *host, uint16_t port, struct egress_verdict *v)
+{
+        return host_denied(ep, host, port, false, v);
+}
+
+static void judge_host(const struct egress_policy *ep, const char *host, uint16_t port, bool any_port,
+                       struct egress_verdict *v)
+{
+        if (host_denied(ep, host, port, any_port, v))
+                return;
         bool metadata = is_metadata_name(host);
         bool name_matched = false;
         for (size_t i = 0; ep && i < ep->n_allow; i++) {

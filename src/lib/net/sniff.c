@@ -5,7 +5,13 @@
  * client sends tell which host it means: the server_name of a TLS
  * ClientHello, or the Host header of a plain HTTP request. Both readers
  * are pure functions over untrusted memory (fuzzed: tests/fuzz/fuzz_sniff.c);
- * they never read past len and never trust a length field. */
+ * they never read past len and never trust a length field.
+ *
+ * A ClientHello is judged only whole (reassembled from any number of
+ * records, up to SNIFF_HELLO_MAX): a name in a hello a server would not
+ * take as written, or two names, is SNIFF_BAD and the connection refused.
+ * Encrypted ClientHello (ECH) hides the inner name by design; what is
+ * judged is the outer server_name, the one on the wire. */
 #define _GNU_SOURCE
 #include "net/net.h"
 
@@ -65,107 +71,122 @@ static bool u24(struct reader *r, size_t *v)
 }
 
 /* The handshake bytes may be split over several TLS records: join the
- * fragments of the leading handshake records into out. Returns the bytes
- * joined, or -1 when the stream is not TLS handshake records. */
-static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size_t cap, bool *complete_record)
+ * fragments of the leading handshake records into out (at most cap bytes).
+ * Returns the bytes joined, -1 when the stream is not TLS handshake
+ * records, or -2 for a record no TLS peer may send (empty, or over 2^14
+ * bytes of plaintext, RFC 8446 5.1). */
+static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size_t cap)
 {
         size_t off = 0, n = 0;
-        *complete_record = false;
-        while (len - off >= 5) {
+        if (len > 0 && buf[0] != TLS_RECORD_HANDSHAKE)
+                return -1;
+        if (len > 1 && buf[1] != 0x03)
+                return -1;
+        while (len - off >= 5 && n < cap) {
                 const uint8_t *h = buf + off;
                 if (h[0] != TLS_RECORD_HANDSHAKE || h[1] != 0x03)
-                        return off == 0 ? -1 : (ssize_t)n;  /* a later record of another type ends it */
+                        return (ssize_t)n;  /* a later record of another type ends the hello's bytes */
                 size_t rec = (size_t)h[3] << 8 | h[4];
-                if (rec == 0 || rec > 16384 + 2048)
-                        return off == 0 ? -1 : (ssize_t)n;  /* a bad header after good records ends them */
+                if (rec == 0 || rec > 16384)
+                        return -2;
                 size_t have = len - off - 5 < rec ? len - off - 5 : rec;
                 if (have > cap - n)
                         have = cap - n;
                 memcpy(out + n, h + 5, have);
                 n += have;
                 if (len - off - 5 < rec)
-                        return (ssize_t)n;  /* this record is still arriving */
-                *complete_record = true;
+                        break;  /* this record is still arriving */
                 off += 5 + rec;
-                if (n == cap)
+                /* the hello's bytes are all in: what follows is not read,
+                 * so more bytes never change a verdict */
+                if (n >= 4 && n >= 4 + ((size_t)out[1] << 16 | (size_t)out[2] << 8 | out[3]))
                         break;
         }
-        if (off == 0 && len > 0 && (buf[0] != TLS_RECORD_HANDSHAKE || (len > 1 && buf[1] != 0x03)))
-                return -1;
         return (ssize_t)n;
+}
+
+/* The server_name extension's body: SNIFF_NAME, SNIFF_NO_NAME (only names
+ * of other types) or SNIFF_BAD. */
+static int server_name(const uint8_t *ext, size_t el, char host[EGRESS_HOST_MAX + 1])
+{
+        struct reader s = { .p = ext, .len = el };
+        unsigned list_len, nt, nl;
+        const uint8_t *name;
+        if (!u16(&s, &list_len) || list_len != el - 2 || list_len == 0)
+                return SNIFF_BAD;
+        int found = SNIFF_NO_NAME;
+        while (s.off < s.len) {
+                if (!u8(&s, &nt) || !u16(&s, &nl) || !take(&s, nl, &name))
+                        return SNIFF_BAD;
+                if (nt != TLS_SNI_HOST_NAME)
+                        continue;
+                /* one host_name per hello (RFC 6066 §3): a second one could
+                 * be the one the server reads; a name that is not a valid
+                 * host name could be anything to it */
+                if (found == SNIFF_NAME || !egress_host_normalize((const char *)name, nl, host))
+                        return SNIFF_BAD;
+                found = SNIFF_NAME;
+        }
+        return found;
 }
 
 int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
-        static _Thread_local uint8_t hs[SNIFF_MAX];
-        bool complete;
-        ssize_t n = join_handshake(buf, len, hs, sizeof hs, &complete);
-        if (n < 0)
+        static _Thread_local uint8_t hs[SNIFF_HELLO_MAX];
+        ssize_t n = join_handshake(buf, len, hs, sizeof hs);
+        if (n == -1)
                 return SNIFF_NOT_THIS;
+        if (n < 0)
+                return SNIFF_BAD;
         struct reader r = { .p = hs, .len = (size_t)n };
         unsigned type, v;
         size_t body;
-        bool whole = false;   /* the hello's declared length is all here */
-        const uint8_t *skip;
         if (!u8(&r, &type))
-                return len >= SNIFF_MAX ? SNIFF_NO_NAME : SNIFF_MORE;
+                return SNIFF_MORE;
         if (type != TLS_HANDSHAKE_CLIENT_HELLO)
                 return SNIFF_NOT_THIS;
         if (!u24(&r, &body))
-                goto short_or_bad;
-        /* nothing past the hello's own end is read as part of it */
-        whole = 4 + body <= r.len;
-        if (whole)
-                r.len = 4 + body;
-        if (!u16(&r, &v) /* legacy_version */ || !take(&r, 32, NULL) /* random */)
-                goto short_or_bad;
-        if (!u8(&r, &v) || v > 32 || !take(&r, v, NULL))  /* legacy_session_id */
-                goto short_or_bad;
-        if (!u16(&r, &v) || (v & 1) || !take(&r, v, NULL))  /* cipher_suites */
-                goto short_or_bad;
-        if (!u8(&r, &v) || !take(&r, v, NULL))  /* legacy_compression_methods */
-                goto short_or_bad;
-        unsigned ext_len;
-        if (!u16(&r, &ext_len)) {
-                if (r.short_read && r.off >= 4 + body)
-                        return SNIFF_NO_NAME;  /* a hello without extensions */
-                goto short_or_bad;
-        }
-        size_t ext_end = r.off + ext_len;
-        while (r.off < ext_end) {
-                unsigned et, el;
-                if (!u16(&r, &et) || !u16(&r, &el))
-                        goto short_or_bad;
-                if (et != TLS_EXT_SERVER_NAME) {
-                        if (!take(&r, el, NULL))
-                                goto short_or_bad;
-                        continue;
-                }
-                const uint8_t *ext;
-                if (!take(&r, el, &ext))
-                        goto short_or_bad;
-                struct reader s = { .p = ext, .len = el };
-                unsigned list_len, nt, nl;
-                if (!u16(&s, &list_len) || list_len != el - 2)
-                        return SNIFF_NO_NAME;
-                while (s.off < s.len) {
-                        if (!u8(&s, &nt) || !u16(&s, &nl) || !take(&s, nl, &skip))
-                                return SNIFF_NO_NAME;
-                        if (nt != TLS_SNI_HOST_NAME)
-                                continue;
-                        /* one host_name per hello (RFC 6066 §3); a name that
-                         * is not a valid host name is no name at all */
-                        return egress_host_normalize((const char *)skip, nl, host) ? SNIFF_NAME : SNIFF_NO_NAME;
-                }
-                return SNIFF_NO_NAME;
-        }
-        return SNIFF_NO_NAME;
-short_or_bad:
-        /* More bytes can only help while the hello is still arriving and
-         * the buffer has room for them. */
-        if (r.short_read && !whole && (size_t)n < sizeof hs && len < SNIFF_MAX)
                 return SNIFF_MORE;
-        return SNIFF_NO_NAME;
+        if (4 + body > sizeof hs)
+                return SNIFF_TOO_BIG;
+        /* Nothing past the hello's own end is read as part of it, and
+         * nothing is judged before all of it is in: a name is only a name
+         * in a hello a server would accept. */
+        if (4 + body > r.len)
+                return SNIFF_MORE;
+        r.len = 4 + body;
+        if (!u16(&r, &v) /* legacy_version */ || !take(&r, 32, NULL) /* random */)
+                return SNIFF_BAD;
+        if (!u8(&r, &v) || v > 32 || !take(&r, v, NULL))  /* legacy_session_id */
+                return SNIFF_BAD;
+        if (!u16(&r, &v) || (v & 1) || v == 0 || !take(&r, v, NULL))  /* cipher_suites */
+                return SNIFF_BAD;
+        if (!u8(&r, &v) || v == 0 || !take(&r, v, NULL))  /* legacy_compression_methods */
+                return SNIFF_BAD;
+        if (r.off == r.len)
+                return SNIFF_NO_NAME;  /* a hello without extensions */
+        unsigned ext_len;
+        if (!u16(&r, &ext_len) || r.off + ext_len != r.len)
+                return SNIFF_BAD;
+        int found = SNIFF_NO_NAME;
+        while (r.off < r.len) {
+                unsigned et, el;
+                const uint8_t *ext;
+                if (!u16(&r, &et) || !u16(&r, &el) || !take(&r, el, &ext))
+                        return SNIFF_BAD;
+                if (et != TLS_EXT_SERVER_NAME)
+                        continue;
+                /* a second server_name extension (RFC 8446 4.2: at most one
+                 * of each) could be the one the server reads */
+                if (found != SNIFF_NO_NAME)
+                        return SNIFF_BAD;
+                found = server_name(ext, el, host);
+                if (found == SNIFF_BAD)
+                        return SNIFF_BAD;
+                if (found == SNIFF_NO_NAME)
+                        found = -2;  /* seen, without a host_name */
+        }
+        return found == SNIFF_NAME ? SNIFF_NAME : SNIFF_NO_NAME;
 }
 
 /* ---- HTTP ----------------------------------------------------------------- */
@@ -221,11 +242,23 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
         size_t target = i + 1;
         if (target == len)
                 return SNIFF_MORE;
-        if (buf[target] != '/' && buf[target] != '*' && buf[target] != 'h' && buf[target] != 'H')
+        /* CONNECT too: sent straight to an address it is refused (405),
+         * not relayed as bytes without a name */
+        bool connect = i == 7 && memcmp(buf, "CONNECT", 7) == 0;
+        if (!connect && buf[target] != '/' && buf[target] != '*' && buf[target] != 'h' && buf[target] != 'H')
                 return SNIFF_NOT_THIS;
+        /* the request line, once in, ends in " HTTP/1.x" (CR LF or LF) */
+        const char *nl = memchr(buf + target, '\n', len - target);
+        if (nl) {
+                size_t ll = (size_t)(nl - buf);
+                if (ll > target && buf[ll - 1] == '\r')
+                        ll--;
+                if (ll < target + 9 || memcmp(buf + ll - 9, " HTTP/1.", 8) != 0)
+                        return SNIFF_NOT_THIS;
+        }
         const char *head_end = memmem(buf, len, "\r\n\r\n", 4);
         if (!head_end)
-                return len >= SNIFF_MAX ? SNIFF_NO_NAME : SNIFF_MORE;
+                return SNIFF_MORE;
         size_t head = (size_t)(head_end - buf) + 2;  /* through the last header's CRLF */
         const char *line_end = memmem(buf, head, "\r\n", 2);
         const char *sp = memchr(buf + target, ' ', (size_t)(line_end - buf) - target);
