@@ -326,7 +326,8 @@ static int plan_masks(struct run_plan *plan, const struct strv *denied, brig_err
         for (size_t i = plan->pins.n; i-- > 0;)
                 if (deny_hit_containing(&plan->masks, plan->pins.items[i]))
                         strv_remove(&plan->pins, plan->pins.items[i]);
-        qsort(plan->pins.items, plan->pins.n, sizeof *plan->pins.items, by_path_depth);
+        if (plan->pins.n)  /* items is NULL then, and qsort's argument must not be (UBSan) */
+                qsort(plan->pins.items, plan->pins.n, sizeof *plan->pins.items, by_path_depth);
         return 0;
 }
 
