@@ -225,7 +225,7 @@ static int check_denied_links(const struct run_plan *plan, const struct strv *de
                 const char *path = denied->items[i];
                 struct stat st;
                 if (!in_writable_grant(plan, path) || lstat(path, &st) < 0)
-                        continue;  /* gone meanwhile: nothing to show */
+                        continue;  /* no link planted there, or gone meanwhile */
                 int r = check_link_count(path, &st, err);
                 if (r < 0)
                         return r;
@@ -309,15 +309,18 @@ static int plan_masks(struct run_plan *plan, const struct strv *denied, brig_err
                                 continue;
                         char *inside = strcmp(e->dst, "/") == 0 ? brig_strdup_printf("/%s", rel)
                                                                  : brig_strdup_printf("%s/%s", e->dst, rel);
-                        if (!inside || strv_contains(&plan->masks, inside)) {
-                                free(inside);
-                                if (!inside)
-                                        return brig_err(err, ENOMEM, "mask");
-                                continue;
-                        }
-                        if (strv_push_take(&plan->masks, inside) < 0)
+                        if (!inside)
                                 return brig_err(err, ENOMEM, "mask");
-                        if (!e->readonly && plan_pins(plan, e->dst, plan->masks.items[plan->masks.n - 1]) < 0)
+                        /* Pinned even when an earlier grant masks the same
+                         * path: a writable grant nested in a read-only one
+                         * can move what the read-only one could not. */
+                        int r = e->readonly ? 0 : plan_pins(plan, e->dst, inside);
+                        if (r == 0 && !strv_contains(&plan->masks, inside)) {
+                                r = strv_push_take(&plan->masks, inside);
+                                inside = NULL;
+                        }
+                        free(inside);
+                        if (r < 0)
                                 return brig_err(err, ENOMEM, "mask");
                 }
         }

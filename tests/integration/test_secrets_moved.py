@@ -14,6 +14,8 @@ import os
 import pathlib
 import shlex
 
+import pytest
+
 from conftest import REPO
 from fs_helpers import assert_refused, assert_worked, marker, parse, probe_script, sh
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
@@ -136,26 +138,40 @@ def public_file(brig, root, canary):
         "decoy over) each directory holding a --deny file, also through a second grant of the same tree; run 2 "
         "reads the secret at its new path while the mask covers the decoy",
         "every ancestor of a mask inside a writable grant is a mountpoint (EBUSY)")
-def test_denied_file_cannot_be_moved_between_runs(brig):
+@pytest.mark.parametrize("layout", ["two-grants", "writable-in-read-only"])
+def test_denied_file_cannot_be_moved_between_runs(brig, layout):
+    """two-grants: the workspace and --bind WS:/mnt/w, both writable.
+    writable-in-read-only: --read-only-workspace with a writable --bind of
+    WS/proj at its own place (both mask the same path; only the writable
+    one can move it, and it must be pinned too)."""
     ws = brig.workspace
     canary = marker("deny-canary")
     rel = "proj/keys/prod/secret.txt"
     secret = plant(brig, ws, rel, canary)
     probe = brig.program("probe_fs")
-    args = ("--ro-bind", probe, "--deny", str(secret), "--bind", f"{ws}:/mnt/w")
-    lines = move_attempts(str(ws), rel, False, "ws") + move_attempts("/mnt/w", rel, False, "mnt")
+    if layout == "two-grants":
+        args = ("--ro-bind", probe, "--deny", str(secret), "--bind", f"{ws}:/mnt/w")
+        lines = move_attempts(str(ws), rel, False, "ws") + move_attempts("/mnt/w", rel, False, "mnt")
+        writable = (str(ws), "/mnt/w") if brig.mode == "rootless" else (str(ws),)
+        roots = (ws, "/mnt/w")
+    else:
+        for d in (ws / "proj", ws / "proj" / "keys", ws / "proj" / "keys" / "prod"):
+            d.chmod(0o777)  # as root the --bind is not idmapped: "others" may rename
+        args = ("--ro-bind", probe, "--deny", str(secret), "--read-only-workspace", "--bind", f"{ws}/proj")
+        lines = move_attempts(f"{ws}/proj", "keys/prod/secret.txt", False, "nest")
+        writable = (f"{ws}/proj",)
+        roots = (ws,)
     # A mount namespace of its own (where the pins would be its to undo) is refused too.
     unshare = f"unshare -m -r sh -c 'umount -l {ws}/proj; mv {ws}/proj {ws}/gone' 2>/dev/null && echo UNSHARED; true"
     res = sh(brig, probe_script(brig, lines) + "\n" + shell_moves(str(ws), rel) + "\n" + unshare, *args)
     assert res.returncode == 0 and quiet(res.stderr) and "UNSHARED" not in res.stdout, res
-    check_attempts(parse(res.stdout, lines, repr(res)), lines,
-                   writable=(str(ws), "/mnt/w") if brig.mode == "rootless" else (str(ws),))
+    check_attempts(parse(res.stdout, lines, repr(res)), lines, writable=writable)
     assert secret.read_text() == canary + "\n", f"ATTACK WORKED: the secret left {secret}"
     assert host_files_with(ws, canary) == [str(secret)], "ATTACK WORKED: the secret was copied or moved"
     # Run 2: the canary is nowhere inside, by any path.
-    grep = grep_script(canary.split("-")[-1], ws, "/mnt/w")
-    public_file(brig, ws, canary.split("-")[-1])
-    check_run2(sh(brig, grep, *args), canary, "public-")
+    tag = canary.split("-")[-1]
+    public_file(brig, ws, tag)
+    check_run2(sh(brig, grep_script(tag, *roots), *args), canary, "public-")
     assert secret.read_text() == canary + "\n"
 
 

@@ -921,6 +921,22 @@ static void test_plan_pins_ancestors_in_writable_grants(void **state)
         assert_false(strv_contains(&plan.pins, data));
         assert_true(strv_contains(&plan.pins, "/mnt/rw/data"));
         plan_free(&plan);
+        /* ... but a writable grant nested in it at the same place does,
+         * though the read-only workspace already masks the same path. */
+        xmkdir(f->base, "data/d");
+        xtouch(f->base, "data/d/deep.key");
+        char *deep = join(f->base, "data/d/deep.key");
+        char *dd = join(f->base, "data/d");
+        assert_int_equal(brig_policy_add_deny(p, deep, NULL), 0);
+        assert_int_equal(brig_policy_add_bind(p, data, NULL, 0, NULL), 0);
+        plan = (struct run_plan)RUN_PLAN_INIT;
+        if (plan_build(&plan, p, true_argv, &err) < 0)
+                fail_msg("plan_build: %s", err ? err->msg : "?");
+        assert_true(strv_contains(&plan.masks, deep));
+        assert_true(strv_contains(&plan.pins, dd));
+        plan_free(&plan);
+        free(dd);
+        free(deep);
         brig_policy_free(p);
         free(data);
         free(key);
