@@ -335,6 +335,37 @@ int brig_pool_stop(const brig_policy *p, brig_error **err)
         return r;
 }
 
+/* Is `name` really a member of this pool, running this very policy in this
+ * workspace? Re-derived from the member's own state rather than believed
+ * from its entry in ready/: a pooled run execs into the member and then
+ * removes it, so a wrong name would run the command under another policy
+ * and delete someone else's sandbox. */
+static bool member_named(const struct pool *pl, const char *name)
+{
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "pool-%.8s-", pl->key);
+        return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+static bool member_matches(const struct pool *pl, const brig_policy *p, const char *name)
+{
+        if (!member_named(pl, name))
+                return false;
+        brig_error *e = NULL;
+        _cleanup_free_ char *dir = NULL, *stored = NULL;
+        _cleanup_free_ char *want = brig_policy_to_json(p, &e);
+        _cleanup_free_ char *cwd = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
+        _cleanup_free_ char *ws = cwd ? path_normalize(cwd) : NULL;
+        json_t *st = NULL;
+        if (want && ws && state_dir(name, false, &dir, &e) == 0 && (stored = state_read_file(dir, "policy.json", &e)))
+                st = state_read(dir, &e);
+        brig_error_free(&e);
+        const char *member_ws = json_string_value(json_object_get(st, "workspace"));
+        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0;
+        json_decref(st);
+        return same;
+}
+
 int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, brig_error **err)
 {
         struct pool pl;
@@ -357,8 +388,13 @@ int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, 
                                 continue;
                         _cleanup_free_ char *from = member_path(&pl, "ready", e->d_name);
                         _cleanup_free_ char *to = member_path(&pl, "claimed", e->d_name);
-                        if (from && to && rename(from, to) == 0)
+                        if (!from || !to || rename(from, to) < 0)
+                                continue;
+                        _cleanup_free_ char *done = member_path(&pl, "done", e->d_name);
+                        if (member_matches(&pl, p, e->d_name))
                                 snprintf(name, sizeof name, "%s", e->d_name);
+                        else if (!member_named(&pl, e->d_name) || !done || rename(to, done) < 0)
+                                unlink(to);  /* not a member: not ours to use, nor to remove */
                 }
                 if (dir)
                         closedir(dir);

@@ -234,6 +234,32 @@ def test_sandbox_cannot_reach_another_sandbox(brig, sandboxes, scratch, bindir, 
     assert r.returncode == 0 and int(r.stdout) != os.stat("/proc/self/ns/net").st_ino, r
 
 
+def test_pooled_run_rederives_its_member(brig, sandboxes):
+    """A name in a pool's ready/ is believed only if that sandbox is a member
+    of this pool running this policy in this workspace: otherwise a pooled
+    run would exec into it (another policy) and then remove it."""
+    r = sandboxes.brig_cmd("pool", "--size", "1")
+    assert r.returncode == 0, r
+    try:
+        # The user's own sandbox, with the host's network, named in ready/
+        victim, _ = sandboxes.create("--net", "host")
+        ready = next((sandboxes.root / "pools").iterdir()) / "ready"
+        (ready / victim).touch()
+        brig.chown(ready / victim)
+        m = marker("pooled")
+        host_net = os.stat("/proc/self/ns/net").st_ino
+        for _ in range(2):
+            r = sandboxes.brig_cmd("run", "--pooled", "--", "sh", "-c",
+                                   f"stat -L -c %i /proc/self/ns/net; echo {m} > /tmp/{m}")
+            assert r.returncode == 0, r
+            assert int(r.stdout.split()[0]) != host_net, "the pooled run had the host's network"
+        assert victim in sandboxes.ls(), "a pooled run removed a sandbox that was not its member"
+        r = sandboxes.sh(victim, f"cat /tmp/{m} 2>/dev/null; true")
+        assert m not in r.stdout, "the pooled command ran in the user's other sandbox"
+    finally:
+        sandboxes.brig_cmd("pool", "--stop")
+
+
 @pytest.mark.parametrize("how", ["symlink", "hardlink", "group-writable"])
 def test_stored_policy_not_written_by_brig_is_refused(brig, sandboxes, scratch, how):
     """A policy.json that is not the file brig wrote (a symlink, a second
