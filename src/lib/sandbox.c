@@ -168,7 +168,9 @@ int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error 
         _cleanup_close_ int lock = state_lock(root, err);
         if (lock < 0)
                 return lock;
-        if (mkdir(dir, 0700) < 0)
+        /* In the locked, checked root itself (its descriptor), never by
+         * walking the path again. */
+        if (mkdirat(lock, name, 0700) < 0)
                 return errno == EEXIST ? explain_taken(dir, name, err)
                                        : brig_err(err, errno, "create the state directory '%s'", dir);
         *dir_out = TAKE_PTR(dir);

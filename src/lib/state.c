@@ -126,6 +126,13 @@ int state_lock(const char *root, brig_error **err)
         int fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return brig_err(err, errno, "open the state directory '%s'", root);
+        /* The descriptor callers create in (mkdirat): checked itself, not
+         * only the path it was opened by. */
+        int r = check_private_fd(fd, root, err);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
         while (flock(fd, LOCK_EX) < 0) {
                 if (errno == EINTR)
                         continue;

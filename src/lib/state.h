@@ -24,7 +24,7 @@ BRIG_INTERNAL int state_root(bool create, char **out, brig_error **err);
 /* root/NAME, after checking the name. */
 BRIG_INTERNAL int state_dir(const char *name, bool create_root, char **out, brig_error **err);
 /* An exclusive flock on the state root (create and rm of any name);
- * returns the fd that holds it. */
+ * returns the fd that holds it, a directory checked ours and 0700. */
 BRIG_INTERNAL int state_lock(const char *root, brig_error **err);
 /* dir/state.json, written whole through a rename. */
 BRIG_INTERNAL int state_write(const char *dir, json_t *doc, brig_error **err);
