@@ -954,7 +954,7 @@ static int cache_dir_open(void)
  * of ours that nobody else may write is trusted. */
 static bool cache_load(int dir, const char *name, const char *key, size_t len, struct sock_filter **prog, size_t *n)
 {
-        _cleanup_close_ int fd = dir >= 0 ? openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
+        _cleanup_close_ int fd = dir >= 0 ? openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -EBADF;
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
             (st.st_mode & 022) || st.st_size < 4 || st.st_size > (off_t)(len + 4 + BPF_MAXINSNS * sizeof(struct sock_filter)))

@@ -174,7 +174,8 @@ char *state_read_file(const char *dir, const char *name, brig_error **err)
                 brig_err(err, ENOMEM, "state file");
                 return NULL;
         }
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* O_NONBLOCK: a FIFO put in its place must not hang brig */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0) {
                 brig_err(err, errno, "read '%s'", path);
