@@ -386,7 +386,9 @@ static void grant_name(const struct run_plan *plan, const struct mount_entry *m,
                 snprintf(buf, n, "the system directory %s (always bound read-only)", m->src);
 }
 
-/* No grant of any kind may equal, contain or lie inside brig's state root:
+/* No grant of any kind may equal, contain or lie inside brig's state root
+ * (the one in use, or a default one a later run without XDG_RUNTIME_DIR
+ * would use):
  * it holds every sandbox's control socket (a same-uid peer passes its
  * check), the stored policies `brig start` runs again, the warm pools and
  * the compiled syscall filter cache. A read-only grant is refused too: a
@@ -398,20 +400,23 @@ static int plan_guard_state(const struct run_plan *plan, brig_error **err)
         int r = state_guard_init(&g, err);
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
-                const char *how = m->kind == MOUNT_BIND ? state_guard_test(&g, m->src) : NULL;
+                const char *root = NULL;
+                const char *how = m->kind == MOUNT_BIND ? state_guard_test(&g, m->src, &root) : NULL;
                 if (!how)
                         continue;
                 char name[PATH_MAX + 64];
                 grant_name(plan, m, name, sizeof name);
                 bool inside = strcmp(how, "lies inside") == 0;
+                bool current = root == g.roots[0].path;
                 r = state_fail(err, EACCES,
-                               "%s: '%s' %s brig's state directory '%s' (the control sockets and stored "
+                               "%s: '%s' %s brig's state directory '%s'%s (the control sockets and stored "
                                "policies of your sandboxes, and brig's syscall filter cache), which a sandbox "
                                "could use to take over your other sandboxes; %s",
-                               name, m->src, how, g.root,
+                               name, m->src, how, root, current ? "" : " (brig's when XDG_RUNTIME_DIR is not set)",
                                inside ? "grant a directory outside it"
-                                      : "grant a directory that does not contain it, or run brig with "
-                                        "XDG_RUNTIME_DIR set to a private directory outside every grant");
+                               : current ? "grant a directory that does not contain it, or run brig with "
+                                           "XDG_RUNTIME_DIR set to a private directory outside every grant"
+                                         : "grant a directory that does not contain it");
         }
         state_guard_free(&g);
         return r;

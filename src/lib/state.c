@@ -295,84 +295,100 @@ static bool same_ident(const struct stat *a, const struct state_ident *b)
         return a->st_dev == b->dev && a->st_ino == b->ino;
 }
 
-/* Identities, not names: every spelling of a directory (symlinks, "..",
- * bind mounts of it) has the same st_dev/st_ino, and ".." from an open
- * directory leads to its real parent across mount points. */
-int state_guard_init(struct state_guard *g, brig_error **err)
+/* One root: its identity (or, while it does not exist, its deepest
+ * existing ancestor's: a grant of that ancestor would let the sandbox make
+ * the root itself) and every directory above it. Identities, not names:
+ * every spelling of a directory (symlinks, "..") has the same
+ * st_dev/st_ino, and ".." from an open directory leads to its real parent
+ * across mount points. */
+static int guard_root(struct state_guard_root *gr, char *path, brig_error **err)
 {
-        memset(g, 0, sizeof *g);
-        g->root = state_root_path();
-        _cleanup_free_ char *p = g->root ? strdup(g->root) : NULL;
+        gr->path = path;
+        _cleanup_free_ char *p = path ? strdup(path) : NULL;
         if (!p)
                 return brig_err(err, ENOMEM, "state directory");
-        /* The root, or where it would be made: its deepest existing
-         * ancestor (a grant of that ancestor would let the sandbox make
-         * the root itself). */
         int fd;
-        g->root_exists = true;
+        gr->exists = true;
         while ((fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
                 char *slash = strrchr(p, '/');
-                if ((errno != ENOENT && errno != ENOTDIR) || !slash || slash == p)
-                        return brig_err(err, errno, "state directory '%s'", g->root);
-                *slash = '\0';
-                g->root_exists = false;
+                if ((errno != ENOENT && errno != ENOTDIR && errno != EACCES) || !slash)
+                        return brig_err(err, errno, "state directory '%s'", gr->path);
+                slash[slash == p ? 1 : 0] = '\0';
+                gr->exists = false;
         }
         struct stat st;
         while (fd >= 0 && fstat(fd, &st) == 0) {
-                if (g->n > 0 && same_ident(&st, &g->id[g->n - 1]))
+                if (gr->n > 0 && same_ident(&st, &gr->id[gr->n - 1]))
                         break;  /* "/" is its own parent */
-                if (g->n == ARRAY_SIZE(g->id)) {
+                if (gr->n == ARRAY_SIZE(gr->id)) {
                         close(fd);
-                        return brig_err(err, ELOOP, "state directory '%s' is too deep", g->root);
+                        return brig_err(err, ELOOP, "state directory '%s' is too deep", gr->path);
                 }
-                g->id[g->n++] = (struct state_ident){ st.st_dev, st.st_ino };
+                gr->id[gr->n++] = (struct state_ident){ st.st_dev, st.st_ino };
                 int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
                 close(fd);
                 fd = up;
         }
         if (fd >= 0)
                 close(fd);
-        return g->n > 0 ? 0 : brig_err(err, errno ? errno : EIO, "state directory '%s'", g->root);
+        return gr->n > 0 ? 0 : brig_err(err, errno ? errno : EIO, "state directory '%s'", gr->path);
+}
+
+/* The root in use, and the default places brig uses without
+ * XDG_RUNTIME_DIR: a sandbox given one of those while XDG_RUNTIME_DIR
+ * points elsewhere must not be able to prepare a root (a planted filter
+ * cache, a policy) for a later run without it. */
+int state_guard_init(struct state_guard *g, brig_error **err)
+{
+        memset(g, 0, sizeof *g);
+        char *paths[ARRAY_SIZE(g->roots)] = { state_root_path() };
+        size_t n = 1;
+        if (geteuid() == 0) {
+                paths[n++] = strdup("/run/brig");
+        } else {
+                paths[n++] = brig_strdup_printf("/run/user/%u/brig", geteuid());
+                paths[n++] = brig_strdup_printf("/tmp/brig-%u", geteuid());
+        }
+        int r = 0;
+        for (size_t i = 0; i < n; i++) {
+                bool dup = false;
+                for (size_t j = 0; paths[i] && j < g->n_roots; j++)
+                        dup = dup || strcmp(paths[i], g->roots[j].path) == 0;
+                if (dup || r < 0) {
+                        free(paths[i]);
+                        continue;
+                }
+                r = guard_root(&g->roots[g->n_roots++], paths[i], err);
+        }
+        return r;
 }
 
 void state_guard_free(struct state_guard *g)
 {
-        free(g->root);
-        g->root = NULL;
+        for (size_t i = 0; i < g->n_roots; i++)
+                free(g->roots[i].path);
+        memset(g, 0, sizeof *g);
 }
 
-const char *state_guard_test(const struct state_guard *g, const char *path)
+/* How `st` (a grant, its parent directory in `dirfd` or -1) meets one root. */
+static const char *guard_meets(const struct state_guard_root *gr, const struct stat *st, int dirfd)
 {
-        _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0)
-                return NULL;  /* nothing to bind: the mount says so */
-        for (size_t i = 0; i < g->n; i++)
-                if (same_ident(&st, &g->id[i]))
-                        return i == 0 && g->root_exists ? "is" : "contains";
-        if (!g->root_exists)
+        for (size_t i = 0; i < gr->n; i++)
+                if (same_ident(st, &gr->id[i]))
+                        return i == 0 && gr->exists ? "is" : "contains";
+        if (!gr->exists || dirfd < 0)
                 return NULL;
         /* Inside the root? Walk up from the grant (from its directory when
          * it is a file) and look for the root on the way to "/". */
-        int cur;
-        if (S_ISDIR(st.st_mode)) {
-                cur = TAKE_FD(fd);
-        } else {
-                _cleanup_free_ char *dir = strdup(path);
-                char *slash = dir ? strrchr(dir, '/') : NULL;
-                if (!slash)
-                        return NULL;
-                slash[slash == dir ? 1 : 0] = '\0';
-                cur = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        }
+        int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
         const char *hit = NULL;
-        struct stat prev = { 0 };
-        for (int depth = 0; cur >= 0 && !hit && depth < 4096 && fstat(cur, &st) == 0; depth++) {
-                if (depth > 0 && st.st_dev == prev.st_dev && st.st_ino == prev.st_ino)
+        struct stat now, prev = { 0 };
+        for (int depth = 0; cur >= 0 && !hit && depth < 4096 && fstat(cur, &now) == 0; depth++) {
+                if (depth > 0 && now.st_dev == prev.st_dev && now.st_ino == prev.st_ino)
                         break;  /* reached "/" */
-                if (same_ident(&st, &g->id[0]))
+                if (same_ident(&now, &gr->id[0]))
                         hit = "lies inside";
-                prev = st;
+                prev = now;
                 int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
                 close(cur);
                 cur = up;
@@ -380,4 +396,31 @@ const char *state_guard_test(const struct state_guard *g, const char *path)
         if (cur >= 0)
                 close(cur);
         return hit;
+}
+
+const char *state_guard_test(const struct state_guard *g, const char *path, const char **root)
+{
+        _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return NULL;  /* nothing to bind: the mount says so */
+        _cleanup_close_ int dir = -EBADF;
+        if (S_ISDIR(st.st_mode)) {
+                dir = TAKE_FD(fd);
+        } else {
+                _cleanup_free_ char *d = strdup(path);
+                char *slash = d ? strrchr(d, '/') : NULL;
+                if (slash) {
+                        slash[slash == d ? 1 : 0] = '\0';
+                        dir = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                }
+        }
+        for (size_t i = 0; i < g->n_roots; i++) {
+                const char *how = guard_meets(&g->roots[i], &st, dir);
+                if (how) {
+                        *root = g->roots[i].path;
+                        return how;
+                }
+        }
+        return NULL;
 }

@@ -43,23 +43,28 @@ BRIG_INTERNAL bool state_supervisor_alive(json_t *st);
  * (overlay's work/work) readable first. */
 BRIG_INTERNAL int state_remove_tree(const char *path, brig_error **err);
 
-/* What a grant is compared with: the state root (or, while it does not
- * exist, its deepest existing ancestor) and every directory above it, by
- * st_dev/st_ino. */
+/* What a grant is compared with: each root brig may use (the one in use
+ * now, and the defaults without XDG_RUNTIME_DIR), as the root's st_dev/
+ * st_ino (or, while it does not exist, its deepest existing ancestor's)
+ * and those of every directory above it. */
 struct state_ident {
         dev_t dev;
         ino_t ino;
 };
+struct state_guard_root {
+        char *path;
+        bool exists;
+        size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
+        struct state_ident id[128];
+};
 struct state_guard {
-        char *root;          /* the root's path, for messages */
-        bool root_exists;
-        size_t n;            /* id[0]: the root (or where it would be made), then its ancestors to "/" */
-        struct state_ident id[256];
+        size_t n_roots;
+        struct state_guard_root roots[3];
 };
 BRIG_INTERNAL int state_guard_init(struct state_guard *g, brig_error **err);
 BRIG_INTERNAL void state_guard_free(struct state_guard *g);
-/* NULL when `path` (a grant's host path) keeps clear of the state root;
- * else how it meets it: "is", "contains" or "lies inside". */
-BRIG_INTERNAL const char *state_guard_test(const struct state_guard *g, const char *path);
+/* NULL when `path` (a grant's host path) keeps clear of every root; else
+ * how it meets one ("is", "contains" or "lies inside"), *root naming it. */
+BRIG_INTERNAL const char *state_guard_test(const struct state_guard *g, const char *path, const char **root);
 
 #endif

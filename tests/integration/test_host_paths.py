@@ -147,12 +147,15 @@ def _grant_cases(brig, scratch, run):
         "ro-bind-file-inside-root": (["--ro-bind", f"{next((root / 'cache').iterdir())}:/x"], xdg, root),
         "default-root-parent": (["--workspace", os.path.dirname(default_root)], {"XDG_RUNTIME_DIR": ""},
                                 default_root),
+        # XDG_RUNTIME_DIR elsewhere: the sandbox could still prepare the root
+        # that a later run without it uses (a planted cache, a policy)
+        "default-root-parent-with-xdg": (["--workspace", os.path.dirname(default_root)], "elsewhere", default_root),
     }
 
 
 GRANT_CASES = ["workspace-is-xdg-parent", "workspace-symlinked-spelling", "xdg-symlinked-spelling",
                "ro-bind-xdg-dir", "ro-bind-host-root", "bind-state-root", "ro-bind-inside-root", "ro-bind-file-inside-root",
-               "default-root-parent"]
+               "default-root-parent", "default-root-parent-with-xdg"]
 
 
 @attack("state-root-in-grant", "a workspace or bind (read-only too) that equals, contains or lies inside brig's "
@@ -164,6 +167,19 @@ def test_grant_exposing_state_root_is_refused(brig, scratch, case):
     run = _run_dir(brig, scratch)
     assert brig.run("run", "--", "true", env={"XDG_RUNTIME_DIR": str(run)}).returncode == 0  # root and cache exist
     args, env, root = _grant_cases(brig, scratch, run)[case]
+    if env == "elsewhere":  # an XDG_RUNTIME_DIR outside the grant (/tmp or /run)
+        away = pathlib.Path(tempfile.mkdtemp(prefix="brig-test-", dir="/var/tmp"))
+        away.chmod(0o700)
+        brig.chown(away)
+        env = {"XDG_RUNTIME_DIR": str(away)}
+    try:
+        _refused_for_run_and_create(brig, args, env, root)
+    finally:
+        if env.get("XDG_RUNTIME_DIR", "").startswith("/var/tmp/brig-test-"):
+            subprocess.run(["rm", "-rf", env["XDG_RUNTIME_DIR"]], check=False)
+
+
+def _refused_for_run_and_create(brig, args, env, root):
     m = marker("refused")
     for verb in ("run", "create"):
         cmd = ["run", *args, "--", "sh", "-c", f"touch {brig.workspace}/{m}"] if verb == "run" \
