@@ -57,8 +57,20 @@ BRIG_INTERNAL void strv_free(struct strv *v);
 BRIG_INTERNAL bool strv_contains(const struct strv *v, const char *s);
 BRIG_INTERNAL int strv_remove(struct strv *v, const char *s);
 
-/* Open a file brig writes during or after the run (report, audit stream). */
+/* ---- host paths a sandbox can reach (hostfs.c) ------------------------- */
+
+#include <sys/types.h>
+
+/* Open a file brig writes during or after the run (report, audit stream),
+ * following no symlink in any component of `path`; `what` names the
+ * option in messages. A fd, or -errno with *err filled. */
 BRIG_INTERNAL int output_open(const char *path, const char *what, bool append, brig_error **err);
+/* Its fallback where openat2 is missing: fd or -errno (-ELOOP: a symlink). */
+BRIG_INTERNAL int output_open_walk(const char *path, int flags, mode_t mode);
+/* Remove `name` below `parent` and everything under it, however deep or
+ * wide, following no symlink and entering no other mount: 0 or -errno
+ * (-EXDEV a mount below, -ESTALE the tree moved during the walk). */
+BRIG_INTERNAL int tree_remove_at(int parent, const char *name);
 
 /* ---- paths (pure functions, unit-tested) ------------------------------- */
 

@@ -70,6 +70,30 @@ static char *join(const char *dir, const char *name)
         return *dir ? brig_strdup_printf("%s/%s", dir, name) : strdup(name);
 }
 
+/* How deep diff, commit and layer copies (snapshot, restore, fork) go.
+ * They recurse with a few descriptors a level and keep paths relative to
+ * the layer's root, which the kernel takes only up to PATH_MAX; a layer
+ * deeper than this is refused with tree_too_deep's message rather than
+ * half handled. Removal has no such limit (tree_remove_at), so such a
+ * sandbox can always be reset or removed. */
+#define TREE_DEPTH_MAX 256
+
+/* Remember where the walk stopped (first time only); returns -ELOOP. */
+static int note_too_deep(char **at, const char *rel)
+{
+        if (!*at)
+                *at = strndup(rel, 96);
+        return -ELOOP;
+}
+
+static int tree_too_deep(brig_error **err, const char *what, const char *at)
+{
+        return state_fail(err, ELOOP, "%s: the layer holds directories nested more than %d deep (at '%s...'); "
+                                      "brig diff, commit and snapshots handle no deeper tree: remove it inside "
+                                      "the sandbox, or brig reset, then try again",
+                          what, TREE_DEPTH_MAX, at ? at : "");
+}
+
 /* Copy a regular file's bytes, keeping its holes. A sparse file costs the
  * sandbox almost nothing in its layer (truncate -s 1T), but copied byte by
  * byte, holes written as zeros, it would fill the host's disk: the
@@ -169,7 +193,7 @@ static json_t *entry_record(const struct stat *st)
 
 static int record_tree(int dfd, const char *rel, json_t *out, int depth)
 {
-        if (depth > 256)
+        if (depth > TREE_DEPTH_MAX)
                 return -ELOOP;
         int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -358,6 +382,7 @@ struct change {
 struct changes {
         struct change *v;
         size_t n;
+        char *too_deep;  /* where diff_dir stopped (note_too_deep) */
 };
 
 static void changes_free(struct changes *c)
@@ -367,6 +392,8 @@ static void changes_free(struct changes *c)
         free(c->v);
         c->v = NULL;
         c->n = 0;
+        free(c->too_deep);
+        c->too_deep = NULL;
 }
 
 static int changes_add(struct changes *c, const char *path, enum change_kind kind, mode_t mode)
@@ -466,8 +493,8 @@ static int diff_entry(int upper, int lower, const char *name, const char *rel, s
 
 static int diff_dir(int upper, int lower, const char *rel, bool opaque, struct changes *out, int depth)
 {
-        if (depth > 256)
-                return -ELOOP;
+        if (depth > TREE_DEPTH_MAX)
+                return note_too_deep(&out->too_deep, rel);
         int fd = fcntl(upper, F_DUPFD_CLOEXEC, 3);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         if (!d) {
@@ -593,7 +620,9 @@ char *brig_sandbox_diff_json(const char *name, brig_error **err)
         int r = layer_open(name, &l, err);
         if (r == 0) {
                 r = layer_diff(&l, &c);
-                if (r < 0)
+                if (r < 0 && c.too_deep)
+                        tree_too_deep(err, "diff", c.too_deep);
+                else if (r < 0)
                         brig_err(err, -r, "diff '%s'", name);
         }
         if (r == 0) {
@@ -678,36 +707,6 @@ static const char *tree_conflict(struct layer *l, json_t *base, const char *path
         return NULL;
 }
 
-static int remove_entry(int parent, const char *name)
-{
-        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-                return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        _cleanup_close_ int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        /* Another filesystem mounted there is not the workspace's (the
-         * sandbox saw an empty directory): never empty it. */
-        struct stat pst, st;
-        if (fstat(parent, &pst) < 0 || fstat(fd, &st) < 0)
-                return -errno;
-        if (pst.st_dev != st.st_dev)
-                return -EXDEV;
-        DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-        if (!d)
-                return -errno;
-        struct dirent *e;
-        int r = 0;
-        while (r == 0 && (e = readdir(d)))
-                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                        r = remove_entry(fd, e->d_name);
-        closedir(d);
-        if (r == 0 && unlinkat(parent, name, AT_REMOVEDIR) < 0)
-                r = -errno;
-        return r;
-}
-
 /* Who owns what commit creates: existing entries keep their owner; new
  * ones get their directory's (as root; rootless everything is ours). */
 static void set_owner(int parent, const char *name, const struct stat *old, bool existed)
@@ -754,7 +753,7 @@ static int commit_file(struct layer *l, const struct change *c, int parent, cons
                         return fparent == -1 ? -errno : fparent;
                 if (linkat(fparent, flast, parent, tmp, 0) < 0)
                         return -errno;
-                if (existed && S_ISDIR(old.st_mode) && (r = remove_entry(parent, last)) < 0)
+                if (existed && S_ISDIR(old.st_mode) && (r = tree_remove_at(parent, last)) < 0)
                         goto fail;
                 if (renameat(parent, tmp, parent, last) < 0) {
                         r = -errno;
@@ -774,7 +773,7 @@ static int commit_file(struct layer *l, const struct change *c, int parent, cons
                 goto fail;
         }
         set_owner(parent, tmp, &old, existed);
-        if (existed && S_ISDIR(old.st_mode) && (r = remove_entry(parent, last)) < 0)
+        if (existed && S_ISDIR(old.st_mode) && (r = tree_remove_at(parent, last)) < 0)
                 goto fail;
         if (renameat(parent, tmp, parent, last) < 0) {
                 r = -errno;
@@ -804,7 +803,7 @@ static int commit_symlink(struct layer *l, const struct change *c, int parent, c
         if (symlinkat(target, parent, tmp) < 0)
                 return -errno;
         set_owner(parent, tmp, &old, existed);
-        if (existed && S_ISDIR(old.st_mode) && (r = remove_entry(parent, last)) < 0) {
+        if (existed && S_ISDIR(old.st_mode) && (r = tree_remove_at(parent, last)) < 0) {
                 unlinkat(parent, tmp, 0);
                 return r;
         }
@@ -842,8 +841,10 @@ static int apply_change(struct layer *l, const struct change *c)
         _cleanup_close_ int parent = open_parent(l->ws, c->path, &last);
         if (parent < 0)
                 return parent == -1 ? -errno : parent;
+        /* A filesystem mounted in the workspace is not the workspace's
+         * (the sandbox saw an empty directory): never emptied (EXDEV). */
         if (c->kind == CH_DELETED)
-                return remove_entry(parent, last);
+                return tree_remove_at(parent, last);
         switch (c->type) {
         case S_IFREG: return commit_file(l, c, parent, last);
         case S_IFLNK: return commit_symlink(l, c, parent, last);
@@ -903,6 +904,10 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         if (r < 0)
                 goto out;
         r = layer_diff(&l, &c);
+        if (r < 0 && c.too_deep) {
+                tree_too_deep(err, "commit (nothing applied)", c.too_deep);
+                goto out;
+        }
         if (r < 0) {
                 brig_err(err, -r, "commit '%s': read the layer", name);
                 goto out;
@@ -1007,7 +1012,7 @@ int brig_sandbox_reset(const char *name, brig_error **err)
                 struct dirent *e;
                 while (d && r == 0 && (e = readdir(d)))
                         if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                                r = remove_entry(l.upper, e->d_name);
+                                r = tree_remove_at(l.upper, e->d_name);
                 if (d)
                         closedir(d);
                 if (r < 0 && !(err && *err))
@@ -1052,13 +1057,42 @@ static void copy_owner(int parent, const char *name, const struct stat *st)
 struct copy {
         int droot;      /* the destination's root */
         void *links;    /* link_first */
+        char *too_deep; /* where copy_dir stopped (note_too_deep) */
 };
+
+/* Open an entry of the source to copy it. Rootless, the layer's entries
+ * are the caller's own, but the sandbox may have made one unreadable
+ * (chmod 000), and the copy would fail: such an entry gets u+r (a
+ * directory u+rx, to reach what is below it) for the copy, and *restore
+ * says to put its mode back (fchmod on the fd) when done. Root reads it
+ * anyway. */
+static int open_source(int dir, const char *name, int flags, const struct stat *st, bool *restore)
+{
+        *restore = false;
+        int fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != EACCES || st->st_uid != geteuid())
+                return fd < 0 ? -errno : fd;
+        mode_t add = S_ISDIR(st->st_mode) ? 0500 : 0400;
+        if (fchmodat(dir, name, (st->st_mode & 07777) | add, AT_SYMLINK_NOFOLLOW) < 0)
+                return -EACCES;
+        fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                int e = errno;
+                (void)!fchmodat(dir, name, st->st_mode & 07777, AT_SYMLINK_NOFOLLOW);
+                return -e;
+        }
+        *restore = true;
+        return fd;
+}
 
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st)
 {
-        _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        bool restore;
+        _cleanup_close_ int in = open_source(sdir, name, O_RDONLY | O_NONBLOCK, st, &restore);
         if (in < 0)
-                return -errno;
+                return in;
+        if (restore)
+                (void)!fchmod(in, st->st_mode & 07777);  /* the fd reads on */
         _cleanup_close_ int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
                 return -errno;
@@ -1116,11 +1150,16 @@ static int copy_entry(struct copy *cp, int sdir, int ddir, const char *rel, cons
                 return 0;  /* sockets: nothing to keep */
         if (mkdirat(ddir, name, 0700) < 0)
                 return -errno;
-        _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        bool restore;
+        _cleanup_close_ int s = open_source(sdir, name, O_RDONLY | O_DIRECTORY, &st, &restore);
+        if (s < 0)
+                return s;
         _cleanup_close_ int d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (s < 0 || d < 0)
+        if (d < 0)
                 return -errno;
         int r = copy_dir(cp, s, d, path, depth + 1);
+        if (restore)
+                (void)!fchmod(s, st.st_mode & 07777);
         if (r == 0)
                 r = copy_xattrs(s, d);
         if (r == 0 && fchmod(d, st.st_mode & 07777) < 0)
@@ -1132,8 +1171,8 @@ static int copy_entry(struct copy *cp, int sdir, int ddir, const char *rel, cons
 
 static int copy_dir(struct copy *cp, int sdir, int ddir, const char *rel, int depth)
 {
-        if (depth > 256)
-                return -ELOOP;
+        if (depth > TREE_DEPTH_MAX)
+                return note_too_deep(&cp->too_deep, rel);
         DIR *d = fdopendir(fcntl(sdir, F_DUPFD_CLOEXEC, 3));
         if (!d)
                 return -errno;
@@ -1166,5 +1205,8 @@ int overlay_copy_tree(const char *src, const char *dst, brig_error **err)
                 r = -errno;
         if (r == 0 && geteuid() == 0 && fchown(d, st.st_uid, st.st_gid) < 0)
                 r = -errno;
+        if (r < 0 && cp.too_deep)
+                tree_too_deep(err, "copy of the layer", cp.too_deep);
+        free(cp.too_deep);
         return r < 0 ? brig_err(err, -r, "copy '%s' to '%s'", src, dst) : 0;
 }

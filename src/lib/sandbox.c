@@ -515,9 +515,11 @@ int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *re
         int r = exec_check_opts(o, err);
         if (r < 0)
                 return r;
-        /* Opened before the command runs, never through a final symlink
-         * (output_open): the sandbox cannot redirect brig's write. */
-        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "report", false, err) : -EBADF;
+        /* Opened before the command runs, through no symlink anywhere in
+         * the path (output_open): the running sandbox, whose workspace the
+         * path may lie in, cannot redirect brig's write. */
+        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "--json-report", false, err)
+                                                       : -EBADF;
         if (o->report_path && report_fd < 0)
                 return report_fd;
         _cleanup_close_ int fd = connect_to(name, NULL, err);

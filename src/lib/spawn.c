@@ -112,12 +112,12 @@ static void explain(brig_result *res, const struct limits *l, const struct cgrou
 static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audit **audit, brig_error **err)
 {
         if (p->report_path) {
-                plan->report_fd = output_open(p->report_path, "report", false, err);
+                plan->report_fd = output_open(p->report_path, "--json-report", false, err);
                 if (plan->report_fd < 0)
                         return plan->report_fd;
         }
         if (p->audit_path) {
-                plan->audit_fd = output_open(p->audit_path, "audit", true, err);
+                plan->audit_fd = output_open(p->audit_path, "--audit", true, err);
                 if (plan->audit_fd < 0)
                         return plan->audit_fd;
                 *audit = audit_new(plan->audit_fd);

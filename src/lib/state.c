@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "state.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,46 +244,26 @@ bool state_supervisor_alive(json_t *st)
         return state_process_start((pid_t)pid) == (unsigned long long)start;
 }
 
-static int remove_at(int parent, const char *name, int depth)
-{
-        if (depth > 256)
-                return -ELOOP;
-        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-                return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == EACCES) {
-                /* overlayfs leaves work/work mode 000 */
-                (void)!fchmodat(parent, name, 0700, 0);
-                fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        }
-        if (fd < 0)
-                return -errno;
-        (void)!fchmod(fd, 0700);
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        int r = 0;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                        continue;
-                int rr = remove_at(dirfd(d), e->d_name, depth + 1);
-                if (rr < 0 && r == 0)
-                        r = rr;
-        }
-        closedir(d);
-        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-                r = -errno;
-        return r;
-}
-
 int state_remove_tree(const char *path, brig_error **err)
 {
-        int r = remove_at(AT_FDCWD, path, 0);
+        /* The trees removed here are a sandbox's work (an overlay layer, a
+         * snapshot of one): tree_remove_at takes any depth and follows
+         * nothing planted in them. */
+        _cleanup_free_ char *dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (!slash || !slash[1])
+                return brig_err(err, dir ? EINVAL : ENOMEM, "remove '%s'", path);
+        *slash = '\0';
+        _cleanup_close_ int parent = open(slash == dir ? "/" : dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (parent < 0)
+                return errno == ENOENT ? 0 : brig_err(err, errno, "remove '%s'", path);
+        int r = tree_remove_at(parent, slash + 1);
+        if (r == -EXDEV)
+                return brig_err(err, EXDEV, "remove '%s': another filesystem is mounted below it (unmount it, then "
+                                            "try again)", path);
+        if (r == -ESTALE)
+                return brig_err(err, ESTALE, "remove '%s': a directory in it moved while it was being removed (try "
+                                             "again)", path);
         return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
 }
 

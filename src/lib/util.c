@@ -3,10 +3,8 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 int strv_push_take(struct strv *v, char *s)
 {
@@ -127,27 +125,6 @@ int path_depth(const char *path)
                 if (*p == '/' && p[1] != '\0')
                         d++;
         return d;
-}
-
-int output_open(const char *path, const char *what, bool append, brig_error **err)
-{
-        /* Opened before any sandboxed code runs, and never through a final
-         * symlink: the sandbox must not be able to point brig's (perhaps
-         * root) writes at another file, even when the path lies in the
-         * workspace. O_NONBLOCK so that a FIFO there cannot hang us. */
-        int flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-        int fd = open(path, flags | (append ? O_APPEND : 0), 0644);
-        if (fd < 0 && errno == ELOOP)
-                return brig_err(err, ELOOP, "%s file '%s' is a symlink; refusing to write through it", what, path);
-        if (fd < 0)
-                return brig_err(err, errno, "%s file '%s'", what, path);
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                close(fd);
-                return brig_err(err, EINVAL, "%s file '%s' is not a regular file", what, path);
-        }
-        fcntl(fd, F_SETFL, append ? O_APPEND : 0);  /* blocking writes from here on */
-        return fd;
 }
 
 void size_text(char *buf, size_t n, uint64_t bytes)
