@@ -254,6 +254,9 @@ BRIG_PUBLIC int brig_sandbox_start(const char *name, brig_error **err);
  * two lines for a person: network mode and rules, workspace and its mode,
  * limits. Set once the stored policy is read, also when the launch fails. */
 BRIG_PUBLIC int brig_sandbox_start_described(const char *name, char **described, brig_error **err);
+/* The same two lines for a sandbox's stored policy, without starting it
+ * (restore and fork run it again); NULL on error. Free it. */
+BRIG_PUBLIC char *brig_sandbox_describe(const char *name, brig_error **err);
 /* Stop if needed, then remove every trace: processes, cgroups, state. */
 BRIG_PUBLIC int brig_sandbox_remove(const char *name, brig_error **err);
 /* Freeze / thaw every process inside (cgroup v2 freezer). */

@@ -230,6 +230,21 @@ int cmd_ls(int argc, char **argv)
         return 0;
 }
 
+/* A restart runs what was stored at create: say what that is, one line
+ * per part, before any error. Takes `described`. */
+static void put_described(const char *verb, const char *name, char *described)
+{
+        for (char *line = described, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                fprintf(stderr, "brig: %s '%s': ", verb, name);
+                cli_put_safe(stderr, line, false);
+                fputc('\n', stderr);
+        }
+        free(described);
+}
+
 /* stop, rm, pause, resume, start: NAME... */
 int cmd_simple(int argc, char **argv)
 {
@@ -255,17 +270,7 @@ int cmd_simple(int argc, char **argv)
                 char *described = NULL;
                 int r = fn == brig_sandbox_start ? brig_sandbox_start_described(argv[i], &described, &err)
                                                  : fn(argv[i], &err);
-                /* A restart runs what was stored at create: say what that is,
-                 * one line per part, before any error. */
-                for (char *line = described, *next; line && *line; line = next) {
-                        next = strchr(line, '\n');
-                        if (next)
-                                *next++ = '\0';
-                        fprintf(stderr, "brig: start '%s': ", argv[i]);
-                        cli_put_safe(stderr, line, false);
-                        fputc('\n', stderr);
-                }
-                free(described);
+                put_described("start", argv[i], described);
                 if (r < 0)
                         code = cli_fail(err);
         }
@@ -370,6 +375,11 @@ int cmd_snapshot(int argc, char **argv)
                 fprintf(stderr, "usage: brig %s NAME TAG%s%s\n", cmd, fork_cmd ? " NEW_NAME" : "",
                         strcmp(cmd, "snapshot") == 0 ? "\n       brig snapshot --list NAME\n       brig snapshot --rm NAME TAG" : "");
                 return BRIG_EXIT_SETUP;
+        }
+        if (strcmp(cmd, "snapshot") != 0) {
+                brig_error *derr = NULL;
+                put_described(cmd, fork_cmd ? argv[3] : argv[1], brig_sandbox_describe(argv[1], &derr));
+                brig_error_free(&derr);  /* the command itself says what is wrong */
         }
         int r = strcmp(cmd, "snapshot") == 0 ? brig_sandbox_snapshot(argv[1], argv[2], &err)
                 : strcmp(cmd, "restore") == 0 ? brig_sandbox_restore(argv[1], argv[2], &err)

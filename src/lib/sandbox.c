@@ -283,6 +283,22 @@ int brig_sandbox_start_described(const char *name, char **described, brig_error 
         return r;
 }
 
+char *brig_sandbox_describe(const char *name, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        if (state_dir(name, false, &dir, err) < 0)
+                return NULL;
+        json_t *st = state_read(dir, err);
+        brig_policy *p = NULL;
+        struct sandbox_create_opts opts = { 0 };
+        char *text = NULL;
+        if (st && sandbox_load_policy(dir, st, &p, &opts, err) == 0 && !(text = policy_summary(p, opts.overlay)))
+                brig_err(err, ENOMEM, "describe");
+        json_decref(st);
+        brig_policy_free(p);
+        return text;
+}
+
 /* ---- talking to a supervisor ------------------------------------------- */
 
 /* Why a sandbox cannot be reached: absent, stopped or dead. */

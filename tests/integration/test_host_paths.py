@@ -312,6 +312,15 @@ def test_start_says_what_policy_it_runs(brig, sandboxes):
     assert "network filtered; allowed hosts example.org; denied hosts bad.example.org" in lines[0], lines
     assert f"workspace {brig.workspace} as an overlay" in lines[1], lines
     assert "1 bind; memory 256 MiB, 99 processes" in lines[1], lines
+    # restore and fork run the stored policy again too, and say so
+    assert sandboxes.brig_cmd("snapshot", name, "t").returncode == 0
+    copy = sandboxes.new_name("fork")
+    sandboxes.names.append(copy)
+    for verb, args, who in (("restore", [name, "t"], name), ("fork", [name, "t", copy], copy)):
+        r = sandboxes.brig_cmd(verb, *args)
+        assert r.returncode == 0, r
+        said = [line for line in r.stderr.splitlines() if line.startswith(f"brig: {verb} '{who}': ")]
+        assert len(said) == 2 and "allowed hosts example.org" in said[0] and "memory 256 MiB" in said[1], r
 
 
 # ---- row 92: the inventory ----------------------------------------------------
