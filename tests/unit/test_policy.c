@@ -1342,6 +1342,94 @@ static void test_plan_default_workspace_is_cwd(void **state)
         brig_policy_free(p);
 }
 
+/* plan_build refuses every grant that is, contains or lies inside the state
+ * root, by identity: through a symlinked spelling, before the root exists,
+ * and for a file inside it; a sibling of the root is fine. */
+static void expect_state_refusal(struct fixture *f, const char *ws, const char *bind, const char *how)
+{
+        brig_policy *p = brig_policy_new();
+        assert_non_null(p);
+        assert_int_equal(brig_policy_set_workspace(p, ws, NULL), 0);
+        if (bind)
+                assert_int_equal(brig_policy_add_bind(p, bind, "/x", BRIG_BIND_READONLY, NULL), 0);
+        struct run_plan plan = RUN_PLAN_INIT;
+        brig_error *err = NULL;
+        int r = plan_build(&plan, p, true_argv, &err);
+        if (!how) {
+                if (r < 0)
+                        fail_msg("plan_build refused %s / %s: %s", ws, bind ? bind : "-", err ? err->msg : "?");
+        } else {
+                assert_true(r < 0);
+                assert_non_null(err);
+                assert_int_equal(err->exit_code, BRIG_EXIT_SETUP);
+                assert_contains(err->msg, how);
+                assert_contains(err->msg, "brig's state directory");
+                assert_contains(err->msg, f->base);
+        }
+        brig_error_free(&err);
+        plan_free(&plan);
+        brig_policy_free(p);
+}
+
+static void test_plan_refuses_grants_exposing_the_state_root(void **state)
+{
+        struct fixture *f = *state;
+        const char *old = getenv("XDG_RUNTIME_DIR");
+        char *saved = old ? strdup(old) : NULL;
+        char *run = join(f->base, "run"), *lnk = join(f->base, "lnk"), *lnk_run = join(lnk, "run");
+        char *root = join(run, "brig"), *cache = join(root, "cache"), *file = join(cache, "f");
+        xmkdir(f->base, "run");
+        assert_int_equal(symlink(f->base, lnk), 0);
+        setenv("XDG_RUNTIME_DIR", run, 1);
+        expect_state_refusal(f, f->base, NULL, "contains");        /* before the root exists */
+        assert_int_equal(mkdir(root, 0700), 0);
+        assert_int_equal(mkdir(cache, 0700), 0);
+        xtouch(cache, "f");
+        expect_state_refusal(f, f->base, NULL, "contains");
+        expect_state_refusal(f, lnk, NULL, "contains");             /* symlinked spelling */
+        expect_state_refusal(f, f->ws, lnk_run, "contains");
+        expect_state_refusal(f, f->ws, root, "is");
+        expect_state_refusal(f, f->ws, cache, "lies inside");
+        expect_state_refusal(f, f->ws, file, "lies inside");       /* a file */
+        expect_state_refusal(f, f->ws, "/", "contains");
+        expect_state_refusal(f, f->ws, f->home, NULL);              /* a sibling */
+        setenv("XDG_RUNTIME_DIR", lnk_run, 1);                      /* the root through a symlink */
+        expect_state_refusal(f, f->base, NULL, "contains");
+        if (saved)
+                setenv("XDG_RUNTIME_DIR", saved, 1);
+        else
+                unsetenv("XDG_RUNTIME_DIR");
+        free(saved);
+        free(run);
+        free(lnk);
+        free(lnk_run);
+        free(root);
+        free(cache);
+        free(file);
+}
+
+static void test_policy_summary(void **state)
+{
+        (void)state;
+        brig_policy *p = brig_policy_new();
+        assert_non_null(p);
+        assert_int_equal(brig_policy_set_workspace(p, "/srv/proj", NULL), 0);
+        char *s = policy_summary(p, false);
+        assert_non_null(s);
+        assert_string_equal(s, "network none (nothing outside is reachable)\n"
+                               "workspace /srv/proj read-write; 0 binds; memory 4 GiB, 1024 processes; "
+                               "syscalls: the default profile");
+        free(s);
+        assert_int_equal(brig_policy_allow_host(p, "pypi.org", NULL), 0);
+        assert_int_equal(brig_policy_add_bind(p, "/usr/share", "/share", BRIG_BIND_READONLY, NULL), 0);
+        s = policy_summary(p, true);
+        assert_non_null(s);
+        assert_contains(s, "network filtered; allowed hosts pypi.org\n");
+        assert_contains(s, "workspace /srv/proj as an overlay (changes kept apart until brig commit); 1 bind;");
+        free(s);
+        brig_policy_free(p);
+}
+
 static void test_plan_user(void **state)
 {
         struct fixture *f = *state;
@@ -1424,6 +1512,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_plan_no_command, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_default_workspace_is_cwd, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_user, setup_tree, teardown_tree),
+                cmocka_unit_test_setup_teardown(test_plan_refuses_grants_exposing_the_state_root, setup_tree,
+                                                teardown_tree),
+                cmocka_unit_test(test_policy_summary),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
