@@ -4,7 +4,8 @@
  * ends; both readers see that prefix, then the whole stream, each from a
  * heap copy of exactly that many bytes (so any over-read is caught), and
  * must agree with themselves: a TLS verdict other than SNIFF_MORE never
- * changes with more bytes, and neither do the HTTP reader's.
+ * changes with more bytes, and neither do the HTTP reader's; and below
+ * the length sniff_tls_need() names, the TLS reader says "more" (or "bad").
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -68,6 +69,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  * change or vanish later) */
                 if (tls && a != SNIFF_MORE && a != b)
                         abort();
+                /* sniff_tls_need() is a lower bound: below it, still more
+                 * (or a bad record header that came since) */
+                if (tls) {
+                        uint8_t *copy = malloc(split ? split : 1);
+                        if (!copy)
+                                abort();
+                        memcpy(copy, stream, split);
+                        size_t need = sniff_tls_need(copy, split);
+                        free(copy);
+                        if (need < split)
+                                abort();
+                        int c = need > split && need - 1 <= len ? run(tls, stream, need - 1, first) : SNIFF_MORE;
+                        if (c != SNIFF_MORE && c != SNIFF_BAD)
+                                abort();
+                }
                 if (!tls) {
                         /* the HTTP reader decides on the head alone */
                         if (a == SNIFF_NAME && b != SNIFF_NAME)

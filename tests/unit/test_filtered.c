@@ -386,6 +386,16 @@ static void test_sni_big_hellos(void **state)
                 cuts[nc++] = at;
         records(&rec, &hs, cuts, nc);
         assert_int_equal(sni(&rec, rec.n, host), SNIFF_NAME);
+        /* how far the egress may skip parsing: never past a verdict */
+        assert_int_equal(sniff_tls_need(rec.b, rec.n), rec.n);
+        assert_int_equal(sniff_tls_need(rec.b, 0), 0);
+        for (size_t k = 1; k < rec.n; k += 211) {
+                size_t need = sniff_tls_need(rec.b, k);
+                assert_true(need >= k && need <= rec.n);
+                if (need > k)
+                        assert_int_equal(sni(&rec, need - 1, host), SNIFF_MORE);
+        }
+        assert_true(sniff_tls_need(rec.b, 9) > 20000);  /* the declared length is known at once */
         /* the largest hello taken, and one byte more */
         struct hello_spec max = { .sni = "max.test", .padding = SNIFF_HELLO_MAX - 4 - 132 };
         hello_msg(&hs, &max, NULL);

@@ -155,6 +155,8 @@ struct conn {
         bool cidr_ok;         /* orig itself is allowed (--allow-cidr, or a host rule naming it) */
         bool late;            /* allowed before the client said anything: its first bytes still judged */
         uint64_t late_ms;     /* when those first bytes began */
+        size_t sniff_need;    /* a ClientHello: no verdict before in_len reaches this */
+        size_t sniffed;       /* in_len at the last look that said "more" */
         bool client_eof;      /* the client shut its side while being sniffed */
 };
 
@@ -189,6 +191,7 @@ struct egress {
         void *up_dns;
         /* filtered mode */
         bool filtered;        /* a redirect listener was added */
+        size_t sniff_held;    /* bytes of redirected connections' first-bytes buffers */
         struct dns_stub stub;
 };
 
@@ -313,6 +316,47 @@ static void log_close(struct conn *c)
 
 /* ---- connection life cycle ------------------------------------------------ */
 
+/* A redirected connection's first bytes are buffered until judged: 2 KiB,
+ * grown fourfold up to SNIFF_MAX. What all of them hold beyond the first
+ * 2 KiB is bounded too, or thousands of connections each sending most of
+ * a big ClientHello would pin SNIFF_MAX apiece in the supervisor. */
+#define SNIFF_BUF_MIN 2048
+#define SNIFF_BUDGET (32u << 20)
+
+static void in_free(struct conn *c)
+{
+        if (c->kind == EGRESS_TRANSPARENT)
+                c->e->sniff_held -= c->in_cap;
+        free(c->in);
+        c->in = NULL;
+        c->in_len = c->in_cap = c->in_used = 0;
+}
+
+static void refuse(struct conn *c, const char *reason, const struct net_addr *a);
+static void conn_close(struct conn *c);
+
+/* Room for more first bytes; false when the connection was refused. */
+static bool sniff_room(struct conn *c)
+{
+        struct egress *e = c->e;
+        size_t cap = c->in_cap ? c->in_cap * 4 : SNIFF_BUF_MIN;
+        if (cap > SNIFF_MAX)
+                cap = SNIFF_MAX;
+        if (cap > SNIFF_BUF_MIN && e->sniff_held + cap - c->in_cap > SNIFF_BUDGET) {
+                refuse(c, "too many large first messages at once (brig holds at most 32 MiB of them)", &c->orig);
+                return false;
+        }
+        char *grown = cap > c->in_cap ? realloc(c->in, cap) : NULL;
+        if (!grown) {
+                conn_close(c);
+                return false;
+        }
+        e->sniff_held += cap - c->in_cap;
+        c->in = grown;
+        c->in_cap = cap;
+        return true;
+}
+
 static void conn_close(struct conn *c)
 {
         if (c->state == C_DEAD)
@@ -326,8 +370,7 @@ static void conn_close(struct conn *c)
         unwatch(e, &c->uw);
         flow_free(&c->up);
         flow_free(&c->down);
-        free(c->in);
-        c->in = NULL;
+        in_free(c);
         free(c->reply);
         c->reply = NULL;
         c->state = C_DEAD;
@@ -549,9 +592,7 @@ static void start_relay(struct conn *c)
                 c->in_len = rest;
                 c->in_used = 0;
         } else {
-                free(c->in);
-                c->in = NULL;
-                c->in_len = c->in_cap = c->in_used = 0;
+                in_free(c);
         }
         if (r < 0) {
                 conn_close(c);
@@ -1023,6 +1064,7 @@ static void next_request(struct conn *c)
                  * like the first (a name, deny rules, the mapped name) */
                 c->protocol = "http-direct";
                 c->pinned = c->late = false;
+                c->sniff_need = c->sniffed = 0;  /* what is in is new */
                 c->state = C_SNIFF;
                 if (c->in_len)
                         sniff_judge(c);
@@ -1115,15 +1157,15 @@ static bool read_response_head(struct conn *c)
 
 static bool sniff_started(const struct conn *c);
 static bool http_method_seen(const struct conn *c);
+static bool sniff_worth(struct conn *c);
+static void sniff_more(struct conn *c, int tls);
 
 /* The late first bytes are judged: they go upstream, and the relay on. */
 static enum flow_state late_pass(struct conn *c)
 {
         c->late = false;
         int r = flow_prepend(&c->up, c->in, c->in_len);
-        free(c->in);
-        c->in = NULL;
-        c->in_len = c->in_cap = 0;
+        in_free(c);
         if (r < 0)
                 return FLOW_ERROR;
         c->up.eof = c->client_eof;
@@ -1137,9 +1179,9 @@ static enum flow_state late_pass(struct conn *c)
  * its own, judged and forwarded like the first one (next_request). */
 static enum flow_state late_read(struct conn *c)
 {
-        if (!c->in && !(c->in = malloc(c->in_cap = SNIFF_MAX)))
+        if (c->in_len == c->in_cap && !sniff_room(c))
                 return FLOW_ERROR;
-        ssize_t n = c->in_len < c->in_cap ? recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT) : 0;
+        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
         if (n < 0)
                 return errno == EAGAIN || errno == EINTR ? FLOW_WANT_READ : FLOW_ERROR;
         if (!c->in_len)
@@ -1147,6 +1189,8 @@ static enum flow_state late_read(struct conn *c)
         if (n == 0)
                 c->client_eof = true;
         c->in_len += (size_t)n;
+        if (!sniff_worth(c))
+                return FLOW_WANT_READ;
         char name[EGRESS_HOST_MAX + 1], why[2 * EGRESS_HOST_MAX + 160];
         int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
         if (r == SNIFF_NOT_THIS) {
@@ -1161,8 +1205,10 @@ static enum flow_state late_read(struct conn *c)
         c->protocol = "tls";
         if (r == SNIFF_MORE && c->client_eof)
                 return late_pass(c);  /* it can never be whole: bytes, as bytes */
-        if (r == SNIFF_MORE && c->in_len < SNIFF_MAX)
+        if (r == SNIFF_MORE && c->in_len < SNIFF_MAX) {
+                sniff_more(c, 1);
                 return FLOW_WANT_READ;
+        }
         if (r == SNIFF_NAME && !name_refused(c, name, why, sizeof why))
                 return late_pass(c);
         if (r == SNIFF_NO_NAME)
@@ -1393,10 +1439,34 @@ static void sniff_unread(struct conn *c, const char *how)
         refuse(c, why, &c->orig);
 }
 
+/* Whether new bytes can change a "more": a hello short of its declared
+ * length, or a request head with no new line end, cannot — so a client
+ * sending its first message a byte at a time costs one parse, not one a
+ * byte (sniffing is otherwise quadratic in SNIFF_MAX). */
+static bool sniff_worth(struct conn *c)
+{
+        if (c->client_eof || c->in_len >= SNIFF_MAX)
+                return true;
+        if (c->in_len < c->sniff_need)
+                return false;
+        /* past the method and the target's first byte, an HTTP verdict
+         * changes only at a line end */
+        return !(strcmp(c->protocol, "http-direct") == 0 && c->sniffed > 17 &&
+                 !memchr(c->in + c->sniffed, '\n', c->in_len - c->sniffed));
+}
+
+static void sniff_more(struct conn *c, int tls)
+{
+        c->sniff_need = tls ? sniff_tls_need((const uint8_t *)c->in, c->in_len) : 0;
+        c->sniffed = c->in_len;
+}
+
 /* What the first bytes say; waits (returns) while more can decide. */
 static void sniff_judge(struct conn *c)
 {
         char name[EGRESS_HOST_MAX + 1], why[160];
+        if (!sniff_worth(c))
+                return;
         int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
         if (r != SNIFF_NOT_THIS) {
                 c->protocol = "tls";
@@ -1432,6 +1502,7 @@ static void sniff_judge(struct conn *c)
                         snprintf(why, sizeof why, "was not whole within %d bytes", SNIFF_MAX);
                         sniff_unread(c, why);
                 }
+                sniff_more(c, strcmp(c->protocol, "tls") == 0);
                 return;  /* else more may come: on_timer bounds the wait */
         case SNIFF_BAD:
                 sniff_unread(c, "is malformed (or names two hosts)");
@@ -1462,16 +1533,8 @@ static void sniff_timeout(struct conn *c)
 
 static void sniff_read(struct conn *c)
 {
-        if (c->in_len == c->in_cap) {
-                size_t cap = c->in_cap ? c->in_cap * 4 : 2048;
-                char *grown = c->in_cap >= SNIFF_MAX ? NULL : realloc(c->in, cap > SNIFF_MAX ? SNIFF_MAX : cap);
-                if (!grown) {
-                        conn_close(c);
-                        return;
-                }
-                c->in = grown;
-                c->in_cap = cap > SNIFF_MAX ? SNIFF_MAX : cap;
-        }
+        if (c->in_len == c->in_cap && !sniff_room(c))
+                return;
         ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;

@@ -243,6 +243,10 @@ enum {
  * a host name, two of them, or a record over TLS's 2^14 bytes;
  * SNIFF_NOT_THIS when the bytes are not a TLS handshake. */
 BRIG_INTERNAL int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]);
+/* The least length a stream starting with buf[0..len) must reach before
+ * sniff_tls_sni() can answer other than SNIFF_MORE or SNIFF_BAD (len when
+ * it may now): the egress parses a hello again only then. */
+BRIG_INTERNAL size_t sniff_tls_need(const uint8_t *buf, size_t len);
 /* Does buf start like an HTTP/1.x request? SNIFF_NOT_THIS as soon as it
  * cannot be one (a method token, SP, a target starting '/', '*', "http"
  * or any CONNECT authority, and once the line is in, " HTTP/1."); else

@@ -72,12 +72,13 @@ static bool u24(struct reader *r, size_t *v)
 
 /* The handshake bytes may be split over several TLS records: join the
  * fragments of the leading handshake records into out (at most cap bytes).
- * Returns the bytes joined, -1 when the stream is not TLS handshake
- * records, or -2 for a record no TLS peer may send (empty, or over 2^14
- * bytes of plaintext, RFC 8446 5.1). */
-static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size_t cap)
+ * Returns the bytes joined, or -1 when the stream is not TLS handshake
+ * records; *bad is set at a record no TLS peer may send (empty, or over
+ * 2^14 bytes of plaintext, RFC 8446 5.1), where joining stops. */
+static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size_t cap, bool *bad)
 {
         size_t off = 0, n = 0;
+        *bad = false;
         if (len > 0 && buf[0] != TLS_RECORD_HANDSHAKE)
                 return -1;
         if (len > 1 && buf[1] != 0x03)
@@ -87,8 +88,10 @@ static ssize_t join_handshake(const uint8_t *buf, size_t len, uint8_t *out, size
                 if (h[0] != TLS_RECORD_HANDSHAKE || h[1] != 0x03)
                         return (ssize_t)n;  /* a later record of another type ends the hello's bytes */
                 size_t rec = (size_t)h[3] << 8 | h[4];
-                if (rec == 0 || rec > 16384)
-                        return -2;
+                if (rec == 0 || rec > 16384) {
+                        *bad = true;
+                        return (ssize_t)n;
+                }
                 size_t have = len - off - 5 < rec ? len - off - 5 : rec;
                 if (have > cap - n)
                         have = cap - n;
@@ -133,22 +136,23 @@ static int server_name(const uint8_t *ext, size_t el, char host[EGRESS_HOST_MAX 
 int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
         static _Thread_local uint8_t hs[SNIFF_HELLO_MAX];
-        ssize_t n = join_handshake(buf, len, hs, sizeof hs);
-        if (n == -1)
-                return SNIFF_NOT_THIS;
+        bool bad;
+        ssize_t n = join_handshake(buf, len, hs, sizeof hs, &bad);
         if (n < 0)
-                return SNIFF_BAD;
+                return SNIFF_NOT_THIS;
         struct reader r = { .p = hs, .len = (size_t)n };
         unsigned type, v;
         size_t body;
         if (!u8(&r, &type))
-                return SNIFF_MORE;
+                return bad ? SNIFF_BAD : SNIFF_MORE;
         if (type != TLS_HANDSHAKE_CLIENT_HELLO)
-                return SNIFF_NOT_THIS;
+                return SNIFF_NOT_THIS;  /* decided by its first byte, whatever follows */
         if (!u24(&r, &body))
-                return SNIFF_MORE;
+                return bad ? SNIFF_BAD : SNIFF_MORE;
         if (4 + body > sizeof hs)
-                return SNIFF_TOO_BIG;
+                return SNIFF_TOO_BIG;   /* decided by its length field, whatever follows */
+        if (bad)
+                return SNIFF_BAD;
         /* Nothing past the hello's own end is read as part of it, and
          * nothing is judged before all of it is in: a name is only a name
          * in a hello a server would accept. */
@@ -187,6 +191,41 @@ int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]
                         found = -2;  /* seen, without a host_name */
         }
         return found == SNIFF_NAME ? SNIFF_NAME : SNIFF_NO_NAME;
+}
+
+/* A lower bound of the stream length at which sniff_tls_sni() can say
+ * anything but SNIFF_MORE or SNIFF_BAD (len: it may now), from the record
+ * headers and the hello's declared length alone — so a hello sent a byte
+ * at a time is parsed once, not once a byte. (A bad record header among
+ * the bytes still to come makes the hello SNIFF_BAD sooner; waiting for it
+ * only delays a refusal.) */
+size_t sniff_tls_need(const uint8_t *buf, size_t len)
+{
+        uint8_t head[4];
+        size_t off = 0, payload = 0;
+        while (len - off >= 5) {
+                const uint8_t *h = buf + off;
+                size_t rec = (size_t)h[3] << 8 | h[4];
+                if (h[0] != TLS_RECORD_HANDSHAKE || h[1] != 0x03 || rec == 0 || rec > 16384)
+                        return len;  /* the parser's to judge */
+                size_t have = len - off - 5 < rec ? len - off - 5 : rec;
+                for (size_t i = 0; i < have && payload + i < 4; i++)
+                        head[payload + i] = h[5 + i];
+                payload += have;
+                if (have < rec)
+                        break;
+                off += 5 + rec;
+        }
+        if (len - off < 5 && len - off > 0 && (buf[off] != TLS_RECORD_HANDSHAKE || (len - off > 1 && buf[off + 1] != 0x03)))
+                return len;
+        if (payload == 0 || head[0] != TLS_HANDSHAKE_CLIENT_HELLO)
+                return len;
+        if (payload < 4)
+                return len + 4 - payload;
+        size_t want = 4 + ((size_t)head[1] << 16 | (size_t)head[2] << 8 | head[3]);
+        if (want > SNIFF_HELLO_MAX || payload >= want)
+                return len;
+        return len + (want - payload);
 }
 
 /* ---- HTTP ----------------------------------------------------------------- */
