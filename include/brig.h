@@ -91,6 +91,11 @@ enum brig_tty_mode {
         BRIG_TTY_NEVER,
 };
 BRIG_PUBLIC void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode);
+/* What the command writes reaches the caller's terminal through a filter
+ * that drops sequences acting beyond the screen (clipboard, title,
+ * queries; docs/security.md). true: relay it unfiltered, and without a
+ * pty hand the caller's terminals in as they are. */
+BRIG_PUBLIC void brig_policy_set_terminal_passthrough(brig_policy *p, bool on);
 
 /* Syscall rules on top of the default seccomp profile. `name` is a syscall
  * or a @group (@mount, @privileged, @network, @debug, ...); `action` is one
@@ -236,6 +241,7 @@ typedef struct brig_exec_opts {
         char *const *env;          /* NAME=VALUE on top of the sandbox's environment; NULL-terminated, or NULL */
         const char *cwd;           /* absolute path inside; NULL: the sandbox's default */
         enum brig_tty_mode tty;
+        bool terminal_passthrough; /* see brig_policy_set_terminal_passthrough */
         uint64_t timeout_ms;       /* 0: the sandbox's --timeout (none by default) */
         const char *report_path;   /* a JSON report of this exec (docs/persistent.md), or NULL */
 } brig_exec_opts;

@@ -36,6 +36,8 @@ static const char run_usage[] =
         "  --pass-fd N              keep inherited fd N open inside\n"
         "  --hostname NAME          hostname inside (default brig)\n"
         "  --tty / --no-tty         force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)\n"
+        "  --terminal-passthrough   let the command's escape sequences reach the terminal unfiltered\n"
+        "                           (clipboard OSC 52, titles, queries; dropped by default)\n"
         "Network (default none: only the sandbox's own loopback):\n"
         "  --net none|proxy|filtered|host\n"
         "                           proxy: brig's logging proxy reaches only what is allowed;\n"
@@ -74,7 +76,7 @@ static const char run_usage[] =
 enum {
         OPT_WORKSPACE = 256, OPT_RO_BIND, OPT_BIND, OPT_TMPFS, OPT_TMP_SIZE, OPT_HOME_SIZE, OPT_SYS,
         OPT_DENY, OPT_UNSAFE_ALLOW_SECRET, OPT_ENV, OPT_KEEP_ENV, OPT_PASS_FD, OPT_HOSTNAME, OPT_TTY,
-        OPT_NO_TTY, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
+        OPT_NO_TTY, OPT_TERMINAL_PASSTHROUGH, OPT_JSON_REPORT, OPT_SECCOMP_ALLOW, OPT_SECCOMP_DENY, OPT_ALLOW_DEGRADED,
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
         OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_UPSTREAM_PROXY, OPT_POLICY, OPT_PROFILE,
@@ -97,6 +99,7 @@ static const struct option options[] = {
         { "hostname", required_argument, NULL, OPT_HOSTNAME },
         { "tty", no_argument, NULL, OPT_TTY },
         { "no-tty", no_argument, NULL, OPT_NO_TTY },
+        { "terminal-passthrough", no_argument, NULL, OPT_TERMINAL_PASSTHROUGH },
         { "json-report", required_argument, NULL, OPT_JSON_REPORT },
         { "seccomp-allow", required_argument, NULL, OPT_SECCOMP_ALLOW },
         { "seccomp-deny", required_argument, NULL, OPT_SECCOMP_DENY },
@@ -318,6 +321,7 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         case OPT_HOSTNAME: return brig_policy_set_hostname(p, arg, err);
         case OPT_TTY: brig_policy_set_tty(p, BRIG_TTY_ALWAYS); return 0;
         case OPT_NO_TTY: brig_policy_set_tty(p, BRIG_TTY_NEVER); return 0;
+        case OPT_TERMINAL_PASSTHROUGH: brig_policy_set_terminal_passthrough(p, true); return 0;
         case OPT_JSON_REPORT: {
                 char *abs = absolute(arg);
                 int r = abs ? brig_policy_set_report_path(p, abs, err) : -1;

@@ -25,6 +25,7 @@ static const char exec_usage[] =
         "  --env NAME=VALUE   set a variable for this command (repeatable)\n"
         "  --cwd DIR          start in DIR inside (default: the sandbox's)\n"
         "  --tty / --no-tty   force or forbid a pseudo-terminal\n"
+        "  --terminal-passthrough  the command's escape sequences reach the terminal unfiltered\n"
         "  --timeout TIME     wall clock for this command (default: the sandbox's --timeout)\n"
         "  --json-report FILE how this command ended, as JSON\n";
 
@@ -120,6 +121,7 @@ int cmd_exec(int argc, char **argv)
                 { "tty", no_argument, NULL, 't' },       { "no-tty", no_argument, NULL, 'T' },
                 { "timeout", required_argument, NULL, 'o' }, { "help", no_argument, NULL, 'h' },
                 { "json-report", required_argument, NULL, 'r' },
+                { "terminal-passthrough", no_argument, NULL, 'P' },
                 { NULL, 0, NULL, 0 },
         };
         brig_exec_opts o = { .tty = BRIG_TTY_AUTO };
@@ -144,6 +146,9 @@ int cmd_exec(int argc, char **argv)
                         break;
                 case 'T':
                         o.tty = BRIG_TTY_NEVER;
+                        break;
+                case 'P':
+                        o.terminal_passthrough = true;
                         break;
                 case 'o':
                         if (brig_parse_duration(optarg, &o.timeout_ms, &err) < 0) {

@@ -109,6 +109,8 @@ static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
 
 static int child_setup(struct run_plan *plan, brig_error **err)
 {
+        /* First: no terminal of the caller's stays among our descriptors. */
+        STEP(terminal_child_stdio(plan->term, err), "terminal");
         /* Die with the supervisor, even when it is SIGKILLed; as pid 1 our
          * death takes every process of the sandbox with it. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)

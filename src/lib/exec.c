@@ -104,7 +104,7 @@ static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opt
         struct ctl_hdr h;
         int fds[CTL_MAX_FDS], nfds;
         ssize_t n = ctl_recv(l->fd, &h, sizeof h, fds, &nfds);
-        if (n > 0 && h.type == CTL_PTY && nfds == 1 && l->term) {
+        if (n > 0 && h.type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
                 terminal_attach(l->term, fds[0]);  /* it owns the master now */
                 return 0;
         }
@@ -130,7 +130,7 @@ static void on_signal(struct exec_loop *l)
 {
         struct signalfd_siginfo si;
         while (read(l->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if ((int)si.ssi_signo == SIGWINCH && l->term) {
+                if ((int)si.ssi_signo == SIGWINCH && terminal_is_pty(l->term)) {
                         terminal_on_winch(l->term);  /* the kernel signals the pty's group */
                         continue;
                 }
@@ -141,37 +141,27 @@ static void on_signal(struct exec_loop *l)
 
 static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
 {
-        enum { P_SOCK, P_SIG, P_MASTER, P_STDIN, P_N };
-        bool master_done = false, stdin_done = false;
+        enum { P_SOCK, P_SIG, P_TERM, P_N = P_TERM + TERMINAL_POLL_MAX };
         for (;;) {
                 struct pollfd p[P_N] = {
                         [P_SOCK] = { .fd = l->fd, .events = POLLIN },
                         [P_SIG] = { .fd = l->sfd, .events = POLLIN },
-                        [P_MASTER] = { .fd = -1, .events = POLLIN },
-                        [P_STDIN] = { .fd = -1, .events = POLLIN },
                 };
-                if (l->term && terminal_master_fd(l->term) >= 0 && !master_done) {
-                        p[P_MASTER].fd = terminal_master_fd(l->term);
-                        p[P_STDIN].fd = stdin_done ? -1 : STDIN_FILENO;
-                }
-                if (poll(p, P_N, -1) < 0) {
+                int nterm = terminal_poll_fds(l->term, &p[P_TERM]);
+                if (poll(p, (nfds_t)(P_TERM + nterm), -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return brig_err(err, errno, "poll");
                 }
                 if (p[P_SIG].revents)
                         on_signal(l);
-                if (p[P_MASTER].revents && !terminal_relay_out(l->term))
-                        master_done = true;
-                if (p[P_STDIN].revents && !terminal_relay_in(l->term))
-                        stdin_done = true;
+                if (nterm)
+                        (void)terminal_dispatch(l->term, &p[P_TERM], nterm);
                 if (p[P_SOCK].revents) {
                         int r = on_message(l, res, o, err);
                         if (r != 0) {
-                                /* the last output still in the pty */
-                                while (r > 0 && l->term && !master_done && terminal_master_fd(l->term) >= 0 &&
-                                       terminal_relay_out(l->term))
-                                        ;
+                                if (r > 0)
+                                        terminal_drain(l->term);  /* the last output still on its way */
                                 return r < 0 ? r : 0;
                         }
                 }
@@ -182,11 +172,15 @@ int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdi
 {
         struct exec_loop l = { .fd = fd, .sfd = -1, .name = name };
         uint64_t start = now_ms();
-        int r = terminal_prepare(o->tty, &l.term, err);
+        static const int std_fds[] = { 0, 1, 2 };
+        if (!stdio)
+                stdio = std_fds;
+        int r = terminal_prepare(o->tty, o->terminal_passthrough, stdio, &l.term, err);
         if (r < 0)
                 return r;
+        bool pty = terminal_is_pty(l.term);
         size_t len;
-        _cleanup_free_ char *req = build_request(o, l.term != NULL, &len, err);
+        _cleanup_free_ char *req = build_request(o, pty, &len, err);
         if (!req) {
                 terminal_close(l.term);
                 return -ENOMEM;
@@ -203,11 +197,12 @@ int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdi
                 r = brig_err(err, errno, "signalfd");
                 goto out;
         }
-        static const int std_fds[] = { 0, 1, 2 };
-        if (!stdio)
-                stdio = std_fds;
+        /* A terminal among them goes in as our pipe or socket instead. */
+        int fds[3] = { stdio[0], stdio[1], stdio[2] };
+        terminal_stdio(l.term, fds);
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
-        r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, stdio, l.term ? 0 : 3);
+        r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
+        terminal_handed_over(l.term);
         if (r < 0) {
                 r = brig_err(err, -r, "send the command to sandbox '%s'", name);
                 goto out;

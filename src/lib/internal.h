@@ -160,6 +160,7 @@ struct brig_policy {
         size_t n_pass_fds;
         char *hostname;
         enum brig_tty_mode tty;
+        bool terminal_passthrough;   /* the output filter off */
         char *report_path;
         char *audit_path;
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
@@ -202,6 +203,7 @@ struct run_plan {
         int idmapped_workspace_fd;   /* detached idmapped mount, or -1 */
         int pty_slave_fd;        /* inside: the command's terminal, -1 without a pty */
         bool tty;                /* the command runs on a pty of its own */
+        struct terminal *term;   /* the supervisor's; the child takes its stdio ends */
         bool new_time_ns;
         enum brig_net_mode net_mode;  /* effective */
         bool net_filtered_required;   /* FILTERED asked for: no fallback to PROXY */
@@ -319,18 +321,32 @@ BRIG_INTERNAL int netfilter_redirect_egress(bool ipv6, brig_error **err);
 
 /* terminal.c */
 struct terminal;
-/* Decide whether the run gets a pty; *ret stays NULL when not. */
-BRIG_INTERNAL int terminal_prepare(enum brig_tty_mode mode, struct terminal **ret, brig_error **err);
+struct pollfd;
+#define TERMINAL_POLL_MAX 3
+/* Decide how the command meets the caller's terminal: a pty, or the
+ * caller's terminals among stdio (NULL: 0, 1, 2) behind pipes, both
+ * relayed through the output filter unless passthrough; *ret stays NULL
+ * when nothing stands in between. */
+BRIG_INTERNAL int terminal_prepare(enum brig_tty_mode mode, bool passthrough, const int stdio[3],
+                                   struct terminal **ret, brig_error **err);
+BRIG_INTERNAL bool terminal_is_pty(const struct terminal *t);
+/* Without a pty: replace the guarded ones among fds with the command's ends. */
+BRIG_INTERNAL void terminal_stdio(const struct terminal *t, int fds[3]);
+/* The command's ends were passed on: ours go. */
+BRIG_INTERNAL void terminal_handed_over(struct terminal *t);
+/* In the child: the command's ends become 0, 1, 2; the relay's ends go. */
+BRIG_INTERNAL int terminal_child_stdio(struct terminal *t, brig_error **err);
 /* Inside: a pty in the sandbox's own devpts; the master goes to the supervisor. */
 BRIG_INTERNAL int terminal_create_inside(int *master, int *slave, brig_error **err);
 /* Supervisor: start relaying through the master the sandbox sent. */
 BRIG_INTERNAL void terminal_attach(struct terminal *t, int master);
-BRIG_INTERNAL int terminal_master_fd(const struct terminal *t);
 BRIG_INTERNAL void terminal_on_winch(struct terminal *t);
-/* Move bytes between the caller's terminal and the master; returns false
- * once the sandbox side has closed. */
-BRIG_INTERNAL bool terminal_relay_out(struct terminal *t);
-BRIG_INTERNAL bool terminal_relay_in(struct terminal *t);
+/* The relay in a poll loop: fill up to TERMINAL_POLL_MAX entries, then
+ * hand them back after poll(); dispatch returns false once the command's
+ * output has ended. drain writes out what is left when the command is gone. */
+BRIG_INTERNAL int terminal_poll_fds(struct terminal *t, struct pollfd *p);
+BRIG_INTERNAL bool terminal_dispatch(struct terminal *t, const struct pollfd *p, int n);
+BRIG_INTERNAL void terminal_drain(struct terminal *t);
 BRIG_INTERNAL void terminal_close(struct terminal *t);
 
 /* sync.c: messages from the child side to the supervisor */

@@ -348,6 +348,11 @@ void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode)
         p->tty = mode;
 }
 
+void brig_policy_set_terminal_passthrough(brig_policy *p, bool on)
+{
+        p->terminal_passthrough = on;
+}
+
 static int set_path(char **slot, const char *what, const char *path, brig_error **err)
 {
         if (!path || !*path)

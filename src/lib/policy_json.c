@@ -446,7 +446,7 @@ static int load_filesystem(const struct loader *L, json_t *o, brig_policy *p)
 
 static int load_process(const struct loader *L, json_t *o, brig_policy *p)
 {
-        static const char *const keys[] = { "env", "keep_env", "cwd", "hostname", "tty", NULL };
+        static const char *const keys[] = { "env", "keep_env", "cwd", "hostname", "tty", "terminal_passthrough", NULL };
         const char *base = "/process";
         int r = want(L, base, o, JSON_OBJECT, "an object");
         r = r ?: check_keys(L, base, o, keys);
@@ -487,6 +487,11 @@ static int load_process(const struct loader *L, json_t *o, brig_policy *p)
                         brig_policy_set_tty(p, BRIG_TTY_NEVER);
                 else if (r == 0)
                         r = fail_at(L, at, false, "tty '%s': expected \"auto\", \"always\" or \"never\"", t);
+        }
+        if (r == 0 && (v = json_object_get(o, "terminal_passthrough"))) {
+                r = want(L, SUB(at, base, "terminal_passthrough"), v, JSON_TRUE, "true or false");
+                if (r == 0)
+                        brig_policy_set_terminal_passthrough(p, json_is_true(v));
         }
         return r;
 }
@@ -842,6 +847,7 @@ static json_t *process_json(const brig_policy *p)
                 json_object_set_new(proc, "hostname", json_string(p->hostname));
         static const char *const tty[] = { "auto", "always", "never" };
         json_object_set_new(proc, "tty", json_string(tty[p->tty]));
+        json_object_set_new(proc, "terminal_passthrough", json_boolean(p->terminal_passthrough));
         return proc;
 }
 

@@ -404,7 +404,7 @@ int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, 
                 return brig_run(p, argv, res, err);  /* no pool, or none ready */
         }
         *pooled = true;
-        brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd };
+        brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough };
         r = brig_sandbox_exec(name, &o, res, err);
         /* Used once: hand it to the daemon to remove, or remove it here
          * when the daemon is gone. */

@@ -172,6 +172,7 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                 json_array_append_new(degraded, json_string("network: host (no egress control)"));
         json_object_set_new(doc, "degraded", degraded);
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
+        json_object_set_new(controls, "terminal_filter", json_boolean(!plan->policy->terminal_passthrough));
         json_object_set_new(doc, "controls", controls);
         if (plan->policy->audit_path)
                 json_object_set_new(doc, "audit", json_pack("{s:s, s:I, s:I}", "path", plan->policy->audit_path,

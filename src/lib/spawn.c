@@ -46,9 +46,16 @@ static int check_host(struct run_plan *plan, brig_error **err)
         if (plan->landlock_abi == 0 && !(plan->policy->allow_degraded & DEGRADE_LANDLOCK))
                 return brig_err(err, EOPNOTSUPP, "Landlock is not available on this host "
                                                  "(run with --allow-degraded landlock to accept that)");
-        for (size_t i = 0; i < plan->policy->n_pass_fds; i++)
-                if (fcntl(plan->policy->pass_fds[i], F_GETFD) < 0)
-                        return brig_err(err, errno, "--pass-fd %d", plan->policy->pass_fds[i]);
+        for (size_t i = 0; i < plan->policy->n_pass_fds; i++) {
+                int fd = plan->policy->pass_fds[i];
+                if (fcntl(fd, F_GETFD) < 0)
+                        return brig_err(err, errno, "--pass-fd %d", fd);
+                /* A terminal would take the command's bytes unfiltered
+                 * (clipboard, title, queries: docs/security.md). */
+                if (isatty(fd) && !plan->policy->terminal_passthrough)
+                        return brig_err(err, EPERM, "--pass-fd %d is a terminal: the command could write escape "
+                                        "sequences to it unfiltered (add --terminal-passthrough to allow that)", fd);
+        }
         return 0;
 }
 
@@ -273,10 +280,12 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 if (r < 0)
                         goto out;
         }
-        r = ctl ? 0 : terminal_prepare(p->tty, &term, err);  /* an exec asks for its own pty */
+        /* an exec asks for its own pty */
+        r = ctl ? 0 : terminal_prepare(p->tty, p->terminal_passthrough, NULL, &term, err);
         if (r < 0)
                 goto out;
-        plan.tty = term != NULL;
+        plan.tty = terminal_is_pty(term);
+        plan.term = term;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 r = brig_err(err, errno, "socketpair");
                 goto out;
@@ -313,6 +322,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
+        terminal_handed_over(term);  /* the command's ends of the stdio pipes */
         r = release_child(&plan, cg, pid, sv[0], err);
         if (r < 0)
                 goto out;

@@ -40,7 +40,7 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
                 }
                 break;
         case SYNC_PTY:
-                if (s->term && passed_fd >= 0) {
+                if (terminal_is_pty(s->term) && passed_fd >= 0) {
                         terminal_attach(s->term, passed_fd);
                         return;
                 }
@@ -85,7 +85,7 @@ static void on_signal(struct supervision *s, int sig)
         case SIGCHLD:
                 break;  /* pid 1 is watched through its pidfd */
         case SIGWINCH:
-                if (s->term) {
+                if (terminal_is_pty(s->term)) {
                         terminal_on_winch(s->term);
                         break;
                 }
@@ -97,7 +97,10 @@ static void on_signal(struct supervision *s, int sig)
         }
 }
 
-enum { POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_MASTER, POLL_STDIN, POLL_TIMER, POLL_NOTIFY, POLL_EGRESS, POLL_CONTROL, POLL_COUNT };
+enum {
+        POLL_PIDFD, POLL_SIGNAL, POLL_SYNC, POLL_TERM, POLL_TIMER = POLL_TERM + TERMINAL_POLL_MAX,
+        POLL_NOTIFY, POLL_EGRESS, POLL_CONTROL, POLL_COUNT
+};
 
 /* A refused (or logged) syscall waits for our answer: record it, then
  * answer with the errno the policy decided, or let it run ("log"). Returns
@@ -181,15 +184,13 @@ int supervise(struct supervision *s, brig_error **err)
                         return brig_err(err, errno, "timerfd");
                 p[POLL_TIMER].fd = tfd;
         }
-        bool master_done = false;
         for (;;) {
-                /* the master arrives over the sync socket once the pty exists */
                 if (s->notify_fd >= 0 && p[POLL_NOTIFY].fd < 0 && req)
                         p[POLL_NOTIFY].fd = s->notify_fd;
-                if (s->term && !master_done && terminal_master_fd(s->term) >= 0 && p[POLL_MASTER].fd < 0) {
-                        p[POLL_MASTER].fd = terminal_master_fd(s->term);
-                        p[POLL_STDIN].fd = STDIN_FILENO;
-                }
+                /* the pty's master arrives over the sync socket once it exists */
+                int nterm = terminal_poll_fds(s->term, &p[POLL_TERM]);
+                for (int i = nterm; i < TERMINAL_POLL_MAX; i++)
+                        p[POLL_TERM + i] = (struct pollfd){ .fd = -1 };
                 if (poll(p, POLL_COUNT, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -205,12 +206,8 @@ int supervise(struct supervision *s, brig_error **err)
                 }
                 if (p[POLL_SYNC].revents && !read_sync(s))
                         p[POLL_SYNC].fd = -1;
-                if (p[POLL_MASTER].revents && !terminal_relay_out(s->term)) {
-                        p[POLL_MASTER].fd = -1;
-                        master_done = true;
-                }
-                if (p[POLL_STDIN].revents && !terminal_relay_in(s->term))
-                        p[POLL_STDIN].fd = -1;
+                if (nterm)
+                        (void)terminal_dispatch(s->term, &p[POLL_TERM], nterm);
                 if (p[POLL_TIMER].revents)
                         on_timer(s, tfd, &term_sent);
                 if (p[POLL_EGRESS].revents)
@@ -235,9 +232,7 @@ int supervise(struct supervision *s, brig_error **err)
                 if (poll(&q, 1, 0) <= 0)
                         break;
         }
-        if (s->term && !master_done && terminal_master_fd(s->term) >= 0)
-                while (terminal_relay_out(s->term))
-                        ;
+        terminal_drain(s->term);
         seccomp_notify_free(req, resp);
         siginfo_t info = { 0 };
         if (waitid(P_PIDFD, (id_t)s->pidfd, &info, WEXITED) < 0)

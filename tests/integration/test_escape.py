@@ -887,7 +887,7 @@ def test_tiocsti_into_callers_shell(brig):
         s.run_line(f"{shell_quote(brig.program('probe_proc'))} tiocsti {shell_quote(f'touch {ctl}' + chr(92) + 'n')}")
         s.sync()
         assert ctl.exists(), "control: TIOCSTI on the host terminal did not inject; the test could not fail"
-        for args in ((), ("--no-tty",)):
+        for args in ((), ("--no-tty",), ("--no-tty", "--terminal-passthrough")):
             target = _inject(s, brig, marks, *args)
             assert not target.exists(), f"ATTACK WORKED: TIOCSTI ran a command in the caller's shell ({args})"
     finally:

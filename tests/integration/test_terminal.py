@@ -123,9 +123,12 @@ def test_tiocsti_default_pty_cannot_reach_caller(session, marks, brig, tiocsti_w
     assert not target.exists(), "TIOCSTI from the sandbox ran a command in the caller's shell"
 
 
-def test_tiocsti_no_tty_cannot_reach_caller(session, marks, brig, tiocsti_works):
-    target = _inject(session, brig, marks, "--no-tty")
-    assert not target.exists(), "TIOCSTI from the sandbox (--no-tty) ran a command in the caller's shell"
+@pytest.mark.parametrize("args", [("--no-tty",), ("--no-tty", "--terminal-passthrough")],
+                         ids=["no-tty", "no-tty-passthrough"])
+def test_tiocsti_no_tty_cannot_reach_caller(session, marks, brig, tiocsti_works, args):
+    # With passthrough the command holds the caller's terminal itself.
+    target = _inject(session, brig, marks, *args)
+    assert not target.exists(), f"TIOCSTI from the sandbox ({args}) ran a command in the caller's shell"
 
 
 def test_tiocsti_stdout_piped_cannot_reach_caller(session, marks, brig, tiocsti_works):
@@ -134,16 +137,18 @@ def test_tiocsti_stdout_piped_cannot_reach_caller(session, marks, brig, tiocsti_
     assert not target.exists(), "TIOCSTI from the sandbox (stdout piped) ran a command in the caller's shell"
 
 
-@pytest.mark.parametrize("args", [("--no-tty",), ()], ids=["no-tty", "default"])
+@pytest.mark.parametrize("args", [("--no-tty",), ("--no-tty", "--terminal-passthrough"), ()],
+                         ids=["no-tty", "no-tty-passthrough", "default"])
 def test_tiocscty_cannot_steal_callers_terminal(session, marks, brig, tiocsti_works, args):
     target = _inject(session, brig, marks, *args, sub="tiocscty")
     assert not target.exists(), "the sandbox adopted the caller's terminal (TIOCSCTTY) and injected into it"
 
 
 def test_tiocsti_reports_failure_on_callers_terminal(brig, session, marks, tiocsti_works):
-    """--no-tty: fd 0 is the caller's terminal, and every push fails."""
+    """--no-tty --terminal-passthrough: fd 0 is the caller's terminal (by
+    default it would be brig's socket instead), and every push fails."""
     out = marks / marker("out")
-    session.run_line(session.brig_line("run", "--no-tty", "--ro-bind", f"{brig.program('probe_proc')}:/probe",
+    session.run_line(session.brig_line("run", "--no-tty", "--terminal-passthrough", "--ro-bind", f"{brig.program('probe_proc')}:/probe",
                                         "--", "/probe", "tiocsti", "x") + f" > {out}")
     text = out.read_text()
     assert "isatty0=1" in text, text
@@ -164,7 +169,9 @@ def test_tiocsti_into_sessionless_terminal(brig, how):
     master, slave = pty.openpty()
     try:
         text = f"echo {marker('INJECTED')}\n"
-        args = ["run"] + (["--no-tty"] if how == "no-tty" else []) + [
+        # --terminal-passthrough: the terminal itself goes in, so only the
+        # seccomp filter stands in the way.
+        args = ["run", "--terminal-passthrough"] + (["--no-tty"] if how == "no-tty" else []) + [
             "--ro-bind", f"{brig.program('probe_proc')}:/probe", "--", "/probe", "tiocscty", text]
         cp = subprocess.run(brig.cmd(*args), stdin=slave,
                             stdout=slave if how == "no-tty" else subprocess.PIPE, stderr=subprocess.PIPE,

@@ -282,7 +282,8 @@ static void test_round_trip_everything(void **state)
                 "   \"tmp_size\": \"1G\", \"home_size\": 268435457, \"shm_size\": \"1.5G\", \"sys\": true,\n"
                 "   \"deny\": [\"~/.config/gh\", \"/etc/*.key\"], \"unsafe_allow_secrets\": [\"/etc/gshadow\"]},\n"
                 " \"process\": {\"env\": {\"CI\": \"1\", \"QUOTED\": \"a \\\"b\\\" \\u00e9\"}, \"keep_env\": [\"TERM\"],\n"
-                "   \"cwd\": \"/work/project/src\", \"hostname\": \"agent-1\", \"tty\": \"never\"},\n"
+                "   \"cwd\": \"/work/project/src\", \"hostname\": \"agent-1\", \"tty\": \"never\",\n"
+                "   \"terminal_passthrough\": true},\n"
                 " \"limits\": {\"memory\": \"2G\", \"pids\": 512, \"cpus\": 1.5, \"io_weight\": 100,\n"
                 "   \"timeout\": \"1h30m\", \"kill_after\": \"1500ms\", \"cpu_time\": 600, \"nofile\": 2048,\n"
                 "   \"nproc\": 77, \"fsize\": \"1G\", \"stack\": \"8M\", \"required\": true},\n"
@@ -301,6 +302,7 @@ static void test_round_trip_everything(void **state)
         assert_value(p, "/limits/cpu_time", "\"600s\"");
         assert_value(p, "/limits/cpus", "1.5");
         assert_value(p, "/network/mode", "\"none\"");
+        assert_value(p, "/process/terminal_passthrough", "true");
         assert_value(p, "/syscalls/rules/3/name", "\"kcmp(a2&0x3==0x1)\"");
         assert_value(p, "/syscalls/allow_degraded/2", "\"memory\"");
         check_round_trip(p);
@@ -531,6 +533,8 @@ static void test_error_bad_tty(void **state)
                      "p.json:1:21: tty 'sometimes': expected \"auto\", \"always\" or \"never\"");
         expect_error("{\"process\": {\"tty\": true}}",
                      "p.json:1:21: expected \"auto\", \"always\" or \"never\", found a boolean");
+        expect_error("{\"process\": {\"terminal_passthrough\": \"yes\"}}",
+                     "p.json:1:38: expected true or false, found a string");
 }
 
 static void test_error_bad_network_mode(void **state)
