@@ -156,7 +156,7 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
                 if (p[P_SIG].revents)
                         on_signal(l);
                 if (nterm)
-                        (void)terminal_dispatch(l->term, &p[P_TERM], nterm);
+                        terminal_dispatch(l->term, &p[P_TERM], nterm);
                 if (p[P_SOCK].revents) {
                         int r = on_message(l, res, o, err);
                         if (r != 0) {

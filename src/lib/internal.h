@@ -342,10 +342,10 @@ BRIG_INTERNAL int terminal_create_inside(int *master, int *slave, brig_error **e
 BRIG_INTERNAL void terminal_attach(struct terminal *t, int master);
 BRIG_INTERNAL void terminal_on_winch(struct terminal *t);
 /* The relay in a poll loop: fill up to TERMINAL_POLL_MAX entries, then
- * hand them back after poll(); dispatch returns false once the command's
- * output has ended. drain writes out what is left when the command is gone. */
+ * hand them back after poll(); drain writes out what is left when the
+ * command is gone. */
 BRIG_INTERNAL int terminal_poll_fds(struct terminal *t, struct pollfd *p);
-BRIG_INTERNAL bool terminal_dispatch(struct terminal *t, const struct pollfd *p, int n);
+BRIG_INTERNAL void terminal_dispatch(struct terminal *t, const struct pollfd *p, int n);
 BRIG_INTERNAL void terminal_drain(struct terminal *t);
 BRIG_INTERNAL void terminal_close(struct terminal *t);
 

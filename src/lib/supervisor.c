@@ -207,7 +207,7 @@ int supervise(struct supervision *s, brig_error **err)
                 if (p[POLL_SYNC].revents && !read_sync(s))
                         p[POLL_SYNC].fd = -1;
                 if (nterm)
-                        (void)terminal_dispatch(s->term, &p[POLL_TERM], nterm);
+                        terminal_dispatch(s->term, &p[POLL_TERM], nterm);
                 if (p[POLL_TIMER].revents)
                         on_timer(s, tfd, &term_sent);
                 if (p[POLL_EGRESS].revents)

@@ -335,7 +335,7 @@ int terminal_poll_fds(struct terminal *t, struct pollfd *p)
         return n;
 }
 
-bool terminal_dispatch(struct terminal *t, const struct pollfd *p, int n)
+void terminal_dispatch(struct terminal *t, const struct pollfd *p, int n)
 {
         for (int k = 0; k < n; k++) {
                 if (!p[k].revents)
@@ -350,7 +350,6 @@ bool terminal_dispatch(struct terminal *t, const struct pollfd *p, int n)
                         break;
                 }
         }
-        return t->r[R_OUT].from >= 0 || t->r[R_ERR].from >= 0;
 }
 
 void terminal_drain(struct terminal *t)

@@ -19,18 +19,27 @@ struct buf {
         size_t n;
 };
 
+static struct buf start(struct term_filter *f, size_t n)
+{
+        term_filter_init(f);
+        struct buf b = { malloc(TERM_FILTER_OUT_MAX(n)), 0 };
+        assert_non_null(b.p);
+        return b;
+}
+
+static void feed(struct term_filter *f, struct buf *b, const char *in, size_t len)
+{
+        b->n += term_filter_feed(f, in, len, b->p + b->n);
+}
+
 /* The stream fed in pieces of at most `piece` bytes (0: whole). */
 static struct buf run_pieces(const char *in, size_t n, size_t piece)
 {
         struct term_filter f;
-        term_filter_init(&f);
-        struct buf b = { malloc(TERM_FILTER_OUT_MAX(n)), 0 };
-        assert_non_null(b.p);
+        struct buf b = start(&f, n);
         size_t step = piece ? piece : (n ? n : 1);
-        for (size_t off = 0; off < n; off += step) {
-                size_t len = n - off < step ? n - off : step;
-                b.n += term_filter_feed(&f, in + off, len, b.p + b.n);
-        }
+        for (size_t off = 0; off < n; off += step)
+                feed(&f, &b, in + off, n - off < step ? n - off : step);
         return b;
 }
 
@@ -38,11 +47,9 @@ static struct buf run_pieces(const char *in, size_t n, size_t piece)
 static struct buf run_cut(const char *in, size_t n, size_t cut)
 {
         struct term_filter f;
-        term_filter_init(&f);
-        struct buf b = { malloc(TERM_FILTER_OUT_MAX(n)), 0 };
-        assert_non_null(b.p);
-        b.n = term_filter_feed(&f, in, cut, b.p);
-        b.n += term_filter_feed(&f, in + cut, n - cut, b.p + b.n);
+        struct buf b = start(&f, n);
+        feed(&f, &b, in, cut);
+        feed(&f, &b, in + cut, n - cut);
         return b;
 }
 
