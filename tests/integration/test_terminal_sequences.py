@@ -113,16 +113,20 @@ def read_all(master, proc, timeout=60):
     return out
 
 
-def on_pty(cmd, env, cwd, stdin="pty", keep=False):
-    """Run cmd with stdout and stderr (and stdin, or /dev/null) on a fresh
-    pty whose host side the test holds; returns (returncode, output) or,
-    with keep, also the master (the caller closes it) and the slave's name."""
+def on_pty(cmd, env, cwd, stdin="pty", stdout="pty", keep=False):
+    """Run cmd with stderr (and stdin, or /dev/null; stdout, or a file) on a
+    fresh pty whose host side the test holds; returns (returncode, output)
+    or, with keep, also the master (the caller closes it) and the slave's
+    name."""
     master, slave = pty.openpty()
     name = os.ttyname(slave)
     fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     try:
-        proc = subprocess.Popen(cmd, stdin=slave if stdin == "pty" else subprocess.DEVNULL, stdout=slave,
+        out = slave if stdout == "pty" else open(os.path.join(cwd, "stdout.txt"), "wb")
+        proc = subprocess.Popen(cmd, stdin=slave if stdin == "pty" else subprocess.DEVNULL, stdout=out,
                                 stderr=slave, cwd=cwd, env=env, start_new_session=True)
+        if out != slave:
+            out.close()
     finally:
         os.close(slave)
     out = read_all(master, proc)
@@ -168,14 +172,15 @@ def test_run_pty_drops_sequences_beyond_the_screen(brig, writer):
 @attack("term-direct-tty-fd", "without a pty (stdin not a terminal, or --no-tty) the command got the caller's "
         "terminal as stdout/stderr and read-write stdin, and wrote the sequences to it directly",
         "a caller's terminal among stdio is replaced by a pipe (stdin: a read-only socket), relayed through the filter")
-@pytest.mark.parametrize("how", ["stdin-null", "no-tty"])
+@pytest.mark.parametrize("how", ["stdin-null", "stdout-file", "no-tty"])
 def test_run_without_pty_drops_sequences(brig, writer, how):
     args = ["--no-tty"] if how == "no-tty" else []
-    stdin = "pty" if how == "no-tty" else "null"
-    fds = ("0", "1", "2") if how == "no-tty" else ("1", "2")
+    stdin = "null" if how == "stdin-null" else "pty"
+    stdout = "file" if how == "stdout-file" else "pty"
+    fds = {"stdin-null": ("1", "2"), "stdout-file": ("0", "2"), "no-tty": ("0", "1", "2")}[how]
     for fd in fds:
         rc, out = on_pty(brig.cmd("run", *args, *writer, "--", "python3", "/writer.py", fd), brig.env(),
-                         brig.workspace, stdin=stdin)
+                         brig.workspace, stdin=stdin, stdout=stdout)
         if fd == "0":
             # fd 0 is read-only for the command now: its write fails, nothing arrives.
             assert CLIP.encode() not in out and b"\x1b]" not in out, f"ATTACK WORKED: written through stdin: {out!r}"
@@ -185,13 +190,14 @@ def test_run_without_pty_drops_sequences(brig, writer, how):
         assert_filtered(out, f"brig run {how}, fd {fd}")
     # Nothing of the caller's terminal inside, and the order of stdout and stderr kept.
     rc, out = on_pty(brig.cmd("run", *args, "--", "sh", "-c",
-                              "for f in 0 1 2; do test -t $f && echo TTY-$f; done; echo A; echo B >&2; echo C"),
-                     brig.env(), brig.workspace, stdin=stdin)
+                              "for f in 0 1 2; do test -t $f && echo TTY-$f >&2; done; echo A; echo B >&2; echo C"),
+                     brig.env(), brig.workspace, stdin=stdin, stdout=stdout)
     assert rc == 0, out
     assert b"TTY-" not in out, f"the caller's terminal was handed in: {out!r}"
-    assert b"A\r\nB\r\nC" in out or b"A\nB\nC" in out, out
+    if stdout == "pty":
+        assert b"A\r\nB\r\nC" in out or b"A\nB\nC" in out, out
     rc, out = on_pty(brig.cmd("run", *args, "--terminal-passthrough", *writer, "--", "python3", "/writer.py", "2"),
-                     brig.env(), brig.workspace, stdin=stdin)
+                     brig.env(), brig.workspace, stdin=stdin, stdout=stdout)
     assert rc == 0, out
     assert_passed(out, f"brig run {how}")
 
