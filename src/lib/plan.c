@@ -95,16 +95,105 @@ static int add_expanded(struct strv *out, const char *pattern)
         return 0;
 }
 
-/* Can anything below `path` be visible inside? Only through a bind whose
- * source contains it or lies inside it. */
-static bool reachable_by_bind(const struct run_plan *plan, const char *path)
+/* ---- one directory under two names ----------------------------------------
+ *
+ * The deny list is matched by path, but a host can show one directory under
+ * two names (a bind mount of /home at /srv/home, a filesystem mounted
+ * twice): a grant of /srv/home must hide the keys in /home too, and
+ * `--deny /srv/home/u/key` must hide it in a grant of /home. The mount
+ * table says which names a bind source's directories have (mountinfo.c);
+ * the tests below run on each of them as on the source itself. */
+struct grant_names {
+        struct path_alias *v;   /* v[0]: the source itself (rel "") */
+        size_t n;
+};
+
+static void grant_names_free(struct grant_names *g, size_t n_mounts)
 {
-        for (size_t i = 0; i < plan->n_mounts; i++) {
-                const struct mount_entry *m = &plan->mounts[i];
-                if (m->kind == MOUNT_BIND && (path_is_under(path, m->src) || path_is_under(m->src, path)))
-                        return true;
+        for (size_t m = 0; g && m < n_mounts; m++)
+                path_aliases_free(g[m].v, g[m].n);
+        free(g);
+}
+
+static int grant_names_init(const struct run_plan *plan, struct grant_names **out)
+{
+        struct mountinfo mi;
+        int r = mountinfo_load(&mi);
+        if (r < 0)
+                return r;
+        struct grant_names *g = calloc(plan->n_mounts ? plan->n_mounts : 1, sizeof *g);
+        r = g ? 0 : -ENOMEM;
+        for (size_t m = 0; r == 0 && m < plan->n_mounts; m++) {
+                if (plan->mounts[m].kind != MOUNT_BIND)
+                        continue;
+                struct path_alias *alias = NULL;
+                size_t n = 0;
+                r = mountinfo_aliases(&mi, plan->mounts[m].src, &alias, &n);
+                struct path_alias *v = r == 0 ? calloc(n + 1, sizeof *v) : NULL;
+                char *self = v ? strdup(plan->mounts[m].src) : NULL, *empty = self ? strdup("") : NULL;
+                if (!empty) {
+                        free(self);
+                        free(v);
+                        path_aliases_free(alias, n);
+                        r = r ?: -ENOMEM;
+                        break;
+                }
+                v[0] = (struct path_alias){ .host = self, .rel = empty };
+                if (n)
+                        memcpy(v + 1, alias, n * sizeof *alias);
+                free(alias);
+                g[m] = (struct grant_names){ .v = v, .n = n + 1 };
         }
+        mountinfo_clear(&mi);
+        if (r < 0) {
+                grant_names_free(g, plan->n_mounts);
+                return r;
+        }
+        *out = g;
+        return 0;
+}
+
+/* Can anything below `path` be visible inside? Only through a bind whose
+ * source (by any of its names) contains it or lies inside it. */
+static bool reachable_by_bind(const struct run_plan *plan, const struct grant_names *g, const char *path)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++)
+                for (size_t k = 0; k < g[m].n; k++)
+                        if (path_is_under(path, g[m].v[k].host) || path_is_under(g[m].v[k].host, path))
+                                return true;
         return false;
+}
+
+/* Where host PATH shows inside through bind M: a new string, or NULL
+ * (*oom set when out of memory). */
+static char *inside_grant(const struct run_plan *plan, const struct grant_names *g, size_t m, const char *path,
+                          bool *oom)
+{
+        const char *dst = plan->mounts[m].dst;
+        for (size_t k = 0; k < g[m].n; k++) {
+                const char *rel = g[m].v[k].rel;
+                const char *below = path_below(path, g[m].v[k].host);
+                if (!below && *rel && path_is_under(g[m].v[k].host, path))
+                        below = "";  /* the part of the source at REL lies inside PATH */
+                if (!below || (!*below && !*rel))
+                        continue;
+                char *s = brig_strdup_printf("%s%s%s%s%s", strcmp(dst, "/") == 0 ? "" : dst, *rel ? "/" : "", rel,
+                                             *below ? "/" : "", below);
+                if (!s)
+                        *oom = true;
+                return s;
+        }
+        return NULL;
+}
+
+/* Is bind M's source (by a name that is all of it) inside one of DENIED? */
+static const char *grant_in_secret(const struct grant_names *g, size_t m, const struct strv *denied)
+{
+        for (size_t k = 0; k < g[m].n; k++)
+                for (size_t d = 0; !*g[m].v[k].rel && d < denied->n; d++)
+                        if (path_is_under(g[m].v[k].host, denied->items[d]))
+                                return denied->items[d];
+        return NULL;
 }
 
 /* The literal part of a pattern, before its first glob character. */
@@ -135,15 +224,16 @@ static char *glob_escape(const char *s)
         return out;
 }
 
-static int expand_one(const struct run_plan *plan, const char *pattern, struct strv *out)
+static int expand_one(const struct run_plan *plan, const struct grant_names *g, const char *pattern,
+                      struct strv *out)
 {
         _cleanup_free_ char *prefix = literal_prefix(pattern);
         if (!prefix)
                 return -ENOMEM;
         /* Cheap test first: most secrets are nowhere near a grant. Homes
-         * are listed under their canonical names too, so a textual test
-         * suffices here. */
-        if (!reachable_by_bind(plan, prefix))
+         * are listed under their canonical names too, and the grants under
+         * all of theirs, so a textual test suffices here. */
+        if (!reachable_by_bind(plan, g, prefix))
                 return 0;
         return add_expanded(out, pattern);
 }
@@ -151,7 +241,8 @@ static int expand_one(const struct run_plan *plan, const char *pattern, struct s
 /* Expand the deny patterns into existing canonical host paths that some
  * bind could expose. "~/x" is expanded for the caller's home and for every
  * home in the passwd database, so granting /home hides everyone's keys. */
-static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct strv *out)
+static int expand_deny(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
+                       struct strv *out)
 {
         struct strv homes = {0};
         int r = strv_push(&homes, plan->home);
@@ -176,13 +267,13 @@ static int expand_deny(const struct run_plan *plan, const brig_policy *p, struct
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 if (pat[0] != '~') {
-                        r = expand_one(plan, pat, out);
+                        r = expand_one(plan, g, pat, out);
                         continue;
                 }
                 for (size_t h = 0; r == 0 && h < homes.n; h++) {
                         _cleanup_free_ char *home = glob_escape(homes.items[h]);
                         char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
-                        r = full ? expand_one(plan, full, out) : -ENOMEM;
+                        r = full ? expand_one(plan, g, full, out) : -ENOMEM;
                         free(full);
                 }
         }
@@ -209,22 +300,25 @@ static int check_link_count(const char *path, const struct stat *st, brig_error 
                         path, (uintmax_t)st->st_nlink, path);
 }
 
-static bool in_writable_grant(const struct run_plan *plan, const char *path)
+static bool in_writable_grant(const struct run_plan *plan, const struct grant_names *g, const char *path)
 {
-        for (size_t i = 0; i < plan->n_mounts; i++) {
-                const struct mount_entry *m = &plan->mounts[i];
-                if (m->kind == MOUNT_BIND && !m->readonly && path_is_under(path, m->src))
-                        return true;
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                if (plan->mounts[m].readonly)
+                        continue;
+                for (size_t k = 0; k < g[m].n; k++)
+                        if (path_is_under(path, g[m].v[k].host))
+                                return true;
         }
         return false;
 }
 
-static int check_denied_links(const struct run_plan *plan, const struct strv *denied, brig_error **err)
+static int check_denied_links(const struct run_plan *plan, const struct grant_names *g, const struct strv *denied,
+                              brig_error **err)
 {
         for (size_t i = 0; i < denied->n; i++) {
                 const char *path = denied->items[i];
                 struct stat st;
-                if (!in_writable_grant(plan, path) || lstat(path, &st) < 0)
+                if (!in_writable_grant(plan, g, path) || lstat(path, &st) < 0)
                         continue;  /* no link planted there, or gone meanwhile */
                 int r = check_link_count(path, &st, err);
                 if (r < 0)
@@ -291,26 +385,26 @@ static int by_path_depth(const void *a, const void *b)
 
 /* Hide every denied path that lies inside a bind; refuse a bind whose
  * source is itself inside a secret. */
-static int plan_masks(struct run_plan *plan, const struct strv *denied, brig_error **err)
+static int plan_masks(struct run_plan *plan, const struct grant_names *g, const struct strv *denied,
+                      brig_error **err)
 {
         for (size_t m = 0; m < plan->n_mounts; m++) {
                 const struct mount_entry *e = &plan->mounts[m];
                 if (e->kind != MOUNT_BIND)
                         continue;
-                const char *hit = deny_hit_containing(denied, e->src);
+                const char *hit = grant_in_secret(g, m, denied);
                 if (hit)
                         return brig_err(err, EACCES,
                                         "bind '%s' is inside '%s', which is on the secret deny list "
                                         "(remove the entry on purpose with --unsafe-allow-secret)",
                                         e->src, hit);
                 for (size_t d = 0; d < denied->n; d++) {
-                        const char *rel = path_below(denied->items[d], e->src);
-                        if (!rel || !*rel)
-                                continue;
-                        char *inside = strcmp(e->dst, "/") == 0 ? brig_strdup_printf("/%s", rel)
-                                                                 : brig_strdup_printf("%s/%s", e->dst, rel);
-                        if (!inside)
+                        bool oom = false;
+                        char *inside = inside_grant(plan, g, m, denied->items[d], &oom);
+                        if (oom)
                                 return brig_err(err, ENOMEM, "mask");
+                        if (!inside)
+                                continue;
                         /* Pinned even when an earlier grant masks the same
                          * path: a writable grant nested in a read-only one
                          * can move what the read-only one could not. */
@@ -585,14 +679,19 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r < 0)
                 return r;
         struct strv denied = {0};
-        r = expand_deny(plan, p, &denied);
+        struct grant_names *g = NULL;
+        r = grant_names_init(plan, &g);
+        if (r == 0)
+                r = expand_deny(plan, g, p, &denied);
         if (r < 0) {
+                grant_names_free(g, plan->n_mounts);
                 strv_free(&denied);
                 return brig_err(err, -r, "expanding the secret deny list");
         }
-        r = check_denied_links(plan, &denied, err);
+        r = check_denied_links(plan, g, &denied, err);
         if (r == 0)
-                r = plan_masks(plan, &denied, err);
+                r = plan_masks(plan, g, &denied, err);
+        grant_names_free(g, plan->n_mounts);
         strv_free(&denied);
         if (r < 0)
                 return r;

@@ -13,10 +13,11 @@ persistent sandbox: commit must never move the host's secret.
 import os
 import pathlib
 import shlex
+import subprocess
 
 import pytest
 
-from conftest import REPO
+from conftest import IS_ROOT
 from fs_helpers import assert_refused, assert_worked, marker, parse, probe_script, sh
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
 from test_escape import attack
@@ -248,9 +249,9 @@ def test_overlay_secret_cannot_be_moved_across_restart_and_commit(brig, sandboxe
     check_run2(sandboxes.sh(name, grep_script(tag, ws)), tag, "public-")
 
 
-@attack("deny-hardlink-trap", "a run plants a hard link where a secret does not exist yet (`ln ~/notes ~/.netrc`, "
-        "`ln ~/notes ~/.aws/credentials`); the user later writes a token into it in place; the next run reads "
-        "the token as ~/notes while the mask hides ~/.netrc",
+@attack("secret-another-name", "the same secret under another name: a run plants a hard link where a secret does "
+        "not exist yet (`ln ~/notes ~/.netrc`, `ln ~/notes ~/.aws/credentials`); the user later writes a token into "
+        "it in place; the next run reads the token as ~/notes while the mask hides ~/.netrc",
         "a denied file in a writable grant (or one directly in a denied directory) with more than one hard "
         "link is refused (125)")
 def test_hard_link_planted_at_a_missing_secret_is_refused(brig):
@@ -301,3 +302,45 @@ def test_pins_keep_nested_grants_and_ordinary_renames(brig, scratch):
     assert (other / "g").read_text() == "new\n"
     assert (home / "settings").read_text() == "settings\n" and (home / ".config" / "tool2").is_dir()
     assert (home / ".config" / "gcloud" / "credentials.db").read_text() == f"SECRET-{tag}\n"
+
+
+@attack("secret-another-name", "the same secret under another name: a hard link planted before it existed, or the "
+        "host's bind mount showing the home at a second path (`--ro-bind /srv/home-alias`), and `--deny` given "
+        "by the second name while the first is granted",
+        "denied names are also resolved through the mount table (every name a grant's directories have)")
+def test_secret_granted_under_a_second_name_is_hidden(brig, scratch):
+    """The host shows the home also at ALIAS (a bind mount, in a private
+    mount namespace of the root test runner): a grant of ALIAS hides
+    ~/.ssh as a grant of the home would, a grant inside ~/.ssh by that name
+    is refused, and a --deny by the alias name hides the file in a grant
+    of the home (and pins it there)."""
+    if not IS_ROOT:
+        pytest.skip("BIND-MOUNT ALIAS NOT TESTED: making one needs the suite to run as root")
+    home = brig.home
+    tag = marker("alias").split("-")[-1]
+    plant(brig, home, ".ssh/id_ed25519", f"SECRET-{tag}-ssh")
+    plant(brig, home, "data/keys/k", f"SECRET-{tag}-data")
+    for d in (home / "data", home / "data" / "keys"):
+        d.chmod(0o777)  # as root the --bind is not idmapped: "others" may rename
+    public = public_file(brig, home, tag)
+    alias = scratch / "alias"
+    alias.mkdir()
+    probe = brig.program("probe_fs")
+    b = " ".join(shlex.quote(c) for c in brig.cmd())
+    def grep(what, where):
+        return f"grep -r -a -l -e {tag}-{what} -e PUBLIC.{tag} {where} 2>/dev/null; echo GREP-DONE"
+    script = f"""mount --bind {home} {alias}
+{b} run --ro-bind {alias}:/mnt/a -- sh -c '{grep("ssh", "/mnt/a")}'; echo "rc1=$?"
+{b} run --ro-bind {alias}/.ssh:/mnt/k -- true; echo "rc2=$?"
+{b} run --ro-bind {probe} --bind {home}:/mnt/h --deny {alias}/data/keys/k -- sh -c \\
+    '{grep("data", "/mnt/h")}; {probe} rename /mnt/h/data/keys /mnt/h/data/moved'; echo "rc3=$?"
+"""
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=brig.workspace,
+                       env=brig.env(), capture_output=True, text=True, timeout=120)
+    assert "GREP-DONE" in r.stdout and "rc1=0" in r.stdout, r
+    found = [l for l in r.stdout.splitlines() if l.startswith("/mnt/")]
+    # grep could see (the public file), and saw no secret
+    assert found == [f"/mnt/a/{public.name}", f"/mnt/h/{public.name}"], f"SECRET FOUND under a second name: {r!r}"
+    assert "rc2=125" in r.stdout and "deny list" in r.stderr, r
+    assert "rename /mnt/h/data/keys: fail EBUSY" in r.stdout and "rc3=1" in r.stdout, r
+    assert (home / "data" / "keys" / "k").read_text() == f"SECRET-{tag}-data\n"

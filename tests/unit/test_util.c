@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/sysmacros.h>
+
 #include "internal.h"
 
 /* ---- path_normalize ------------------------------------------------------ */
@@ -337,6 +339,88 @@ static void test_strv_many(void **state)
         strv_free(&v);
 }
 
+/* ---- mountinfo.c ------------------------------------------------------------ */
+
+static void test_mountinfo_parse(void **state)
+{
+        (void)state;
+        struct mountinfo_entry e;
+        const char *ok = "42 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw\n";
+        assert_int_equal(mountinfo_parse_line(ok, strlen(ok), &e), 0);
+        assert_int_equal(major(e.dev), 254);
+        assert_int_equal(minor(e.dev), 0);
+        assert_string_equal(e.root, "/run/netns");
+        assert_string_equal(e.mnt, "/run/netns");
+        free(e.root);
+        free(e.mnt);
+        /* the kernel's escapes: space, tab, newline, backslash */
+        const char *esc = "1 2 8:1 /a\\040b /m\\011n\\012\\134 rw - ext4 x rw";
+        assert_int_equal(mountinfo_parse_line(esc, strlen(esc), &e), 0);
+        assert_string_equal(e.root, "/a b");
+        assert_string_equal(e.mnt, "/m\tn\n\\");
+        free(e.root);
+        free(e.mnt);
+        const char *bad[] = {
+                "", "1 2 8:1 /a", "1 2 8:1 /a ", "x 2 8:1 / / rw", "1 2 81 / / rw", "1 2 8: / / rw",
+                "1 2 8:1 a / rw", "1 2 8:1 / m rw", "1 2 8:1 /\\000 / rw", "1 2 8:1 /\\9 / rw",
+                "1 2 8:1 /\\04 / rw", "1 2 8:1 /a\\ / rw", "1  2 8:1 / / rw", "1 2 99999:1 / / rw",
+                "1 2 8:1 //a / rw", "1 2 8:1 /a/ / rw", "1 2 8:1 / /a/./b rw", "1 2 8:1 / /a/.. rw",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (mountinfo_parse_line(bad[i], strlen(bad[i]), &e) != -EINVAL)
+                        fail_msg("accepted '%s'", bad[i]);
+}
+
+static void check_alias(const struct path_alias *v, size_t n, const char *host, const char *rel)
+{
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(v[i].host, host) == 0 && strcmp(v[i].rel, rel) == 0)
+                        return;
+        fail_msg("no alias (%s, '%s') among %zu", host, rel, n);
+}
+
+static void test_mountinfo_aliases(void **state)
+{
+        (void)state;
+        static const char *const table[] = {
+                "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+                "2 1 8:2 / /home rw - ext4 /dev/sda2 rw",
+                "3 1 8:2 /u /srv/u rw - ext4 /dev/sda2 rw",            /* /home/u also at /srv/u */
+                "4 1 8:1 /etc/ssl /mnt/ssl rw - ext4 /dev/sda1 rw",    /* /etc/ssl also at /mnt/ssl */
+                "5 1 8:3 / /data rw - ext4 /dev/sda3 rw",
+                NULL,
+        };
+        struct mountinfo mi = {0};
+        for (size_t i = 0; table[i]; i++)
+                assert_int_equal(mountinfo_add_line(&mi, table[i], strlen(table[i])), 0);
+        struct path_alias *v;
+        size_t n;
+        /* A grant of /home: /srv/u is its part "u". */
+        assert_int_equal(mountinfo_aliases(&mi, "/home", &v, &n), 0);
+        assert_int_equal(n, 1);
+        check_alias(v, n, "/srv/u", "u");
+        path_aliases_free(v, n);
+        /* A grant of /srv/u/proj: the same directory is /home/u/proj. */
+        assert_int_equal(mountinfo_aliases(&mi, "/srv/u/proj", &v, &n), 0);
+        assert_int_equal(n, 1);
+        check_alias(v, n, "/home/u/proj", "");
+        path_aliases_free(v, n);
+        /* The root filesystem: /etc/ssl also shows at /mnt/ssl, and a grant
+         * of /mnt/ssl/private is /etc/ssl/private. */
+        assert_int_equal(mountinfo_aliases(&mi, "/etc", &v, &n), 0);
+        check_alias(v, n, "/mnt/ssl", "ssl");
+        path_aliases_free(v, n);
+        assert_int_equal(mountinfo_aliases(&mi, "/mnt/ssl/private", &v, &n), 0);
+        check_alias(v, n, "/etc/ssl/private", "");
+        path_aliases_free(v, n);
+        /* A filesystem mounted once, from its root: no other name. */
+        assert_int_equal(mountinfo_aliases(&mi, "/data/x", &v, &n), 0);
+        assert_int_equal(n, 0);
+        path_aliases_free(v, n);
+        mountinfo_clear(&mi);
+        assert_null(mi.v);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -360,6 +444,8 @@ int main(void)
                 cmocka_unit_test(test_strv_remove_first_duplicate_only),
                 cmocka_unit_test(test_strv_remove_empty),
                 cmocka_unit_test(test_strv_many),
+                cmocka_unit_test(test_mountinfo_parse),
+                cmocka_unit_test(test_mountinfo_aliases),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
