@@ -418,6 +418,18 @@ static int plan_masks(struct run_plan *plan, const struct grant_names *g, const 
                                 return brig_err(err, ENOMEM, "mask");
                 }
         }
+        /* A grant asked for inside a hidden secret would be made there on
+         * the host (its mount point) and then hidden by the mask. */
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                const struct mount_entry *e = &plan->mounts[m];
+                const char *hit = e->from_user ? deny_hit_containing(&plan->masks, e->dst) : NULL;
+                if (hit)
+                        return brig_err(err, EACCES,
+                                        "%s destination '%s' is inside '%s', which is hidden (secret deny list): "
+                                        "choose a destination outside it",
+                                        e->kind == MOUNT_TMPFS ? "--tmpfs" : e->readonly ? "--ro-bind" : "--bind",
+                                        e->dst, hit);
+        }
         /* A masked directory is a mountpoint itself, and what lies below
          * it is out of reach: no pin needed there. */
         for (size_t i = plan->pins.n; i-- > 0;)

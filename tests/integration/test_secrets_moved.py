@@ -344,3 +344,21 @@ def test_secret_granted_under_a_second_name_is_hidden(brig, scratch):
     assert "rc2=125" in r.stdout and "deny list" in r.stderr, r
     assert "rename /mnt/h/data/keys: fail EBUSY" in r.stdout and "rc3=1" in r.stdout, r
     assert (home / "data" / "keys" / "k").read_text() == f"SECRET-{tag}-data\n"
+
+
+def test_grant_inside_a_hidden_secret_is_refused_before_anything_is_made(brig, scratch):
+    """--bind X:~/.ssh/inner with the workspace $HOME: the mount point
+    would be made in the host's ~/.ssh and then hidden by the mask. Refused
+    (125, naming the flag) before anything is created."""
+    home = brig.home
+    plant(brig, home, ".ssh/id_ed25519", "key")
+    plant(brig, home, ".config/gcloud/x", "gc")
+    other = scratch / "other"
+    other.mkdir()
+    for flag, spec in (("--bind", f"{other}:{home}/.ssh/inner"), ("--ro-bind", f"{other}:{home}/.config/gcloud/in"),
+                       ("--tmpfs", f"{home}/.ssh/t"), ("--bind", f"{other}:{home}/.ssh")):
+        r = sh(brig, "echo RAN", flag, spec, cwd=home)
+        assert r.returncode == 125 and "RAN" not in r.stdout, (flag, spec, r)
+        assert flag in r.stderr and "hidden (secret deny list)" in r.stderr, r.stderr
+    assert sorted(os.listdir(home / ".ssh")) == ["id_ed25519"], "a mount point was made in the host's ~/.ssh"
+    assert sorted(os.listdir(home / ".config" / "gcloud")) == ["x"]
