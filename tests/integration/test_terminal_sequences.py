@@ -266,8 +266,8 @@ def test_exec_leftover_process_keeps_no_terminal(brig, sandboxes):
     late = marker("LATE")[:20]
     script = (f"(trap '' HUP; sleep 2; printf '\\033]52;c;{CLIP}\\007{late}' >&2; printf '{late}' >&1; "
               f"cat > /tmp/stolen) & echo started")
-    rc, out, master, tty = on_pty(brig.cmd("exec", name, "--no-tty", "--", "sh", "-c", script), env, brig.workspace,
-                             keep=True)
+    rc, out, master, tty = on_pty(brig.cmd("exec", name, "--no-tty", "--", "sh", "-c", script), env,
+                                  brig.workspace, keep=True)
     try:
         assert rc == 0 and b"started" in out, out
         # brig exec has returned: nothing of the sandbox may hold the terminal now.
