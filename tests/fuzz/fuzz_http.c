@@ -4,7 +4,8 @@
  *
  * Checks, beyond "no crash": a complete head lies within the input; the
  * target's host is a C string of bounded length; the rewritten request ends
- * with "Connection: close" and a blank line and fits its documented bound;
+ * with "Connection: close" (a direct upgrade request: "Connection: upgrade")
+ * and a blank line and fits its documented bound;
  * an accepted head holds no bare CR and no control byte but HTAB, CR LF,
  * and no request is accepted with both Content-Length and
  * Transfer-Encoding. The same for the direct (filtered mode) parser, whose
@@ -60,9 +61,10 @@ static void check_request(const char *buf, size_t size, bool direct)
         if (req.kind != HTTP_CONNECT) {
                 size_t len;
                 char *out = http_rewrite_request(buf, &req, &len);
-                static const char tail[] = "Connection: close\r\n\r\n";
-                if (!out || len > 2 * req.head_len + req.auth_len + 64 || len < sizeof tail - 1 ||
-                    memcmp(out + len - (sizeof tail - 1), tail, sizeof tail - 1) != 0)
+                const char *tail = req.upgrade ? "Connection: upgrade\r\n\r\n" : "Connection: close\r\n\r\n";
+                size_t tl = strlen(tail);
+                if (!out || len > 2 * req.head_len + req.auth_len + 64 || len < tl ||
+                    memcmp(out + len - tl, tail, tl) != 0 || (req.upgrade && !direct))
                         abort();
                 check_head_bytes(out, len);
                 free(out);

@@ -14,16 +14,13 @@ proof: a request brig refused must not be in it. It runs on the host's
 127.0.0.1 for the proxy tests and inside the test's upstream namespace
 (test_egress_netns.py's `net`) for filtered mode."""
 import json
-import os
-import pathlib
 import secrets
 import subprocess
-import sys
-import time
 
 import pytest
 
 from test_escape import attack
+from test_egress_filtered import tls  # a TLS client with a chosen SNI
 from test_egress_netns import PY, audit_path, net, ws  # noqa: F401 (fixtures)
 
 RECORDER = r'''
@@ -54,6 +51,14 @@ def serve(conn):
                 hdrs[k.strip().lower()] = v.strip()
             host = hdrs.get(b"host", b"-").decode(errors="replace")
             note("request " + host + " " + lines[0].decode(errors="replace"))
+            if b"upgrade" in hdrs.get(b"connection", b"").lower() and hdrs.get(b"upgrade"):
+                conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                while True:   # the new protocol: an upper-casing echo
+                    if data:
+                        conn.sendall(data.upper())
+                    data = conn.recv(65536)
+                    if not data:
+                        raise EOFError
             body = b""
             if b"chunked" in hdrs.get(b"transfer-encoding", b"").lower():
                 while True:
@@ -214,7 +219,8 @@ def test_bare_cr_in_a_header_is_refused_not_forwarded(brig, rec):
     assert rec.requests(mark) == [f"request good.example:{p} GET /ok HTTP/1.1"]
 
 
-@attack("proxy-pipelined-after-chunked-body", "a chunked request body, then a pipelined request to a denied host", "network")
+@attack("proxy-pipelined-after-chunked-body",
+        "a chunked request body, then a pipelined request to a denied host", "network")
 @pytest.mark.parametrize("gap", [0.0, 0.3])
 def test_request_after_a_chunked_body_is_judged(brig, rec, gap):
     """A chunked POST, then (in the same write, or a moment later) a
@@ -236,7 +242,8 @@ def test_request_after_a_chunked_body_is_judged(brig, rec, gap):
         [("allow", "good.example"), ("deny", "bad.example")], ev
 
 
-@attack("proxy-ambiguous-framing", "CL+TE, two Content-Lengths, TE not chunked, chunked twice, obs-fold, NUL", "network")
+@attack("proxy-ambiguous-framing",
+        "CL+TE, two Content-Lengths, TE not chunked, chunked twice, obs-fold, NUL", "network")
 @pytest.mark.parametrize("framing", [
     "Transfer-Encoding: chunked\\r\\nContent-Length: 5",
     "Content-Length: 5\\r\\nContent-Length: 6",
@@ -279,9 +286,6 @@ def test_keep_alive_chunked_uploads_are_framed(brig, rec):
 
 # ---- class 5: filtered mode ------------------------------------------------------
 
-from test_egress_filtered import tls  # noqa: E402 (a TLS client with a chosen SNI)
-
-
 @pytest.fixture(scope="module")
 def nrec(net):
     """The recorder inside the upstream namespace, on port 8080."""
@@ -314,11 +318,39 @@ def test_deny_host_beats_allow_cidr_when_a_name_is_visible(ws, net):
     assert "TLS hello from the netns upstream" in r.stdout and r.stdout.endswith("hello from the netns upstream\n"), r
     assert [line.split()[0] for line in net.seen(mark)] == ["https", "http"], "only the controls may arrive"
     deny = [e for e in ev if e["decision"] == "deny"]
-    assert sorted((e["protocol"], e["host"]) for e in deny) == [("http-direct", "denied.test"), ("tls", "denied.test")], ev
+    assert sorted((e["protocol"], e["host"]) for e in deny) == \
+        [("http-direct", "denied.test"), ("tls", "denied.test")], ev
     assert all("--deny-host denied.test" in e["reason"] and e["address"] == net.addr for e in deny), ev
     allow = [e for e in ev if e["decision"] == "allow" and e["phase"] == "connect"]
-    assert sorted((e["protocol"], e["host"]) for e in allow) == [("http-direct", "other.test"), ("tls", "secure.test")], ev
+    assert sorted((e["protocol"], e["host"]) for e in allow) == \
+        [("http-direct", "other.test"), ("tls", "secure.test")], ev
     assert all("--allow-cidr" in e["reason"] for e in allow), ev
+
+
+@attack("filtered-cidr-deny-host-by-name", "the same, disguised: empty lines first (servers skip them), a long "
+        "method, an odd target, a bare-LF head", "network")
+@pytest.mark.parametrize("disguise", ["leading-crlf", "long-method", "odd-target", "bare-lf"])
+def test_disguised_requests_to_a_cidr_address_are_still_judged(ws, net, nrec, disguise):
+    """What some server would take as a request is one to brig too: judged
+    (here: the deny rule), never relayed as nameless bytes."""
+    brig = ws
+    nmark = nrec.mark()
+    req = {"leading-crlf": "\\r\\n\\r\\nGET /x HTTP/1.1\\r\\nHost: denied.test:8080\\r\\n\\r\\n",
+           "long-method": "PROPFINDEXTENDEDX /x HTTP/1.1\\r\\nHost: denied.test:8080\\r\\n\\r\\n",
+           "odd-target": "GET denied.test/x HTTP/1.1\\r\\nHost: denied.test:8080\\r\\n\\r\\n",
+           "bare-lf": "GET /x HTTP/1.1\\nHost: denied.test:8080\\n\\n"}[disguise]
+    r, ev = audited(brig, raw(net.addr, 8080, req), *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    assert r.stdout.startswith("STATUS 403 Forbidden") or r.stdout.startswith("STATUS 400") or \
+        r.stdout.startswith("STATUS 501"), r
+    assert nrec.requests(nmark) == [], "a disguised request reached the upstream"
+    deny = [e for e in ev if e["decision"] == "deny"]
+    assert len(deny) == 1 and deny[0]["protocol"] == "http-direct", ev
+    # control: the same disguise naming a host no rule denies is served (or refused as malformed)
+    if disguise in ("leading-crlf", "bare-lf"):
+        nl = "\\n" if disguise == "bare-lf" else "\\r\\n"
+        ok = req.replace("denied.test:8080", f"secure.test:8080{nl}Connection: close")
+        r, _ = audited(brig, raw(net.addr, 8080, ok), *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+        assert r.stdout.startswith("STATUS 200 OK BODY served secure.test:8080 /x"), r
 
 
 GET = "GET /{path} HTTP/1.1\\r\\nHost: {host}:8080\\r\\n\\r\\n"
@@ -340,7 +372,8 @@ def test_every_request_on_a_redirected_connection_is_judged(ws, net, nrec, how, 
                      "late-first-bytes": (["", first, second], 0.5)}[how]
     # the upstream's address is "benchmarking": the CIDR rule lets secure.test reach it either way
     target = "secure.test" if to == "name" else net.addr
-    r, ev = audited(brig, raw(target, 8080, *pieces, pause=pause), *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    r, ev = audited(brig, raw(target, 8080, *pieces, pause=pause),
+                    *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
     lines = r.stdout.splitlines()
     method = "POST" if how == "after-chunked" else "GET"
     assert lines[0] == "STATUS 200 OK BODY served secure.test:8080 /one", r
@@ -349,6 +382,7 @@ def test_every_request_on_a_redirected_connection_is_judged(ws, net, nrec, how, 
     assert lines[1].startswith("STATUS 403 Forbidden") and why in lines[1], r
     assert nrec.requests(nmark) == [f"request secure.test:8080 {method} /one HTTP/1.1"], \
         "a request brig refused reached the upstream"
+    assert net.seen(mark) == [], "something reached the namespace's other upstreams"
     judged = [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"]
     want = [("allow", "secure.test"), ("deny", "secure.test" if to == "name" else "denied.test")]
     if how == "late-first-bytes":
@@ -426,3 +460,15 @@ def test_a_client_hello_whose_name_cannot_be_read_is_refused(ws, net, case):
                     *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
     assert [line.split()[0] for line in net.seen(mark)] == ["https"], r
     assert [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"] == [("allow", "secure.test")], ev
+
+
+def test_websocket_handshake_passes_on_a_redirected_connection(ws, net, nrec):
+    """Positive control: ws:// straight to an allowed name — the Upgrade
+    goes upstream, and after its 101 both directions are the new protocol's."""
+    brig = ws
+    nmark = nrec.mark()
+    hs = "GET /chat HTTP/1.1\\r\\nHost: secure.test:8080\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n"
+    script = raw("secure.test", 8080, hs, "frame one", pause=0.3)
+    r, ev = audited(brig, f"timeout 5 {script}; true", *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    assert nrec.requests(nmark) == ["request secure.test:8080 GET /chat HTTP/1.1"], nrec.requests(nmark)
+    assert "FRAME ONE" in r.stdout, r

@@ -571,6 +571,31 @@ static void test_http_direct(void **state)
         assert_int_equal(parse_direct("GET / HTTP/1.1\r\nHost: u@a.example\r\n\r\n", &r), -400);
         assert_int_equal(parse_direct("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example\r\n\r\n", &r), -405);
         assert_int_equal(parse_direct("GET a.example HTTP/1.1\r\nHost: a.example\r\n\r\n", &r), -400);
+        /* empty lines before the request line are skipped, and dropped */
+        const char *crlf = "\r\n\nGET /e HTTP/1.1\r\nHost: e.example\r\nX: y\r\n\r\n";
+        assert_int_equal(parse_direct(crlf, &r), 1);
+        assert_string_equal(r.host, "e.example");
+        assert_int_equal(r.head_len, strlen(crlf));
+        out = http_rewrite_request(crlf, &r, &len);
+        want = "GET /e HTTP/1.1\r\nHost: e.example\r\nX: y\r\nConnection: close\r\n\r\n";
+        assert_int_equal(len, strlen(want));
+        assert_memory_equal(out, want, len);
+        free(out);
+        assert_int_equal(parse_direct("\r\r\nGET / HTTP/1.1\r\nHost: e.example\r\n\r\n", &r), -400);
+        /* a WebSocket handshake keeps its Upgrade, sent straight to a server */
+        const char *wsreq = "GET /ws HTTP/1.1\r\nHost: w.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+        assert_int_equal(parse_direct(wsreq, &r), 1);
+        assert_true(r.upgrade);
+        out = http_rewrite_request(wsreq, &r, &len);
+        want = "GET /ws HTTP/1.1\r\nHost: w.example\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n";
+        assert_int_equal(len, strlen(want));
+        assert_memory_equal(out, want, len);
+        free(out);
+        assert_int_equal(parse("GET http://w.example/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+                               &r), 1);
+        assert_false(r.upgrade);     /* through the proxy: dropped, as before */
+        assert_int_equal(parse_direct("GET /ws HTTP/1.1\r\nHost: w.example\r\nUpgrade: websocket\r\n\r\n", &r), 1);
+        assert_false(r.upgrade);     /* no "Connection: upgrade": no upgrade */
         /* the proxy parser still wants an absolute URL */
         assert_int_equal(parse("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", &r), -400);
 }

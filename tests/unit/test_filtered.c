@@ -561,11 +561,19 @@ static void test_http_not_http(void **state)
         expect_http("\x16\x03\x01\x00\xf1", SNIFF_NOT_THIS, NULL);
         expect_http(" GET / HTTP/1.1\r\n\r\n", SNIFF_NOT_THIS, NULL);
         expect_http("GET  / HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
-        expect_http("GET foo HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
+        /* an odd target is still a request (and the parser refuses it) */
+        expect_http("GET foo HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
+        expect_http("GET ftp://b.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
+        /* empty lines first (RFC 9112 2.2: servers may skip them), a long method */
+        expect_http("\r\n\r\nGET / HTTP/1.1\r\nHost: after.test\r\n\r\n", SNIFF_NAME, "after.test");
+        expect_http("\nGET / HTTP/1.1\r\nHost: after.test\r\n\r\n", SNIFF_NAME, "after.test");
+        expect_http("\r\n", SNIFF_MORE, NULL);
+        expect_http("VERYLONGMETHODNAMEX / HTTP/1.1\r\nHost: long.test\r\n\r\n", SNIFF_NAME, "long.test");
         expect_http("GET / HTTP/2\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
         expect_http("GET / SPDY/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
         expect_http("GET /\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
-        expect_http("VERYLONGMETHODNAMEX / HTTP/1.1\r\n\r\n", SNIFF_NOT_THIS, NULL);
+        expect_http("AVERYLONGMETHODNAMEOFSIXTYFOURCHARACTERSORMOREWHICHNOSERVERTAKESX / HTTP/1.1\r\n\r\n",
+                    SNIFF_NOT_THIS, NULL);
         expect_http("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", SNIFF_NOT_THIS, NULL);  /* the h2 preface */
         /* the SSH banner byte by byte: more while it could be a method, then
          * never a name */
@@ -575,7 +583,7 @@ static void test_http_not_http(void **state)
                 int r = http(ssh, k, host);
                 if (r != SNIFF_MORE && r != SNIFF_NOT_THIS)
                         fail_msg("SSH banner prefix %zu: %d", k, r);
-                if (k > 16 && r != SNIFF_NOT_THIS)
+                if (k > 21 && r != SNIFF_NOT_THIS)
                         fail_msg("SSH banner prefix %zu: still %d", k, r);
         }
 }

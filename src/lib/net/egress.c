@@ -1115,6 +1115,12 @@ static bool read_response_head(struct conn *c)
                  * comes, to the end of the connection */
                 c->keep_alive = false;
                 err = flow_prepend(&c->down, c->reply, c->reply_len);
+                if (resp.status == 101 && c->req.upgrade) {
+                        /* the handshake it asked for: from here on the
+                         * client's bytes are the new protocol's, all of
+                         * them, to the end */
+                        c->up.limited = c->up.chunked = c->up.ended = false;
+                }
         } else {
                 if (no_body) {
                         extra = 0;
@@ -1248,6 +1254,8 @@ static void relay(struct conn *c)
                 if (c->state != C_RELAY)
                         return;
                 sd = flow_pump(&c->down);
+                if (su == FLOW_DONE && !c->up.ended && !c->up.shut)
+                        su = flow_pump(&c->up);  /* opened again by a 101 */
         } else if (c->state != C_RELAY) {
                 return;  /* answered with an error, or closed */
         }
@@ -1420,8 +1428,11 @@ static void transparent_http(struct conn *c)
 /* Past an HTTP method ("GET "): a request head is coming. */
 static bool http_method_seen(const struct conn *c)
 {
+        size_t skip = 0;
+        while (skip < c->in_len && (c->in[skip] == '\r' || c->in[skip] == '\n'))
+                skip++;  /* empty lines before a request line count for nothing */
         return sniff_http_host(c->in, c->in_len, (char[EGRESS_HOST_MAX + 1]){ 0 }) != SNIFF_NOT_THIS &&
-               memchr(c->in, ' ', c->in_len < 17 ? c->in_len : 17);
+               memchr(c->in + skip, ' ', c->in_len - skip);
 }
 
 /* Any byte of a TLS record, or past an HTTP method: a first message that
@@ -1449,16 +1460,14 @@ static bool sniff_worth(struct conn *c)
                 return true;
         if (c->in_len < c->sniff_need)
                 return false;
-        /* past the method and the target's first byte, an HTTP verdict
-         * changes only at a line end */
-        return !(strcmp(c->protocol, "http-direct") == 0 && c->sniffed > 17 &&
-                 !memchr(c->in + c->sniffed, '\n', c->in_len - c->sniffed));
+        /* past the method, an HTTP verdict changes only at a line end */
+        return !(c->sniffed && !memchr(c->in + c->sniffed, '\n', c->in_len - c->sniffed));
 }
 
 static void sniff_more(struct conn *c, int tls)
 {
         c->sniff_need = tls ? sniff_tls_need((const uint8_t *)c->in, c->in_len) : 0;
-        c->sniffed = c->in_len;
+        c->sniffed = !tls && http_method_seen(c) ? c->in_len : 0;
 }
 
 /* What the first bytes say; waits (returns) while more can decide. */

@@ -356,6 +356,7 @@ static int parse_request(const char *buf, size_t len, struct http_request *req, 
         if (r < 0)
                 return r;
         bool have_cl = false, have_te = false, conn_close = false, conn_keep = false, te_last_chunked = false;
+        bool conn_upgrade = false, have_upgrade = false;
         unsigned n_host = 0, n_chunked = 0;
         for (;;) {
                 n = next_line(buf, end, &pos, &start);
@@ -385,7 +386,10 @@ static int parse_request(const char *buf, size_t len, struct http_request *req, 
                 if (header_is(h, k, "connection") || header_is(h, k, "proxy-connection")) {
                         conn_close |= has_token(h + k + 1, n - k - 1, "close");
                         conn_keep |= has_token(h + k + 1, n - k - 1, "keep-alive");
+                        conn_upgrade |= has_token(h + k + 1, n - k - 1, "upgrade");
                 }
+                if (header_is(h, k, "upgrade"))
+                        have_upgrade = true;
                 if (header_is(h, k, "host") && n_host++ == 0 && req->kind == HTTP_ORIGIN) {
                         r = direct_host(buf, h + k + 1, n - k - 1, req, why);
                         if (r < 0)
@@ -418,6 +422,11 @@ static int parse_request(const char *buf, size_t len, struct http_request *req, 
         }
         req->has_te = have_te;
         req->keep_alive = !conn_close && (req->minor >= 1 || conn_keep);
+        /* Sent straight to a server, a WebSocket handshake goes through:
+         * after a 101 the connection is the new protocol's, and no HTTP
+         * request follows on it. (Through the proxy, ws:// goes by
+         * CONNECT, as clients send it.) */
+        req->upgrade = direct && have_upgrade && conn_upgrade && req->minor >= 1;
         return 1;
 }
 
@@ -428,16 +437,39 @@ int http_parse_request(const char *buf, size_t len, struct http_request *req, co
 
 int http_parse_direct(const char *buf, size_t len, struct http_request *req, const char **why)
 {
-        return parse_request(buf, len, req, true, why);
+        /* RFC 9112 2.2: a server may skip empty lines before the request
+         * line; brig does too (and drops them), so they cannot hide it */
+        size_t skip = 0;
+        for (;;) {
+                if (skip < len && buf[skip] == '\n')
+                        skip++;
+                else if (skip + 1 < len && buf[skip] == '\r' && buf[skip + 1] == '\n')
+                        skip += 2;
+                else
+                        break;
+        }
+        if (skip >= HTTP_HEAD_MAX) {
+                memset(req, 0, sizeof *req);
+                *why = "request head too large";
+                return -431;
+        }
+        int r = parse_request(buf + skip, len - skip, req, true, why);
+        if (r == 1) {
+                req->line_off = skip;
+                req->head_len += skip;
+                req->path_off += skip;
+                req->auth_off += skip;
+        }
+        return r;
 }
 
-static bool hop_by_hop(const char *h, size_t k)
+static bool hop_by_hop(const char *h, size_t k, bool upgrade)
 {
         static const char *const names[] = { "connection", "proxy-connection", "keep-alive", "proxy-authorization",
                                              "proxy-authenticate", "te", "trailer", "upgrade", "host" };
         for (size_t i = 0; i < ARRAY_SIZE(names); i++)
                 if (header_is(h, k, names[i]))
-                        return true;
+                        return !(upgrade && header_is(h, k, "upgrade"));
         return false;
 }
 
@@ -461,14 +493,14 @@ char *http_rewrite_request(const char *buf, const struct http_request *req, size
         o += req->auth_len;
         memcpy(out + o, "\r\n", 2);
         o += 2;
-        size_t pos = 0, start;
+        size_t pos = req->line_off, start;
         next_line(buf, req->head_len, &pos, &start);  /* the request line */
         for (;;) {
                 size_t n = next_line(buf, req->head_len, &pos, &start);
                 if (n == 0)
                         break;
                 size_t k = strcspn(buf + start, ":");
-                if (hop_by_hop(buf + start, k))
+                if (hop_by_hop(buf + start, k, req->upgrade))
                         continue;
                 memcpy(out + o, buf + start, n);
                 o += n;
@@ -477,9 +509,9 @@ char *http_rewrite_request(const char *buf, const struct http_request *req, size
         }
         /* One request per upstream connection: brig checks each request's
          * destination, so it never lets a kept-alive connection carry on. */
-        static const char tail[] = "Connection: close\r\n\r\n";
-        memcpy(out + o, tail, sizeof tail - 1);
-        o += sizeof tail - 1;
+        const char *tail = req->upgrade ? "Connection: upgrade\r\n\r\n" : "Connection: close\r\n\r\n";
+        memcpy(out + o, tail, strlen(tail));
+        o += strlen(tail);
         *out_len = o;
         return out;
 }

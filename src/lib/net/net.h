@@ -115,6 +115,7 @@ struct http_request {
         char host[EGRESS_HOST_MAX + 3];  /* as sent (brackets stripped), not yet normalized */
         uint16_t port;
         size_t head_len;      /* bytes of the request head, up to and including the blank line */
+        size_t line_off;      /* where the request line starts (past empty lines a direct request began with) */
         /* HTTP_FORWARD, HTTP_ORIGIN: the path ("/..." or "*") inside the buffer */
         size_t path_off, path_len;
         /* the authority ("host:port") as sent: the target's, or for
@@ -127,6 +128,7 @@ struct http_request {
         bool has_te;
         uint64_t length;
         bool keep_alive;      /* the client wants the connection kept (1.1 default, 1.0 only on request) */
+        bool upgrade;         /* direct only: Upgrade with "Connection: upgrade" (a WebSocket): passed on */
 };
 
 /* Parse a proxy request head (CONNECT or an absolute http:// URL) from
@@ -140,8 +142,9 @@ BRIG_INTERNAL int http_parse_request(const char *buf, size_t len, struct http_re
  * when it names none) or absolute-form; CONNECT is -405. */
 BRIG_INTERNAL int http_parse_direct(const char *buf, size_t len, struct http_request *req, const char **why);
 /* The head to send upstream: origin-form request line, the client's
- * headers minus the hop-by-hop ones, and "Connection: close". Returns a
- * malloc'ed buffer and its length in *out_len, or NULL. */
+ * headers minus the hop-by-hop ones, and "Connection: close" (for an
+ * upgrade request: its Upgrade header and "Connection: upgrade"). Returns
+ * a malloc'ed buffer and its length in *out_len, or NULL. */
 BRIG_INTERNAL char *http_rewrite_request(const char *buf, const struct http_request *req, size_t *out_len);
 
 /* The upstream's response head, for plain-http keep-alive: enough to know

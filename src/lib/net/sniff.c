@@ -23,7 +23,10 @@
 #define TLS_HANDSHAKE_CLIENT_HELLO 0x01
 #define TLS_EXT_SERVER_NAME 0x0000
 #define TLS_SNI_HOST_NAME 0x00
-#define HTTP_METHOD_MAX 16    /* 15 characters and more: not an HTTP method */
+/* Longer than any method a server takes (http.c refuses 16 and more with
+ * 501): a longer first word is no request; a long one still is, and gets
+ * refused rather than relayed as bytes some server might read as one. */
+#define HTTP_METHOD_MAX 64
 
 struct reader {
         const uint8_t *p;
@@ -267,8 +270,14 @@ static bool authority_host(const char *a, size_t len, char host[EGRESS_HOST_MAX 
 
 int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
-        /* the method: a token of at most 15 characters, then one space —
-         * the same answer however the bytes were split into reads */
+        /* RFC 9112 2.2: a server may skip empty lines before the request
+         * line, so they must not hide one */
+        while (len && (buf[0] == '\r' || buf[0] == '\n')) {
+                buf++;
+                len--;
+        }
+        /* the method: a token, then one space — the same answer however
+         * the bytes were split into reads */
         size_t i = 0;
         while (i < len && i < HTTP_METHOD_MAX && is_tchar(buf[i]))
                 i++;
@@ -281,12 +290,9 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
         size_t target = i + 1;
         if (target == len)
                 return SNIFF_MORE;
-        /* CONNECT too: sent straight to an address it is refused (405),
-         * not relayed as bytes without a name */
-        bool connect = i == 7 && memcmp(buf, "CONNECT", 7) == 0;
-        if (!connect && buf[target] != '/' && buf[target] != '*' && buf[target] != 'h' && buf[target] != 'H')
-                return SNIFF_NOT_THIS;
-        /* the request line, once in, ends in " HTTP/1.x" (CR LF or LF) */
+        /* Any target, CONNECT's too: what a server would take as a request
+         * is one (the parser refuses the odd ones), not bytes without a
+         * name. The request line, once in, ends in " HTTP/1.x". */
         const char *nl = memchr(buf + target, '\n', len - target);
         if (nl) {
                 size_t ll = (size_t)(nl - buf);
