@@ -73,25 +73,31 @@ static char *join(const char *dir, const char *name)
 /* How deep diff, commit and layer copies (snapshot, restore, fork) go.
  * They recurse with a few descriptors a level and keep paths relative to
  * the layer's root, which the kernel takes only up to PATH_MAX; a layer
- * deeper than this is refused with tree_too_deep's message rather than
+ * deeper than this is refused with layer_walk_failed's message rather than
  * half handled. Removal has no such limit (tree_remove_at), so such a
  * sandbox can always be reset or removed. */
 #define TREE_DEPTH_MAX 256
 
-/* Remember where the walk stopped (first time only); returns -ELOOP. */
-static int note_too_deep(char **at, const char *rel)
+/* Remember where a walk of the layer stopped (the first time) and why:
+ * -ELOOP too deep, -EACCES unreadable (diff, rootless). */
+static int note_stop(char **at, const char *rel, int errnum)
 {
         if (!*at)
                 *at = strndup(rel, 96);
-        return -ELOOP;
+        return -errnum;
 }
 
-static int tree_too_deep(brig_error **err, const char *what, const char *at)
+static int layer_walk_failed(brig_error **err, const char *what, const char *name, int r, const char *at)
 {
-        return state_fail(err, ELOOP, "%s: the layer holds directories nested more than %d deep (at '%s...'); "
+        if (r == -EACCES)
+                return state_fail(err, EACCES, "%s '%s': the layer's '%s' is not readable to you (the sandbox made it so, "
+                                               "chmod 000 or the like); rootless, brig diff and commit do not change "
+                                               "the layer to read it: make it readable inside (chmod u+rx for a "
+                                               "directory, u+r for a file), then try again; nothing was changed", what, name, at ? at : "");
+        return state_fail(err, ELOOP, "%s '%s': the layer holds directories nested more than %d deep (at '%s...'); "
                                       "brig diff, commit and snapshots handle no deeper tree: remove it inside "
-                                      "the sandbox, or brig reset, then try again",
-                          what, TREE_DEPTH_MAX, at ? at : "");
+                                      "the sandbox, or brig reset, then try again; nothing was changed",
+                          what, name, TREE_DEPTH_MAX, at ? at : "");
 }
 
 /* Copy a regular file's bytes, keeping its holes. A sparse file costs the
@@ -382,7 +388,7 @@ struct change {
 struct changes {
         struct change *v;
         size_t n;
-        char *too_deep;  /* where diff_dir stopped (note_too_deep) */
+        char *stopped_at;  /* where diff_dir stopped (note_stop) */
 };
 
 static void changes_free(struct changes *c)
@@ -392,8 +398,8 @@ static void changes_free(struct changes *c)
         free(c->v);
         c->v = NULL;
         c->n = 0;
-        free(c->too_deep);
-        c->too_deep = NULL;
+        free(c->stopped_at);
+        c->stopped_at = NULL;
 }
 
 static int changes_add(struct changes *c, const char *path, enum change_kind kind, mode_t mode)
@@ -463,6 +469,12 @@ static int diff_entry(int upper, int lower, const char *name, const char *rel, s
                 return -ENOMEM;
         if (is_whiteout(&us))
                 return in_lower ? changes_add(out, path, CH_DELETED, ls.st_mode) : 0;
+        /* Rootless, what the sandbox made unreadable (chmod 000) cannot be
+         * read here either: a directory would drop out of the diff without
+         * a word, a file stop a commit halfway. Refuse it up front. */
+        if (geteuid() != 0 && ((S_ISDIR(us.st_mode) && (us.st_mode & 0500) != 0500) ||
+                               (S_ISREG(us.st_mode) && !(us.st_mode & 0400))))
+                return note_stop(&out->stopped_at, path, EACCES);
         if (S_ISDIR(us.st_mode)) {
                 bool both_dirs = in_lower && S_ISDIR(ls.st_mode);
                 int r = 0;
@@ -476,7 +488,7 @@ static int diff_entry(int upper, int lower, const char *name, const char *rel, s
                 _cleanup_close_ int lsub = both_dirs ? openat(lower, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                                                      : -EBADF;
                 if (usub < 0)
-                        return 0;
+                        return errno == ENOENT ? 0 : -errno;  /* vanished meanwhile, or say why */
                 return diff_dir(usub, lsub, path, both_dirs && is_opaque(upper, name), out, depth + 1);
         }
         if (!in_lower)
@@ -494,7 +506,7 @@ static int diff_entry(int upper, int lower, const char *name, const char *rel, s
 static int diff_dir(int upper, int lower, const char *rel, bool opaque, struct changes *out, int depth)
 {
         if (depth > TREE_DEPTH_MAX)
-                return note_too_deep(&out->too_deep, rel);
+                return note_stop(&out->stopped_at, rel, ELOOP);
         int fd = fcntl(upper, F_DUPFD_CLOEXEC, 3);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         if (!d) {
@@ -620,8 +632,8 @@ char *brig_sandbox_diff_json(const char *name, brig_error **err)
         int r = layer_open(name, &l, err);
         if (r == 0) {
                 r = layer_diff(&l, &c);
-                if (r < 0 && c.too_deep)
-                        tree_too_deep(err, "diff", c.too_deep);
+                if (r < 0 && c.stopped_at)
+                        layer_walk_failed(err, "diff", name, r, c.stopped_at);
                 else if (r < 0)
                         brig_err(err, -r, "diff '%s'", name);
         }
@@ -829,10 +841,27 @@ static int commit_dir(const struct change *c, int parent, const char *last)
                         return -errno;
                 set_owner(parent, last, &old, false);
         }
+        /* u+rwx until everything below is in (commit_dir_modes), so a
+         * directory the sandbox made read-only can still be filled. */
         _cleanup_close_ int fd = openat(parent, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || fchmod(fd, c->mode & 01777) < 0)
+        if (fd < 0 || fchmod(fd, (c->mode & 01777) | 0700) < 0)
                 return -errno;
         return 0;
+}
+
+/* The directories' own modes, once the first n changes are applied:
+ * deepest first (the list is sorted parents first), so every directory
+ * above is still open to us while one below is set. */
+static void commit_dir_modes(struct layer *l, const struct changes *c, size_t n)
+{
+        for (size_t i = n; i-- > 0;) {
+                const struct change *ch = &c->v[i];
+                if (ch->kind == CH_DELETED || ch->type != S_IFDIR || (ch->mode & 0700) == 0700)
+                        continue;
+                _cleanup_close_ int fd = open_beneath(l->ws, ch->path, O_RDONLY | O_DIRECTORY);
+                if (fd >= 0)
+                        (void)!fchmod(fd, ch->mode & 01777);
+        }
 }
 
 static int apply_change(struct layer *l, const struct change *c)
@@ -904,8 +933,8 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         if (r < 0)
                 goto out;
         r = layer_diff(&l, &c);
-        if (r < 0 && c.too_deep) {
-                tree_too_deep(err, "commit (nothing applied)", c.too_deep);
+        if (r < 0 && c.stopped_at) {
+                layer_walk_failed(err, "commit", name, r, c.stopped_at);
                 goto out;
         }
         if (r < 0) {
@@ -952,7 +981,8 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         }
         free(report);
         json_t *applied = json_array();
-        for (size_t i = 0; i < c.n; i++) {
+        size_t i;
+        for (i = 0; i < c.n; i++) {
                 if (c.v[i].special)
                         continue;
                 r = apply_change(&l, &c.v[i]);
@@ -960,12 +990,14 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
                         brig_err(err, -r, "commit '%s': %s '%s' (changes before it are applied)", name,
                                  kind_name(c.v[i].kind), c.v[i].path);
                         rebase(&l, base, &c.v[i]);
+                        i++;
                         break;
                 }
                 rebase(&l, base, &c.v[i]);
                 json_array_append_new(applied, json_pack("{s:s, s:s, s:s}", "path", c.v[i].path, "change",
                                                          kind_name(c.v[i].kind), "type", type_name(c.v[i].type)));
         }
+        commit_dir_modes(&l, &c, i);
         /* Even after a failure midway: what was applied is the new base. */
         brig_error *merr = NULL;
         int mr = manifest_write(l.dir, base, r < 0 ? &merr : err);
@@ -1057,7 +1089,7 @@ static void copy_owner(int parent, const char *name, const struct stat *st)
 struct copy {
         int droot;      /* the destination's root */
         void *links;    /* link_first */
-        char *too_deep; /* where copy_dir stopped (note_too_deep) */
+        char *too_deep; /* where copy_dir stopped (note_stop) */
 };
 
 /* Open an entry of the source to copy it. Rootless, the layer's entries
@@ -1172,7 +1204,7 @@ static int copy_entry(struct copy *cp, int sdir, int ddir, const char *rel, cons
 static int copy_dir(struct copy *cp, int sdir, int ddir, const char *rel, int depth)
 {
         if (depth > TREE_DEPTH_MAX)
-                return note_too_deep(&cp->too_deep, rel);
+                return note_stop(&cp->too_deep, rel, ELOOP);
         DIR *d = fdopendir(fcntl(sdir, F_DUPFD_CLOEXEC, 3));
         if (!d)
                 return -errno;
@@ -1206,7 +1238,7 @@ int overlay_copy_tree(const char *src, const char *dst, brig_error **err)
         if (r == 0 && geteuid() == 0 && fchown(d, st.st_uid, st.st_gid) < 0)
                 r = -errno;
         if (r < 0 && cp.too_deep)
-                tree_too_deep(err, "copy of the layer", cp.too_deep);
+                layer_walk_failed(err, "copy of the layer", src, -ELOOP, cp.too_deep);
         free(cp.too_deep);
         return r < 0 ? brig_err(err, -r, "copy '%s' to '%s'", src, dst) : 0;
 }
