@@ -281,6 +281,64 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
         return r;
 }
 
+static const char *deny_hit_containing(const struct strv *denied, const char *path)
+{
+        for (size_t i = 0; i < denied->n; i++)
+                if (path_is_under(path, denied->items[i]))
+                        return denied->items[i];
+        return NULL;
+}
+
+/* A symlink directly inside a denied directory sends the secret's bytes
+ * elsewhere: a run that made ~/.aws (absent when it started) can plant
+ * ~/.aws/credentials -> ~/notes, and what `aws configure` writes later
+ * lands in ~/notes. What such a link points to is hidden too, where it
+ * really lives, as a symlinked denied path is. Checked in the denied
+ * directories a grant shows and, since dotfiles often link out of them,
+ * in the caller's own home's (deeper links are not followed). */
+static int add_link_targets(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
+                            struct strv *denied)
+{
+        struct strv dirs = {0};
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < denied->n; i++) {
+                struct stat st;
+                if (lstat(denied->items[i], &st) == 0 && S_ISDIR(st.st_mode))
+                        r = strv_push(&dirs, denied->items[i]);
+        }
+        for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
+                const char *pat = p->deny.items[i];
+                struct stat st;
+                if (pat[0] != '~' || strpbrk(pat, "*?["))
+                        continue;
+                _cleanup_free_ char *dir = brig_strdup_printf("%s%s", plan->home, pat + 1);
+                if (!dir)
+                        r = -ENOMEM;
+                else if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && !strv_contains(&dirs, dir))
+                        r = strv_push(&dirs, dir);
+        }
+        for (size_t i = 0; r == 0 && i < dirs.n; i++) {
+                DIR *d = opendir(dirs.items[i]);
+                struct dirent *e;
+                while (r == 0 && d && (e = readdir(d))) {
+                        struct stat st;
+                        if ((e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) ||
+                            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+                                continue;
+                        _cleanup_free_ char *link = brig_strdup_printf("%s/%s", dirs.items[i], e->d_name);
+                        _cleanup_free_ char *real = link ? realpath(link, NULL) : NULL;
+                        if (!link)
+                                r = -ENOMEM;
+                        else if (real && !deny_hit_containing(denied, real) && reachable_by_bind(plan, g, real))
+                                r = strv_push(denied, real);
+                }
+                if (d)
+                        closedir(d);
+        }
+        strv_free(&dirs);
+        return r;
+}
+
 /* A mask hides a name, not the file: another hard link to a denied file
  * shows its bytes under a name that is not denied. A run can plant one
  * before the secret exists (`ln ~/notes ~/.netrc`), and the token the
@@ -342,14 +400,6 @@ static int check_denied_links(const struct run_plan *plan, const struct grant_na
                         return r;
         }
         return 0;
-}
-
-static const char *deny_hit_containing(const struct strv *denied, const char *path)
-{
-        for (size_t i = 0; i < denied->n; i++)
-                if (path_is_under(path, denied->items[i]))
-                        return denied->items[i];
-        return NULL;
 }
 
 /* A mask hides a path, not a file: were the directory holding it renamed
@@ -695,6 +745,8 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = grant_names_init(plan, &g);
         if (r == 0)
                 r = expand_deny(plan, g, p, &denied);
+        if (r == 0)
+                r = add_link_targets(plan, g, p, &denied);
         if (r < 0) {
                 grant_names_free(g, plan->n_mounts);
                 strv_free(&denied);

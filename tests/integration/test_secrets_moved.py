@@ -362,3 +362,22 @@ def test_grant_inside_a_hidden_secret_is_refused_before_anything_is_made(brig, s
         assert flag in r.stderr and "hidden (secret deny list)" in r.stderr, r.stderr
     assert sorted(os.listdir(home / ".ssh")) == ["id_ed25519"], "a mount point was made in the host's ~/.ssh"
     assert sorted(os.listdir(home / ".config" / "gcloud")) == ["x"]
+
+
+@attack("secret-another-name", "the same secret under another name: a run makes the missing ~/.aws and plants "
+        "~/.aws/credentials -> ../notes; `aws configure` later writes the key through the link into ~/notes",
+        "what a symlink directly in a denied directory points to is hidden too, where it really lives")
+def test_symlink_planted_in_a_missing_secret_directory_is_followed(brig):
+    home = brig.home
+    brig.chown(home)
+    tag = marker("symlink-canary").split("-")[-1]
+    r = sh(brig, "echo notes > notes && mkdir .aws && ln -s ../notes .aws/credentials && echo planted", cwd=home)
+    assert r.returncode == 0 and "planted" in r.stdout, r
+    with open(home / ".aws" / "credentials", "a") as f:  # the user stores a key, through the link
+        f.write(f"KEY-{tag}\n")
+    assert f"KEY-{tag}" in (home / "notes").read_text()
+    public_file(brig, home, tag)
+    r = sh(brig, f"cat notes; grep -r -a -l -- {tag} . 2>/dev/null; echo END", cwd=home)
+    assert r.returncode == 0 and r.stdout.endswith("END\n"), r
+    assert f"KEY-{tag}" not in r.stdout, f"ATTACK WORKED: the key read through the planted link: {r!r}"
+    assert [l for l in r.stdout.splitlines() if tag in l] == [f"./public-{tag}"], r
