@@ -942,6 +942,29 @@ static void test_plan_pins_ancestors_in_writable_grants(void **state)
         free(key);
 }
 
+/* A symlink directly in a denied directory: its target is hidden where a
+ * grant shows it, also when the denied directory itself is not granted. */
+static void test_plan_masks_symlink_targets_in_denied_dirs(void **state)
+{
+        struct fixture *f = *state;
+        char *link = join(f->home, ".aws/credentials");
+        if (symlink("../../data/b.txt", link) < 0)
+                fail_msg("symlink: %s", strerror(errno));
+        char *data = join(f->base, "data");
+        brig_policy *p = policy_for(f);
+        assert_int_equal(brig_policy_add_bind(p, data, "/mnt/d", BRIG_BIND_READONLY, NULL), 0);
+        struct run_plan plan = RUN_PLAN_INIT;
+        brig_error *err = NULL;
+        if (plan_build(&plan, p, true_argv, &err) < 0)
+                fail_msg("plan_build: %s", err ? err->msg : "?");
+        assert_true(strv_contains(&plan.masks, "/mnt/d/b.txt"));
+        assert_false(strv_contains(&plan.masks, "/mnt/d/a.key"));
+        plan_free(&plan);
+        brig_policy_free(p);
+        free(data);
+        free(link);
+}
+
 /* A denied file with a second name (or a file directly in a denied
  * directory with one) in a writable grant would show through it: refused. */
 static void test_plan_refuses_denied_hard_links(void **state)
@@ -1501,6 +1524,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_plan_masks_follow_destination, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_pins_ancestors_in_writable_grants, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_refuses_denied_hard_links, setup_tree, teardown_tree),
+                cmocka_unit_test_setup_teardown(test_plan_masks_symlink_targets_in_denied_dirs, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_refuses_bind_inside_secret, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_unsafe_allow_lifts_refusal, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_user_deny_patterns, setup_tree, teardown_tree),
