@@ -255,10 +255,14 @@ static int record_workspace(const char *workspace, const char *dir, brig_error *
                 return brig_err(err, errno, "workspace '%s' (symlinks are not followed)", workspace);
         json_t *m = json_object();
         int r = m ? record_tree(ws, "", m, 0) : -ENOMEM;
-        if (r < 0) {
+        if (r < 0)
                 json_decref(m);
+        if (r == -ELOOP)  /* an earlier run in bind mode may have made it */
+                return state_fail(err, ELOOP, "record the workspace '%s': it holds directories nested more than %d "
+                                              "deep; overlay mode records every entry and goes no deeper: remove "
+                                              "them, or use --workspace-mode bind", workspace, TREE_DEPTH_MAX);
+        if (r < 0)
                 return brig_err(err, -r, "record the workspace '%s'", workspace);
-        }
         r = manifest_write(dir, m, err);
         json_decref(m);
         return r;

@@ -322,3 +322,18 @@ def test_diff_commit_of_a_locked_layer(brig, sandboxes):
     assert os.stat(ws / "a/b/f").st_size == 3
     for d in ("a/b", "a", "ro/x", "ro"):  # let the scratch cleanup remove them
         os.chmod(ws / d, 0o700)
+
+
+@DEEP_LAYER
+def test_overlay_create_over_a_too_deep_workspace(brig, sandboxes, scratch):
+    # An earlier run (bind mode) leaves a deep tree in the workspace: the
+    # record an overlay sandbox starts from is refused with a clear error,
+    # and nothing of the half-made sandbox stays.
+    host = _host_canary(brig, scratch)
+    r = brig.run("run", "--", "python3", "-c", MAKE_TREE, "300", "10", str(host), timeout=120)
+    assert r.returncode == 0 and "made" in r.stdout, r
+    name, r = sandboxes.create("--workspace-mode", "overlay", check=False)
+    assert r.returncode == 125, r
+    assert "nested more than 256" in r.stderr and "--workspace-mode bind" in r.stderr, r
+    assert name not in sandboxes.ls() and not (sandboxes.root / name).exists()
+    assert sorted(os.listdir(host)) == ["canary"]
