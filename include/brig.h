@@ -149,6 +149,10 @@ BRIG_PUBLIC int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_
 /* "10.1.0.0/16" or "10.1.2.3/32:5432": addresses the classification would
  * refuse (private, loopback, link-local...) that this policy allows. */
 BRIG_PUBLIC int brig_policy_allow_cidr(brig_policy *p, const char *cidr_port, brig_error **err);
+/* A pathname unix socket outside the sandbox (absolute path as seen
+ * inside, no symlinks, no "..") that the sandbox may connect or send to;
+ * every other socket whose listener is not the sandbox's own is refused. */
+BRIG_PUBLIC int brig_policy_allow_unix(brig_policy *p, const char *path, brig_error **err);
 /* "HOST:ADDR": resolve HOST to ADDR without DNS (like curl --resolve). */
 BRIG_PUBLIC int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **err);
 /* "http://HOST:PORT": reach allowed destinations through this HTTP proxy
@@ -204,6 +208,10 @@ typedef struct brig_result {
          * fix ("memory: ... not bounded — no memory cgroup here ..."), or
          * empty; the report's "degraded" has it too. A CLI prints it. */
         char warning[512];
+        /* Connections to pathname unix sockets outside the sandbox that
+         * were refused (docs/security.md), and the first one's path. */
+        uint64_t unix_refused;
+        char unix_refused_path[112];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

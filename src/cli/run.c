@@ -49,6 +49,8 @@ static const char run_usage[] =
         "  --deny-host PATTERN      deny (wins over allow)\n"
         "  --allow-cidr CIDR[:PORT] allow addresses the classification refuses (private, loopback...)\n"
         "  --resolve HOST:ADDR      resolve HOST to ADDR without DNS\n"
+        "  --allow-unix PATH        let the sandbox reach this unix socket of the host (its own\n"
+        "                           sockets always work; every other one is refused)\n"
         "  --upstream-proxy http://HOST:PORT  reach allowed hosts through this HTTP proxy (CONNECT)\n"
         "Limits (sizes take K/M/G/T, times take ms/s/m/h, e.g. 1h30m; 0 removes a limit):\n"
         "  --memory SIZE            memory, no swap (default 4G; cgroup)\n"
@@ -80,7 +82,7 @@ enum {
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
         OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_UPSTREAM_PROXY, OPT_POLICY, OPT_PROFILE,
-        OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE,
+        OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE, OPT_ALLOW_UNIX,
 };
 
 static const struct option options[] = {
@@ -122,6 +124,7 @@ static const struct option options[] = {
         { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
         { "deny-host", required_argument, NULL, OPT_DENY_HOST },
         { "allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR },
+        { "allow-unix", required_argument, NULL, OPT_ALLOW_UNIX },
         { "resolve", required_argument, NULL, OPT_RESOLVE },
         { "upstream-proxy", required_argument, NULL, OPT_UPSTREAM_PROXY },
         { "policy", required_argument, NULL, OPT_POLICY },
@@ -379,6 +382,7 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         case OPT_ALLOW_HOST: return with_flag("--allow-host", err, brig_policy_allow_host(p, arg, err));
         case OPT_DENY_HOST: return with_flag("--deny-host", err, brig_policy_deny_host(p, arg, err));
         case OPT_ALLOW_CIDR: return with_flag("--allow-cidr", err, brig_policy_allow_cidr(p, arg, err));
+        case OPT_ALLOW_UNIX: return with_flag("--allow-unix", err, brig_policy_allow_unix(p, arg, err));
         case OPT_RESOLVE: return with_flag("--resolve", err, brig_policy_add_resolve(p, arg, err));
         case OPT_UPSTREAM_PROXY:
                 return with_flag("--upstream-proxy", err, brig_policy_set_upstream_proxy(p, arg, err));
@@ -517,6 +521,13 @@ int cmd_run(int argc, char **argv)
                         fprintf(stderr, "brig: %s\n", res.summary);
                 if (res.warning[0])
                         fprintf(stderr, "brig: WARNING: %s\n", res.warning);
+                if (res.unix_refused) {
+                        /* the path is the sandbox's choice: shown as text */
+                        fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: ",
+                                (unsigned long long)res.unix_refused, res.unix_refused == 1 ? "" : "s");
+                        cli_put_safe(stderr, res.unix_refused_path, false);
+                        fprintf(stderr, "); --allow-unix PATH lets one through\n");
+                }
         }
         brig_policy_free(p);
         return code;

@@ -237,9 +237,10 @@ void audit_net(void *audit, json_t *event)
                 return;
         }
         a->events++;
-        /* "net" for connections, "dns" for the filtered mode's stub */
+        /* "net" for connections, "dns" for the filtered mode's stub, "unix"
+         * for the unix socket guard (unixguard.c) */
         const char *kind = json_string_value(json_object_get(event, "event"));
-        emit(a, kind && strcmp(kind, "dns") == 0 ? "dns" : "net", event);
+        emit(a, kind && strcmp(kind, "dns") == 0 ? "dns" : kind && strcmp(kind, "unix") == 0 ? "unix" : "net", event);
 }
 
 void audit_end(struct audit *a, const brig_result *res)

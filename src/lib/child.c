@@ -20,6 +20,8 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <linux/close_range.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
 
 extern char **environ;
 
@@ -100,6 +102,20 @@ static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
         return sync_send(plan->sync_fd, &m) < 0 ? brig_err(err, errno, "tell the supervisor") : 0;
 }
 
+/* The unix socket guard (unixguard.c) asks this socket which unix sockets
+ * the sandbox's processes have bound: made here, so it belongs to the
+ * sandbox's network namespace (no capability needed). */
+static int send_unix_diag(const struct run_plan *plan, brig_error **err)
+{
+        int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (fd < 0)
+                return brig_err(err, errno, "socket(NETLINK_SOCK_DIAG)");
+        struct sync_msg m = { .type = SYNC_UNIX_DIAG };
+        int r = sync_send_fd(plan->sync_fd, &m, fd);
+        close(fd);
+        return r < 0 ? brig_err(err, -r, "send the socket list to the supervisor") : 0;
+}
+
 #define STEP(call, name)                                          \
         do {                                                      \
                 int _r = (call);                                  \
@@ -137,6 +153,8 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 STEP(filter_egress(plan, &ipv6_redirect, err), "network (filtered mode: nftables)");
         if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED)
                 STEP(send_listeners(plan, ipv6_redirect, err), "network proxy");
+        if (!plan->seccomp_degraded)
+                STEP(send_unix_diag(plan, err), "unix socket guard");
         STEP(userns_forbid_nesting(err), "user namespace");
         /* While still root in the user namespace: the kernel grants the
          * ipc sysctls to uid 0 there, not to a capability. */

@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "cgroup.h"
 #include "control.h"
+#include "unixguard.h"
 #include "state.h"
 #include "sandbox.h"
 
@@ -55,6 +56,7 @@ struct control {
         int n_closed;
         long long created;
         json_t *summary;         /* policy figures for the state file, kept past the run */
+        struct unixguard *guard; /* answers each exec's seccomp listener */
 };
 
 static int epoll_watch(struct control *c, int fd, struct watch *w)
@@ -158,6 +160,11 @@ int control_save_initial(struct control *c, brig_error **err)
         int r = doc ? state_write(c->dir, doc, err) : brig_err(err, ENOMEM, "state");
         json_decref(doc);
         return r;
+}
+
+void control_set_unixguard(struct control *c, struct unixguard *g)
+{
+        c->guard = g;
 }
 
 int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd, int sync_fd,
@@ -406,6 +413,10 @@ static void on_exec(struct control *c, struct conn *k)
                 struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_PTY };
                 (void)ctl_send(k->fd, &h, NULL, 0, &passed, 1);
                 close(passed);
+                return;
+        }
+        if (r > 0 && m.type == SYNC_NOTIFY_FD && passed >= 0 && c->guard) {
+                unixguard_add_listener(c->guard, passed);  /* the command's filter asks the supervisor */
                 return;
         }
         closep(&passed);

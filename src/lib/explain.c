@@ -79,6 +79,11 @@ static void network(FILE *out, const struct run_plan *plan)
                 break;
         }
         }
+        fprintf(out, "  unix sockets: the sandbox's own work; a socket file in a grant whose listener is\n"
+                     "  outside the sandbox (a host database, docker.sock) is refused%s\n",
+                plan->policy->allow_unix.n ? ", except:" : " (--allow-unix PATH)");
+        for (size_t i = 0; i < plan->policy->allow_unix.n; i++)
+                fprintf(out, "    %s\n", plan->policy->allow_unix.items[i]);
 }
 
 static void limits(FILE *out, const struct run_plan *plan)

@@ -188,6 +188,7 @@ struct brig_policy {
         char *report_path;
         char *audit_path;
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
+        struct strv allow_unix;          /* pathname unix sockets outside the sandbox it may reach */
         struct egress_policy *egress;    /* network rules, NULL: none */
         enum brig_net_mode net_mode;
         bool net_mode_set;               /* else: proxy when any allow rule exists */
@@ -385,6 +386,7 @@ enum sync_type {
         SYNC_READY,        /* persistent sandbox: pid 1 is set up and waits for execs */
         SYNC_EXEC,         /* supervisor → pid 1: carries one exec's socket (persist_init.c) */
         SYNC_NET_FALLBACK, /* filtered mode unavailable, proxy mode instead: text = why */
+        SYNC_UNIX_DIAG,    /* carries a NETLINK_SOCK_DIAG socket of the sandbox's network namespace */
 };
 struct sync_msg {
         int type;
@@ -418,6 +420,9 @@ struct cgroup;
 BRIG_INTERNAL int control_prepare(struct control *c, struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd,
                                  int sync_fd, brig_error **err);
+struct unixguard;
+/* Each exec's seccomp listener goes to the supervisor's guard (unixguard.c). */
+BRIG_INTERNAL void control_set_unixguard(struct control *c, struct unixguard *g);
 BRIG_INTERNAL int control_poll_fd(const struct control *c);
 BRIG_INTERNAL void control_dispatch(struct control *c);
 BRIG_INTERNAL void control_ready(struct control *c);
@@ -436,8 +441,7 @@ struct supervision {
         uint64_t timeout_ms;     /* 0: none */
         uint64_t kill_after_ms;
         struct audit *audit;     /* NULL without --audit */
-        const struct seccomp_replies *replies;
-        int notify_fd;           /* the seccomp listener, once the sandbox sent it */
+        struct unixguard *guard; /* answers the seccomp listeners (unixguard.c) */
         struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
         struct control *control; /* persistent sandbox: serves brig exec and friends */
         bool timed_out;          /* out */

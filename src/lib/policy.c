@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
+#include <sys/un.h>
 
 /* Secrets that must never be visible inside, even when a parent directory
  * is granted. "~/" means "in every home directory" (the caller's $HOME and
@@ -85,6 +86,7 @@ void brig_policy_free(brig_policy *p)
         }
         free(p->env);
         strv_free(&p->keep_env);
+        strv_free(&p->allow_unix);
         free(p->pass_fds);
         free(p->hostname);
         free(p->report_path);
@@ -379,6 +381,22 @@ void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mode)
 {
         p->net_mode = mode;
         p->net_mode_set = true;
+}
+
+int brig_policy_allow_unix(brig_policy *p, const char *path, brig_error **err)
+{
+        if (!path || path[0] != '/')
+                return brig_err(err, EINVAL, "unix socket '%s': expected an absolute path", path ? path : "");
+        _cleanup_free_ char *norm = path_normalize(path);
+        if (!norm)
+                return brig_err(err, errno == ENOMEM ? ENOMEM : EINVAL, "unix socket '%s': '.' and '..' are not allowed",
+                                path);
+        if (strlen(norm) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+                return brig_err(err, ENAMETOOLONG, "unix socket '%s': longer than a socket address holds (107 bytes)",
+                                path);
+        if (strv_contains(&p->allow_unix, norm))
+                return 0;
+        return strv_push(&p->allow_unix, norm) < 0 ? brig_err(err, ENOMEM, "unix socket") : 0;
 }
 
 int brig_policy_allow_host(brig_policy *p, const char *pattern, brig_error **err)

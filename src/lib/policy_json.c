@@ -580,7 +580,7 @@ static int add_resolve_pair(brig_policy *p, const char *host, const char *addr, 
 static int load_network(const struct loader *L, json_t *o, brig_policy *p)
 {
         static const char *const keys[] = { "mode", "allow_hosts", "deny_hosts", "allow_cidrs",
-                                            "resolve", "upstream_proxy", NULL };
+                                            "resolve", "upstream_proxy", "allow_unix", NULL };
         const char *base = "/network";
         int r = want(L, base, o, JSON_OBJECT, "an object");
         r = r ?: check_keys(L, base, o, keys);
@@ -608,6 +608,8 @@ static int load_network(const struct loader *L, json_t *o, brig_policy *p)
                 r = load_strings(L, SUB(at, base, "deny_hosts"), v, p, brig_policy_deny_host);
         if (r == 0 && (v = json_object_get(o, "allow_cidrs")))
                 r = load_strings(L, SUB(at, base, "allow_cidrs"), v, p, brig_policy_allow_cidr);
+        if (r == 0 && (v = json_object_get(o, "allow_unix")))
+                r = load_strings(L, SUB(at, base, "allow_unix"), v, p, brig_policy_allow_unix);
         /* "resolve": ["HOST:ADDR", ...] as on the command line, or {"HOST": "ADDR"} */
         if (r == 0 && (v = json_object_get(o, "resolve")) && json_is_array(v)) {
                 r = load_strings(L, SUB(at, base, "resolve"), v, p, brig_policy_add_resolve);
@@ -897,6 +899,12 @@ static json_t *policy_json(const brig_policy *p)
         if (p->net_mode_set) {
                 static const char *const modes[] = { "none", "proxy", "host", "filtered" };
                 json_object_set_new(net, "mode", json_string(modes[p->net_mode]));
+        }
+        if (p->allow_unix.n) {
+                json_t *unix_paths = json_array();
+                for (size_t i = 0; i < p->allow_unix.n; i++)
+                        json_array_append_new(unix_paths, json_string(p->allow_unix.items[i]));
+                json_object_set_new(net, "allow_unix", unix_paths);
         }
         json_object_set_new(doc, "network", net);
         if (p->audit_path)

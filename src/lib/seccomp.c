@@ -610,13 +610,33 @@ static int decide_group_or_name(struct table *t, const char *name, uint32_t acti
 #define DEFAULT_ACTION ACT_DENY_LOG(ENOSYS)
 _Static_assert(DEFAULT_ACTION == DEFAULT_ACTION_VALUE, "one default");
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
+static int add_exact(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
 {
-        action = resolve(action);
         if (action == resolve(DEFAULT_ACTION))
                 return 0;  /* libseccomp refuses a rule that repeats the default (EACCES) */
         int r = seccomp_rule_add_exact_array(ctx, action, nr, n, cmp);
         return r == -EEXIST ? 0 : r;  /* the same rule twice is fine */
+}
+
+/* connect(2), and sendto(2) with a destination, are never simply allowed
+ * (or only logged by the kernel): they notify the supervisor, whose unix
+ * socket guard decides and makes the call itself (unixguard.c). sendto
+ * without a destination (send(2)) stays a plain allow: argument 4 is a
+ * register, the kernel reads no address when it is NULL. */
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
+{
+        action = resolve(action);
+        bool passes = action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG;
+        if (passes && nr == SCMP_SYS(connect))
+                return add_exact(ctx, SCMP_ACT_NOTIFY, nr, n, cmp);
+        if (!passes || nr != SCMP_SYS(sendto))
+                return add_exact(ctx, action, nr, n, cmp);
+        struct scmp_arg_cmp with[MAX_CONDS + 1];
+        memcpy(with, cmp, n * sizeof *cmp);
+        with[n] = (struct scmp_arg_cmp)SCMP_A4(SCMP_CMP_NE, 0);
+        int r = add_exact(ctx, SCMP_ACT_NOTIFY, nr, n + 1, with);
+        with[n] = (struct scmp_arg_cmp)SCMP_A4(SCMP_CMP_EQ, 0);
+        return r ?: add_exact(ctx, action, nr, n + 1, with);
 }
 
 /* `action` when the low 32 bits of argument `arg` are one of `set`, plus the
@@ -897,7 +917,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
  * cache in ~/.cache/brig, inside any sandbox given $HOME or ~/.cache;
  * that place is never read). */
 
-#define CACHE_MAGIC "brig-seccomp-2"  /* bump when the default profile changes */
+#define CACHE_MAGIC "brig-seccomp-3"  /* bump when the default profile changes */
 
 /* Everything the program is made from: brig's version (its default
  * profile), libseccomp's, the architecture and the user's rules. A hit
@@ -1089,20 +1109,30 @@ int seccomp_apply(const struct run_plan *plan, brig_error **err)
         if (!plan->seccomp_prog)
                 return brig_err(err, EINVAL, "seccomp: no filter was prepared");
         struct sock_fprog fprog = { .len = (unsigned short)plan->seccomp_len, .filter = plan->seccomp_prog };
-        bool audit = plan->seccomp_replies != NULL;  /* prepared in audit mode */
+        /* A listener whenever the program can notify: connect and sendto
+         * for the unix socket guard, refusals too in audit mode (rules
+         * that refuse connect and sendto outright need none). */
+        bool notifies = false;
+        for (size_t i = 0; i < plan->seccomp_len; i++)
+                notifies |= plan->seccomp_prog[i].code == (BPF_RET | BPF_K) &&
+                            plan->seccomp_prog[i].k == SECCOMP_RET_USER_NOTIF;
         /* no_new_privs is already set (pid 1 set it before forking us). */
-        long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, audit ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &fprog);
+        long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notifies ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0,
+                          &fprog);
         if (fd < 0)
                 return brig_err(err, errno, "seccomp: load the filter");
-        if (!audit)
+        if (!notifies)
                 return 0;
         /* The listener goes to the supervisor before anything can need an
-         * answer from it (sendmsg and close are allowed calls). */
+         * answer from it (sendmsg and close are allowed calls, unless the
+         * policy's own rules refuse sendmsg). */
         struct sync_msg m = { .type = SYNC_NOTIFY_FD };
         int r = sync_send_fd(plan->sync_fd, &m, (int)fd);
         close((int)fd);
         if (r < 0)
-                return brig_err(err, -r, "seccomp: hand the listener to the supervisor");
+                return brig_err(err, -r, "seccomp: hand the filter's listener to the supervisor (a rule that "
+                                         "refuses sendmsg must refuse connect and sendto too, and cannot go "
+                                         "with --audit)");
         return 0;
 }
 
@@ -1111,6 +1141,8 @@ int seccomp_reply_for(const struct seccomp_replies *rep, int nr)
         if (!rep || nr < 0 || nr >= SECCOMP_REPLY_MAX_NR)
                 return ENOSYS;
         int reply = rep->reply[nr];
+        if (reply < 0 && (nr == SCMP_SYS(connect) || nr == SCMP_SYS(sendto)))
+                return SECCOMP_REPLY_GUARD;  /* allowed: notified for the unix socket guard */
         return reply < 0 ? EPERM : reply;  /* a call that should never notify: refuse */
 }
 

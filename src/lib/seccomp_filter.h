@@ -22,7 +22,9 @@ BRIG_INTERNAL int seccomp_prepare(struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
 
 /* Audit mode: what the supervisor answers a notification for syscall nr
- * (an errno, or 0 to let it run: "log"). */
+ * (an errno, 0 to let it run: "log", or SECCOMP_REPLY_GUARD: an allowed
+ * connect or sendto, for the unix socket guard, unixguard.c). */
+#define SECCOMP_REPLY_GUARD (-2)
 #define SECCOMP_REPLY_MAX_NR 1024
 struct seccomp_replies {
         int16_t reply[SECCOMP_REPLY_MAX_NR];

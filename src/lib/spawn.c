@@ -6,6 +6,7 @@
 #include "cgroup.h"
 #include "landlock.h"
 #include "seccomp_filter.h"
+#include "unixguard.h"
 #include "net/egress.h"
 
 #include <fcntl.h>
@@ -191,6 +192,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         struct cgroup *cg = NULL;
         struct cgroup_inherited inherited = { 0 };
         struct egress *egress = NULL;
+        struct unixguard *guard = NULL;
         struct rlimit nofile_saved;
         bool nofile_raised = false;
         struct rusage before, after;
@@ -261,6 +263,9 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 goto out;
         if (audit)
                 audit_start(audit, &plan);
+        /* Without seccomp (degraded on purpose) there is nothing to notify it. */
+        if (!plan.seccomp_degraded && (r = unixguard_new(&plan, audit, plan.seccomp_replies, &guard, err)) < 0)
+                goto out;
         if (plan.net_mode == BRIG_NET_PROXY || plan.net_mode == BRIG_NET_FILTERED) {
                 /* The proxy holds a few descriptors per connection, in this
                  * process: allow as many as the hard limit lets us for the
@@ -334,8 +339,9 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         sup.timeout_ms = ctl ? 0 : plan.limits.timeout_ms;  /* persistent: per exec (persist_init.c) */
         sup.kill_after_ms = plan.limits.kill_after_ms;
         sup.audit = audit;
-        sup.replies = plan.seccomp_replies;
-        sup.notify_fd = -1;
+        sup.guard = guard;
+        if (guard && ctl)
+                control_set_unixguard(ctl, guard);
         sup.egress = egress;
         sup.control = ctl;
         if (ctl && (r = control_attach(ctl, &plan, cg, pidfd, sv[0], err)) < 0)
@@ -375,7 +381,11 @@ out:
                 sigprocmask(SIG_SETMASK, &saved, NULL);
         terminal_close(term);
         cgroup_destroy(cg);  /* kills anything left, removes the groups */
-        closep(&sup.notify_fd);
+        if (guard) {
+                const char *first;
+                result->unix_refused = unixguard_refused(guard, &first);
+                snprintf(result->unix_refused_path, sizeof result->unix_refused_path, "%s", first);
+        }
         if (audit)
                 audit_end(audit, result);
         closep(&sv[0]);
@@ -391,6 +401,7 @@ out:
                 brig_error_free(&rerr);
         }
         egress_free(egress);
+        unixguard_free(guard);
         if (nofile_raised)
                 (void)setrlimit(RLIMIT_NOFILE, &nofile_saved);
         audit_free(audit);

@@ -4,13 +4,12 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "audit.h"
-#include "seccomp_filter.h"
+#include "unixguard.h"
 #include "net/egress.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -34,8 +33,14 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
                 snprintf(s->net_fallback, sizeof s->net_fallback, "%.*s", (int)sizeof s->net_fallback - 1, m->text);
                 return;
         case SYNC_NOTIFY_FD:
-                if (passed_fd >= 0 && s->notify_fd < 0) {
-                        s->notify_fd = passed_fd;
+                if (passed_fd >= 0 && s->guard) {
+                        unixguard_add_listener(s->guard, passed_fd);
+                        return;
+                }
+                break;
+        case SYNC_UNIX_DIAG:
+                if (passed_fd >= 0 && s->guard) {
+                        unixguard_set_diag(s->guard, passed_fd);
                         return;
                 }
                 break;
@@ -102,32 +107,6 @@ enum {
         POLL_NOTIFY, POLL_EGRESS, POLL_CONTROL, POLL_COUNT
 };
 
-/* A refused (or logged) syscall waits for our answer: record it, then
- * answer with the errno the policy decided, or let it run ("log"). Returns
- * false when the listener is gone. */
-static bool on_notify(struct supervision *s, struct seccomp_notif *req, struct seccomp_notif_resp *resp)
-{
-        memset(req, 0, sizeof *req);
-        int r = seccomp_notify_receive(s->notify_fd, req);
-        if (r == -ENOENT || r == -EINTR)
-                return true;  /* the caller died meanwhile, or a signal: nothing to answer */
-        if (r < 0)
-                return false;
-        int reply = seccomp_reply_for(s->replies, req->data.nr);
-        uint64_t args[6];
-        for (int i = 0; i < 6; i++)
-                args[i] = req->data.args[i];
-        audit_syscall(s->audit, (pid_t)req->pid, req->data.nr, args, reply);
-        memset(resp, 0, sizeof *resp);
-        resp->id = req->id;
-        if (reply == 0)
-                resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;  /* "log": only recorded */
-        else
-                resp->error = -reply;
-        (void)seccomp_notify_respond(s->notify_fd, resp);  /* ENOENT: it died meanwhile */
-        return true;
-}
-
 static int arm(int tfd, uint64_t ms)
 {
         struct itimerspec it = { .it_value = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 } };
@@ -174,10 +153,8 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_CONTROL].fd = s->control ? control_poll_fd(s->control) : -1;
         _cleanup_close_ int tfd = -EBADF;
         bool term_sent = false;
-        struct seccomp_notif *req = NULL;
-        struct seccomp_notif_resp *resp = NULL;
-        if (s->audit && seccomp_notify_alloc(&req, &resp) < 0)
-                return brig_err(err, ENOMEM, "seccomp notification buffers");
+        /* every command's seccomp listener, in one epoll set */
+        p[POLL_NOTIFY].fd = s->guard ? unixguard_poll_fd(s->guard) : -1;
         if (s->timeout_ms) {
                 tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
                 if (tfd < 0 || arm(tfd, s->timeout_ms) < 0)
@@ -185,8 +162,6 @@ int supervise(struct supervision *s, brig_error **err)
                 p[POLL_TIMER].fd = tfd;
         }
         for (;;) {
-                if (s->notify_fd >= 0 && p[POLL_NOTIFY].fd < 0 && req)
-                        p[POLL_NOTIFY].fd = s->notify_fd;
                 /* the pty's master arrives over the sync socket once it exists */
                 int nterm = terminal_poll_fds(s->term, &p[POLL_TERM]);
                 for (int i = nterm; i < TERMINAL_POLL_MAX; i++)
@@ -194,10 +169,7 @@ int supervise(struct supervision *s, brig_error **err)
                 if (poll(p, POLL_COUNT, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
-                {
-                        seccomp_notify_free(req, resp);
                         return brig_err(err, errno, "poll");
-                }
                 }
                 if (p[POLL_SIGNAL].revents & POLLIN) {
                         struct signalfd_siginfo si;
@@ -214,12 +186,8 @@ int supervise(struct supervision *s, brig_error **err)
                         egress_dispatch(s->egress);
                 if (p[POLL_CONTROL].revents)
                         control_dispatch(s->control);
-                if (p[POLL_NOTIFY].revents & POLLIN) {
-                        if (!on_notify(s, req, resp))
-                                p[POLL_NOTIFY].fd = -1;
-                } else if (p[POLL_NOTIFY].revents) {
-                        p[POLL_NOTIFY].fd = -1;  /* POLLHUP: no process uses the filter any more */
-                }
+                if (p[POLL_NOTIFY].revents)
+                        unixguard_dispatch(s->guard);
                 if (p[POLL_PIDFD].revents)
                         break;
         }
@@ -233,7 +201,6 @@ int supervise(struct supervision *s, brig_error **err)
                         break;
         }
         terminal_drain(s->term);
-        seccomp_notify_free(req, resp);
         siginfo_t info = { 0 };
         if (waitid(P_PIDFD, (id_t)s->pidfd, &info, WEXITED) < 0)
                 return brig_err(err, errno, "waitid");

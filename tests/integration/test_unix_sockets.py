@@ -1,0 +1,421 @@
+"""Pathname unix sockets in grants (issue 13, class 4): a socket file in the
+workspace or in any bind, read-only ones included, whose listener is a
+HOST process must stay out of reach under every network mode — by path,
+relative path, symlink, and through races on the address buffer, the
+descriptor number and the socket file — unless --allow-unix names it.
+The sandbox's own sockets keep working. Every check is on the host side:
+the host's server counts what it accepted and received. Root and rootless.
+"""
+import json
+import os
+import pathlib
+import socket
+import threading
+import time
+
+import pytest
+
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
+
+
+def attack(ident, technique, control):
+    return pytest.mark.escape(ident, technique, control)
+
+
+class HostServer:
+    """A host-side unix server (stream or datagram) that records every
+    connection and every byte it gets."""
+
+    def __init__(self, path, kind=socket.SOCK_STREAM):
+        self.path = str(path)
+        self.kind = kind
+        self.accepted = 0
+        self.data = b""
+        self.sock = socket.socket(socket.AF_UNIX, kind)
+        self.sock.bind(self.path)
+        if not self.path.startswith("\0"):
+            os.chmod(self.path, 0o777)  # DAC never is what stops the sandbox
+        if kind != socket.SOCK_DGRAM:
+            self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.stop = False
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                if self.kind == socket.SOCK_DGRAM:
+                    self.data += self.sock.recv(65536)
+                    continue
+                c, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.accepted += 1
+            c.settimeout(1)
+            try:
+                while True:
+                    d = c.recv(65536)
+                    if not d:
+                        break
+                    self.data += d
+            except OSError:
+                pass
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.sock.close()
+
+    def reached(self):
+        return self.accepted > 0 or self.data != b""
+
+
+@pytest.fixture
+def host_servers():
+    servers = []
+
+    def make(path, kind=socket.SOCK_STREAM):
+        s = HostServer(path, kind)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+CLIENT = r'''
+import errno, os, socket, sys
+results = {}
+def attempt(name, fn):
+    try:
+        fn()
+        results[name] = "ok"
+    except OSError as e:
+        results[name] = errno.errorcode.get(e.errno, str(e.errno))
+def stream(addr):
+    def go():
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(5)
+        s.connect(addr)
+        s.sendall(b"LEAK-" + addr.encode())
+        s.close()
+    return go
+for i, addr in enumerate(sys.argv[1:]):
+    attempt(addr, stream(addr))
+print("RESULTS " + repr(results))
+'''
+
+
+def results(r):
+    line = [l for l in r.stdout.splitlines() if l.startswith("RESULTS ")]
+    assert line, r
+    import ast
+    return ast.literal_eval(line[0][len("RESULTS "):])
+
+
+def _client(brig, ws):
+    p = ws / "client.py"
+    p.write_text(CLIENT)
+    brig.chown(p)
+    return p
+
+
+@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@pytest.mark.parametrize("net", ["none", "proxy"])
+def test_host_socket_in_workspace_unreachable(brig, host_servers, net):
+    ws = brig.workspace
+    srv = host_servers(ws / "db.sock")
+    (ws / "sub").mkdir()
+    brig.chown(ws / "sub")
+    os.symlink(str(ws / "db.sock"), ws / "link.sock")
+    os.symlink("../db.sock", ws / "sub" / "rel-link")
+    client = _client(brig, ws)
+    audit = brig.reports / f"audit-{net}.jsonl"
+    r = brig.run("run", "--net", net, "--audit", audit, "--", "python3", client,
+                 str(ws / "db.sock"), "db.sock", "./sub/../db.sock", "link.sock", "sub/rel-link",
+                 str(ws / "sub" / "rel-link"))
+    res = results(r)
+    assert set(res.values()) == {"EACCES"}, (res, r)
+    time.sleep(0.3)
+    assert not srv.reached(), (srv.accepted, srv.data)
+    # the user is told which socket and which flag lets it through
+    assert "refused" in r.stderr and "db.sock" in r.stderr and "--allow-unix" in r.stderr, r
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    refused = [e for e in events if e.get("event") == "unix" and e.get("action") == "refused"]
+    assert refused and all(e["call"] == "connect" and e["errno"] == "EACCES" for e in refused), events
+    assert {e["path"] for e in refused} >= {str(ws / "db.sock"), "db.sock", "link.sock"}, refused
+
+
+@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+def test_host_socket_in_readonly_bind_unreachable(brig, host_servers, scratch):
+    d = scratch / "ro"
+    d.mkdir()
+    d.chmod(0o755)
+    srv = host_servers(d / "docker.sock")
+    client = _client(brig, brig.workspace)
+    r = brig.run("run", "--ro-bind", d, "--", "python3", client, str(d / "docker.sock"))
+    assert results(r) == {str(d / "docker.sock"): "EACCES"}, r
+    # a symlink in the writable workspace to the read-only bind's socket
+    os.symlink(str(d / "docker.sock"), brig.workspace / "via")
+    r = brig.run("run", "--ro-bind", d, "--", "python3", client, "via")
+    assert results(r) == {"via": "EACCES"}, r
+    time.sleep(0.3)
+    assert not srv.reached(), (srv.accepted, srv.data)
+
+
+DGRAM = r'''
+import errno, socket, sys
+out = {}
+target = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for name, fn in (("sendto", lambda: s.sendto(b"LEAK-sendto", target)),
+                 ("connect", lambda: s.connect(target)),
+                 ("dontwait", lambda: s.sendto(b"LEAK-dontwait", socket.MSG_DONTWAIT, target))):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+print("RESULTS " + repr(out))
+'''
+
+
+@attack("unix-datagram-to-host", "sendto / connect+send to a host unix datagram socket in the workspace", "unix socket guard: sendto with a destination notifies")
+def test_host_datagram_socket_unreachable(brig, host_servers):
+    ws = brig.workspace
+    srv = host_servers(ws / "log.sock", socket.SOCK_DGRAM)
+    p = ws / "dgram.py"
+    p.write_text(DGRAM)
+    r = brig.run("run", "--", "python3", p, str(ws / "log.sock"))
+    assert results(r) == {"sendto": "EACCES", "connect": "EACCES", "dontwait": "EACCES"}, r
+    time.sleep(0.3)
+    assert not srv.reached(), srv.data
+
+
+RACES = r'''
+import ctypes, ctypes.util, errno, os, socket, sys, threading
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+host, own, tries = sys.argv[1], sys.argv[2], int(sys.argv[3])
+stop = False
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(own)
+listener.listen(128)
+def drain():  # accepts for the whole run: a full backlog would block connect
+    listener.settimeout(0.1)
+    while True:
+        try:
+            listener.accept()[0].close()
+        except OSError:
+            pass
+threading.Thread(target=drain, daemon=True).start()
+
+def addr(path):
+    b = path.encode()
+    return socket.AF_UNIX.to_bytes(2, "little") + b + b"\0" * (108 - len(b))
+A, B = addr(own), addr(host)
+buf = ctypes.create_string_buffer(A, 110)
+tcp = socket.socket(); tcp.bind(("127.0.0.1", 0)); tcp.listen(128)
+TCP = socket.AF_INET.to_bytes(2, "little") + tcp.getsockname()[1].to_bytes(2, "big") + bytes([127, 0, 0, 1]) + b"\0" * 8
+leaks = []
+
+# 1. the address buffer flips between our own socket and the host's
+def flip():
+    while not stop:
+        ctypes.memmove(buf, B, 110)
+        ctypes.memmove(buf, A, 110)
+t = threading.Thread(target=flip); t.start()
+for i in range(tries):
+    s = socket.socket(socket.AF_UNIX)
+    if libc.connect(s.fileno(), buf, 110) == 0:
+        try:
+            if s.getpeername() == host:
+                leaks.append("buffer")
+            s.send(b"LEAK-buffer")
+        except OSError:
+            pass
+    s.close()
+stop = True; t.join(); stop = False
+
+# 2. the socket file: rename the host's socket over our own name and back
+spare = own + ".spare"
+def swap():
+    while not stop:
+        try:
+            os.rename(own, spare); os.rename(host, own); os.rename(own, host); os.rename(spare, own)
+        except OSError:
+            pass
+t = threading.Thread(target=swap); t.start()
+for i in range(tries):
+    s = socket.socket(socket.AF_UNIX)
+    if libc.connect(s.fileno(), ctypes.c_char_p(A), 110) == 0:
+        try:
+            s.send(b"LEAK-rename")
+        except OSError:
+            pass
+    s.close()
+stop = True; t.join(); stop = False
+
+# 3. the descriptor number: a TCP connect while a unix socket is dup2'd
+#    over its fd and the address turns into the host's path
+tbuf = ctypes.create_string_buffer(TCP + b"\0" * (110 - len(TCP)), 110)
+u = socket.socket(socket.AF_UNIX)
+first = socket.socket()
+fdno = os.dup(first.fileno())
+def tcp_drain():
+    tcp.settimeout(0.1)
+    while True:
+        try:
+            tcp.accept()[0].close()
+        except OSError:
+            pass
+threading.Thread(target=tcp_drain, daemon=True).start()
+def dupflip():
+    while not stop:
+        tcpsock = socket.socket()
+        os.dup2(u.fileno(), fdno); ctypes.memmove(tbuf, B, 110)
+        os.dup2(tcpsock.fileno(), fdno); ctypes.memmove(tbuf, TCP, 16)
+        tcpsock.close()
+t = threading.Thread(target=dupflip); t.start()
+for i in range(tries):
+    libc.connect(fdno, tbuf, 16 if i % 2 else 110)
+stop = True; t.join()
+print("RESULTS " + repr({"leaks": leaks}))
+'''
+
+
+@attack("unix-connect-toctou", "race the check: flip the sockaddr buffer, rename the host socket over an own one, dup2 a unix socket over a TCP fd (2000 tries each)", "the supervisor connects the socket it took to the inode it judged; never CONTINUE")
+def test_races_never_reach_the_host(brig, host_servers):
+    ws = brig.workspace
+    srv = host_servers(ws / "host.sock")
+    p = ws / "races.py"
+    p.write_text(RACES)
+    r = brig.run("run", "--", "python3", p, str(ws / "host.sock"), str(ws / "own.sock"), "2000", timeout=120)
+    assert r.returncode == 0, r
+    assert results(r) == {"leaks": []}, r
+    time.sleep(0.3)
+    assert not srv.reached(), (srv.accepted, srv.data)
+
+
+OWN = r'''
+import os, socket, sys, threading
+out = {}
+for where in ("ws.sock", "/tmp/t.sock"):
+    srv = socket.socket(socket.AF_UNIX); srv.bind(where); srv.listen(4)
+    def serve():
+        c, _ = srv.accept(); c.sendall(c.recv(100).upper()); c.close()
+    threading.Thread(target=serve).start()
+    c = socket.socket(socket.AF_UNIX); c.connect(where); c.sendall(b"ping"); out[where] = c.recv(100).decode()
+os.symlink("ws.sock", "ln.sock")
+srv = socket.socket(socket.AF_UNIX); srv.bind("ws2.sock"); srv.listen(1)
+c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+try:
+    c.connect("ws2.sock"); out["nonblocking"] = "ok"
+except BlockingIOError:
+    out["nonblocking"] = "EAGAIN"
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.bind("d.sock")
+e = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); e.sendto(b"dgram", "d.sock"); out["dgram"] = d.recv(10).decode()
+a = socket.socket(socket.AF_UNIX); a.bind("\0brig-abstract"); a.listen(1)
+b = socket.socket(socket.AF_UNIX); b.connect("\0brig-abstract"); out["abstract"] = "ok"
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(1)
+u = socket.socket(); u.connect(t.getsockname()); out["tcp"] = "ok"
+print("RESULTS " + repr(out))
+'''
+
+
+@attack("unix-own-sockets-keep-working", "the sandbox's own servers (workspace, /tmp, datagram, abstract, TCP) must keep working", "own sockets found by NETLINK_SOCK_DIAG in the sandbox's network namespace")
+def test_own_sockets_keep_working(brig):
+    p = brig.workspace / "own.py"
+    p.write_text(OWN)
+    r = brig.run("run", "--", "python3", p)
+    assert results(r) == {"ws.sock": "PING", "/tmp/t.sock": "PING", "nonblocking": "ok", "dgram": "dgram",
+                          "abstract": "ok", "tcp": "ok"}, r
+    assert "refused" not in r.stderr, r
+
+
+@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+def test_allow_unix_lets_exactly_that_socket_through(brig, host_servers, scratch):
+    d = scratch / "sockets"
+    d.mkdir()
+    d.chmod(0o755)
+    ok = host_servers(d / "pg.sock")
+    other = host_servers(d / "docker.sock")
+    client = _client(brig, brig.workspace)
+    r = brig.run("run", "--ro-bind", d, "--allow-unix", d / "pg.sock", "--", "python3", client,
+                 str(d / "pg.sock"), str(d / "docker.sock"))
+    assert results(r) == {str(d / "pg.sock"): "ok", str(d / "docker.sock"): "EACCES"}, r
+    time.sleep(0.3)
+    assert ok.accepted == 1 and b"LEAK-" + str(d / "pg.sock").encode() in ok.data, (ok.accepted, ok.data)
+    assert not other.reached(), other.data
+    # a symlink at the allowed path does not carry the permission elsewhere
+    (d / "pg.sock").unlink()
+    os.symlink(str(d / "docker.sock"), d / "pg.sock")
+    r = brig.run("run", "--ro-bind", d, "--allow-unix", d / "pg.sock", "--", "python3", client, str(d / "pg.sock"))
+    assert results(r) == {str(d / "pg.sock"): "EACCES"}, r
+    assert not other.reached(), other.data
+    # the same from a policy file, and `brig policy explain` says it
+    pol = brig.workspace / "p.json"
+    pol.write_text(json.dumps({"network": {"allow_unix": [str(d / "docker.sock")]}}))
+    r = brig.run("policy", "explain", "--policy", pol)
+    assert r.returncode == 0 and str(d / "docker.sock") in r.stdout and "unix sockets" in r.stdout, r
+
+
+@pytest.mark.parametrize("bad", ["relative.sock", "/a/../b.sock", "/" + "x" * 120])
+def test_allow_unix_bad_paths_exit_125(brig, bad):
+    r = brig.run("run", "--allow-unix", bad, "--", "true")
+    assert r.returncode == 125 and "--allow-unix" in r.stderr, r
+
+
+@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+def test_exec_in_persistent_sandbox_is_guarded(brig, host_servers, sandboxes):
+    ws = brig.workspace
+    srv = host_servers(ws / "db.sock")
+    client = _client(brig, ws)
+    own = ws / "own.py"
+    own.write_text(OWN)
+    name, _ = sandboxes.create()
+    for _ in range(2):  # every exec gets its own filter and listener
+        r = sandboxes.exec(name, "--", "python3", client, str(ws / "db.sock"))
+        assert results(r) == {str(ws / "db.sock"): "EACCES"}, r
+    r = sandboxes.exec(name, "--", "sh", "-c", "cd /tmp && python3 " + str(own))
+    assert results(r)["/tmp/t.sock"] == "PING", r
+    time.sleep(0.3)
+    assert not srv.reached(), (srv.accepted, srv.data)
+
+
+ABSTRACT = r'''
+import errno, socket, sys
+out = {}
+try:
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1].replace("@", "\0", 1)); s.sendall(b"LEAK-abstract")
+    out["host"] = "ok"
+except OSError as e:
+    out["host"] = errno.errorcode.get(e.errno, str(e.errno))
+print("RESULTS " + repr(out))
+'''
+
+
+@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+def test_net_host_own_sockets_work_host_ones_do_not(brig, host_servers):
+    """--net host shares the host's network namespace, so its socket list is
+    the host's: own means held by a process of the sandbox. Abstract host
+    listeners stay closed too (the supervisor's connect is not Landlock's)."""
+    ws = brig.workspace
+    srv = host_servers(ws / "db.sock")
+    name = "@brig-test-host-" + os.path.basename(str(brig.base))
+    abstract = host_servers("\0" + name[1:])
+    own = ws / "own.py"
+    own.write_text(OWN)
+    client = _client(brig, ws)
+    r = brig.run("run", "--net", "host", "--", "python3", own)
+    assert results(r)["ws.sock"] == "PING" and results(r)["abstract"] == "ok", r
+    r = brig.run("run", "--net", "host", "--", "python3", client, str(ws / "db.sock"))
+    assert results(r) == {str(ws / "db.sock"): "EACCES"}, r
+    p = ws / "abstract.py"
+    p.write_text(ABSTRACT)
+    r = brig.run("run", "--net", "host", "--", "python3", p, name)
+    assert results(r)["host"] in ("EACCES", "EPERM"), r
+    time.sleep(0.3)
+    assert not srv.reached() and not abstract.reached(), (srv.data, abstract.data)
