@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define BRIG_INTERNAL __attribute__((visibility("hidden")))
@@ -58,8 +59,6 @@ BRIG_INTERNAL bool strv_contains(const struct strv *v, const char *s);
 BRIG_INTERNAL int strv_remove(struct strv *v, const char *s);
 
 /* ---- host paths a sandbox can reach (hostfs.c) ------------------------- */
-
-#include <sys/types.h>
 
 /* Open a file brig writes during or after the run (report, audit stream),
  * following no symlink in any component of `path`; `what` names the

@@ -259,11 +259,11 @@ int state_remove_tree(const char *path, brig_error **err)
                 return errno == ENOENT ? 0 : brig_err(err, errno, "remove '%s'", path);
         int r = tree_remove_at(parent, slash + 1);
         if (r == -EXDEV)
-                return brig_err(err, EXDEV, "remove '%s': another filesystem is mounted below it (unmount it, then "
-                                            "try again)", path);
+                return state_fail(err, EXDEV, "remove '%s': another filesystem is mounted below it (unmount it, "
+                                              "then try again)", path);
         if (r == -ESTALE)
-                return brig_err(err, ESTALE, "remove '%s': a directory in it moved while it was being removed (try "
-                                             "again)", path);
+                return state_fail(err, ESTALE, "remove '%s': a directory in it moved while it was being removed "
+                                               "(try again)", path);
         return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
 }
 
