@@ -41,6 +41,19 @@ def serve(conn):
     conn.settimeout(3)
     data = b""
     try:
+        data = conn.recv(65536)
+        if not data:
+            note("empty")   # a connection that carried nothing
+            return
+        if data[0] == 0x16:   # TLS: only counted
+            n = len(data)
+            while True:
+                d = conn.recv(65536)
+                if not d:
+                    break
+                n += len(d)
+            note("tls-bytes %d" % n)
+            return
         while True:
             data = read_until(conn, data, b"\r\n\r\n")
             head, data = data.split(b"\r\n\r\n", 1)
@@ -86,7 +99,8 @@ def serve(conn):
             out = ("served " + host + " " + lines[0].split()[1].decode(errors="replace")).encode()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
     except (EOFError, OSError, ValueError, IndexError):
-        pass
+        if data[:1] == b"\x16":
+            note("tls-bytes %d" % len(data))
     finally:
         conn.close()
 s = socket.socket()
@@ -380,8 +394,12 @@ def test_every_request_on_a_redirected_connection_is_judged(ws, net, nrec, how, 
     why = ("sent to brig's address for secure.test, but its HTTP Host names denied.test" if to == "name"
            else "denied by --deny-host denied.test (its HTTP Host)")
     assert lines[1].startswith("STATUS 403 Forbidden") and why in lines[1], r
-    assert nrec.requests(nmark) == [f"request secure.test:8080 {method} /one HTTP/1.1"], \
-        "a request brig refused reached the upstream"
+    got = nrec.requests(nmark)
+    if how == "late-first-bytes":
+        # the connection made for a server that speaks first, closed unused
+        assert "empty" in got, got
+        got = [line for line in got if line != "empty"]
+    assert got == [f"request secure.test:8080 {method} /one HTTP/1.1"], "a request brig refused reached the upstream"
     assert net.seen(mark) == [], "something reached the namespace's other upstreams"
     judged = [(e["decision"], e["host"]) for e in ev if e.get("phase") == "connect"]
     want = [("allow", "secure.test"), ("deny", "secure.test" if to == "name" else "denied.test")]
@@ -394,11 +412,12 @@ def test_every_request_on_a_redirected_connection_is_judged(ws, net, nrec, how, 
 
 
 # A hand-made TLS ClientHello (padding extension, RFC 7685, to SIZE bytes;
-# the server_name after it), cut into records of REC bytes, sent as: the
-# first 100 bytes, a STALL, then the rest in four pieces PAUSE apart.
+# the server_name after it), cut into records of REC bytes, sent after a
+# DELAY as: the first 100 bytes, a STALL, then the rest in four pieces
+# PAUSE apart.
 HELLO = r'''
 import socket, struct, sys, time
-addr, port, sni, size, rec, pause, stall = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+addr, port, sni, size, rec, pause, stall, delay = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])
 def ext(t, body):
     return struct.pack("!HH", t, len(body)) + body
 sni_ext = ext(0, struct.pack("!H", len(sni) + 3) + b"\x00" + struct.pack("!H", len(sni)) + sni)
@@ -411,6 +430,7 @@ hs = b"\x01" + struct.pack("!I", len(body))[1:] + body
 wire = b"".join(b"\x16\x03\x01" + struct.pack("!H", len(hs[i:i + rec])) + hs[i:i + rec] for i in range(0, len(hs), rec))
 try:
     s = socket.create_connection((addr, port), timeout=10)
+    time.sleep(delay)
     s.sendall(wire[:100])
     time.sleep(stall)
     rest = wire[100:]
@@ -427,8 +447,8 @@ except socket.timeout:
 '''
 
 
-def hello(addr, sni, size, rec=16384, pause=0.05, stall=0.05):
-    return f"python3 -c '{HELLO}' {addr} 443 {sni} {size} {rec} {pause} {stall}"
+def hello(addr, sni, size, rec=16384, pause=0.05, stall=0.05, delay=0.0, port=443):
+    return f"python3 -c '{HELLO}' {addr} {port} {sni} {size} {rec} {pause} {stall} {delay}"
 
 
 MAPPED = "$(getent ahostsv4 secure.test | head -1 | cut -d' ' -f1)"
@@ -472,3 +492,24 @@ def test_websocket_handshake_passes_on_a_redirected_connection(ws, net, nrec):
     r, ev = audited(brig, f"timeout 5 {script}; true", *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
     assert nrec.requests(nmark) == ["request secure.test:8080 GET /chat HTTP/1.1"], nrec.requests(nmark)
     assert "FRAME ONE" in r.stdout, r
+
+
+@attack("filtered-unreadable-clienthello", "wait out the 250 ms brig gives a server that speaks first, then send "
+        "a ClientHello naming another host (to brig's address for a name) or a denied one (to a CIDR address)",
+        "network")
+@pytest.mark.parametrize("to", ["late-to-name", "late-to-cidr"])
+def test_a_late_client_hello_is_judged_before_it_goes_upstream(ws, net, nrec, to):
+    brig = ws
+    nmark = nrec.mark()
+    target, sni, why = {"late-to-name": (MAPPED, "other.test", "but its TLS SNI names other.test"),
+                        "late-to-cidr": (net.addr, "denied.test", "denied by --deny-host denied.test (its TLS SNI)")}[to]
+    rules = filtered_rules(net, "--allow-cidr", f"{net.addr}/32", "--allow-host", "other.test:8080")
+    r, ev = audited(brig, hello(target, sni, 600, delay=0.6, port=8080), *rules)
+    assert r.stdout.startswith("RESET") or r.stdout.startswith("EOF"), r
+    # the upstream connection was made for a server that speaks first, but
+    # not one byte of the hello reached it
+    assert all(line == "empty" for line in nrec.requests(nmark)), nrec.requests(nmark)
+    assert any(e["decision"] == "deny" and why in e["reason"] for e in ev), ev
+    # control: the same late hello naming the right host goes through
+    r, ev = audited(brig, hello(target, "secure.test", 600, delay=0.6, port=8080), *rules)
+    assert nrec.requests(nmark)[-1] == "tls-bytes %d" % (600 + 5), nrec.requests(nmark)
