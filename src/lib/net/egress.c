@@ -1510,9 +1510,10 @@ static void sniff_judge(struct conn *c)
                 } else if (c->in_len >= SNIFF_MAX) {
                         snprintf(why, sizeof why, "was not whole within %d bytes", SNIFF_MAX);
                         sniff_unread(c, why);
+                } else {
+                        sniff_more(c, strcmp(c->protocol, "tls") == 0);  /* on_timer bounds the wait */
                 }
-                sniff_more(c, strcmp(c->protocol, "tls") == 0);
-                return;  /* else more may come: on_timer bounds the wait */
+                return;
         case SNIFF_BAD:
                 sniff_unread(c, "is malformed (or names two hosts)");
                 return;
