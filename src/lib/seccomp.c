@@ -632,7 +632,8 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, co
         if (!passes || nr != SCMP_SYS(sendto))
                 return add_exact(ctx, action, nr, n, cmp);
         struct scmp_arg_cmp with[MAX_CONDS + 1];
-        memcpy(with, cmp, n * sizeof *cmp);
+        if (n)
+                memcpy(with, cmp, n * sizeof *cmp);
         with[n] = (struct scmp_arg_cmp)SCMP_A4(SCMP_CMP_NE, 0);
         int r = add_exact(ctx, SCMP_ACT_NOTIFY, nr, n + 1, with);
         with[n] = (struct scmp_arg_cmp)SCMP_A4(SCMP_CMP_EQ, 0);
