@@ -711,8 +711,12 @@ static const char *tree_conflict(struct layer *l, json_t *base, const char *path
         }
         json_t *now = json_object();
         _cleanup_close_ int dfd = open_beneath(l->ws, path, O_RDONLY | O_DIRECTORY);
-        if (now && dfd >= 0)
-                (void)record_tree(dfd, path, now, 0);
+        /* What could not be walked through (deeper than TREE_DEPTH_MAX,
+         * EMFILE) may hold host files: then it is not deleted. */
+        if (now && dfd >= 0 && record_tree(dfd, path, now, 0) < 0) {
+                json_decref(now);
+                return "too deep below it on the host to check what it holds";
+        }
         json_object_foreach(now, key, v) {
                 if (!json_object_get(base, key)) {
                         json_decref(now);
