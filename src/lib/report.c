@@ -146,6 +146,11 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                         json_object_update_new(egress, egress_summary_json(r->egress));
                 json_object_set_new(controls, "egress", egress);
         }
+        /* The unix socket guard needs seccomp; its counts are this run's. */
+        json_t *unix_allowed = strings_json(plan->policy->allow_unix.items, plan->policy->allow_unix.n);
+        json_object_set_new(controls, "unix_sockets",
+                            json_pack("{s:s, s:o, s:I}", "guard", plan->seccomp_degraded ? "off" : "on", "allowed",
+                                      unix_allowed, "refused", (json_int_t)res->unix_refused));
         json_object_set_new(controls, "capabilities", json_array());
         json_object_set_new(controls, "no_new_privs", json_true());
         json_object_set_new(controls, "landlock_abi", json_integer(plan->landlock_abi));
@@ -153,8 +158,11 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_t *degraded = json_array();
         if (plan->policy && plan->landlock_abi == 0 && (plan->policy->allow_degraded & DEGRADE_LANDLOCK))
                 json_array_append_new(degraded, json_string("landlock"));
-        if (plan->seccomp_degraded)
+        if (plan->seccomp_degraded) {
                 json_array_append_new(degraded, json_string("seccomp"));
+                json_array_append_new(degraded, json_string("unix sockets: not guarded (no seccomp): a socket file "
+                                                            "in a grant reaches the host's server behind it"));
+        }
         if (plan->cgroup_degraded)
                 json_array_append_new(degraded, json_string("cgroup limits"));
         if (plan->memory_unbounded) {

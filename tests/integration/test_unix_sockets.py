@@ -156,8 +156,11 @@ def test_host_socket_in_readonly_bind_unreachable(brig, host_servers, scratch):
     d.chmod(0o755)
     srv = host_servers(d / "docker.sock")
     client = _client(brig, brig.workspace)
-    r = brig.run("run", "--ro-bind", d, "--", "python3", client, str(d / "docker.sock"))
+    r = brig.run("run", "--ro-bind", d, "--allow-unix", d / "other.sock", "--", "python3", client,
+                 str(d / "docker.sock"), report=True)
     assert results(r) == {str(d / "docker.sock"): "EACCES"}, r
+    assert r.report["controls"]["unix_sockets"] == {"guard": "on", "allowed": [str(d / "other.sock")],
+                                                    "refused": 1}, r.report
     # a symlink in the writable workspace to the read-only bind's socket
     os.symlink(str(d / "docker.sock"), brig.workspace / "via")
     r = brig.run("run", "--ro-bind", d, "--", "python3", client, "via")
@@ -203,14 +206,14 @@ stop = False
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(own)
 listener.listen(128)
-def drain():  # accepts for the whole run: a full backlog would block connect
-    listener.settimeout(0.1)
+def drain(l):  # accepts for the whole run: a full backlog would block connect
+    l.settimeout(0.1)
     while True:
         try:
-            listener.accept()[0].close()
+            l.accept()[0].close()
         except OSError:
             pass
-threading.Thread(target=drain, daemon=True).start()
+threading.Thread(target=drain, args=(listener,), daemon=True).start()
 
 def addr(path):
     b = path.encode()
@@ -264,14 +267,7 @@ tbuf = ctypes.create_string_buffer(TCP + b"\0" * (110 - len(TCP)), 110)
 u = socket.socket(socket.AF_UNIX)
 first = socket.socket()
 fdno = os.dup(first.fileno())
-def tcp_drain():
-    tcp.settimeout(0.1)
-    while True:
-        try:
-            tcp.accept()[0].close()
-        except OSError:
-            pass
-threading.Thread(target=tcp_drain, daemon=True).start()
+threading.Thread(target=drain, args=(tcp,), daemon=True).start()
 def dupflip():
     while not stop:
         tcpsock = socket.socket()
@@ -419,3 +415,47 @@ def test_net_host_own_sockets_work_host_ones_do_not(brig, host_servers):
     assert results(r)["host"] in ("EACCES", "EPERM"), r
     time.sleep(0.3)
     assert not srv.reached() and not abstract.reached(), (srv.data, abstract.data)
+
+
+@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+def test_pooled_run_is_guarded(brig, host_servers, sandboxes):
+    from proc_helpers import wait_until
+    ws = brig.workspace
+    srv = host_servers(ws / "db.sock")
+    client = _client(brig, ws)
+    pools = sandboxes.root / "pools"
+
+    def ready():
+        return sorted(p.name for d in pools.iterdir() for p in (d / "ready").iterdir()) if pools.exists() else []
+
+    try:
+        r = sandboxes.brig_cmd("pool", "--size", "1")
+        assert r.returncode == 0, r
+        assert wait_until(lambda: len(ready()) == 1, 20), ready()
+        before = ready()
+        r = sandboxes.brig_cmd("run", "--pooled", "--", "python3", client, str(ws / "db.sock"))
+        assert results(r) == {str(ws / "db.sock"): "EACCES"}, r
+        assert ready() != before, "the run did not use the pool"
+    finally:
+        sandboxes.brig_cmd("pool", "--stop")
+        for name in list(sandboxes.ls()):
+            sandboxes.rm(name)
+    time.sleep(0.3)
+    assert not srv.reached(), (srv.accepted, srv.data)
+
+
+def test_connect_rule_log_is_still_guarded(brig, host_servers):
+    """A user rule "log" on connect would be a plain "continue" for other
+    calls; for connect the guard decides, and the call is recorded too."""
+    ws = brig.workspace
+    srv = host_servers(ws / "db.sock")
+    client = _client(brig, ws)
+    audit = brig.reports / "audit-log.jsonl"
+    r = brig.run("run", "--audit", audit, "--seccomp-rule", "connect=log", "--", "python3", client,
+                 str(ws / "db.sock"))
+    assert results(r) == {str(ws / "db.sock"): "EACCES"}, r
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    assert any(e["event"] == "syscall" and e["syscall"] == "connect" and e["action"] == "log" for e in events), events
+    assert any(e["event"] == "unix" and e["action"] == "refused" for e in events), events
+    time.sleep(0.3)
+    assert not srv.reached(), (srv.accepted, srv.data)
