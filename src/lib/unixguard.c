@@ -213,6 +213,7 @@ struct call {
         int flags;
         int target_pidfd;        /* SIGPIPE goes back to the target */
         int path_fd;             /* O_PATH of the judged socket file, or -1 */
+        const char *uninspectable;  /* the call that failed when the socket could not be taken */
         char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 };
 
@@ -267,11 +268,17 @@ static int copy_call(int listener, const struct seccomp_notif *req, struct call 
          * notification is still alive afterwards. */
         if (seccomp_notify_id_valid(listener, req->id) < 0)
                 return -1;
-        if (c->target_pidfd < 0)
+        if (c->target_pidfd < 0) {
+                c->uninspectable = "pidfd_open";
                 return EACCES;  /* cannot look at it: refuse */
+        }
         c->sock = (int)syscall(SYS_pidfd_getfd, c->target_pidfd, (int)a[0], 0);
-        if (c->sock < 0)
-                return errno == EBADF ? EBADF : EACCES;  /* EPERM: we may not look: refuse */
+        if (c->sock < 0 && errno == EBADF)
+                return EBADF;
+        if (c->sock < 0) {
+                c->uninspectable = "pidfd_getfd";  /* EPERM: a ptrace policy (Yama) forbids it */
+                return EACCES;
+        }
         socklen_t ol = sizeof c->domain;
         if (getsockopt(c->sock, SOL_SOCKET, SO_DOMAIN, &c->domain, &ol) < 0)
                 return errno == ENOTSOCK ? ENOTSOCK : errno;
@@ -720,6 +727,14 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
         if (e < 0) {
                 call_free(&c);
                 return;  /* the target is gone */
+        }
+        if (c.uninspectable) {
+                /* fail closed, and say so: every connect would be refused */
+                snprintf(c.path, sizeof c.path, "(fd %d)", (int)req->data.args[0]);
+                record(g, (pid_t)req->pid, &c, "refused",
+                       strcmp(c.uninspectable, "pidfd_open") == 0 ? "the calling thread could not be opened (pidfd_open)"
+                                                                   : "the supervisor may not take the socket "
+                                                                     "(pidfd_getfd; a ptrace policy such as Yama?)");
         }
         if (e > 0)
                 answer(listener, g->resp, req->id, -e);
