@@ -372,12 +372,13 @@ static int diag_bound(struct unixguard *g, int type, const struct unix_bound *wa
  * target's pid namespace (the sandbox's; it cannot make another). Not
  * pid 1's: it never ran execve, so its memory still counts as the
  * caller's and a rootless supervisor may not look at it. */
-static bool held_by_sandbox(pid_t target, uint32_t sock_ino)
+static bool held_by_sandbox(int listener, const struct seccomp_notif *req, uint32_t sock_ino)
 {
         char path[PATH_MAX], want[64], link[64];
         struct stat ns;
-        snprintf(path, sizeof path, "/proc/%d/ns/pid", target);
-        if (stat(path, &ns) < 0)
+        snprintf(path, sizeof path, "/proc/%d/ns/pid", req->pid);
+        /* still the target's namespace, not a reused pid's */
+        if (stat(path, &ns) < 0 || seccomp_notify_id_valid(listener, req->id) < 0)
                 return false;
         snprintf(want, sizeof want, "socket:[%u]", sock_ino);
         DIR *proc = opendir("/proc");
@@ -511,7 +512,7 @@ static int judge_path(struct unixguard *g, int listener, const struct seccomp_no
         struct unix_bound want = { .dev = diag_dev(st.st_dev), .ino = (uint32_t)st.st_ino };
         int own = e ? 0 : diag_bound(g, c->type, &want, &sock_ino);
         if (own > 0 && g->host_netns)
-                own = held_by_sandbox(pid, sock_ino);
+                own = held_by_sandbox(listener, req, sock_ino);
         if (e == 0 && own <= 0) {
                 if (allowed(g, &st)) {
                         record(g, pid, c, "allowed", "--allow-unix");
@@ -538,7 +539,7 @@ static int judge_path(struct unixguard *g, int listener, const struct seccomp_no
  * scoping, which would have refused the host's listeners, does not see a
  * connect made by the supervisor: only a listener that a process of the
  * sandbox holds passes. */
-static int judge_abstract(struct unixguard *g, pid_t pid, struct call *c)
+static int judge_abstract(struct unixguard *g, int listener, const struct seccomp_notif *req, struct call *c)
 {
         if (!g->host_netns)
                 return 0;
@@ -546,10 +547,10 @@ static int judge_abstract(struct unixguard *g, pid_t pid, struct call *c)
         size_t len = c->alen - offsetof(struct sockaddr_un, sun_path);
         struct unix_bound want = { .name = name, .name_len = len };
         uint32_t sock_ino = 0;
-        if (diag_bound(g, c->type, &want, &sock_ino) > 0 && held_by_sandbox(pid, sock_ino))
+        if (diag_bound(g, c->type, &want, &sock_ino) > 0 && held_by_sandbox(listener, req, sock_ino))
                 return 0;
         snprintf(c->path, sizeof c->path, "@%.*s", (int)(len - 1), name + 1);
-        record(g, pid, c, "refused", "abstract socket of the host's network namespace (--net host)");
+        record(g, (pid_t)req->pid, c, "refused", "abstract socket of the host's network namespace (--net host)");
         return EACCES;
 }
 
@@ -734,7 +735,7 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
         else if (named && un->sun_path[0])
                 e = judge_path(g, listener, req, &c);
         else if (named)
-                e = judge_abstract(g, (pid_t)req->pid, &c);
+                e = judge_abstract(g, listener, req, &c);
         if (e < 0) {
                 call_free(&c);
                 return;  /* the target is gone */
