@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -95,7 +96,7 @@ static void test_rules_refused(void **state)
 
 enum probe {
         P_GETPPID, P_MOUNT, P_CLONE3, P_X32, P_TIOCSTI_HIGH, P_SOCKET_PACKET, P_SOCKET_UNIX, P_UNAME_RULE,
-        P_UNLISTED, P_PERSONALITY_ASLR, P_MOUNT_ALLOWED,
+        P_UNLISTED, P_PERSONALITY_ASLR, P_MOUNT_ALLOWED, P_CONNECT, P_SEND_NOADDR, P_SENDTO_ADDR,
 };
 
 /* In a child: load the filter, make one call, exit with its errno (0 for
@@ -132,6 +133,20 @@ static int filtered(enum probe what, const char *rule_name, const char *rule_act
                 case P_TIOCSTI_HIGH: r = syscall(SYS_ioctl, 0, 0xdead00000000UL | TIOCSTI, &c); break;
                 case P_SOCKET_PACKET: r = socket(AF_PACKET, SOCK_RAW, 0); break;
                 case P_SOCKET_UNIX: r = socket(AF_UNIX, SOCK_STREAM, 0); break;
+                /* Nobody answers the unix socket guard's notifications here:
+                 * a call that notifies waits until the alarm. */
+                case P_CONNECT:
+                case P_SEND_NOADDR:
+                case P_SENDTO_ADDR: {
+                        struct sockaddr_in in = { .sin_family = AF_INET };
+                        alarm(2);
+                        if (what == P_CONNECT)
+                                r = connect(sv[0], (struct sockaddr *)&in, sizeof in);
+                        else
+                                r = sendto(sv[0], &c, 1, 0, what == P_SENDTO_ADDR ? (struct sockaddr *)&in : NULL,
+                                           what == P_SENDTO_ADDR ? sizeof in : 0);
+                        break;
+                }
                 case P_UNAME_RULE: r = syscall(SYS_uname, 1L); break;
                 case P_UNLISTED: r = syscall(SYS_lookup_dcookie, 0, 1L, 0); break;
                 case P_PERSONALITY_ASLR: r = syscall(SYS_personality, 0x0040000UL); break;
@@ -156,6 +171,12 @@ static void test_default_profile(void **state)
         assert_int_equal(filtered(P_SOCKET_UNIX, NULL, NULL), 0);
         assert_int_equal(filtered(P_PERSONALITY_ASLR, NULL, NULL), EPERM);
         assert_int_equal(filtered(P_UNAME_RULE, NULL, NULL), EFAULT);  /* reached the kernel */
+        /* connect and an addressed sendto wait for the supervisor; send() does not */
+        assert_int_equal(filtered(P_CONNECT, NULL, NULL), 1000 + SIGALRM);
+        assert_int_equal(filtered(P_SENDTO_ADDR, NULL, NULL), 1000 + SIGALRM);
+        assert_int_equal(filtered(P_SEND_NOADDR, NULL, NULL), 0);
+        /* refused outright by a rule: nothing to wait for */
+        assert_int_equal(filtered(P_CONNECT, "connect", "errno:EACCES"), EACCES);
 }
 
 static void test_user_rules_replace_the_default(void **state)
