@@ -918,7 +918,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
  * cache in ~/.cache/brig, inside any sandbox given $HOME or ~/.cache;
  * that place is never read). */
 
-#define CACHE_MAGIC "brig-seccomp-3"  /* bump when the default profile changes */
+#define CACHE_MAGIC "brig-seccomp-4"  /* bump when the default profile changes */
 
 /* Everything the program is made from: brig's version (its default
  * profile), libseccomp's, the architecture and the user's rules. A hit
@@ -1074,6 +1074,46 @@ static int build_replies(const struct table *t, struct seccomp_replies **ret)
         return 0;
 }
 
+static const struct decision *decision_for(const struct table *t, int nr)
+{
+        for (size_t i = 0; i < t->n; i++)
+                if (t->d[i].nr == nr)
+                        return &t->d[i];
+        return NULL;
+}
+
+/* The filter hands its listener to the supervisor with sendmsg(2), after
+ * it is loaded: a policy that refuses sendmsg (or, with an audit stream,
+ * only logs it: that would wait for the listener it carries) while the
+ * filter can notify would start a command that cannot report anything.
+ * Said before the run. A cached program passed this when it was made. */
+static int check_handoff(const struct table *t, bool audit, brig_error **err)
+{
+        const struct decision *d = decision_for(t, SCMP_SYS(sendmsg));
+        bool sendmsg_ok = d && d->guard == GUARD_NONE &&
+                          (d->action == SCMP_ACT_ALLOW || (!audit && d->action == ACT_LOG));
+        if (sendmsg_ok)
+                return 0;
+        bool notifies = audit;
+        static const char *const guarded_calls[] = { "connect", "sendto" };
+        for (size_t i = 0; i < ARRAY_SIZE(guarded_calls); i++) {
+                const struct decision *g = decision_for(t, seccomp_syscall_resolve_name(guarded_calls[i]));
+                notifies |= g && (g->guard == GUARD_USER || g->action == SCMP_ACT_ALLOW || g->action == ACT_LOG);
+        }
+        if (!notifies)
+                return 0;
+        const char *how = audit && d && d->action == ACT_LOG ? "only logged" : "refused";
+        if (audit)
+                return brig_err(err, EINVAL,
+                                "syscall rules: sendmsg is %s, but with --audit the filter's listener reaches "
+                                "brig's supervisor through sendmsg; let sendmsg through (or run without --audit)",
+                                how);
+        return brig_err(err, EINVAL,
+                        "syscall rules: sendmsg is %s, but the filter's listener (for the unix socket guard) "
+                        "reaches brig's supervisor through sendmsg; let sendmsg through, or refuse connect and "
+                        "sendto too (--seccomp-deny @network)", how);
+}
+
 int seccomp_prepare(struct run_plan *plan, brig_error **err)
 {
         if (plan->seccomp_degraded)
@@ -1090,6 +1130,8 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
                 return 0;
         struct table t = { 0 };
         int r = build_table(plan, &t, err);
+        if (r == 0)
+                r = check_handoff(&t, audit, err);
         if (r == 0 && audit && build_replies(&t, &plan->seccomp_replies) < 0)
                 r = brig_err(err, ENOMEM, "seccomp");
         if (r == 0 && !cached) {

@@ -459,3 +459,14 @@ def test_connect_rule_log_is_still_guarded(brig, host_servers):
     assert any(e["event"] == "unix" and e["action"] == "refused" for e in events), events
     time.sleep(0.3)
     assert not srv.reached(), (srv.accepted, srv.data)
+
+
+@pytest.mark.parametrize("args", [("--seccomp-deny", "sendmsg"), ("--audit", "AUDIT", "--seccomp-rule", "sendmsg=log")])
+def test_rules_that_would_strand_the_listener_are_refused_up_front(brig, args):
+    """The filter's listener reaches the supervisor through sendmsg: a
+    policy refusing it would start a command that can report nothing."""
+    args = [str(brig.reports / "a.jsonl") if a == "AUDIT" else a for a in args]
+    r = brig.run("run", *args, "--", "true")
+    assert r.returncode == 125 and "sendmsg" in r.stderr and "let sendmsg through" in r.stderr, r
+    r = brig.run("run", "--seccomp-deny", "@network", "--", "true")
+    assert r.returncode == 0, r
