@@ -31,4 +31,8 @@ int cli_fail(brig_error *err);
  * terminal as text, never as escape sequences. */
 void cli_put_safe(FILE *f, const char *s, bool multiline);
 
+/* After brig run or brig exec: the connections to unix sockets outside the
+ * sandbox that were refused, and the flag that allows one (nothing if none). */
+void cli_put_unix_refused(const brig_result *res);
+
 #endif

@@ -39,6 +39,16 @@ void cli_put_safe(FILE *f, const char *s, bool multiline)
         }
 }
 
+void cli_put_unix_refused(const brig_result *res)
+{
+        if (!res->unix_refused)
+                return;
+        fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: ",
+                (unsigned long long)res->unix_refused, res->unix_refused == 1 ? "" : "s");
+        cli_put_safe(stderr, res->unix_refused_path, false);  /* the sandbox's choice: shown as text */
+        fprintf(stderr, "); --allow-unix PATH lets one through\n");
+}
+
 int cli_fail(brig_error *err)
 {
         int code = err ? err->exit_code : BRIG_EXIT_SETUP;

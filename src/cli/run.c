@@ -521,13 +521,7 @@ int cmd_run(int argc, char **argv)
                         fprintf(stderr, "brig: %s\n", res.summary);
                 if (res.warning[0])
                         fprintf(stderr, "brig: WARNING: %s\n", res.warning);
-                if (res.unix_refused) {
-                        /* the path is the sandbox's choice: shown as text */
-                        fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: ",
-                                (unsigned long long)res.unix_refused, res.unix_refused == 1 ? "" : "s");
-                        cli_put_safe(stderr, res.unix_refused_path, false);
-                        fprintf(stderr, "); --allow-unix PATH lets one through\n");
-                }
+                cli_put_unix_refused(&res);
         }
         brig_policy_free(p);
         return code;

@@ -184,6 +184,7 @@ int cmd_exec(int argc, char **argv)
                 code = res.exit_code;
                 if (res.summary[0])
                         fprintf(stderr, "brig: %s\n", res.summary);
+                cli_put_unix_refused(&res);
         }
         free(env);
         return code;

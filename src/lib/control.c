@@ -38,6 +38,7 @@ struct conn {
         int fd;                  /* the client */
         int exec_fd;             /* our end of the exec's socket to pid 1, or -1 */
         struct sync_msg failure; /* the exec's first failure, type 0 if none */
+        uint64_t notify_id;      /* its filter's listener in the unix socket guard, 0 if none */
         struct conn *next;
 };
 
@@ -416,7 +417,7 @@ static void on_exec(struct control *c, struct conn *k)
                 return;
         }
         if (r > 0 && m.type == SYNC_NOTIFY_FD && passed >= 0 && c->guard) {
-                unixguard_add_listener(c->guard, passed);  /* the command's filter asks the supervisor */
+                k->notify_id = unixguard_add_listener(c->guard, passed);  /* the command's filter asks us */
                 return;
         }
         closep(&passed);
@@ -437,6 +438,9 @@ static void on_exec(struct control *c, struct conn *k)
                 h.type = CTL_STATUS;
                 h.arg = m.status;
                 h.exit_code = m.exit_code;  /* 124: its timeout ran out */
+                /* what the unix socket guard refused this command, for the client to say */
+                uint64_t refused = unixguard_take_refused(c->guard, k->notify_id, h.text, sizeof h.text);
+                h.errnum = refused > INT32_MAX ? INT32_MAX : (int32_t)refused;
         } else {
                 h.type = CTL_ERROR;
                 h.exit_code = BRIG_EXIT_SETUP;

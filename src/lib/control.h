@@ -24,7 +24,8 @@ enum ctl_type {
         /* supervisor → client */
         CTL_OK = 100,
         CTL_ERROR,        /* exit_code, errnum, text */
-        CTL_STATUS,       /* arg = the command's wait status */
+        CTL_STATUS,       /* arg = the command's wait status; errnum, text: connections the unix
+                           * socket guard refused it, and the first one's path */
         CTL_PTY,          /* carries the master of the exec's pty */
 };
 

@@ -89,6 +89,12 @@ static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_ex
                 res->exit_code = WEXITSTATUS(status);
                 res->reason = BRIG_REASON_EXITED;
         }
+        /* connections the unix socket guard refused this command (control.h) */
+        if (h->errnum > 0) {
+                res->unix_refused = (uint64_t)h->errnum;
+                snprintf(res->unix_refused_path, sizeof res->unix_refused_path, "%.*s",
+                         (int)sizeof res->unix_refused_path - 1, h->text);
+        }
         (void)o;
 }
 

@@ -90,6 +90,13 @@
 /* one recv of the socket list (the kernel fills what fits, then the next) */
 #define DIAG_BUF 32768
 
+struct listener {
+        int fd;                  /* -1 once no process uses that filter */
+        uint64_t id;
+        uint64_t refused;
+        char first_refused[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+};
+
 struct unixguard {
         int epfd;
         int diag_fd;             /* NETLINK_SOCK_DIAG in the sandbox's network namespace */
@@ -106,8 +113,10 @@ struct unixguard {
         const struct seccomp_replies *replies;
         struct seccomp_notif *req;
         struct seccomp_notif_resp *resp;
-        int *listeners;          /* open listeners, to close at the end */
+        struct listener *listeners;  /* one per command's filter, kept until its counts are taken */
         size_t n_listeners;
+        struct listener *current;    /* whose notification is being answered */
+        uint64_t next_id;
         uint64_t refused;
         char first_refused[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 };
@@ -152,29 +161,63 @@ int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
-void unixguard_add_listener(struct unixguard *g, int fd)
+uint64_t unixguard_add_listener(struct unixguard *g, int fd)
 {
         (void)ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
         struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
-        int *grown = realloc(g->listeners, (g->n_listeners + 1) * sizeof *grown);
+        struct listener *grown = realloc(g->listeners, (g->n_listeners + 1) * sizeof *grown);
         if (grown)
                 g->listeners = grown;
         if (!grown || epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
                 close(fd);  /* nobody answers: its calls fail with ENOSYS */
-                return;
+                return 0;
         }
-        g->listeners[g->n_listeners++] = fd;
+        g->listeners[g->n_listeners++] = (struct listener){ .fd = fd, .id = ++g->next_id };
+        return g->next_id;
 }
 
+static struct listener *listener_by_fd(struct unixguard *g, int fd)
+{
+        for (size_t i = 0; i < g->n_listeners; i++)
+                if (g->listeners[i].fd == fd)
+                        return &g->listeners[i];
+        return NULL;
+}
+
+static void forget(struct unixguard *g, struct listener *l)
+{
+        *l = g->listeners[--g->n_listeners];
+}
+
+/* Hung up: no process uses that filter any more. Its counts stay until
+ * taken, unless nobody will ask (nothing was refused). */
 static void drop_listener(struct unixguard *g, int fd)
 {
         epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
-        for (size_t i = 0; i < g->n_listeners; i++)
-                if (g->listeners[i] == fd) {
-                        g->listeners[i] = g->listeners[--g->n_listeners];
-                        break;
-                }
         close(fd);
+        struct listener *l = listener_by_fd(g, fd);
+        if (!l)
+                return;
+        l->fd = -1;
+        if (!l->refused)
+                forget(g, l);
+}
+
+uint64_t unixguard_take_refused(struct unixguard *g, uint64_t id, char *first, size_t len)
+{
+        for (size_t i = 0; g && id && i < g->n_listeners; i++) {
+                struct listener *l = &g->listeners[i];
+                if (l->id != id)
+                        continue;
+                uint64_t n = l->refused;
+                snprintf(first, len, "%s", l->first_refused);
+                l->refused = 0;
+                if (l->fd < 0)
+                        forget(g, l);
+                return n;
+        }
+        snprintf(first, len, "%s", "");
+        return 0;
 }
 
 void unixguard_set_diag(struct unixguard *g, int fd)
@@ -200,7 +243,7 @@ void unixguard_free(struct unixguard *g)
         if (!g)
                 return;
         for (size_t i = 0; i < g->n_listeners; i++)
-                close(g->listeners[i]);
+                closep(&g->listeners[i].fd);
         free(g->listeners);
         closep(&g->diag_fd);
         closep(&g->root_fd);
@@ -479,6 +522,8 @@ static void record(struct unixguard *g, pid_t pid, const struct call *c, const c
 {
         if (strcmp(action, "refused") == 0 && g->refused++ == 0)
                 snprintf(g->first_refused, sizeof g->first_refused, "%s", c->path);
+        if (strcmp(action, "refused") == 0 && g->current && g->current->refused++ == 0)
+                snprintf(g->current->first_refused, sizeof g->current->first_refused, "%s", c->path);
         if (!g->audit)
                 return;
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "event", "unix", "call",
@@ -801,7 +846,9 @@ void unixguard_dispatch(struct unixguard *g)
         for (int i = 0; i < n; i++) {
                 int fd = ev[i].data.fd;
                 if (ev[i].events & EPOLLIN) {
+                        g->current = listener_by_fd(g, fd);
                         on_listener(g, fd);
+                        g->current = NULL;
                 } else {
                         drop_listener(g, fd);  /* POLLHUP: no process uses that filter any more */
                 }

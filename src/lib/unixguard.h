@@ -15,8 +15,12 @@ struct unixguard;
  * host), so the listeners of its namespace are not the sandbox's alone. */
 BRIG_INTERNAL int unixguard_new(const struct run_plan *plan, struct audit *audit,
                                 const struct seccomp_replies *replies, struct unixguard **ret, brig_error **err);
-/* A seccomp listener (one per command: brig run's, each brig exec's). Takes the fd. */
-BRIG_INTERNAL void unixguard_add_listener(struct unixguard *g, int fd);
+/* A seccomp listener (one per command: brig run's, each brig exec's).
+ * Takes the fd; returns an id for unixguard_take_refused (0: not added). */
+BRIG_INTERNAL uint64_t unixguard_add_listener(struct unixguard *g, int fd);
+/* What that command's filter had refused (count, first path into
+ * first[len]) since the last call; forgets the listener once it is gone. */
+BRIG_INTERNAL uint64_t unixguard_take_refused(struct unixguard *g, uint64_t id, char *first, size_t len);
 /* The sandbox's NETLINK_SOCK_DIAG socket, made by its pid 1. Takes the fd. */
 BRIG_INTERNAL void unixguard_set_diag(struct unixguard *g, int fd);
 /* One fd to poll for all listeners; dispatch answers what is pending. */

@@ -375,8 +375,11 @@ def test_exec_in_persistent_sandbox_is_guarded(brig, host_servers, sandboxes):
     for _ in range(2):  # every exec gets its own filter and listener
         r = sandboxes.exec(name, "--", "python3", client, str(ws / "db.sock"))
         assert results(r) == {str(ws / "db.sock"): "EACCES"}, r
+        # brig exec says it too, for this command alone
+        assert "refused 1 connection" in r.stderr and "db.sock" in r.stderr and "--allow-unix" in r.stderr, r
     r = sandboxes.exec(name, "--", "sh", "-c", "cd /tmp && python3 " + str(own))
     assert results(r)["/tmp/t.sock"] == "PING", r
+    assert "refused" not in r.stderr, r
     time.sleep(0.3)
     assert not srv.reached(), (srv.accepted, srv.data)
 
