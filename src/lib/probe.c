@@ -277,6 +277,11 @@ static json_t *doctor(bool *ok)
         for (size_t i = 0; i < ARRAY_SIZE(needed); i++)
                 if (!ns_exists(needed[i]))
                         json_array_append_new(missing, json_sprintf("%s namespaces", needed[i]));
+        json_t *sc = json_object_get(doc, "seccomp");
+        if (json_is_true(json_object_get(sc, "available")) &&
+            !json_is_true(json_object_get(json_object_get(sc, "actions"), "user_notif")))
+                json_array_append_new(missing, json_string("seccomp user notification (the unix socket guard; "
+                                                           "Linux 5.0+)"));
         *ok = json_array_size(missing) == 0;
         json_object_set_new(doc, "run_defaults_ok", json_boolean(*ok));
         json_object_set_new(doc, "missing", missing);
@@ -328,7 +333,9 @@ char *brig_doctor_text(bool *ok, brig_error **err)
         json_object_foreach(json_object_get(sc, "actions"), key, v) {
                 char what[64];
                 snprintf(what, sizeof what, "seccomp action %s", key);
-                line(out, json_is_true(v), what, "");
+                /* every connect waits for the supervisor's unix socket guard */
+                line(out, json_is_true(v), what,
+                     strcmp(key, "user_notif") == 0 ? "unix socket guard, --audit (required)" : "");
         }
         char detail[64];
         json_int_t abi = json_integer_value(json_object_get(doc, "landlock_abi"));
