@@ -15,7 +15,12 @@
  * stream (--audit FILE) both become seccomp user notifications that the
  * supervisor records and answers (the errno, or "continue" for log), so
  * every refused call shows up without the kernel's audit subsystem.
- * Without a stream they are plain errno returns and the kernel's log. */
+ * Without a stream they are plain errno returns and the kernel's log.
+ *
+ * connect(2), and sendto(2) with a destination, always notify (whatever
+ * would let them through: allow or log): the supervisor's unix socket
+ * guard judges and makes them (unixguard.c). So every filter has a
+ * listener, handed to the supervisor right after it is loaded. */
 #define _GNU_SOURCE
 #include "seccomp_filter.h"
 #include "state.h"

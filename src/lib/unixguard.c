@@ -40,12 +40,18 @@
  * namespace, through its routes and its nftables redirect, exactly as the
  * sandbox's own would have.
  *
- * The supervisor's event loop must never block: a non-blocking socket (or
- * sendto with MSG_DONTWAIT) is answered at once; a blocking one goes to a
- * worker thread that waits in connect(2) as the sandbox would have, with
- * the kernel's own semantics (backlog full, SYN retries, SO_SNDTIMEO), and
- * answers when it returns. The loop itself only makes calls that do not
- * wait on anything the sandbox controls.
+ * With --net host the namespace is the host's, so "own" also needs a
+ * process of the sandbox (its pid namespace) to hold the socket.
+ *
+ * The supervisor's event loop must never block: every connect(2) goes to
+ * a worker thread that waits in it as the sandbox would have, with the
+ * kernel's own semantics (backlog full, SYN retries, SO_SNDTIMEO), and
+ * answers when it returns — even on a non-blocking socket, whose
+ * O_NONBLOCK another thread of the sandbox could clear between our look
+ * and our call; a sendto runs in the loop only with MSG_DONTWAIT, which
+ * is per call. The loop itself only makes calls that do not wait on
+ * anything the sandbox controls. Other notifications (audit mode's
+ * refusals and "log" rules) are answered here too, as before.
  *
  * sendmsg(2) and sendmmsg(2) carry their destination inside a struct in
  * memory that the filter cannot read and that may change after any check;
