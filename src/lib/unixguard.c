@@ -348,6 +348,8 @@ static int copy_call(int listener, const struct seccomp_notif *req, struct call 
         bool is_connect = c->nr == __NR_connect;
         uint64_t addr = is_connect ? a[1] : a[4];
         int alen = (int)(is_connect ? a[2] : a[5]);
+        if (!is_connect && addr == 0)
+                alen = 0;  /* sendto ignores the length without an address (a "log" rule notifies those too) */
         /* move_addr_to_kernel's rules */
         if (alen < 0 || alen > (int)sizeof c->addr)
                 return EINVAL;
