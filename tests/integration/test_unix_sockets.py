@@ -22,6 +22,20 @@ def attack(ident, technique, control):
     return pytest.mark.escape(ident, technique, control)
 
 
+IN_GRANT = attack("unix-socket-in-grant",
+                  "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, "
+                  "symlink, read-only bind, brig exec, pooled run, --net host)",
+                  "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+
+
+def host_dir(scratch, name):
+    """A directory outside the workspace for host sockets, bound in by the test."""
+    d = scratch / name
+    d.mkdir()
+    d.chmod(0o755)
+    return d
+
+
 class HostServer:
     """A host-side unix server (stream or datagram) that records every
     connection and every byte it gets."""
@@ -123,7 +137,7 @@ def _client(brig, ws):
     return p
 
 
-@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@IN_GRANT
 @pytest.mark.parametrize("net", ["none", "proxy"])
 def test_host_socket_in_workspace_unreachable(brig, host_servers, net):
     ws = brig.workspace
@@ -149,11 +163,9 @@ def test_host_socket_in_workspace_unreachable(brig, host_servers, net):
     assert {e["path"] for e in refused} >= {str(ws / "db.sock"), "db.sock", "link.sock"}, refused
 
 
-@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@IN_GRANT
 def test_host_socket_in_readonly_bind_unreachable(brig, host_servers, scratch):
-    d = scratch / "ro"
-    d.mkdir()
-    d.chmod(0o755)
+    d = host_dir(scratch, "ro")
     srv = host_servers(d / "docker.sock")
     client = _client(brig, brig.workspace)
     r = brig.run("run", "--ro-bind", d, "--allow-unix", d / "other.sock", "--", "python3", client,
@@ -331,11 +343,9 @@ def test_own_sockets_keep_working(brig):
     assert "refused" not in r.stderr, r
 
 
-@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@IN_GRANT
 def test_allow_unix_lets_exactly_that_socket_through(brig, host_servers, scratch):
-    d = scratch / "sockets"
-    d.mkdir()
-    d.chmod(0o755)
+    d = host_dir(scratch, "sockets")
     ok = host_servers(d / "pg.sock")
     other = host_servers(d / "docker.sock")
     client = _client(brig, brig.workspace)
@@ -364,7 +374,7 @@ def test_allow_unix_bad_paths_exit_125(brig, bad):
     assert r.returncode == 125 and "--allow-unix" in r.stderr, r
 
 
-@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@IN_GRANT
 def test_exec_in_persistent_sandbox_is_guarded(brig, host_servers, sandboxes):
     ws = brig.workspace
     srv = host_servers(ws / "db.sock")
@@ -396,7 +406,7 @@ print("RESULTS " + repr(out))
 '''
 
 
-@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@IN_GRANT
 def test_net_host_own_sockets_work_host_ones_do_not(brig, host_servers):
     """--net host shares the host's network namespace, so its socket list is
     the host's: own means held by a process of the sandbox. Abstract host
@@ -420,7 +430,7 @@ def test_net_host_own_sockets_work_host_ones_do_not(brig, host_servers):
     assert not srv.reached() and not abstract.reached(), (srv.data, abstract.data)
 
 
-@attack("unix-socket-in-grant", "connect to a host server's pathname socket in the workspace or a bind (absolute, relative, symlink, read-only bind, brig exec)", "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
+@IN_GRANT
 def test_pooled_run_is_guarded(brig, host_servers, sandboxes):
     from proc_helpers import wait_until
     ws = brig.workspace
