@@ -5,7 +5,6 @@ rootless, asserted on the host: a planted syscall filter is never loaded
 is accepted (row 90), a sandbox cannot drive or rewrite another sandbox
 (row 91), and every path of the inventory is private and refused as a
 grant (row 92). `brig start` says what policy it runs."""
-import ctypes
 import json
 import os
 import pathlib
@@ -35,19 +34,21 @@ def _run_dir(brig, scratch, name="run"):
     return run
 
 
-def _cache_key(brig):
+def _cache_key(brig, scratch):
     """The key brig's seccomp cache files start with (seccomp.c cache_key)
-    for the default profile without --audit."""
-    version = brig.run("version").stdout.split()[-1]
-    lib = ctypes.CDLL("libseccomp.so.2")
-
-    class Version(ctypes.Structure):
-        _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
-
-    lib.seccomp_version.restype = ctypes.POINTER(Version)
-    v = lib.seccomp_version().contents
-    # SCMP_ARCH_NATIVE is 0 in libseccomp's headers
-    return f"brig-seccomp-2 {version} libseccomp-{v.major}.{v.minor}.{v.micro} arch-0 audit-0;".encode()
+    for the default profile without --audit: read from the file a run in a
+    state root of its own writes, so the test follows every bump of the
+    magic (a key spelled out here went stale and the plant missed)."""
+    run = _run_dir(brig, scratch, "keyrun")
+    assert brig.run("run", "--", "true", env={"XDG_RUNTIME_DIR": str(run)}).returncode == 0
+    files = list((run / "brig" / "cache").iterdir())
+    assert len(files) == 1, files
+    data = files[0].read_bytes()
+    (klen,) = struct.unpack("<I", data[:4])
+    key = data[4:4 + klen]
+    assert key.startswith(b"brig-seccomp-") and b" audit-0;" in key, key
+    assert _cache_name(key) == files[0].name, "the file name is no longer the key's FNV-1a hash"
+    return key
 
 
 def _cache_name(key):
@@ -88,7 +89,7 @@ def test_planted_seccomp_filter_is_never_loaded(brig, scratch, grant):
                     "and brig loads only root's files; the $HOME-workspace case (idmapped) covers root")
     run = _run_dir(brig, scratch)
     env = {"XDG_RUNTIME_DIR": str(run)}
-    key = _cache_key(brig)
+    key = _cache_key(brig, scratch)
     name = _cache_name(key)
     planted = _permissive_filter(key)
     src = scratch / "planted.bpf"
