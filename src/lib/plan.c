@@ -553,7 +553,7 @@ static void grant_name(const struct run_plan *plan, const struct mount_entry *m,
 static int plan_guard_state(const struct run_plan *plan, brig_error **err)
 {
         struct state_guard g;
-        int r = state_guard_init(&g, err);
+        int r = state_guard_init(&g, plan->host_uid, err);
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
                 const char *root = NULL;
@@ -564,11 +564,21 @@ static int plan_guard_state(const struct run_plan *plan, brig_error **err)
                 grant_name(plan, m, name, sizeof name);
                 bool inside = strcmp(how, "lies inside") == 0;
                 bool current = root == g.roots[0].path;
+                uid_t owner = geteuid();
+                for (size_t k = 0; k < g.n_roots; k++)
+                        owner = g.roots[k].path == root ? g.roots[k].uid : owner;
+                char whose[160] = "";
+                if (owner != geteuid())
+                        snprintf(whose, sizeof whose, " (uid %u's when XDG_RUNTIME_DIR is not set: this sandbox "
+                                 "runs as uid %u, and what it made there that user's brig would trust)",
+                                 owner, owner);
+                else if (!current)
+                        snprintf(whose, sizeof whose, " (brig's when XDG_RUNTIME_DIR is not set)");
                 r = state_fail(err, EACCES,
                                "%s: '%s' %s brig's state directory '%s'%s (the control sockets and stored "
                                "policies of your sandboxes, and brig's syscall filter cache), which a sandbox "
                                "could use to take over your other sandboxes; %s",
-                               name, m->src, how, root, current ? "" : " (brig's when XDG_RUNTIME_DIR is not set)",
+                               name, m->src, how, root, whose,
                                inside ? "grant a directory outside it"
                                : current ? "grant a directory that does not contain it, or run brig with "
                                            "XDG_RUNTIME_DIR set to a private directory outside every grant"

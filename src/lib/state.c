@@ -316,17 +316,26 @@ static int guard_root(struct state_guard_root *gr, char *path, brig_error **err)
 /* The root in use, and the default places brig uses without
  * XDG_RUNTIME_DIR: a sandbox given one of those while XDG_RUNTIME_DIR
  * points elsewhere must not be able to prepare a root (a planted filter
- * cache, a policy) for a later run without it. */
-int state_guard_init(struct state_guard *g, brig_error **err)
+ * cache, a policy) for a later run without it. As root, the sandbox runs
+ * as another user (`other`: the workspace's owner, or nobody), and what it
+ * makes in that user's default roots is that user's own — a later
+ * rootless run of theirs would trust it: those roots are guarded too. */
+int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
 {
         memset(g, 0, sizeof *g);
         char *paths[ARRAY_SIZE(g->roots)] = { state_root_path() };
+        uid_t uids[ARRAY_SIZE(g->roots)] = { geteuid() };
         size_t n = 1;
-        if (geteuid() == 0) {
-                paths[n++] = strdup("/run/brig");
-        } else {
-                paths[n++] = brig_strdup_printf("/run/user/%u/brig", geteuid());
-                paths[n++] = brig_strdup_printf("/tmp/brig-%u", geteuid());
+        uid_t users[2] = { geteuid(), other };
+        for (size_t u = 0; u < (other == geteuid() ? 1 : 2); u++) {
+                if (users[u] == 0) {
+                        uids[n] = 0;
+                        paths[n++] = strdup("/run/brig");
+                        continue;
+                }
+                uids[n] = uids[n + 1] = users[u];
+                paths[n++] = brig_strdup_printf("/run/user/%u/brig", users[u]);
+                paths[n++] = brig_strdup_printf("/tmp/brig-%u", users[u]);
         }
         int r = 0;
         for (size_t i = 0; i < n; i++) {
@@ -337,6 +346,7 @@ int state_guard_init(struct state_guard *g, brig_error **err)
                         free(paths[i]);
                         continue;
                 }
+                g->roots[g->n_roots].uid = uids[i];
                 r = guard_root(&g->roots[g->n_roots++], paths[i], err);
         }
         return r;

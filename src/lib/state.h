@@ -53,15 +53,16 @@ struct state_ident {
 };
 struct state_guard_root {
         char *path;
+        uid_t uid;  /* whose root it is */
         bool exists;
         size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
         struct state_ident id[128];
 };
 struct state_guard {
         size_t n_roots;
-        struct state_guard_root roots[3];
+        struct state_guard_root roots[5];
 };
-BRIG_INTERNAL int state_guard_init(struct state_guard *g, brig_error **err);
+BRIG_INTERNAL int state_guard_init(struct state_guard *g, uid_t other, brig_error **err);
 BRIG_INTERNAL void state_guard_free(struct state_guard *g);
 /* NULL when `path` (a grant's host path) keeps clear of every root; else
  * how it meets one ("is", "contains" or "lies inside"), *root naming it. */

@@ -63,17 +63,23 @@ def _permissive_filter(key):
     return struct.pack("<I", len(key)) + key + struct.pack("<HBBI", BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)
 
 
-def _has_seccomp(brig, env):
-    """A fresh run still refuses what the default profile refuses: keyctl
-    (EPERM; allowed it fails with EINVAL) and a new user namespace (the
-    sandbox's max_user_namespaces is 0 as well, so that alone proves
-    little)."""
-    r = brig.sh("unshare -U true 2>/dev/null && echo UNSHARED; "
+KEYCTL_PROBE = ("unshare -U true 2>/dev/null && echo UNSHARED; "
                 "python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); "
-                "r=l.syscall(250, 0, 0, 0, 0, 0); print(\"keyctl\", r, ctypes.get_errno())'", env=env, timeout=60)
+                "r=l.syscall(250, 0, 0, 0, 0, 0); print(\"keyctl\", r, ctypes.get_errno())'")
+
+
+def _seccomp_held(r):
+    """From KEYCTL_PROBE's output: keyctl refused with EPERM (allowed, it
+    fails with EINVAL) and no new user namespace (the sandbox's
+    max_user_namespaces is 0 as well, so that alone proves little)."""
     assert r.returncode == 0, r
     assert "keyctl" in r.stdout, r
     return "UNSHARED" not in r.stdout and "keyctl -1 1\n" in r.stdout
+
+
+def _has_seccomp(brig, env):
+    """A fresh run still refuses what the default profile refuses."""
+    return _seccomp_held(brig.sh(KEYCTL_PROBE, env=env, timeout=60))
 
 
 # ---- row 89: a planted syscall filter ----------------------------------------
@@ -178,6 +184,62 @@ def test_grant_exposing_state_root_is_refused(brig, scratch, case):
     finally:
         if env.get("XDG_RUNTIME_DIR", "").startswith("/var/tmp/brig-test-"):
             subprocess.run(["rm", "-rf", env["XDG_RUNTIME_DIR"]], check=False)
+
+
+def _brig_as(brig, uid, cwd, *args, env=None):
+    """brig ARGS run rootless as uid (no XDG_RUNTIME_DIR: its default state
+    root) in cwd."""
+    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", brig.exe, *map(str, args)]
+    e = brig.env(env)
+    e.pop("XDG_RUNTIME_DIR", None)
+    return subprocess.run(cmd, cwd=str(cwd), env=e, capture_output=True, text=True, timeout=60)
+
+
+@attack("other-user-default-root", "as root, the sandbox runs as the workspace's owner (or nobody): given /tmp "
+        "(a --bind), it makes that user's default state root /tmp/brig-UID and plants a "
+        "permissive compiled filter in its cache; that user's next rootless run without XDG_RUNTIME_DIR trusts "
+        "the directory (theirs, 0700) and runs without seccomp",
+        "the sandbox user's default roots (/tmp/brig-UID, /run/user/UID/brig) are guarded like the caller's (125)")
+def test_sandbox_users_default_root_is_not_granted(brig, scratch):
+    if brig.mode == "root":
+        # a uid nobody else on this machine uses: its /tmp/brig-UID is the test's alone
+        uid = 40000 + os.getpid() % 20000
+        ws = scratch / "other-ws"
+        ws.mkdir()
+        os.chown(ws, uid, uid)
+    else:
+        uid, ws = brig.uid, brig.workspace
+    assert not os.path.exists(f"/run/user/{uid}"), "the test needs a user whose default root is /tmp/brig-UID"
+    victim_root = pathlib.Path(f"/tmp/brig-{uid}")
+    if brig.mode == "root":
+        subprocess.run(["rm", "-rf", "--one-file-system", str(victim_root)], check=False)
+    key = _cache_key(brig, scratch)
+    name = _cache_name(key)
+    src = scratch / "planted.bpf"
+    src.write_bytes(_permissive_filter(key))
+    src.chmod(0o644)
+    m = marker("other-root")
+    top = f"/hosttmp/brig-{uid}"
+    plant = (f"mkdir -m 700 {top} {top}/cache && cp /planted {top}/cache/{name} && chmod 600 {top}/cache/{name} && "
+             f"touch {top}/{m} && echo PLANTED; true")
+    # (--workspace /tmp is the same attack, but as root a root-owned /tmp
+    # makes the sandbox nobody, whose /tmp/brig-65534 the suite shares)
+    try:
+        r = brig.run("run", "--workspace", str(ws), "--bind", "/tmp:/hosttmp", "--ro-bind", f"{src}:/planted",
+                     "--", "sh", "-c", plant)
+        # Host side: that user's next rootless run has seccomp (root mode:
+        # the user is the test's own) ...
+        held = brig.mode != "root" or _seccomp_held(_brig_as(brig, uid, ws, "run", "--", "sh", "-c", KEYCTL_PROBE))
+        # ... and nothing was made in their default root
+        cached = victim_root / "cache" / name
+        planted = cached.exists() and cached.read_bytes() == src.read_bytes()
+        assert not (victim_root / m).exists() and not planted and held, \
+            f"the sandbox (uid {uid}) planted in /tmp/brig-{uid} (later run has seccomp: {held}): {r}"
+        assert r.returncode == 125 and f"brig's state directory '/tmp/brig-{uid}'" in r.stderr, r
+        assert "grant a directory" in r.stderr, r
+    finally:
+        if brig.mode == "root":
+            subprocess.run(["rm", "-rf", "--one-file-system", str(victim_root)], check=False)
 
 
 def _refused_for_run_and_create(brig, args, env, root):
