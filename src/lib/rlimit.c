@@ -108,17 +108,20 @@ const char *const rlimits_memory_unbounded[] = {
         NULL,
 };
 
+/* Said after every run it concerns, so it names each way out: how to get
+ * a bound, how to accept this and silence it, how to refuse such runs. */
 void rlimits_memory_text(const struct run_plan *plan, char *buf, size_t n)
 {
         char size[32];
         size_text(size, sizeof size, plan->limits.memory);
         snprintf(buf, n,
-                 "memory: --memory %s bounds each process's private memory only (RLIMIT_DATA); "
-                 "shared memory (memfd, MAP_SHARED, System V), pipe and socket buffers, kernel memory "
-                 "and the sandbox's total over its processes are not bounded — no memory cgroup here; "
-                 "run brig as root or from a cgroup v2 subtree delegated to you (docs/limits.md), "
-                 "or pass --require-limits to refuse such runs",
-                 size);
+                 "memory: --memory %s%s bounds each process's private memory only (RLIMIT_DATA); memfd, "
+                 "MAP_SHARED and System V memory, pipe and socket buffers, kernel memory and the sandbox's "
+                 "total are not bounded (no memory cgroup here). To bound them, run brig as root, in a cgroup "
+                 "v2 subtree delegated to you, or under a memory limit (systemd-run -p MemoryMax=SIZE; "
+                 "docs/limits.md); to accept this and drop the warning: --allow-degraded memory; to refuse "
+                 "such runs: --require-limits",
+                 size, plan->limits.memory == BRIG_DEFAULT_MEMORY ? " (the default)" : "");
 }
 
 int rlimits_oom_first(const struct run_plan *plan, brig_error **err)

@@ -132,6 +132,14 @@ def test_allow_degraded_memory_keeps_the_report_but_not_the_warning(brig):
     plain = brig.run("run", "--memory", "64M", "--", "true", timeout=30)
     assert plain.returncode == 0, plain
     assert ("brig: WARNING: memory:" in plain.stderr) == (lim["memory_enforced_by"] == "rlimit"), plain
+    if lim["memory_enforced_by"] == "rlimit":
+        # one line that names every way out, and says when --memory was not given
+        line = next(x for x in plain.stderr.splitlines() if x.startswith("brig: WARNING: memory:"))
+        for way in ("--memory 64 MiB bounds", "systemd-run -p MemoryMax=", "--allow-degraded memory",
+                    "--require-limits"):
+            assert way in line, (way, line)
+        r = brig.run("run", "--", "true", timeout=30)
+        assert "brig: WARNING: memory: --memory 4 GiB (the default) bounds" in r.stderr, r
 
 
 # ---- a limit brig already runs under ------------------------------------------------
