@@ -46,7 +46,13 @@ void cli_put_unix_refused(const brig_result *res)
         fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: ",
                 (unsigned long long)res->unix_refused, res->unix_refused == 1 ? "" : "s");
         cli_put_safe(stderr, res->unix_refused_path, false);  /* the sandbox's choice: shown as text */
-        fprintf(stderr, "); --allow-unix PATH lets one through\n");
+        /* An abstract name (shown as @name) has no path to allow: only a
+         * socket file can be named with --allow-unix. */
+        if (res->unix_refused_path[0] == '@')
+                fprintf(stderr, "); abstract sockets reach only the sandbox's own listeners; for a socket file, "
+                                "--allow-unix PATH lets one through\n");
+        else
+                fprintf(stderr, "); --allow-unix PATH lets one through\n");
 }
 
 int cli_fail(brig_error *err)

@@ -587,15 +587,15 @@ static int judge_path(struct unixguard *g, int listener, const struct seccomp_no
         return 0;
 }
 
-/* Abstract names live in a network namespace: the sandbox's own holds
- * only its sockets. With --net host it is the host's, and Landlock's
- * scoping, which would have refused the host's listeners, does not see a
- * connect made by the supervisor: only a listener that a process of the
- * sandbox holds passes. */
+/* Abstract names live in a network namespace. Landlock's scoping, which
+ * refuses listeners outside the sandbox's domain, does not see a connect
+ * made by the supervisor, so the guard states it again: only a listener
+ * that a process of the sandbox holds passes. That is also needed in the
+ * sandbox's own namespace: a host process may bind there (nsenter, or
+ * setns by the user owning the sandbox's user namespace), and with --net
+ * host the namespace is the host's. */
 static int judge_abstract(struct unixguard *g, int listener, const struct seccomp_notif *req, struct call *c)
 {
-        if (!g->host_netns)
-                return 0;
         const char *name = ((const struct sockaddr_un *)&c->addr)->sun_path;
         size_t len = c->alen - offsetof(struct sockaddr_un, sun_path);
         struct unix_bound want = { .name = name, .name_len = len };
@@ -603,8 +603,10 @@ static int judge_abstract(struct unixguard *g, int listener, const struct seccom
         if (diag_bound(g, c->type, &want, &sock_ino) > 0 && held_by_sandbox(listener, req, sock_ino))
                 return 0;
         snprintf(c->path, sizeof c->path, "@%.*s", (int)(len - 1), name + 1);
-        record(g, (pid_t)req->pid, c, "refused", "abstract socket of the host's network namespace (--net host)");
-        return EACCES;
+        record(g, (pid_t)req->pid, c, "refused",
+               g->host_netns ? "abstract socket of the host's network namespace (--net host)"
+                             : "abstract socket no process of the sandbox holds");
+        return EPERM;  /* Landlock's answer for a listener outside the domain */
 }
 
 /* ---- doing the call ------------------------------------------------------ */
