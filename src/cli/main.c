@@ -52,7 +52,7 @@ void cli_put_unix_refused(const brig_result *res)
                 fprintf(stderr, "); abstract sockets reach only the sandbox's own listeners; for a socket file, "
                                 "--allow-unix PATH lets one through\n");
         else
-                fprintf(stderr, "); --allow-unix PATH lets one through\n");
+                fprintf(stderr, "); --allow-unix PATH lets one through, from a read-only grant (--ro-bind DIR)\n");
 }
 
 int cli_fail(brig_error *err)

@@ -82,6 +82,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -462,18 +464,25 @@ static bool held_by_sandbox(int listener, const struct seccomp_notif *req, uint3
 
 /* Does the policy name this socket? Each --allow-unix path is resolved
  * now, in the same root, without following symlinks (a link planted at
- * the allowed path would otherwise carry the permission elsewhere). */
-static bool allowed(const struct unixguard *g, const struct stat *st)
+ * the allowed path would otherwise carry the permission elsewhere).
+ * 1 yes, 0 no, -1 named but on a mount the sandbox may write: there a
+ * path does not say which socket it is — the sandbox could have renamed
+ * (or linked) any other host socket of that mount, docker.sock next to
+ * the allowed pg.sock, to the allowed name, or a directory above it. On
+ * a read-only mount it can change no name. */
+static int allowed(const struct unixguard *g, const struct stat *st)
 {
         for (size_t i = 0; i < g->allow->n; i++) {
                 struct open_how how = { .flags = O_PATH | O_CLOEXEC,
                                         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
                 _cleanup_close_ int fd = sys_openat2(g->root_fd, g->allow->items[i], &how);
                 struct stat a;
-                if (fd >= 0 && fstat(fd, &a) == 0 && a.st_dev == st->st_dev && a.st_ino == st->st_ino)
-                        return true;
+                struct statfs fs;
+                if (fd < 0 || fstat(fd, &a) < 0 || a.st_dev != st->st_dev || a.st_ino != st->st_ino)
+                        continue;
+                return fstatfs(fd, &fs) == 0 && (fs.f_flags & ST_RDONLY) ? 1 : -1;
         }
-        return false;
+        return 0;
 }
 
 /* The kernel's own check on the way in (unix_find_bsd): the caller needs
@@ -567,11 +576,15 @@ static int judge_path(struct unixguard *g, int listener, const struct seccomp_no
         if (own > 0 && g->host_netns)
                 own = held_by_sandbox(listener, req, sock_ino);
         if (e == 0 && own <= 0) {
-                if (allowed(g, &st)) {
+                int a = allowed(g, &st);
+                if (a > 0) {
                         record(g, pid, c, "allowed", "--allow-unix");
                 } else {
                         record(g, pid, c, "refused",
-                               own < 0 ? "the sandbox's sockets could not be listed" : "listener outside the sandbox");
+                               a < 0 ? "--allow-unix names it, but on a mount the sandbox can write (it could have "
+                                       "moved another socket to that name): give its directory with --ro-bind"
+                               : own < 0 ? "the sandbox's sockets could not be listed"
+                                         : "listener outside the sandbox");
                         e = EACCES;
                 }
         }

@@ -483,3 +483,47 @@ def test_rules_that_would_strand_the_listener_are_refused_up_front(brig, args):
     assert r.returncode == 125 and "sendmsg" in r.stderr and "let sendmsg through" in r.stderr, r
     r = brig.run("run", "--seccomp-deny", "@network", "--", "true")
     assert r.returncode == 0, r
+
+
+SWAP = r'''
+import errno, os, socket, sys
+out = {}
+def connect(name, path):
+    try:
+        s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(path); s.sendall(b"LEAK-" + name.encode())
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+ws, allowed, other = sys.argv[1], sys.argv[2], sys.argv[3]
+# the file: another host socket renamed to the allowed name
+os.rename(allowed, allowed + ".orig"); os.rename(other, allowed)
+connect("file", allowed)
+os.rename(allowed, other); os.rename(allowed + ".orig", allowed)
+# a directory above it: the allowed path now leads through a new one
+d = os.path.dirname(allowed)
+os.rename(d, d + ".orig"); os.mkdir(d); os.rename(other, allowed)
+connect("dir", allowed)
+print("RESULTS " + repr(out))
+'''
+
+
+@attack("unix-allowed-name-swap", "rename another host socket (docker.sock) to an --allow-unix name in a writable "
+        "grant, or a directory above it", "an allowed path passes only on a read-only mount (fstatfs ST_RDONLY)")
+def test_allowed_name_in_writable_grant_carries_nothing(brig, host_servers):
+    ws = brig.workspace
+    (ws / "pg").mkdir()
+    brig.chown(ws / "pg")
+    pg = host_servers(ws / "pg" / "pg.sock")
+    docker = host_servers(ws / "docker.sock")
+    p = ws / "swap.py"
+    p.write_text(SWAP)
+    audit = brig.reports / "audit-swap.jsonl"
+    r = brig.run("run", "--allow-unix", ws / "pg" / "pg.sock", "--audit", audit, "--", "python3", p, ws,
+                 ws / "pg" / "pg.sock", ws / "docker.sock")
+    assert results(r) == {"file": "EACCES", "dir": "EACCES"}, r
+    time.sleep(0.3)
+    assert not docker.reached(), (docker.accepted, docker.data)
+    assert not pg.reached(), (pg.accepted, pg.data)
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    assert any(e.get("event") == "unix" and "--ro-bind" in e.get("reason", "") for e in events), events
+    assert "--ro-bind" in r.stderr, r
