@@ -370,6 +370,26 @@ static bool in_writable_grant(const struct run_plan *plan, const struct grant_na
         return false;
 }
 
+/* How many of the names of `st` are entries of directory `dir` itself. */
+static nlink_t names_in_dir(int dir, const struct stat *st)
+{
+        int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *e;
+        nlink_t n = 0;
+        while (d && (e = readdir(d))) {
+                struct stat est;
+                if (e->d_ino == st->st_ino && fstatat(dirfd(d), e->d_name, &est, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    est.st_dev == st->st_dev && est.st_ino == st->st_ino)
+                        n++;
+        }
+        if (d)
+                closedir(d);
+        else if (fd >= 0)
+                close(fd);
+        return n;
+}
+
 static int check_denied_links(const struct run_plan *plan, const struct grant_names *g, const struct strv *denied,
                               brig_error **err)
 {
@@ -390,6 +410,12 @@ static int check_denied_links(const struct run_plan *plan, const struct grant_na
                         if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
                                 continue;
                         if (fstatat(dirfd(d), e->d_name, &est, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        /* Every name in this directory, hidden with it, shows
+                         * nothing: GnuPG's lock (pubring.kbx.lock, a link to
+                         * its .#lk0x... file) while a gpg runs or after one
+                         * was killed holding it. */
+                        if (S_ISREG(est.st_mode) && est.st_nlink > 1 && names_in_dir(dirfd(d), &est) >= est.st_nlink)
                                 continue;
                         _cleanup_free_ char *full = brig_strdup_printf("%s/%s", path, e->d_name);
                         r = full ? check_link_count(full, &est, err) : brig_err(err, ENOMEM, "deny list");

@@ -278,6 +278,27 @@ def test_hard_link_planted_at_a_missing_secret_is_refused(brig):
             assert f"{home}/{want}' is hidden as a secret" in r.stderr and "hard links" in r.stderr, r.stderr
 
 
+def test_gnupg_lock_links_inside_a_denied_directory_do_not_stop_runs(brig):
+    """GnuPG locks its keyring with a hard link (pubring.kbx.lock to its
+    .#lk0x... file), held while a gpg runs and left by one killed holding
+    it. Both names are in ~/.gnupg, hidden whole: the run goes ahead with
+    $HOME as the workspace and the key stays hidden. A third name outside
+    the directory is the planted link of row 100: refused."""
+    home = brig.home
+    brig.chown(home)
+    tag = marker("gpg-lock").split("-")[-1]
+    plant(brig, home, ".gnupg/private-keys-v1.d/k.key", f"KEY-{tag}")
+    lk = home / ".gnupg" / ".#lk0x000055d0c0ffee00.host.4242"
+    lk.write_text(f"4242\nhost\nLOCK-{tag}\n")
+    brig.chown(lk)
+    os.link(lk, home / ".gnupg" / "pubring.kbx.lock")
+    r = sh(brig, f"grep -r -a -l -- {tag} . 2>/dev/null; echo RAN", cwd=home)
+    assert r.returncode == 0 and r.stdout == "RAN\n", r
+    os.link(lk, home / "notes")
+    r = sh(brig, f"cat notes >/dev/null; echo RAN", cwd=home)
+    assert r.returncode == 125 and "RAN" not in r.stdout and "hard links" in r.stderr, r
+
+
 def test_pins_keep_nested_grants_and_ordinary_renames(brig, scratch):
     """A pinned directory is a copy of itself with every mount below it: a
     grant nested in it stays visible and writable; renames inside it work,
