@@ -275,10 +275,12 @@ static int mask_path(int root_fd, const char *path, bool ignore_missing, brig_er
  * it (a nested grant must stay where it is) and the flags and idmap of the
  * mount it is in (open_tree copies them), attached over it. From then on
  * rename, rmdir and rename over it fail with EBUSY in this namespace. A
+ * symlink a secret was named through is bound onto itself the same way
+ * (unlink and rename over it: EBUSY; it still leads where it led). A
  * directory gone since the plan leaves nothing below it to protect. */
 static int pin_path(int root_fd, const char *path, brig_error **err)
 {
-        _cleanup_close_ int target = open_beneath(root_fd, path + 1, O_DIRECTORY);
+        _cleanup_close_ int target = open_beneath(root_fd, path + 1, 0);
         if (target < 0 && (errno == ENOENT || errno == ENOTDIR))
                 return 0;
         if (target < 0 && errno == ELOOP)
@@ -286,10 +288,16 @@ static int pin_path(int root_fd, const char *path, brig_error **err)
                                 "it went through a symlink", path);
         if (target < 0)
                 return brig_err(err, errno, "pin '%s' (a directory holding a hidden secret)", path);
-        _cleanup_close_ int tree = sys_open_tree(target, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                                 AT_EMPTY_PATH | AT_RECURSIVE);
+        struct stat st;
+        if (fstat(target, &st) < 0)
+                return brig_err(err, errno, "pin '%s'", path);
+        if (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+                return 0;
+        _cleanup_close_ int tree = sys_open_tree(target, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                                 (S_ISDIR(st.st_mode) ? AT_RECURSIVE : 0));
         if (tree < 0)
-                return brig_err(err, errno, "open_tree '%s' (pinning a directory holding a hidden secret)", path);
+                return brig_err(err, errno, "open_tree '%s' (pinning a %s holding a hidden secret)", path,
+                                S_ISDIR(st.st_mode) ? "directory" : "symlink to the directory");
         return attach(tree, target, path, err);
 }
 

@@ -67,7 +67,64 @@ static int caller_home(char **out, brig_error **err)
         return 0;
 }
 
-static int add_expanded(struct strv *out, const char *pattern)
+/* The symlinks `path` goes through, resolved as realpath does but one link
+ * at a time, each noted in LINKS (host paths). A secret named through a
+ * symlink in a writable grant (~/.config -> dotfiles/config holding
+ * ~/.config/gcloud) is masked where it really lives; were the link itself
+ * left movable, a run could replace it and the next run's deny list would
+ * find nothing there to hide, while the secret stayed visible at its real
+ * path. The links get pinned too (plan_masks). */
+static int note_symlinks(const char *path, struct strv *links)
+{
+        _cleanup_free_ char *prefix = strdup(""), *pending = strdup(path);
+        for (int hops = 0; prefix && pending && *pending;) {
+                char *c = pending + strspn(pending, "/");
+                size_t n = strcspn(c, "/");
+                char *rest = c + n;
+                if (n == 0 || (n == 1 && c[0] == '.')) {
+                        memmove(pending, rest, strlen(rest) + 1);
+                        continue;
+                }
+                if (n == 2 && c[0] == '.' && c[1] == '.') {
+                        char *slash = strrchr(prefix, '/');
+                        if (slash)
+                                *slash = '\0';
+                        memmove(pending, rest, strlen(rest) + 1);
+                        continue;
+                }
+                char *cand = brig_strdup_printf("%s/%.*s", prefix, (int)n, c);
+                struct stat st;
+                if (!cand)
+                        return -ENOMEM;
+                if (lstat(cand, &st) < 0 || (S_ISLNK(st.st_mode) && ++hops > 40)) {
+                        free(cand);
+                        return 0;  /* nothing there: nothing to hide below */
+                }
+                if (!S_ISLNK(st.st_mode)) {
+                        free(prefix);
+                        prefix = cand;
+                        memmove(pending, rest, strlen(rest) + 1);
+                        continue;
+                }
+                char target[PATH_MAX];
+                ssize_t len = readlink(cand, target, sizeof target - 1);
+                int r = len > 0 && !strv_contains(links, cand) ? strv_push(links, cand) : 0;
+                free(cand);
+                if (len <= 0 || r < 0)
+                        return r;
+                target[len] = '\0';
+                char *next = brig_strdup_printf("%s/%s", target, rest);
+                if (!next)
+                        return -ENOMEM;
+                free(pending);
+                pending = next;
+                if (target[0] == '/')
+                        prefix[0] = '\0';
+        }
+        return prefix && pending ? 0 : -ENOMEM;
+}
+
+static int add_expanded(struct strv *out, struct strv *links, const char *pattern)
 {
         glob_t g;
         int r = glob(pattern, GLOB_NOSORT, NULL, &g);
@@ -82,6 +139,11 @@ static int add_expanded(struct strv *out, const char *pattern)
                 char *real = realpath(g.gl_pathv[i], NULL);
                 if (!real)
                         continue;
+                if (strcmp(real, g.gl_pathv[i]) != 0 && note_symlinks(g.gl_pathv[i], links) < 0) {
+                        free(real);
+                        globfree(&g);
+                        return -ENOMEM;
+                }
                 if (!strv_contains(out, real)) {
                         if (strv_push_take(out, real) < 0) {
                                 globfree(&g);
@@ -225,7 +287,7 @@ static char *glob_escape(const char *s)
 }
 
 static int expand_one(const struct run_plan *plan, const struct grant_names *g, const char *pattern,
-                      struct strv *out)
+                      struct strv *out, struct strv *links)
 {
         _cleanup_free_ char *prefix = literal_prefix(pattern);
         if (!prefix)
@@ -235,14 +297,14 @@ static int expand_one(const struct run_plan *plan, const struct grant_names *g, 
          * all of theirs, so a textual test suffices here. */
         if (!reachable_by_bind(plan, g, prefix))
                 return 0;
-        return add_expanded(out, pattern);
+        return add_expanded(out, links, pattern);
 }
 
 /* Expand the deny patterns into existing canonical host paths that some
  * bind could expose. "~/x" is expanded for the caller's home and for every
  * home in the passwd database, so granting /home hides everyone's keys. */
 static int expand_deny(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
-                       struct strv *out)
+                       struct strv *out, struct strv *links)
 {
         struct strv homes = {0};
         int r = strv_push(&homes, plan->home);
@@ -267,13 +329,13 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 if (pat[0] != '~') {
-                        r = expand_one(plan, g, pat, out);
+                        r = expand_one(plan, g, pat, out, links);
                         continue;
                 }
                 for (size_t h = 0; r == 0 && h < homes.n; h++) {
                         _cleanup_free_ char *home = glob_escape(homes.items[h]);
                         char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
-                        r = full ? expand_one(plan, g, full, out) : -ENOMEM;
+                        r = full ? expand_one(plan, g, full, out, links) : -ENOMEM;
                         free(full);
                 }
         }
@@ -461,8 +523,37 @@ static int by_path_depth(const void *a, const void *b)
 
 /* Hide every denied path that lies inside a bind; refuse a bind whose
  * source is itself inside a secret. */
+/* A symlink a denied path was named through (note_symlinks), inside a
+ * writable grant: made a mountpoint itself, bound onto itself (mounts.c),
+ * so it can be neither removed nor replaced, and so are the directories
+ * above it up to the grant's root. */
+static int plan_link_pins(struct run_plan *plan, const struct grant_names *g, const struct strv *links)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                const struct mount_entry *e = &plan->mounts[m];
+                if (e->kind != MOUNT_BIND || e->readonly)
+                        continue;
+                for (size_t l = 0; l < links->n; l++) {
+                        bool oom = false;
+                        _cleanup_free_ char *inside = inside_grant(plan, g, m, links->items[l], &oom);
+                        if (oom)
+                                return -ENOMEM;
+                        bool mountpoint = false;
+                        for (size_t i = 0; inside && i < plan->n_mounts && !mountpoint; i++)
+                                mountpoint = strcmp(plan->mounts[i].dst, inside) == 0;
+                        if (!inside || mountpoint)
+                                continue;
+                        if (!strv_contains(&plan->pins, inside) && strv_push(&plan->pins, inside) < 0)
+                                return -ENOMEM;
+                        if (plan_pins(plan, e->dst, inside) < 0)
+                                return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
 static int plan_masks(struct run_plan *plan, const struct grant_names *g, const struct strv *denied,
-                      brig_error **err)
+                      const struct strv *links, brig_error **err)
 {
         for (size_t m = 0; m < plan->n_mounts; m++) {
                 const struct mount_entry *e = &plan->mounts[m];
@@ -506,6 +597,8 @@ static int plan_masks(struct run_plan *plan, const struct grant_names *g, const 
                                         e->kind == MOUNT_TMPFS ? "--tmpfs" : e->readonly ? "--ro-bind" : "--bind",
                                         e->dst, hit);
         }
+        if (plan_link_pins(plan, g, links) < 0)
+                return brig_err(err, ENOMEM, "mask");
         /* A masked directory is a mountpoint itself, and what lies below
          * it is out of reach: no pin needed there. */
         for (size_t i = plan->pins.n; i-- > 0;)
@@ -776,23 +869,25 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = plan_guard_state(plan, err);
         if (r < 0)
                 return r;
-        struct strv denied = {0};
+        struct strv denied = {0}, links = {0};
         struct grant_names *g = NULL;
         r = grant_names_init(plan, &g);
         if (r == 0)
-                r = expand_deny(plan, g, p, &denied);
+                r = expand_deny(plan, g, p, &denied, &links);
         if (r == 0)
                 r = add_link_targets(plan, g, p, &denied);
         if (r < 0) {
                 grant_names_free(g, plan->n_mounts);
                 strv_free(&denied);
+                strv_free(&links);
                 return brig_err(err, -r, "expanding the secret deny list");
         }
         r = check_denied_links(plan, g, &denied, err);
         if (r == 0)
-                r = plan_masks(plan, g, &denied, err);
+                r = plan_masks(plan, g, &denied, &links, err);
         grant_names_free(g, plan->n_mounts);
         strv_free(&denied);
+        strv_free(&links);
         if (r < 0)
                 return r;
         return plan_env(plan, p, err);

@@ -278,6 +278,43 @@ def test_hard_link_planted_at_a_missing_secret_is_refused(brig):
             assert f"{home}/{want}' is hidden as a secret" in r.stderr and "hard links" in r.stderr, r.stderr
 
 
+@attack("deny-through-symlink", "a secret named through a symlink in the workspace: $HOME's ~/.config -> "
+        "dotfiles/config (stow) holding ~/.config/gcloud, or --deny ws/link/key with link -> real; run 1 removes, "
+        "replaces (a directory, a link elsewhere) or renames the symlink; run 2's deny list finds nothing at the "
+        "old name and the secret shows at its real path",
+        "every symlink a denied path is named through, inside a writable grant, is bound onto itself (EBUSY), "
+        "and the directories above it are pinned")
+@pytest.mark.parametrize("case", ["builtin-config-link", "deny-through-link"])
+def test_symlink_a_secret_is_named_through_cannot_be_replaced(brig, case):
+    home = brig.home
+    brig.chown(home)
+    tag = marker("via-link").split("-")[-1]
+    if case == "builtin-config-link":
+        plant(brig, home, "dotfiles/config/gcloud/credentials.db", f"SECRET-{tag}")
+        link, target, args = home / ".config", "dotfiles/config", []
+    else:
+        plant(brig, home, "proj/real/keys/id", f"SECRET-{tag}")
+        link, target, args = home / "proj" / "link", "real", ["--deny", f"{home}/proj/link/keys/id"]
+    link.symlink_to(target)
+    os.lchown(link, brig.uid, brig.uid)
+    public_file(brig, home, tag)
+    rel = link.relative_to(home)
+    par = rel.parent
+    run1 = "; ".join([f"rm -f {rel} && echo REMOVED", f"mv {rel} {rel}.mv && echo RENAMED",
+                      f"mkdir {rel}.d && mv -T {rel}.d {rel} && echo REPLACED-BY-DIR",
+                      f"ln -s /nowhere {rel}.l && mv -T {rel}.l {rel} && echo REPLACED-BY-LINK",
+                      f"ln -sfn /nowhere {rel} && echo RELINKED"]
+                     + ([f"mv {par} {par}.mv && echo PARENT-RENAMED"] if str(par) != "." else []) + ["true"])
+    r = sh(brig, run1, *args, cwd=home)
+    assert r.returncode == 0, r
+    # Run 2 with the same policy never sees the secret, and on the host the
+    # symlink is the one the user made, where it was
+    check_run2(sh(brig, grep_script(tag, home), *args, cwd=home), tag, "public-")
+    assert link.is_symlink() and os.readlink(link) == target, (r, sorted(os.listdir(link.parent)))
+    for word in ("REMOVED", "RENAMED", "REPLACED", "RELINKED"):
+        assert word not in r.stdout, r
+
+
 def test_gnupg_lock_links_inside_a_denied_directory_do_not_stop_runs(brig):
     """GnuPG locks its keyring with a hard link (pubring.kbx.lock to its
     .#lk0x... file), held while a gpg runs and left by one killed holding
