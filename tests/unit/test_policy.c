@@ -942,6 +942,46 @@ static void test_plan_pins_ancestors_in_writable_grants(void **state)
         free(key);
 }
 
+/* A denied path named through symlinks in a writable grant (two hops:
+ * l2 -> lnk -> real): masked where it lives, and each symlink on the way
+ * is pinned as well, with the directories above it; not in a read-only
+ * grant. */
+static void test_plan_pins_symlinks_a_secret_is_named_through(void **state)
+{
+        struct fixture *f = *state;
+        xmkdir(f->base, "data/real");
+        xtouch(f->base, "data/real/k.key");
+        char *lnk = join(f->base, "data/lnk"), *l2 = join(f->base, "data/l2");
+        assert_int_equal(symlink("real", lnk), 0);
+        assert_int_equal(symlink(lnk, l2), 0);  /* absolute */
+        char *named = join(f->base, "data/l2/k.key"), *real = join(f->base, "data/real/k.key");
+        char *data = join(f->base, "data");
+        brig_policy *p = brig_policy_new();
+        assert_non_null(p);
+        assert_int_equal(brig_policy_set_workspace(p, f->base, NULL), 0);
+        assert_int_equal(brig_policy_add_deny(p, named, NULL), 0);
+        assert_int_equal(brig_policy_add_bind(p, f->base, "/mnt/ro", BRIG_BIND_READONLY, NULL), 0);
+        struct run_plan plan = RUN_PLAN_INIT;
+        brig_error *err = NULL;
+        if (plan_build(&plan, p, true_argv, &err) < 0)
+                fail_msg("plan_build: %s", err ? err->msg : "?");
+        assert_true(strv_contains(&plan.masks, real));
+        assert_true(strv_contains(&plan.masks, "/mnt/ro/data/real/k.key"));
+        const char *want[] = { lnk, l2, data };
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+                if (!strv_contains(&plan.pins, want[i]))
+                        fail_msg("'%s' is not pinned", want[i]);
+        assert_false(strv_contains(&plan.pins, "/mnt/ro/data/lnk"));
+        assert_false(strv_contains(&plan.pins, "/mnt/ro/data/l2"));
+        plan_free(&plan);
+        brig_policy_free(p);
+        free(data);
+        free(real);
+        free(named);
+        free(l2);
+        free(lnk);
+}
+
 /* A symlink directly in a denied directory: its target is hidden where a
  * grant shows it, also when the denied directory itself is not granted. */
 static void test_plan_masks_symlink_targets_in_denied_dirs(void **state)
@@ -1523,6 +1563,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_plan_masks_secrets_in_bound_parent, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_masks_follow_destination, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_pins_ancestors_in_writable_grants, setup_tree, teardown_tree),
+                cmocka_unit_test_setup_teardown(test_plan_pins_symlinks_a_secret_is_named_through, setup_tree,
+                                                teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_refuses_denied_hard_links, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_masks_symlink_targets_in_denied_dirs, setup_tree, teardown_tree),
                 cmocka_unit_test_setup_teardown(test_plan_refuses_bind_inside_secret, setup_tree, teardown_tree),
