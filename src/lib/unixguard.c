@@ -657,10 +657,26 @@ static void answer(int listener, struct seccomp_notif_resp *resp, uint64_t id, l
  * between our look and our call. So connects always run in a worker;
  * sendto runs inline only with MSG_DONTWAIT, which is per call. Workers
  * are kept in one pool per process, idle ones for a while, at most
- * MAX_WORKERS; a call that finds none answers EAGAIN. */
+ * MAX_WORKERS; a call that finds none answers EAGAIN.
+ *
+ * A call in a worker is abandoned when its notification goes away: the
+ * target was killed, or a signal interrupted its wait (it got EINTR, or
+ * the kernel restarts the call as a new notification). The kernel tells
+ * the listener nothing then, and a connect left waiting (a backlog that
+ * stays full) would keep its worker for as long as the listener lives:
+ * 64 killed clients, and every later connect of the sandbox got EAGAIN;
+ * an interrupted one connected later behind the caller's back. So while
+ * calls are in flight a watcher looks every WATCH_MS and interrupts the
+ * worker of one whose notification is gone with SIG_ABANDON (a handler
+ * without SA_RESTART: the call returns EINTR, the socket as the target's
+ * own interrupted connect leaves it). Workers take that signal only
+ * while in the call: sent to one that has just finished, it stays
+ * pending until the next unblock, before the next call is made. */
 
 struct job {
         struct job *next;
+        struct job *run_next;  /* in pool.running while its call is made */
+        pthread_t thread;
         struct call c;
         int listener;    /* our own duplicate: the job may outlive the guard */
         uint64_t id;
@@ -671,13 +687,48 @@ static struct {
         pthread_cond_t more;
         struct job *head, *tail;
         unsigned pending, idle, threads;
-} pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0 };
+        struct job *running;
+        bool watching;
+} pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, NULL, false };
 
 #define IDLE_SECONDS 10
+#define WATCH_MS 20
+/* the highest real-time signals are nobody's by convention; brig uses none */
+#define SIG_ABANDON (SIGRTMAX - 1)
+
+static bool notif_valid(int listener, uint64_t id)
+{
+        return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+static void on_abandon(int sig)
+{
+        (void)sig;  /* only to make the worker's call return EINTR */
+}
+
+static void install_abandon(void)
+{
+        struct sigaction sa = { .sa_handler = on_abandon };  /* no SA_RESTART */
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIG_ABANDON, &sa, NULL);
+}
 
 static void run_job(struct job *j)
 {
-        long r = perform(&j->c);
+        sigset_t abandon;
+        sigemptyset(&abandon);
+        sigaddset(&abandon, SIG_ABANDON);
+        pthread_sigmask(SIG_UNBLOCK, &abandon, NULL);
+        /* gone before we began (killed, interrupted): nobody waits for it */
+        long r = notif_valid(j->listener, j->id) ? perform(&j->c) : -EINTR;
+        pthread_sigmask(SIG_BLOCK, &abandon, NULL);
+        pthread_mutex_lock(&pool.lock);
+        for (struct job **p = &pool.running; *p; p = &(*p)->run_next)
+                if (*p == j) {
+                        *p = j->run_next;
+                        break;
+                }
+        pthread_mutex_unlock(&pool.lock);
         struct seccomp_notif_resp resp;
         memset(&resp, 0, sizeof resp);
         resp.id = j->id;
@@ -691,6 +742,29 @@ static void run_job(struct job *j)
         call_free(&j->c);
         free(j);
 }
+
+/* Runs while calls are in flight. Every round interrupts again: a signal
+ * that landed just before the worker entered its call was spent. */
+static void *watcher(void *arg)
+{
+        (void)arg;
+        pthread_mutex_lock(&pool.lock);
+        while (pool.running) {
+                for (struct job *j = pool.running; j; j = j->run_next)
+                        if (!notif_valid(j->listener, j->id))
+                                (void)pthread_kill(j->thread, SIG_ABANDON);
+                pthread_mutex_unlock(&pool.lock);
+                struct timespec t = { 0, WATCH_MS * 1000000L };
+                while (nanosleep(&t, &t) < 0 && errno == EINTR)
+                        ;
+                pthread_mutex_lock(&pool.lock);
+        }
+        pool.watching = false;
+        pthread_mutex_unlock(&pool.lock);
+        return NULL;
+}
+
+static bool start_thread(void *(*fn)(void *));
 
 static void *worker(void *arg)
 {
@@ -715,14 +789,22 @@ static void *worker(void *arg)
                 if (!pool.head)
                         pool.tail = NULL;
                 pool.pending--;
+                j->thread = pthread_self();
+                j->run_next = pool.running;
+                pool.running = j;
+                /* without a watcher (no thread to be had) calls still work,
+                 * an abandoned one just keeps its worker as before */
+                if (!pool.watching)
+                        pool.watching = start_thread(watcher);
                 pthread_mutex_unlock(&pool.lock);
                 run_job(j);
                 pthread_mutex_lock(&pool.lock);
         }
 }
 
-/* Start a worker; called with the pool locked. */
-static bool spawn_worker(void)
+/* A detached thread with no signal of the caller's (workers unblock
+ * SIG_ABANDON only in their call). */
+static bool start_thread(void *(*fn)(void *))
 {
         pthread_attr_t attr;
         pthread_t t;
@@ -730,13 +812,21 @@ static bool spawn_worker(void)
                 return false;
         (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         (void)pthread_attr_setstacksize(&attr, 64 * 1024);
-        /* no signal of the caller's lands in our threads */
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        bool ok = pthread_create(&t, &attr, worker, NULL) == 0;
+        bool ok = pthread_create(&t, &attr, fn, NULL) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
+        return ok;
+}
+
+/* Start a worker; called with the pool locked. */
+static bool spawn_worker(void)
+{
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, install_abandon);
+        bool ok = start_thread(worker);
         if (ok)
                 pool.threads++;
         return ok;

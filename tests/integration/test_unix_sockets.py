@@ -527,3 +527,70 @@ def test_allowed_name_in_writable_grant_carries_nothing(brig, host_servers):
     events = [json.loads(l) for l in audit.read_text().splitlines()]
     assert any(e.get("event") == "unix" and "--ro-bind" in e.get("reason", "") for e in events), events
     assert "--ro-bind" in r.stderr, r
+
+
+ABANDON = r'''
+import ctypes, ctypes.util, errno, os, signal, socket, sys, time
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+out = {}
+for f in ("full.sock", "ok.sock"):
+    if os.path.exists(f):
+        os.unlink(f)
+full = socket.socket(socket.AF_UNIX); full.bind("full.sock"); full.listen(0)
+filler = socket.socket(socket.AF_UNIX); filler.connect("full.sock")  # the backlog is full now
+kids = []
+for i in range(int(sys.argv[1])):  # more clients than workers, each killed while it waits
+    pid = os.fork()
+    if pid == 0:
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect("full.sock")
+        except OSError:
+            pass
+        os._exit(0)
+    kids.append(pid)
+time.sleep(1)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+time.sleep(0.3)
+ok = socket.socket(socket.AF_UNIX); ok.bind("ok.sock"); ok.listen(8)
+try:
+    c = socket.socket(socket.AF_UNIX); c.connect("ok.sock"); out["after"] = "ok"
+except OSError as e:
+    out["after"] = errno.errorcode.get(e.errno, str(e.errno))
+# a connect interrupted by a signal returns EINTR and leaves the socket
+# unconnected; a worker must not connect it later behind the caller's back
+signal.signal(signal.SIGALRM, lambda *a: None)
+signal.siginterrupt(signal.SIGALRM, True)
+s = socket.socket(socket.AF_UNIX)
+b = b"full.sock"
+addr = ctypes.create_string_buffer(socket.AF_UNIX.to_bytes(2, "little") + b + b"\0", 2 + len(b) + 1)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+r = libc.connect(s.fileno(), addr, len(addr))
+out["interrupted"] = "ok" if r == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+time.sleep(0.3)
+for i in range(int(sys.argv[1]) + 2):  # room in the backlog again
+    full.settimeout(0.2)
+    try:
+        full.accept()[0].close()
+    except OSError:
+        break
+time.sleep(0.3)
+try:
+    out["later"] = s.getpeername()
+except OSError as e:
+    out["later"] = errno.errorcode.get(e.errno, str(e.errno))
+print("RESULTS " + repr(out))
+'''
+
+
+@attack("unix-abandoned-connect", "70 clients wait on a full backlog and are SIGKILLed (the workers kept waiting: "
+        "every later connect EAGAIN); a connect interrupted by a signal", "a watcher interrupts the worker of a "
+        "notification that went away (SIGKILL, EINTR): pool and socket as after the kernel's own connect")
+def test_abandoned_connects_free_their_workers(brig):
+    p = brig.workspace / "abandon.py"
+    p.write_text(ABANDON)
+    for clients in (70, 0):  # 0: the interrupted connect alone, with every worker free
+        r = brig.run("run", "--", "python3", p, str(clients), timeout=120)
+        assert results(r) == {"after": "ok", "interrupted": "EINTR", "later": "ENOTCONN"}, (clients, r)
