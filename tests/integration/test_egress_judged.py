@@ -513,3 +513,41 @@ def test_a_late_client_hello_is_judged_before_it_goes_upstream(ws, net, nrec, to
     # control: the same late hello naming the right host goes through
     r, ev = audited(brig, hello(target, "secure.test", 600, delay=0.6, port=8080), *rules)
     assert nrec.requests(nmark)[-1] == "tls-bytes %d" % (600 + 5), nrec.requests(nmark)
+
+
+@attack("filtered-stalled-first-word", "the first bytes of a request's method (\"G\", or empty lines), then a pause "
+        "past brig's 2 s wait, then the rest with a denied Host, to a CIDR-allowed address and to brig's address "
+        "for an allowed name", "network")
+@pytest.mark.parametrize("first", ["G", "\\r\\n"])
+@pytest.mark.parametrize("to", ["name", "cidr"])
+def test_a_request_begun_then_stalled_is_refused_not_relayed(ws, net, nrec, first, to):
+    """Servers wait far longer than 2 s for a request line: a first word
+    that can still become one is a message begun, refused when not whole
+    in time — never decided nameless and relayed as bytes."""
+    brig = ws
+    nmark = nrec.mark()
+    rest = "ET /x HTTP/1.1\\r\\nHost: denied.test:8080\\r\\n\\r\\n" if first == "G" else GET.format(path="x",
+                                                                                                     host="denied.test")
+    target = "secure.test" if to == "name" else net.addr
+    r, ev = audited(brig, raw(target, 8080, first, rest, pause=2.6),
+                    *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    assert "served denied.test" not in r.stdout, r
+    assert [line for line in nrec.requests(nmark) if line != "empty"] == [], "the stalled request reached the upstream"
+    deny = [e for e in ev if e["decision"] == "deny"]
+    assert len(deny) == 1 and "HTTP request head was not whole within 2000 ms" in deny[0]["reason"], ev
+
+
+@attack("filtered-overlong-method", "a request whose method is 64 letters or more (nginx and Go servers take any "
+        "token), naming a denied host, to a CIDR-allowed address and to brig's address for an allowed name",
+        "network")
+@pytest.mark.parametrize("to", ["name", "cidr"])
+def test_an_overlong_method_is_a_request_and_refused(ws, net, nrec, to):
+    brig = ws
+    nmark = nrec.mark()
+    target = "secure.test" if to == "name" else net.addr
+    req = "P" * 80 + " /x HTTP/1.1\\r\\nHost: denied.test:8080\\r\\n\\r\\n"
+    r, ev = audited(brig, raw(target, 8080, req), *filtered_rules(net, "--allow-cidr", f"{net.addr}/32"))
+    assert r.stdout.startswith("STATUS 501") or r.stdout.startswith("STATUS 403"), r
+    assert [line for line in nrec.requests(nmark) if line != "empty"] == [], "the request reached the upstream"
+    deny = [e for e in ev if e["decision"] == "deny"]
+    assert len(deny) == 1 and deny[0]["protocol"] == "http-direct", ev

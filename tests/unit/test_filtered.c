@@ -572,8 +572,10 @@ static void test_http_not_http(void **state)
         expect_http("GET / HTTP/2\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
         expect_http("GET / SPDY/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
         expect_http("GET /\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
-        expect_http("AVERYLONGMETHODNAMEOFSIXTYFOURCHARACTERSORMOREWHICHNOSERVERTAKESX / HTTP/1.1\r\n\r\n",
-                    SNIFF_NOT_THIS, NULL);
+        /* nginx and Go take a method of any length: a request to come,
+         * whatever follows (the parser refuses it) */
+        expect_http("AVERYLONGMETHODNAMEOFSIXTYFOURCHARACTERSORMOREWHICHSOMESERVERSTAKE / HTTP/1.1\r\n\r\n",
+                    SNIFF_MORE, NULL);
         expect_http("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", SNIFF_NOT_THIS, NULL);  /* the h2 preface */
         /* the SSH banner byte by byte: more while it could be a method, then
          * never a name */

@@ -1425,21 +1425,30 @@ static void transparent_http(struct conn *c)
         transparent_decide(c, name);
 }
 
-/* Past an HTTP method ("GET "): a request head is coming. */
+static bool http_begun(const struct conn *c)
+{
+        return sniff_http_host(c->in, c->in_len, (char[EGRESS_HOST_MAX + 1]){ 0 }) != SNIFF_NOT_THIS;
+}
+
+/* Past an HTTP method ("GET ", or a word as long as SNIFF_METHOD_MAX): a
+ * request head is coming, and only a line end changes what it says. */
 static bool http_method_seen(const struct conn *c)
 {
         size_t skip = 0;
         while (skip < c->in_len && (c->in[skip] == '\r' || c->in[skip] == '\n'))
                 skip++;  /* empty lines before a request line count for nothing */
-        return sniff_http_host(c->in, c->in_len, (char[EGRESS_HOST_MAX + 1]){ 0 }) != SNIFF_NOT_THIS &&
-               memchr(c->in + skip, ' ', c->in_len - skip);
+        return http_begun(c) && (memchr(c->in + skip, ' ', c->in_len - skip) || c->in_len - skip >= SNIFF_METHOD_MAX);
 }
 
-/* Any byte of a TLS record, or past an HTTP method: a first message that
- * must be read whole before anything is decided. */
+/* Any byte of a TLS record, or of what can still become an HTTP request
+ * (empty lines, the first letters of a method): a first message that must
+ * be read whole before anything is decided. A server waits far longer
+ * than SNIFF_BARE_MS for the rest of a request line, so "G", a pause and
+ * "ET / ..." is a request to it: decided as nameless bytes, it would go
+ * upstream unjudged. */
 static bool sniff_started(const struct conn *c)
 {
-        return strcmp(c->protocol, "tls") == 0 || http_method_seen(c);
+        return strcmp(c->protocol, "tls") == 0 || http_begun(c);
 }
 
 static void sniff_unread(struct conn *c, const char *how)

@@ -259,6 +259,10 @@ BRIG_INTERNAL size_t sniff_tls_need(const uint8_t *buf, size_t len);
  * with http_parse_direct(), the proxy's own parser; this says only that
  * the bytes are HTTP and tells the fuzz target what to expect. */
 BRIG_INTERNAL int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1]);
+/* A first word this long is a request's method still to some servers
+ * (nginx and Go's net/http take any token): sniff_http_host() says
+ * SNIFF_MORE for it whatever follows, and the parser refuses it (501). */
+#define SNIFF_METHOD_MAX 64
 
 /* ---- filtered mode: the DNS stub's messages (dnsmsg.c) ------------------ */
 

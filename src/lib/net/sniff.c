@@ -23,10 +23,6 @@
 #define TLS_HANDSHAKE_CLIENT_HELLO 0x01
 #define TLS_EXT_SERVER_NAME 0x0000
 #define TLS_SNI_HOST_NAME 0x00
-/* Longer than any method a server takes (http.c refuses 16 and more with
- * 501): a longer first word is no request; a long one still is, and gets
- * refused rather than relayed as bytes some server might read as one. */
-#define HTTP_METHOD_MAX 64
 
 struct reader {
         const uint8_t *p;
@@ -277,12 +273,15 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
                 len--;
         }
         /* the method: a token, then one space — the same answer however
-         * the bytes were split into reads */
+         * the bytes were split into reads. A server may take a token of
+         * any length as one (nginx, Go): a word of SNIFF_METHOD_MAX is a
+         * request to come, whatever follows (http.c refuses it with 501),
+         * never bytes without a name. */
         size_t i = 0;
-        while (i < len && i < HTTP_METHOD_MAX && is_tchar(buf[i]))
+        while (i < len && i < SNIFF_METHOD_MAX && is_tchar(buf[i]))
                 i++;
-        if (i == HTTP_METHOD_MAX)
-                return SNIFF_NOT_THIS;
+        if (i == SNIFF_METHOD_MAX)
+                return SNIFF_MORE;
         if (i == len)
                 return SNIFF_MORE;
         if (i == 0 || buf[i] != ' ')
