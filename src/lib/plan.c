@@ -672,15 +672,29 @@ static void grant_name(const struct run_plan *plan, const struct mount_entry *m,
 static int plan_guard_state(const struct run_plan *plan, brig_error **err)
 {
         struct state_guard g;
+        struct mountinfo mi = { 0 };
         int r = state_guard_init(&g, plan->host_uid, err);
+        if (r == 0 && (r = mountinfo_load(&mi)) < 0)
+                r = brig_err(err, -r, "read /proc/self/mountinfo");
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
-                const char *root = NULL;
-                const char *how = m->kind == MOUNT_BIND ? state_guard_test(&g, m->src, &root) : NULL;
+                if (m->kind != MOUNT_BIND)
+                        continue;
+                const char *root = NULL, *via = m->src;
+                const char *how = state_guard_test(&g, m->src, &root);
+                /* A bind takes the mounts below its source along: another
+                 * mount of the root's directory (a bind of /run or /tmp
+                 * elsewhere) is compared as if granted itself. */
+                for (size_t k = 0; !how && k < mi.n; k++)
+                        if (strcmp(mi.v[k].mnt, m->src) != 0 && path_is_under(mi.v[k].mnt, m->src))
+                                how = state_guard_test(&g, via = mi.v[k].mnt, &root);
                 if (!how)
                         continue;
                 char name[PATH_MAX + 64];
                 grant_name(plan, m, name, sizeof name);
+                char below[PATH_MAX + 64] = "";
+                if (via != m->src)
+                        snprintf(below, sizeof below, " (the mount at '%s' below it)", via);
                 bool inside = strcmp(how, "lies inside") == 0;
                 bool current = root == g.roots[0].path;
                 uid_t owner = geteuid();
@@ -694,15 +708,16 @@ static int plan_guard_state(const struct run_plan *plan, brig_error **err)
                 else if (!current)
                         snprintf(whose, sizeof whose, " (brig's when XDG_RUNTIME_DIR is not set)");
                 r = state_fail(err, EACCES,
-                               "%s: '%s' %s brig's state directory '%s'%s (the control sockets and stored "
+                               "%s: '%s'%s %s brig's state directory '%s'%s (the control sockets and stored "
                                "policies of your sandboxes, and brig's syscall filter cache), which a sandbox "
                                "could use to take over your other sandboxes; %s",
-                               name, m->src, how, root, whose,
+                               name, m->src, below, how, root, whose,
                                inside ? "grant a directory outside it"
                                : current ? "grant a directory that does not contain it, or run brig with "
                                            "XDG_RUNTIME_DIR set to a private directory outside every grant"
                                          : "grant a directory that does not contain it");
         }
+        mountinfo_clear(&mi);
         state_guard_free(&g);
         return r;
 }

@@ -242,6 +242,36 @@ def test_sandbox_users_default_root_is_not_granted(brig, scratch):
             subprocess.run(["rm", "-rf", "--one-file-system", str(victim_root)], check=False)
 
 
+def test_grant_above_a_second_mount_of_the_state_roots_directory_is_refused(brig, scratch):
+    """The host shows the directory holding brig's state root at a second
+    place too (a bind mount of /run or /tmp, as containers and chroots
+    set up), below a directory that is granted: the grant's recursive bind
+    carries that mount along, and the sandbox saw every sandbox's control
+    socket there. Every mount below a grant is compared like the grant
+    (mount table). The mount is made in a mount namespace of the test's
+    own; the host's table is untouched."""
+    if not IS_ROOT:
+        pytest.skip("A SECOND MOUNT NEEDS ROOT: the test makes it in a mount namespace of its own")
+    m = marker("second-mount")
+    top = "/run" if brig.mode == "root" else "/tmp"
+    root_name = "brig" if brig.mode == "root" else f"brig-{brig.uid}"
+    assert brig.run("run", "--", "true").returncode == 0  # the default state root exists
+    grant = scratch / "g"
+    (grant / "sub").mkdir(parents=True)
+    script = (f"ls -a /g/sub/{root_name} 2>/dev/null | head -3; [ -d /g/sub/{root_name} ] && echo SAW-ROOT; "
+              f"touch {brig.workspace}/{m}")
+    inner = " ".join(["mount --make-rprivate / && mount --bind", top, str(grant / "sub"), "&& exec",
+                      *[subprocess.list2cmdline([a]) for a in brig.cmd("run", "--ro-bind", f"{grant}:/g", "--",
+                                                                         "sh", "-c", script)]])
+    cp = subprocess.run(["unshare", "-m", "sh", "-c", inner], cwd=str(brig.workspace), env=brig.env(),
+                        capture_output=True, text=True, timeout=60)
+    assert "SAW-ROOT" not in cp.stdout and not (brig.workspace / m).exists(), \
+        f"ATTACK WORKED: the sandbox saw the state root through {grant}/sub: {cp.stdout!r} {cp.stderr!r}"
+    assert cp.returncode == 125, (cp.returncode, cp.stdout, cp.stderr)
+    assert f"--ro-bind {grant}" in cp.stderr and f"'{grant}/sub'" in cp.stderr, cp.stderr
+    assert "brig's state directory" in cp.stderr, cp.stderr
+
+
 def _refused_for_run_and_create(brig, args, env, root):
     m = marker("refused")
     for verb in ("run", "create"):
