@@ -242,6 +242,9 @@ def test_sandbox_users_default_root_is_not_granted(brig, scratch):
             subprocess.run(["rm", "-rf", "--one-file-system", str(victim_root)], check=False)
 
 
+@attack("state-root-in-grant", "a grant of a directory above a second mount of /run or /tmp (a bind the host "
+        "made, as chroots and containers do): the recursive bind carries it along, with the state root in it",
+        "every mount below a grant (mount table) compared by identity like the grant (125)")
 def test_grant_above_a_second_mount_of_the_state_roots_directory_is_refused(brig, scratch):
     """The host shows the directory holding brig's state root at a second
     place too (a bind mount of /run or /tmp, as containers and chroots
