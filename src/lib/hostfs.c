@@ -124,6 +124,10 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
                                               "output path (one a sandbox planted would redirect the write): give "
                                               "a path without symlinks", what, path, link ? link : path);
         }
+        /* ENXIO: a FIFO nobody reads (O_NONBLOCK) or a socket */
+        if (fd == -ENXIO)
+                return state_fail(err, EINVAL, "%s '%s' is not a regular file (a FIFO or a socket); give a new "
+                                               "path or a regular file", what, path);
         if (fd < 0)
                 return brig_err(err, -fd, "%s '%s'", what, path);
         struct stat st;

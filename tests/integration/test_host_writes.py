@@ -113,6 +113,21 @@ def test_output_path_planted_hard_link(brig, opt):
     assert notes.read_text() == "precious\n"
 
 
+@pytest.mark.parametrize("kind", ["fifo", "socket", "directory"])
+def test_output_path_that_is_not_a_file_is_refused_in_words(brig, kind):
+    """A FIFO or a socket an earlier run left at the output path (or a
+    directory): refused before the command runs, saying what it is, not
+    'No such device or address'; nothing hangs."""
+    ws = brig.workspace
+    make = {"fifo": "mkfifo r.json", "directory": "mkdir r.json",
+            "socket": "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"r.json\")'"}[kind]
+    assert brig.sh(make).returncode == 0
+    r = brig.sh("echo ran > ran", "--json-report", str(ws / "r.json"), timeout=20)
+    assert r.returncode == 125 and not (ws / "ran").exists(), r
+    want = "Is a directory" if kind == "directory" else "is not a regular file (a FIFO or a socket)"
+    assert want in r.stderr and "--json-report" in r.stderr, r.stderr
+
+
 def test_output_path_plain_file_still_written(brig):
     """The refusals above leave ordinary output paths alone: a new file, an
     existing one (truncated), one in a directory reached through '..'."""
