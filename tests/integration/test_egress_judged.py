@@ -551,3 +551,48 @@ def test_an_overlong_method_is_a_request_and_refused(ws, net, nrec, to):
     assert [line for line in nrec.requests(nmark) if line != "empty"] == [], "the request reached the upstream"
     deny = [e for e in ev if e["decision"] == "deny"]
     assert len(deny) == 1 and deny[0]["protocol"] == "http-direct", ev
+
+
+# A ClientHello cut short (its last CUT bytes never sent), then the
+# client's end shut (shutdown(SHUT_WR)): what an SNI router (nginx's
+# ssl_preread, which routes on the name as soon as it has read it) takes
+# and forwards to the backend the name picks, bytes and all.
+CUT_HELLO = r'''
+import socket, struct, sys
+addr, port, sni, cut = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4])
+def ext(t, body):
+    return struct.pack("!HH", t, len(body)) + body
+exts = ext(0, struct.pack("!H", len(sni) + 3) + b"\x00" + struct.pack("!H", len(sni)) + sni) + ext(0x15, b"secret" * 100)
+body = struct.pack("!H", 0x0303) + bytes(32) + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + struct.pack("!H", len(exts)) + exts
+hs = b"\x01" + struct.pack("!I", len(body))[1:] + body
+wire = b"\x16\x03\x01" + struct.pack("!H", len(hs)) + hs
+try:
+    s = socket.create_connection((addr, port), timeout=10)
+    s.sendall(wire[:len(wire) - cut])
+    s.shutdown(socket.SHUT_WR)
+    print("ANSWERED" if s.recv(65536) else "EOF")
+except (ConnectionResetError, BrokenPipeError):
+    print("RESET")
+except socket.timeout:
+    print("TIMEOUT")
+'''
+
+
+@attack("filtered-unreadable-clienthello", "a ClientHello naming a denied host (or another host than brig's address "
+        "is for) with its secret-carrying padding, cut short and the client's end shut: an SNI router routes on the "
+        "name it has read and forwards what came", "network")
+@pytest.mark.parametrize("to", ["name", "cidr"])
+@pytest.mark.parametrize("delay", ["at-once", "late"])
+def test_a_client_hello_ended_before_it_was_whole_is_refused(ws, net, nrec, to, delay):
+    brig = ws
+    nmark = nrec.mark()
+    target, sni = (MAPPED, "other.test") if to == "name" else (net.addr, "denied.test")
+    cut = f"python3 -c '{CUT_HELLO}' {target} 8080 {sni} 10"
+    if delay == "late":   # past the 250 ms brig waits for a server that speaks first
+        cut = cut.replace("s.sendall(wire", "__import__(\"time\").sleep(0.6); s.sendall(wire")
+    rules = filtered_rules(net, "--allow-cidr", f"{net.addr}/32", "--allow-host", "other.test:8080")
+    r, ev = audited(brig, cut, *rules)
+    assert r.stdout.startswith("RESET") or r.stdout.startswith("EOF"), r
+    assert all(line == "empty" for line in nrec.requests(nmark)), "the cut hello reached the upstream"
+    deny = [e for e in ev if e["decision"] == "deny"]
+    assert len(deny) == 1 and "TLS ClientHello ended before it was whole" in deny[0]["reason"], ev

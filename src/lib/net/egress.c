@@ -1209,8 +1209,10 @@ static enum flow_state late_read(struct conn *c)
                 return FLOW_DONE;
         }
         c->protocol = "tls";
-        if (r == SNIFF_MORE && c->client_eof)
-                return late_pass(c);  /* it can never be whole: bytes, as bytes */
+        if (r == SNIFF_MORE && c->client_eof) {
+                sniff_unread(c, "ended before it was whole");  /* as in sniff_judge */
+                return FLOW_ERROR;
+        }
         if (r == SNIFF_MORE && c->in_len < SNIFF_MAX) {
                 sniff_more(c, 1);
                 return FLOW_WANT_READ;
@@ -1510,8 +1512,13 @@ static void sniff_judge(struct conn *c)
         }
         switch (r) {
         case SNIFF_MORE:
-                if (c->client_eof && !http_method_seen(c)) {
-                        /* it can never be whole now: the bytes, as bytes */
+                if (c->client_eof && strcmp(c->protocol, "tls") == 0) {
+                        /* A hello cut short still shows what came of it: an
+                         * SNI router (nginx's ssl_preread) routes on a name
+                         * as soon as it has read one, and forwards the rest */
+                        sniff_unread(c, "ended before it was whole");
+                } else if (c->client_eof && !http_method_seen(c)) {
+                        /* it can never be a request now: the bytes, as bytes */
                         c->protocol = "tcp";
                         transparent_decide(c, NULL);
                 } else if (c->client_eof) {
