@@ -43,6 +43,25 @@ static const char *name_arg(int argc, char **argv, const char *cmd, const char *
         return argv[1];
 }
 
+/* The warning brig run prints after its run (memory not bounded without a
+ * cgroup), said once the sandbox runs: its supervisor, detached, cannot. */
+static void put_memory_warning(const char *verb, const char *name)
+{
+        brig_error *err = NULL;
+        char *text = brig_sandbox_list_json(&err);
+        brig_error_free(&err);
+        json_t *list = text ? json_loads(text, 0, NULL) : NULL;
+        free(text);
+        size_t i;
+        json_t *row;
+        json_array_foreach(list, i, row) {
+                const char *w = json_string_value(json_object_get(row, "memory_warning"));
+                if (w && strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) == 0)
+                        fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, w);
+        }
+        json_decref(list);
+}
+
 int cmd_create(int argc, char **argv)
 {
         if (wants_help(argc, argv)) {
@@ -103,6 +122,8 @@ int cmd_create(int argc, char **argv)
         free(rest);
         brig_error *err = NULL;
         code = brig_sandbox_create(name, p, &opts, &err) < 0 ? cli_fail(err) : 0;
+        if (code == 0)
+                put_memory_warning("create", name);
         brig_policy_free(p);
         return code;
 }
@@ -279,6 +300,8 @@ int cmd_simple(int argc, char **argv)
                 put_described("start", argv[i], described);
                 if (r < 0)
                         code = cli_fail(err);
+                else if (fn == brig_sandbox_start)
+                        put_memory_warning("start", argv[i]);
         }
         return code;
 }
@@ -390,6 +413,8 @@ int cmd_snapshot(int argc, char **argv)
         int r = strcmp(cmd, "snapshot") == 0 ? brig_sandbox_snapshot(argv[1], argv[2], &err)
                 : strcmp(cmd, "restore") == 0 ? brig_sandbox_restore(argv[1], argv[2], &err)
                                               : brig_sandbox_fork(argv[1], argv[2], argv[3], &err);
+        if (r == 0 && strcmp(cmd, "snapshot") != 0)
+                put_memory_warning(cmd, fork_cmd ? argv[3] : argv[1]);
         return r < 0 ? cli_fail(err) : 0;
 }
 

@@ -186,6 +186,13 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
                                "net", nets[plan->net_mode], "memory", (json_int_t)plan->limits.memory,
                                "memory_enforced_by", mem, "pids", (json_int_t)plan->limits.pids, "timeout_ms",
                                (json_int_t)plan->limits.timeout_ms, "uid", (json_int_t)plan->sandbox_uid);
+        /* What brig run prints after the run, kept for brig create and
+         * start to print (the supervisor runs detached from them). */
+        if (c->summary && plan->memory_unbounded && !(plan->policy->allow_degraded & DEGRADE_MEMORY)) {
+                char text[512];
+                rlimits_memory_text(plan, text, sizeof text);
+                json_object_set_new(c->summary, "memory_warning", json_string(text));
+        }
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }
 

@@ -247,3 +247,22 @@ def test_persistent_sandbox_says_how_memory_holds(brig, sandboxes):
         return
     r = sandboxes.create("--memory", f"{BOUND_MB}M", "--require-limits", check=False)[1]
     assert r.returncode == 125 and "--require-limits" in r.stderr and "memory" in r.stderr, r
+
+
+def test_persistent_sandbox_says_memory_is_not_bounded(brig, sandboxes):
+    """brig create and brig start print the warning brig run prints after
+    its run (the supervisor runs detached), and `brig ls --json` says how
+    --memory holds; --allow-degraded memory drops the line."""
+    name, r = sandboxes.create("--memory", "64M")
+    row = sandboxes.ls()[name]
+    rlimit = row["memory_enforced_by"] == "rlimit"
+    assert row["memory_enforced_by"] in ("rlimit", "cgroup", "inherited cgroup"), row
+    assert (brig.mode == "rootless") == rlimit or not IS_ROOT, row
+    said = f"brig: WARNING: create '{name}': memory: --memory 64 MiB bounds each process's private memory only"
+    assert (said in r.stderr) == rlimit, r
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    r = sandboxes.brig_cmd("start", name)
+    assert r.returncode == 0 and (f"brig: WARNING: start '{name}': memory:" in r.stderr) == rlimit, r
+    quiet, r = sandboxes.create("--memory", "64M", "--allow-degraded", "memory")
+    assert "WARNING" not in r.stderr, r
+    assert "memory_warning" not in sandboxes.ls()[quiet], sandboxes.ls()[quiet]
