@@ -85,6 +85,7 @@ BRIG_INTERNAL void size_text(char *buf, size_t n, uint64_t bytes);
 /* mountinfo.c: the mount table, and the other names a directory has in
  * it (a bind mount of /home at /srv/home, a filesystem mounted twice). */
 struct mountinfo_entry {
+        unsigned long id;  /* the mount's, as statx's STATX_MNT_ID gives it */
         dev_t dev;
         char *root;      /* the mounted directory, inside its filesystem */
         char *mnt;       /* where it is mounted */

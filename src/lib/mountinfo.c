@@ -90,7 +90,7 @@ int mountinfo_parse_line(const char *line, size_t len, struct mountinfo_entry *e
         unsigned long maj = strtoul(field[2], NULL, 10), min = strtoul(colon + 1, NULL, 10);
         if (maj > 0xfff || min > 0xfffff)
                 return -EINVAL;
-        *e = (struct mountinfo_entry){ .dev = makedev(maj, min) };
+        *e = (struct mountinfo_entry){ .id = strtoul(field[0], NULL, 10), .dev = makedev(maj, min) };
         int r = unescape_path(field[3], flen[3], &e->root);
         if (r == 0)
                 r = unescape_path(field[4], flen[4], &e->mnt);

@@ -420,6 +420,47 @@ static int diag_bound(struct unixguard *g, int type, const struct unix_bound *wa
         }
 }
 
+/* The device of the filesystem as the file's mount shows it (mountinfo's
+ * MAJOR:MINOR: the superblock's, which the kernel's socket list has).
+ * stat's st_dev is another on overlayfs over layers on two filesystems
+ * (brig create --workspace-mode overlay with the upper in a tmpfs, as
+ * /run/user is) and on btrfs subvolumes: there the sandbox's own sockets
+ * were refused. 0 or -errno. */
+static int mount_dev(int listener, const struct seccomp_notif *req, int fd, dev_t *dev)
+{
+        struct statx sx;
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) < 0)
+                return -errno;
+        if (!(sx.stx_mask & STATX_MNT_ID))
+                return -EOPNOTSUPP;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/mountinfo", req->pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        int r = -ENOENT;
+        while (r == -ENOENT && (n = getline(&line, &cap, f)) > 0) {
+                struct mountinfo_entry e;
+                if (mountinfo_parse_line(line, (size_t)n, &e) < 0)
+                        continue;
+                if (e.id == sx.stx_mnt_id) {
+                        *dev = e.dev;
+                        r = 0;
+                }
+                free(e.root);
+                free(e.mnt);
+        }
+        free(line);
+        fclose(f);
+        /* the target's mount table, not a reused pid's */
+        if (r == 0 && seccomp_notify_id_valid(listener, req->id) < 0)
+                r = -ESRCH;
+        return r;
+}
+
 /* --net host: the namespace is the host's, so a bound socket is the
  * sandbox's only when a process of the sandbox holds it: one in the
  * target's pid namespace (the sandbox's; it cannot make another). Not
@@ -573,6 +614,11 @@ static int judge_path(struct unixguard *g, int listener, const struct seccomp_no
         uint32_t sock_ino = 0;
         struct unix_bound want = { .dev = diag_dev(st.st_dev), .ino = (uint32_t)st.st_ino };
         int own = e ? 0 : diag_bound(g, c->type, &want, &sock_ino);
+        dev_t sb_dev;
+        if (own == 0 && mount_dev(listener, req, fd, &sb_dev) == 0 && sb_dev != st.st_dev) {
+                want.dev = diag_dev(sb_dev);
+                own = diag_bound(g, c->type, &want, &sock_ino);
+        }
         if (own > 0 && g->host_netns)
                 own = held_by_sandbox(listener, req, sock_ino);
         if (e == 0 && own <= 0) {

@@ -9,7 +9,9 @@ the host's server counts what it accepted and received. Root and rootless.
 import json
 import os
 import pathlib
+import shutil
 import socket
+import tempfile
 import threading
 import time
 
@@ -314,7 +316,7 @@ for where in ("ws.sock", "/tmp/t.sock"):
     srv = socket.socket(socket.AF_UNIX); srv.bind(where); srv.listen(4)
     def serve():
         c, _ = srv.accept(); c.sendall(c.recv(100).upper()); c.close()
-    threading.Thread(target=serve).start()
+    threading.Thread(target=serve, daemon=True).start()
     c = socket.socket(socket.AF_UNIX); c.connect(where); c.sendall(b"ping"); out[where] = c.recv(100).decode()
 os.symlink("ws.sock", "ln.sock")
 srv = socket.socket(socket.AF_UNIX); srv.bind("ws2.sock"); srv.listen(1)
@@ -333,7 +335,13 @@ print("RESULTS " + repr(out))
 '''
 
 
-@attack("unix-own-sockets-keep-working", "the sandbox's own servers (workspace, /tmp, datagram, abstract, TCP) must keep working", "own sockets found by NETLINK_SOCK_DIAG in the sandbox's network namespace")
+OWN_WORK = attack("unix-own-sockets-keep-working",
+                  "the sandbox's own servers (workspace, /tmp, datagram, abstract, TCP) must keep working, also in "
+                  "an overlay workspace whose upper is on another filesystem",
+                  "own sockets found by NETLINK_SOCK_DIAG in the sandbox's network namespace")
+
+
+@OWN_WORK
 def test_own_sockets_keep_working(brig):
     p = brig.workspace / "own.py"
     p.write_text(OWN)
@@ -594,3 +602,37 @@ def test_abandoned_connects_free_their_workers(brig):
     for clients in (70, 0):  # 0: the interrupted connect alone, with every worker free
         r = brig.run("run", "--", "python3", p, str(clients), timeout=120)
         assert results(r) == {"after": "ok", "interrupted": "EINTR", "later": "ENOTCONN"}, (clients, r)
+
+
+@OWN_WORK
+def test_own_sockets_in_overlay_workspace_on_two_filesystems(brig, host_servers, sandboxes):
+    """An overlay workspace whose upper layer is on another filesystem than
+    the workspace (the state root in a tmpfs, as /run/user is): stat shows
+    a layer's device, the kernel's socket list the overlay's. The
+    sandbox's own sockets there were refused with EACCES."""
+    shm = pathlib.Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(brig.workspace).st_dev:
+        pytest.skip("NO /dev/shm ON ANOTHER FILESYSTEM THAN THE WORKSPACE: the two-filesystem overlay is not built")
+    run = pathlib.Path(tempfile.mkdtemp(prefix="brig-unix-", dir=shm))
+    try:
+        run.chmod(0o700)
+        brig.chown(run)
+        sandboxes.run_dir, sandboxes.root = run, run / "brig"
+        ws = brig.workspace
+        srv = host_servers(ws / "db.sock")
+        own = ws / "own.py"
+        own.write_text(OWN)
+        client = _client(brig, ws)
+        name, _ = sandboxes.create("--workspace-mode", "overlay")
+        r = sandboxes.exec(name, "--", "python3", own)
+        assert results(r) == {"ws.sock": "PING", "/tmp/t.sock": "PING", "nonblocking": "ok", "dgram": "dgram",
+                              "abstract": "ok", "tcp": "ok"}, r
+        r = sandboxes.exec(name, "--", "python3", client, str(ws / "db.sock"))
+        assert results(r)[str(ws / "db.sock")] in ("EACCES", "ECONNREFUSED"), r
+        time.sleep(0.3)
+        assert not srv.reached(), (srv.accepted, srv.data)
+    finally:
+        for n in list(sandboxes.names):
+            sandboxes.rm(n)
+        sandboxes.names.clear()
+        shutil.rmtree(run, ignore_errors=True)

@@ -347,6 +347,7 @@ static void test_mountinfo_parse(void **state)
         struct mountinfo_entry e;
         const char *ok = "42 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw\n";
         assert_int_equal(mountinfo_parse_line(ok, strlen(ok), &e), 0);
+        assert_int_equal(e.id, 42);
         assert_int_equal(major(e.dev), 254);
         assert_int_equal(minor(e.dev), 0);
         assert_string_equal(e.root, "/run/netns");
