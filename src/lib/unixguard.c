@@ -420,14 +420,26 @@ static int diag_bound(struct unixguard *g, int type, const struct unix_bound *wa
         }
 }
 
-/* The device of the filesystem as the file's mount shows it (mountinfo's
+/* The device of an overlayfs as the file's mount shows it (mountinfo's
  * MAJOR:MINOR: the superblock's, which the kernel's socket list has).
- * stat's st_dev is another on overlayfs over layers on two filesystems
- * (brig create --workspace-mode overlay with the upper in a tmpfs, as
- * /run/user is) and on btrfs subvolumes: there the sandbox's own sockets
- * were refused. 0 or -errno. */
+ * Over layers on two filesystems (brig create --workspace-mode overlay
+ * with the upper in a tmpfs, as /run/user is) stat's st_dev is a layer's
+ * instead, and the sandbox's own sockets there were refused. Only
+ * overlayfs: a socket reached through it is one bound through it (a
+ * lower layer's socket answers ECONNREFUSED there), so a match by
+ * inode number alone on its device cannot be a host listener; on
+ * btrfs, whose subvolumes share one superblock and number their inodes
+ * each from 256, it could be. 0 or -errno. */
+#ifndef OVERLAYFS_SUPER_MAGIC
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
+#endif
 static int mount_dev(int listener, const struct seccomp_notif *req, int fd, dev_t *dev)
 {
+        struct statfs fs;
+        if (fstatfs(fd, &fs) < 0)
+                return -errno;
+        if (fs.f_type != OVERLAYFS_SUPER_MAGIC)
+                return -EOPNOTSUPP;
         struct statx sx;
         if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) < 0)
                 return -errno;
