@@ -701,17 +701,18 @@ static int plan_guard_state(const struct run_plan *plan, brig_error **err)
                 for (size_t k = 0; k < g.n_roots; k++)
                         owner = g.roots[k].path == root ? g.roots[k].uid : owner;
                 char whose[160] = "";
-                if (owner != geteuid())
-                        snprintf(whose, sizeof whose, " (uid %u's when XDG_RUNTIME_DIR is not set: this sandbox "
-                                 "runs as uid %u, and what it made there that user's brig would trust)",
-                                 owner, owner);
+                bool other = owner != geteuid();
+                if (other)
+                        snprintf(whose, sizeof whose, " (uid %u's default: this sandbox runs as uid %u, and "
+                                 "that user's brig would trust what it made there)", owner, owner);
                 else if (!current)
                         snprintf(whose, sizeof whose, " (brig's when XDG_RUNTIME_DIR is not set)");
                 r = state_fail(err, EACCES,
-                               "%s: '%s'%s %s brig's state directory '%s'%s (the control sockets and stored "
-                               "policies of your sandboxes, and brig's syscall filter cache), which a sandbox "
-                               "could use to take over your other sandboxes; %s",
-                               name, m->src, below, how, root, whose,
+                               "%s: '%s'%s %s brig's state directory '%s'%s, with the control sockets and stored "
+                               "policies of %s sandboxes and brig's syscall filter cache, which a sandbox could "
+                               "use to take over %s sandboxes; %s",
+                               name, m->src, below, how, root, whose, other ? "that user's" : "your",
+                               other ? "that user's" : "your other",
                                inside ? "grant a directory outside it"
                                : current ? "grant a directory that does not contain it, or run brig with "
                                            "XDG_RUNTIME_DIR set to a private directory outside every grant"
