@@ -13,9 +13,19 @@ long sys_clone3(struct clone_args *args)
         return syscall(SYS_clone3, args, sizeof *args);
 }
 
+/* With RESOLVE_BENEATH or RESOLVE_IN_ROOT, a ".." walked while any rename
+ * or mount happens anywhere on the system fails with EAGAIN: the kernel
+ * could not prove it stayed inside. Each try is checked again in full, so
+ * trying again is safe; a busy host (or a sandbox renaming in a loop) must
+ * not turn an ordinary path into a failure. Bounded: an attacker keeping
+ * the race going gets EAGAIN, never a weaker lookup. */
 int sys_openat2(int dirfd, const char *path, struct open_how *how)
 {
-        return (int)syscall(SYS_openat2, dirfd, path, how, sizeof *how);
+        int fd, tries = 0;
+        do
+                fd = (int)syscall(SYS_openat2, dirfd, path, how, sizeof *how);
+        while (fd < 0 && errno == EAGAIN && (how->resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT)) && ++tries < 64);
+        return fd;
 }
 
 int sys_open_tree(int dirfd, const char *path, unsigned flags)

@@ -14,7 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -180,6 +184,42 @@ static void test_remove_symlink_and_file(void **state)
         assert_true(exists("outside/canary"));
 }
 
+/* A ".." resolved beneath a directory while renames happen elsewhere on
+ * the system: the kernel answers EAGAIN, and sys_openat2 tries again, so
+ * a busy host does not turn an ordinary lookup into a failure (the unix
+ * socket guard refused a sandbox's own "./sub/../db.sock" this way). */
+static void test_openat2_beneath_survives_renames(void **state)
+{
+        (void)state;
+        assert_int_equal(mkdir(at("sub"), 0755), 0);
+        assert_int_equal(mkdir(at("spin"), 0755), 0);
+        put("file", "x");
+        pid_t renamer = fork();
+        assert_true(renamer >= 0);
+        if (renamer == 0) {
+                char a[PATH_MAX], b[PATH_MAX + 8];
+                snprintf(a, sizeof a, "%s", at("spin"));
+                snprintf(b, sizeof b, "%s.2", a);
+                for (;;)
+                        if (rename(a, b) == 0)
+                                rename(b, a);
+        }
+        int dir = open(base, O_PATH | O_DIRECTORY);
+        struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+        int failures = 0;
+        for (int i = 0; i < 20000; i++) {
+                int fd = sys_openat2(dir, "sub/../file", &how);
+                if (fd < 0)
+                        failures++;
+                else
+                        close(fd);
+        }
+        kill(renamer, SIGKILL);
+        waitpid(renamer, NULL, 0);
+        close(dir);
+        assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -188,6 +228,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_walk_odd_paths, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_remove_deep_wide_locked_tree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_remove_symlink_and_file, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_openat2_beneath_survives_renames, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
