@@ -276,6 +276,9 @@ struct call {
         int target_pidfd;        /* SIGPIPE goes back to the target */
         int path_fd;             /* O_PATH of the judged socket file, or -1 */
         const char *uninspectable;  /* the call that failed when the socket could not be taken */
+        bool as_sandbox;         /* made with the sandbox user's credentials (uid, gid, no groups) */
+        uid_t uid;
+        gid_t gid;
         char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 };
 
@@ -682,18 +685,63 @@ static int judge_abstract(struct unixguard *g, int listener, const struct seccom
 
 /* ---- doing the call ------------------------------------------------------ */
 
+/* The other end of a unix socket learns who connected or sent from the
+ * calling thread: SO_PEERCRED (effective ids), SO_PEERGROUPS and
+ * SCM_CREDENTIALS (real ids). Made by a root supervisor, a host server
+ * that --allow-unix names saw uid 0 and root's groups: a dbus system bus
+ * or a postgres with peer authentication took the sandbox for root. So
+ * the call is made with the sandbox user's ids, in this thread alone
+ * (the raw calls: glibc's would change every thread), the saved uid kept
+ * to come back. The pid they see stays the supervisor's. */
+struct saved_ids {
+        uid_t ruid, euid, suid;
+        gid_t rgid, egid, sgid;
+        int n_groups;
+        gid_t groups[64];
+};
+
+static void restore_ids(const struct saved_ids *o)
+{
+        /* allowed with the saved uid still ours; then the capabilities are back */
+        if (syscall(SYS_setresuid, o->ruid, o->euid, -1) < 0 || syscall(SYS_setresgid, o->rgid, o->egid, -1) < 0 ||
+            syscall(SYS_setgroups, o->n_groups, o->groups) < 0)
+                abort();  /* a supervisor thread with the sandbox's ids must not go on */
+}
+
+static int become_sandbox(const struct call *c, struct saved_ids *o)
+{
+        if (getresuid(&o->ruid, &o->euid, &o->suid) < 0 || getresgid(&o->rgid, &o->egid, &o->sgid) < 0)
+                return -errno;
+        o->n_groups = getgroups(ARRAY_SIZE(o->groups), o->groups);
+        if (o->n_groups < 0)
+                return -errno;
+        if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, c->gid, c->gid, -1) < 0 ||
+            syscall(SYS_setresuid, c->uid, c->uid, -1) < 0) {
+                int e = errno;
+                restore_ids(o);
+                return -e;
+        }
+        return 0;
+}
+
 static long perform(struct call *c)
 {
+        struct saved_ids ids;
+        if (c->as_sandbox && become_sandbox(c, &ids) < 0)
+                return -EACCES;  /* never as ourselves */
         long r;
         if (c->nr == __NR_connect) {
                 r = connect(c->sock, (struct sockaddr *)&c->addr, c->alen);
         } else {
                 /* SIGPIPE belongs to the target, not to us */
                 r = sendto(c->sock, c->data, c->len, c->flags | MSG_NOSIGNAL, (struct sockaddr *)&c->addr, c->alen);
-                if (r < 0 && errno == EPIPE && !(c->flags & MSG_NOSIGNAL))
-                        (void)sys_pidfd_send_signal(c->target_pidfd, SIGPIPE);
         }
-        return r < 0 ? -errno : r;
+        int e = errno;
+        if (c->as_sandbox)
+                restore_ids(&ids);
+        if (r < 0 && e == EPIPE && c->nr != __NR_connect && !(c->flags & MSG_NOSIGNAL))
+                (void)sys_pidfd_send_signal(c->target_pidfd, SIGPIPE);
+        return r < 0 ? -e : r;
 }
 
 static void answer(int listener, struct seccomp_notif_resp *resp, uint64_t id, long r)
@@ -963,6 +1011,12 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                        strcmp(c.uninspectable, "pidfd_open") == 0 ? "the calling thread could not be opened (pidfd_open)"
                                                                    : "the supervisor may not take the socket "
                                                                      "(pidfd_getfd; a ptrace policy such as Yama?)");
+        }
+        /* rootless the sandbox user is ours already */
+        if (e == 0 && c.domain == AF_UNIX && (g->uid != geteuid() || g->gid != getegid())) {
+                c.as_sandbox = true;
+                c.uid = g->uid;
+                c.gid = g->gid;
         }
         if (e > 0)
                 answer(listener, g->resp, req->id, -e);

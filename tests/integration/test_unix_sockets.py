@@ -30,6 +30,14 @@ IN_GRANT = attack("unix-socket-in-grant",
                   "unix socket guard: connect notifies, the supervisor judges the inode and connects itself")
 
 
+ALLOWED = attack("unix-allowed-socket-abuse",
+                 "through an --allow-unix permission: rename another host socket (docker.sock) to the allowed name "
+                 "in a writable grant, or a directory above it; be taken for the root supervisor by an allowed "
+                 "server that trusts SO_PEERCRED, SO_PEERGROUPS or SCM_CREDENTIALS",
+                 "an allowed path passes only on a read-only mount; the supervisor's thread calls with the "
+                 "sandbox user's uid, gid and groups")
+
+
 def host_dir(scratch, name):
     """A directory outside the workspace for host sockets, bound in by the test."""
     d = scratch / name
@@ -515,8 +523,7 @@ print("RESULTS " + repr(out))
 '''
 
 
-@attack("unix-allowed-name-swap", "rename another host socket (docker.sock) to an --allow-unix name in a writable "
-        "grant, or a directory above it", "an allowed path passes only on a read-only mount (fstatfs ST_RDONLY)")
+@ALLOWED
 def test_allowed_name_in_writable_grant_carries_nothing(brig, host_servers):
     ws = brig.workspace
     (ws / "pg").mkdir()
@@ -632,7 +639,84 @@ def test_own_sockets_in_overlay_workspace_on_two_filesystems(brig, host_servers,
         time.sleep(0.3)
         assert not srv.reached(), (srv.accepted, srv.data)
     finally:
-        for n in list(sandboxes.names):
-            sandboxes.rm(n)
+        problems = sandboxes.cleanup()  # here: the state root goes with the test
         sandboxes.names.clear()
         shutil.rmtree(run, ignore_errors=True)
+    assert not problems, f"sanitizer reports in supervisor logs: {problems}"
+
+
+class CredServer:
+    """A host server at an --allow-unix path that records who the kernel
+    says connected (SO_PEERCRED, SO_PEERGROUPS) or sent (SCM_CREDENTIALS)."""
+
+    def __init__(self, path, kind):
+        self.seen = []
+        self.sock = socket.socket(socket.AF_UNIX, kind)
+        self.sock.bind(str(path))
+        os.chmod(path, 0o777)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        if kind != socket.SOCK_DGRAM:
+            self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.kind, self.stop = kind, False
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        import struct
+        while not self.stop:
+            try:
+                if self.kind == socket.SOCK_DGRAM:
+                    _, anc, _, _ = self.sock.recvmsg(100, socket.CMSG_SPACE(12))
+                    for level, typ, data in anc:
+                        if level == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS:
+                            _, uid, gid = struct.unpack("3i", data[:12])
+                            self.seen.append(("dgram", uid, gid, None))
+                    continue
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            _, uid, gid = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            g = c.getsockopt(socket.SOL_SOCKET, 59, 256)  # SO_PEERGROUPS
+            self.seen.append(("stream", uid, gid, sorted(struct.unpack("%di" % (len(g) // 4), g))))
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.sock.close()
+
+
+CRED_CLIENT = r'''
+import socket, sys
+open(sys.argv[3] + "/made-inside", "w").close()  # its owner on the host is the sandbox user
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.close()
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.sendto(b"x", sys.argv[2])
+print("RESULTS " + repr({"done": 1}))
+'''
+
+
+@ALLOWED
+def test_allowed_server_sees_the_sandbox_user_not_the_supervisor(brig, scratch):
+    d = host_dir(scratch, "creds")
+    stream = CredServer(d / "bus.sock", socket.SOCK_STREAM)
+    dgram = CredServer(d / "log.sock", socket.SOCK_DGRAM)
+    try:
+        p = brig.workspace / "cred.py"
+        p.write_text(CRED_CLIENT)
+        w = host_dir(scratch, "written")  # not idmapped like a root-owned workspace
+        w.chmod(0o777)
+        r = brig.run("run", "--ro-bind", d, "--bind", w, "--allow-unix", d / "bus.sock", "--allow-unix",
+                     d / "log.sock", "--", "python3", p, d / "bus.sock", d / "log.sock", w)
+        assert results(r) == {"done": 1}, r
+        time.sleep(0.5)
+    finally:
+        stream.close()
+        dgram.close()
+    st = os.stat(scratch / "written" / "made-inside")
+    seen = stream.seen + dgram.seen
+    assert [k for k, *_ in seen] == ["stream", "dgram"], seen
+    for kind, uid, gid, groups in seen:
+        assert (uid, gid) == (st.st_uid, st.st_gid), (kind, uid, gid, st.st_uid, st.st_gid)
+        if brig.mode == "root":  # the sandbox user has no supplementary groups there
+            assert groups in (None, []), (kind, groups)
