@@ -560,7 +560,11 @@ static void test_http_not_http(void **state)
         expect_http("SSH-2.0-OpenSSH_9.2p1\r\n", SNIFF_NOT_THIS, NULL);
         expect_http("\x16\x03\x01\x00\xf1", SNIFF_NOT_THIS, NULL);
         expect_http(" GET / HTTP/1.1\r\n\r\n", SNIFF_NOT_THIS, NULL);
-        expect_http("GET  / HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
+        /* runs of blanks between the words and after the version: nginx
+         * takes them, so they are a request (and the parser refuses it) */
+        expect_http("GET  / HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
+        expect_http("GET /  HTTP/1.1  \r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
+        expect_http("GET\thttp://b.test/\tHTTP/1.0\r\n\r\n", SNIFF_NAME, "b.test");
         /* an odd target is still a request (and the parser refuses it) */
         expect_http("GET foo HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
         expect_http("GET ftp://b.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");

@@ -1439,7 +1439,8 @@ static bool http_method_seen(const struct conn *c)
         size_t skip = 0;
         while (skip < c->in_len && (c->in[skip] == '\r' || c->in[skip] == '\n'))
                 skip++;  /* empty lines before a request line count for nothing */
-        return http_begun(c) && (memchr(c->in + skip, ' ', c->in_len - skip) || c->in_len - skip >= SNIFF_METHOD_MAX);
+        size_t n = c->in_len - skip;
+        return http_begun(c) && (memchr(c->in + skip, ' ', n) || memchr(c->in + skip, '\t', n) || n >= SNIFF_METHOD_MAX);
 }
 
 /* Any byte of a TLS record, or of what can still become an HTTP request

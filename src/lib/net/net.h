@@ -251,8 +251,8 @@ BRIG_INTERNAL int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS
  * it may now): the egress parses a hello again only then. */
 BRIG_INTERNAL size_t sniff_tls_need(const uint8_t *buf, size_t len);
 /* Does buf start like an HTTP/1.x request? SNIFF_NOT_THIS as soon as it
- * cannot be one (a method token, SP, a target starting '/', '*', "http"
- * or any CONNECT authority, and once the line is in, " HTTP/1."); else
+ * cannot be one (a method token, a blank, any target, and once the line is
+ * in, " HTTP/1.x" with any blanks around the words); else
  * the same as below: SNIFF_MORE until the head is in, then SNIFF_NAME (the
  * absolute-form target's host or the Host header's, port and brackets
  * dropped, normalized) or SNIFF_NO_NAME. Filtered mode judges the name

@@ -235,6 +235,11 @@ static bool is_tchar(char c)
                (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+static bool is_blank(char c)
+{
+        return c == ' ' || c == '\t';
+}
+
 /* "host", "host:port", "[v6]:port" → the host part, unbracketed. */
 static bool authority_host(const char *a, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
@@ -272,7 +277,7 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
                 buf++;
                 len--;
         }
-        /* the method: a token, then one space — the same answer however
+        /* the method: a token, then a blank — the same answer however
          * the bytes were split into reads. A server may take a token of
          * any length as one (nginx, Go): a word of SNIFF_METHOD_MAX is a
          * request to come, whatever follows (http.c refuses it with 501),
@@ -284,34 +289,41 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
                 return SNIFF_MORE;
         if (i == len)
                 return SNIFF_MORE;
-        if (i == 0 || buf[i] != ' ')
+        if (i == 0 || !is_blank(buf[i]))
                 return SNIFF_NOT_THIS;
         size_t target = i + 1;
         if (target == len)
                 return SNIFF_MORE;
         /* Any target, CONNECT's too: what a server would take as a request
          * is one (the parser refuses the odd ones), not bytes without a
-         * name. The request line, once in, ends in " HTTP/1.x". */
+         * name. The request line, once in, ends in " HTTP/1.x" — after
+         * runs of blanks between the words or after the version too, which
+         * nginx takes (and RFC 9112 3 lets a server split on any
+         * whitespace). */
         const char *nl = memchr(buf + target, '\n', len - target);
-        if (nl) {
-                size_t ll = (size_t)(nl - buf);
-                if (ll > target && buf[ll - 1] == '\r')
-                        ll--;
-                if (ll < target + 9 || memcmp(buf + ll - 9, " HTTP/1.", 8) != 0)
-                        return SNIFF_NOT_THIS;
-        }
+        if (!nl)
+                return SNIFF_MORE;
+        size_t ll = (size_t)(nl - buf);
+        if (ll > target && buf[ll - 1] == '\r')
+                ll--;
+        while (ll > target && is_blank(buf[ll - 1]))
+                ll--;
+        if (ll < target + 9 || !is_blank(buf[ll - 9]) || memcmp(buf + ll - 8, "HTTP/1.", 7) != 0)
+                return SNIFF_NOT_THIS;
         const char *head_end = memmem(buf, len, "\r\n\r\n", 4);
         if (!head_end)
                 return SNIFF_MORE;
         size_t head = (size_t)(head_end - buf) + 2;  /* through the last header's CRLF */
-        const char *line_end = memmem(buf, head, "\r\n", 2);
-        const char *sp = memchr(buf + target, ' ', (size_t)(line_end - buf) - target);
-        if (!sp || (size_t)(line_end - sp) < 9 || memcmp(sp + 1, "HTTP/1.", 7) != 0)
-                return SNIFF_NOT_THIS;
+        /* the target: the word after the method's blanks */
+        size_t t = target;
+        while (t < ll && is_blank(buf[t]))
+                t++;
+        size_t tlen = 0;
+        while (t + tlen < ll && !is_blank(buf[t + tlen]))
+                tlen++;
         /* absolute-form names the host in the request line itself */
-        size_t tlen = (size_t)(sp - buf) - target;
-        if (tlen > 7 && strncasecmp(buf + target, "http://", 7) == 0) {
-                const char *auth = buf + target + 7;
+        if (tlen > 7 && strncasecmp(buf + t, "http://", 7) == 0) {
+                const char *auth = buf + t + 7;
                 size_t alen = tlen - 7;
                 const char *slash = memchr(auth, '/', alen);
                 if (slash)
@@ -320,7 +332,7 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
                 return authority_host(auth, alen, raw) && egress_host_normalize(raw, strlen(raw), host)
                                ? SNIFF_NAME : SNIFF_NO_NAME;
         }
-        for (const char *p = line_end + 2; p < buf + head;) {
+        for (const char *p = nl + 1; p < buf + head;) {
                 const char *e = memmem(p, (size_t)(buf + head - p), "\r\n", 2);
                 if (!e)
                         break;
