@@ -645,22 +645,14 @@ def test_own_sockets_in_overlay_workspace_on_two_filesystems(brig, host_servers,
     assert not problems, f"sanitizer reports in supervisor logs: {problems}"
 
 
-class CredServer:
+class CredServer(HostServer):
     """A host server at an --allow-unix path that records who the kernel
     says connected (SO_PEERCRED, SO_PEERGROUPS) or sent (SCM_CREDENTIALS)."""
 
     def __init__(self, path, kind):
         self.seen = []
-        self.sock = socket.socket(socket.AF_UNIX, kind)
-        self.sock.bind(str(path))
-        os.chmod(path, 0o777)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        if kind != socket.SOCK_DGRAM:
-            self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.kind, self.stop = kind, False
-        self.t = threading.Thread(target=self._serve, daemon=True)
-        self.t.start()
+        super().__init__(path, kind)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before the sandbox runs
 
     def _serve(self):
         import struct
@@ -680,11 +672,6 @@ class CredServer:
             g = c.getsockopt(socket.SOL_SOCKET, 59, 256)  # SO_PEERGROUPS
             self.seen.append(("stream", uid, gid, sorted(struct.unpack("%di" % (len(g) // 4), g))))
             c.close()
-
-    def close(self):
-        self.stop = True
-        self.t.join()
-        self.sock.close()
 
 
 CRED_CLIENT = r'''
