@@ -565,6 +565,13 @@ static void test_http_not_http(void **state)
         expect_http("GET  / HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
         expect_http("GET /  HTTP/1.1  \r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
         expect_http("GET\thttp://b.test/\tHTTP/1.0\r\n\r\n", SNIFF_NAME, "b.test");
+        /* versions with more digits (nginx reads the numbers) */
+        expect_http("GET / HTTP/01.10\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
+        expect_http("GET / HTTP/1.9\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
+        expect_http("GET / HTTP/1.\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
+        expect_http("GET / HTTP/11.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
+        expect_http("GET / HTTP/1.1x\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);
+        expect_http("GET HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NOT_THIS, NULL);  /* no target */
         /* an odd target is still a request (and the parser refuses it) */
         expect_http("GET foo HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");
         expect_http("GET ftp://b.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", SNIFF_NAME, "a.test");

@@ -240,6 +240,33 @@ static bool is_blank(char c)
         return c == ' ' || c == '\t';
 }
 
+/* Does line[0..n) end in a blank and an HTTP/1 version as servers read
+ * one: "HTTP/", digits of the value 1, ".", digits — nginx takes
+ * "HTTP/01.10", and Go any minor digit. (HTTP/2's preface, "PRI *
+ * HTTP/2.0", is no HTTP/1 request.) */
+static bool http1_version_ends(const char *line, size_t n)
+{
+        size_t w = n;
+        while (w > 0 && !is_blank(line[w - 1]))
+                w--;
+        if (w == 0)
+                return false;  /* no blank before it: the target's end */
+        const char *v = line + w, *end = line + n;
+        if (end - v < 8 || memcmp(v, "HTTP/", 5) != 0)
+                return false;
+        v += 5;
+        while (v < end && *v == '0')
+                v++;
+        if (v == end || *v != '1' || ++v == end || *v != '.')
+                return false;
+        if (++v == end)
+                return false;
+        for (; v < end; v++)
+                if (*v < '0' || *v > '9')
+                        return false;
+        return true;
+}
+
 /* "host", "host:port", "[v6]:port" → the host part, unbracketed. */
 static bool authority_host(const char *a, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
@@ -308,7 +335,7 @@ int sniff_http_host(const char *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
                 ll--;
         while (ll > target && is_blank(buf[ll - 1]))
                 ll--;
-        if (ll < target + 9 || !is_blank(buf[ll - 9]) || memcmp(buf + ll - 8, "HTTP/1.", 7) != 0)
+        if (!http1_version_ends(buf + target, ll - target))
                 return SNIFF_NOT_THIS;
         const char *head_end = memmem(buf, len, "\r\n\r\n", 4);
         if (!head_end)
