@@ -1440,7 +1440,8 @@ static bool http_method_seen(const struct conn *c)
         while (skip < c->in_len && (c->in[skip] == '\r' || c->in[skip] == '\n'))
                 skip++;  /* empty lines before a request line count for nothing */
         size_t n = c->in_len - skip;
-        return http_begun(c) && (memchr(c->in + skip, ' ', n) || memchr(c->in + skip, '\t', n) || n >= SNIFF_METHOD_MAX);
+        return http_begun(c) &&
+               (memchr(c->in + skip, ' ', n) || memchr(c->in + skip, '\t', n) || n >= SNIFF_METHOD_MAX);
 }
 
 /* Any byte of a TLS record, or of what can still become an HTTP request
