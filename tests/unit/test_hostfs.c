@@ -194,6 +194,17 @@ static void test_openat2_beneath_survives_renames(void **state)
         assert_int_equal(mkdir(at("sub"), 0755), 0);
         assert_int_equal(mkdir(at("spin"), 0755), 0);
         put("file", "x");
+        int dir = open(base, O_PATH | O_DIRECTORY);
+        struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+        int probe = sys_openat2(dir, "sub/../file", &how);
+        if (probe < 0 && errno == ENOSYS) {
+                /* valgrind (tests/leaks/run) does not know openat2 */
+                print_message("OPENAT2 NOT AVAILABLE HERE (valgrind?): the retry on EAGAIN is not tested in this run\n");
+                close(dir);
+                skip();
+        }
+        assert_true(probe >= 0);
+        close(probe);
         pid_t renamer = fork();
         assert_true(renamer >= 0);
         if (renamer == 0) {
@@ -204,8 +215,6 @@ static void test_openat2_beneath_survives_renames(void **state)
                         if (rename(a, b) == 0)
                                 rename(b, a);
         }
-        int dir = open(base, O_PATH | O_DIRECTORY);
-        struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
         int failures = 0;
         for (int i = 0; i < 20000; i++) {
                 int fd = sys_openat2(dir, "sub/../file", &how);
