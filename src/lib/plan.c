@@ -177,20 +177,16 @@ static void grant_names_free(struct grant_names *g, size_t n_mounts)
         free(g);
 }
 
-static int grant_names_init(const struct run_plan *plan, struct grant_names **out)
+static int grant_names_init(const struct run_plan *plan, const struct mountinfo *mi, struct grant_names **out)
 {
-        struct mountinfo mi;
-        int r = mountinfo_load(&mi);
-        if (r < 0)
-                return r;
         struct grant_names *g = calloc(plan->n_mounts ? plan->n_mounts : 1, sizeof *g);
-        r = g ? 0 : -ENOMEM;
+        int r = g ? 0 : -ENOMEM;
         for (size_t m = 0; r == 0 && m < plan->n_mounts; m++) {
                 if (plan->mounts[m].kind != MOUNT_BIND)
                         continue;
                 struct path_alias *alias = NULL;
                 size_t n = 0;
-                r = mountinfo_aliases(&mi, plan->mounts[m].src, &alias, &n);
+                r = mountinfo_aliases(mi, plan->mounts[m].src, &alias, &n);
                 struct path_alias *v = r == 0 ? calloc(n + 1, sizeof *v) : NULL;
                 char *self = v ? strdup(plan->mounts[m].src) : NULL, *empty = self ? strdup("") : NULL;
                 if (!empty) {
@@ -206,7 +202,6 @@ static int grant_names_init(const struct run_plan *plan, struct grant_names **ou
                 free(alias);
                 g[m] = (struct grant_names){ .v = v, .n = n + 1 };
         }
-        mountinfo_clear(&mi);
         if (r < 0) {
                 grant_names_free(g, plan->n_mounts);
                 return r;
@@ -669,13 +664,10 @@ static void grant_name(const struct run_plan *plan, const struct mount_entry *m,
  * the compiled syscall filter cache. A read-only grant is refused too: a
  * socket connects through a read-only mount. Compared by identity, so no
  * spelling (symlink, "..", another mount of it) gets through. */
-static int plan_guard_state(const struct run_plan *plan, brig_error **err)
+static int plan_guard_state(const struct run_plan *plan, const struct mountinfo *mi, brig_error **err)
 {
         struct state_guard g;
-        struct mountinfo mi = { 0 };
         int r = state_guard_init(&g, plan->host_uid, err);
-        if (r == 0 && (r = mountinfo_load(&mi)) < 0)
-                r = brig_err(err, -r, "read /proc/self/mountinfo");
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
                 if (m->kind != MOUNT_BIND)
@@ -685,9 +677,9 @@ static int plan_guard_state(const struct run_plan *plan, brig_error **err)
                 /* A bind takes the mounts below its source along: another
                  * mount of the root's directory (a bind of /run or /tmp
                  * elsewhere) is compared as if granted itself. */
-                for (size_t k = 0; !how && k < mi.n; k++)
-                        if (strcmp(mi.v[k].mnt, m->src) != 0 && path_is_under(mi.v[k].mnt, m->src))
-                                how = state_guard_test(&g, via = mi.v[k].mnt, &root);
+                for (size_t k = 0; !how && k < mi->n; k++)
+                        if (strcmp(mi->v[k].mnt, m->src) != 0 && path_is_under(mi->v[k].mnt, m->src))
+                                how = state_guard_test(&g, via = mi->v[k].mnt, &root);
                 if (!how)
                         continue;
                 char name[PATH_MAX + 64];
@@ -718,7 +710,6 @@ static int plan_guard_state(const struct run_plan *plan, brig_error **err)
                                            "XDG_RUNTIME_DIR set to a private directory outside every grant"
                                          : "grant a directory that does not contain it");
         }
-        mountinfo_clear(&mi);
         state_guard_free(&g);
         return r;
 }
@@ -882,12 +873,21 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = plan_layout(plan, p, err);
         if (r < 0)
                 return r;
-        r = plan_guard_state(plan, err);
+        /* The mount table, read once: the state guard compares the mounts
+         * below each grant, the deny list the other names of its sources. */
+        struct mountinfo mi = { 0 };
+        r = mountinfo_load(&mi);
         if (r < 0)
+                return brig_err(err, -r, "read /proc/self/mountinfo");
+        r = plan_guard_state(plan, &mi, err);
+        if (r < 0) {
+                mountinfo_clear(&mi);
                 return r;
+        }
         struct strv denied = {0}, links = {0};
         struct grant_names *g = NULL;
-        r = grant_names_init(plan, &g);
+        r = grant_names_init(plan, &mi, &g);
+        mountinfo_clear(&mi);
         if (r == 0)
                 r = expand_deny(plan, g, p, &denied, &links);
         if (r == 0)
