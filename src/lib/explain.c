@@ -11,12 +11,9 @@
 
 static void human_size(FILE *out, uint64_t bytes)
 {
-        if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
-                fprintf(out, "%llu GiB", (unsigned long long)(bytes >> 30));
-        else if (bytes >= (1ULL << 20))
-                fprintf(out, "%llu MiB", (unsigned long long)(bytes >> 20));
-        else
-                fprintf(out, "%llu bytes", (unsigned long long)bytes);
+        char text[32];
+        size_text(text, sizeof text, bytes);
+        fputs(text, out);
 }
 
 static void files(FILE *out, const struct run_plan *plan)

@@ -80,7 +80,7 @@ BRIG_INTERNAL char *path_normalize(const char *path);
 BRIG_INTERNAL bool path_is_under(const char *path, const char *dir);
 /* The part of `path` below `dir` ("" when equal); NULL when not under. */
 BRIG_INTERNAL const char *path_below(const char *path, const char *dir);
-/* "512 MiB", "4 GiB": a size for messages. */
+/* "512 MiB", "4 GiB" ("N bytes" below 1 MiB): a size for messages and brig policy explain. */
 BRIG_INTERNAL void size_text(char *buf, size_t n, uint64_t bytes);
 /* mountinfo.c: the mount table, and the other names a directory has in
  * it (a bind mount of /home at /srv/home, a filesystem mounted twice). */

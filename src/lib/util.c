@@ -131,6 +131,8 @@ void size_text(char *buf, size_t n, uint64_t bytes)
 {
         if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
                 snprintf(buf, n, "%llu GiB", (unsigned long long)(bytes >> 30));
-        else
+        else if (bytes >= (1ULL << 20))
                 snprintf(buf, n, "%llu MiB", (unsigned long long)(bytes >> 20));
+        else
+                snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
 }
