@@ -1,0 +1,264 @@
+"""What brig may have left on the host, counted (issue 24).
+
+    import leftovers
+    before = leftovers.snapshot()
+    ...
+    new = leftovers.new_since(before)       # {category: set of items}
+    assert not any(new.values()), leftovers.describe(new)
+
+snapshot() looks at every place a brig of any user may leave something:
+
+  mounts     /proc/self/mountinfo lines that name a brig state root (a
+             mount point or an overlay's upperdir/workdir below one), or a
+             brig-named network namespace file
+  cgroups    directories named brig-PID-START[-...] in every hierarchy
+             under /sys/fs/cgroup (v1 and v2) whose brig is gone, or whose
+             brig is one of `exe_dirs`' (a live run of ours)
+  netns      network namespaces held by the processes counted below, and
+             /run/netns entries with "brig" in their name
+  processes  processes whose executable is a `brig` (in `exe_dirs` when
+             given), processes still inside a cgroup whose brig is gone,
+             and processes whose command line holds one of `markers`
+  files      everything under each state root (/run/brig, /run/user/*/brig,
+             /tmp/brig-UID and `state_roots`) except the syscall filter
+             cache (cache/seccomp-*.bpf: kept on purpose), and entries with
+             "brig" in their name in /tmp, /var/tmp and /dev/shm (the test
+             suite's own brig-test-*, brig-bin-*, brig-hooks-* excluded)
+
+Several users (and test sessions) share one host: items are host paths,
+pids and inodes, so new_since() of a snapshot taken first shows only what
+appeared meanwhile; `exe_dirs` narrows "live brig" to one's own binaries.
+Run as root to see every user's; unprivileged it sees what it may read.
+"""
+import os
+import re
+
+CATEGORIES = ("mounts", "cgroups", "netns", "processes", "files")
+CGROUP_ROOT = "/sys/fs/cgroup"
+TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+# the test suite's own scratch and binary directories, and the soak's
+OWN_TEMP = ("brig-test-", "brig-bin-", "brig-hooks-", "brig-soak-", "brigstage")
+GROUP_NAME = re.compile(r"^brig-(\d+)-(\d+)(?:-(\d+))?$")
+
+
+def _start_time(pid):
+    """/proc/PID/stat field 22, None when the pid is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if rest[0] in ("Z", "X") else int(rest[19])
+
+
+def _pid_ns():
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def group_owner_alive(name):
+    """For a brig-PID-START[-PIDNS] cgroup name: True when its brig still
+    runs, False when it is gone, None when it was made in another pid
+    namespace (it cannot be told from here) or the name is not brig's."""
+    m = GROUP_NAME.match(name)
+    if not m:
+        return None
+    if m.group(3) and _pid_ns() is not None and int(m.group(3)) != _pid_ns():
+        return None
+    return _start_time(int(m.group(1))) == int(m.group(2))
+
+
+def _exe(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def _is_brig_exe(exe, exe_dirs):
+    if not exe:
+        return False
+    exe = exe[:-len(" (deleted)")] if exe.endswith(" (deleted)") else exe
+    if os.path.basename(exe) != "brig":
+        return False
+    return not exe_dirs or any(os.path.dirname(exe) == os.path.normpath(str(d)) for d in exe_dirs)
+
+
+def _cgroups(exe_dirs):
+    found = set()
+    try:
+        tops = [os.path.join(CGROUP_ROOT, t) for t in os.listdir(CGROUP_ROOT)]
+    except OSError:
+        return found
+    seen = set()
+    for top in tops:
+        real = os.path.realpath(top)  # cpu and cpuacct are links to one hierarchy
+        if real in seen or not os.path.isdir(real):
+            continue
+        seen.add(real)
+        for dirpath, dirnames, _ in os.walk(real):
+            for d in dirnames:
+                m = GROUP_NAME.match(d)
+                if not m:
+                    continue
+                alive = group_owner_alive(d)
+                if alive is False or (alive and _is_brig_exe(_exe(int(m.group(1))), exe_dirs)):
+                    found.add(os.path.join(dirpath, d))
+            if dirpath.count("/") - real.count("/") >= 8:
+                dirnames[:] = []
+    return found
+
+
+def _in_dead_group(pid):
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            for line in f:
+                for part in line.strip().split(":", 2)[-1].split("/"):
+                    if GROUP_NAME.match(part) and group_owner_alive(part) is False:
+                        return True
+    except OSError:
+        pass
+    return False
+
+
+def _processes(exe_dirs, markers):
+    found = {}
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me or _start_time(d) is None:
+            continue
+        pid = int(d)
+        hit = _is_brig_exe(_exe(pid), exe_dirs) or _in_dead_group(pid)
+        if not hit and markers:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            hit = any(m.encode() in cmd for m in markers)
+        if hit:
+            found[pid] = _start_time(pid)
+    return {f"{pid}@{start}" for pid, start in found.items()}
+
+
+def _netns(processes):
+    found = set()
+    host = None
+    try:
+        host = os.stat("/proc/1/ns/net").st_ino
+    except OSError:
+        pass
+    for p in processes:
+        try:
+            ino = os.stat(f"/proc/{p.split('@')[0]}/ns/net").st_ino
+        except OSError:
+            continue
+        if ino != host:
+            found.add(f"net:[{ino}]")
+    try:
+        found |= {f"/run/netns/{n}" for n in os.listdir("/run/netns") if "brig" in n.lower()}
+    except OSError:
+        pass
+    return found
+
+
+def default_state_roots(extra=()):
+    roots = {"/run/brig"}
+    for parent, pattern in (("/run/user", None), ("/tmp", re.compile(r"^brig-\d+$"))):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for n in names:
+            if pattern is None:
+                roots.add(os.path.join(parent, n, "brig"))
+            elif pattern.match(n):
+                roots.add(os.path.join(parent, n))
+    roots |= {os.path.normpath(str(r)) for r in extra}
+    return sorted(roots)
+
+
+def _kept(rel):
+    """The syscall filter cache is kept across runs on purpose."""
+    parts = rel.split("/")
+    return parts == ["cache"] or (len(parts) == 2 and parts[0] == "cache" and
+                                  re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf", parts[1]) is not None)
+
+
+def _files(state_roots):
+    found = set()
+    for root in state_roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for n in dirnames + filenames:
+                path = os.path.join(dirpath, n)
+                if not _kept(os.path.relpath(path, root)):
+                    found.add(path)
+    roots = set(state_roots)
+    for d in TEMP_ROOTS:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            path = os.path.join(d, n)
+            if "brig" in n.lower() and not n.startswith(OWN_TEMP) and path not in roots:
+                found.add(path)
+    return found
+
+
+def _mounts(state_roots):
+    found = set()
+    roots = [r.rstrip("/") + "/" for r in state_roots]
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        parts = line.split()
+        mp = parts[4].replace("\\040", " ")
+        rest = line.split(" - ", 1)[1] if " - " in line else ""
+        under = any((mp + "/").startswith(r) for r in roots)
+        opts = rest.split()[2] if len(rest.split()) > 2 else ""
+        layer = any(f"{k}={r}" in opts for r in roots for k in ("upperdir", "workdir"))
+        if under or layer or ("/run/netns/" in mp and "brig" in mp.lower()):
+            found.add(f"{mp} ({parts[2]})")
+    return found
+
+
+def snapshot(state_roots=(), exe_dirs=None, markers=()):
+    """Every trace of brig on the host now: {category: set of items}."""
+    roots = default_state_roots(state_roots)
+    procs = _processes(exe_dirs, markers)
+    return {
+        "mounts": _mounts(roots),
+        "cgroups": _cgroups(exe_dirs),
+        "netns": _netns(procs),
+        "processes": procs,
+        "files": _files(roots),
+    }
+
+
+def counts(snap=None, **kw):
+    """{category: number}; of a snapshot, or of one taken now."""
+    snap = snapshot(**kw) if snap is None else snap
+    return {c: len(snap[c]) for c in CATEGORIES}
+
+
+def new_since(before, after=None, **kw):
+    """What `after` (default: a snapshot now) has that `before` had not."""
+    after = snapshot(**kw) if after is None else after
+    return {c: after[c] - before[c] for c in CATEGORIES}
+
+
+def describe(snap, limit=10):
+    """One line per non-empty category, for an assertion message."""
+    out = []
+    for c in CATEGORIES:
+        items = sorted(snap[c])
+        if items:
+            more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+            out.append(f"{c}: {len(items)}: {', '.join(items[:limit])}{more}")
+    return "\n".join(out) or "nothing left"
