@@ -53,8 +53,8 @@ escape: build
 check: build build-asan build-hooks
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
-	BRIG_BUILD=$(BUILD) $(PYTEST) -q tests/integration
-	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q tests/integration
+	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs tests/integration
+	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs tests/integration
 	tests/leaks/run $(BUILD) $(ASAN_BUILD)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 

@@ -923,6 +923,29 @@ static void rebase(struct layer *l, json_t *base, const struct change *c)
         json_object_set_new(base, c->path, entry_record(&st));
 }
 
+#ifdef BRIG_TEST_HOOKS
+/* Test builds only: BRIG_TEST_COMMIT_PAUSE=DIR stops commit between the
+ * conflict check and the first write — it makes DIR/checked and waits
+ * (up to 60 s) for DIR/go — so a test can swap workspace directories for
+ * symlinks exactly where a race would have to land. */
+static void test_pause_before_writes(void)
+{
+        const char *dir = getenv("BRIG_TEST_COMMIT_PAUSE");
+        if (!dir)
+                return;
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return;
+        close(openat(dfd, "checked", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        for (int i = 0; i < 6000 && faccessat(dfd, "go", F_OK, 0) < 0; i++)
+                nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+}
+#else
+static void test_pause_before_writes(void)
+{
+}
+#endif
+
 int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
 {
         struct layer l;
@@ -988,6 +1011,7 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
                 goto out;
         }
         free(report);
+        test_pause_before_writes();
         json_t *applied = json_array();
         size_t i;
         for (i = 0; i < c.n; i++) {

@@ -4,6 +4,7 @@ the control socket's parser; another local user for the state directory.
 Root and rootless."""
 import os
 import pathlib
+import random
 import socket
 import stat
 import struct
@@ -14,9 +15,10 @@ import time
 
 import pytest
 
-from conftest import IS_ROOT
+from conftest import IS_ROOT, Brig
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
-from proc_helpers import marker
+from proc_helpers import marker, wait_until
+from test_escape import attack
 
 OTHER_UID = 65533  # neither root nor the rootless tests' nobody
 
@@ -240,39 +242,107 @@ def test_commit_dir_replaced_by_file_keeps_host_additions(brig, sandboxes):
 
 def test_commit_races_a_host_symlink_swap(brig, sandboxes, scratch):
     """TOCTOU: while commit runs, the host swaps a workspace directory for a
-    symlink to outside, again and again. Nothing ever lands outside."""
+    symlink to outside, again and again. Nothing ever lands outside. The
+    link is in place ~3 ms in every ~25 ms: most commits pass the conflict
+    check with the directory in place and are raced while they write (a
+    commit writes 300 files with an fsync each); at least one must get
+    that far, or this test proved nothing."""
     out = scratch / "outside2"
     out.mkdir()
     brig.chown(out)
     ws = brig.workspace
     (ws / "sub").mkdir()
     brig.chown(ws / "sub")
-    name, _ = sandboxes.create("--workspace-mode", "overlay")
-    r = sandboxes.sh(name, "for i in $(seq 300); do echo $i > sub/f$i; done; mkdir sub/d; echo z > sub/d/z")
-    assert r.returncode == 0, r
-    stop = threading.Event()
+    stop, active = threading.Event(), threading.Event()
 
     def swap():
         real = ws / "sub.real"
         while not stop.is_set():
+            if not active.wait(0.05):
+                continue
+            time.sleep(random.uniform(0, 0.03))  # not in step with commit's start
             try:
                 os.rename(ws / "sub", real)
                 os.symlink(out, ws / "sub")
-                time.sleep(0.0005)
+                time.sleep(0.002)
                 os.unlink(ws / "sub")
                 os.rename(real, ws / "sub")
             except OSError:
                 pass
 
+    past_check = 0
     t = threading.Thread(target=swap)
     t.start()
     try:
-        for _ in range(5):
-            sandboxes.brig_cmd("commit", name)
+        # A fresh sandbox each round: a commit cut short by the swap
+        # leaves a base that conflicts with everything after it.
+        for n in range(6):
+            name, _ = sandboxes.create("--workspace-mode", "overlay")
+            r = sandboxes.sh(name, f"for i in $(seq 100); do echo {n}-$i > sub/f$i; done; mkdir -p sub/d; "
+                                   f"echo {n} > sub/d/z")
+            assert r.returncode == 0, r
+            active.set()  # only while commit runs: the sandbox's own writes go to sub
+            r = sandboxes.brig_cmd("commit", name)
+            active.clear()
+            time.sleep(0.1)  # the swap thread has put sub back
+            assert r.returncode in (0, 125), r
+            past_check += "conflict" not in r.stderr
     finally:
         stop.set()
         t.join()
     assert list(out.iterdir()) == []
+    assert past_check > 0, "no commit got past the conflict check: the writes were never raced"
+
+
+def _commit_tree(brig, sandboxes):
+    """ws/a/b/c/old on the host; the sandbox changes old and adds new."""
+    ws = brig.workspace
+    c = ws / "a" / "b" / "c"
+    c.mkdir(parents=True)
+    (c / "old").write_text("host\n")
+    for d in (ws / "a", ws / "a" / "b", c, c / "old"):
+        brig.chown(d)
+    name, _ = sandboxes.create("--workspace-mode", "overlay")
+    r = sandboxes.sh(name, "echo sandbox > a/b/c/old && echo sandbox > a/b/c/new")
+    assert r.returncode == 0, r
+    return name
+
+
+@attack("commit-paused-symlink-swap", "brig commit paused (test hook) after its conflict check; the host swaps the "
+        "written files' direct parent, or a directory above it, for a symlink to outside before the writes",
+        "every write opened beneath the workspace without symlinks (openat2 RESOLVE_BENEATH|NO_SYMLINKS): ELOOP, 125")
+@pytest.mark.parametrize("swapped", ["parent", "middle"])
+def test_commit_paused_after_its_check_never_writes_through_a_swap(brig, sandboxes, scratch, hooks_bindir, swapped):
+    """The race of test_commit_races_a_host_symlink_swap made certain: the
+    swap is in place for the whole write phase."""
+    out = scratch / "outside3"
+    (out / "c").mkdir(parents=True)
+    for d in (out, out / "c"):
+        brig.chown(d)
+    name = _commit_tree(brig, sandboxes)
+    pause = scratch / "pause"
+    pause.mkdir()
+    pause.chmod(0o777)
+    hooked = Brig(hooks_bindir, brig.mode, brig.base)
+    p = subprocess.Popen(hooked.cmd("commit", name), cwd=str(brig.workspace),
+                         env=hooked.env(sandboxes.env({"BRIG_TEST_COMMIT_PAUSE": str(pause)})),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: (pause / "checked").exists() or p.poll() is not None, 60)
+        assert (pause / "checked").exists(), p.communicate()  # past the conflict check
+        ws = brig.workspace
+        moved = ws / "a" / "b" / "c" if swapped == "parent" else ws / "a" / "b"
+        os.rename(moved, moved.with_name(moved.name + ".real"))
+        os.symlink(out if swapped == "middle" else out / "c", moved)
+        (pause / "go").touch()
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 125, err
+    assert "a/b/c/" in err and ("symbolic links" in err or "Not a directory" in err), err
+    assert _tree(out) == {"c": (stat.S_IFDIR, 0o755, None)}, _tree(out)
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="mounts a tmpfs in a private mount namespace")
