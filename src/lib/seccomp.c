@@ -976,9 +976,140 @@ static int cache_dir_open(void)
         return fd;
 }
 
+/* A cached program is run before it is trusted, on a few calls whatever
+ * policy refuses — unless the user's own rules let one through (named, or
+ * any @group allowed): the keyring, bpf, ptrace, modules, kexec, and
+ * another architecture's ABI. A program that allows one of them (a file
+ * someone rewrote with the right key: the key is no secret) is not
+ * loaded; the run compiles its own. Classic BPF as the kernel runs it for
+ * seccomp: forward jumps only, so it ends within n steps. */
+static bool bpf_eval(const struct sock_filter *prog, size_t n, const struct seccomp_data *sd, uint32_t *ret)
+{
+        uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = { 0 };
+        for (size_t pc = 0; pc < n; pc++) {
+                const struct sock_filter *f = &prog[pc];
+                uint32_t k = f->k, src = BPF_SRC(f->code) == BPF_X ? x : k;
+                size_t jt = pc + f->jt, jf = pc + f->jf;
+                switch (BPF_CLASS(f->code)) {
+                case BPF_LD:
+                        if (f->code == (BPF_LD | BPF_W | BPF_ABS) && k % 4 == 0 && k < sizeof *sd)
+                                memcpy(&a, (const char *)sd + k, 4);
+                        else if (f->code == (BPF_LD | BPF_IMM))
+                                a = k;
+                        else if (f->code == (BPF_LD | BPF_MEM) && k < BPF_MEMWORDS)
+                                a = mem[k];
+                        else if (f->code == (BPF_LD | BPF_W | BPF_LEN))
+                                a = sizeof *sd;
+                        else
+                                return false;
+                        break;
+                case BPF_LDX:
+                        if (f->code == (BPF_LDX | BPF_IMM))
+                                x = k;
+                        else if (f->code == (BPF_LDX | BPF_MEM) && k < BPF_MEMWORDS)
+                                x = mem[k];
+                        else if (f->code == (BPF_LDX | BPF_W | BPF_LEN))
+                                x = sizeof *sd;
+                        else
+                                return false;
+                        break;
+                case BPF_ST:
+                case BPF_STX:
+                        if (k >= BPF_MEMWORDS)
+                                return false;
+                        mem[k] = BPF_CLASS(f->code) == BPF_ST ? a : x;
+                        break;
+                case BPF_ALU:
+                        switch (BPF_OP(f->code)) {
+                        case BPF_ADD: a += src; break;
+                        case BPF_SUB: a -= src; break;
+                        case BPF_MUL: a *= src; break;
+                        case BPF_DIV: if (!src) return false; a /= src; break;
+                        case BPF_MOD: if (!src) return false; a %= src; break;
+                        case BPF_AND: a &= src; break;
+                        case BPF_OR: a |= src; break;
+                        case BPF_XOR: a ^= src; break;
+                        case BPF_LSH: a = src < 32 ? a << src : 0; break;
+                        case BPF_RSH: a = src < 32 ? a >> src : 0; break;
+                        case BPF_NEG: a = -a; break;
+                        default: return false;
+                        }
+                        break;
+                case BPF_JMP:
+                        switch (BPF_OP(f->code)) {
+                        case BPF_JA: jt = jf = pc + k; break;
+                        case BPF_JEQ: if (a != src) jt = jf; break;
+                        case BPF_JGT: if (!(a > src)) jt = jf; break;
+                        case BPF_JGE: if (!(a >= src)) jt = jf; break;
+                        case BPF_JSET: if (!(a & src)) jt = jf; break;
+                        default: return false;
+                        }
+                        if (jt >= n - 1 || jt < pc)
+                                return false;
+                        pc = jt;
+                        break;
+                case BPF_RET:
+                        *ret = BPF_RVAL(f->code) == BPF_A ? a : k;
+                        return BPF_RVAL(f->code) == BPF_A || BPF_RVAL(f->code) == BPF_K;
+                case BPF_MISC:
+                        if (BPF_MISCOP(f->code) == BPF_TAX)
+                                x = a;
+                        else
+                                a = x;
+                        break;
+                default:
+                        return false;
+                }
+        }
+        return false;  /* ran off the end: the kernel would not load it */
+}
+
+static bool user_allows(const struct run_plan *plan, const char *call)
+{
+        const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
+        for (size_t i = 0; p && i < p->n; i++) {
+                uint32_t act = p->rules[i].action;
+                if ((act == SCMP_ACT_ALLOW || act == ACT_LOG) &&
+                    (p->rules[i].target[0] == '@' || strcmp(p->rules[i].target, call) == 0))
+                        return true;
+        }
+        return false;
+}
+
+static bool prog_refuses_the_refused(const struct run_plan *plan, const struct sock_filter *prog, size_t n)
+{
+        static const char *const refused[] = { "keyctl", "add_key", "request_key", "bpf", "ptrace",
+                                               "init_module", "finit_module", "kexec_load" };
+        /* With --audit, calls the supervisor answers (its replies are made
+         * from the table, never from the file) come back as notifications. */
+        bool audit = plan->audit_fd >= 0;
+        for (size_t i = 0; i <= ARRAY_SIZE(refused); i++) {
+                struct seccomp_data sd = { .arch = seccomp_arch_native() };
+                if (i == ARRAY_SIZE(refused)) {
+                        sd.arch = SCMP_ARCH_X86;  /* another ABI: every call refused */
+                        sd.nr = 1;               /* exit, the one call everyone allows */
+                } else if (user_allows(plan, refused[i])) {
+                        continue;
+                } else {
+                        sd.nr = seccomp_syscall_resolve_name(refused[i]);
+                        if (sd.nr < 0)
+                                continue;
+                }
+                uint32_t ret, act;
+                if (!bpf_eval(prog, n, &sd, &ret))
+                        return false;
+                act = ret & SECCOMP_RET_ACTION_FULL;
+                if (act != SECCOMP_RET_KILL_PROCESS && act != SECCOMP_RET_KILL_THREAD && act != SECCOMP_RET_TRAP &&
+                    act != SECCOMP_RET_ERRNO && !(audit && act == SECCOMP_RET_USER_NOTIF))
+                        return false;
+        }
+        return true;
+}
+
 /* The file: key length (u32), key, then the BPF instructions. Only a file
  * of ours that nobody else may write is trusted. */
-static bool cache_load(int dir, const char *name, const char *key, size_t len, struct sock_filter **prog, size_t *n)
+static bool cache_load(const struct run_plan *plan, int dir, const char *name, const char *key, size_t len,
+                       struct sock_filter **prog, size_t *n)
 {
         _cleanup_close_ int fd = dir >= 0 ? openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -EBADF;
         struct stat st;
@@ -994,13 +1125,18 @@ static bool cache_load(int dir, const char *name, const char *key, size_t len, s
         if (klen != len || rest < len || memcmp(buf + 4, key, len) != 0)
                 return false;
         rest -= len;
-        if (rest == 0 || rest % sizeof(struct sock_filter) != 0)
+        if (rest == 0 || rest % sizeof(struct sock_filter) != 0 || rest / sizeof(struct sock_filter) > BPF_MAXINSNS)
                 return false;
         *prog = malloc(rest);
         if (!*prog)
                 return false;
         memcpy(*prog, buf + 4 + len, rest);
         *n = rest / sizeof(struct sock_filter);
+        if (!prog_refuses_the_refused(plan, *prog, *n)) {
+                free(*prog);
+                *prog = NULL;
+                return false;
+        }
         return true;
 }
 
@@ -1130,7 +1266,7 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
                 return brig_err(err, ENOMEM, "seccomp");
         _cleanup_free_ char *name = cache_name(key, len);
         _cleanup_close_ int dir = name ? cache_dir_open() : -EBADF;
-        bool cached = cache_load(dir, name, key, len, &plan->seccomp_prog, &plan->seccomp_len);
+        bool cached = cache_load(plan, dir, name, key, len, &plan->seccomp_prog, &plan->seccomp_len);
         if (cached && !audit)
                 return 0;
         struct table t = { 0 };

@@ -132,6 +132,106 @@ def test_planted_seccomp_filter_is_never_loaded(brig, scratch, grant):
     assert (real / name).read_bytes() != planted
 
 
+# ---- row 154: the cache file itself tampered with -----------------------------
+
+OTHER_UID = 65533  # neither root nor the rootless tests' nobody
+
+REFUSED_PROBE = ("grep '^Seccomp:' /proc/self/status; "
+                 "python3 -c 'import ctypes; l=ctypes.CDLL(None, use_errno=True); "
+                 "r=l.syscall(250, 0, 0, 0, 0, 0); print(\"keyctl\", r, ctypes.get_errno()); "
+                 "r=l.syscall(101, 0, 0, 0, 0); print(\"ptrace\", r, ctypes.get_errno())'")
+
+
+def _assert_filtered(r):
+    """Inside: the filter is loaded (mode 2) and still refuses keyctl and
+    ptrace with EPERM (a permissive filter lets keyctl fail with EINVAL
+    and PTRACE_TRACEME succeed)."""
+    assert r.returncode == 0, r
+    assert "Seccomp:\t2\n" in r.stdout, r
+    assert "keyctl -1 1\n" in r.stdout and "ptrace -1 1\n" in r.stdout, r
+
+
+def _tamper(brig, scratch, cache, name, planted, how):
+    f = cache / name
+    if how == "rewritten":
+        # The attacker can write the file (it is the user, or a process
+        # of the user's): same inode, same owner and mode, the right key.
+        with open(f, "r+b") as fh:
+            fh.write(planted)
+            fh.truncate()
+    elif how == "world-writable":
+        f.write_bytes(planted)
+        f.chmod(0o666)
+    elif how == "foreign-owner":
+        f.write_bytes(planted)
+        os.chown(f, OTHER_UID, OTHER_UID)
+        f.chmod(0o644)
+    elif how == "second-link":
+        f.write_bytes(planted)
+        os.link(f, scratch / "kept-link")  # a name to rewrite it through later
+    elif how == "symlink":
+        target = scratch / "planted-target.bpf"
+        target.write_bytes(planted)
+        target.chmod(0o600)
+        brig.chown(target)
+        f.unlink()
+        f.symlink_to(target)
+        os.lchown(f, brig.uid, brig.uid)
+    return f
+
+
+@attack("seccomp-cache-tamper", "the compiled-filter cache file (<root>/cache) rewritten in place with the right key "
+        "and a program allowing everything, made world-writable, given to another user, kept a second link to, "
+        "replaced by a symlink, or planted before the first run",
+        "only a regular file of the user's, one link, not writable by others, whose program still refuses keyctl, "
+        "ptrace, bpf, modules, kexec and other ABIs is loaded; anything else is compiled anew and replaced")
+@pytest.mark.parametrize("how", ["rewritten", "world-writable", "foreign-owner", "second-link", "symlink",
+                                 "planted-first", "planted-foreign-dir"])
+def test_tampered_seccomp_cache_is_never_trusted(brig, scratch, how):
+    if how in ("foreign-owner", "planted-foreign-dir") and not IS_ROOT:
+        pytest.skip("FOREIGN-OWNER CACHE NOT TESTED: giving a file to another user needs the suite to run as root")
+    run = _run_dir(brig, scratch)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    key = _cache_key(brig, scratch)
+    name = _cache_name(key)
+    planted = _permissive_filter(key)
+    cache = run / "brig" / "cache"
+    if how.startswith("planted"):
+        # Before brig ever ran with this state root.
+        (run / "brig").mkdir(mode=0o700)
+        brig.chown(run / "brig")
+        cache.mkdir(mode=0o700)
+        (cache / name).write_bytes(planted)
+        (cache / name).chmod(0o600)
+        owner = OTHER_UID if how == "planted-foreign-dir" else brig.uid
+        if how == "planted-foreign-dir":
+            cache.chmod(0o777)
+        os.chown(cache, owner, owner)
+        os.chown(cache / name, owner, owner)
+        f = cache / name
+    else:
+        # A first run compiles and stores the real program; a second one
+        # loads it (the file is not replaced: same inode).
+        _assert_filtered(brig.sh(REFUSED_PROBE, env=env))
+        ino = (cache / name).stat().st_ino
+        _assert_filtered(brig.sh(REFUSED_PROBE, env=env))
+        assert (cache / name).stat().st_ino == ino, "the genuine cache file was not loaded but compiled anew"
+        f = _tamper(brig, scratch, cache, name, planted, how)
+    _assert_filtered(brig.sh(REFUSED_PROBE, env=env))
+    if how == "planted-foreign-dir":
+        # Another user's cache directory is not used at all.
+        assert (cache / name).read_bytes() == planted and os.stat(cache).st_uid == OTHER_UID
+        return
+    # The bad file was replaced by the program brig compiled, which the next run loads.
+    st = os.lstat(f)
+    assert stat.S_ISREG(st.st_mode) and st.st_uid == brig.uid and stat.S_IMODE(st.st_mode) == 0o600, st
+    assert st.st_nlink == 1 and f.read_bytes() != planted and f.read_bytes().startswith(planted[:4 + len(key)])
+    if how == "symlink":
+        assert (scratch / "planted-target.bpf").read_bytes() == planted  # not written through
+    _assert_filtered(brig.sh(REFUSED_PROBE, env=env))
+    assert os.stat(f).st_ino == st.st_ino
+
+
 # ---- row 90: grants that contain, equal or lie inside the state root -------
 
 
