@@ -203,6 +203,23 @@ static size_t edit_distance(const char *a, const char *b)
         return prev[n];
 }
 
+/* "/filesystem/binds/0" -> "in filesystem.binds[0]"; "" -> "at the top level". */
+static void place_name(const char *path, char *buf, size_t n)
+{
+        snprintf(buf, n, "%s", *path ? "in " : "at the top level");
+        for (const char *seg = path; *seg == '/';) {
+                const char *end = strchrnul(seg + 1, '/');
+                int len = (int)(end - seg - 1);
+                size_t used = strlen(buf);
+                bool index = len > 0 && strspn(seg + 1, "0123456789") == (size_t)len;
+                if (index)
+                        snprintf(buf + used, n - used, "[%.*s]", len, seg + 1);
+                else
+                        snprintf(buf + used, n - used, "%s%.*s", seg == path ? "" : ".", len, seg + 1);
+                seg = end;
+        }
+}
+
 /* Refuse keys not in `allowed`, suggesting the nearest when it is close. */
 static int check_keys(const struct loader *L, const char *path, json_t *obj, const char *const *allowed)
 {
@@ -227,7 +244,16 @@ static int check_keys(const struct loader *L, const char *path, json_t *obj, con
                 snprintf(where, sizeof where, "%s/%s", path, key);
                 if (best)
                         return fail_at(L, where, true, "unknown key '%s', did you mean '%s'?", key, best);
-                return fail_at(L, where, true, "unknown key '%s' (expected one of the keys in docs/policy.md)", key);
+                /* Nothing close: name every key valid at this place, from
+                 * the same table the check uses (no second copy to drift). */
+                char list[512] = "";
+                for (const char *const *a = allowed; *a; a++) {
+                        size_t used = strlen(list);
+                        snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *a);
+                }
+                char place[256];
+                place_name(path, place, sizeof place);
+                return fail_at(L, where, true, "unknown key '%s' %s (expected one of: %s)", key, place, list);
         }
         return 0;
 }

@@ -359,11 +359,16 @@ static void test_error_unknown_nested_key_suggestion(void **state)
 static void test_error_unknown_key_no_suggestion(void **state)
 {
         (void)state;
-        expect_error("{\"zzzzzz\": 1}", "p.json:1:2: unknown key 'zzzzzz' (expected one of the keys in docs/policy.md)");
+        expect_error("{\"zzzzzz\": 1}", "p.json:1:2: unknown key 'zzzzzz' at the top level (expected one of: $schema, "
+                                        "extends, filesystem, process, limits, syscalls, network, audit, report)");
         expect_error("{\"filesystem\": {\"binds\": [{\"source\": \"/srv\", \"ro\": true}]}}",
-                     "p.json:1:46: unknown key 'ro' (expected one of the keys in docs/policy.md)");
+                     "p.json:1:46: unknown key 'ro' in filesystem.binds[0] (expected one of: source, destination, "
+                     "readonly)");
         expect_error("{\"audit\": {\"path\": \"/tmp/a\"}}",
-                     "p.json:1:12: unknown key 'path' (expected one of the keys in docs/policy.md)");
+                     "p.json:1:12: unknown key 'path' in audit (expected one of: file)");
+        expect_error("{\"network\": {\"allow\": [\"x\"]}}",
+                     "p.json:1:14: unknown key 'allow' in network (expected one of: mode, allow_hosts, deny_hosts, "
+                     "allow_cidrs, resolve, upstream_proxy, allow_unix)");
 }
 
 static void test_error_wrong_type(void **state)
