@@ -22,6 +22,8 @@
 #include <linux/close_range.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <limits.h>
 
 extern char **environ;
 
@@ -213,6 +215,93 @@ static int prepare_fds(const struct run_plan *plan, brig_error **err)
         return 0;
 }
 
+/* The shortest prefix of `path` that does not exist here: the directory
+ * a grant would have to add ("/root/.pyenv" for a link into it), with
+ * its existing parent spelt without "..", links or a relative start. */
+static bool first_missing(const char *path, char *buf, size_t n)
+{
+        struct stat st;
+        char *slash = NULL;
+        bool above = false;
+        snprintf(buf, n, "%s", path);
+        for (char *s = buf + 1; (s = strchr(s, '/')); s++) {
+                *s = '\0';
+                bool there = lstat(buf, &st) == 0;
+                *s = '/';
+                if (!there) {
+                        *s = '\0';
+                        above = true;
+                        break;
+                }
+        }
+        /* Only the last name missing: its directory is in the sandbox, so
+         * no grant would show it (dangling on the host too, or a secret). */
+        if (!above || !(slash = strrchr(buf, '/')))
+                return false;
+        *slash = '\0';
+        _cleanup_free_ char *parent = realpath(*buf ? buf : "/", NULL);
+        char *last = brig_strdup_printf("%s", slash + 1);
+        *slash = '/';
+        if (parent && last)
+                snprintf(buf, n, "%s/%s", strcmp(parent, "/") ? parent : "", last);
+        free(last);
+        return true;
+}
+
+/* execvp found nothing: is the reason a link to where the sandbox shows
+ * nothing (a toolchain in $HOME: pyenv, nvm, rustup; a directory not
+ * granted)? Then say where it points and what grant would show it. Read
+ * here, inside, as the sandbox user, before anything of the command ran:
+ * readlink and lstat never follow a link, and the host is not asked about
+ * paths the sandbox named. */
+static void missing_link_hint(const struct run_plan *plan, char *buf, size_t n)
+{
+        const char *name = plan->argv[0], *path = "";
+        for (char *const *e = plan->envp; e && *e && !strchr(name, '/'); e++)
+                if (strncmp(*e, "PATH=", 5) == 0)
+                        path = *e + 5;
+        buf[0] = '\0';
+        for (const char *dir = path;;) {
+                const char *end = strchrnul(dir, ':');
+                char link[PATH_MAX], at[PATH_MAX], target[PATH_MAX];
+                if (strchr(name, '/'))
+                        snprintf(link, sizeof link, "%s", name);
+                else
+                        snprintf(link, sizeof link, "%.*s/%s", (int)(end - dir), end > dir ? dir : ".", name);
+                snprintf(at, sizeof at, "%s", link);
+                struct stat st;
+                for (int hop = 0; hop < 8 && lstat(at, &st) == 0 && S_ISLNK(st.st_mode); hop++) {
+                        ssize_t len = readlink(at, target, sizeof target - 1);
+                        if (len < 0)
+                                break;
+                        target[len] = '\0';
+                        if (target[0] != '/') {  /* relative to the link's directory */
+                                char *slash = strrchr(at, '/');
+                                char rel[PATH_MAX];
+                                if (snprintf(rel, sizeof rel, "%.*s/%s", slash ? (int)(slash - at) : 1,
+                                             slash ? at : ".", target) >= (int)sizeof rel)
+                                        break;
+                                memcpy(target, rel, sizeof target);
+                        }
+                        if (lstat(target, &st) < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+                                char grant[PATH_MAX];
+                                int used = first_missing(target, grant, sizeof grant)
+                                        ? snprintf(buf, n, ": '%s' is a link to '%s', which is not in the sandbox "
+                                                           "(grant it with --ro-bind %s)", link, target, grant)
+                                        : snprintf(buf, n, ": '%s' is a link to '%s', which does not exist",
+                                                   link, target);
+                                if (used >= (int)n)
+                                        buf[0] = '\0';  /* a cut path would mislead */
+                                return;
+                        }
+                        snprintf(at, sizeof at, "%s", target);
+                }
+                if (strchr(name, '/') || !*end)
+                        return;
+                dir = end + 1;
+        }
+}
+
 _Noreturn void command_exec(const struct run_plan *plan)
 {
         brig_error *err = NULL;
@@ -248,8 +337,11 @@ _Noreturn void command_exec(const struct run_plan *plan)
         execvp(plan->argv[0], plan->argv);
         int e = errno;
         bool missing = e == ENOENT || e == ENOTDIR;
-        brig_err_code(&err, missing ? BRIG_EXIT_NOT_FOUND : BRIG_EXIT_NOT_EXECUTABLE, e, "%s '%s'",
-                      missing ? "command not found" : "cannot execute", plan->argv[0]);
+        char hint[600] = "";
+        if (missing)
+                missing_link_hint(plan, hint, sizeof hint);
+        brig_err_code(&err, missing ? BRIG_EXIT_NOT_FOUND : BRIG_EXIT_NOT_EXECUTABLE, e, "%s '%s'%s",
+                      missing ? "command not found" : "cannot execute", plan->argv[0], hint);
         sync_send_error(plan->sync_fd, SYNC_EXEC_FAILED, err);
         _exit(err->exit_code);
 fail:
