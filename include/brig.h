@@ -178,6 +178,14 @@ BRIG_PUBLIC char *brig_policy_explain(const brig_policy *p, brig_error **err);
  * syscall, end; docs/audit.md) to this file during the run. */
 BRIG_PUBLIC int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err);
 
+/* Called at the start of a run, once per control that runs weaker than the
+ * policy asks (cgroup limits on rlimits, Landlock or seccomp missing under
+ * --allow-degraded), with one line that names the fix; a CLI prints each
+ * on stderr. The report's "degraded" says the same. Not kept by a
+ * persistent sandbox (brig_sandbox_list_json has them as "warnings"). */
+typedef void (*brig_notice_fn)(const char *line, void *data);
+BRIG_PUBLIC void brig_policy_set_notice(brig_policy *p, brig_notice_fn fn, void *data);
+
 /* Write a JSON run report to this file when the run ends. */
 BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err);
 

@@ -498,6 +498,13 @@ static bool take_pooled(int *argc, char **argv)
         return pooled;
 }
 
+/* A control weaker than the policy asks, said before the command starts. */
+static void put_notice(const char *line, void *data)
+{
+        fprintf(stderr, "brig: WARNING: %s\n", line);
+        *(bool *)data = true;
+}
+
 int cmd_run(int argc, char **argv)
 {
         brig_policy *p;
@@ -512,14 +519,15 @@ int cmd_run(int argc, char **argv)
         }
         brig_result res;
         brig_error *err = NULL;
-        bool used_pool = false;
+        bool used_pool = false, warned = false;
+        brig_policy_set_notice(p, put_notice, &warned);
         if ((pooled ? brig_run_pooled(p, argv + first, &res, &used_pool, &err) : brig_run(p, argv + first, &res, &err)) < 0) {
                 code = cli_fail(err);
         } else {
                 code = res.exit_code;
                 if (res.summary[0])  /* one human line when it did not simply exit */
                         fprintf(stderr, "brig: %s\n", res.summary);
-                if (res.warning[0])
+                if (res.warning[0] && !warned)  /* a pooled run: its sandbox said nothing at start */
                         fprintf(stderr, "brig: WARNING: %s\n", res.warning);
                 cli_put_unix_refused(&res);
         }

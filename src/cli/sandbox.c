@@ -43,8 +43,9 @@ static const char *name_arg(int argc, char **argv, const char *cmd, const char *
         return argv[1];
 }
 
-/* The warning brig run prints after its run (memory not bounded without a
- * cgroup), said once the sandbox runs: its supervisor, detached, cannot. */
+/* The warnings brig run prints at its start (a control weaker than asked:
+ * memory not bounded without a cgroup, ...), said once the sandbox runs:
+ * its supervisor, detached, cannot. */
 static void put_memory_warning(const char *verb, const char *name)
 {
         brig_error *err = NULL;
@@ -55,9 +56,16 @@ static void put_memory_warning(const char *verb, const char *name)
         size_t i;
         json_t *row;
         json_array_foreach(list, i, row) {
-                const char *w = json_string_value(json_object_get(row, "memory_warning"));
-                if (w && strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) == 0)
-                        fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, w);
+                if (strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) != 0)
+                        continue;
+                json_t *all = json_object_get(row, "warnings");
+                size_t j;
+                json_t *w;
+                json_array_foreach(all, j, w)
+                        fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, json_string_value(w));
+                const char *mem = json_string_value(json_object_get(row, "memory_warning"));
+                if (!all && mem)  /* state written by an older brig */
+                        fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, mem);
         }
         json_decref(list);
 }

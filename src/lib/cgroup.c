@@ -14,6 +14,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/mount.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -119,11 +121,61 @@ static const char *v1_name(int c)
         return c == CG_IO ? "blkio" : controller_names[c];
 }
 
+/* ---- hierarchies hidden from our mount table --------------------------------- *
+ *
+ * `ip netns exec` (and a container without /sys/fs/cgroup) gives brig a
+ * mount namespace whose fresh sysfs has no cgroup mounts, while the
+ * process still lives in real groups (/proc/self/cgroup lists them). As
+ * root the hierarchy can be had again without touching any mount table:
+ * fsopen + fsmount make a detached mount of it (v1: the same controller
+ * set names the existing hierarchy), reached through /proc/self/fd/N. The
+ * fds are kept for the life of the process (one per hierarchy, close on
+ * exec), like the host probe; brig's own state records such groups under
+ * no /sys/fs/cgroup path, so only a later run's stale sweep removes what a
+ * SIGKILLed brig left in them. */
+
+static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { char ctrls[64]; int fd; } hidden[8];
+
+static int detached_hierarchy(const char *ctrls)
+{
+        bool v2 = *ctrls == '\0';
+        pthread_mutex_lock(&hidden_lock);
+        int fd = -1;
+        size_t i = 0;
+        for (; i < ARRAY_SIZE(hidden) && hidden[i].ctrls[0]; i++)
+                if (strcmp(hidden[i].ctrls, v2 ? "-" : ctrls) == 0)
+                        fd = hidden[i].fd;
+        if (fd < 0 && i < ARRAY_SIZE(hidden) && strlen(ctrls) < sizeof hidden[i].ctrls) {
+                _cleanup_close_ int fs = sys_fsopen(v2 ? "cgroup2" : "cgroup", FSOPEN_CLOEXEC);
+                _cleanup_free_ char *list = strdup(ctrls);
+                bool ok = fs >= 0 && list;
+                for (char *save = NULL, *c = list ? strtok_r(list, ",", &save) : NULL; ok && c;
+                     c = strtok_r(NULL, ",", &save))
+                        ok = strncmp(c, "name=", 5) == 0 ? sys_fsconfig(fs, FSCONFIG_SET_STRING, "name", c + 5, 0) == 0
+                                                        : sys_fsconfig(fs, FSCONFIG_SET_FLAG, c, NULL, 0) == 0;
+                if (ok && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+                        fd = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                /* remembered when it failed too: the next run need not ask */
+                snprintf(hidden[i].ctrls, sizeof hidden[i].ctrls, "%s", v2 ? "-" : ctrls);
+                hidden[i].fd = fd;
+        }
+        pthread_mutex_unlock(&hidden_lock);
+        return fd;
+}
+
+static char *hidden_mount(const char *ctrls)
+{
+        int fd = detached_hierarchy(ctrls);
+        return fd < 0 ? NULL : brig_strdup_printf("/proc/self/fd/%d", fd);
+}
+
 static void find_hierarchies(struct hierarchies *h)
 {
         FILE *f = fopen("/proc/self/mountinfo", "re");
         char *line = NULL;
         size_t len = 0;
+        bool any_mounted = false;
         while (f && getline(&line, &len, f) > 0) {
                 char *sep = strstr(line, " - ");
                 if (!sep)
@@ -132,6 +184,7 @@ static void find_hierarchies(struct hierarchies *h)
                 if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
                     sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) != 3)
                         continue;
+                any_mounted |= strcmp(fstype, "cgroup2") == 0 || strcmp(fstype, "cgroup") == 0;
                 if (strcmp(fstype, "cgroup2") == 0 && !h->v2_mount)
                         h->v2_mount = strdup(mnt);
                 else if (strcmp(fstype, "cgroup") == 0)
@@ -152,14 +205,21 @@ static void find_hierarchies(struct hierarchies *h)
                         continue;
                 *c1 = *c2 = '\0';
                 const char *ctrls = c1 + 1, *path = c2 + 1;
+                /* No cgroup mount at all, yet groups we live in: hidden
+                 * (see above), not absent. */
                 if (strcmp(line, "0") == 0 && *ctrls == '\0') {
                         free(h->v2_own);
                         h->v2_own = strdup(path);
+                        if (!any_mounted && !h->v2_mount)
+                                h->v2_mount = hidden_mount("");
                         continue;
                 }
                 for (int c = 0; c < CG_COUNT; c++)
-                        if (has_word(ctrls, v1_name(c)) && !h->v1_own[c])
+                        if (has_word(ctrls, v1_name(c)) && !h->v1_own[c]) {
                                 h->v1_own[c] = strdup(path);
+                                if (!any_mounted && !h->v1_mount[c])
+                                        h->v1_mount[c] = hidden_mount(ctrls);
+                        }
         }
         free(line);
         if (f)

@@ -193,6 +193,16 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
                 rlimits_memory_text(plan, text, sizeof text);
                 json_object_set_new(c->summary, "memory_warning", json_string(text));
         }
+        struct strv lines = { 0 };
+        json_t *warnings = json_array();
+        if (c->summary && warnings && degraded_warnings(plan, &lines) == 0)
+                for (size_t i = 0; i < lines.n; i++)
+                        json_array_append_new(warnings, json_string(lines.items[i]));
+        strv_free(&lines);
+        if (c->summary)
+                json_object_set_new(c->summary, "warnings", warnings);
+        else
+                json_decref(warnings);
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }
 

@@ -163,6 +163,8 @@ enum degradable {
         DEGRADE_LANDLOCK = 1 << 0,
         DEGRADE_SECCOMP = 1 << 1,
         DEGRADE_MEMORY = 1 << 2,  /* no memory cgroup: say so in the report only, not on stderr */
+        DEGRADE_PIDS = 1 << 3,    /* no pids cgroup (RLIMIT_NPROC holds): the same */
+        DEGRADE_CPUS = 1 << 4,    /* no cpu cgroup (--cpus not enforced): the same */
 };
 
 struct brig_policy {
@@ -194,6 +196,8 @@ struct brig_policy {
         bool net_mode_set;               /* else: proxy when any allow rule exists */
         struct limits limits;
         unsigned allow_degraded;         /* enum degradable */
+        brig_notice_fn notice;           /* brig_policy_set_notice: the caller's, never copied */
+        void *notice_data;
 };
 
 #define BRIG_DEFAULT_TMP_SIZE (512ULL << 20)
@@ -242,6 +246,8 @@ struct run_plan {
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
         bool memory_unbounded;   /* --memory set but no memory cgroup: per-process RLIMIT_DATA only */
+        bool pids_by_rlimit;     /* --pids held by RLIMIT_NPROC: no pids cgroup */
+        bool cpus_unenforced;    /* --cpus set but no cpu cgroup */
         uint64_t memory_inherited;      /* no group of ours, but brig already runs under this limit */
         char memory_inherited_dir[512]; /* ... set on this cgroup (v2 or v1) */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
@@ -322,6 +328,10 @@ BRIG_INTERNAL int rlimits_apply_memory_fallback(const struct run_plan *plan, bri
  * for the report (NULL-terminated), and one sentence for people. */
 BRIG_INTERNAL extern const char *const rlimits_memory_unbounded[];
 BRIG_INTERNAL void rlimits_memory_text(const struct run_plan *plan, char *buf, size_t n);
+/* One line per control that runs weaker than the policy asks and was not
+ * accepted with --allow-degraded (memory, pids, cpus) or was accepted but
+ * must still be said (landlock, seccomp): said at the start of a run. */
+BRIG_INTERNAL int degraded_warnings(const struct run_plan *plan, struct strv *out);
 /* The sandbox's IPC namespace limits (System V shm and messages) from the
  * memory limit; pid 1, while it is root in its user namespace (ipc.c). */
 BRIG_INTERNAL int ipc_limits_apply(const struct run_plan *plan, brig_error **err);

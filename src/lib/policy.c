@@ -437,10 +437,20 @@ int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error *
                 p->allow_degraded |= DEGRADE_SECCOMP;
         else if (control && strcmp(control, "memory") == 0)
                 p->allow_degraded |= DEGRADE_MEMORY;
+        else if (control && strcmp(control, "pids") == 0)
+                p->allow_degraded |= DEGRADE_PIDS;
+        else if (control && strcmp(control, "cpus") == 0)
+                p->allow_degraded |= DEGRADE_CPUS;
         else
-                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock, seccomp or memory",
+                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock, seccomp, memory, pids or cpus",
                                 control ? control : "");
         return 0;
+}
+
+void brig_policy_set_notice(brig_policy *p, brig_notice_fn fn, void *data)
+{
+        p->notice = fn;
+        p->notice_data = data;
 }
 
 int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value, brig_error **err)

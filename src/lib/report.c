@@ -9,6 +9,57 @@
 #include <stdio.h>
 #include <string.h>
 
+
+static void pids_text(const struct run_plan *plan, char *buf, size_t n)
+{
+        snprintf(buf, n,
+                 "pids: --pids %llu%s is held by RLIMIT_NPROC (the sandbox user's processes), not by a pids "
+                 "cgroup: no writable one here (run brig as root or in a cgroup v2 subtree delegated to you, "
+                 "docs/limits.md); to accept this and drop the warning: --allow-degraded pids; to refuse such "
+                 "runs: --require-limits",
+                 (unsigned long long)plan->limits.pids, plan->limits.pids == BRIG_DEFAULT_PIDS ? " (the default)" : "");
+}
+
+static void cpus_text(const struct run_plan *plan, char *buf, size_t n)
+{
+        snprintf(buf, n,
+                 "cpus: --cpus %.2f is not enforced: no writable cpu cgroup here (run brig as root or in a cgroup "
+                 "v2 subtree delegated to you, docs/limits.md); to accept this and drop the warning: "
+                 "--allow-degraded cpus; to refuse such runs: --require-limits",
+                 (double)plan->limits.cpus_millis / 1000.0);
+}
+
+/* Each line names what is weaker, why, and the flag or step that fixes
+ * it; the CLI prints them before the command starts (no silent downgrade:
+ * docs/usage.md "System calls and degradation"). */
+int degraded_warnings(const struct run_plan *plan, struct strv *out)
+{
+        char text[600];
+        unsigned accepted = plan->policy ? plan->policy->allow_degraded : 0;
+        int r = 0;
+        if (plan->landlock_abi == 0)
+                r = r ?: strv_push(out, "Landlock: not available on this host (a kernel without it, or 'landlock' "
+                                        "missing from the lsm= boot list): the sandbox's file access rests on its "
+                                        "mounts alone (accepted by --allow-degraded landlock)");
+        if (plan->seccomp_degraded)
+                r = r ?: strv_push(out, "seccomp: not available on this host: the sandbox runs without a syscall "
+                                        "filter, and unix sockets outside it are not guarded (accepted by "
+                                        "--allow-degraded seccomp)");
+        if (plan->memory_unbounded && !(accepted & DEGRADE_MEMORY)) {
+                rlimits_memory_text(plan, text, sizeof text);
+                r = r ?: strv_push(out, text);
+        }
+        if (plan->pids_by_rlimit && !(accepted & DEGRADE_PIDS)) {
+                pids_text(plan, text, sizeof text);
+                r = r ?: strv_push(out, text);
+        }
+        if (plan->cpus_unenforced && !(accepted & DEGRADE_CPUS)) {
+                cpus_text(plan, text, sizeof text);
+                r = r ?: strv_push(out, text);
+        }
+        return r < 0 ? r : 0;
+}
+
 static json_t *mounts_json(const struct run_plan *plan)
 {
         json_t *a = json_array();
@@ -165,10 +216,18 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         }
         if (plan->cgroup_degraded)
                 json_array_append_new(degraded, json_string("cgroup limits"));
+        char line[600];
         if (plan->memory_unbounded) {
-                char text[512];
-                rlimits_memory_text(plan, text, sizeof text);
-                json_array_append_new(degraded, json_string(text));
+                rlimits_memory_text(plan, line, sizeof line);
+                json_array_append_new(degraded, json_string(line));
+        }
+        if (plan->pids_by_rlimit) {
+                pids_text(plan, line, sizeof line);
+                json_array_append_new(degraded, json_string(line));
+        }
+        if (plan->cpus_unenforced) {
+                cpus_text(plan, line, sizeof line);
+                json_array_append_new(degraded, json_string(line));
         }
         if (plan->net_fallback[0]) {
                 char text[400];

@@ -504,7 +504,7 @@ char *brig_sandbox_list_json(brig_error **err)
                 json_object_set_new(row, "status", json_string(status));
                 static const char *const copied[] = { "supervisor_pid", "created", "workspace", "workspace_mode",
                                                       "net", "memory", "memory_enforced_by", "memory_warning",
-                                                      "pids" };
+                                                      "warnings", "pids" };
                 for (size_t i = 0; st && i < ARRAY_SIZE(copied); i++) {
                         json_t *v = json_object_get(st, copied[i]);
                         if (v)

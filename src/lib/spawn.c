@@ -244,6 +244,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         char missing[64];
         cgroup_missing(cg, &plan.limits, plan.memory_inherited != 0, missing, sizeof missing);
         plan.cgroup_degraded = missing[0] != '\0';
+        plan.pids_by_rlimit = plan.limits.pids && !plan.limits.nproc && !cgroup_enforces(cg, CG_PIDS);
+        plan.cpus_unenforced = plan.limits.cpus_millis && !cgroup_enforces(cg, CG_CPU);
         if (plan.cgroup_degraded && plan.limits.required) {
                 r = brig_err(err, EACCES,
                              "--require-limits: no writable cgroup enforces %s here%s; run brig as root, or from "
@@ -256,6 +258,18 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         }
         if (plan.memory_unbounded && !(p->allow_degraded & DEGRADE_MEMORY))
                 rlimits_memory_text(&plan, result->warning, sizeof result->warning);
+        /* Said before anything runs, not only in the report afterwards. */
+        if (p->notice) {
+                struct strv lines = { 0 };
+                r = degraded_warnings(&plan, &lines);
+                for (size_t i = 0; i < lines.n; i++)
+                        p->notice(lines.items[i], p->notice_data);
+                strv_free(&lines);
+                if (r < 0) {
+                        r = brig_err(err, -r, "degraded controls");
+                        goto out;
+                }
+        }
         cgroup_describe(cg, plan.cgroup_desc, sizeof plan.cgroup_desc);
         /* The syscall filter is compiled here, once, not in the child. */
         r = seccomp_prepare(&plan, err);

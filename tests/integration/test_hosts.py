@@ -1,0 +1,208 @@
+"""Hosts as they are (issue 14): no silent downgrade, the cgroup found where
+`ip netns exec` hides it, refusals that name the restriction a host put on
+user namespaces (AppArmor, sysctls, a container's seccomp profile), and
+errors that say what to change (unknown policy keys, a command that is a
+link into a hidden directory). Root and rootless.
+"""
+import json
+import os
+import pathlib
+import select
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import IS_ROOT
+from test_escape import attack
+
+MiB = 1 << 20
+BOUND_MB = 64
+
+
+# ---- ip netns exec: a fresh sysfs without the cgroup mounts -----------------------
+
+@pytest.fixture
+def netns():
+    """A network namespace of the test's own (`ip netns add`), deleted after."""
+    if not IS_ROOT:
+        pytest.skip("IP NETNS EXEC NOT TESTED: the suite is not running as root")
+    name = f"brighosts{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    yield name
+    subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def in_netns(brig, netns, *args):
+    """`ip netns exec NS [setpriv nobody] brig ARGS` (ip execs: same pid)."""
+    return ["ip", "netns", "exec", netns] + brig.cmd(*args)
+
+
+def own_groups(pid):
+    """Every directory of the host's cgroup hierarchies, from the caller's
+    own group up to the root, where brig-PID-* groups would be made."""
+    mounts = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, post = line.split(" - ")
+            fstype, _, opts = post.split()[:3]
+            if fstype == "cgroup2":
+                mounts[""] = pre.split()[4]
+            elif fstype == "cgroup":
+                for c in ("memory",):
+                    if c in opts.split(","):
+                        mounts[c] = pre.split()[4]
+    found = []
+    for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        key = "" if ctrls == "" else ("memory" if "memory" in ctrls.split(",") else None)
+        if key is None or key not in mounts:
+            continue
+        d = pathlib.Path(mounts[key] + (path if path != "/" else ""))
+        while True:
+            found += list(d.glob(f"brig-{pid}-*"))
+            if str(d) == mounts[key]:
+                break
+            d = d.parent
+    return found
+
+
+def memory_limit_of(group):
+    for f in ("memory.max", "memory.limit_in_bytes"):
+        p = group / f
+        if p.exists():
+            return int(p.read_text().split()[0])
+    return None
+
+
+def read_until(stream, want, seconds=20):
+    """Lines of STREAM (a pipe) until one contains WANT; all of them."""
+    got = b""
+    end = time.monotonic() + seconds
+    while want.encode() not in got and time.monotonic() < end:
+        ready, _, _ = select.select([stream], [], [], 0.2)
+        if ready:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                break
+            got += chunk
+    return got.decode(errors="replace")
+
+
+@attack("netns-exec-hidden-cgroup", "under `ip netns exec` (a fresh sysfs: no cgroup mounts) a memfd filled by write() past --memory 64M", "cgroup")
+def test_ip_netns_exec_finds_the_hidden_memory_cgroup(brig, netns):
+    """Under `ip netns exec` /sys is a fresh sysfs without /sys/fs/cgroup's
+    mounts: brig ran on RLIMIT_DATA alone, so a memfd filled by write()
+    grew past --memory. As root brig reaches the hierarchies it lives in
+    through a detached mount: its group exists on the host during the run
+    with the limit, and the memfd hog is OOM-killed within the bound.
+    Rootless it cannot, and says so on stderr before the command runs."""
+    p = subprocess.Popen(in_netns(brig, netns, "run", "--memory", f"{BOUND_MB}M", "--", "sh", "-c",
+                                  "echo ready; read x; echo done"),
+                         cwd=brig.workspace, env=brig.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        out = read_until(p.stdout, "ready")
+        assert "ready" in out, out
+        groups = own_groups(p.pid)
+        # said at the start, while the command still runs, not only after
+        early = read_until(p.stderr, "WARNING: memory:", seconds=2 if brig.mode == "root" else 20)
+        if brig.mode == "root":
+            assert groups, f"NO CGROUP: brig made no group on the host under ip netns exec: {early}"
+            assert any(memory_limit_of(g) == BOUND_MB * MiB for g in groups), groups
+            assert "WARNING: memory:" not in early, early
+        else:
+            assert not groups, groups
+            assert "brig: WARNING: memory: --memory 64 MiB bounds each process's private memory only" in early, early
+        p.stdin.write(b"go\n")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert not own_groups(p.pid), "the group outlived the run"
+
+    rep = brig.reports / f"hosts-{uuid.uuid4().hex}.json"
+    cp = subprocess.run(in_netns(brig, netns, "run", "--json-report", str(rep), "--memory", f"{BOUND_MB}M",
+                                 "--ro-bind", f"{brig.program('probe_memory')}:/probe", "--",
+                                 "/probe", "memfd", str(2 * BOUND_MB)),
+                        cwd=brig.workspace, env=brig.env(), capture_output=True, text=True, timeout=90)
+    report = json.loads(rep.read_text())
+    lim = report["limits"]
+    if brig.mode == "root":
+        assert lim["memory_enforced_by"] == "cgroup", (lim, cp.stderr)
+        assert "stopped_by=max" not in cp.stdout, f"ATTACK WORKED: the memfd outgrew --memory: {cp.stdout}"
+        assert report["reason"] == "oom" or "stopped_by=" in cp.stdout, (report["reason"], cp.stdout, cp.stderr)
+        assert report["memory_peak_bytes"] <= BOUND_MB * MiB, report["memory_peak_bytes"]
+    else:
+        assert lim["memory_enforced_by"] == "rlimit", lim
+        assert "memfd" in lim["memory_not_bounded"], lim
+        assert any(d.startswith("memory:") for d in report["degraded"]), report["degraded"]
+
+
+def test_degraded_limits_are_said_once_each_and_can_be_accepted(brig):
+    """A limit no cgroup enforces is one stderr line each (memory, pids,
+    cpus), in the report too; --allow-degraded NAME drops that line only."""
+    rep = brig.reports / f"hosts-{uuid.uuid4().hex}.json"
+    r = brig.run("run", "--json-report", str(rep), "--cpus", "1", "--pids", "100", "--", "true")
+    assert r.returncode == 0, r
+    report = json.loads(rep.read_text())
+    lines = [x for x in r.stderr.splitlines() if x.startswith("brig: WARNING: ")]
+    if report["limits"]["enforced_by"] == "cgroup":
+        assert lines == [], r
+        return
+    said = {x.split(":")[2].strip(): x for x in lines}
+    assert len(said) == len(lines), lines  # one line per control
+    assert "--allow-degraded pids" in said["pids"] and "--pids 100 is held by RLIMIT_NPROC" in said["pids"], lines
+    assert "--cpus 1.00 is not enforced" in said["cpus"] and "--allow-degraded cpus" in said["cpus"], lines
+    assert any(d.startswith("pids:") for d in report["degraded"]), report["degraded"]
+    assert any(d.startswith("cpus:") for d in report["degraded"]), report["degraded"]
+    r = brig.run("run", "--cpus", "1", "--pids", "100", "--allow-degraded", "pids", "--allow-degraded", "cpus",
+                 "--allow-degraded", "memory", "--", "true")
+    assert r.returncode == 0 and "WARNING" not in r.stderr, r
+
+
+# ---- refusals that say what to change ---------------------------------------------
+
+def test_unknown_policy_key_lists_the_keys_of_its_place(brig):
+    f = brig.base / "p.json"
+    f.write_text('{"network": {"allow": ["example.org"]}}')
+    r = brig.run("run", "--policy", str(f), "--", "true")
+    assert r.returncode == 125, r
+    assert (f"{f}:1:14: unknown key 'allow' in network (expected one of: mode, allow_hosts, deny_hosts, "
+            "allow_cidrs, resolve, upstream_proxy, allow_unix)") in r.stderr, r
+    f.write_text('{"limits": {"memroy": "1G"}}')
+    r = brig.run("run", "--policy", str(f), "--", "true")
+    assert r.returncode == 125 and "unknown key 'memroy', did you mean 'memory'?" in r.stderr, r
+
+
+def test_command_linked_into_a_hidden_directory_names_the_grant(brig):
+    """A PATH entry linking into $HOME (a pyenv/nvm/rustup toolchain) is
+    not found inside (an empty $HOME): the refusal says where the link
+    points and which --ro-bind shows it — and that grant works."""
+    tool = brig.home / ".toolenv" / "versions" / "1.0" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "mytool").write_text("#!/bin/sh\necho mytool-ran\n")
+    (tool / "mytool").chmod(0o755)
+    bindir = brig.workspace / "bin"
+    bindir.mkdir()
+    (bindir / "mytool").symlink_to(tool / "mytool")
+    (bindir / "reltool").symlink_to(os.path.relpath(tool / "mytool", bindir))
+    for p in (brig.home / ".toolenv", bindir):
+        for d in [p, *p.rglob("*")]:
+            if not d.is_symlink():
+                brig.chown(d)
+    path = f"PATH={bindir}:/usr/bin:/bin"
+    r = brig.run("run", "--env", path, "--", "mytool")
+    assert r.returncode == 127, r
+    assert (f"command not found 'mytool': '{bindir}/mytool' is a link to '{tool}/mytool', which is not in the "
+            f"sandbox (grant it with --ro-bind {brig.home}/.toolenv)") in r.stderr, r
+    r = brig.run("run", "--", "bin/reltool")
+    assert r.returncode == 127 and f"(grant it with --ro-bind {brig.home}/.toolenv)" in r.stderr, r
+    r = brig.run("run", "--env", path, "--ro-bind", f"{brig.home}/.toolenv", "--", "mytool")
+    assert r.returncode == 0 and "mytool-ran" in r.stdout, r
+    # a plain miss stays a plain miss
+    r = brig.run("run", "--", "no-such-tool-anywhere")
+    assert r.returncode == 127 and "is a link" not in r.stderr, r
