@@ -145,6 +145,11 @@ BRIG_PUBLIC void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mod
 /* Host patterns: "pypi.org", "*.pythonhosted.org", optional ":PORT"
  * (default ports 80 and 443). Deny wins over allow. */
 BRIG_PUBLIC int brig_policy_allow_host(brig_policy *p, const char *pattern, brig_error **err);
+/* The same allow rule, and the names it allows may resolve to private
+ * addresses (10/8, 172.16/12, 192.168/16, fc00::/7, fec0::/10, CGNAT
+ * 100.64/10) — for these names only; loopback, link-local and cloud
+ * metadata stay refused whatever they resolve to. */
+BRIG_PUBLIC int brig_policy_allow_private_host(brig_policy *p, const char *pattern, brig_error **err);
 BRIG_PUBLIC int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_error **err);
 /* "10.1.0.0/16" or "10.1.2.3/32:5432": addresses the classification would
  * refuse (private, loopback, link-local...) that this policy allows. */
@@ -188,6 +193,14 @@ BRIG_PUBLIC void brig_policy_set_notice(brig_policy *p, brig_notice_fn fn, void 
 
 /* Write a JSON run report to this file when the run ends. */
 BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err);
+
+/* The same two outputs written to a descriptor the caller holds open for
+ * writing (a pipe a harness reads, 3 and up), instead of a file. brig's
+ * supervisor writes through its own copy; the sandbox never sees it (it is
+ * closed before the command runs, like every descriptor not passed with
+ * --pass-fd). Each replaces a path set for the same output, and back. */
+BRIG_PUBLIC int brig_policy_set_report_fd(brig_policy *p, int fd, brig_error **err);
+BRIG_PUBLIC int brig_policy_set_audit_fd(brig_policy *p, int fd, brig_error **err);
 
 /* ---- Running ----------------------------------------------------------- */
 

@@ -46,6 +46,8 @@ static const char run_usage[] =
         "                           where the host can't, unless asked for explicitly);\n"
         "                           host: the host's network, no control (loud warning)\n"
         "  --allow-host PATTERN     allow pypi.org, *.pythonhosted.org, host:port (turns on filtered)\n"
+        "  --allow-private-host PATTERN  allow it as --allow-host does, and let its names resolve to\n"
+        "                           private addresses (LAN, fc00::/7, 100.64/10; never loopback or metadata)\n"
         "  --deny-host PATTERN      deny (wins over allow)\n"
         "  --allow-cidr CIDR[:PORT] allow addresses the classification refuses (private, loopback...)\n"
         "  --resolve HOST:ADDR      resolve HOST to ADDR without DNS\n"
@@ -71,7 +73,9 @@ static const char run_usage[] =
         "  --allow-degraded CONTROL run even if the host lacks landlock or seccomp (the report says so)\n"
         "Reporting:\n"
         "  --json-report FILE       write a JSON report of the run\n"
+        "  --json-report-fd N       ... to descriptor N, open in brig for writing (a pipe; never the sandbox's)\n"
         "  --audit FILE             write every refused (or logged) syscall as JSON lines\n"
+        "  --audit-fd N             ... to descriptor N (as --json-report-fd)\n"
         "Warm pool:\n"
         "  --pooled                 run in a ready sandbox of brig pool (same options and workspace), if any\n";
 
@@ -82,7 +86,8 @@ enum {
         OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_IO_WEIGHT, OPT_TIMEOUT, OPT_KILL_AFTER, OPT_CPU_TIME, OPT_NOFILE,
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
         OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_UPSTREAM_PROXY, OPT_POLICY, OPT_PROFILE,
-        OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE, OPT_ALLOW_UNIX,
+        OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE, OPT_ALLOW_UNIX, OPT_JSON_REPORT_FD, OPT_AUDIT_FD,
+        OPT_ALLOW_PRIVATE_HOST,
 };
 
 static const struct option options[] = {
@@ -103,6 +108,8 @@ static const struct option options[] = {
         { "no-tty", no_argument, NULL, OPT_NO_TTY },
         { "terminal-passthrough", no_argument, NULL, OPT_TERMINAL_PASSTHROUGH },
         { "json-report", required_argument, NULL, OPT_JSON_REPORT },
+        { "json-report-fd", required_argument, NULL, OPT_JSON_REPORT_FD },
+        { "audit-fd", required_argument, NULL, OPT_AUDIT_FD },
         { "seccomp-allow", required_argument, NULL, OPT_SECCOMP_ALLOW },
         { "seccomp-deny", required_argument, NULL, OPT_SECCOMP_DENY },
         { "allow-degraded", required_argument, NULL, OPT_ALLOW_DEGRADED },
@@ -122,6 +129,7 @@ static const struct option options[] = {
         { "seccomp-rule", required_argument, NULL, OPT_SECCOMP_RULE },
         { "net", required_argument, NULL, OPT_NET },
         { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
+        { "allow-private-host", required_argument, NULL, OPT_ALLOW_PRIVATE_HOST },
         { "deny-host", required_argument, NULL, OPT_DENY_HOST },
         { "allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR },
         { "allow-unix", required_argument, NULL, OPT_ALLOW_UNIX },
@@ -230,6 +238,19 @@ static int parse_count(const char *flag, const char *arg, uint64_t *out)
         return 0;
 }
 
+static int parse_fd(const char *flag, const char *arg, int *fd)
+{
+        char *end;
+        errno = 0;
+        long v = strtol(arg, &end, 10);
+        if (errno || end == arg || *end || v < 0 || v > INT_MAX) {
+                fprintf(stderr, "brig: %s '%s': expected a file descriptor number\n", flag, arg);
+                return -1;
+        }
+        *fd = (int)v;
+        return 0;
+}
+
 /* "1.5" cores → 1500 thousandths */
 static int parse_cpus(const char *arg, uint64_t *millis)
 {
@@ -275,7 +296,6 @@ static int set_limit_arg(brig_policy *p, int opt, const char *flag, const char *
 static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **err)
 {
         uint64_t size;
-        char *end;
         switch (opt) {
         case OPT_WORKSPACE: {
                 char *abs = absolute(arg);
@@ -313,13 +333,14 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         }
         case OPT_KEEP_ENV: return brig_policy_keep_env(p, arg, err);
         case OPT_PASS_FD: {
-                errno = 0;
-                long fd = strtol(arg, &end, 10);
-                if (errno || end == arg || *end || fd < 0 || fd > INT_MAX) {
-                        fprintf(stderr, "brig: --pass-fd '%s': expected a file descriptor number\n", arg);
+                int fd;
+                return parse_fd("--pass-fd", arg, &fd) < 0 ? -1 : brig_policy_pass_fd(p, fd, err);
+        }
+        case OPT_JSON_REPORT_FD: case OPT_AUDIT_FD: {
+                int fd;
+                if (parse_fd(opt == OPT_AUDIT_FD ? "--audit-fd" : "--json-report-fd", arg, &fd) < 0)
                         return -1;
-                }
-                return brig_policy_pass_fd(p, (int)fd, err);
+                return opt == OPT_AUDIT_FD ? brig_policy_set_audit_fd(p, fd, err) : brig_policy_set_report_fd(p, fd, err);
         }
         case OPT_HOSTNAME: return brig_policy_set_hostname(p, arg, err);
         case OPT_TTY: brig_policy_set_tty(p, BRIG_TTY_ALWAYS); return 0;
@@ -380,6 +401,8 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 }
                 return 0;
         case OPT_ALLOW_HOST: return with_flag("--allow-host", err, brig_policy_allow_host(p, arg, err));
+        case OPT_ALLOW_PRIVATE_HOST:
+                return with_flag("--allow-private-host", err, brig_policy_allow_private_host(p, arg, err));
         case OPT_DENY_HOST: return with_flag("--deny-host", err, brig_policy_deny_host(p, arg, err));
         case OPT_ALLOW_CIDR: return with_flag("--allow-cidr", err, brig_policy_allow_cidr(p, arg, err));
         case OPT_ALLOW_UNIX: return with_flag("--allow-unix", err, brig_policy_allow_unix(p, arg, err));

@@ -43,10 +43,8 @@ static const char *name_arg(int argc, char **argv, const char *cmd, const char *
         return argv[1];
 }
 
-/* The warnings brig run prints at its start (a control weaker than asked:
- * memory not bounded without a cgroup, ...), said once the sandbox runs:
- * its supervisor, detached, cannot. */
-static void put_memory_warning(const char *verb, const char *name)
+/* NAME's row of brig ls --json (json_decref it), or NULL. */
+static json_t *list_row(const char *name)
 {
         brig_error *err = NULL;
         char *text = brig_sandbox_list_json(&err);
@@ -54,20 +52,56 @@ static void put_memory_warning(const char *verb, const char *name)
         json_t *list = text ? json_loads(text, 0, NULL) : NULL;
         free(text);
         size_t i;
-        json_t *row;
+        json_t *row, *found = NULL;
         json_array_foreach(list, i, row) {
-                if (strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) != 0)
-                        continue;
-                json_t *all = json_object_get(row, "warnings");
-                size_t j;
-                json_t *w;
-                json_array_foreach(all, j, w)
-                        fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, json_string_value(w));
-                const char *mem = json_string_value(json_object_get(row, "memory_warning"));
-                if (!all && mem)  /* state written by an older brig */
-                        fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, mem);
+                if (strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) == 0) {
+                        found = json_incref(row);
+                        break;
+                }
         }
         json_decref(list);
+        return found;
+}
+
+/* The warnings brig run prints at its start (a control weaker than asked:
+ * memory not bounded without a cgroup, ...), said once the sandbox runs:
+ * its supervisor, detached, cannot. */
+static void put_memory_warning(const char *verb, const char *name)
+{
+        json_t *row = list_row(name);
+        json_t *all = json_object_get(row, "warnings");
+        size_t j;
+        json_t *w;
+        json_array_foreach(all, j, w)
+                fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, json_string_value(w));
+        const char *mem = json_string_value(json_object_get(row, "memory_warning"));
+        if (!all && mem)  /* state written by an older brig */
+                fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, mem);
+        json_decref(row);
+}
+
+/* brig restore stops a running sandbox to swap its layer: said before it
+ * happens, so nobody is surprised that a server or a shell inside is gone. */
+static void put_restore_stops(const char *name, const char *tag)
+{
+        json_t *row = list_row(name);
+        const char *status = json_string_value(json_object_get(row, "status"));
+        brig_error *err = NULL;
+        char *text = brig_sandbox_snapshots_json(name, &err);
+        brig_error_free(&err);  /* restore itself says what is wrong */
+        json_t *snaps = text ? json_loads(text, 0, NULL) : NULL, *snap;
+        free(text);
+        size_t i;
+        bool found = false;
+        json_array_foreach(snaps, i, snap)
+                found |= strcmp(json_string_value(json_object_get(snap, "tag")) ?: "", tag) == 0;
+        json_decref(snaps);
+        if (found && status && (strcmp(status, "running") == 0 || strcmp(status, "paused") == 0))
+                fprintf(stderr, "brig: restore '%s': stopping sandbox '%s' first: every process running in it "
+                                "ends (SIGTERM, then SIGKILL after the grace) and is not brought back; the files "
+                                "of '%s' are restored and the sandbox starts again with no processes\n",
+                        tag, name, tag);
+        json_decref(row);
 }
 
 int cmd_create(int argc, char **argv)
@@ -413,6 +447,8 @@ int cmd_snapshot(int argc, char **argv)
                         strcmp(cmd, "snapshot") == 0 ? "\n       brig snapshot --list NAME\n       brig snapshot --rm NAME TAG" : "");
                 return BRIG_EXIT_SETUP;
         }
+        if (strcmp(cmd, "restore") == 0)
+                put_restore_stops(argv[1], argv[2]);
         if (strcmp(cmd, "snapshot") != 0) {
                 brig_error *derr = NULL;
                 put_described(cmd, fork_cmd ? argv[3] : argv[1], brig_sandbox_describe(argv[1], &derr));

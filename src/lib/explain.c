@@ -182,9 +182,11 @@ char *policy_summary(const brig_policy *p, bool overlay)
         if (net == BRIG_NET_PROXY || net == BRIG_NET_FILTERED) {
                 json_t *rules = egress_policy_json(p->egress);
                 rule_list(out, "allowed hosts", json_object_get(rules, "allow_hosts"));
+                rule_list(out, "allowed hosts on private addresses", json_object_get(rules, "allow_private_hosts"));
                 rule_list(out, "allowed addresses", json_object_get(rules, "allow_cidrs"));
                 rule_list(out, "denied hosts", json_object_get(rules, "deny_hosts"));
                 if (json_array_size(json_object_get(rules, "allow_hosts")) +
+                    json_array_size(json_object_get(rules, "allow_private_hosts")) +
                     json_array_size(json_object_get(rules, "allow_cidrs")) == 0)
                         fprintf(out, "; nothing allowed");
                 json_decref(rules);

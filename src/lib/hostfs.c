@@ -149,6 +149,31 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
         return TAKE_FD(fd);
 }
 
+int output_fd_check(int fd, const char *what, brig_error **err)
+{
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 && errno == EBADF)
+                return brig_err(err, EBADF, "%s %d: no such open descriptor in brig; open it when starting brig "
+                                            "(e.g. %d>report.json, or a pipe's write end)", what, fd, fd);
+        if (fl < 0)
+                return brig_err(err, errno, "%s %d", what, fd);
+        if ((fl & O_PATH) || (fl & O_ACCMODE) == O_RDONLY)
+                return brig_err(err, EBADF, "%s %d: the descriptor is not open for writing (give a write end: "
+                                            "%d>FILE, or a pipe's write end)", what, fd, fd);
+        return 0;
+}
+
+int output_fd(int fd, const char *what, brig_error **err)
+{
+        int r = output_fd_check(fd, what, err);
+        if (r < 0)
+                return r;
+        /* brig's copy is close-on-exec, and the caller's number is closed
+         * in the child before the command (close_range in prepare_fds) */
+        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        return copy < 0 ? brig_err(err, errno, "%s %d: duplicate it", what, fd) : copy;
+}
+
 /* ---- removing trees ---------------------------------------------------------- */
 
 /* A tree a sandbox made can be deeper than any recursion or descriptor

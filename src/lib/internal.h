@@ -64,6 +64,11 @@ BRIG_INTERNAL int strv_remove(struct strv *v, const char *s);
  * following no symlink in any component of `path`; `what` names the
  * option in messages. A fd, or -errno with *err filled. */
 BRIG_INTERNAL int output_open(const char *path, const char *what, bool append, brig_error **err);
+/* A descriptor the caller gave for an output (--json-report-fd N): is it
+ * open for writing? 0, or -errno with *err naming `what` and the fix. */
+BRIG_INTERNAL int output_fd_check(int fd, const char *what, brig_error **err);
+/* The supervisor's own close-on-exec copy of it (fd, or -errno). */
+BRIG_INTERNAL int output_fd(int fd, const char *what, brig_error **err);
 /* Its fallback where openat2 is missing: fd or -errno (-ELOOP: a symlink). */
 BRIG_INTERNAL int output_open_walk(const char *path, int flags, mode_t mode);
 /* Remove `name` below `parent` and everything under it, however deep or
@@ -189,6 +194,8 @@ struct brig_policy {
         bool terminal_passthrough;   /* the output filter off */
         char *report_path;
         char *audit_path;
+        int report_fd;               /* --json-report-fd: the caller's descriptor (3 and up), 0: none */
+        int audit_fd;                /* --audit-fd, the same */
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
         struct strv allow_unix;          /* pathname unix sockets outside the sandbox it may reach */
         struct egress_policy *egress;    /* network rules, NULL: none */

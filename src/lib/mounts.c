@@ -28,6 +28,7 @@ static const char *const proc_readonly[] = { "bus", "fs", "irq", "pressure", "sy
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty", NULL };
 
 #define MASK_FILE ".brig-mask"  /* unlinked before the command runs */
+#define HOSTS_FILE ".brig-hosts"  /* the same */
 
 /* ---- resolving ---------------------------------------------------------- */
 
@@ -271,6 +272,39 @@ static int mask_path(int root_fd, const char *path, bool ignore_missing, brig_er
         return attach(tree, target, path, err);
 }
 
+/* Filtered mode: the sandbox's own /etc/hosts, with only its loopback
+ * names and its hostname. The host's file lists names with their real
+ * addresses (internal hosts, often private): glibc would resolve those
+ * inside without asking DNS, so a program would connect to a bare
+ * address that no name vouches for and be refused, however the name is
+ * allowed. Without them every name goes to brig's DNS stub and is judged
+ * like any other; the supervisor's resolver still reads the host's file
+ * when it looks the allowed name up. A host whose /etc/hosts is missing
+ * or a symlink keeps what it has (names there stay bare addresses). */
+static int hosts_file(int root_fd, const struct run_plan *plan, brig_error **err)
+{
+        _cleanup_close_ int target = open_beneath(root_fd, "etc/hosts", 0);
+        struct stat st;
+        if (target < 0 || fstat(target, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        const char *name = plan->policy->hostname ? plan->policy->hostname : BRIG_DEFAULT_HOSTNAME;
+        _cleanup_close_ int fd = openat(root_fd, HOSTS_FILE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+        if (fd < 0 || dprintf(fd, "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                                  "127.0.1.1\t%s\n", name) < 0)
+                return brig_err(err, errno, "write the sandbox's /etc/hosts");
+        closep(&fd);  /* a writer left open would keep "/" from turning read-only */
+        _cleanup_close_ int file = open_beneath(root_fd, HOSTS_FILE, 0);
+        int tree = file < 0 ? brig_err(err, errno, "open the sandbox's /etc/hosts")
+                            : clone_tree(file, true, false, "/etc/hosts", err);
+        if (tree < 0)
+                return tree;
+        int r = attach(tree, target, "/etc/hosts", err);
+        close(tree);
+        if (r == 0 && unlinkat(root_fd, HOSTS_FILE, 0) < 0)
+                r = brig_err(err, errno, "remove '%s'", HOSTS_FILE);
+        return r;
+}
+
 /* Make a directory a mountpoint: a copy of itself, with every mount below
  * it (a nested grant must stay where it is) and the flags and idmap of the
  * mount it is in (open_tree copies them), attached over it. From then on
@@ -493,6 +527,11 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
                 return r;
         if (plan->policy->mount_sys) {
                 r = mount_sys(root, err);
+                if (r < 0)
+                        return r;
+        }
+        if (plan->net_mode == BRIG_NET_FILTERED) {
+                r = hosts_file(root, plan, err);
                 if (r < 0)
                         return r;
         }

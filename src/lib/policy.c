@@ -321,6 +321,9 @@ int brig_policy_pass_fd(brig_policy *p, int fd, brig_error **err)
 {
         if (fd < 3)
                 return brig_err(err, EINVAL, "--pass-fd %d: 0, 1 and 2 are always passed", fd);
+        if (fd == p->report_fd || fd == p->audit_fd)
+                return brig_err(err, EINVAL, "--pass-fd %d: the descriptor is brig's %s; the sandbox never gets "
+                                             "brig's outputs", fd, fd == p->report_fd ? "--json-report-fd" : "--audit-fd");
         int *n = realloc(p->pass_fds, (p->n_pass_fds + 1) * sizeof *n);
         if (!n)
                 return brig_err(err, ENOMEM, "pass-fd");
@@ -369,12 +372,52 @@ static int set_path(char **slot, const char *what, const char *path, brig_error 
 
 int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **err)
 {
-        return set_path(&p->report_path, "report", path, err);
+        int r = set_path(&p->report_path, "report", path, err);
+        if (r == 0)
+                p->report_fd = 0;
+        return r;
 }
 
 int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err)
 {
-        return set_path(&p->audit_path, "audit", path, err);
+        int r = set_path(&p->audit_path, "audit", path, err);
+        if (r == 0)
+                p->audit_fd = 0;
+        return r;
+}
+
+/* Checked here for the flag's error and again when a run opens it
+ * (output_fd): the number names the caller's descriptor, which must be
+ * open for writing, and is not one the command gets. */
+static int set_output_fd(brig_policy *p, int *slot, char **path, const char *flag, int fd, brig_error **err)
+{
+        if (fd < 3)
+                return brig_err(err, EINVAL, "%s %d: 0, 1 and 2 are the command's stdio; give a descriptor "
+                                             "from 3 up that brig inherits (e.g. 3>report.json, or a pipe)", flag, fd);
+        for (size_t i = 0; i < p->n_pass_fds; i++)
+                if (p->pass_fds[i] == fd)
+                        return brig_err(err, EINVAL, "%s %d: the descriptor is also given to --pass-fd; the "
+                                                     "sandbox never gets brig's outputs", flag, fd);
+        if ((slot == &p->report_fd ? p->audit_fd : p->report_fd) == fd)
+                return brig_err(err, EINVAL, "%s %d: the same descriptor as the other output "
+                                             "(--json-report-fd and --audit-fd need one each)", flag, fd);
+        int r = output_fd_check(fd, flag, err);
+        if (r < 0)
+                return r;
+        *slot = fd;
+        free(*path);
+        *path = NULL;
+        return 0;
+}
+
+int brig_policy_set_report_fd(brig_policy *p, int fd, brig_error **err)
+{
+        return set_output_fd(p, &p->report_fd, &p->report_path, "--json-report-fd", fd, err);
+}
+
+int brig_policy_set_audit_fd(brig_policy *p, int fd, brig_error **err)
+{
+        return set_output_fd(p, &p->audit_fd, &p->audit_path, "--audit-fd", fd, err);
 }
 
 void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mode)
@@ -402,6 +445,11 @@ int brig_policy_allow_unix(brig_policy *p, const char *path, brig_error **err)
 int brig_policy_allow_host(brig_policy *p, const char *pattern, brig_error **err)
 {
         return egress_policy_allow_host(&p->egress, pattern, err);
+}
+
+int brig_policy_allow_private_host(brig_policy *p, const char *pattern, brig_error **err)
+{
+        return egress_policy_allow_private_host(&p->egress, pattern, err);
 }
 
 int brig_policy_deny_host(brig_policy *p, const char *pattern, brig_error **err)

@@ -605,7 +605,7 @@ static int add_resolve_pair(brig_policy *p, const char *host, const char *addr, 
 
 static int load_network(const struct loader *L, json_t *o, brig_policy *p)
 {
-        static const char *const keys[] = { "mode", "allow_hosts", "deny_hosts", "allow_cidrs",
+        static const char *const keys[] = { "mode", "allow_hosts", "allow_private_hosts", "deny_hosts", "allow_cidrs",
                                             "resolve", "upstream_proxy", "allow_unix", NULL };
         const char *base = "/network";
         int r = want(L, base, o, JSON_OBJECT, "an object");
@@ -630,6 +630,8 @@ static int load_network(const struct loader *L, json_t *o, brig_policy *p)
         }
         if (r == 0 && (v = json_object_get(o, "allow_hosts")))
                 r = load_strings(L, SUB(at, base, "allow_hosts"), v, p, brig_policy_allow_host);
+        if (r == 0 && (v = json_object_get(o, "allow_private_hosts")))
+                r = load_strings(L, SUB(at, base, "allow_private_hosts"), v, p, brig_policy_allow_private_host);
         if (r == 0 && (v = json_object_get(o, "deny_hosts")))
                 r = load_strings(L, SUB(at, base, "deny_hosts"), v, p, brig_policy_deny_host);
         if (r == 0 && (v = json_object_get(o, "allow_cidrs")))

@@ -241,10 +241,15 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(controls, "terminal_filter", json_boolean(!plan->policy->terminal_passthrough));
         json_object_set_new(doc, "controls", controls);
-        if (plan->policy->audit_path)
-                json_object_set_new(doc, "audit", json_pack("{s:s, s:I, s:I}", "path", plan->policy->audit_path,
-                                                            "syscall_events", (json_int_t)audit_events(r->audit),
-                                                            "suppressed", (json_int_t)audit_suppressed(r->audit)));
+        if (plan->policy->audit_path || plan->policy->audit_fd)
+                json_object_set_new(doc, "audit",
+                                    json_pack("{s:o, s:o, s:I, s:I}", "path",
+                                              plan->policy->audit_path ? json_string(plan->policy->audit_path)
+                                                                       : json_null(),
+                                              "fd", plan->policy->audit_fd ? json_integer(plan->policy->audit_fd)
+                                                                           : json_null(),
+                                              "syscall_events", (json_int_t)audit_events(r->audit),
+                                              "suppressed", (json_int_t)audit_suppressed(r->audit)));
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
         if (!text)

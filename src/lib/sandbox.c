@@ -89,8 +89,12 @@ static int refuse_for_create(const brig_policy *p, brig_error **err)
         if (p->n_pass_fds)
                 return brig_err(err, EINVAL, "--pass-fd cannot be used with brig create (the caller's "
                                              "descriptors do not outlive it)");
-        if (p->audit_path)
+        if (p->audit_path || p->audit_fd)
                 return brig_err(err, EOPNOTSUPP, "--audit is not supported for persistent sandboxes yet");
+        if (p->report_fd)
+                return brig_err(err, EINVAL, "--json-report-fd cannot be used with brig create (the caller's "
+                                             "descriptors do not outlive it; brig exec --json-report FILE reports "
+                                             "each command)");
         return 0;
 }
 

@@ -119,13 +119,15 @@ static void explain(brig_result *res, const struct limits *l, const struct cgrou
  * inside can redirect them (output_open). */
 static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audit **audit, brig_error **err)
 {
-        if (p->report_path) {
-                plan->report_fd = output_open(p->report_path, "--json-report", false, err);
+        if (p->report_path || p->report_fd) {
+                plan->report_fd = p->report_fd ? output_fd(p->report_fd, "--json-report-fd", err)
+                                               : output_open(p->report_path, "--json-report", false, err);
                 if (plan->report_fd < 0)
                         return plan->report_fd;
         }
-        if (p->audit_path) {
-                plan->audit_fd = output_open(p->audit_path, "--audit", true, err);
+        if (p->audit_path || p->audit_fd) {
+                plan->audit_fd = p->audit_fd ? output_fd(p->audit_fd, "--audit-fd", err)
+                                             : output_open(p->audit_path, "--audit", true, err);
                 if (plan->audit_fd < 0)
                         return plan->audit_fd;
                 *audit = audit_new(plan->audit_fd);

@@ -238,8 +238,69 @@ static bool addr_ok(const struct egress_policy *ep, const char *text, uint16_t p
         struct net_addr a;
         assert_true(net_addr_parse_lenient(text, &a));
         struct egress_verdict v;
-        egress_judge_addr(ep, &a, port, named, &v);
+        egress_judge_addr(ep, &a, port, named ? "named.example" : NULL, false, &v);
         return v.allow;
+}
+
+/* The name judged first (as egress.c does), then the address with the
+ * name's verdict. */
+static bool private_ok(const struct egress_policy *ep, const char *host, const char *text, uint16_t port, char *why)
+{
+        struct egress_verdict hv, v;
+        egress_judge_host(ep, host, port, &hv);
+        if (!hv.allow) {
+                snprintf(why, 512, "%s", hv.reason);
+                return false;
+        }
+        struct net_addr a;
+        assert_true(net_addr_parse_lenient(text, &a));
+        egress_judge_addr(ep, &a, port, host, hv.private_ok, &v);
+        snprintf(why, 512, "%s", v.reason);
+        return v.allow;
+}
+
+static void test_judge_private_hosts(void **state)
+{
+        (void)state;
+        struct egress_policy *ep = NULL;
+        brig_error *err = NULL;
+        assert_int_equal(egress_policy_allow_private_host(&ep, "db.internal:5432", &err), 0);
+        assert_int_equal(egress_policy_allow_private_host(&ep, "*.corp.example", &err), 0);
+        assert_int_equal(egress_policy_allow_host(&ep, "pub.example", &err), 0);
+        assert_int_equal(egress_policy_allow_private_host(&ep, "metadata.google.internal", &err), 0);
+        char why[512];
+        assert_true(private_ok(ep, "db.internal", "10.1.2.3", 5432, why));
+        assert_non_null(strstr(why, "allowed for db.internal by --allow-private-host"));
+        assert_true(private_ok(ep, "db.internal", "192.168.7.7", 5432, why));
+        assert_true(private_ok(ep, "db.internal", "fd12:3456::1", 5432, why));
+        assert_true(private_ok(ep, "db.internal", "100.100.1.1", 5432, why));   /* CGNAT: tailnets */
+        assert_true(private_ok(ep, "db.internal", "8.8.8.8", 5432, why));       /* public stays public */
+        assert_false(private_ok(ep, "db.internal", "10.1.2.3", 5433, why));     /* the rule's port only */
+        /* what no flag opens to a name */
+        const char *never[] = { "127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "169.254.170.2",
+                                "fe80::1", "0.0.0.0", "::ffff:127.0.0.1", "198.18.0.1", NULL };
+        for (const char **a = never; *a; a++)
+                if (private_ok(ep, "db.internal", *a, 5432, why))
+                        fail_msg("%s allowed for a private host: %s", *a, why);
+        assert_false(private_ok(ep, "metadata.google.internal", "169.254.169.254", 80, why));
+        /* the wildcard's names, not its parent */
+        assert_true(private_ok(ep, "git.corp.example", "10.9.9.9", 443, why));
+        assert_false(private_ok(ep, "corp.example", "10.9.9.9", 443, why));
+        /* a plain rule: refused, naming the flag that allows exactly this */
+        assert_false(private_ok(ep, "pub.example", "10.1.2.3", 443, why));
+        assert_non_null(strstr(why, "--allow-private-host pub.example:443"));
+        /* a literal private address is never a private host's */
+        struct net_addr a;
+        struct egress_verdict v;
+        assert_true(net_addr_parse("10.1.2.3", &a));
+        egress_judge_addr(ep, &a, 5432, NULL, true, &v);
+        assert_false(v.allow);
+        /* the policy's JSON keeps the two kinds apart */
+        json_t *j = egress_policy_json(ep);
+        assert_int_equal(json_array_size(json_object_get(j, "allow_private_hosts")), 3);
+        assert_int_equal(json_array_size(json_object_get(j, "allow_hosts")), 1);
+        json_decref(j);
+        egress_policy_free(ep);
 }
 
 static void test_judge_hosts(void **state)
@@ -680,6 +741,7 @@ int main(void)
                 cmocka_unit_test(test_policy_parse_errors),
                 cmocka_unit_test(test_judge_hosts),
                 cmocka_unit_test(test_judge_addresses),
+        cmocka_unit_test(test_judge_private_hosts),
                 cmocka_unit_test(test_resolve_and_json),
                 cmocka_unit_test(test_upstream_url),
                 cmocka_unit_test(test_http_connect),

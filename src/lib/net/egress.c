@@ -133,7 +133,8 @@ struct conn {
         bool resp_head;       /* plain http: reading the response head (in `reply`) */
         bool kept;            /* plain http: waiting for the next request on a kept connection */
         char host[EGRESS_HOST_MAX + 1];  /* normalized name, "" for a literal */
-        char why[160];        /* the host rule that allowed the name */
+        char why[EGRESS_HOST_MAX + 160];  /* the host rule that allowed the name */
+        bool private_ok;      /* ... and it was an --allow-private-host rule */
         uint16_t port;
         struct net_addr cands[MAX_CANDIDATES];
         size_t n_cands, next_cand;
@@ -823,7 +824,7 @@ static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n,
         const struct net_addr *refused = NULL;
         c->n_cands = 0;
         for (size_t i = 0; i < n; i++) {
-                egress_judge_addr(c->e->policy, &addrs[i], c->port, named, &v);
+                egress_judge_addr(c->e->policy, &addrs[i], c->port, named ? c->host : NULL, named && c->private_ok, &v);
                 if (v.allow && c->n_cands < MAX_CANDIDATES) {
                         if (!c->n_cands)
                                 first_ok = v;
@@ -898,6 +899,7 @@ static void judge_target(struct conn *c, const char *host, uint16_t port)
                 return;
         }
         snprintf(c->why, sizeof c->why, "%s", v.reason);
+        c->private_ok = v.private_ok;
         struct net_addr fixed[MAX_CANDIDATES];
         size_t n = egress_policy_resolve(c->e->policy, c->host, fixed, MAX_CANDIDATES);
         if (n) {
@@ -1344,7 +1346,7 @@ static void transparent_accept(struct conn *c)
                  * the same: a name they show is judged by the deny rules,
                  * and recorded. */
                 struct egress_verdict v;
-                egress_judge_addr(e->policy, &c->orig, c->port, false, &v);
+                egress_judge_addr(e->policy, &c->orig, c->port, NULL, false, &v);
                 c->cidr_ok = v.allow;
         }
         c->state = C_SNIFF;

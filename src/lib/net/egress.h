@@ -33,6 +33,9 @@ enum egress_listener_kind {
 
 struct egress_policy;
 BRIG_INTERNAL int egress_policy_allow_host(struct egress_policy **ep, const char *pattern, brig_error **err);
+/* An allow rule whose names may resolve to private addresses (LAN,
+ * unique-local, CGNAT; never loopback, link-local or metadata). */
+BRIG_INTERNAL int egress_policy_allow_private_host(struct egress_policy **ep, const char *pattern, brig_error **err);
 BRIG_INTERNAL int egress_policy_deny_host(struct egress_policy **ep, const char *pattern, brig_error **err);
 BRIG_INTERNAL int egress_policy_allow_cidr(struct egress_policy **ep, const char *cidr_port, brig_error **err);
 BRIG_INTERNAL int egress_policy_add_resolve(struct egress_policy **ep, const char *host_addr, brig_error **err);

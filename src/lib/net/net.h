@@ -71,7 +71,8 @@ BRIG_INTERNAL bool egress_pattern_match(const char *pattern, const char *host);
 
 struct egress_verdict {
         bool allow;
-        char reason[160];     /* the rule or class; for the log and the 403 */
+        bool private_ok;      /* allowed by --allow-private-host: its addresses may be private */
+        char reason[EGRESS_HOST_MAX + 160];  /* the rule or class; for the log and the 403 */
 };
 
 /* The name check, before any DNS: is `host` (normalized) allowed on `port`? */
@@ -84,10 +85,13 @@ BRIG_INTERNAL bool egress_host_denied(const struct egress_policy *ep, const char
 /* The DNS stub's check, before any port is known: does an allow rule name
  * `host` (and no deny rule for every port)? */
 BRIG_INTERNAL void egress_judge_name(const struct egress_policy *ep, const char *host, struct egress_verdict *v);
-/* The address check, for every resolved or literal address. `named` says
- * whether a host rule already allowed the name this address came from. */
+/* The address check, for every resolved or literal address. `host` is
+ * the name a host rule already allowed this address for (NULL: a literal
+ * address), `private_ok` that rule's verdict.private_ok: then private,
+ * unique-local and CGNAT addresses pass too (never loopback, link-local
+ * or metadata). */
 BRIG_INTERNAL void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port,
-                                     bool named, struct egress_verdict *v);
+                                     const char *host, bool private_ok, struct egress_verdict *v);
 /* The upstream proxy (--upstream-proxy), or NULL: connect directly. */
 struct egress_upstream {
         char host[EGRESS_HOST_MAX + 1];  /* normalized name, or the address's text (no brackets) */

@@ -4,6 +4,8 @@
  *   --allow-host pypi.org            exact name, ports 80 and 443
  *   --allow-host '*.example.org:8443' subdomains only (not example.org), that port
  *   --deny-host  PATTERN             wins over every allow; without a port: all ports
+ *   --allow-private-host db.internal:5432  an allow rule whose name may also
+ *                                    resolve to a private address (see egress_judge_addr)
  *   --allow-cidr 10.0.0.0/8[:PORT]   addresses the classifier refuses, and
  *                                    literal connections to them; without a port: any
  *   --resolve    HOST:ADDR           answers for HOST without DNS (repeatable)
@@ -20,6 +22,7 @@
 struct host_rule {
         char *pattern;        /* normalized; "*.suffix" or exact */
         uint16_t port;        /* 0: the default (allow: 80 and 443; deny: every port) */
+        bool private_ok;      /* --allow-private-host: its names may resolve to private addresses */
 };
 
 struct cidr_rule {
@@ -159,7 +162,7 @@ static struct egress_policy *policy_get(struct egress_policy **ep)
         return *ep;
 }
 
-static int add_host_rule(struct egress_policy **ep, const char *text, bool deny, brig_error **err)
+static int add_host_rule(struct egress_policy **ep, const char *text, bool deny, bool private_ok, brig_error **err)
 {
         if (!text)
                 return brig_err(err, EINVAL, "empty host pattern");
@@ -170,6 +173,7 @@ static int add_host_rule(struct egress_policy **ep, const char *text, bool deny,
         int rc = parse_host_rule(text, &r, err);
         if (rc < 0)
                 return rc;
+        r.private_ok = private_ok;
         struct host_rule **v = deny ? &p->deny : &p->allow;
         size_t *n = deny ? &p->n_deny : &p->n_allow;
         struct host_rule *grown = realloc(*v, (*n + 1) * sizeof **v);
@@ -184,12 +188,17 @@ static int add_host_rule(struct egress_policy **ep, const char *text, bool deny,
 
 int egress_policy_allow_host(struct egress_policy **ep, const char *pattern, brig_error **err)
 {
-        return add_host_rule(ep, pattern, false, err);
+        return add_host_rule(ep, pattern, false, false, err);
+}
+
+int egress_policy_allow_private_host(struct egress_policy **ep, const char *pattern, brig_error **err)
+{
+        return add_host_rule(ep, pattern, false, true, err);
 }
 
 int egress_policy_deny_host(struct egress_policy **ep, const char *pattern, brig_error **err)
 {
-        return add_host_rule(ep, pattern, true, err);
+        return add_host_rule(ep, pattern, true, false, err);
 }
 
 /* "10.0.0.0/8", "10.0.0.0/8:443", "192.0.2.7", "192.0.2.7:80",
@@ -383,10 +392,12 @@ bool egress_policy_has_allows(const struct egress_policy *ep)
         return ep && (ep->n_allow || ep->n_cidrs);
 }
 
-static json_t *host_rules_json(const struct host_rule *v, size_t n)
+static json_t *host_rules_json(const struct host_rule *v, size_t n, bool private_ok)
 {
         json_t *a = json_array();
         for (size_t i = 0; i < n; i++) {
+                if (v[i].private_ok != private_ok)
+                        continue;
                 char *s = v[i].port ? brig_strdup_printf("%s:%u", v[i].pattern, v[i].port) : strdup(v[i].pattern);
                 json_array_append_new(a, json_string(s ? s : "?"));
                 free(s);
@@ -397,8 +408,13 @@ static json_t *host_rules_json(const struct host_rule *v, size_t n)
 json_t *egress_policy_json(const struct egress_policy *ep)
 {
         json_t *o = json_object();
-        json_object_set_new(o, "allow_hosts", host_rules_json(ep ? ep->allow : NULL, ep ? ep->n_allow : 0));
-        json_object_set_new(o, "deny_hosts", host_rules_json(ep ? ep->deny : NULL, ep ? ep->n_deny : 0));
+        json_object_set_new(o, "allow_hosts", host_rules_json(ep ? ep->allow : NULL, ep ? ep->n_allow : 0, false));
+        json_t *private_hosts = host_rules_json(ep ? ep->allow : NULL, ep ? ep->n_allow : 0, true);
+        if (json_array_size(private_hosts))  /* only when used: policy files and reports stay as they were */
+                json_object_set_new(o, "allow_private_hosts", private_hosts);
+        else
+                json_decref(private_hosts);
+        json_object_set_new(o, "deny_hosts", host_rules_json(ep ? ep->deny : NULL, ep ? ep->n_deny : 0, false));
         json_t *cidrs = json_array(), *res = json_array();
         for (size_t i = 0; ep && i < ep->n_cidrs; i++) {
                 char a[INET6_ADDRSTRLEN], s[96];
@@ -469,6 +485,7 @@ static bool host_denied(const struct egress_policy *ep, const char *host, uint16
                         struct egress_verdict *v)
 {
         v->allow = false;
+        v->private_ok = false;
         for (size_t i = 0; ep && i < ep->n_deny; i++)
                 if (egress_pattern_match(ep->deny[i].pattern, host) &&
                     (!ep->deny[i].port || (!any_port && ep->deny[i].port == port))) {
@@ -490,16 +507,23 @@ static void judge_host(const struct egress_policy *ep, const char *host, uint16_
                 return;
         bool metadata = is_metadata_name(host);
         bool name_matched = false;
+        const struct host_rule *by = NULL;
         for (size_t i = 0; ep && i < ep->n_allow; i++) {
                 const struct host_rule *r = &ep->allow[i];
                 if (!egress_pattern_match(r->pattern, host) || (metadata && r->pattern[0] == '*'))
                         continue;
                 name_matched = true;
-                if (any_port || allow_port_ok(r, port)) {
-                        v->allow = true;
-                        snprintf(v->reason, sizeof v->reason, "allowed by --allow-host %s", r->pattern);
-                        return;
-                }
+                /* a private rule wins over a plain one for the same name:
+                 * it says more (the name's private addresses are meant) */
+                if ((any_port || allow_port_ok(r, port)) && (!by || (r->private_ok && !by->private_ok)))
+                        by = r;
+        }
+        if (by) {
+                v->allow = true;
+                v->private_ok = by->private_ok;
+                snprintf(v->reason, sizeof v->reason, "allowed by --allow-%shost %s", by->private_ok ? "private-" : "",
+                         by->pattern);
+                return;
         }
         if (metadata)
                 snprintf(v->reason, sizeof v->reason, "cloud metadata name");
@@ -539,11 +563,23 @@ static const struct cidr_rule *cidr_find(const struct egress_policy *ep, const s
         return NULL;
 }
 
-void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port, bool named,
-                       struct egress_verdict *v)
+/* The classes --allow-private-host opens, for its names only: the LAN's
+ * own ranges (RFC 1918, IPv6 unique-local and site-local) and carrier-grade
+ * NAT space (where Tailscale and similar networks number their hosts).
+ * Never loopback (the host's own services), link-local (169.254/16 and
+ * fe80::/10 hold the cloud metadata and credential endpoints), metadata
+ * or anything reserved: no flag opens those to a name. */
+static bool private_class(enum addr_class cls)
+{
+        return cls == ADDR_PRIVATE || cls == ADDR_ULA || cls == ADDR_CGNAT;
+}
+
+void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port, const char *host,
+                       bool private_ok, struct egress_verdict *v)
 {
         char text[INET6_ADDRSTRLEN];
         net_addr_format(a, text, sizeof text);
+        v->private_ok = false;
         const struct cidr_rule *c = cidr_find(ep, a, port);
         if (c) {
                 char net[INET6_ADDRSTRLEN];
@@ -553,12 +589,26 @@ void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a,
                 return;
         }
         enum addr_class cls = egress_classify(a);
+        if (host && private_ok && private_class(cls)) {
+                v->allow = true;
+                snprintf(v->reason, sizeof v->reason, "address %s is %s, allowed for %s by --allow-private-host", text,
+                         addr_class_name(cls), host);
+                return;
+        }
+        if (host && private_class(cls)) {
+                /* the name was allowed, its address is not: the flag that
+                 * would allow exactly this, and nothing wider */
+                v->allow = false;
+                snprintf(v->reason, sizeof v->reason, "address %s is %s (allow it for this host with "
+                         "--allow-private-host %s:%u)", text, addr_class_name(cls), host, port);
+                return;
+        }
         if (cls != ADDR_PUBLIC) {
                 v->allow = false;
                 snprintf(v->reason, sizeof v->reason, "address %s is %s", text, addr_class_name(cls));
                 return;
         }
-        if (named) {
+        if (host) {
                 v->allow = true;
                 snprintf(v->reason, sizeof v->reason, "public address");
                 return;

@@ -1,0 +1,379 @@
+"""What a harness driving brig needs (issue 14, "internal hosts" and
+"harness plumbing"): one rule for a named host on a private address, the
+report and audit stream on descriptors the harness holds, brig run --pooled
+saying whether the pool served it, brig diff/commit limited to paths, and
+brig restore saying it stops what runs.
+
+The internal-host tests build their own pair of network namespaces (root
+only): `lan` holds a TCP echo server on port 5432 listening on every
+address — its veth address 10.X.Y.2 (private) and 169.254.169.254 on its
+loopback — and the client namespace, where brig runs (nsenter --net), routes
+169.254.169.254 over the veth and has a second echo server on its own
+127.0.0.1:5432. Every connection either server accepts is logged with the
+address it was made to, so "refused" means the server really saw nothing,
+and the positive controls (--allow-cidr) show a classifier mistake would
+have landed there. Nothing is sent anywhere but these namespaces."""
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import IS_ROOT
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
+
+PORT = 5432
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
+
+
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (test_escape.py's marker)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
+# ------------------------------------------------------------ internal hosts
+
+ECHO_SERVER = r'''
+import asyncio, sys
+host, log_path = sys.argv[1], sys.argv[2]
+log = open(log_path, "a", buffering=1)
+
+async def echo(r, w):
+    log.write(w.get_extra_info("sockname")[0] + " " + w.get_extra_info("peername")[0] + "\n")
+    try:
+        d = await r.read(65536)
+        w.write(d.upper())
+        await w.drain()
+    except OSError:
+        pass
+    finally:
+        w.close()
+
+async def main():
+    srv = await asyncio.start_server(echo, host, %(port)d)
+    print("READY", flush=True)
+    async with srv:
+        await srv.serve_forever()
+
+asyncio.run(main())
+''' % {"port": PORT}
+
+# Inside: connect to each HOST (resolved by the sandbox's own resolver,
+# brig's DNS stub in filtered mode), send "ping", print "HOST GOT PING" or
+# "HOST FAILED why". A file name after the hosts: wait for it between them.
+CLIENT = r'''
+import os, socket, sys, time
+for host in sys.argv[1:]:
+    if host.startswith("wait:"):
+        open(host[5:] + ".reached", "w").close()
+        while not os.path.exists(host[5:]):
+            time.sleep(0.05)
+        continue
+    try:
+        s = socket.create_connection((host, %(port)d), timeout=10)
+        s.sendall(b"ping")
+        s.shutdown(socket.SHUT_WR)
+        got = s.recv(100).decode()
+        print(host, "GOT", got if got else "nothing (closed)", flush=True)
+    except OSError as e:
+        print(host, "FAILED", e, flush=True)
+''' % {"port": PORT}
+
+
+def sh(*cmd):
+    return subprocess.run(list(map(str, cmd)), check=True, capture_output=True, text=True)
+
+
+class Lan:
+    def __init__(self, tmp):
+        tag = secrets.token_hex(3)
+        self.tmp = tmp
+        self.ns, self.client = f"brig-h-{tag}", f"brig-h-{tag}-c"
+        x = secrets.randbelow(250) + 1
+        self.client_addr, self.addr = f"10.{x}.77.1", f"10.{x}.77.2"
+        self.log = tmp / "accepted.log"
+        self.log.touch()
+        self.procs = []
+
+    def up(self):
+        sh("ip", "netns", "add", self.ns)
+        sh("ip", "netns", "add", self.client)
+        cl, ns = ["ip", "-n", self.client], ["ip", "-n", self.ns]
+        veth = "bh" + self.ns[-6:]
+        sh(*cl, "link", "add", veth + "c", "type", "veth", "peer", "name", veth + "n")
+        sh(*cl, "link", "set", veth + "n", "netns", self.ns)
+        for cmd, dev, addr in ((cl, veth + "c", self.client_addr), (ns, veth + "n", self.addr)):
+            sh(*cmd, "link", "set", "lo", "up")
+            sh(*cmd, "addr", "add", f"{addr}/30", "dev", dev)
+            sh(*cmd, "link", "set", dev, "up")
+        sh(*ns, "addr", "add", "169.254.169.254/32", "dev", "lo")
+        sh(*cl, "route", "add", "169.254.169.254/32", "via", self.addr)
+        script = self.tmp / "echo.py"
+        script.write_text(ECHO_SERVER)
+        for where, host in ((self.ns, "0.0.0.0"), (self.client, "127.0.0.1")):
+            p = subprocess.Popen(["ip", "netns", "exec", where, PY, str(script), host, str(self.log)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.procs.append(p)
+            if p.stdout.readline().strip() != "READY":
+                raise RuntimeError(f"echo server did not start: {p.stderr.read()[-2000:]}")
+        deadline = time.time() + 10   # the veth's carrier comes up asynchronously
+        while subprocess.run(["ip", "netns", "exec", self.client, PY, "-c",
+                              f"import socket; socket.create_connection(('{self.addr}', {PORT}), timeout=1)"],
+                             capture_output=True).returncode != 0:
+            if time.time() > deadline:
+                raise RuntimeError(f"{self.addr} not reachable")
+            time.sleep(0.1)
+        self.log.write_text("")
+
+    def down(self):
+        for p in self.procs:
+            p.terminate()
+            p.wait(timeout=5)
+        for n in (self.client, self.ns):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+    def mark(self):
+        return self.log.stat().st_size
+
+    def seen(self, since):
+        """The local addresses connections were accepted on since mark()."""
+        with open(self.log) as f:
+            f.seek(since)
+            return [line.split()[0] for line in f.read().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def lan():
+    if not IS_ROOT:
+        pytest.skip("INTERNAL HOST TESTS NEED ROOT: building network namespaces and a veth pair takes root "
+                    "(the brig under test runs as root and as nobody)")
+    for tool in ("ip", "nsenter", "unshare"):
+        if not shutil.which(tool):
+            pytest.skip(f"INTERNAL HOST TESTS NEED {tool.upper()}")
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="brig-lan-", dir="/tmp"))
+    tmp.chmod(0o755)
+    n = Lan(tmp)
+    try:
+        n.up()
+        yield n
+    finally:
+        n.down()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def in_client(brig, lan, *args, hosts_file=None, **kw):
+    """brig ARGS in the client namespace; with hosts_file, in a mount
+    namespace of its own where that file is /etc/hosts (the host's stays)."""
+    cmd = ["nsenter", f"--net=/run/netns/{lan.client}"] + brig.cmd(*args)
+    if hosts_file:
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts_file)] + cmd
+    return subprocess.Popen(cmd, cwd=str(brig.workspace), env=brig.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def client_run(brig, lan, rules, *hosts, hosts_file=None, between=None):
+    """Run CLIENT inside with RULES; returns (rc, stdout, stderr, net events).
+    between(name) runs on the host when the client reaches "wait:name"."""
+    audit = brig.reports / f"audit-{secrets.token_hex(4)}.jsonl"
+    (brig.workspace / "client.py").write_text(CLIENT)
+    p = in_client(brig, lan, "run", "--audit", audit, *rules, "--", "python3", "client.py", *hosts,
+                  hosts_file=hosts_file)
+    for h in hosts:
+        if h.startswith("wait:"):
+            flag = brig.workspace / h[5:]
+            reached = brig.workspace / (h[5:] + ".reached")
+            deadline = time.time() + 60
+            while not reached.exists() and p.poll() is None and time.time() < deadline:
+                time.sleep(0.05)
+            between(h[5:])
+            flag.touch()
+    out, err = p.communicate(timeout=90)
+    events = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
+    return p.returncode, out, err, [e for e in events if e["event"] == "net"]
+
+
+def test_private_host_allowed_with_the_flag_refused_without_naming_it(brig, lan):
+    """A named host on a private address: --allow-host alone is refused
+    (the refusal names the one flag that allows it), --allow-private-host
+    reaches it; a literal connection to the same address stays refused."""
+    resolve = ["--resolve", f"db.internal:{lan.addr}"]
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, resolve + ["--allow-host", f"db.internal:{PORT}"], "db.internal")
+    assert "db.internal GOT" not in out, (out, err)
+    assert lan.seen(m) == [], "the private server was reached without --allow-private-host"
+    deny = [e for e in ev if e.get("decision") == "deny"]
+    assert deny, ev
+    assert f"--allow-private-host db.internal:{PORT}" in deny[0]["reason"], deny
+    assert f"address {lan.addr} is private" in deny[0]["reason"], deny
+
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, resolve + ["--allow-private-host", f"db.internal:{PORT}"],
+                                  "db.internal", lan.addr)
+    assert "db.internal GOT PING" in out, (out, err)
+    assert f"{lan.addr} GOT" not in out, out   # the address itself is no host rule
+    assert lan.seen(m) == [lan.addr], lan.seen(m)
+    allow = [e for e in ev if e.get("decision") == "allow"]
+    assert "--allow-private-host" in allow[0]["reason"], allow
+
+
+def test_private_host_flag_is_not_a_port_or_a_wildcard_for_others(brig, lan):
+    """The flag is scoped to its names and port: another name on the same
+    address, the same name on another port, are refused."""
+    rules = ["--resolve", f"db.internal:{lan.addr}", "--resolve", f"other.internal:{lan.addr}",
+             "--allow-private-host", f"db.internal:{PORT + 1}", "--allow-host", f"other.internal:{PORT}"]
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, rules, "db.internal", "other.internal")
+    assert "GOT" not in out, (out, err)
+    assert lan.seen(m) == []
+
+
+@attack("private-host-to-metadata", "an --allow-private-host name resolving to the metadata address or loopback",
+        "network")
+def test_private_host_never_reaches_metadata_or_loopback(brig, lan):
+    """--allow-private-host for names that resolve to the cloud metadata
+    address (the exact metadata name too) and to loopback: refused, and the
+    servers on 169.254.169.254 and the client namespace's 127.0.0.1 saw
+    nothing. Positive control: --allow-cidr reaches the metadata server, so
+    a classifier mistake would have been counted."""
+    names = {"meta.internal": "169.254.169.254", "metadata.google.internal": "169.254.169.254",
+             "lo.internal": "127.0.0.1", "lo6.internal": "::ffff:127.0.0.1"}
+    rules = []
+    for name, addr in names.items():
+        rules += ["--resolve", f"{name}:{addr}", "--allow-private-host", f"{name}:{PORT}"]
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, rules, *names)
+    assert "GOT" not in out, (out, err)
+    assert lan.seen(m) == [], "a private-host rule reached metadata or loopback"
+    reasons = " | ".join(e["reason"] for e in ev if e.get("decision") == "deny")
+    assert "is metadata" in reasons and "is loopback" in reasons, reasons
+
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, ["--resolve", "meta.internal:169.254.169.254",
+                                              "--allow-host", f"meta.internal:{PORT}",
+                                              "--allow-cidr", f"169.254.169.254/32:{PORT}"], "meta.internal")
+    assert "meta.internal GOT PING" in out, (out, err)
+    assert lan.seen(m) == ["169.254.169.254"]
+
+
+@attack("private-host-rebinding",
+        "the host's /etc/hosts rebinding an allowed private name to metadata, then loopback, mid-run", "network")
+def test_etc_hosts_names_are_judged_and_rebinding_is_contained(brig, lan):
+    """Names from the host's /etc/hosts (a file of the test's own mount
+    namespace) go through the same judgement: an --allow-host name there on
+    a private address is refused, the --allow-private-host one reaches it.
+    Then the hosts file rebinds that name, mid-run, to the metadata address
+    and to loopback: both refused, the servers saw only the first
+    connection. The sandbox only ever saw brig's own address for the name."""
+    hosts = lan.tmp / f"hosts-{secrets.token_hex(3)}"
+    hosts.write_text(f"127.0.0.1 localhost\n{lan.addr} db.internal other.internal\n")
+    hosts.chmod(0o644)
+    rules = ["--allow-private-host", f"db.internal:{PORT}", "--allow-host", f"other.internal:{PORT}"]
+    steps = iter(["169.254.169.254", "127.0.0.1"])
+
+    def rebind(_):
+        hosts.write_text(f"127.0.0.1 localhost\n{next(steps)} db.internal\n")
+
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, rules, "other.internal", "db.internal", "wait:meta", "db.internal",
+                                  "wait:lo", "db.internal", hosts_file=hosts, between=rebind)
+    lines = out.splitlines()
+    assert lines[0].startswith("other.internal FAILED") or "GOT" not in lines[0], (out, err)
+    assert lines[1] == "db.internal GOT PING", (out, err)
+    assert len(lines) == 4 and all("GOT PING" not in line for line in lines[2:]), (out, err)
+    assert lan.seen(m) == [lan.addr], lan.seen(m)
+    reasons = [e["reason"] for e in ev if e.get("decision") == "deny"]
+    assert any("--allow-private-host other.internal" in r for r in reasons), reasons
+    assert any("169.254.169.254 is metadata" in r for r in reasons), reasons
+    assert any("127.0.0.1 is loopback" in r for r in reasons), reasons
+
+
+# ------------------------------------------------- report and audit on pipes
+
+def read_all(fd):
+    out = b""
+    while True:
+        d = os.read(fd, 65536)
+        if not d:
+            return out
+        out += d
+
+
+@attack("output-fd-inside", "write to (or read) the descriptor brig was given for the report or the audit stream",
+        "process")
+def test_report_and_audit_fds_are_pipes_the_sandbox_never_holds(brig):
+    """--json-report-fd and --audit-fd: the harness's pipes, written by brig
+    (the report whole, the audit stream's start, syscall and end events),
+    and not open inside: /proc/self/fd shows only stdio, and writing to
+    either number fails. Both pipes reach EOF when brig exits, so nothing
+    inside (or left behind) holds a write end."""
+    rep_r, rep_w = os.pipe()
+    aud_r, aud_w = os.pipe()
+    try:
+        script = (f"ls /proc/self/fd | tr '\\n' ' '; echo; "
+                  f"(printf X%sX OWNED >&{rep_w}) 2>/dev/null && echo WROTE-REPORT; "
+                  f"(printf X%sX OWNED >&{aud_w}) 2>/dev/null && echo WROTE-AUDIT; "
+                  "mount -t tmpfs none /tmp 2>/dev/null; exit 3")
+        r = brig.run("run", "--json-report-fd", rep_w, "--audit-fd", aud_w, "--", "sh", "-c", script,
+                     pass_fds=(rep_w, aud_w))
+        os.close(rep_w)
+        os.close(aud_w)
+        rep_w = aud_w = -1
+        report, audit = read_all(rep_r).decode(), read_all(aud_r).decode()
+    finally:
+        for fd in (rep_r, rep_w, aud_r, aud_w):
+            if fd >= 0:
+                os.close(fd)
+    assert r.returncode == 3, r
+    fds = r.stdout.splitlines()[0].split()
+    assert set(fds) <= {"0", "1", "2", "3"}, fds      # 3: ls's own directory
+    assert str(rep_w) not in fds and "WROTE" not in r.stdout, r
+    doc = json.loads(report)
+    assert doc["exit_code"] == 3 and "XOWNEDX" not in report + audit
+    assert doc["audit"]["fd"] is not None and doc["audit"]["path"] is None, doc["audit"]
+    events = [json.loads(line)["event"] for line in audit.splitlines()]
+    assert events[0] == "start" and events[-1] == "end" and "syscall" in events, events
+
+
+def test_bad_output_fds_are_refused_naming_the_flag(brig):
+    """A descriptor brig does not hold, one open only for reading, stdio, or
+    one also given to --pass-fd: exit 125 with the flag named, nothing run."""
+    fd = os.open("/dev/null", os.O_RDONLY)
+    try:
+        cases = [(["--json-report-fd", "97"], "--json-report-fd 97: no such open descriptor"),
+                 (["--audit-fd", str(fd)], f"--audit-fd {fd}: the descriptor is not open for writing"),
+                 (["--audit-fd", "1"], "--audit-fd 1: 0, 1 and 2 are the command's stdio"),
+                 (["--json-report-fd", "x"], "--json-report-fd 'x': expected a file descriptor number"),
+                 (["--pass-fd", str(fd), "--audit-fd", str(fd)], "also given to --pass-fd")]
+        for args, words in cases:
+            marker = brig.workspace / "ran"
+            r = brig.run("run", *args, "--", "touch", "ran", pass_fds=(fd,))
+            assert r.returncode == 125 and words in r.stderr, (args, r)
+            assert not marker.exists()
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ restore
+
+def test_restore_says_it_stops_running_processes(brig, sandboxes):
+    """brig restore on a running sandbox says on stderr, before it acts, that
+    the processes inside end and do not come back — and they really do end."""
+    name, _ = sandboxes.create()
+    assert sandboxes.brig_cmd("snapshot", name, "t1").returncode == 0
+    p = sandboxes.popen_exec(name, "--", "sh", "-c", "echo started; exec sleep 600", text=True)
+    assert p.stdout.readline().strip() == "started"
+    r = sandboxes.brig_cmd("restore", name, "t1")
+    assert r.returncode == 0, r
+    assert f"restore 't1': stopping sandbox '{name}' first: every process running in it ends" in r.stderr, r
+    assert p.wait(timeout=30) != 0
+    assert sandboxes.sh(name, "pgrep -x sleep || echo none").stdout.strip() == "none"
+    # stopped: nothing to stop, nothing said
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    r = sandboxes.brig_cmd("restore", name, "t1")
+    assert r.returncode == 0 and "stopping" not in r.stderr, r
