@@ -233,6 +233,13 @@ typedef struct brig_result {
          * were refused (docs/security.md), and the first one's path. */
         uint64_t unix_refused;
         char unix_refused_path[112];
+        /* What brig refused during the run — connections, DNS names,
+         * system calls, unix sockets, limits — one line per distinct cause
+         * naming what, why and the flag that would allow it, each ending
+         * in '\n', capped (a last line says how many more); empty when
+         * nothing was refused. The text may hold names the sandbox chose:
+         * print it as text. The report's "refusals" has the same. */
+        char refusals[2048];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

@@ -34,5 +34,9 @@ void cli_put_safe(FILE *f, const char *s, bool multiline);
 /* After brig run or brig exec: the connections to unix sockets outside the
  * sandbox that were refused, and the flag that allows one (nothing if none). */
 void cli_put_unix_refused(const brig_result *res);
+/* After brig run: what brig refused during the run, one "brig: " line per
+ * cause (res->refusals), or the unix socket count where that is all there
+ * is; nothing with QUIET (--quiet). */
+void cli_put_refusals(const brig_result *res, bool quiet);
 
 #endif

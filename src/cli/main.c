@@ -55,6 +55,27 @@ void cli_put_unix_refused(const brig_result *res)
                 fprintf(stderr, "); --allow-unix PATH lets one through, from a read-only grant (--ro-bind DIR)\n");
 }
 
+void cli_put_refusals(const brig_result *res, bool quiet)
+{
+        if (quiet)
+                return;
+        if (!res->refusals[0]) {
+                cli_put_unix_refused(res);  /* brig exec: the unix socket guard's count alone */
+                return;
+        }
+        /* one "brig: " per line; names the sandbox chose shown as text */
+        for (const char *line = res->refusals; *line;) {
+                const char *end = strchr(line, '\n');
+                size_t n = end ? (size_t)(end - line) : strlen(line);
+                char one[1024];
+                snprintf(one, sizeof one, "%.*s", (int)n, line);
+                fputs("brig: ", stderr);
+                cli_put_safe(stderr, one, false);
+                fputc('\n', stderr);
+                line += n + (end != NULL);
+        }
+}
+
 int cli_fail(brig_error *err)
 {
         int code = err ? err->exit_code : BRIG_EXIT_SETUP;

@@ -76,6 +76,7 @@ static const char run_usage[] =
         "  --json-report-fd N       ... to descriptor N, open in brig for writing (a pipe; never the sandbox's)\n"
         "  --audit FILE             write every refused (or logged) syscall as JSON lines\n"
         "  --audit-fd N             ... to descriptor N (as --json-report-fd)\n"
+        "  --quiet                  no end-of-run lines about what brig refused (the report keeps them)\n"
         "Warm pool:\n"
         "  --pooled                 run in a ready sandbox of brig pool (same options and workspace), if any\n";
 
@@ -500,25 +501,25 @@ int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest)
         return 0;
 }
 
-/* --pooled (docs/persistent.md) is not a policy option: take it out
- * before the policy options are read. */
-static bool take_pooled(int *argc, char **argv)
+/* --pooled (docs/persistent.md) and --quiet are not policy options: take
+ * them out before the policy options are read. */
+static bool take_flag(int *argc, char **argv, const char *flag)
 {
-        bool pooled = false;
+        bool found = false;
         int out = 1;
         bool in_options = true;
         for (int i = 1; i < *argc; i++) {
                 if (in_options && strcmp(argv[i], "--") == 0)
                         in_options = false;
-                if (in_options && strcmp(argv[i], "--pooled") == 0) {
-                        pooled = true;
+                if (in_options && strcmp(argv[i], flag) == 0) {
+                        found = true;
                         continue;
                 }
                 argv[out++] = argv[i];
         }
         *argc = out;
         argv[out] = NULL;
-        return pooled;
+        return found;
 }
 
 /* A control weaker than the policy asks, said before the command starts. */
@@ -531,7 +532,8 @@ static void put_notice(const char *line, void *data)
 int cmd_run(int argc, char **argv)
 {
         brig_policy *p;
-        bool pooled = take_pooled(&argc, argv);
+        bool pooled = take_flag(&argc, argv, "--pooled");
+        bool quiet = take_flag(&argc, argv, "--quiet");
         int first, code = cli_policy_from_args(argc, argv, &p, &first);
         if (code)
                 return code == 1 ? 0 : code;
@@ -552,7 +554,7 @@ int cmd_run(int argc, char **argv)
                         fprintf(stderr, "brig: %s\n", res.summary);
                 if (res.warning[0] && !warned)  /* a pooled run: its sandbox said nothing at start */
                         fprintf(stderr, "brig: WARNING: %s\n", res.warning);
-                cli_put_unix_refused(&res);
+                cli_put_refusals(&res, quiet);
         }
         brig_policy_free(p);
         return code;

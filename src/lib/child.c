@@ -70,8 +70,7 @@ static int send_listeners(const struct run_plan *plan, bool ipv6_redirect, brig_
 {
         int fds[16];
         enum egress_listener_kind kinds[16];
-        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), plan->net_mode == BRIG_NET_FILTERED,
-                                      ipv6_redirect, err);
+        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), plan->net_mode, ipv6_redirect, err);
         if (n < 0)
                 return n;
         int r = 0;
@@ -155,6 +154,8 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 STEP(filter_egress(plan, &ipv6_redirect, err), "network (filtered mode: nftables)");
         if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED)
                 STEP(send_listeners(plan, ipv6_redirect, err), "network proxy");
+        else if (plan->net_mode == BRIG_NET_NONE)  /* names fail at once, and say why */
+                STEP(send_listeners(plan, false, err), "network off: DNS stub");
         if (!plan->seccomp_degraded)
                 STEP(send_unix_diag(plan, err), "unix socket guard");
         STEP(userns_forbid_nesting(err), "user namespace");

@@ -478,6 +478,7 @@ struct run_report {
         const brig_error *error;
         const struct audit *audit;
         const struct egress *egress;
+        const struct refusals *refusals;
 };
 BRIG_INTERNAL int report_write(int fd, const struct run_report *r, brig_error **err);
 

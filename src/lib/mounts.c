@@ -305,6 +305,20 @@ static int hosts_file(int root_fd, const struct run_plan *plan, brig_error **err
         return r;
 }
 
+/* Network off: an empty /etc/resolv.conf, so every resolver (glibc,
+ * musl, Go, c-ares) asks its default, port 53 of 127.0.0.1 and ::1, where
+ * brig's stub answers NXDOMAIN at once and the summary names the name;
+ * the host's nameserver would be unreachable, and clients take that for a
+ * passing failure and retry (npm: 70 s). A symlink there (systemd-resolved's)
+ * points into /run, absent inside: resolvers use the default anyway. */
+static int empty_resolv_conf(int root_fd, brig_error **err)
+{
+        struct stat st;
+        if (fstatat(root_fd, "etc/resolv.conf", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        return mask_path(root_fd, "/etc/resolv.conf", true, err);
+}
+
 /* Make a directory a mountpoint: a copy of itself, with every mount below
  * it (a nested grant must stay where it is) and the flags and idmap of the
  * mount it is in (open_tree copies them), attached over it. From then on
@@ -547,6 +561,11 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         }
         for (size_t i = 0; i < plan->masks.n; i++) {
                 r = mask_path(root, plan->masks.items[i], true, err);
+                if (r < 0)
+                        return r;
+        }
+        if (plan->net_mode == BRIG_NET_NONE) {
+                r = empty_resolv_conf(root, err);
                 if (r < 0)
                         return r;
         }

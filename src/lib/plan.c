@@ -789,6 +789,12 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
         for (char **e = environ; r == 0 && e && *e; e++)
                 if (strncmp(*e, "LC_", 3) == 0 && strchr(*e, '='))
                         r = strv_push(&env, *e);
+        /* Network off: retrying cannot help, and package managers take a
+         * failed lookup for a passing one (npm retried for 70 s, pip 8 s).
+         * Before --keep-env and --env, which win. */
+        static const char *const no_retries[] = { "npm_config_fetch_retries", "PIP_RETRIES", "CARGO_NET_RETRY" };
+        for (size_t i = 0; r == 0 && plan->net_mode == BRIG_NET_NONE && i < ARRAY_SIZE(no_retries); i++)
+                r = envp_push(&env, no_retries[i], "0");
         for (size_t i = 0; r == 0 && i < p->keep_env.n; i++) {
                 const char *v = getenv(p->keep_env.items[i]);
                 if (v)

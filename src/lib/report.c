@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "audit.h"
 #include "net/egress.h"
+#include "refusals.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -238,6 +239,7 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         if (plan->net_mode == BRIG_NET_HOST)  /* asked for, but say it loudly */
                 json_array_append_new(degraded, json_string("network: host (no egress control)"));
         json_object_set_new(doc, "degraded", degraded);
+        json_object_set_new(doc, "refusals", refusals_json(r->refusals));
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(controls, "terminal_filter", json_boolean(!plan->policy->terminal_passthrough));
         json_object_set_new(doc, "controls", controls);

@@ -1330,6 +1330,40 @@ int seccomp_reply_for(const struct seccomp_replies *rep, int nr)
         return reply < 0 ? EPERM : reply;  /* a call that should never notify: refuse */
 }
 
+static bool group_names(const char *group, const char *name, int depth)
+{
+        const struct group *g = find_group(group);
+        for (const char *const *m = g ? g->members : NULL; m && *m && depth < 5; m++)
+                if ((*m)[0] == '@' ? group_names(*m, name, depth + 1) : strcmp(*m, name) == 0)
+                        return true;
+        return false;
+}
+
+void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int reply, char *why, size_t wsize,
+                          char *fix, size_t fsize)
+{
+        const char *e = strerrorname_np(reply);
+        fix[0] = '\0';
+        for (size_t i = sp ? sp->n : 0; i-- > 0;) {
+                const struct seccomp_rule *r = &sp->rules[i];
+                if (r->target[0] == '@' ? group_names(r->target, name, 0) : strcmp(r->target, name) == 0) {
+                        snprintf(why, wsize, "refused by your rule %s=%s (%s)", r->name, r->action_text, e ? e : "?");
+                        return;
+                }
+        }
+        /* New namespaces are refused below the filter as well (no nested
+         * user namespaces, userns.c): allowing the call would not help. */
+        if (strcmp(name, "clone") == 0 || strcmp(name, "unshare") == 0 || strcmp(name, "setns") == 0) {
+                snprintf(why, wsize, "new namespaces are refused inside a sandbox (%s)", e ? e : "?");
+                return;
+        }
+        snprintf(why, wsize, reply == ENOSYS ? "not in brig's default profile (%s)"
+                             : guarded(name) ? "refused for these arguments by brig's default profile (%s)"
+                                             : "refused by brig's default profile (%s)",
+                 e ? e : "?");
+        snprintf(fix, fsize, "--seccomp-allow %s", name);
+}
+
 char *seccomp_syscall_name(int nr)
 {
         char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);

@@ -30,6 +30,12 @@ struct seccomp_replies {
         int16_t reply[SECCOMP_REPLY_MAX_NR];
 };
 BRIG_INTERNAL int seccomp_reply_for(const struct seccomp_replies *rep, int nr);
+/* For the run's summary: why the filter refused `name` with errno `reply`
+ * (into why), and the flag that would allow it (into fix; "" when none
+ * would: a rule of the user's refused it, or it makes a namespace, which
+ * brig refuses below the filter too). */
+BRIG_INTERNAL void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int reply, char *why,
+                                        size_t wsize, char *fix, size_t fsize);
 /* "mount", or "syscall_N" for numbers libseccomp does not know; free() it. */
 BRIG_INTERNAL char *seccomp_syscall_name(int nr);
 

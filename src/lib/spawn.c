@@ -8,16 +8,21 @@
 #include "seccomp_filter.h"
 #include "unixguard.h"
 #include "net/egress.h"
+#include "refusals.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+
+/* Lines of the end-of-run summary; the report has every cause. */
+#define REFUSAL_LINES 8
 
 static const int supervised_signals[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
 
@@ -85,33 +90,75 @@ static void human_ms(char *buf, size_t n, uint64_t ms)
                 snprintf(buf, n, "%llu s", (unsigned long long)(ms / 1000));
 }
 
-/* Why the run ended, most specific first: brig's own timeout, then the
- * kernel's limits, then what the command did. */
-static void explain(brig_result *res, const struct limits *l, const struct cgroup_stats *st, bool timed_out)
+/* A limit that ended the run: the summary's words, and the same in the
+ * report's refusals[] (not printed twice). */
+static void limit_hit(brig_result *res, struct refusals *rf, const char *what, const char *flag, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+static void limit_hit(brig_result *res, struct refusals *rf, const char *what, const char *flag, const char *fmt, ...)
 {
-        char v[64];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(res->summary, sizeof res->summary, fmt, ap);
+        va_end(ap);
+        refusals_add_summarized(rf, what, res->summary, flag, 1);
+}
+
+/* Why the run ended, most specific first: brig's own timeout, then the
+ * kernel's limits, then what the command did. Each limit names the flag
+ * that raises it. */
+static void explain(brig_result *res, const struct limits *l, const struct cgroup_stats *st, bool timed_out,
+                    struct refusals *rf)
+{
+        char v[64], what[96];
+        int sig = res->reason == BRIG_REASON_SIGNALED ? res->signal : 0;
         if (timed_out) {
                 res->reason = BRIG_REASON_TIMEOUT;
                 res->exit_code = BRIG_EXIT_TIMEOUT;
                 human_ms(v, sizeof v, l->timeout_ms);
-                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout %s reached", v);
+                snprintf(what, sizeof what, "wall-clock timeout %s", v);
+                limit_hit(res, rf, what, "--timeout", "killed: wall-clock timeout %s reached (raise with --timeout)", v);
         } else if (st->oom_kills > 0) {
                 res->reason = BRIG_REASON_OOM;
                 size_text(v, sizeof v, l->memory);
-                snprintf(res->summary, sizeof res->summary, "killed: memory limit %s reached (%lld process%s killed)",
-                         v, st->oom_kills, st->oom_kills == 1 ? "" : "es");
+                snprintf(what, sizeof what, "memory limit %s", v);
+                limit_hit(res, rf, what, "--memory",
+                          "killed: memory limit %s reached (%lld process%s killed; raise with --memory)", v,
+                          st->oom_kills, st->oom_kills == 1 ? "" : "es");
         } else if (st->pids_max_hits > 0 && res->exit_code != 0) {
                 res->reason = BRIG_REASON_PIDS;
-                snprintf(res->summary, sizeof res->summary, "process limit %llu reached (%lld forks refused)",
-                         (unsigned long long)l->pids, st->pids_max_hits);
-        } else if (res->reason == BRIG_REASON_SIGNALED && res->signal == SIGSYS) {
+                snprintf(what, sizeof what, "process limit %llu", (unsigned long long)l->pids);
+                limit_hit(res, rf, what, "--pids", "process limit %llu reached (%lld forks refused; raise with --pids)",
+                          (unsigned long long)l->pids, st->pids_max_hits);
+        } else if (sig == SIGSYS) {
                 /* the filter's kill action (or a bad architecture) */
                 res->reason = BRIG_REASON_SECCOMP;
                 snprintf(res->summary, sizeof res->summary,
                          "killed: a system call the policy forbids (seccomp kill, SIGSYS)");
-        } else if (res->reason == BRIG_REASON_SIGNALED) {
+        } else if (l->cpu_time_s && (sig == SIGXCPU || (sig == SIGKILL && res->cpu_user_ms + res->cpu_system_ms >=
+                                                                                 l->cpu_time_s * 1000))) {
+                /* RLIMIT_CPU: SIGXCPU at the limit, SIGKILL a second later
+                 * for a process that caught it */
+                snprintf(what, sizeof what, "CPU time limit %llu s", (unsigned long long)l->cpu_time_s);
+                limit_hit(res, rf, what, "--cpu-time",
+                          "killed: CPU time limit %llu s per process reached (SIG%s; raise with --cpu-time)",
+                          (unsigned long long)l->cpu_time_s, sigabbrev_np(sig));
+        } else if (l->fsize && sig == SIGXFSZ) {
+                size_text(v, sizeof v, l->fsize);
+                snprintf(what, sizeof what, "file size limit %s", v);
+                limit_hit(res, rf, what, "--fsize", "killed: file size limit %s reached (SIGXFSZ; raise with --fsize)",
+                          v);
+        } else if (sig) {
                 snprintf(res->summary, sizeof res->summary, "command killed by signal %d (%s)", res->signal,
                          sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
+        }
+        /* Forks refused are worth a line even when the command coped
+         * (a fork bomb that ends with exit 0), or something else ended it. */
+        if (st->pids_max_hits > 0 && res->reason != BRIG_REASON_PIDS) {
+                char why[160];
+                snprintf(what, sizeof what, "process limit %llu", (unsigned long long)l->pids);
+                snprintf(why, sizeof why, "%lld fork%s refused: process limit %llu reached", st->pids_max_hits,
+                         st->pids_max_hits == 1 ? "" : "s", (unsigned long long)l->pids);
+                refusals_add(rf, REFUSAL_LIMIT, what, why, "--pids", (uint64_t)st->pids_max_hits);
         }
 }
 
@@ -195,6 +242,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         struct cgroup_inherited inherited = { 0 };
         struct egress *egress = NULL;
         struct unixguard *guard = NULL;
+        struct refusals *refusals = refusals_new();
         struct rlimit nofile_saved;
         bool nofile_raised = false;
         struct rusage before, after;
@@ -210,9 +258,10 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         result->memory_peak_bytes = result->pids_peak = -1;
 
         struct audit *audit = NULL;
-        r = open_outputs(&plan, p, &audit, err);
+        r = refusals ? open_outputs(&plan, p, &audit, err) : brig_err(err, ENOMEM, "refusals");
         if (r < 0) {
                 plan_free(&plan);
+                refusals_free(refusals);
                 return r;
         }
         /* 1. The policy becomes a checked plan: paths resolved, layout
@@ -295,7 +344,18 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                         r = brig_err_prefix(err, "network proxy");
                         goto out;
                 }
+        } else if (plan.net_mode == BRIG_NET_NONE) {
+                /* only the DNS stub that says "network is off" */
+                egress = egress_new_offline(audit ? audit_net : NULL, audit, err);
+                if (!egress) {
+                        r = brig_err_prefix(err, "network off: DNS stub");
+                        goto out;
+                }
         }
+        if (egress)
+                egress_set_refusals(egress, refusals);
+        if (guard)
+                unixguard_set_refusals(guard, refusals);
         if (plan.idmap_workspace && !p->workspace_readonly) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
@@ -381,7 +441,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                         st.oom_kills = cgroup_inherited_oom_kills(&inherited) - inherited.oom_kills_before;
                 result->memory_peak_bytes = st.memory_peak >= 0 ? st.memory_peak : (int64_t)after.ru_maxrss * 1024;
                 result->pids_peak = st.pids_peak;
-                explain(result, &plan.limits, &st, sup.timed_out);
+                explain(result, &plan.limits, &st, sup.timed_out, refusals);
         }
 out:
         if (err && *err && result->exit_code == 0)
@@ -404,12 +464,13 @@ out:
         }
         if (audit)
                 audit_end(audit, result);
+        refusals_text(refusals, REFUSAL_LINES, result->refusals, sizeof result->refusals);
         closep(&sv[0]);
         closep(&sv[1]);
         closep(&pidfd);
         if (plan.report_fd >= 0 && plan.workspace) {
                 struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL,
-                                          .audit = audit, .egress = egress };
+                                          .audit = audit, .egress = egress, .refusals = refusals };
                 brig_error *rerr = NULL;
                 int rr = report_write(plan.report_fd, &rep, r < 0 ? &rerr : err);
                 if (rr < 0 && r == 0)
@@ -418,6 +479,7 @@ out:
         }
         egress_free(egress);
         unixguard_free(guard);
+        refusals_free(refusals);
         if (nofile_raised)
                 (void)setrlimit(RLIMIT_NOFILE, &nofile_saved);
         audit_free(audit);

@@ -59,6 +59,7 @@
  * unix datagram socket by sendmsg with msg_name is the residual). */
 #define _GNU_SOURCE
 #include "unixguard.h"
+#include "refusals.h"
 #include "audit.h"
 #include "seccomp_filter.h"
 
@@ -127,6 +128,8 @@ struct unixguard {
         uint64_t next_id;
         uint64_t refused;
         char first_refused[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+        struct refusals *refusals;   /* the run's summary, or NULL */
+        const struct seccomp_policy *rules;  /* the user's, for the summary's words */
 };
 
 int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct seccomp_replies *replies,
@@ -153,6 +156,7 @@ int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct
         if (g->n_groups < 0)
                 g->n_groups = 0;
         g->allow = &plan->policy->allow_unix;
+        g->rules = plan->policy->seccomp;
         g->audit = audit;
         g->replies = replies;
         *ret = g;
@@ -591,8 +595,26 @@ static int resolve_inside(struct unixguard *g, int listener, const struct seccom
         return fd < 0 ? -errno : fd;
 }
 
+void unixguard_set_refusals(struct unixguard *g, struct refusals *r)
+{
+        g->refusals = r;
+}
+
+/* A socket file can be let through by name; an abstract one never (only
+ * the sandbox's own listeners answer there). */
+static void note_refused(struct unixguard *g, const struct call *c, const char *reason)
+{
+        char fix[sizeof c->path + 64];
+        bool named = c->path[0] == '/';
+        if (named)
+                snprintf(fix, sizeof fix, "--allow-unix %s, from a read-only grant (--ro-bind DIR)", c->path);
+        refusals_add(g->refusals, REFUSAL_UNIX, c->path, reason, named ? fix : NULL, 1);
+}
+
 static void record(struct unixguard *g, pid_t pid, const struct call *c, const char *action, const char *reason)
 {
+        if (strcmp(action, "refused") == 0)
+                note_refused(g, c, reason);
         if (strcmp(action, "refused") == 0 && g->refused++ == 0)
                 snprintf(g->first_refused, sizeof g->first_refused, "%s", c->path);
         if (strcmp(action, "refused") == 0 && g->current && g->current->refused++ == 0)
@@ -1034,6 +1056,19 @@ static bool guarded_call(int nr)
         return nr == __NR_connect || nr == __NR_sendto;
 }
 
+/* A refused call, for the run's summary. */
+static void note_syscall(struct unixguard *g, int nr, int reply)
+{
+        if (!g->refusals)
+                return;
+        _cleanup_free_ char *name = seccomp_syscall_name(nr);
+        char why[160], fix[96];
+        if (!name)
+                return;
+        seccomp_refusal_text(g->rules, name, reply, why, sizeof why, fix, sizeof fix);
+        refusals_add(g->refusals, REFUSAL_SYSCALL, name, why, fix[0] ? fix : NULL, 1);
+}
+
 /* One pending notification of this listener. */
 static void on_listener(struct unixguard *g, int fd)
 {
@@ -1055,6 +1090,8 @@ static void on_listener(struct unixguard *g, int fd)
         }
         if (reply < 0)
                 reply = EPERM;  /* a call that should not notify */
+        if (reply > 0)
+                note_syscall(g, nr, reply);
         memset(g->resp, 0, sizeof *g->resp);
         g->resp->id = g->req->id;
         if (reply == 0)

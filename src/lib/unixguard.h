@@ -28,6 +28,9 @@ BRIG_INTERNAL int unixguard_poll_fd(const struct unixguard *g);
 BRIG_INTERNAL void unixguard_dispatch(struct unixguard *g);
 /* Connections refused so far, and the first refused path ("" if none). */
 BRIG_INTERNAL uint64_t unixguard_refused(const struct unixguard *g, const char **first);
+/* Where refusals go for the run's summary (refusals.h), or NULL. */
+struct refusals;
+BRIG_INTERNAL void unixguard_set_refusals(struct unixguard *g, struct refusals *r);
 BRIG_INTERNAL void unixguard_free(struct unixguard *g);
 
 /* What the sock_diag dump is searched for: a socket file (device in the

@@ -1,4 +1,7 @@
-/* dnsstub.c — brig's DNS stub for filtered sandboxes.
+/* dnsstub.c — brig's DNS stub for filtered sandboxes, and for sandboxes
+ * with the network off, where every name gets NXDOMAIN at once: a client
+ * learns "no such name" immediately instead of waiting on a resolver it
+ * cannot reach, and the run's summary names what it looked up.
  *
  * Every DNS question from inside (any server, port 53, UDP or TCP — the
  * nftables rules send them all here) is judged by the host rules alone:
@@ -8,6 +11,7 @@
  * lookup happens when a connection to the handed-out address is made. */
 #define _GNU_SOURCE
 #include "net/net.h"
+#include "refusals.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,10 +19,24 @@
 /* Short: the addresses never change for a run, but a program that caches
  * answers across runs (none should) would not keep them long. */
 #define DNS_TTL 60
+/* For the summary: the flag that would let the name resolve (one
+ * --allow-host NAME turns the network on, filtered, for that name). */
+static void note_refusal(struct dns_stub *s, const char *name, const char *reason)
+{
+        char fix[EGRESS_HOST_MAX + 16] = "";
+        struct egress_verdict v;
+        if (!egress_host_denied(s->policy, name, 0, &v) && strcmp(reason, "not an Internet-class query") != 0 &&
+            strncmp(reason, "brig's address pool", 19) != 0)
+                snprintf(fix, sizeof fix, "--allow-host %s", name);
+        refusals_add(s->refusals, REFUSAL_DNS, name, reason, fix[0] ? fix : NULL, 1);
+}
+
 static void log_query(struct dns_stub *s, const char *name, uint16_t qtype, bool allow, const char *reason,
                       const struct net_addr *answers, size_t n, const char *transport)
 {
         allow ? s->allowed++ : s->denied++;
+        if (!allow && name)
+                note_refusal(s, name, reason);
         if (!s->log)
                 return;  /* (the audit stream holds network events to 100 lines a second) */
         char tbuf[8];
@@ -61,6 +79,8 @@ size_t dns_stub_answer(struct dns_stub *s, const uint8_t *query, size_t len, uin
                 return dns_build_reply(&q, DNS_RCODE_REFUSED, NULL, 0, 0, out, cap);
         }
         egress_judge_name(s->policy, host, &v);
+        if (s->offline)
+                snprintf(v.reason, sizeof v.reason, "network is off for this sandbox");
         if (!v.allow) {
                 rcode = DNS_RCODE_NXDOMAIN;
         } else if (q.qtype == DNS_TYPE_A || (q.qtype == DNS_TYPE_AAAA && s->ipv6)) {

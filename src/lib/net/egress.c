@@ -55,6 +55,7 @@
  * upstream. The stub itself (dnsstub.c) answers on UDP and TCP here. */
 #define _GNU_SOURCE
 #include "net/net.h"
+#include "refusals.h"
 
 #include <fcntl.h>
 #include <linux/netfilter_ipv4.h>
@@ -166,6 +167,7 @@ struct dest {
         uint16_t port;
         bool allowed;
         uint64_t count;
+        char *reason;         /* of the first decision */
 };
 
 struct egress {
@@ -190,6 +192,8 @@ struct egress {
         struct net_addr up_addrs[MAX_CANDIDATES];
         size_t n_up;
         void *up_dns;
+        struct refusals *refusals;  /* the run's, for the summary; or NULL */
+        bool offline;         /* network off: only the DNS stub (egress_new_offline) */
         /* filtered mode */
         bool filtered;        /* a redirect listener was added */
         size_t sniff_held;    /* bytes of redirected connections' first-bytes buffers */
@@ -236,7 +240,9 @@ static void unwatch(struct egress *e, struct watch *w)
 
 /* ---- log and summary ------------------------------------------------------- */
 
-static void count_destination(struct egress *e, const char *name, uint16_t port, bool allowed)
+static void target_text(struct conn *c, const struct net_addr *a, char *buf, size_t size);
+
+static void count_destination(struct egress *e, const char *name, uint16_t port, bool allowed, const char *reason)
 {
         for (size_t i = 0; i < e->n_dests; i++)
                 if (e->dests[i].port == port && e->dests[i].allowed == allowed && strcmp(e->dests[i].host, name) == 0) {
@@ -248,15 +254,59 @@ static void count_destination(struct egress *e, const char *name, uint16_t port,
                 return;
         }
         struct dest *grown = realloc(e->dests, (e->n_dests + 1) * sizeof *grown);
-        char *copy = strdup(name);
-        if (!grown || !copy) {
+        char *copy = strdup(name), *why = strdup(reason ? reason : "");
+        if (!grown || !copy || !why) {
                 free(copy);
+                free(why);
                 if (grown)
                         e->dests = grown;
                 return;
         }
         e->dests = grown;
-        e->dests[e->n_dests++] = (struct dest){ .host = copy, .port = port, .allowed = allowed, .count = 1 };
+        e->dests[e->n_dests++] = (struct dest){ .host = copy, .port = port, .allowed = allowed, .count = 1,
+                                                .reason = why };
+}
+
+/* The flag that would have let a refused attempt through, or "" when
+ * none would: the host rule a name lacks (at its port), else the address
+ * rule for what the program reached. A --deny-host of the user's is not
+ * undone by a suggestion, and a request brig could not read names
+ * nothing to allow. */
+static void refusal_fix(const struct conn *c, const struct net_addr *addr, char *fix, size_t size)
+{
+        const struct egress_policy *ep = c->e->policy;
+        struct egress_verdict v;
+        fix[0] = '\0';
+        if (c->host[0] && c->port) {
+                if (egress_host_denied(ep, c->host, c->port, &v))
+                        return;
+                egress_judge_host(ep, c->host, c->port, &v);
+                if (!v.allow) {
+                        if (c->port == 80 || c->port == 443)
+                                snprintf(fix, size, "--allow-host %s", c->host);
+                        else
+                                snprintf(fix, size, "--allow-host %s:%u", c->host, c->port);
+                        return;
+                }
+        }
+        if (!addr || !c->port)
+                return;
+        char text[INET6_ADDRSTRLEN];
+        net_addr_format(addr, text, sizeof text);
+        if (addr->family == AF_INET6)
+                snprintf(fix, size, "--allow-cidr [%s]/128:%u", text, c->port);
+        else
+                snprintf(fix, size, "--allow-cidr %s/32:%u", text, c->port);
+}
+
+static void note_refusal(struct conn *c, const char *reason, const struct net_addr *addr)
+{
+        if (!c->e->refusals)
+                return;
+        char target[EGRESS_HOST_MAX + 16], fix[EGRESS_HOST_MAX + 64];
+        target_text(c, addr, target, sizeof target);
+        refusal_fix(c, addr, fix, sizeof fix);
+        refusals_add(c->e->refusals, REFUSAL_CONNECTION, target, reason ? reason : "refused", fix[0] ? fix : NULL, 1);
 }
 
 static json_t *event_base(struct conn *c, const char *decision, const char *reason, const struct net_addr *addr)
@@ -283,7 +333,9 @@ static void log_decision(struct conn *c, bool allow, const char *reason, const s
         char text[INET6_ADDRSTRLEN] = "";
         if (addr)
                 net_addr_format(addr, text, sizeof text);
-        count_destination(e, c->host[0] ? c->host : addr ? text : "?", c->port, allow);
+        count_destination(e, c->host[0] ? c->host : addr ? text : "?", c->port, allow, reason);
+        if (!allow)
+                note_refusal(c, reason, addr);
         c->allowed = allow;
         if (!e->log)
                 return;
@@ -1770,7 +1822,8 @@ static void update_timer(struct egress *e)
 
 /* ---- the contract ---------------------------------------------------------- */
 
-struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, void *log_ctx, brig_error **err)
+static struct egress *egress_make(const struct egress_policy *ep, egress_log_fn log, void *log_ctx, bool offline,
+                                  brig_error **err)
 {
         struct egress *e = calloc(1, sizeof *e);
         if (!e) {
@@ -1783,7 +1836,8 @@ struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, voi
                 egress_upstream_format(e->upstream, e->up_text, sizeof e->up_text);
         e->log = log;
         e->log_ctx = log_ctx;
-        e->stub = (struct dns_stub){ .policy = ep, .log = log, .log_ctx = log_ctx };
+        e->offline = offline;
+        e->stub = (struct dns_stub){ .policy = ep, .log = log, .log_ctx = log_ctx, .offline = offline };
         e->timer = (struct watch){ .kind = W_TIMER, .fd = -1 };
         e->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (e->epfd < 0) {
@@ -1796,6 +1850,8 @@ struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, voi
                 goto fail;
         }
         set_interest(e, &e->timer, EPOLLIN);
+        if (offline)
+                return e;  /* nothing is ever resolved */
         e->dns = dns_new(e->epfd, err);
         if (!e->dns)
                 goto fail;
@@ -1805,12 +1861,30 @@ fail:
         return NULL;
 }
 
+struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, void *log_ctx, brig_error **err)
+{
+        return egress_make(ep, log, log_ctx, false, err);
+}
+
+struct egress *egress_new_offline(egress_log_fn log, void *log_ctx, brig_error **err)
+{
+        return egress_make(NULL, log, log_ctx, true, err);
+}
+
+void egress_set_refusals(struct egress *e, struct refusals *r)
+{
+        e->refusals = r;
+        e->stub.refusals = r;
+}
+
 int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind, brig_error **err)
 {
         int listening = 0, type = 0;
         socklen_t len = sizeof listening, tlen = sizeof type;
         if (kind < EGRESS_HTTP || kind > EGRESS_DNS_TCP)
                 return brig_err(err, EINVAL, "unknown proxy listener kind %d", (int)kind);
+        if (e->offline && kind != EGRESS_DNS_UDP)
+                return brig_err(err, EINVAL, "network off: only the DNS stub listens");
         if (kind == EGRESS_DNS_UDP) {
                 if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_DGRAM)
                         return brig_err(err, EINVAL, "DNS stub: not a datagram socket");
@@ -1908,10 +1982,10 @@ json_t *egress_summary_json(const struct egress *e)
 {
         json_t *dests = json_array();
         for (size_t i = 0; e && i < e->n_dests; i++)
-                json_array_append_new(dests, json_pack("{s:s, s:i, s:s, s:I}", "host", e->dests[i].host, "port",
+                json_array_append_new(dests, json_pack("{s:s, s:i, s:s, s:I, s:s}", "host", e->dests[i].host, "port",
                                                        (int)e->dests[i].port, "decision",
                                                        e->dests[i].allowed ? "allow" : "deny", "count",
-                                                       (json_int_t)e->dests[i].count));
+                                                       (json_int_t)e->dests[i].count, "reason", e->dests[i].reason));
         json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o}", "allowed", (json_int_t)(e ? e->allowed : 0), "denied",
                               (json_int_t)(e ? e->denied : 0), "bytes_up", (json_int_t)(e ? e->bytes_up : 0),
                               "bytes_down", (json_int_t)(e ? e->bytes_down : 0), "destinations", dests);
@@ -1951,8 +2025,10 @@ void egress_free(struct egress *e)
                 close(e->timer.fd);
         if (e->epfd >= 0)
                 close(e->epfd);
-        for (size_t i = 0; i < e->n_dests; i++)
+        for (size_t i = 0; i < e->n_dests; i++) {
                 free(e->dests[i].host);
+                free(e->dests[i].reason);
+        }
         free(e->dests);
         free(e);
 }

@@ -51,14 +51,15 @@ BRIG_INTERNAL void egress_policy_free(struct egress_policy *ep);
 /* ---- inside the sandbox (pid 1, before it drops privileges) ------------- */
 
 /* Create the listening sockets in the sandbox's network namespace:
- * HTTP on 127.0.0.1 and [::1] port BRIG_HTTP_PROXY_PORT, SOCKS5 on the
- * same addresses port BRIG_SOCKS_PROXY_PORT (IPv6 ones skipped when ::1
- * is unavailable); with `filtered`, also the redirect target
+ * for PROXY, HTTP on 127.0.0.1 and [::1] port BRIG_HTTP_PROXY_PORT, SOCKS5
+ * on the same addresses port BRIG_SOCKS_PROXY_PORT (IPv6 ones skipped when
+ * ::1 is unavailable); for FILTERED, also the redirect target
  * (BRIG_TRANSPARENT_PORT; on ::1 only with ipv6_redirect, when IPv6 is
- * routed to it) and the DNS stub (UDP and TCP, BRIG_DNS_PORT).
+ * routed to it) and the DNS stub (UDP and TCP, BRIG_DNS_PORT); for NONE,
+ * the DNS stub's UDP sockets alone (egress_new_offline).
  * Fills fds/kinds, returns how many, or -errno. */
-BRIG_INTERNAL int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, bool filtered,
-                                        bool ipv6_redirect, brig_error **err);
+BRIG_INTERNAL int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max,
+                                        enum brig_net_mode mode, bool ipv6_redirect, brig_error **err);
 
 /* ---- the supervisor ------------------------------------------------------ */
 
@@ -74,6 +75,13 @@ typedef void (*egress_log_fn)(void *ctx, json_t *event);
 
 BRIG_INTERNAL struct egress *egress_new(const struct egress_policy *ep, egress_log_fn log, void *log_ctx,
                                         brig_error **err);
+/* Network off (mode none): only the DNS stub, which answers every name
+ * NXDOMAIN at once ("network is off for this sandbox") and never resolves
+ * anything; no resolver of the host's is even set up. */
+BRIG_INTERNAL struct egress *egress_new_offline(egress_log_fn log, void *log_ctx, brig_error **err);
+/* Where refusals go for the end-of-run summary (refusals.h), or NULL. */
+struct refusals;
+BRIG_INTERNAL void egress_set_refusals(struct egress *e, struct refusals *r);
 /* Take ownership of a listening socket the sandbox sent. */
 BRIG_INTERNAL int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind, brig_error **err);
 /* One fd (epoll) to poll for readability; then call egress_dispatch. */

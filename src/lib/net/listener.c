@@ -34,29 +34,32 @@ static int listen_on(int family, int type, uint16_t port, brig_error **err)
         return TAKE_FD(fd);
 }
 
-int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, bool filtered, bool ipv6_redirect,
-                          brig_error **err)
+int egress_make_listeners(int fds[], enum egress_listener_kind kinds[], size_t max, enum brig_net_mode mode,
+                          bool ipv6_redirect, brig_error **err)
 {
+        /* NONE: only the DNS stub's datagram sockets, so a lookup gets
+         * brig's NXDOMAIN at once (docs/network.md) */
+        enum { P = 1 << BRIG_NET_PROXY, F = 1 << BRIG_NET_FILTERED, N = 1 << BRIG_NET_NONE };
         static const struct {
                 int family, type;
                 uint16_t port;
                 enum egress_listener_kind kind;
-                bool filtered_only;
+                unsigned modes;
         } want[] = {
-                { AF_INET, SOCK_STREAM, BRIG_HTTP_PROXY_PORT, EGRESS_HTTP, false },
-                { AF_INET, SOCK_STREAM, BRIG_SOCKS_PROXY_PORT, EGRESS_SOCKS, false },
-                { AF_INET6, SOCK_STREAM, BRIG_HTTP_PROXY_PORT, EGRESS_HTTP, false },
-                { AF_INET6, SOCK_STREAM, BRIG_SOCKS_PROXY_PORT, EGRESS_SOCKS, false },
-                { AF_INET, SOCK_STREAM, BRIG_TRANSPARENT_PORT, EGRESS_TRANSPARENT, true },
-                { AF_INET6, SOCK_STREAM, BRIG_TRANSPARENT_PORT, EGRESS_TRANSPARENT, true },
-                { AF_INET, SOCK_DGRAM, BRIG_DNS_PORT, EGRESS_DNS_UDP, true },
-                { AF_INET6, SOCK_DGRAM, BRIG_DNS_PORT, EGRESS_DNS_UDP, true },
-                { AF_INET, SOCK_STREAM, BRIG_DNS_PORT, EGRESS_DNS_TCP, true },
-                { AF_INET6, SOCK_STREAM, BRIG_DNS_PORT, EGRESS_DNS_TCP, true },
+                { AF_INET, SOCK_STREAM, BRIG_HTTP_PROXY_PORT, EGRESS_HTTP, P | F },
+                { AF_INET, SOCK_STREAM, BRIG_SOCKS_PROXY_PORT, EGRESS_SOCKS, P | F },
+                { AF_INET6, SOCK_STREAM, BRIG_HTTP_PROXY_PORT, EGRESS_HTTP, P | F },
+                { AF_INET6, SOCK_STREAM, BRIG_SOCKS_PROXY_PORT, EGRESS_SOCKS, P | F },
+                { AF_INET, SOCK_STREAM, BRIG_TRANSPARENT_PORT, EGRESS_TRANSPARENT, F },
+                { AF_INET6, SOCK_STREAM, BRIG_TRANSPARENT_PORT, EGRESS_TRANSPARENT, F },
+                { AF_INET, SOCK_DGRAM, BRIG_DNS_PORT, EGRESS_DNS_UDP, F | N },
+                { AF_INET6, SOCK_DGRAM, BRIG_DNS_PORT, EGRESS_DNS_UDP, F | N },
+                { AF_INET, SOCK_STREAM, BRIG_DNS_PORT, EGRESS_DNS_TCP, F },
+                { AF_INET6, SOCK_STREAM, BRIG_DNS_PORT, EGRESS_DNS_TCP, F },
         };
         size_t n = 0;
         for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
-                if (want[i].filtered_only && !filtered)
+                if (!(want[i].modes & (1u << mode)))
                         continue;
                 if (want[i].kind == EGRESS_TRANSPARENT && want[i].family == AF_INET6 && !ipv6_redirect)
                         continue;

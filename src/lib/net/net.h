@@ -316,12 +316,15 @@ BRIG_INTERNAL void names_free(struct name_book *nb);
 
 /* ---- filtered mode: the DNS stub (dnsstub.c) ---------------------------- */
 
+struct refusals;
 struct dns_stub {
         const struct egress_policy *policy;
         struct name_book names;
         bool ipv6;            /* AAAA answered (the namespace routes IPv6 to brig) */
+        bool offline;         /* network off: every name NXDOMAIN, "network is off" */
         egress_log_fn log;
         void *log_ctx;
+        struct refusals *refusals;  /* the run's summary (refusals.h), or NULL */
         uint64_t allowed, denied;
 };
 /* The reply to one query (its length), or 0: send nothing. Logs a "dns"

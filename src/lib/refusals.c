@@ -1,0 +1,165 @@
+/* refusals.c — what brig refused during a run, for the agent that ran it.
+ *
+ * The egress proxy, the DNS stubs, the unix socket guard, the seccomp
+ * listener and the end-of-run limit checks each tell this one collection
+ * what they refused, why, and which flag would allow it, as it happens;
+ * nothing is parsed back out of the audit stream. Equal refusals are one
+ * entry with a count; the number of entries is bounded (a sandbox chooses
+ * how many distinct names it tries), and what is over is counted. */
+#define _GNU_SOURCE
+#include "refusals.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define REFUSALS_MAX 64
+
+struct refusal {
+        enum refusal_kind kind;
+        char *what, *why, *allow_with;  /* allow_with may be NULL */
+        uint64_t count;
+        bool summarized;                /* already the run's summary line */
+};
+
+struct refusals {
+        struct refusal items[REFUSALS_MAX];
+        size_t n;
+        uint64_t over_entries, over_count;  /* beyond REFUSALS_MAX */
+};
+
+struct refusals *refusals_new(void)
+{
+        return calloc(1, sizeof(struct refusals));
+}
+
+static bool same(const char *a, const char *b)
+{
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static void add(struct refusals *r, enum refusal_kind kind, const char *what, const char *why, const char *allow_with,
+                uint64_t count, bool summarized)
+{
+        if (!r || !what || !why)
+                return;
+        for (size_t i = 0; i < r->n; i++) {
+                struct refusal *f = &r->items[i];
+                if (f->kind == kind && same(f->what, what) && same(f->why, why) && same(f->allow_with, allow_with)) {
+                        f->count += count;
+                        return;
+                }
+        }
+        if (r->n == REFUSALS_MAX) {
+                r->over_entries++;
+                r->over_count += count;
+                return;
+        }
+        struct refusal f = { .kind = kind, .what = strdup(what), .why = strdup(why),
+                             .allow_with = allow_with ? strdup(allow_with) : NULL, .count = count,
+                             .summarized = summarized };
+        if (!f.what || !f.why || (allow_with && !f.allow_with)) {
+                free(f.what);
+                free(f.why);
+                free(f.allow_with);
+                r->over_entries++;  /* out of memory: still counted */
+                r->over_count += count;
+                return;
+        }
+        r->items[r->n++] = f;
+}
+
+void refusals_add(struct refusals *r, enum refusal_kind kind, const char *what, const char *why,
+                  const char *allow_with, uint64_t count)
+{
+        add(r, kind, what, why, allow_with, count, false);
+}
+
+void refusals_add_summarized(struct refusals *r, const char *what, const char *why, const char *allow_with,
+                             uint64_t count)
+{
+        add(r, REFUSAL_LIMIT, what, why, allow_with, count, true);
+}
+
+bool refusals_any(const struct refusals *r)
+{
+        return r && (r->n || r->over_entries);
+}
+
+static const char *kind_name(enum refusal_kind k)
+{
+        static const char *const names[] = { [REFUSAL_CONNECTION] = "connection", [REFUSAL_DNS] = "dns",
+                                             [REFUSAL_SYSCALL] = "syscall", [REFUSAL_UNIX] = "unix",
+                                             [REFUSAL_LIMIT] = "limit" };
+        return names[k];
+}
+
+/* "refused 2 connections: registry.example:443 (address 203.0.113.80 is
+ * reserved; allow with --allow-cidr 203.0.113.80/32:443)" */
+static int line(const struct refusal *f, char *buf, size_t size)
+{
+        static const char *const nouns[][2] = {
+                [REFUSAL_CONNECTION] = { "connection", "connections" },
+                [REFUSAL_DNS] = { "DNS lookup", "DNS lookups" },
+                [REFUSAL_SYSCALL] = { "system call", "system calls" },
+                [REFUSAL_UNIX] = { "connection to a unix socket outside the sandbox",
+                                   "connections to unix sockets outside the sandbox" },
+        };
+        if (f->kind == REFUSAL_LIMIT)  /* the count is in its words: "3 forks refused: ..." */
+                return snprintf(buf, size, "%s%s%s%s\n", f->why, f->allow_with ? " (raise with " : "",
+                                f->allow_with ? f->allow_with : "", f->allow_with ? ")" : "");
+        return snprintf(buf, size, "refused %llu %s: %s (%s%s%s)\n", (unsigned long long)f->count,
+                        nouns[f->kind][f->count != 1], f->what, f->why, f->allow_with ? "; allow with " : "",
+                        f->allow_with ? f->allow_with : "");
+}
+
+void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t size)
+{
+        if (!size)
+                return;
+        buf[0] = '\0';
+        if (!r)
+                return;
+        size_t used = 0, lines = 0;
+        uint64_t more = r->over_entries;
+        for (size_t i = 0; i < r->n; i++) {
+                const struct refusal *f = &r->items[i];
+                if (f->summarized)
+                        continue;
+                char one[1024];
+                int n = line(f, one, sizeof one);
+                /* whole lines only, and room left for the last one */
+                if (lines == max_lines || n < 0 || (size_t)n >= sizeof one || used + (size_t)n + 96 >= size) {
+                        more++;
+                        continue;
+                }
+                memcpy(buf + used, one, (size_t)n + 1);
+                used += (size_t)n;
+                lines++;
+        }
+        if (more)
+                snprintf(buf + used, size - used, "and %llu more cause%s of refusals (every one in --json-report's "
+                         "\"refusals\")\n", (unsigned long long)more, more == 1 ? "" : "s");
+}
+
+json_t *refusals_json(const struct refusals *r)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; r && i < r->n; i++) {
+                const struct refusal *f = &r->items[i];
+                json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "kind", kind_name(f->kind), "what", f->what, "why",
+                                      f->why, "count", (json_int_t)f->count);
+                json_object_set_new(o, "allow_with", f->allow_with ? json_string(f->allow_with) : json_null());
+                json_array_append_new(a, o);
+        }
+        return a;
+}
+
+void refusals_free(struct refusals *r)
+{
+        for (size_t i = 0; r && i < r->n; i++) {
+                free(r->items[i].what);
+                free(r->items[i].why);
+                free(r->items[i].allow_with);
+        }
+        free(r);
+}

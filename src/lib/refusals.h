@@ -1,0 +1,41 @@
+/* refusals.h — what brig refused during a run, gathered in one place for
+ * the end-of-run summary on stderr and the report's refusals[]
+ * (refusals.c; docs/report.md). */
+#ifndef BRIG_REFUSALS_H
+#define BRIG_REFUSALS_H
+
+#include "internal.h"
+
+#include <jansson.h>
+
+enum refusal_kind {
+        REFUSAL_CONNECTION,  /* the egress proxy or filtered mode refused a destination */
+        REFUSAL_DNS,         /* a name brig's DNS stub would not resolve */
+        REFUSAL_SYSCALL,     /* the seccomp filter refused a call */
+        REFUSAL_UNIX,        /* the unix socket guard refused a socket outside the sandbox */
+        REFUSAL_LIMIT,       /* a resource limit was reached */
+};
+
+struct refusals;
+
+BRIG_INTERNAL struct refusals *refusals_new(void);
+/* One more refusal. `what` names the thing refused (a destination, a name,
+ * a syscall, a limit), `why` the rule or class that refused it,
+ * `allow_with` the flag that would allow it, or NULL when none would (a
+ * --deny-host of the user's, a malformed request). Equal refusals are one
+ * entry with a count. Safe with r NULL. */
+BRIG_INTERNAL void refusals_add(struct refusals *r, enum refusal_kind kind, const char *what, const char *why,
+                                const char *allow_with, uint64_t count);
+/* The same for a limit whose line is already the run's summary (the
+ * reason it ended): in refusals[], not printed twice. */
+BRIG_INTERNAL void refusals_add_summarized(struct refusals *r, const char *what, const char *why,
+                                           const char *allow_with, uint64_t count);
+BRIG_INTERNAL bool refusals_any(const struct refusals *r);
+/* The lines for stderr, each ending in '\n', at most `max_lines` and a
+ * last one that says how many more causes there were. */
+BRIG_INTERNAL void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t size);
+/* [{kind, what, why, allow_with, count}, ...] */
+BRIG_INTERNAL json_t *refusals_json(const struct refusals *r);
+BRIG_INTERNAL void refusals_free(struct refusals *r);
+
+#endif
