@@ -2,7 +2,8 @@
  * (src/lib/net/dnsmsg.c, dnsstub.c, names.c): a query as it arrives on
  * port 53 is parsed, answered into buffers of every awkward size, and
  * answered by the stub under a fixed policy; every reply must fit its
- * buffer and say what it contains.
+ * buffer and say what it contains. The stub of a sandbox with the
+ * network off (every name refused) must never answer an address.
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "net/net.h"
+#include "refusals.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -149,6 +151,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 abort();
                 }
         }
+        /* network off: the same bytes get no address, ever, and the
+         * summary's collection of names stays bounded */
+        static struct dns_stub off = { .offline = true };
+        static struct refusals *seen;
+        if (!seen && !(seen = refusals_new()))
+                abort();
+        off.refusals = seen;
+        n = dns_stub_answer(&off, query, size, out, sizeof out, "udp");
+        if (n && (n < 12 || be16(out + 6) != 0 || ((be16(out + 2) & 0xf) == DNS_RCODE_NOERROR && r == 0)))
+                abort();
+        static char text[2048];
+        refusals_text(seen, 8, text, sizeof text);
+        size_t len = strlen(text);
+        if (len && text[len - 1] != '\n')  /* whole lines only */
+                abort();
         free(query);
         return 0;
 }
