@@ -8,7 +8,7 @@ PYTEST     ?= /usr/bin/python3 -m pytest
 FUZZ_SECONDS ?= 300
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench fuzz clean
+.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench fuzz clean install
 
 all: build
 
@@ -23,6 +23,12 @@ $(ASAN_BUILD)/build.ninja:
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
+
+# brig, libbrig and its header under meson's prefix (/usr/local); on a host
+# whose kernel runs AppArmor also /etc/apparmor.d/brig (docs/hosts.md:
+# `meson configure $(BUILD) -Dapparmor=enabled|disabled` decides).
+install: build
+	meson install -C $(BUILD)
 
 build-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)

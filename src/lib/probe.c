@@ -83,6 +83,23 @@ static int try_userns(void)
         return unshare(CLONE_NEWUSER);
 }
 
+/* How unshare(CLONE_NEWUSER) ends in a child: 0 or its errno. */
+static int userns_errno(void)
+{
+        int fake = restrict_fake_userns_errno();
+        if (fake)
+                return fake;
+        pid_t pid = fork();
+        if (pid < 0)
+                return errno;
+        if (pid == 0)
+                _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0xff));
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : EPERM;
+}
+
 static int try_overlay_in_userns(void)
 {
         uid_t uid = geteuid();
@@ -249,27 +266,37 @@ static json_t *doctor(bool *ok)
         if (uname(&u) == 0)
                 json_object_set_new(doc, "kernel", json_string(u.release));
         json_object_set_new(doc, "rootless", json_boolean(geteuid() != 0));
-        bool userns = f->userns && in_child(try_userns);
+        struct userns_restriction why;
+        bool restricted = restrict_userns(userns_errno(), &why);
+        bool userns = !restricted && f->userns && in_child(try_userns);
         json_t *ns = json_object();
         static const char *const kinds[] = { "user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time" };
         for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
                 json_object_set_new(ns, kinds[i], json_boolean(ns_exists(kinds[i])));
         json_object_set_new(doc, "user_namespaces", json_boolean(userns));
+        json_object_set_new(doc, "userns_restriction",
+                            restricted ? json_pack("{s:s, s:s, s:s}", "id", why.id, "what", why.what, "fix", why.fix)
+                                       : json_null());
+        char detail[600];
+        const char *container = restrict_container(detail, sizeof detail);
+        json_object_set_new(doc, "container", container ? json_pack("{s:s, s:s}", "kind", container, "detail", detail)
+                                                        : json_null());
         json_object_set_new(doc, "namespaces", ns);
         json_object_set_new(doc, "mount_api", json_boolean(f->mount_api));
         json_object_set_new(doc, "openat2", json_boolean(f->openat2));
         json_object_set_new(doc, "clone3", json_boolean(f->clone3));
         json_object_set_new(doc, "seccomp", seccomp_json());
-        json_object_set_new(doc, "landlock_abi", json_integer(landlock_abi()));
+        json_object_set_new(doc, "landlock_abi", json_integer(restrict_fake_landlock_abi(landlock_abi())));
         json_object_set_new(doc, "cgroup", cgroup_json());
-        char detail[600];
         const char *kind = cgroup_memory_outlook(detail, sizeof detail);
         json_object_set_new(doc, "memory_limit", json_pack("{s:s, s:s}", "enforced_by", kind, "detail", detail));
         json_object_set_new(doc, "overlay_in_userns", json_boolean(userns && in_child(try_overlay_in_userns)));
         json_object_set_new(doc, "nftables_nat_module", json_boolean(nft_nat_module()));
         json_object_set_new(doc, "filtered_mode", json_boolean(userns && in_child(try_filtered_mode)));
         json_t *missing = json_array();
-        if (!userns)
+        if (restricted)
+                json_array_append_new(missing, json_sprintf("user namespaces: %s (to fix: %s)", why.what, why.fix));
+        else if (!userns)
                 json_array_append_new(missing, json_string("user namespaces (brig run needs them)"));
         if (!f->mount_api || !f->openat2 || !f->clone3)
                 json_array_append_new(missing, json_string("new mount API, openat2 or clone3 (Linux 5.15+)"));
@@ -318,6 +345,14 @@ char *brig_doctor_text(bool *ok, brig_error **err)
                 json_string_value(json_object_get(doc, "kernel")),
                 json_is_true(json_object_get(doc, "rootless")) ? "rootless" : "root");
         line(out, json_is_true(json_object_get(doc, "user_namespaces")), "user namespaces", "sandbox without root");
+        json_t *why = json_object_get(doc, "userns_restriction");
+        if (json_is_object(why))
+                fprintf(out, "       restricted: %s\n       to fix: %s\n", json_string_value(json_object_get(why, "what")),
+                        json_string_value(json_object_get(why, "fix")));
+        json_t *box = json_object_get(doc, "container");
+        if (json_is_object(box))
+                fprintf(out, "       in a %s container (%s)\n", json_string_value(json_object_get(box, "kind")),
+                        json_string_value(json_object_get(box, "detail")));
         json_t *ns = json_object_get(doc, "namespaces");
         const char *key;
         json_t *v;

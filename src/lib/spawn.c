@@ -37,6 +37,12 @@ static uint64_t now_ms(void)
 static int check_host(struct run_plan *plan, brig_error **err)
 {
         const struct host_features *f = host_probe();
+        /* A restriction brig knows by name is said with its fix: the
+         * sysctls and Ubuntu's AppArmor rule are read, not tried. */
+        struct userns_restriction why;
+        if (restrict_userns(restrict_fake_userns_errno(), &why) ||
+            (!f->clone3 && restrict_userns(ENOSYS, &why) && strcmp(why.id, "container") == 0))
+                return brig_err(err, EPERM, "user namespaces: %s; to fix: %s", why.what, why.fix);
         if (!f->userns)
                 return brig_err(err, EOPNOTSUPP, "user namespaces are not available on this host (see brig doctor)");
         if (!f->mount_api || !f->openat2 || !f->clone3)
@@ -48,7 +54,7 @@ static int check_host(struct run_plan *plan, brig_error **err)
                                                          "(run with --allow-degraded seccomp to accept that)");
                 plan->seccomp_degraded = true;
         }
-        plan->landlock_abi = landlock_abi_version();
+        plan->landlock_abi = restrict_fake_landlock_abi(landlock_abi_version());
         if (plan->landlock_abi == 0 && !(plan->policy->allow_degraded & DEGRADE_LANDLOCK))
                 return brig_err(err, EOPNOTSUPP, "Landlock is not available on this host "
                                                  "(run with --allow-degraded landlock to accept that)");
@@ -394,7 +400,13 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         getrusage(RUSAGE_CHILDREN, &before);
         pid_t pid = (pid_t)sys_clone3(&args);
         if (pid < 0) {
-                r = brig_err(err, errno, "clone3: creating the sandbox's namespaces (see brig doctor)");
+                int e = errno;
+                struct userns_restriction why;
+                if (restrict_userns(e, &why))
+                        r = brig_err(err, e, "clone3: creating the sandbox's namespaces: %s; to fix: %s", why.what,
+                                     why.fix);
+                else
+                        r = brig_err(err, e, "clone3: creating the sandbox's namespaces (see brig doctor)");
                 goto out;
         }
         if (pid == 0) {

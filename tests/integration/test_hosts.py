@@ -206,3 +206,130 @@ def test_command_linked_into_a_hidden_directory_names_the_grant(brig):
     # a plain miss stays a plain miss
     r = brig.run("run", "--", "no-such-tool-anywhere")
     assert r.returncode == 127 and "is a link" not in r.stderr, r
+
+
+# ---- hosts that restrict user namespaces (test hooks: fake /proc/sys, /sys) -------
+
+from conftest import Brig  # noqa: E402
+
+
+def fake_root(base, files):
+    """A directory standing for / to the probe (BRIG_TEST_PROBE_ROOT):
+    FILES maps host paths to their fake contents."""
+    root = base / f"fakeroot-{uuid.uuid4().hex[:8]}"
+    for path, text in files.items():
+        f = root / path.lstrip("/")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    for d in [root, *root.rglob("*")]:
+        d.chmod(0o755 if d.is_dir() else 0o644)
+    return root
+
+
+APPARMOR = {"/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1\n",
+            "/proc/self/attr/current": "unconfined\n"}
+# (restricted as root too, words in the refusal, words of the fix)
+RESTRICTIONS = {
+    "apparmor": (APPARMOR, False, "AppArmor restricts unprivileged user namespaces "
+                 "(kernel.apparmor_restrict_unprivileged_userns is 1", "contrib/apparmor/brig"),
+    "max_user_namespaces": ({"/proc/sys/user/max_user_namespaces": "0\n"}, True,
+                            "user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000"),
+    "unprivileged_userns_clone": ({"/proc/sys/kernel/unprivileged_userns_clone": "0\n"}, False,
+                                  "kernel.unprivileged_userns_clone is 0",
+                                  "sysctl -w kernel.unprivileged_userns_clone=1"),
+    "container": ({"/.dockerenv": "", "/proc/self/status": "Name:\tbrig\nSeccomp:\t2\nSeccomp_filters:\t1\n",
+                   "/brig-userns-errno": "1\n"}, True,
+                  "this Docker container (/.dockerenv exists, under a seccomp filter brig did not install) refuses "
+                  "user namespaces", "--security-opt seccomp=contrib/docker/seccomp-brig.json"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESTRICTIONS))
+def test_restricted_user_namespaces_are_named_with_their_fix(mode, scratch, hooks_bindir, case):
+    files, as_root, what, fix = RESTRICTIONS[case]
+    b = Brig(hooks_bindir, mode, scratch)
+    env = {"BRIG_TEST_PROBE_ROOT": str(fake_root(scratch, files))}
+    r = b.run("run", "--", "echo", "ran", env=env)
+    doctor = b.run("doctor", env=env)
+    doc = json.loads(b.run("doctor", "--json", env=env).stdout)
+    if mode == "root" and not as_root:
+        assert r.returncode == 0 and "ran" in r.stdout, r
+        assert doc["userns_restriction"] is None, doc
+        return
+    assert r.returncode == 125 and "ran" not in r.stdout, r
+    assert f"brig: user namespaces: {what}" in r.stderr and fix in r.stderr and "docs/hosts.md" in r.stderr, r
+    assert doctor.returncode == 1, doctor
+    assert f"restricted: {what}" in doctor.stdout and fix in doctor.stdout, doctor
+    assert doc["userns_restriction"]["id"] == case and doc["user_namespaces"] is False, doc
+    assert any(what in m for m in doc["missing"]), doc["missing"]
+
+
+def test_container_is_named_in_doctor(mode, scratch, hooks_bindir):
+    b = Brig(hooks_bindir, mode, scratch)
+    env = {"BRIG_TEST_PROBE_ROOT": str(fake_root(scratch, {"/proc/1/cgroup": "0::/kubepods/besteffort/pod1\n"}))}
+    doc = json.loads(b.run("doctor", "--json", env=env).stdout)
+    assert doc["container"] == {"kind": "Kubernetes", "detail": "/proc/1/cgroup names kubepods"}, doc
+    assert doc["userns_restriction"] is None, doc  # a container that allows them is no restriction
+
+
+def test_landlock_missing_under_allow_degraded_is_said_before_the_run(mode, scratch, hooks_bindir):
+    b = Brig(hooks_bindir, mode, scratch)
+    env = {"BRIG_TEST_PROBE_ROOT": str(fake_root(scratch, {"/brig-landlock-abi": "0\n"}))}
+    r = b.run("run", "--", "true", env=env)
+    assert r.returncode == 125 and "--allow-degraded landlock" in r.stderr, r
+    rep = b.reports / f"hosts-{uuid.uuid4().hex}.json"
+    r = b.run("run", "--json-report", str(rep), "--allow-degraded", "landlock", "--", "true", env=env)
+    assert r.returncode == 0, r
+    assert ("brig: WARNING: Landlock: not available on this host (a kernel without it, or 'landlock' missing "
+            "from the lsm= boot list): the sandbox's file access rests on its mounts alone") in r.stderr, r
+    assert "landlock" in json.loads(rep.read_text())["degraded"]
+
+
+def test_release_build_ignores_the_probe_hook(brig, scratch):
+    """The same fake files that stop the hooks build change nothing in a
+    release build: it reads the host's own."""
+    root = fake_root(scratch, {**RESTRICTIONS["max_user_namespaces"][0], **RESTRICTIONS["container"][0],
+                               "/brig-landlock-abi": "0\n"})
+    r = brig.run("run", "--", "echo", "ran", env={"BRIG_TEST_PROBE_ROOT": str(root)})
+    assert r.returncode == 0 and "ran" in r.stdout, r
+    doc = json.loads(brig.run("doctor", "--json", env={"BRIG_TEST_PROBE_ROOT": str(root)}).stdout)
+    assert doc["userns_restriction"] is None and doc["landlock_abi"] > 0, doc
+
+
+# ---- what contrib/ ships for such hosts -------------------------------------------
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_meson_installs_the_apparmor_profile_when_asked(tmp_path):
+    """-Dapparmor=enabled installs contrib/apparmor/brig for the installed
+    binary's path; auto (the default) on a host without AppArmor does not."""
+    build = tmp_path / "b"
+    subprocess.run(["meson", "setup", str(build), "-Dapparmor=enabled", "--prefix=/opt/brigt",
+                    f"-Dapparmor_dir={tmp_path}/apparmor.d"], cwd=REPO, check=True, capture_output=True)
+    installed = json.loads(subprocess.run(["meson", "introspect", str(build), "--installed"], check=True,
+                                          capture_output=True, text=True).stdout)
+    assert installed.get(str(build / "contrib/apparmor/brig")) == f"{tmp_path}/apparmor.d/brig", installed
+    text = (build / "contrib/apparmor/brig").read_text()
+    assert "profile brig /opt/brigt/bin/brig flags=(unconfined) {\n  userns,\n" in text, text
+    if os.path.isdir("/sys/kernel/security/apparmor") or os.path.isdir("/sys/module/apparmor"):
+        return
+    plain = tmp_path / "p"
+    subprocess.run(["meson", "setup", str(plain)], cwd=REPO, check=True, capture_output=True)
+    installed = subprocess.run(["meson", "introspect", str(plain), "--installed"], check=True,
+                               capture_output=True, text=True).stdout
+    assert "apparmor" not in installed, installed
+
+
+def test_container_seccomp_profile_allows_what_brig_needs():
+    """contrib/docker/seccomp-brig.json: Docker's format, every call brig's
+    setup makes allowed, the refused ones refused with EPERM."""
+    prof = json.loads((REPO / "contrib/docker/seccomp-brig.json").read_text())
+    assert prof["defaultAction"] == "SCMP_ACT_ALLOW", prof
+    denied = {n for rule in prof["syscalls"] for n in rule["names"]}
+    assert all(rule["action"] == "SCMP_ACT_ERRNO" and rule["errnoRet"] == 1 for rule in prof["syscalls"])
+    needed = {"unshare", "clone", "clone3", "setns", "mount", "umount2", "pivot_root", "open_tree", "move_mount",
+              "fsopen", "fsconfig", "fsmount", "mount_setattr", "seccomp", "landlock_create_ruleset",
+              "landlock_add_rule", "landlock_restrict_self", "pidfd_open", "pidfd_send_signal", "prctl"}
+    assert not denied & needed, denied & needed
+    assert {"kexec_load", "init_module", "keyctl", "bpf"} <= denied, denied
