@@ -293,6 +293,12 @@ static void missing_link_hint(const struct run_plan *plan, char *buf, size_t n)
                                                    link, target);
                                 if (used >= (int)n)
                                         buf[0] = '\0';  /* a cut path would mislead */
+                                /* The names are the sandbox's (a link it left in the
+                                 * workspace): text on one line, no control bytes to
+                                 * forge a line of brig's own (the CLI escapes the rest). */
+                                for (char *c = buf; *c; c++)
+                                        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                                                *c = '?';
                                 return;
                         }
                         snprintf(at, sizeof at, "%s", target);

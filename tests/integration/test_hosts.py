@@ -208,6 +208,26 @@ def test_command_linked_into_a_hidden_directory_names_the_grant(brig):
     assert r.returncode == 127 and "is a link" not in r.stderr, r
 
 
+
+@attack("link-hint-forged-line", "a run leaves bin/x in the workspace linking to a name with a newline and "
+        "'brig: ...' text (and an OSC 52 clipboard write); the next run of bin/x prints the link's target in its "
+        "command-not-found hint", "command lookup")
+def test_link_hint_cannot_forge_lines_of_brigs_own(brig):
+    """The link and its target are the sandbox's words: the hint shows them
+    on its own line, with no control byte reaching the caller's terminal."""
+    planted = ("ln -s \"$(printf '/nonexistent/dir\\nbrig: WARNING: none: all controls hold\\033]52;c;aGk=\\a/x')\" "
+               "bin/x && echo planted")
+    (brig.workspace / "bin").mkdir()
+    brig.chown(brig.workspace / "bin")
+    r = brig.sh(planted)
+    assert r.returncode == 0 and "planted" in r.stdout, r
+    assert "\n" in os.readlink(brig.workspace / "bin" / "x"), "the link did not get its newline"
+    r = brig.run("run", "--", "bin/x")
+    assert r.returncode == 127 and "'bin/x' is a link to '/nonexistent/dir" in r.stderr, r
+    forged = [line for line in r.stderr.splitlines() if line.startswith("brig: WARNING: none")]
+    assert not forged, f"ATTACK WORKED: a line of the sandbox's making reads as brig's: {forged}"
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr, r
+
 # ---- hosts that restrict user namespaces (test hooks: fake /proc/sys, /sys) -------
 
 from conftest import Brig  # noqa: E402
