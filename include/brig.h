@@ -165,6 +165,28 @@ BRIG_PUBLIC int brig_policy_add_resolve(brig_policy *p, const char *host_addr, b
  * No credentials in the URL. Setting it again replaces it. */
 BRIG_PUBLIC int brig_policy_set_upstream_proxy(brig_policy *p, const char *url, brig_error **err);
 
+/* The tools agents use (docs/tools.md). A host file copied in at start
+ * for the sandbox user: read by brig (a regular file, no symlink in the
+ * path, at most 1 MiB), mode 0400 in brig's own tmpfs inside, with a
+ * symlink to it at DST, which must lie in one of the sandbox's tmpfs
+ * mounts ($HOME, /tmp, --tmpfs). Both may start with "~/" (SRC: the
+ * caller's home; DST: the sandbox's $HOME). A SRC on the secret deny
+ * list needs BRIG_COPY_IN_SECRET. */
+enum brig_copy_in_flags {
+        BRIG_COPY_IN_SECRET = 1 << 0,
+};
+BRIG_PUBLIC int brig_policy_add_copy_in(brig_policy *p, const char *src, const char *dst, unsigned flags,
+                                        brig_error **err);
+/* Relay the host's ssh-agent ($SSH_AUTH_SOCK) to the sandbox: listing
+ * keys and signing only; adding, removing, locking and extensions are
+ * answered with failure by brig. */
+BRIG_PUBLIC int brig_policy_set_ssh_agent(brig_policy *p, bool on, brig_error **err);
+/* A ~/.gitconfig inside with user.name and user.email of the host's. */
+BRIG_PUBLIC int brig_policy_set_git_identity(brig_policy *p, bool on, brig_error **err);
+/* "npm" or "pip": the host's ~/.npmrc or pip.conf inside, keys on an
+ * allow list only (registries, TLS, timeouts; never tokens or passwords). */
+BRIG_PUBLIC int brig_policy_carry_config(brig_policy *p, const char *tool, brig_error **err);
+
 /* Policy files (docs/policy.md): apply FILE on top of p. On any error,
  * which names file:line:column, p is left exactly as it was. */
 BRIG_PUBLIC int brig_policy_load_file(brig_policy *p, const char *path, brig_error **err);

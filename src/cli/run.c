@@ -30,6 +30,13 @@ static const char run_usage[] =
         "  --sys                    mount a read-only /sys\n"
         "  --deny PATH              add a path to the secret deny list (~/ = every home)\n"
         "  --unsafe-allow-secret PATH  remove a built-in entry from the deny list\n"
+        "Tools (docs/tools.md):\n"
+        "  --copy-in SRC:DST        copy a host file in at start for the sandbox user (mode 0400; DST in\n"
+        "                           $HOME (~/...), /tmp or a --tmpfs; never saved by a snapshot)\n"
+        "  --copy-in-secret SRC:DST the same for a file on the secret deny list (a deploy key in ~/.ssh)\n"
+        "  --ssh-agent              relay the host's $SSH_AUTH_SOCK: list keys and sign only\n"
+        "  --git-identity           a ~/.gitconfig with the host's user.name and user.email\n"
+        "  --carry-config npm|pip   the host's ~/.npmrc or pip.conf, keys on an allow list only (no tokens)\n"
         "Process:\n"
         "  --env NAME=VALUE         set a variable inside\n"
         "  --keep-env NAME          pass the caller's value of NAME\n"
@@ -88,7 +95,8 @@ enum {
         OPT_NPROC, OPT_FSIZE, OPT_STACK, OPT_REQUIRE_LIMITS, OPT_AUDIT, OPT_SECCOMP_RULE,
         OPT_NET, OPT_ALLOW_HOST, OPT_DENY_HOST, OPT_ALLOW_CIDR, OPT_RESOLVE, OPT_UPSTREAM_PROXY, OPT_POLICY, OPT_PROFILE,
         OPT_WORKSPACE_READONLY, OPT_CWD, OPT_SHM_SIZE, OPT_ALLOW_UNIX, OPT_JSON_REPORT_FD, OPT_AUDIT_FD,
-        OPT_ALLOW_PRIVATE_HOST,
+        OPT_ALLOW_PRIVATE_HOST, OPT_COPY_IN, OPT_COPY_IN_SECRET,
+        OPT_SSH_AGENT, OPT_GIT_IDENTITY, OPT_CARRY_CONFIG,
 };
 
 static const struct option options[] = {
@@ -141,6 +149,11 @@ static const struct option options[] = {
         { "read-only-workspace", no_argument, NULL, OPT_WORKSPACE_READONLY },
         { "cwd", required_argument, NULL, OPT_CWD },
         { "shm-size", required_argument, NULL, OPT_SHM_SIZE },
+        { "copy-in", required_argument, NULL, OPT_COPY_IN },
+        { "copy-in-secret", required_argument, NULL, OPT_COPY_IN_SECRET },
+        { "ssh-agent", no_argument, NULL, OPT_SSH_AGENT },
+        { "git-identity", no_argument, NULL, OPT_GIT_IDENTITY },
+        { "carry-config", required_argument, NULL, OPT_CARRY_CONFIG },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
 };
@@ -210,6 +223,32 @@ static int add_tmpfs(brig_policy *p, const char *spec, brig_error **err)
 out:
         free(dst);
         free(size_s);
+        return r;
+}
+
+/* --copy-in SRC:DST: SRC relative to the caller's directory unless ~/. */
+static int add_copy_in(brig_policy *p, const char *flag, const char *spec, unsigned flags, brig_error **err)
+{
+        char *src = NULL, *dst = NULL;
+        int r = -1;
+        if (split_last_colon(spec, &src, &dst) < 0 || !*src || !dst || !*dst) {
+                fprintf(stderr, "brig: %s '%s': expected SRC:DST (DST in the sandbox, e.g. ~/.ssh/id_ed25519)\n",
+                        flag, spec);
+                goto out;
+        }
+        char *abs_src = src[0] == '~' ? strdup(src) : absolute(src);
+        r = abs_src ? brig_policy_add_copy_in(p, abs_src, dst, flags, err) : -1;
+        free(abs_src);
+        if (r < 0 && err && *err) {
+                char *m = NULL;
+                if (asprintf(&m, "%s %s: %s", flag, spec, (*err)->msg) >= 0) {
+                        free((*err)->msg);
+                        (*err)->msg = m;
+                }
+        }
+out:
+        free(src);
+        free(dst);
         return r;
 }
 
@@ -411,6 +450,11 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         case OPT_UPSTREAM_PROXY:
                 return with_flag("--upstream-proxy", err, brig_policy_set_upstream_proxy(p, arg, err));
         case OPT_REQUIRE_LIMITS: brig_policy_require_limits(p, true); return 0;
+        case OPT_COPY_IN: return add_copy_in(p, "--copy-in", arg, 0, err);
+        case OPT_COPY_IN_SECRET: return add_copy_in(p, "--copy-in-secret", arg, BRIG_COPY_IN_SECRET, err);
+        case OPT_SSH_AGENT: return brig_policy_set_ssh_agent(p, true, err);
+        case OPT_GIT_IDENTITY: return brig_policy_set_git_identity(p, true, err);
+        case OPT_CARRY_CONFIG: return with_flag("--carry-config", err, brig_policy_carry_config(p, arg, err));
         case OPT_AUDIT: {
                 char *abs = absolute(arg);
                 int r = abs ? brig_policy_set_audit_path(p, abs, err) : -1;

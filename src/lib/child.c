@@ -9,6 +9,7 @@
 #include "landlock.h"
 #include "seccomp_filter.h"
 #include "net/egress.h"
+#include "tools.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -165,6 +166,7 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         STEP(mounts_build_root(plan, err), "filesystem");
         if (chdir(plan->workspace) < 0)
                 return brig_err(err, errno, "enter workspace '%s'", plan->workspace);
+        STEP(tools_finish_inside(plan, err), "tools");
         /* Privileges, in the only order that works: the bounding set needs
          * CAP_SETPCAP, the uid change needs CAP_SETUID, and the last capset
          * clears what a same-uid change (rootless) leaves. */

@@ -139,6 +139,8 @@ struct env_setting {
 };
 
 struct seccomp_policy;  /* seccomp_filter.h */
+struct tools_policy;    /* tools.h */
+struct tools_plan;
 struct egress_policy;   /* net/egress.h */
 struct sock_filter;
 
@@ -205,6 +207,7 @@ struct brig_policy {
         unsigned allow_degraded;         /* enum degradable */
         brig_notice_fn notice;           /* brig_policy_set_notice: the caller's, never copied */
         void *notice_data;
+        struct tools_policy *tools;      /* copy-ins, ssh agent, carried config (tools.h); NULL: none */
 };
 
 #define BRIG_DEFAULT_TMP_SIZE (512ULL << 20)
@@ -263,6 +266,7 @@ struct run_plan {
         bool persistent;         /* brig create: pid 1 serves exec requests instead of one command */
         const char *overlay_upper;  /* --workspace-mode overlay: the layer's directories in the state dir (the control owns them), or NULL */
         const char *overlay_work;
+        struct tools_plan *tools;    /* files made inside at start, passwd, agent (tools.h) */
 };
 
 /* Every plan starts like this: no descriptors held. */
@@ -421,6 +425,7 @@ enum sync_type {
         SYNC_EXEC,         /* supervisor → pid 1: carries one exec's socket (persist_init.c) */
         SYNC_NET_FALLBACK, /* filtered mode unavailable, proxy mode instead: text = why */
         SYNC_UNIX_DIAG,    /* carries a NETLINK_SOCK_DIAG socket of the sandbox's network namespace */
+        SYNC_AGENT,        /* carries the listening socket of the ssh-agent relay (--ssh-agent) */
 };
 struct sync_msg {
         int type;
@@ -478,6 +483,7 @@ struct supervision {
         struct unixguard *guard; /* answers the seccomp listeners (unixguard.c) */
         struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
         struct control *control; /* persistent sandbox: serves brig exec and friends */
+        struct sshagent *agent;  /* --ssh-agent: relays the sandbox's agent socket (sshagent.c) */
         bool timed_out;          /* out */
         char net_fallback[256];  /* out: SYNC_NET_FALLBACK's text */
         /* out */

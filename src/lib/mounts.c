@@ -8,6 +8,7 @@
  * anything outside the new root. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "tools.h"
 
 #include <fcntl.h>
 #include <linux/mount.h>
@@ -533,6 +534,10 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
                 if (r < 0)
                         return r;
         }
+        /* Files for the sandbox's tools, in its own tmpfs mounts only. */
+        r = tools_populate(root, plan, err);
+        if (r < 0)
+                return r;
         r = mount_dev(root, plan, node_fds, err);
         if (r < 0)
                 return r;

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "net/egress.h"
 #include "state.h"
+#include "tools.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -633,7 +634,11 @@ static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error *
                                     .mode = 0700, .user_owned = true };
         struct mount_entry ws = { .kind = MOUNT_BIND, .src = plan->workspace, .dst = plan->workspace,
                                   .readonly = p->workspace_readonly };
-        if (push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0)
+        /* brig's own: the passwd entry, copied-in files, the agent socket (tools.c) */
+        struct mount_entry run = { .kind = MOUNT_TMPFS, .dst = BRIG_RUNTIME_DIR, .size = BRIG_RUNTIME_SIZE,
+                                   .mode = 0755 };
+        if (push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0 ||
+            push_mount(plan, run) < 0)
                 return brig_err(err, ENOMEM, "layout");
         for (size_t i = 0; i < p->n_mounts; i++)
                 if (push_mount(plan, p->mounts[i]) < 0)
@@ -816,6 +821,8 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
                 r = r ?: envp_push(&env, "NO_PROXY", "localhost,127.0.0.1,::1");
                 r = r ?: envp_push(&env, "no_proxy", "localhost,127.0.0.1,::1");
         }
+        if (r == 0 && plan->tools && plan->tools->agent_upstream)
+                r = envp_push(&env, "SSH_AUTH_SOCK", BRIG_AGENT_SOCKET);
         for (size_t i = 0; r == 0 && i < p->n_env; i++)
                 r = envp_push(&env, p->env[i].name, p->env[i].value);
         if (r < 0) {
@@ -912,6 +919,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         strv_free(&links);
         if (r < 0)
                 return r;
+        r = tools_plan_build(plan, err);
+        if (r < 0)
+                return r;
         return plan_env(plan, p, err);
 }
 
@@ -938,5 +948,6 @@ void plan_free(struct run_plan *plan)
         free(plan->seccomp_prog);
         free(plan->seccomp_replies);
         closep(&plan->pty_slave_fd);
+        tools_plan_free(plan->tools);
         memset(plan, 0, sizeof *plan);
 }

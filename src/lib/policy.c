@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "seccomp_filter.h"
 #include "net/egress.h"
+#include "tools.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -93,6 +94,7 @@ void brig_policy_free(brig_policy *p)
         free(p->audit_path);
         seccomp_policy_free(p->seccomp);
         egress_policy_free(p->egress);
+        tools_policy_free(p->tools);
         free(p);
 }
 

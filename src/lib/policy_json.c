@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "net/egress.h"
 #include "seccomp_filter.h"
+#include "tools.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -677,13 +678,54 @@ static int load_files(const struct loader *L, json_t *o, const char *base, brig_
         return r;
 }
 
+static int load_copy_in(const struct loader *L, const char *at, json_t *c, brig_policy *p)
+{
+        json_t *src = json_object_get(c, "source"), *dst = json_object_get(c, "destination");
+        json_t *secret = json_object_get(c, "secret");
+        char fp[512];
+        brig_error *e = NULL;
+        int r = src && dst ? 0 : fail_at(L, at, false, "a copy-in needs a \"source\" and a \"destination\"");
+        r = r ?: want(L, SUB(fp, at, "source"), src, JSON_STRING, "a host path (absolute or ~/...)");
+        r = r ?: want(L, SUB(fp, at, "destination"), dst, JSON_STRING, "a path inside (absolute or ~/...)");
+        if (r == 0 && secret)
+                r = want(L, SUB(fp, at, "secret"), secret, JSON_TRUE, "true or false");
+        unsigned flags = secret && json_is_true(secret) ? BRIG_COPY_IN_SECRET : 0;
+        return r ?: setter(L, at, brig_policy_add_copy_in(p, json_string_value(src), json_string_value(dst), flags, &e),
+                           &e);
+}
+
+static int load_tools(const struct loader *L, json_t *o, brig_policy *p)
+{
+        static const char *const keys[] = { "copy_in", "ssh_agent", "git_identity", "carry_config", NULL };
+        static const char *const copy_keys[] = { "source", "destination", "secret", NULL };
+        const char *base = "/tools";
+        int r = want(L, base, o, JSON_OBJECT, "an object");
+        r = r ?: check_keys(L, base, o, keys);
+        char at[512];
+        json_t *v;
+        brig_error *e = NULL;
+        if (r == 0 && (v = json_object_get(o, "copy_in")))
+                r = load_objects(L, SUB(at, base, "copy_in"), v, "an array of copy-ins", copy_keys, p, load_copy_in);
+        if (r == 0 && (v = json_object_get(o, "ssh_agent"))) {
+                r = want(L, SUB(at, base, "ssh_agent"), v, JSON_TRUE, "true or false");
+                r = r ?: setter(L, at, brig_policy_set_ssh_agent(p, json_is_true(v), &e), &e);
+        }
+        if (r == 0 && (v = json_object_get(o, "git_identity"))) {
+                r = want(L, SUB(at, base, "git_identity"), v, JSON_TRUE, "true or false");
+                r = r ?: setter(L, at, brig_policy_set_git_identity(p, json_is_true(v), &e), &e);
+        }
+        if (r == 0 && (v = json_object_get(o, "carry_config")))
+                r = load_strings(L, SUB(at, base, "carry_config"), v, p, brig_policy_carry_config);
+        return r;
+}
+
 static int apply_profile(brig_policy *p, const char *name, int depth, brig_error **err);
 
 /* Apply one parsed document. */
 static int apply(const struct loader *L, json_t *doc, brig_policy *p)
 {
         static const char *const keys[] = { "$schema", "extends", "filesystem", "process", "limits", "syscalls",
-                                            "network", "audit", "report", NULL };
+                                            "network", "audit", "report", "tools", NULL };
         int r = want(L, "", doc, JSON_OBJECT, "an object");
         r = r ?: check_keys(L, "", doc, keys);
         json_t *v;
@@ -709,6 +751,8 @@ static int apply(const struct loader *L, json_t *doc, brig_policy *p)
                 r = load_files(L, v, "/audit", p, brig_policy_set_audit_path);
         if (r == 0 && (v = json_object_get(doc, "report")))
                 r = load_files(L, v, "/report", p, brig_policy_set_report_path);
+        if (r == 0 && (v = json_object_get(doc, "tools")))
+                r = load_tools(L, v, p);
         return r;
 }
 
@@ -908,6 +952,23 @@ static json_t *limits_json(const brig_policy *p)
         return o;
 }
 
+static json_t *tools_json(const struct tools_policy *t)
+{
+        json_t *o = json_object(), *copies = json_array(), *carry = json_array();
+        for (size_t i = 0; i < t->n_copy_ins; i++)
+                json_array_append_new(copies, json_pack("{s:s, s:s, s:b}", "source", t->copy_ins[i].src, "destination",
+                                                        t->copy_ins[i].dst, "secret", t->copy_ins[i].secret));
+        if (t->carry & CARRY_NPM)
+                json_array_append_new(carry, json_string("npm"));
+        if (t->carry & CARRY_PIP)
+                json_array_append_new(carry, json_string("pip"));
+        json_object_set_new(o, "copy_in", copies);
+        json_object_set_new(o, "ssh_agent", json_boolean(t->ssh_agent));
+        json_object_set_new(o, "git_identity", json_boolean(t->git_identity));
+        json_object_set_new(o, "carry_config", carry);
+        return o;
+}
+
 static json_t *policy_json(const brig_policy *p)
 {
         json_t *doc = json_object();
@@ -943,6 +1004,8 @@ static json_t *policy_json(const brig_policy *p)
                 json_object_set_new(doc, "audit", json_pack("{s:s}", "file", p->audit_path));
         if (p->report_path)
                 json_object_set_new(doc, "report", json_pack("{s:s}", "file", p->report_path));
+        if (p->tools)
+                json_object_set_new(doc, "tools", tools_json(p->tools));
         return doc;
 }
 

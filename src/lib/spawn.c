@@ -7,6 +7,7 @@
 #include "landlock.h"
 #include "seccomp_filter.h"
 #include "unixguard.h"
+#include "tools.h"
 #include "net/egress.h"
 #include "refusals.h"
 
@@ -249,6 +250,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         struct egress *egress = NULL;
         struct unixguard *guard = NULL;
         struct refusals *refusals = refusals_new();
+        struct sshagent *agent = NULL;
         struct rlimit nofile_saved;
         bool nofile_raised = false;
         struct rusage before, after;
@@ -362,6 +364,10 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 egress_set_refusals(egress, refusals);
         if (guard)
                 unixguard_set_refusals(guard, refusals);
+        if (plan.tools && plan.tools->agent_upstream && !(agent = sshagent_new(plan.tools->agent_upstream))) {
+                r = brig_err(err, ENOMEM, "--ssh-agent");
+                goto out;
+        }
         if (plan.idmap_workspace && !p->workspace_readonly) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
@@ -432,6 +438,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 control_set_unixguard(ctl, guard);
         sup.egress = egress;
         sup.control = ctl;
+        sup.agent = agent;
         if (ctl && (r = control_attach(ctl, &plan, cg, pidfd, sv[0], err)) < 0)
                 goto out;
         r = supervise(&sup, err);
@@ -490,6 +497,7 @@ out:
                 brig_error_free(&rerr);
         }
         egress_free(egress);
+        sshagent_free(agent);
         unixguard_free(guard);
         refusals_free(refusals);
         if (nofile_raised)

@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "audit.h"
 #include "unixguard.h"
+#include "tools.h"
 #include "net/egress.h"
 
 #include <fcntl.h>
@@ -27,6 +28,10 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
                         brig_error_free(&e);
                         return;
                 }
+                break;
+        case SYNC_AGENT:
+                if (s->agent && passed_fd >= 0 && sshagent_serve(s->agent, passed_fd) == 0)
+                        return;
                 break;
         case SYNC_NET_FALLBACK:
                 /* the text may be cut: it is a reason for the report */

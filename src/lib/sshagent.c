@@ -1,0 +1,330 @@
+/* sshagent.c — --ssh-agent: the sandbox's ssh talks to a socket brig made
+ * inside (/run/brig/ssh-agent.sock), and the supervisor relays it to the
+ * host's agent ($SSH_AUTH_SOCK) — which the sandbox user could not reach
+ * itself (root's socket, another user's directory, outside every grant).
+ *
+ * The relay passes on only the two requests a client needs to log in:
+ * SSH_AGENTC_REQUEST_IDENTITIES (list the public keys) and
+ * SSH_AGENTC_SIGN_REQUEST (sign one challenge), each checked to be exactly
+ * the shape the protocol gives it. Everything else — adding or removing
+ * keys, locking the agent with a password of the sandbox's choosing,
+ * extensions (session-bind, query, and whatever an agent implements) — is
+ * answered SSH_AGENT_FAILURE by brig itself and never reaches the agent.
+ * What it does not do: choose which keys or hosts a signature is for;
+ * every key the agent holds can sign for the sandbox while it runs
+ * (docs/tools.md).
+ *
+ * One thread accepts; one thread per connection relays, blocking, so a
+ * slow agent (a confirmation prompt, ssh-add -c) holds up nothing else. */
+#define _GNU_SOURCE
+#include "tools.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define AGENT_MAX_CONNECTIONS 16
+
+/* ---- the protocol -------------------------------------------------------- */
+
+static uint32_t be32(const uint8_t *p)
+{
+        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* An SSH "string" (uint32 length, bytes) at *at within END; false when it
+ * does not fit. */
+static bool skip_string(const uint8_t *buf, size_t *at, size_t end)
+{
+        if (end - *at < 4)
+                return false;
+        uint32_t n = be32(buf + *at);
+        *at += 4;
+        if (n > end - *at)
+                return false;
+        *at += n;
+        return true;
+}
+
+/* SSH_AGENT_RSA_SHA2_256 | SSH_AGENT_RSA_SHA2_512 (and the old
+ * SSH_AGENT_OLD_SIGNATURE bit): the flags a sign request may carry. */
+#define SIGN_FLAGS_KNOWN 0x7u
+
+enum agent_verdict sshagent_judge(const uint8_t *buf, size_t len, size_t *msg_len, uint8_t *type)
+{
+        *msg_len = 0;
+        *type = 0;
+        if (len < 4)
+                return AGENT_MORE;
+        uint32_t n = be32(buf);
+        if (n == 0 || n > AGENT_MAX_MESSAGE)
+                return AGENT_BAD;
+        if (len - 4 < n)
+                return AGENT_MORE;
+        *msg_len = 4 + (size_t)n;
+        *type = buf[4];
+        size_t end = 4 + (size_t)n, at = 5;
+        switch (*type) {
+        case SSH_AGENTC_REQUEST_IDENTITIES:
+                return n == 1 ? AGENT_FORWARD : AGENT_REFUSE;
+        case SSH_AGENTC_SIGN_REQUEST:
+                /* string key blob, string data, uint32 flags: nothing more */
+                if (!skip_string(buf, &at, end) || !skip_string(buf, &at, end) || end - at != 4)
+                        return AGENT_REFUSE;
+                return (be32(buf + at) & ~SIGN_FLAGS_KNOWN) ? AGENT_REFUSE : AGENT_FORWARD;
+        default:
+                return AGENT_REFUSE;
+        }
+}
+
+/* ---- the relay ------------------------------------------------------------ */
+
+struct conn {
+        int client, upstream;
+        pthread_t thread;
+        bool done;
+        struct sshagent *agent;
+        struct conn *next;
+};
+
+struct sshagent {
+        char *upstream;
+        int listen_fd;
+        pthread_t acceptor;
+        bool accepting;
+        bool stopping;
+        pthread_mutex_t lock;
+        struct conn *conns;
+        uint64_t refused;
+        int first_refused;
+};
+
+struct sshagent *sshagent_new(const char *upstream)
+{
+        struct sshagent *a = calloc(1, sizeof *a);
+        if (!a)
+                return NULL;
+        a->upstream = strdup(upstream);
+        if (!a->upstream) {
+                free(a);
+                return NULL;
+        }
+        a->listen_fd = -1;
+        a->first_refused = -1;
+        pthread_mutex_init(&a->lock, NULL);
+        return a;
+}
+
+static bool send_all(int fd, const uint8_t *p, size_t n)
+{
+        while (n) {
+                ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return false;
+                p += w;
+                n -= (size_t)w;
+        }
+        return true;
+}
+
+/* Read until BUF holds at least WANT bytes; false at end or error. */
+static bool fill(int fd, uint8_t *buf, size_t *have, size_t want, size_t cap)
+{
+        while (*have < want) {
+                ssize_t r = recv(fd, buf + *have, cap - *have, 0);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        return false;
+                *have += (size_t)r;
+        }
+        return true;
+}
+
+/* One answer of the host's agent, framed by its length, to the client. */
+static bool relay_answer(struct conn *c, uint8_t *buf, size_t cap)
+{
+        size_t have = 0;
+        if (!fill(c->upstream, buf, &have, 4, 4))
+                return false;
+        uint32_t n = be32(buf);
+        if (n == 0 || n > AGENT_MAX_MESSAGE)
+                return false;
+        if (!fill(c->upstream, buf, &have, 4 + (size_t)n, 4 + (size_t)n) || have > cap)
+                return false;
+        return send_all(c->client, buf, have);
+}
+
+static void *relay(void *arg)
+{
+        struct conn *c = arg;
+        size_t cap = 4 + AGENT_MAX_MESSAGE;
+        uint8_t *in = malloc(cap), *out = malloc(cap);
+        size_t have = 0;
+        static const uint8_t failure[5] = { 0, 0, 0, 1, SSH_AGENT_FAILURE };
+        while (in && out) {
+                size_t len;
+                uint8_t type;
+                enum agent_verdict v = sshagent_judge(in, have, &len, &type);
+                if (v == AGENT_MORE) {
+                        if (!fill(c->client, in, &have, have + 1, cap))
+                                break;
+                        continue;
+                }
+                if (v == AGENT_BAD)
+                        break;
+                if (v == AGENT_FORWARD) {
+                        if (!send_all(c->upstream, in, len) || !relay_answer(c, out, cap))
+                                break;
+                } else {
+                        pthread_mutex_lock(&c->agent->lock);
+                        if (c->agent->refused++ == 0)
+                                c->agent->first_refused = type;
+                        pthread_mutex_unlock(&c->agent->lock);
+                        if (!send_all(c->client, failure, sizeof failure))
+                                break;
+                }
+                memmove(in, in + len, have - len);
+                have -= len;
+        }
+        free(in);
+        free(out);
+        /* Both ends go; the descriptors stay until sshagent_free joins us. */
+        shutdown(c->client, SHUT_RDWR);
+        shutdown(c->upstream, SHUT_RDWR);
+        pthread_mutex_lock(&c->agent->lock);
+        c->done = true;
+        pthread_mutex_unlock(&c->agent->lock);
+        return NULL;
+}
+
+static int connect_upstream(const char *path)
+{
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* Finished connections: joined and freed (lock held). */
+static size_t reap(struct sshagent *a)
+{
+        size_t live = 0;
+        for (struct conn **p = &a->conns; *p;) {
+                struct conn *c = *p;
+                if (!c->done) {
+                        live++;
+                        p = &c->next;
+                        continue;
+                }
+                pthread_join(c->thread, NULL);
+                close(c->client);
+                close(c->upstream);
+                *p = c->next;
+                free(c);
+        }
+        return live;
+}
+
+static void *acceptor(void *arg)
+{
+        struct sshagent *a = arg;
+        for (;;) {
+                int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+                        continue;
+                pthread_mutex_lock(&a->lock);
+                bool stop = fd < 0 || a->stopping;
+                size_t live = stop ? 0 : reap(a);
+                pthread_mutex_unlock(&a->lock);
+                if (stop) {
+                        if (fd >= 0)
+                                close(fd);
+                        break;
+                }
+                int up = live < AGENT_MAX_CONNECTIONS ? connect_upstream(a->upstream) : -1;
+                struct conn *c = up >= 0 ? calloc(1, sizeof *c) : NULL;
+                if (!c) {
+                        /* the host's agent is gone, or too many at once:
+                         * the client sees its connection end */
+                        if (up >= 0)
+                                close(up);
+                        close(fd);
+                        continue;
+                }
+                *c = (struct conn){ .client = fd, .upstream = up, .agent = a };
+                pthread_mutex_lock(&a->lock);
+                if (pthread_create(&c->thread, NULL, relay, c) == 0) {
+                        c->next = a->conns;
+                        a->conns = c;
+                } else {
+                        close(fd);
+                        close(up);
+                        free(c);
+                }
+                pthread_mutex_unlock(&a->lock);
+        }
+        return NULL;
+}
+
+int sshagent_serve(struct sshagent *a, int listen_fd)
+{
+        if (a->accepting)
+                return -EBUSY;
+        a->listen_fd = listen_fd;
+        int r = pthread_create(&a->acceptor, NULL, acceptor, a);
+        if (r != 0) {
+                a->listen_fd = -1;
+                return -r;
+        }
+        a->accepting = true;
+        return 0;
+}
+
+uint64_t sshagent_refused(struct sshagent *a, int *first_type)
+{
+        pthread_mutex_lock(&a->lock);
+        uint64_t n = a->refused;
+        *first_type = a->first_refused;
+        pthread_mutex_unlock(&a->lock);
+        return n;
+}
+
+void sshagent_free(struct sshagent *a)
+{
+        if (!a)
+                return;
+        pthread_mutex_lock(&a->lock);
+        a->stopping = true;
+        pthread_mutex_unlock(&a->lock);
+        if (a->accepting) {
+                /* wakes accept() with EINVAL */
+                shutdown(a->listen_fd, SHUT_RDWR);
+                pthread_join(a->acceptor, NULL);
+        }
+        if (a->listen_fd >= 0)
+                close(a->listen_fd);
+        /* No connection is added any more: end them all. */
+        for (struct conn *c = a->conns; c; c = c->next) {
+                shutdown(c->client, SHUT_RDWR);
+                shutdown(c->upstream, SHUT_RDWR);
+        }
+        for (struct conn *c = a->conns, *next; c; c = next) {
+                next = c->next;
+                pthread_join(c->thread, NULL);
+                close(c->client);
+                close(c->upstream);
+                free(c);
+        }
+        pthread_mutex_destroy(&a->lock);
+        free(a->upstream);
+        free(a);
+}

@@ -1,0 +1,437 @@
+"""The tools agents use (docs/tools.md): files copied in for the sandbox
+user (--copy-in, --copy-in-secret), the ssh-agent relay (--ssh-agent), the
+sandbox user's passwd entry, config without credentials (--git-identity,
+--carry-config).
+
+The SSH tests use the real OpenSSH client inside against a real sshd (from
+Debian's openssh-server) that the test runs in a network namespace of its
+own (unshare -n), on that namespace's loopback, with its own config and
+host key in the test's scratch directory; brig runs in the same namespace,
+so the sandbox reaches it through brig's filtered mode with an allow rule,
+and nothing listens on the host's network. The sshd is killed by its pid
+when the command ends. Every attack asserts on the host side: what the
+host's agent still holds, what sshd accepted, which files exist."""
+import os
+import pathlib
+import stat
+import subprocess
+
+import pytest
+
+from conftest import IS_ROOT, Result
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
+
+SSHD = "/usr/sbin/sshd"
+PORT = 2222
+NET = ["--allow-host", f"git.test:{PORT}", "--resolve", "git.test:127.0.0.1", "--allow-cidr", f"127.0.0.1/32:{PORT}"]
+SSH = f"ssh -o StrictHostKeyChecking=accept-new -o BatchMode=yes -p {PORT}"
+
+
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (test_escape.py's marker)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
+def keygen(path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
+    return path
+
+
+def fingerprint(pub):
+    return subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout.split()[1]
+
+
+# ---- an sshd in a network namespace of the test's own -------------------------
+
+RUN_SH = r'''
+set -u
+ip link set lo up
+"$SSHD_BIN" -D -e -f "$SSHD_DIR/sshd_config" 2>>"$SSHD_DIR/log" &
+pid=$!
+for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$SSHD_PORT) 2>/dev/null && break; sleep 0.05; done
+"$@"
+rc=$?
+kill "$pid"
+wait "$pid" 2>/dev/null
+exit $rc
+'''
+
+# sshd runs the client's command only when it is a git fetch; anything else
+# just says so (no shell on the host for the sandbox's key).
+FORCED = r'''#!/bin/sh
+case "$SSH_ORIGINAL_COMMAND" in
+  "git-upload-pack '"*) exec sh -c "$SSH_ORIGINAL_COMMAND" ;;
+  *) echo "SSH-OK as $(id -un): $SSH_ORIGINAL_COMMAND" ;;
+esac
+'''
+
+
+class Sshd:
+    def __init__(self, d):
+        self.dir = d
+        d.mkdir()
+        d.chmod(0o755)
+        keygen(d / "host_key")
+        (d / "authorized_keys").write_text("")
+        (d / "forced.sh").write_text(FORCED)
+        (d / "forced.sh").chmod(0o755)
+        (d / "run.sh").write_text(RUN_SH)
+        (d / "log").write_text("")
+        (d / "sshd_config").write_text(
+            f"Port {PORT}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n"
+            "PidFile none\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            f"PermitRootLogin prohibit-password\nForceCommand {d}/forced.sh\nLogLevel VERBOSE\n")
+
+    def authorize(self, pub):
+        with open(self.dir / "authorized_keys", "a") as f:
+            f.write(pathlib.Path(pub).read_text())
+
+    def accepted(self):
+        return [line for line in (self.dir / "log").read_text().splitlines() if "Accepted publickey" in line]
+
+    def run(self, brig, *args, env=None, timeout=90):
+        """`brig ARGS` in the sshd's network namespace (rootless: as nobody there)."""
+        e = brig.env(env)
+        e.update({"SSHD_BIN": SSHD, "SSHD_DIR": str(self.dir), "SSHD_PORT": str(PORT)})
+        cp = subprocess.run(["unshare", "-n", "bash", str(self.dir / "run.sh"), *brig.cmd(*args)],
+                            cwd=str(brig.workspace), env=e, capture_output=True, text=True, timeout=timeout)
+        return Result(cp)
+
+
+@pytest.fixture
+def sshd(brig):
+    if not IS_ROOT:
+        pytest.skip("SSH TESTS NOT RUN: the test's sshd needs root for its network namespace (unshare -n)")
+    if not os.access(SSHD, os.X_OK):
+        pytest.fail(f"{SSHD} missing: scripts/install-deps installs openssh-server")
+    # sshd refuses to start without its privilege separation directory;
+    # the package's service makes it at boot, which a CI container lacks.
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    return Sshd(brig.base / "sshd")
+
+
+class Agent:
+    """An ssh-agent of the user brig runs as, killed by its pid."""
+
+    def __init__(self, brig):
+        self.brig = brig
+        d = brig.base / "agent"
+        d.mkdir()
+        brig.chown(d)
+        d.chmod(0o700)
+        self.sock = d / "agent.sock"
+        self.proc = subprocess.Popen(brig.prefix() + ["ssh-agent", "-D", "-a", str(self.sock)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if self.sock.exists():
+                break
+            subprocess.run(["sleep", "0.05"])
+        self.env = {"SSH_AUTH_SOCK": str(self.sock)}
+
+    def ssh_add(self, *args):
+        return subprocess.run(self.brig.prefix() + ["ssh-add", *map(str, args)], env={**self.brig.env(), **self.env},
+                              capture_output=True, text=True, timeout=30)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def agent(brig):
+    a = Agent(brig)
+    yield a
+    a.close()
+
+
+def deploy_key(brig):
+    """A deploy key in the host home's ~/.ssh, 0600, owned by the user brig runs as."""
+    ssh = brig.home / ".ssh"
+    ssh.mkdir(mode=0o700, exist_ok=True)
+    key = keygen(ssh / "deploy")
+    brig.chown(ssh)
+    brig.chown(key)
+    return key
+
+
+# ---- HOME ---------------------------------------------------------------------
+
+def test_sandbox_users_passwd_home_is_its_home(brig):
+    """Tools that ask the passwd database (OpenSSH) find the sandbox's
+    writable $HOME, not /nonexistent or the host's home."""
+    r = brig.sh('getent passwd "$(id -u)" | cut -d: -f6; echo "$HOME"; touch ~/w && echo writable; id -un')
+    assert r.returncode == 0, r
+    passwd_home, home, writable, name = r.stdout.split("\n")[:4]
+    assert passwd_home == home == str(brig.home), r
+    assert writable == "writable" and name, r
+
+
+# ---- --copy-in ------------------------------------------------------------------
+
+def test_copy_in_a_root_only_deploy_key_ssh_and_git_clone(brig, sshd):
+    """The deploy key is 0600 and the host user's (root's, as root): the
+    sandbox user gets its own 0400 copy; ssh -T and git clone with it."""
+    key = deploy_key(brig)
+    sshd.authorize(f"{key}.pub")
+    repo = brig.base / "repo.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+    work = brig.base / "seed"
+    subprocess.run(["git", "clone", "-q", str(repo), str(work)], check=True, capture_output=True)
+    (work / "README").write_text("cloned over ssh\n")
+    g = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(g + ["add", "README"], check=True)
+    subprocess.run(g + ["commit", "-q", "-m", "one"], check=True)
+    subprocess.run(g + ["push", "-q", "origin", "HEAD"], check=True, capture_output=True)
+    script = (f'ls -lL ~/.ssh/id_ed25519 | cut -c1-10; {SSH} root@git.test hello && '
+              f'GIT_SSH_COMMAND="{SSH}" git clone -q ssh://root@git.test{repo} clone && echo CLONED')
+    r = sshd.run(brig, "run", "--copy-in-secret", f"{key}:~/.ssh/id_ed25519", *NET, "--", "sh", "-c", script)
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines()[0] == "-r--------", r
+    assert "SSH-OK as root: hello" in r.stdout and "CLONED" in r.stdout, r
+    assert (brig.workspace / "clone" / "README").read_text() == "cloned over ssh\n"
+    assert len(sshd.accepted()) == 2 and fingerprint(f"{key}.pub") in sshd.accepted()[0], sshd.accepted()
+
+
+def test_copy_in_of_a_secret_needs_copy_in_secret(brig):
+    key = deploy_key(brig)
+    r = brig.run("run", "--copy-in", f"{key}:~/.ssh/id", "--", "cat", "/run/brig/copy-in/1-id")
+    assert r.returncode == 125, r
+    assert "secret deny list" in r.stderr and "--copy-in-secret" in r.stderr, r
+    assert "PRIVATE KEY" not in r.stdout
+    # a file that is no secret needs no more than --copy-in
+    plain = brig.base / "token.txt"
+    plain.write_text("plain\n")
+    r = brig.run("run", "--copy-in", f"{plain}:/tmp/t", "--", "sh", "-c", "cat /tmp/t; stat -c '%a %u' -L /tmp/t; id -u")
+    assert r.returncode == 0, r
+    out = r.stdout.splitlines()
+    assert out[0] == "plain" and out[1] == f"400 {out[2]}", r
+
+
+@attack("copy-in-write-outside", "--copy-in with a destination in the workspace, a bind, through '..', or a "
+        "bind over /run: make brig write on the host", "destination only in the sandbox's own tmpfs")
+def test_copy_in_never_writes_outside_the_sandboxs_tmpfs(brig):
+    plain = brig.base / "plain.txt"
+    plain.write_text("x\n")
+    ro = brig.base / "ro"
+    ro.mkdir()
+    run_host = brig.base / "fake-run"
+    run_host.mkdir()
+    brig.chown(run_host)
+    cases = [
+        (["--copy-in", f"{plain}:{brig.workspace}/planted"], "never on the host through a bind"),
+        (["--copy-in", f"{plain}:{brig.workspace}/sub/planted"], "never on the host through a bind"),
+        (["--ro-bind", f"{ro}:/srv/ro", "--copy-in", f"{plain}:/srv/ro/planted"], "--ro-bind"),
+        (["--copy-in", f"{plain}:/etc/planted"], "never on the host through a bind"),
+        (["--copy-in", f"{plain}:~/../../etc/planted"], "'..' are not allowed"),
+        (["--copy-in", f"{plain}:/run/brig/passwd"], "brig's own"),
+        (["--copy-in", f"{plain}:/usr/planted"], "never on the host through a bind"),
+        (["--bind", f"{run_host}:/run"], "brig mounts its own tmpfs"),
+        (["--tmpfs", "/run/brig"], "brig mounts its own tmpfs"),
+    ]
+    for args, why in cases:
+        r = brig.run("run", *args, "--", "true")
+        assert r.returncode == 125, (args, r)
+        assert why in r.stderr, (args, r)
+    assert not (brig.workspace / "planted").exists() and not (brig.workspace / "sub").exists()
+    assert not (ro / "planted").exists() and not os.path.exists("/etc/planted") and not os.path.exists("/usr/planted")
+    assert list(run_host.iterdir()) == [], "a bind over /run must not get brig's directory made in it"
+    # control: the same file to a tmpfs destination is copied
+    r = brig.run("run", "--copy-in", f"{plain}:~/sub/ok", "--", "cat", f"{brig.home}/sub/ok")
+    assert r.returncode == 0 and r.stdout == "x\n", r
+
+
+@attack("copy-in-source-swap", "the sandbox replaces a --copy-in source in the workspace with a symlink to a host "
+        "secret, a FIFO, a device or a huge file before the next run", "no symlink in the source's path, regular "
+        "files only (opened O_NONBLOCK), 1 MiB cap; refused with 125")
+def test_copy_in_source_planted_by_the_sandbox_is_refused(brig):
+    key = deploy_key(brig)
+    secret = key.read_text()
+    r = brig.sh(f'ln -s {key} ws-link; mkfifo fifo; ln -s /dev/zero zero; head -c 2097152 /dev/zero > big; '
+                'mkdir dir; echo planted')
+    assert r.returncode == 0 and r.stdout == "planted\n", r
+    cases = [("ws-link", "symlink"), ("fifo", "not a regular file"), ("zero", "symlink"), ("big", "larger than"),
+             ("dir", "not a regular file")]
+    for name, why in cases:
+        for flag in ("--copy-in", "--copy-in-secret"):
+            r = brig.run("run", flag, f"{brig.workspace}/{name}:~/k", "--", "cat", "~/k", timeout=30)
+            assert r.returncode == 125, (name, flag, r)
+            assert why in r.stderr, (name, flag, r)
+            assert secret not in r.stdout
+    r = brig.run("run", "--copy-in-secret", "/dev/zero:~/k", "--", "true", timeout=30)
+    assert r.returncode == 125 and "not a regular file" in r.stderr, r
+
+
+@attack("copy-in-host-original", "read the host original of a copied-in key (its path, a bind of its parent) or "
+        "change the copy", "the deny list hides the original; the copy is 0400 on a read-only tmpfs")
+def test_copied_key_original_stays_hidden_and_copy_read_only(brig):
+    key = deploy_key(brig)
+    secret = key.read_text()
+    script = (f'cat {key} /hostbase/home/.ssh/deploy 2>/dev/null; ls /hostbase/home/.ssh; '
+              'echo x >> ~/.ssh/id_ed25519 || echo COPY-RO; rm -f /run/brig/copy-in/* 2>/dev/null || echo RM-RO; '
+              'chmod 644 /run/brig/copy-in/1-id_ed25519 2>/dev/null || echo CHMOD-RO; head -1 ~/.ssh/id_ed25519')
+    r = brig.run("run", "--copy-in-secret", f"{key}:~/.ssh/id_ed25519", "--ro-bind", f"{brig.base}:/hostbase",
+                 "--", "sh", "-c", script)
+    assert r.returncode == 0, r
+    assert r.stdout.count("PRIVATE KEY") == 1, r     # the copy, once; never the original
+    for word in ("COPY-RO", "RM-RO", "CHMOD-RO"):
+        assert word in r.stdout, r
+    assert key.read_text() == secret
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+@attack("copy-in-in-snapshot", "snapshot a persistent sandbox holding a copied-in key: the key's bytes in the state "
+        "directory", "the bytes live in /run/brig (never saved); $HOME holds a symlink to them")
+def test_snapshot_never_saves_the_copied_key(brig, sandboxes):
+    key = deploy_key(brig)
+    secret_line = key.read_text().splitlines()[1]
+    name, _ = sandboxes.create("--copy-in-secret", f"{key}:~/.ssh/id_ed25519")
+    r = sandboxes.sh(name, "head -2 ~/.ssh/id_ed25519 | tail -1; echo note > ~/note")
+    assert r.returncode == 0 and r.stdout.strip() == secret_line, r
+    assert sandboxes.brig_cmd("snapshot", name, "t1").returncode == 0
+    snap = sandboxes.root / name / "snapshots" / "t1"
+    blobs = b"".join(p.read_bytes() for p in snap.rglob("*") if p.is_file())
+    assert b"note" in blobs, "the snapshot saved $HOME"
+    assert secret_line.encode() not in blobs
+    # restored, the key is there again: copied anew from the host at start
+    assert sandboxes.brig_cmd("restore", name, "t1").returncode == 0
+    r = sandboxes.sh(name, "head -2 ~/.ssh/id_ed25519 | tail -1; cat ~/note")
+    assert r.returncode == 0 and r.stdout.split() == [secret_line, "note"], r
+
+
+# ---- --ssh-agent ----------------------------------------------------------------
+
+def test_ssh_through_the_agent_relay(brig, sshd, agent):
+    key = keygen(brig.base / "agentkey")
+    brig.chown(key)
+    assert agent.ssh_add(key).returncode == 0
+    sshd.authorize(f"{key}.pub")
+    r = sshd.run(brig, "run", "--ssh-agent", *NET, "--", "sh", "-c",
+                 f'echo "$SSH_AUTH_SOCK"; ssh-add -l | cut -d" " -f2; {SSH} root@git.test via-agent', env=agent.env)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert lines[0] == "/run/brig/ssh-agent.sock" and lines[1] == fingerprint(f"{key}.pub"), r
+    assert "SSH-OK as root: via-agent" in r.stdout, r
+    assert len(sshd.accepted()) == 1, sshd.accepted()
+
+
+def test_ssh_agent_without_an_agent_is_refused(brig):
+    r = brig.run("run", "--ssh-agent", "--", "true")
+    assert r.returncode == 125 and "SSH_AUTH_SOCK is not set" in r.stderr, r
+
+
+# Raw agent messages: lock with a password (22), an extension (27), and a
+# length the protocol does not allow; then a plain list still works.
+RAW_AGENT = r'''
+import os, socket, struct
+def ask(payload):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["SSH_AUTH_SOCK"])
+    s.sendall(struct.pack(">I", len(payload)) + payload)
+    d = s.recv(100)
+    return d[4] if len(d) > 4 else "closed"
+pw = b"sandbox-pw"
+print("lock", ask(bytes([22]) + struct.pack(">I", len(pw)) + pw))
+ext = b"session-bind@openssh.com"
+print("extension", ask(bytes([27]) + struct.pack(">I", len(ext)) + ext))
+print("sign-extra-bytes", ask(bytes([13]) + struct.pack(">I", 0) + struct.pack(">I", 0) + struct.pack(">I", 0) + b"!"))
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["SSH_AUTH_SOCK"])
+s.sendall(b"\xff\xff\xff\xff" + b"x" * 64)
+print("oversized", s.recv(100) or "closed")
+print("list", ask(bytes([11])))
+'''
+
+
+@attack("agent-key-management", "through the forwarded agent: add a key, remove all, lock it with a password of "
+        "the sandbox's, send extensions and malformed requests", "the relay passes on only list-identities and "
+        "well-formed sign requests; everything else answered failure by brig")
+def test_agent_relay_refuses_everything_but_list_and_sign(brig, agent):
+    key = keygen(brig.base / "agentkey")
+    other = keygen(brig.base / "otherkey")
+    for k in (key, other):
+        brig.chown(k)
+    assert agent.ssh_add(key).returncode == 0
+    os.chmod(other, 0o644)  # readable inside through the bind below; the agent holds only `key`
+    script = ('ssh-add /o/otherkey; echo add=$?; ssh-add -D; echo del=$?; ssh-add -d /o/agentkey.pub; echo rm=$?; '
+              'python3 -c "$RAW"')
+    r = brig.run("run", "--ssh-agent", "--ro-bind", f"{brig.base}:/o", "--env", f"RAW={RAW_AGENT}", "--", "sh", "-c",
+                 script, env=agent.env)
+    assert r.returncode == 0, r
+    out = r.stdout.splitlines()
+    assert out[:3] == ["add=1", "del=1", "rm=1"], r
+    assert out[3:8] == ["lock 5", "extension 5", "sign-extra-bytes 5", "oversized closed", "list 12"], r
+    # the host's agent: still exactly the one key, and not locked
+    listed = agent.ssh_add("-l")
+    assert listed.returncode == 0, listed
+    assert listed.stdout.split()[1] == fingerprint(f"{key}.pub") and len(listed.stdout.splitlines()) == 1, listed
+
+
+# ---- config without credentials ---------------------------------------------------
+
+def host_file(brig, rel, text):
+    p = brig.home / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    for d in [p] + list(p.parents):
+        if d == brig.home:
+            break
+        brig.chown(d)
+    return p
+
+
+def test_git_identity_carries_name_and_email_only(brig):
+    host_file(brig, ".gitconfig", '[user]\n\tname = Ada \\"L\\" Lovelace\n\temail = ada@example.org\n'
+                                  '[credential]\n\thelper = store\n[url "https://tok123@example.org/"]\n'
+                                  '\tinsteadOf = https://example.org/\n')
+    r = brig.sh("git config --global user.name; git config --global user.email; cat ~/.gitconfig", "--git-identity")
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ['Ada "L" Lovelace', "ada@example.org"], r
+    assert "tok123" not in r.stdout and "helper" not in r.stdout, r
+    # without an identity on the host: a clear refusal naming the fix
+    (brig.home / ".gitconfig").write_text("[core]\n\tpager = less\n")
+    r = brig.run("run", "--git-identity", "--", "true")
+    assert r.returncode == 125 and "--git-identity" in r.stderr and "user.name" in r.stderr, r
+
+
+@attack("config-token-carry", "a token in the host's ~/.npmrc or pip.conf (auth keys, credentials in a registry "
+        "URL) carried into the sandbox by --carry-config", "an allow list of keys; values with credentials left out "
+        "and named")
+def test_carry_config_leaves_tokens_out(brig):
+    host_file(brig, ".npmrc", "registry=https://npm.example.test/\n//npm.example.test/:_authToken=NPMTOKEN123\n"
+                              "_auth=QVVUSDEyMw==\nstrict-ssl=false\n@corp:registry=https://u:NPMPASS@corp.test/\n"
+                              "email=me@example.org\n")
+    host_file(brig, ".config/pip/pip.conf", "[global]\nindex-url = https://pypi.example.test/simple\n"
+                                           "extra-index-url =\n    https://ok.example.test/simple\n"
+                                           "    https://u:PIPPASS@private.example.test/simple\n"
+                                           "client-cert = /home/me/cert.pem\ntimeout = 30\n")
+    r = brig.sh("cat ~/.npmrc ~/.config/pip/pip.conf; /usr/bin/python3 -m pip config list",
+                "--carry-config", "npm", "--carry-config", "pip")
+    assert r.returncode == 0, r
+    for token in ("NPMTOKEN123", "QVVUSDEyMw", "NPMPASS", "PIPPASS", "cert.pem"):
+        assert token not in r.stdout, (token, r)
+    assert "registry=https://npm.example.test/" in r.stdout and "strict-ssl=false" in r.stdout, r
+    assert "index-url = https://pypi.example.test/simple" in r.stdout and "https://ok.example.test/simple" in r.stdout
+    assert "# brig left out '//npm.example.test/:_authToken'" in r.stdout, r
+    assert "# brig left out '@corp:registry' (a URL with credentials)" in r.stdout, r
+    assert "global.index-url='https://pypi.example.test/simple'" in r.stdout, r  # pip itself reads the carried file
+    # nothing to carry: said so
+    (brig.home / ".npmrc").unlink()
+    r = brig.run("run", "--carry-config", "npm", "--", "true")
+    assert r.returncode == 125 and "no npm on the host" in r.stderr, r
+
+
+def test_tools_in_a_policy_file(brig):
+    plain = brig.base / "token.txt"
+    plain.write_text("from-policy\n")
+    host_file(brig, ".gitconfig", "[user]\n\tname = P\n\temail = p@example.org\n")
+    pol = brig.base / "tools.json"
+    pol.write_text('{"tools": {"copy_in": [{"source": "%s", "destination": "~/t"}], "git_identity": true}}' % plain)
+    r = brig.run("run", "--policy", str(pol), "--", "sh", "-c", "cat ~/t; git config --global user.email")
+    assert r.returncode == 0 and r.stdout == "from-policy\np@example.org\n", r
+    shown = brig.run("policy", "show", "--policy", str(pol))
+    assert shown.returncode == 0 and '"git_identity": true' in shown.stdout and "~/t" in shown.stdout, shown
+    bad = brig.base / "bad.json"
+    bad.write_text('{"tools": {"copy_in": [{"source": "relative", "destination": "~/t"}]}}')
+    r = brig.run("policy", "check", str(bad))
+    assert r.returncode == 125 and "bad.json:1:" in r.stderr and "absolute path or ~/PATH" in r.stderr, r
