@@ -335,6 +335,23 @@ BRIG_PUBLIC char *brig_sandbox_diff_json(const char *name, brig_error **err);
  * *err lists every conflict. *applied_json (may be NULL) gets what was
  * applied. The layer stays (the sandbox's view does not change). */
 BRIG_PUBLIC int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err);
+/* Which of the layer's changes diff and commit take. paths: files or
+ * directories in the workspace (relative to it, or absolute below it; no
+ * '..'), NULL-terminated, or NULL for all; a directory selects everything
+ * below it. excludes: patterns (fnmatch) a change must not match — one
+ * without '/' matches any path component ("node_modules", "*.log"), one
+ * with '/' (or a leading '/') the path from the workspace down
+ * ("/build", "src/gen"); a match excludes everything below it too. Commit
+ * also applies the directories a selected change needs that the sandbox
+ * created, and checks the conflicts of exactly what it applies. */
+typedef struct brig_change_filter {
+        const char *const *paths;
+        const char *const *excludes;
+} brig_change_filter;
+BRIG_PUBLIC char *brig_sandbox_diff_filtered_json(const char *name, const brig_change_filter *filter,
+                                                  brig_error **err);
+BRIG_PUBLIC int brig_sandbox_commit_filtered(const char *name, const brig_change_filter *filter, char **applied_json,
+                                             brig_error **err);
 /* Throw the layer away (the sandbox must be stopped). */
 BRIG_PUBLIC int brig_sandbox_reset(const char *name, brig_error **err);
 /* Save the writable state under TAG (letters, digits, _ . -): the overlay

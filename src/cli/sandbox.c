@@ -348,27 +348,71 @@ int cmd_simple(int argc, char **argv)
         return code;
 }
 
-/* diff NAME [--json] */
-int cmd_diff(int argc, char **argv)
+/* NAME [PATH...] [--exclude PATTERN]... [--json], for diff and commit:
+ * argv's strings, pointed to from two NULL-terminated lists. */
+struct change_args {
+        const char *name;
+        bool json;
+        const char **paths, **excludes;
+        brig_change_filter filter;
+};
+
+static int change_args(int argc, char **argv, struct change_args *a)
 {
-        bool json = false;
-        const char *name = NULL;
+        const char *usage = strcmp(argv[0], "diff") == 0
+                                    ? "usage: brig diff NAME [PATH...] [--exclude PATTERN]... [--json]\n"
+                                    : "usage: brig commit NAME [PATH...] [--exclude PATTERN]... [--json]\n";
+        *a = (struct change_args){ 0 };
+        a->paths = calloc((size_t)argc + 1, sizeof *a->paths);
+        a->excludes = calloc((size_t)argc + 1, sizeof *a->excludes);
+        if (!a->paths || !a->excludes)
+                return BRIG_EXIT_SETUP;
+        size_t np = 0, ne = 0;
+        bool options = true;
         for (int i = 1; i < argc; i++) {
-                if (strcmp(argv[i], "--json") == 0)
-                        json = true;
-                else if (argv[i][0] != '-' && !name)
-                        name = argv[i];
-                else {
-                        fprintf(stderr, "usage: brig diff NAME [--json]\n");
+                const char *v = argv[i];
+                if (options && strcmp(v, "--") == 0) {
+                        options = false;
+                } else if (options && strcmp(v, "--json") == 0) {
+                        a->json = true;
+                } else if (options && strcmp(v, "--exclude") == 0 && i + 1 < argc) {
+                        a->excludes[ne++] = argv[++i];
+                } else if (options && strncmp(v, "--exclude=", 10) == 0) {
+                        a->excludes[ne++] = v + 10;
+                } else if (options && v[0] == '-') {
+                        fprintf(stderr, "brig %s: unknown option '%s'\n%s", argv[0], v, usage);
                         return BRIG_EXIT_SETUP;
+                } else if (!a->name) {
+                        a->name = v;
+                } else {
+                        a->paths[np++] = v;
                 }
         }
-        if (!name) {
-                fprintf(stderr, "usage: brig diff NAME [--json]\n");
+        if (!a->name) {
+                fputs(usage, stderr);
                 return BRIG_EXIT_SETUP;
         }
+        a->filter = (brig_change_filter){ .paths = np ? a->paths : NULL, .excludes = ne ? a->excludes : NULL };
+        return 0;
+}
+
+static void change_args_free(struct change_args *a)
+{
+        free(a->paths);
+        free(a->excludes);
+}
+
+/* diff NAME [PATH...] [--exclude PATTERN]... [--json] */
+int cmd_diff(int argc, char **argv)
+{
+        struct change_args a;
+        int code = change_args(argc, argv, &a);
         brig_error *err = NULL;
-        char *text = brig_sandbox_diff_json(name, &err);
+        char *text = code ? NULL : brig_sandbox_diff_filtered_json(a.name, &a.filter, &err);
+        bool json = a.json;
+        change_args_free(&a);
+        if (code)
+                return code;
         if (!text)
                 return cli_fail(err);
         if (json) {
@@ -391,17 +435,19 @@ int cmd_diff(int argc, char **argv)
         return 0;
 }
 
-/* commit NAME [--json] */
+/* commit NAME [PATH...] [--exclude PATTERN]... [--json] */
 int cmd_commit(int argc, char **argv)
 {
-        bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
-        if (argc < 2 || argv[1][0] == '-' || (argc > 2 && !json)) {
-                fprintf(stderr, "usage: brig commit NAME [--json]\n");
-                return BRIG_EXIT_SETUP;
-        }
+        struct change_args a;
+        int code = change_args(argc, argv, &a);
         brig_error *err = NULL;
         char *applied = NULL;
-        if (brig_sandbox_commit(argv[1], &applied, &err) < 0)
+        int r = code ? 0 : brig_sandbox_commit_filtered(a.name, &a.filter, &applied, &err);
+        bool json = a.json;
+        change_args_free(&a);
+        if (code)
+                return code;
+        if (r < 0)
                 return cli_fail(err);
         json_t *list = json_loads(applied ? applied : "[]", 0, NULL);
         if (json)

@@ -23,6 +23,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <jansson.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
@@ -389,10 +390,17 @@ struct change {
         bool special;    /* device, FIFO or socket: never committed */
 };
 
+/* brig diff/commit PATH... --exclude PATTERN... (filter_prepare). */
+struct filter {
+        struct strv paths;     /* workspace-relative, normalized; "" the whole workspace; none: everything */
+        struct strv excludes;  /* patterns; "/..." anchored at the workspace (filter_excludes) */
+};
+
 struct changes {
         struct change *v;
         size_t n;
         char *stopped_at;  /* where diff_dir stopped (note_stop) */
+        const struct filter *filter;  /* the walk skips what it can never select, or NULL */
 };
 
 static void changes_free(struct changes *c)
@@ -418,6 +426,217 @@ static int changes_add(struct changes *c, const char *path, enum change_kind kin
         mode_t type = mode & S_IFMT;
         c->v[c->n++] = (struct change){ .path = p, .kind = kind, .type = type, .mode = mode & 07777,
                                         .special = type != S_IFREG && type != S_IFDIR && type != S_IFLNK };
+        return 0;
+}
+
+/* ---- selecting changes (brig diff/commit PATH --exclude PATTERN) ---------- */
+
+static void filter_free(struct filter *f)
+{
+        strv_free(&f->paths);
+        strv_free(&f->excludes);
+}
+
+/* A path as the user gave it, relative to the workspace: "src/", "./src",
+ * "/abs/ws/src" all become "src"; "." the whole workspace (""). Only the
+ * text is looked at — nothing is opened by it: it selects among the
+ * changes the layer walk found, which are what commit applies, each
+ * opened beneath the workspace without symlinks as before. So '..' and
+ * paths outside the workspace are refused rather than made sense of. */
+static int filter_path(const char *workspace, const char *in, char **out, brig_error **err)
+{
+        const char *rel = in;
+        size_t wl = strlen(workspace);
+        if (!*in)
+                return state_fail(err, EINVAL, "an empty path (give a path in the workspace, or '.' for all of it)");
+        if (in[0] == '/') {
+                if (strncmp(in, workspace, wl) != 0 || (in[wl] != '/' && in[wl] != '\0'))
+                        return state_fail(err, EINVAL, "'%s' is not in the workspace %s (give a path in it, "
+                                                       "relative to it or absolute)", in, workspace);
+                rel = in + wl;
+        }
+        _cleanup_free_ char *norm = malloc(strlen(rel) + 1);
+        if (!norm)
+                return brig_err(err, ENOMEM, "path");
+        size_t n = 0;
+        for (const char *p = rel; *p;) {
+                while (*p == '/')
+                        p++;
+                size_t len = strcspn(p, "/");
+                if (len == 0)
+                        break;
+                if (len == 2 && p[0] == '.' && p[1] == '.')
+                        return state_fail(err, EINVAL, "'%s': '..' is not allowed (give a path in the workspace)", in);
+                if (!(len == 1 && p[0] == '.')) {
+                        if (n)
+                                norm[n++] = '/';
+                        memcpy(norm + n, p, len);
+                        n += len;
+                }
+                p += len;
+        }
+        norm[n] = '\0';
+        *out = TAKE_PTR(norm);
+        return 0;
+}
+
+static int filter_prepare(const char *workspace, const brig_change_filter *in, struct filter *f, brig_error **err)
+{
+        *f = (struct filter){ 0 };
+        for (const char *const *p = in && in->paths ? in->paths : NULL; p && *p; p++) {
+                char *rel = NULL;
+                int r = filter_path(workspace, *p, &rel, err);
+                if (r < 0)
+                        return r;
+                if (strv_push_take(&f->paths, rel) < 0)
+                        return brig_err(err, ENOMEM, "path");
+        }
+        for (const char *const *p = in && in->excludes ? in->excludes : NULL; p && *p; p++) {
+                /* "/build" and "src/gen" are anchored at the workspace,
+                 * kept as "/build" and "/src/gen"; "node_modules/" is
+                 * "node_modules" (a match excludes what is below anyway) */
+                const char *pat = *p;
+                bool anchored = pat[0] == '/';
+                while (*pat == '/')
+                        pat++;
+                size_t n = strlen(pat);
+                while (n && pat[n - 1] == '/')
+                        n--;
+                if (!n)
+                        return state_fail(err, EINVAL, "--exclude '%s': an empty pattern", *p);
+                anchored = anchored || memchr(pat, '/', n);
+                char *copy = brig_strdup_printf("%s%.*s", anchored ? "/" : "", (int)n, pat);
+                if (!copy || strv_push_take(&f->excludes, copy) < 0)
+                        return brig_err(err, ENOMEM, "exclude");
+        }
+        return 0;
+}
+
+/* A pattern without '/' matches any one component ("node_modules",
+ * "*.o"); one with a '/' matches the path from the workspace down, one
+ * component per '/' ("src/gen", "build/x.log"). Matching a directory excludes
+ * everything below it. */
+static bool filter_excludes(const struct filter *f, const char *path)
+{
+        for (size_t i = 0; i < f->excludes.n; i++) {
+                const char *pat = f->excludes.items[i];
+                bool anchored = pat[0] == '/';
+                pat += anchored;
+                _cleanup_free_ char *prefix = strdup(path);
+                if (!prefix)
+                        return true;  /* out of memory: select less, never more */
+                for (char *p = prefix;; p++) {
+                        if (*p != '/' && *p != '\0')
+                                continue;
+                        char saved = *p;
+                        *p = '\0';
+                        const char *comp = strrchr(prefix, '/');
+                        comp = comp ? comp + 1 : prefix;
+                        bool hit = anchored ? fnmatch(pat, prefix, FNM_PATHNAME | FNM_PERIOD) == 0
+                                            : fnmatch(pat, comp, 0) == 0;
+                        if (hit)
+                                return true;
+                        if (!saved)
+                                break;
+                        *p = saved;
+                }
+        }
+        return false;
+}
+
+static bool below(const char *path, const char *dir)
+{
+        size_t n = strlen(dir);
+        return n == 0 || (strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0'));
+}
+
+/* Is `path` selected (at or below a given path, and not excluded)? */
+static bool filter_selects(const struct filter *f, const char *path)
+{
+        if (filter_excludes(f, path))
+                return false;
+        if (!f->paths.n)
+                return true;
+        for (size_t i = 0; i < f->paths.n; i++)
+                if (below(path, f->paths.items[i]))
+                        return true;
+        return false;
+}
+
+/* Can anything at or below `path` be selected? The walk skips the rest
+ * (a node_modules of 6,000 entries is not read at all). */
+static bool filter_may_select(const struct filter *f, const char *path)
+{
+        if (!f)
+                return true;
+        if (filter_excludes(f, path))
+                return false;
+        if (!f->paths.n)
+                return true;
+        for (size_t i = 0; i < f->paths.n; i++)
+                if (below(path, f->paths.items[i]) || below(f->paths.items[i], path))
+                        return true;
+        return false;
+}
+
+static int find_change(const struct changes *c, const char *path)
+{
+        size_t lo = 0, hi = c->n;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                int d = strcmp(c->v[mid].path, path);
+                if (d == 0)
+                        return (int)mid;
+                if (d < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return -1;
+}
+
+/* Keep only the selected changes of the sorted list. With `base` (the
+ * commit's record of the host): also the directories a kept change lies in
+ * that the sandbox created, or made where the host has no directory —
+ * without them it could not be applied; they are applied and checked for
+ * conflicts with the rest. A directory the host has already is not
+ * (its mode change was not selected). */
+static int filter_changes(struct changes *c, const struct filter *f, json_t *base)
+{
+        if (!f->paths.n && !f->excludes.n)
+                return 0;
+        bool *keep = calloc(c->n ? c->n : 1, sizeof *keep);
+        if (!keep)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n; i++)
+                keep[i] = filter_selects(f, c->v[i].path);
+        for (size_t i = 0; base && i < c->n; i++) {
+                if (!keep[i])
+                        continue;
+                _cleanup_free_ char *up = strdup(c->v[i].path);
+                if (!up) {
+                        free(keep);
+                        return -ENOMEM;
+                }
+                for (char *slash; (slash = strrchr(up, '/'));) {
+                        *slash = '\0';
+                        int j = find_change(c, up);
+                        if (j < 0 || keep[j] || c->v[j].kind == CH_DELETED || c->v[j].type != S_IFDIR)
+                                continue;
+                        const char *was = json_string_value(json_array_get(json_object_get(base, up), 0));
+                        if (c->v[j].kind == CH_ADDED || !was || was[0] != 'd')
+                                keep[j] = true;
+                }
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < c->n; i++) {
+                if (keep[i])
+                        c->v[n++] = c->v[i];
+                else
+                        free(c->v[i].path);
+        }
+        c->n = n;
+        free(keep);
         return 0;
 }
 
@@ -471,6 +690,8 @@ static int diff_entry(int upper, int lower, const char *name, const char *rel, s
         _cleanup_free_ char *path = join(rel, name);
         if (!path)
                 return -ENOMEM;
+        if (!filter_may_select(out->filter, path))
+                return 0;
         if (is_whiteout(&us))
                 return in_lower ? changes_add(out, path, CH_DELETED, ls.st_mode) : 0;
         /* Rootless, what the sandbox made unreadable (chmod 000) cannot be
@@ -630,12 +851,23 @@ static int layer_diff(struct layer *l, struct changes *c)
 
 char *brig_sandbox_diff_json(const char *name, brig_error **err)
 {
+        return brig_sandbox_diff_filtered_json(name, NULL, err);
+}
+
+char *brig_sandbox_diff_filtered_json(const char *name, const brig_change_filter *filter, brig_error **err)
+{
         struct layer l;
         struct changes c = { 0 };
+        struct filter f = { 0 };
         char *text = NULL;
         int r = layer_open(name, &l, err);
+        if (r == 0 && (r = filter_prepare(l.workspace, filter, &f, err)) < 0)
+                brig_err_prefix(err, "diff '%s'", name);
         if (r == 0) {
+                c.filter = &f;
                 r = layer_diff(&l, &c);
+                if (r == 0)
+                        r = filter_changes(&c, &f, NULL);
                 if (r < 0 && c.stopped_at)
                         layer_walk_failed(err, "diff", name, r, c.stopped_at);
                 else if (r < 0)
@@ -648,6 +880,7 @@ char *brig_sandbox_diff_json(const char *name, brig_error **err)
                 if (!text)
                         brig_err(err, ENOMEM, "diff");
         }
+        filter_free(&f);
         changes_free(&c);
         layer_close(&l);
         return text;
@@ -948,8 +1181,15 @@ static void test_pause_before_writes(void)
 
 int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
 {
+        return brig_sandbox_commit_filtered(name, NULL, applied_json, err);
+}
+
+int brig_sandbox_commit_filtered(const char *name, const brig_change_filter *filter, char **applied_json,
+                                 brig_error **err)
+{
         struct layer l;
         struct changes c = { 0 };
+        struct filter sel = { 0 };
         json_t *base = NULL;
         _cleanup_free_ char *root = NULL;
         _cleanup_close_ int lock = -EBADF;
@@ -963,6 +1203,12 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         r = layer_open(name, &l, err);
         if (r < 0)
                 goto out;
+        r = filter_prepare(l.workspace, filter, &sel, err);
+        if (r < 0) {
+                brig_err_prefix(err, "commit '%s'", name);
+                goto out;
+        }
+        c.filter = &sel;
         r = layer_diff(&l, &c);
         if (r < 0 && c.stopped_at) {
                 layer_walk_failed(err, "commit", name, r, c.stopped_at);
@@ -975,6 +1221,12 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         base = manifest_read(l.dir, err);
         if (!base) {
                 r = -EBADMSG;
+                goto out;
+        }
+        /* Only what is selected is checked and applied (and what it needs). */
+        r = filter_changes(&c, &sel, base);
+        if (r < 0) {
+                brig_err(err, -r, "commit '%s'", name);
                 goto out;
         }
         /* Every conflict first; with any, nothing is applied. */
@@ -1041,6 +1293,7 @@ int brig_sandbox_commit(const char *name, char **applied_json, brig_error **err)
         json_decref(applied);
 out:
         json_decref(base);
+        filter_free(&sel);
         changes_free(&c);
         layer_close(&l);
         return r;

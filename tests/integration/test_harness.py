@@ -377,3 +377,84 @@ def test_restore_says_it_stops_running_processes(brig, sandboxes):
     assert sandboxes.brig_cmd("stop", name).returncode == 0
     r = sandboxes.brig_cmd("restore", name, "t1")
     assert r.returncode == 0 and "stopping" not in r.stderr, r
+
+
+# ------------------------------------------------------ diff/commit by path
+
+def listing(r):
+    assert r.returncode == 0, r
+    return r.stdout.splitlines()
+
+
+def test_diff_and_commit_take_paths_and_excludes(brig, sandboxes):
+    """After an npm-like install: brig diff NAME src/ --exclude node_modules
+    lists only src's own changes; brig commit with the same selection
+    applies exactly those (and the directories they need), the rest stays
+    in the layer for a later commit."""
+    (brig.workspace / "src").mkdir()
+    (brig.workspace / "src" / "keep.c").write_text("old\n")
+    brig.chown(brig.workspace / "src")
+    brig.chown(brig.workspace / "src" / "keep.c")
+    name, _ = sandboxes.create("--workspace-mode", "overlay")
+    r = sandboxes.sh(name, "echo new > src/keep.c; echo a > src/a.c; mkdir -p src/node_modules/x src/lib/deep "
+                           "node_modules/y docs; for i in 1 2 3; do echo $i > src/node_modules/x/$i.js; done; "
+                           "echo z > node_modules/y/z.js; echo n > src/lib/deep/n.c; echo l > src/build.log; "
+                           "echo d > docs/readme")
+    assert r.returncode == 0, r
+    assert len(listing(sandboxes.brig_cmd("diff", name))) == 16
+    sel = listing(sandboxes.brig_cmd("diff", name, "src/", "--exclude", "node_modules", "--exclude", "*.log"))
+    assert sel == ["A src/a.c", "M src/keep.c", "A src/lib/", "A src/lib/deep/", "A src/lib/deep/n.c"], sel
+    assert listing(sandboxes.brig_cmd("diff", name, str(brig.workspace / "docs"))) == ["A docs/", "A docs/readme"]
+    assert listing(sandboxes.brig_cmd("diff", name, "--exclude", "/src", "--exclude", "y")) == \
+        ["A docs/", "A docs/readme", "A node_modules/"]
+    r = sandboxes.brig_cmd("commit", name, "./src/lib/deep/n.c", "src/a.c", "--json")
+    assert r.returncode == 0, r
+    assert [c["path"] for c in json.loads(r.stdout)] == ["src/a.c", "src/lib", "src/lib/deep", "src/lib/deep/n.c"]
+    ws = brig.workspace
+    assert (ws / "src/lib/deep/n.c").read_text() == "n\n" and (ws / "src/a.c").exists()
+    assert (ws / "src/keep.c").read_text() == "old\n"
+    assert not (ws / "src/node_modules").exists() and not (ws / "docs").exists()
+    r = sandboxes.brig_cmd("commit", name, "src", "--exclude", "node_modules")
+    assert r.returncode == 0 and "committed 2 changes" in r.stderr, r
+    assert (ws / "src/keep.c").read_text() == "new\n" and (ws / "src/build.log").exists()
+    assert not (ws / "src/node_modules").exists()
+    left = listing(sandboxes.brig_cmd("diff", name))
+    assert "A src/node_modules/x/1.js" in left and "A docs/readme" in left and len(left) == 10, left
+    # the conflict check covers what is applied, and only that
+    (ws / "docs").mkdir()
+    (ws / "docs" / "readme").write_text("host\n")
+    r = sandboxes.brig_cmd("commit", name, "docs")
+    assert r.returncode == 125 and "docs/readme: created on the host since brig create" in r.stderr, r
+    assert (ws / "docs" / "readme").read_text() == "host\n"
+    r = sandboxes.brig_cmd("commit", name, "node_modules")
+    assert r.returncode == 0 and (ws / "node_modules/y/z.js").exists(), r
+
+
+@attack("commit-filter-escape", "brig commit with paths that leave the workspace ('..', absolute) and a path "
+        "below a directory the sandbox replaced by a symlink to outside", "filesystem")
+def test_commit_paths_never_reach_outside_the_workspace(brig, sandboxes):
+    """The paths only select among the layer's changes (by name) and are
+    refused when they leave the workspace; a directory the sandbox turned
+    into a symlink to a host directory gets nothing written through it."""
+    outside = brig.base / f"outside-{secrets.token_hex(3)}"
+    outside.mkdir()
+    brig.chown(outside)
+    (brig.workspace / "src").mkdir()
+    (brig.workspace / "src" / "keep.c").write_text("host\n")
+    brig.chown(brig.workspace / "src")
+    brig.chown(brig.workspace / "src" / "keep.c")
+    name, _ = sandboxes.create("--workspace-mode", "overlay")
+    r = sandboxes.sh(name, f"rm -rf src && ln -s {outside} src && mkdir -p lib && echo x > lib/keep.c && "
+                           f"ln -s {outside} out")
+    assert r.returncode == 0, r
+    for bad in ("../" + outside.name, str(outside), "lib/../../" + outside.name, str(outside / "keep.c")):
+        r = sandboxes.brig_cmd("commit", name, bad)
+        assert r.returncode == 125, (bad, r)
+        assert "not in the workspace" in r.stderr or "'..' is not allowed" in r.stderr, r
+    r = sandboxes.brig_cmd("commit", name, "src/keep.c", "out/keep.c", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r   # nothing below a symlink is a change
+    assert (brig.workspace / "src" / "keep.c").read_text() == "host\n"
+    r = sandboxes.brig_cmd("commit", name, "src", "out", "lib")
+    assert r.returncode == 0, r
+    assert (brig.workspace / "src").is_symlink() and (brig.workspace / "out").is_symlink()
+    assert list(outside.iterdir()) == [], "a commit wrote through the sandbox's symlink"
