@@ -374,6 +374,11 @@ BRIG_PUBLIC int brig_pool_stop(const brig_policy *p, brig_error **err);
  * *pooled says which. */
 BRIG_PUBLIC int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *result, bool *pooled,
                                 brig_error **err);
+/* The same; `why` (why_size bytes; may be NULL) gets why the pool did not
+ * serve it, or "". The report (--json-report, -fd) says the same in
+ * "pool". */
+BRIG_PUBLIC int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *result, bool *pooled,
+                                    char *why, size_t why_size, brig_error **err);
 /* The caller's sandboxes as a JSON array (free()): name, status
  * (creating, running, paused, stopping, stopped, dead), supervisor pid,
  * created, workspace, workspace_mode, net. */

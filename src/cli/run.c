@@ -589,8 +589,10 @@ int cmd_run(int argc, char **argv)
         brig_result res;
         brig_error *err = NULL;
         bool used_pool = false, warned = false;
+        char why[512] = "";
         brig_policy_set_notice(p, put_notice, &warned);
-        if ((pooled ? brig_run_pooled(p, argv + first, &res, &used_pool, &err) : brig_run(p, argv + first, &res, &err)) < 0) {
+        if ((pooled ? brig_run_pooled_why(p, argv + first, &res, &used_pool, why, sizeof why, &err)
+                    : brig_run(p, argv + first, &res, &err)) < 0) {
                 code = cli_fail(err);
         } else {
                 code = res.exit_code;
@@ -600,6 +602,8 @@ int cmd_run(int argc, char **argv)
                         fprintf(stderr, "brig: WARNING: %s\n", res.warning);
                 cli_put_refusals(&res, quiet);
         }
+        if (pooled && !used_pool && why[0])  /* never silently: the caller asked for the pool */
+                fprintf(stderr, "brig: --pooled: not served by the pool: %s; ran in a new sandbox\n", why);
         brig_policy_free(p);
         return code;
 }

@@ -223,7 +223,7 @@ out:
 }
 
 int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
-                      const brig_error *error, brig_error **err)
+                      const brig_error *error, const char *pool_member, brig_error **err)
 {
         json_t *cmd = json_array();
         for (size_t i = 0; o->argv[i]; i++)
@@ -240,6 +240,9 @@ int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const b
                 json_object_set_new(doc, "summary", json_string(res->summary));
         if (error)
                 json_object_set_new(doc, "error", json_string(error->msg ? error->msg : "unknown error"));
+        if (pool_member)  /* brig run --pooled, served by this member */
+                json_object_set_new(doc, "pool", json_pack("{s:b, s:s, s:n}", "served", 1, "member", pool_member,
+                                                           "reason"));
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
         if (!text)

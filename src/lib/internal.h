@@ -198,6 +198,7 @@ struct brig_policy {
         char *audit_path;
         int report_fd;               /* --json-report-fd: the caller's descriptor (3 and up), 0: none */
         int audit_fd;                /* --audit-fd, the same */
+        const char *pool_note;       /* brig run --pooled ran a new sandbox: why (the report's pool.reason) */
         struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
         struct strv allow_unix;          /* pathname unix sockets outside the sandbox it may reach */
         struct egress_policy *egress;    /* network rules, NULL: none */

@@ -42,9 +42,19 @@ static uint64_t fnv1a(const char *s, uint64_t h)
         return h;
 }
 
+/* The policy a pool is for: what a run asks beside it (the report it
+ * writes, an exec's) does not choose another pool. */
+static char *pool_policy_json(const brig_policy *p, brig_error **err)
+{
+        brig_policy view = *p;  /* shallow: only read */
+        view.report_path = NULL;
+        view.report_fd = 0;
+        return brig_policy_to_json(&view, err);
+}
+
 static char *pool_key(const brig_policy *p, brig_error **err)
 {
-        _cleanup_free_ char *json = brig_policy_to_json(p, err);
+        _cleanup_free_ char *json = pool_policy_json(p, err);
         _cleanup_free_ char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
         _cleanup_free_ char *norm = ws ? path_normalize(ws) : NULL;
         if (!json || !norm) {
@@ -354,7 +364,7 @@ static bool member_matches(const struct pool *pl, const brig_policy *p, const ch
                 return false;
         brig_error *e = NULL;
         _cleanup_free_ char *dir = NULL, *stored = NULL;
-        _cleanup_free_ char *want = brig_policy_to_json(p, &e);
+        _cleanup_free_ char *want = pool_policy_json(p, &e);
         _cleanup_free_ char *cwd = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
         _cleanup_free_ char *ws = cwd ? path_normalize(cwd) : NULL;
         json_t *st = NULL;
@@ -367,22 +377,67 @@ static bool member_matches(const struct pool *pl, const brig_policy *p, const ch
         return same;
 }
 
+/* Not served by the pool: a fresh sandbox, whose report says why. */
+static int run_fresh(const brig_policy *p, char *const argv[], brig_result *res, const char *why, char *out,
+                     size_t out_size, brig_error **err)
+{
+        if (out)
+                snprintf(out, out_size, "%s", why);
+        brig_policy copy = *p;  /* shallow: the run only reads it */
+        copy.pool_note = why;
+        return brig_run(&copy, argv, res, err);
+}
+
 int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, brig_error **err)
+{
+        return brig_run_pooled_why(p, argv, res, pooled, NULL, 0, err);
+}
+
+int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, char *why,
+                        size_t why_size, brig_error **err)
 {
         struct pool pl;
         *pooled = false;
+        if (why && why_size)
+                why[0] = '\0';
         /* What a pool member cannot give (brig pool refuses these): the
-         * full run report, the audit stream, passed descriptors. */
-        if (p->report_path || p->audit_path || p->n_pass_fds)
-                return brig_run(p, argv, res, err);
+         * audit stream and passed descriptors belong to a supervisor
+         * started with them. The report it can: the exec's. */
+        if (p->audit_path || p->audit_fd || p->n_pass_fds)
+                return run_fresh(p, argv, res, p->n_pass_fds ? "--pass-fd needs a new sandbox (a pool member's "
+                                                               "supervisor was started without the descriptor)"
+                                                             : "--audit needs a new sandbox (a pool member's "
+                                                               "supervisor was started without the audit stream)",
+                                 why, why_size, err);
+        /* Opened before a member is claimed, as brig run would (no member
+         * is used up by a bad path). */
+        _cleanup_close_ int report_fd = -EBADF;
+        if (p->report_path || p->report_fd) {
+                report_fd = p->report_fd ? output_fd(p->report_fd, "--json-report-fd", err)
+                                         : output_open(p->report_path, "--json-report", false, err);
+                if (report_fd < 0)
+                        return report_fd;
+        }
         brig_error *perr = NULL;
         int r = pool_open(p, false, &pl, &perr);
+        char name[256] = "", reason[512] = "";
+        if (r < 0)
+                snprintf(reason, sizeof reason, "the pool could not be looked up: %s",
+                         perr && perr->msg ? perr->msg : "?");
         brig_error_free(&perr);
-        char name[256] = "";
         if (r == 0) {
                 /* Claim the first ready member: the rename succeeds for one run only. */
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl.dir);
                 DIR *dir = rd ? opendir(rd) : NULL;
+                if (!dir && errno == ENOENT)
+                        snprintf(reason, sizeof reason, "no pool runs for this policy and workspace (brig pool "
+                                                        "--size N with the same options starts one)");
+                else if (!pool_alive(&pl))
+                        snprintf(reason, sizeof reason, "the pool for this policy and workspace is not running "
+                                                        "(brig pool --size N starts it again)");
+                else
+                        snprintf(reason, sizeof reason, "no member of the pool was ready (all in use or still "
+                                                        "starting; a larger brig pool --size keeps more ready)");
                 struct dirent *e;
                 while (dir && !name[0] && (e = readdir(dir))) {
                         if (!state_name_valid(e->d_name))
@@ -402,11 +457,18 @@ int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, 
         }
         if (!name[0]) {
                 pool_free(&pl);
-                return brig_run(p, argv, res, err);  /* no pool, or none ready */
+                return run_fresh(p, argv, res, reason, why, why_size, err);  /* no pool, or none ready */
         }
         *pooled = true;
         brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough };
         r = brig_sandbox_exec(name, &o, res, err);
+        if (report_fd >= 0) {
+                brig_error *rerr = NULL;
+                int rr = exec_report_write(report_fd, name, &o, res, err ? *err : NULL, name, r < 0 ? &rerr : err);
+                brig_error_free(&rerr);
+                if (r == 0)
+                        r = rr;
+        }
         /* Used once: hand it to the daemon to remove, or remove it here
          * when the daemon is gone. */
         _cleanup_free_ char *from = member_path(&pl, "claimed", name);

@@ -252,6 +252,9 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                                                                            : json_null(),
                                               "syscall_events", (json_int_t)audit_events(r->audit),
                                               "suppressed", (json_int_t)audit_suppressed(r->audit)));
+        if (plan->policy->pool_note)  /* brig run --pooled, not served by the pool */
+                json_object_set_new(doc, "pool", json_pack("{s:b, s:n, s:s}", "served", 0, "member", "reason",
+                                                           plan->policy->pool_note));
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
         if (!text)

@@ -549,7 +549,7 @@ int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *re
                 res->exit_code = (*err)->exit_code;
         if (report_fd >= 0) {
                 brig_error *rerr = NULL;
-                int rr = exec_report_write(report_fd, name, o, res, err ? *err : NULL, r < 0 ? &rerr : err);
+                int rr = exec_report_write(report_fd, name, o, res, err ? *err : NULL, NULL, r < 0 ? &rerr : err);
                 brig_error_free(&rerr);
                 if (r == 0)
                         r = rr;

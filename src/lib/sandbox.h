@@ -40,7 +40,7 @@ BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, c
 
 /* The JSON report of one exec: the run report's outcome fields. */
 BRIG_INTERNAL int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
-                                    const brig_error *error, brig_error **err);
+                                    const brig_error *error, const char *pool_member, brig_error **err);
 
 /* overlay.c: --workspace-mode overlay */
 /* At create, on the host: the layer's directories and the record of the

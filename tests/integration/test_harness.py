@@ -458,3 +458,42 @@ def test_commit_paths_never_reach_outside_the_workspace(brig, sandboxes):
     assert r.returncode == 0, r
     assert (brig.workspace / "src").is_symlink() and (brig.workspace / "out").is_symlink()
     assert list(outside.iterdir()) == [], "a commit wrote through the sandbox's symlink"
+
+
+# --------------------------------------------------------------- --pooled
+
+def test_pooled_run_says_whether_the_pool_served_it(brig, sandboxes):
+    """--json-report works with --pooled and says in "pool" whether a member
+    served the run; when it did not (--audit needs a new sandbox, another
+    policy has no pool) the report and stderr say why."""
+    r = sandboxes.brig_cmd("pool", "--size", "1")
+    assert r.returncode == 0, r
+    try:
+        rep = brig.reports / f"pooled-{secrets.token_hex(3)}.json"
+        r = sandboxes.brig_cmd("run", "--pooled", "--json-report", rep, "--", "sh", "-c", "exit 3")
+        assert r.returncode == 3 and "not served" not in r.stderr, r
+        doc = json.loads(rep.read_text())
+        assert doc["pool"]["served"] is True and doc["pool"]["member"].startswith("pool-"), doc
+        assert doc["exit_code"] == 3, doc
+
+        audit = brig.reports / f"pooled-{secrets.token_hex(3)}.jsonl"
+        r = sandboxes.brig_cmd("run", "--pooled", "--json-report", rep, "--audit", audit, "--", "true")
+        assert r.returncode == 0, r
+        assert "brig: --pooled: not served by the pool: --audit needs a new sandbox" in r.stderr, r
+        doc = json.loads(rep.read_text())
+        assert doc["pool"] == {"served": False, "member": None,
+                               "reason": doc["pool"]["reason"]} and "--audit" in doc["pool"]["reason"], doc
+        assert "controls" in doc, doc   # the full run report of the new sandbox
+
+        rd, wr = os.pipe()
+        r = sandboxes.brig_cmd("run", "--pooled", "--memory", "1G", "--json-report-fd", wr, "--", "true",
+                               pass_fds=(wr,))
+        os.close(wr)
+        doc = json.loads(read_all(rd))
+        os.close(rd)
+        assert r.returncode == 0 and "no pool runs for this policy and workspace" in r.stderr, r
+        assert doc["pool"]["served"] is False and "brig pool --size N" in doc["pool"]["reason"], doc
+    finally:
+        sandboxes.brig_cmd("pool", "--stop")
+        for name in list(sandboxes.ls()):
+            sandboxes.rm(name)
