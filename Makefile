@@ -8,7 +8,7 @@ PYTEST     ?= /usr/bin/python3 -m pytest
 FUZZ_SECONDS ?= 300
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench fuzz clean install
+.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench fuzz soak clean install
 
 all: build
 
@@ -69,6 +69,21 @@ check: build build-asan build-hooks
 fuzz: deps
 	tests/fuzz/run-fuzz $(FUZZ_SECONDS)
 	tests/fuzz/run-fuzz-net $(FUZZ_SECONDS)
+
+# Nothing left behind (issue 24; not part of check): SOAK_RUNS runs of a
+# mix with SIGKILLs of brig, supervisor, pid 1 and pool daemon in a
+# fraction, bounded by SOAK_SECONDS each, then a count of what is left on
+# the host; as root and rootless, then with a full state root (ENOSPC) and
+# refused cgroup writes. One line of figures each; fails if anything is left.
+SOAK_RUNS ?= 1000
+SOAK_SECONDS ?= 1800
+SOAK = nice /usr/bin/python3 tests/soak/soak.py --brig $(BUILD)/brig --hooks-brig $(HOOKS_BUILD)/brig \
+	--runs $(SOAK_RUNS) --seconds $(SOAK_SECONDS)
+soak: build build-hooks
+	$(SOAK)
+	$(SOAK) --rootless
+	$(SOAK) --enospc --cgroup-fail
+	$(SOAK) --enospc --cgroup-fail --rootless
 
 # Installs the peers from Debian, runs every benchmark for brig and each
 # peer in one run and writes docs/benchmarks.md (bench/run-all).

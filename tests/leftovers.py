@@ -21,7 +21,8 @@ snapshot() looks at every place a brig of any user may leave something:
              and processes whose command line holds one of `markers`
   files      everything under each state root (/run/brig, /run/user/*/brig,
              /tmp/brig-UID and `state_roots`) except the syscall filter
-             cache (cache/seccomp-*.bpf: kept on purpose), and entries with
+             cache (cache/seccomp-*.bpf: kept on purpose) and the runs/
+             directory itself (its records count), and entries with
              "brig" in their name in /tmp, /var/tmp and /dev/shm (the test
              suite's own brig-test-*, brig-bin-*, brig-hooks-* excluded)
 
@@ -181,9 +182,10 @@ def default_state_roots(extra=()):
 
 
 def _kept(rel):
-    """The syscall filter cache is kept across runs on purpose."""
+    """The syscall filter cache is kept across runs on purpose, and so is
+    the (empty) directory of run records."""
     parts = rel.split("/")
-    return parts == ["cache"] or (len(parts) == 2 and parts[0] == "cache" and
+    return parts in (["cache"], ["runs"]) or (len(parts) == 2 and parts[0] == "cache" and
                                   re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf", parts[1]) is not None)
 
 

@@ -270,6 +270,9 @@ static void print_table(json_t *list)
                        json_string_value(json_object_get(row, "status")),
                        (long long)json_integer_value(json_object_get(row, "supervisor_pid")), mode ? mode : "-", when,
                        ws ? ws : "-");
+                const char *reason = json_string_value(json_object_get(row, "reason"));
+                if (reason)
+                        printf("%-20s   %s; brig rm removes it\n", "", reason);
         }
 }
 

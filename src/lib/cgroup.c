@@ -6,11 +6,15 @@
  * controller lives on a v1 hierarchy (hybrid hosts), brig makes a group in
  * that hierarchy too and moves the child in before it is told to go.
  *
- * Each sandbox gets "brig-<pid>-<starttime>" under the caller's own cgroup
- * or the nearest ancestor that delegates the controllers; a later brig
- * removes groups whose supervisor is gone (it was SIGKILLed). */
+ * Each sandbox gets "brig-PID-START-PIDNS-SEQ" (its supervisor: pid, start
+ * time, pid namespace; a counter) under the caller's own cgroup or the
+ * nearest ancestor that delegates the controllers, listed in a run record
+ * in the state root before it is made (reaper.c); a later brig removes
+ * groups whose supervisor is gone (it was SIGKILLed) — its own only. */
 #define _GNU_SOURCE
 #include "cgroup.h"
+#include "reaper.h"
+#include "state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,6 +24,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <time.h>
 
 static const char *const controller_names[] = {
@@ -32,6 +38,7 @@ struct cgroup {
         char *v1_dir[CG_COUNT];     /* our group per v1 controller, or NULL */
         bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
         bool on_v1[CG_COUNT];
+        char *record;               /* the run record naming the groups (reaper.c) */
 };
 
 /* ---- small file helpers ---------------------------------------------------- */
@@ -40,6 +47,15 @@ static int write_at(const char *dir, const char *file, const char *value)
 {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, file);
+#ifdef BRIG_TEST_HOOKS
+        /* BRIG_TEST_CGROUP_WRITE_ERRNO=N: a controller's file in one of
+         * brig's groups refuses writes with errno N (a full or read-only
+         * cgroup filesystem, a controller that went away). */
+        const char *fail = getenv("BRIG_TEST_CGROUP_WRITE_ERRNO");
+        const char *base = strrchr(dir, '/');
+        if (fail && atoi(fail) > 0 && base && strncmp(base + 1, "brig-", 5) == 0 && strncmp(file, "cgroup.", 7) != 0)
+                return -atoi(fail);
+#endif
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -340,20 +356,6 @@ const char *cgroup_memory_outlook(char *detail, size_t n)
 
 /* ---- stale groups -------------------------------------------------------------- */
 
-static unsigned long long process_start_time(pid_t pid)
-{
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        _cleanup_free_ char *text = read_at("/", path + 1);
-        char *p = text ? strrchr(text, ')') : NULL;
-        unsigned long long start = 0;
-        /* field 22 counted from after "comm)": state is field 3 */
-        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                        &start) == 1)
-                return start;
-        return 0;
-}
-
 static void kill_and_remove(const char *dir)
 {
         /* v2 has cgroup.kill (5.14+); otherwise kill what cgroup.procs lists. */
@@ -372,7 +374,26 @@ static void kill_and_remove(const char *dir)
                 usleep((useconds_t)(i * 500));
 }
 
-/* Remove brig-<pid>-<start> groups in `parent` whose supervisor is gone. */
+bool cgroup_remove_dead(const char *dir, const char *name)
+{
+        /* Only what brig made: a directory of that very name, in a cgroup
+         * filesystem, owned by us (the kernel makes a group its creator's);
+         * never another user's. */
+        const char *base = strrchr(dir, '/');
+        struct stat st;
+        struct statfs sf;
+        if (!base || strcmp(base + 1, name) != 0 || strstr(dir, "/../") || lstat(dir, &st) < 0)
+                return errno == ENOENT;
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || statfs(dir, &sf) < 0 ||
+            (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC))
+                return false;
+        kill_and_remove(dir);
+        return access(dir, F_OK) < 0 && errno == ENOENT;
+}
+
+/* Groups in `parent` whose brig is provably gone, whether or not a run
+ * record names them (a record in another state root: XDG_RUNTIME_DIR
+ * changed). */
 static void remove_stale(const char *parent)
 {
         DIR *d = opendir(parent);
@@ -380,15 +401,13 @@ static void remove_stale(const char *parent)
                 return;
         struct dirent *e;
         while ((e = readdir(d))) {
-                int pid;
-                unsigned long long start;
-                if (sscanf(e->d_name, "brig-%d-%llu", &pid, &start) != 2)
-                        continue;
-                if (process_start_time(pid) == start)
-                        continue;  /* its brig is alive */
+                struct owner o;
+                if (strncmp(e->d_name, "brig-", 5) != 0 || !owner_parse(e->d_name + 5, &o, NULL) ||
+                    owner_alive(&o) != 0)
+                        continue;  /* not brig's, its brig is alive, or another pid namespace's */
                 char dir[4096];
                 snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
-                kill_and_remove(dir);
+                (void)cgroup_remove_dead(dir, e->d_name);
         }
         closedir(d);
 }
@@ -397,7 +416,13 @@ static void remove_stale(const char *parent)
 
 static char *group_name(void)
 {
-        return brig_strdup_printf("brig-%d-%llu", getpid(), process_start_time(getpid()));
+        static unsigned seq;  /* a library caller may run several sandboxes */
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        if (owner_format(&o, id, sizeof id) < 0)
+                return NULL;
+        return brig_strdup_printf("brig-%s-%u", id, __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
 }
 
 /* The v2 parent: our own cgroup or the nearest ancestor that offers the
@@ -437,22 +462,22 @@ static int set_limits_v2(struct cgroup *cg, const struct limits *l, brig_error *
                 if (r == 0 && write_at(cg->v2_dir, "memory.swap.max", "0") < 0 && errno != ENOENT)
                         r = -errno;
                 if (r < 0)
-                        return brig_err(err, -r, "cgroup memory limit");
+                        return brig_err(err, -r, "--memory: write %s/memory.max", cg->v2_dir);
         }
         if (cg->on_v2[CG_PIDS] && l->pids) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
                 if ((r = write_at(cg->v2_dir, "pids.max", v)) < 0)
-                        return brig_err(err, -r, "cgroup pids limit");
+                        return brig_err(err, -r, "--pids: write %s/pids.max", cg->v2_dir);
         }
         if (cg->on_v2[CG_CPU] && l->cpus_millis) {
                 snprintf(v, sizeof v, "%llu 100000", (unsigned long long)l->cpus_millis * 100);
                 if ((r = write_at(cg->v2_dir, "cpu.max", v)) < 0)
-                        return brig_err(err, -r, "cgroup cpu limit");
+                        return brig_err(err, -r, "--cpus: write %s/cpu.max", cg->v2_dir);
         }
         if (cg->on_v2[CG_IO] && l->io_weight) {
                 snprintf(v, sizeof v, "default %u", l->io_weight);
                 if ((r = write_at(cg->v2_dir, "io.weight", v)) < 0)
-                        return brig_err(err, -r, "cgroup io weight");
+                        return brig_err(err, -r, "--io-weight: write %s/io.weight", cg->v2_dir);
         }
         return 0;
 }
@@ -464,29 +489,29 @@ static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error *
         if (cg->on_v1[CG_MEMORY] && l->memory) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory);
                 if ((r = write_at(cg->v1_dir[CG_MEMORY], "memory.limit_in_bytes", v)) < 0)
-                        return brig_err(err, -r, "cgroup v1 memory limit");
+                        return brig_err(err, -r, "--memory: write %s/memory.limit_in_bytes", cg->v1_dir[CG_MEMORY]);
                 /* memory+swap equal to memory: no swap (absent without swap accounting) */
                 r = write_at(cg->v1_dir[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
                 if (r < 0 && r != -ENOENT)
-                        return brig_err(err, -r, "cgroup v1 swap limit");
+                        return brig_err(err, -r, "--memory: write %s/memory.memsw.limit_in_bytes", cg->v1_dir[CG_MEMORY]);
                 /* v1 keeps TCP buffers out of memory.limit_in_bytes, in a
                  * counter of their own that is unlimited by default (v2
                  * charges them to memory.max). Absent on kernels without
                  * kmem accounting. */
                 r = write_at(cg->v1_dir[CG_MEMORY], "memory.kmem.tcp.limit_in_bytes", v);
                 if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP)
-                        return brig_err(err, -r, "cgroup v1 TCP buffer limit");
+                        return brig_err(err, -r, "--memory: write %s/memory.kmem.tcp.limit_in_bytes", cg->v1_dir[CG_MEMORY]);
         }
         if (cg->on_v1[CG_PIDS] && l->pids) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
                 if ((r = write_at(cg->v1_dir[CG_PIDS], "pids.max", v)) < 0)
-                        return brig_err(err, -r, "cgroup v1 pids limit");
+                        return brig_err(err, -r, "--pids: write %s/pids.max", cg->v1_dir[CG_PIDS]);
         }
         if (cg->on_v1[CG_CPU] && l->cpus_millis) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)l->cpus_millis * 100);
                 if ((r = write_at(cg->v1_dir[CG_CPU], "cpu.cfs_period_us", "100000")) < 0 ||
                     (r = write_at(cg->v1_dir[CG_CPU], "cpu.cfs_quota_us", v)) < 0)
-                        return brig_err(err, -r, "cgroup v1 cpu limit");
+                        return brig_err(err, -r, "--cpus: write %s/cpu.cfs_quota_us", cg->v1_dir[CG_CPU]);
         }
         if (cg->on_v1[CG_IO] && l->io_weight) {
                 unsigned w = l->io_weight < 10 ? 10 : l->io_weight > 1000 ? 1000 : l->io_weight;
@@ -494,6 +519,12 @@ static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error *
                 (void)write_at(cg->v1_dir[CG_IO], "blkio.weight", v);  /* only with CFQ/BFQ */
         }
         return 0;
+}
+
+/* A directory we could make a group in. */
+static bool writable(const char *dir)
+{
+        return dir && access(dir, W_OK) == 0;
 }
 
 int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err)
@@ -508,6 +539,10 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         find_hierarchies(&h);
         struct cgroup *cg = calloc(1, sizeof *cg);
         _cleanup_free_ char *name = group_name();
+        _cleanup_free_ char *v2_dir = NULL;
+        char *v1_dir[CG_COUNT] = { 0 };
+        struct strv planned = { 0 };
+        bool v2_wanted[CG_COUNT] = { 0 };
         int r = 0;
         if (!cg || !name) {
                 free(cg);
@@ -517,7 +552,9 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         cg->v2_fd = -1;
 
         /* Groups of a brig that died (SIGKILL) in any hierarchy we could
-         * have used, whatever this run needs. */
+         * have used, whatever this run needs; those its run record names
+         * wherever they are (reaper.c). */
+        reaper_sweep();
         for (int c = 0; c < CG_COUNT; c++) {
                 if (!h.v1_mount[c] || !h.v1_own[c])
                         continue;
@@ -527,67 +564,86 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                         remove_stale(parent);
         }
 
-        /* v2 for every controller it offers. */
-        bool v2_wanted[CG_COUNT] = { 0 };
+        /* First where the groups go: v2 for every controller it offers,
+         * v1 for the rest (hybrid hosts). */
         if (h.v2_mount && h.v2_own) {
                 _cleanup_free_ char *root_ctrls = read_at(h.v2_mount, "cgroup.controllers");
+                _cleanup_free_ char *own = brig_strdup_printf("%s%s", h.v2_mount, strcmp(h.v2_own, "/") ? h.v2_own : "");
                 bool any = false;
                 for (int c = 0; c < CG_COUNT; c++) {
                         v2_wanted[c] = want[c] && root_ctrls && has_word(root_ctrls, controller_names[c]);
                         any |= v2_wanted[c];
                 }
+                if (own)
+                        remove_stale(own);
                 /* cgroup.freeze is part of every v2 group, no controller needed. */
                 any |= l->want_freezer;
                 /* A v2 group only where it enforces something (on hybrid
                  * hosts the v2 tree often has none of our controllers). */
                 _cleanup_free_ char *parent = any ? v2_parent(&h, v2_wanted) : NULL;
                 if (parent) {
-                        remove_stale(parent);
-                        cg->v2_dir = brig_strdup_printf("%s/%s", parent, name);
-                        if (cg->v2_dir && mkdir(cg->v2_dir, 0755) == 0) {
-                                cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-                                for (int c = 0; c < CG_COUNT; c++)
-                                        cg->on_v2[c] = v2_wanted[c];
-                        } else {
-                                free(cg->v2_dir);
-                                cg->v2_dir = NULL;
-                        }
+                        if (!own || strcmp(parent, own) != 0)
+                                remove_stale(parent);
+                        v2_dir = brig_strdup_printf("%s/%s", parent, name);
+                        if (v2_dir && (r = strv_push(&planned, v2_dir)) < 0)
+                                goto fail;
                 }
         }
-        /* v1 for the rest (hybrid hosts). */
         for (int c = 0; c < CG_COUNT; c++) {
-                if (!want[c] || cg->on_v2[c] || !h.v1_mount[c] || !h.v1_own[c])
+                if (!want[c] || (v2_dir && v2_wanted[c]) || !h.v1_mount[c] || !h.v1_own[c])
                         continue;
-                char *parent = brig_strdup_printf("%s%s", h.v1_mount[c], strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
-                if (!parent)
+                _cleanup_free_ char *parent = brig_strdup_printf("%s%s", h.v1_mount[c],
+                                                                 strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
+                if (!writable(parent))
                         continue;
-                char *dir = brig_strdup_printf("%s/%s", parent, name);
-                free(parent);
+                v1_dir[c] = brig_strdup_printf("%s/%s", parent, name);
                 /* controllers may share one hierarchy (cpu,cpuacct) */
+                if (v1_dir[c] && !strv_contains(&planned, v1_dir[c]) && (r = strv_push(&planned, v1_dir[c])) < 0)
+                        goto fail;
+        }
+        /* The proof that they are ours, on disk before the first mkdir. */
+        if (planned.n && (r = run_record_write(name, &planned, &cg->record, err)) < 0)
+                goto fail;
+        test_pause("cgroup-recorded");
+        if (v2_dir && mkdir(v2_dir, 0755) == 0) {
+                cg->v2_dir = TAKE_PTR(v2_dir);
+                cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+                for (int c = 0; c < CG_COUNT; c++)
+                        cg->on_v2[c] = v2_wanted[c];
+        }
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!v1_dir[c])
+                        continue;
                 bool shared = false;
                 for (int o = 0; o < c; o++)
-                        if (cg->v1_dir[o] && dir && strcmp(cg->v1_dir[o], dir) == 0)
-                                shared = true;
-                if (dir && (shared || mkdir(dir, 0755) == 0)) {
-                        cg->v1_dir[c] = dir;
+                        shared |= cg->v1_dir[o] && strcmp(cg->v1_dir[o], v1_dir[c]) == 0;
+                if (shared || mkdir(v1_dir[c], 0755) == 0) {
+                        cg->v1_dir[c] = TAKE_PTR(v1_dir[c]);
                         cg->on_v1[c] = true;
-                } else {
-                        free(dir);
                 }
         }
-        hierarchies_free(&h);
+        test_pause("cgroup-made");
         for (int c = 0; c < CG_COUNT; c++)
                 if (want[c] && !cg->on_v2[c] && !cg->on_v1[c] && c != CG_IO)
                         *degraded = true;
         r = set_limits_v2(cg, l, err);
         if (r == 0)
                 r = set_limits_v1(cg, l, err);
-        if (r < 0) {
-                cgroup_destroy(cg);
-                return r;
-        }
+        if (r < 0)
+                goto fail;
+        hierarchies_free(&h);
+        strv_free(&planned);
         *ret = cg;
         return 0;
+fail:
+        if (r == -ENOMEM && err && !*err)
+                brig_err(err, ENOMEM, "cgroup");
+        for (int c = 0; c < CG_COUNT; c++)
+                free(v1_dir[c]);
+        hierarchies_free(&h);
+        strv_free(&planned);
+        cgroup_destroy(cg);
+        return r;
 }
 
 bool cgroup_enforces(const struct cgroup *cg, int controller)
@@ -673,16 +729,26 @@ void cgroup_destroy(struct cgroup *cg)
 {
         if (!cg)
                 return;
-        if (cg->v2_dir)
+        test_pause("cgroup-destroy");
+        bool gone = true;
+        if (cg->v2_dir) {
                 kill_and_remove(cg->v2_dir);
+                gone &= access(cg->v2_dir, F_OK) < 0;
+        }
         for (int c = 0; c < CG_COUNT; c++) {
                 bool shared = false;
                 for (int o = 0; o < c; o++)
                         if (cg->v1_dir[o] && cg->v1_dir[c] && strcmp(cg->v1_dir[o], cg->v1_dir[c]) == 0)
                                 shared = true;
-                if (cg->v1_dir[c] && !shared)
+                if (cg->v1_dir[c] && !shared) {
                         kill_and_remove(cg->v1_dir[c]);
+                        gone &= access(cg->v1_dir[c], F_OK) < 0;
+                }
         }
+        /* A group still busy keeps its record: the next brig finishes. */
+        if (gone)
+                run_record_remove(cg->record);
+        free(cg->record);
         for (int c = 0; c < CG_COUNT; c++)
                 free(cg->v1_dir[c]);
         closep(&cg->v2_fd);
@@ -717,10 +783,4 @@ int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err)
                 usleep((useconds_t)(i * 200));
         }
         return brig_err(err, ETIMEDOUT, "%s the cgroup %s", frozen ? "freeze" : "thaw", cg->v2_dir);
-}
-
-bool cgroup_remove_group(const char *dir)
-{
-        kill_and_remove(dir);
-        return access(dir, F_OK) < 0;
 }

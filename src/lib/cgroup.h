@@ -51,8 +51,9 @@ BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n)
 BRIG_INTERNAL int cgroup_paths(const struct cgroup *cg, struct strv *out);
 /* Freeze or thaw everything in the group (v2 cgroup.freeze); waits until done. */
 BRIG_INTERNAL int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err);
-/* Kill what a dead sandbox left in `dir` and remove it; true when gone. */
-BRIG_INTERNAL bool cgroup_remove_group(const char *dir);
+/* Kill what a dead sandbox left in `dir` and remove it, if `dir` is a
+ * cgroup directory named `name` and ours; true when it is gone. */
+BRIG_INTERNAL bool cgroup_remove_dead(const char *dir, const char *name);
 /* Kill whatever is left in the groups and remove them. */
 BRIG_INTERNAL void cgroup_destroy(struct cgroup *cg);
 

@@ -11,11 +11,16 @@
  * State: ROOT/pools/KEY/ (KEY: a hash of the policy as JSON and the
  * workspace) with the pool daemon's pid and start time in pool.json and
  * one empty file per member in ready/, claimed/ and done/. A run claims a
- * member by rename(ready/M, claimed/M): atomic, so two runs never share
- * one. The daemon removes done/ members and creates new ones. */
+ * member by rename(ready/M, claimed/M.PID-START-PIDNS): atomic, so two runs
+ * never share one, and the claimed name says which run holds it. The
+ * daemon removes done/ members and creates new ones. A pool whose daemon
+ * is gone (SIGKILL) is removed by the next brig (pool_sweep): its ready
+ * and done members, those claimed by a run that is gone too, the pool's
+ * directory. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "sandbox.h"
+#include "reaper.h"
 #include "state.h"
 
 #include <dirent.h>
@@ -150,6 +155,33 @@ static void remove_members(const struct pool *pl, const char *sub)
                 closedir(dir);
 }
 
+static json_t *pool_state(const struct pool *pl);
+
+/* pool.json names the process that answers for the pool: brig pool while
+ * it starts the daemon, then the daemon. Written whole (a rename). */
+static int pool_state_write(const struct pool *pl, unsigned size)
+{
+        json_t *st = json_pack("{s:I, s:I, s:I}", "supervisor_pid", (json_int_t)getpid(), "supervisor_start",
+                               (json_int_t)state_process_start(getpid()), "size", (json_int_t)size);
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s/.pool.json.tmp", pl->dir);
+        _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
+        int r = st && tmp && path && json_dump_file(st, tmp, 0) == 0 && rename(tmp, path) == 0 ? 0 : -EIO;
+        json_decref(st);
+        if (r < 0 && tmp)
+                unlink(tmp);
+        return r;
+}
+
+/* Still the daemon pool.json names? A sweep that found the pool dead
+ * (its starter killed just before we wrote) took it away: end. */
+static bool still_ours(const struct pool *pl)
+{
+        json_t *st = pool_state(pl);
+        bool ours = st && json_integer_value(json_object_get(st, "supervisor_pid")) == getpid();
+        json_decref(st);
+        return ours;
+}
+
 static bool stop_requested(int sfd, int timeout_ms)
 {
         struct pollfd pf = { .fd = sfd, .events = POLLIN };
@@ -171,7 +203,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
         int sfd = signalfd(-1, &set, SFD_CLOEXEC);
         unsigned long counter = 0;
         bool told = false;
-        while (sfd >= 0) {
+        while (sfd >= 0 && still_ours(pl)) {
                 remove_members(pl, "done");
                 /* Members whose supervisor died cannot serve: replace them. */
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
@@ -210,6 +242,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                                 }
                                 failed = true;
                         } else {
+                                test_pause("pool-member-made");
                                 _cleanup_free_ char *m = member_path(pl, "ready", name);
                                 if (!m || touch(m) < 0) {
                                         brig_error *rerr = NULL;
@@ -260,6 +293,7 @@ static bool pool_alive(const struct pool *pl)
 int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
 {
         struct pool pl;
+        pool_sweep();
         int r = pool_open(p, true, &pl, err);
         if (r == 0 && (p->n_pass_fds || p->audit_path || p->report_path || p->audit_fd || p->report_fd))
                 r = brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd) or --json-report(-fd) (give "
@@ -275,7 +309,9 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
                 pool_free(&pl);
                 return r;
         }
-        pid_t pid = fork();
+        /* Ours from the start: a sweep finds the pool dead only once no
+         * process of ours answers for it. */
+        pid_t pid = pool_state_write(&pl, size) == 0 ? fork() : -1;
         if (pid == 0) {
                 close(pipefd[0]);
                 if (setsid() < 0)
@@ -294,15 +330,12 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
                 if (pipefd[1] > 3)
                         syscall(SYS_close_range, 3, pipefd[1] - 1, 0);
                 syscall(SYS_close_range, pipefd[1] + 1, ~0U, 0);
-                json_t *st = json_pack("{s:I, s:I, s:I}", "supervisor_pid", (json_int_t)getpid(), "supervisor_start",
-                                       (json_int_t)state_process_start(getpid()), "size", (json_int_t)size);
-                _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl.dir);
-                if (!st || !path || json_dump_file(st, path, 0) < 0)
+                if (pool_state_write(&pl, size) < 0)
                         _exit(BRIG_EXIT_SETUP);
-                json_decref(st);
                 pool_daemon(&pl, p, size, pipefd[1]);
         }
-        close(pipefd[1]);
+        if (pipefd[1] >= 0)
+                close(pipefd[1]);
         if (pid > 0)
                 while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                         ;
@@ -314,6 +347,8 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
                 r = brig_err(err, errno, "fork the pool daemon");
         else if (n <= 0)
                 r = brig_err(err, EPROTO, "the pool daemon ended (see %s/log)", pl.dir);
+        if (r < 0 && pid != 0)
+                pool_sweep();  /* a daemon that ended leaves its pool to remove */
         else if (msg[0]) {
                 msg[n] = '\0';
                 r = state_fail(err, EIO, "pool: %s", msg);
@@ -375,6 +410,80 @@ static bool member_matches(const struct pool *pl, const brig_policy *p, const ch
         bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0;
         json_decref(st);
         return same;
+}
+
+/* claimed/NAME.PID-START-PIDNS: the member and the run that holds it. */
+static char *claimed_path(const struct pool *pl, const char *name)
+{
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        return owner_format(&o, id, sizeof id) == 0 ? brig_strdup_printf("%s/claimed/%s.%s", pl->dir, name, id) : NULL;
+}
+
+static void remove_member(const char *name)
+{
+        brig_error *err = NULL;
+        if (brig_sandbox_remove(name, &err) < 0 && err && err->errnum != ENOENT)
+                fprintf(stderr, "brig: removing the member '%s' of a dead pool: %s\n", name, err->msg);
+        brig_error_free(&err);
+}
+
+/* One pool whose daemon is gone: what no live run holds goes. */
+static void sweep_one(const struct pool *pl)
+{
+        remove_members(pl, "ready");
+        remove_members(pl, "done");
+        _cleanup_free_ char *cd = brig_strdup_printf("%s/claimed", pl->dir);
+        DIR *dir = cd ? opendir(cd) : NULL;
+        struct dirent *e;
+        bool held = false;
+        while (dir && (e = readdir(dir))) {
+                char *dot = strchr(e->d_name, '.');
+                struct owner o;
+                if (!dot || e->d_name[0] == '.')
+                        continue;
+                if (owner_parse(dot + 1, &o, NULL) && owner_alive(&o) != 0) {
+                        held = true;  /* its run removes it when done */
+                        continue;
+                }
+                _cleanup_free_ char *name = strndup(e->d_name, (size_t)(dot - e->d_name));
+                if (name && member_named(pl, name))
+                        remove_member(name);
+                unlinkat(dirfd(dir), e->d_name, 0);
+        }
+        if (dir)
+                closedir(dir);
+        if (!held)
+                state_remove_tree(pl->dir, NULL);
+}
+
+void pool_sweep(void)
+{
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        if (state_root(false, &root, &e) < 0) {
+                brig_error_free(&e);
+                return;
+        }
+        _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
+        DIR *d = pools ? opendir(pools) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || strlen(de->d_name) != 16)
+                        continue;
+                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+                json_t *st = pl.dir ? pool_state(&pl) : NULL;
+                /* no pool.json: brig pool was killed before it wrote one */
+                if (pl.key && pl.dir && (!st || !state_supervisor_alive(st)))
+                        sweep_one(&pl);
+                json_decref(st);
+                pool_free(&pl);
+        }
+        if (d)
+                closedir(d);
+        if (pools)
+                (void)rmdir(pools);  /* only when no pool is left */
 }
 
 /* Not served by the pool: a fresh sandbox, whose report says why. */
@@ -443,7 +552,7 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         if (!state_name_valid(e->d_name))
                                 continue;
                         _cleanup_free_ char *from = member_path(&pl, "ready", e->d_name);
-                        _cleanup_free_ char *to = member_path(&pl, "claimed", e->d_name);
+                        _cleanup_free_ char *to = claimed_path(&pl, e->d_name);
                         if (!from || !to || rename(from, to) < 0)
                                 continue;
                         _cleanup_free_ char *done = member_path(&pl, "done", e->d_name);
@@ -471,7 +580,7 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         }
         /* Used once: hand it to the daemon to remove, or remove it here
          * when the daemon is gone. */
-        _cleanup_free_ char *from = member_path(&pl, "claimed", name);
+        _cleanup_free_ char *from = claimed_path(&pl, name);
         _cleanup_free_ char *to = member_path(&pl, "done", name);
         bool handed = from && to && pool_alive(&pl) && rename(from, to) == 0;
         if (!handed) {

@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "cgroup.h"
 #include "control.h"
+#include "reaper.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -59,6 +60,7 @@ static _Noreturn void supervisor_main(const char *dir, const char *name, const b
         int r = control_new(dir, name, opts, ready_fd, &ctl, &err);
         if (r == 0)
                 r = control_save_initial(ctl, &err);
+        test_pause("supervisor-started");
         if (r == 0) {
                 char *argv[] = { "brig-sandbox", NULL };
                 brig_result res;
@@ -427,22 +429,21 @@ int brig_sandbox_stop(const char *name, brig_error **err)
         return r;
 }
 
-/* Groups a dead supervisor left behind: only those named after it, in a
- * cgroup hierarchy (a state file is ours, but check what we remove). */
+/* Groups a dead supervisor left behind: only those named after it
+ * (brig-PID-START-...), checked again where they are (cgroup_remove_dead). */
 static void remove_dead_cgroups(json_t *st)
 {
         json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));
         json_int_t start = json_integer_value(json_object_get(st, "supervisor_start"));
         char want[64];
-        snprintf(want, sizeof want, "/brig-%lld-%lld", (long long)pid, (long long)start);
+        snprintf(want, sizeof want, "brig-%lld-%lld-", (long long)pid, (long long)start);
         size_t i;
         json_t *v;
         json_array_foreach(json_object_get(st, "cgroups"), i, v) {
                 const char *path = json_string_value(v);
-                if (!path || strncmp(path, "/sys/fs/cgroup/", 15) != 0 || strstr(path, "/..") ||
-                    strlen(path) < strlen(want) || strcmp(path + strlen(path) - strlen(want), want) != 0)
-                        continue;
-                (void)cgroup_remove_group(path);
+                const char *base = path ? strrchr(path, '/') : NULL;
+                if (base && strncmp(base + 1, want, strlen(want)) == 0)
+                        (void)cgroup_remove_dead(path, base + 1);
         }
 }
 
@@ -481,6 +482,25 @@ int brig_sandbox_remove(const char *name, brig_error **err)
 
 /* ---- listing ------------------------------------------------------------ */
 
+/* Why a sandbox is dead, for brig ls: a supervisor that ends on its own
+ * records "stopped", so a dead one was killed (or crashed), or never
+ * got as far as writing its state. */
+static const char *dead_reason(json_t *st, const char *status, const brig_error *read_err)
+{
+        static _Thread_local char why[512];
+        json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));
+        if (!st && read_err && read_err->errnum == ENOENT)
+                snprintf(why, sizeof why, "no state file: brig create was killed before its supervisor started");
+        else if (!st)
+                snprintf(why, sizeof why, "its state file cannot be read (%s)", read_err && read_err->msg ? read_err->msg : "?");
+        else if (status && strcmp(status, "creating") == 0)
+                snprintf(why, sizeof why, "its supervisor (pid %lld) died while creating it", (long long)pid);
+        else
+                snprintf(why, sizeof why, "its supervisor (pid %lld) died without stopping it (killed or crashed)",
+                         (long long)pid);
+        return why;
+}
+
 char *brig_sandbox_list_json(brig_error **err)
 {
         _cleanup_free_ char *root = NULL;
@@ -489,6 +509,8 @@ char *brig_sandbox_list_json(brig_error **err)
                 brig_err(err, ENOMEM, "list");
                 return NULL;
         }
+        reaper_sweep();  /* what SIGKILLed brigs left, before we list */
+        pool_sweep();
         brig_error *e = NULL;
         DIR *d = state_root(false, &root, &e) == 0 ? opendir(root) : NULL;
         brig_error_free(&e);  /* no state directory: no sandboxes */
@@ -498,13 +520,14 @@ char *brig_sandbox_list_json(brig_error **err)
                         continue;
                 _cleanup_free_ char *dir = brig_strdup_printf("%s/%s", root, de->d_name);
                 json_t *st = dir ? state_read(dir, &e) : NULL;
-                brig_error_free(&e);
                 json_t *row = json_object();
                 json_object_set_new(row, "name", json_string(de->d_name));
                 const char *status = st ? json_string_value(json_object_get(st, "status")) : NULL;
                 bool alive = st && state_supervisor_alive(st);
-                if (!status || (strcmp(status, "stopped") != 0 && !alive))
+                if (!status || (strcmp(status, "stopped") != 0 && !alive)) {
+                        json_object_set_new(row, "reason", json_string_nocheck(dead_reason(st, status, e)));
                         status = "dead";
+                }
                 json_object_set_new(row, "status", json_string(status));
                 static const char *const copied[] = { "supervisor_pid", "created", "workspace", "workspace_mode",
                                                       "net", "memory", "memory_enforced_by", "memory_warning",
@@ -514,6 +537,7 @@ char *brig_sandbox_list_json(brig_error **err)
                         if (v)
                                 json_object_set(row, copied[i], v);
                 }
+                brig_error_free(&e);
                 json_array_append_new(out, row);
                 json_decref(st);
         }

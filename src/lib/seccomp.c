@@ -23,6 +23,7 @@
  * listener, handed to the supervisor right after it is loaded. */
 #define _GNU_SOURCE
 #include "seccomp_filter.h"
+#include "reaper.h"
 #include "state.h"
 
 #include <jansson.h>
@@ -1143,7 +1144,13 @@ static bool cache_load(const struct run_plan *plan, int dir, const char *name, c
 static void cache_store(int dir, const char *name, const char *key, size_t len, const struct sock_filter *prog,
                         size_t n)
 {
-        _cleanup_free_ char *tmp = brig_strdup_printf("%s.%d.tmp", name, getpid());
+        /* named after us for good (pid, start time, pid namespace): a brig
+         * SIGKILLed before the rename leaves it to the next (reaper.c) */
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        _cleanup_free_ char *tmp = owner_format(&o, id, sizeof id) == 0 ? brig_strdup_printf("%s.%s.tmp", name, id)
+                                                                         : NULL;
         if (dir < 0 || !tmp)
                 return;
         int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -5,6 +5,7 @@
 #include "audit.h"
 #include "cgroup.h"
 #include "landlock.h"
+#include "reaper.h"
 #include "seccomp_filter.h"
 #include "unixguard.h"
 #include "tools.h"
@@ -235,6 +236,7 @@ static int collect(const struct supervision *s, brig_result *res, brig_error **e
 
 int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
 {
+        pool_sweep();  /* what a SIGKILLed pool daemon left (spawn_run sweeps the rest) */
         return spawn_run(p, argv, NULL, result, err);
 }
 
@@ -422,9 +424,11 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         }
         closep(&sv[1]);
         terminal_handed_over(term);  /* the command's ends of the stdio pipes */
+        test_pause("cloned");
         r = release_child(&plan, cg, pid, sv[0], err);
         if (r < 0)
                 goto out;
+        test_pause("released");
 
         /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
         sup.pidfd = pidfd;
@@ -474,6 +478,7 @@ out:
         }
         if (mask_saved)
                 sigprocmask(SIG_SETMASK, &saved, NULL);
+        test_pause("ended");
         terminal_close(term);
         cgroup_destroy(cg);  /* kills anything left, removes the groups */
         if (guard) {

@@ -27,8 +27,9 @@ int state_fail(brig_error **err, int errnum, const char *fmt, ...)
 bool state_name_valid(const char *name)
 {
         size_t n = name ? strlen(name) : 0;
-        /* the warm pools' directory (pool.c) and the syscall filter cache (seccomp.c) */
-        if (n == 0 || n > 64 || strcmp(name, "pools") == 0 || strcmp(name, "cache") == 0)
+        /* the warm pools' directory (pool.c), the syscall filter cache
+         * (seccomp.c) and the run records (reaper.c) */
+        if (n == 0 || n > 64 || strcmp(name, "pools") == 0 || strcmp(name, "cache") == 0 || strcmp(name, "runs") == 0)
                 return false;
         for (size_t i = 0; i < n; i++) {
                 char c = name[i];

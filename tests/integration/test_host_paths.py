@@ -565,6 +565,9 @@ INVENTORY = {
     "pool-dir": ("pools/*", "dir", 0o700),
     "pool-state": ("pools/*/pool.json", "file", 0o644),
     "pool-members": ("pools/*/ready", "dir", 0o700),
+    # a run's cgroups, recorded before they are made (reaper.c)
+    "run-records": ("runs", "dir", 0o700),
+    "run-record": ("runs/*", "file", 0o600),
 }
 
 
@@ -579,6 +582,8 @@ def test_host_path_inventory(populated, entry):
     b, root, name, env = populated
     rel, kind, mode = INVENTORY[entry]
     paths = sorted(root.glob(rel.format(name=name))) if rel != "." else [root]
+    if not paths and entry.startswith("run-record") and b.mode == "rootless":
+        pytest.skip("ROOTLESS RUN RECORDS NOT CHECKED: this host gives nobody no cgroup, so nothing is recorded")
     assert paths, f"{entry}: nothing at {root}/{rel}"
     for p in paths:
         st = os.lstat(p)
