@@ -477,7 +477,9 @@ int brig_sandbox_remove(const char *name, brig_error **err)
         if (st)
                 remove_dead_cgroups(st);
         json_decref(st);
-        return state_remove_tree(dir, err);
+        r = state_remove_tree(dir, err);
+        reaper_sweep();  /* the dead supervisor's run record, with what it names */
+        return r;
 }
 
 /* ---- listing ------------------------------------------------------------ */
