@@ -24,7 +24,7 @@ snapshot() looks at every place a brig of any user may leave something:
              cache (cache/seccomp-*.bpf: kept on purpose) and the runs/
              directory itself (its records count), and entries with
              "brig" in their name in /tmp, /var/tmp and /dev/shm (the test
-             suite's own brig-test-*, brig-bin-*, brig-hooks-* excluded)
+             suites' own scratch directories, OWN_TEMP, excluded)
 
 Several users (and test sessions) share one host: items are host paths,
 pids and inodes, so new_since() of a snapshot taken first shows only what
@@ -37,8 +37,10 @@ import re
 CATEGORIES = ("mounts", "cgroups", "netns", "processes", "files")
 CGROUP_ROOT = "/sys/fs/cgroup"
 TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
-# the test suite's own scratch and binary directories, and the soak's
-OWN_TEMP = ("brig-test-", "brig-bin-", "brig-hooks-", "brig-soak-", "brigstage")
+# the test suites' own scratch and binary directories (integration, unit,
+# the soak), never brig's: brig makes no temporary file outside its root
+OWN_TEMP = ("brig-test-", "brig-bin-", "brig-hooks-", "brig-soak-", "brig-lan-", "brig-netns-", "brig-unix-",
+            "brig-unit-", "brig-hostfs-", "brigstage")
 GROUP_NAME = re.compile(r"^brig-(\d+)-(\d+)(?:-(\d+))?$")
 
 

@@ -311,7 +311,7 @@ def test_dead_sandbox_shows_why_and_rm_removes_everything(world, brig, when):
 def test_full_state_root_fails_clearly_and_leaves_nothing(brig, scratch):
     run = scratch / "full"
     run.mkdir(mode=0o700)
-    groups_before = _live_groups()
+    before = leftovers.snapshot()
     user = brig.prefix()
     b = " ".join(brig.cmd())
     script = f"""
@@ -339,7 +339,8 @@ def test_full_state_root_fails_clearly_and_leaves_nothing(brig, scratch):
     assert rc_create == 125 and "No space left on device" in r.stderr, r
     left = [x for x in lines if x.startswith("left: ") and not x.endswith(("/brig", "/brig/cache", "/brig/runs"))]
     assert left == [], left
-    assert _live_groups() - groups_before == set()
+    cgroups = leftovers.new_since(before, exe_dirs=[brig.bindir])["cgroups"]
+    assert cgroups == set(), cgroups
 
 
 @attack("cgroup-write-refused", "the cgroup controllers' files refuse writes (ENOSPC, EROFS, EACCES: a test hook) "
