@@ -318,7 +318,11 @@ const char *cgroup_memory_outlook(char *detail, size_t n)
                                                              strcmp(h.v1_own[CG_MEMORY], "/") ? h.v1_own[CG_MEMORY] : "");
                 if (dir && access(dir, W_OK) == 0) {
                         kind = "cgroup";
-                        snprintf(detail, n, "a v1 group below %s", dir);
+                        if (strncmp(dir, "/proc/self/fd/", 14) == 0)
+                                snprintf(detail, n, "a v1 group below %s, in a hierarchy not mounted here (ip netns "
+                                                    "exec?): brig mounts it detached", h.v1_own[CG_MEMORY]);
+                        else
+                                snprintf(detail, n, "a v1 group below %s", dir);
                 }
         }
         if (!kind && h.v2_mount && h.v2_own) {
@@ -332,7 +336,11 @@ const char *cgroup_memory_outlook(char *detail, size_t n)
                         if (access(path, W_OK) == 0 && avail && has_word(avail, "memory") &&
                             ((sub && has_word(sub, "memory")) || (procs && !*procs))) {
                                 kind = "cgroup";
-                                snprintf(detail, n, "a v2 group below %s", path);
+                                if (strncmp(path, "/proc/self/fd/", 14) == 0)
+                                        snprintf(detail, n, "a v2 group in a hierarchy not mounted here (ip netns "
+                                                            "exec?): brig mounts it detached");
+                                else
+                                        snprintf(detail, n, "a v2 group below %s", path);
                         }
                         if (strlen(path) <= strlen(h.v2_mount))
                                 break;

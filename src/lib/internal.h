@@ -306,9 +306,10 @@ BRIG_INTERNAL const char *restrict_container(char *detail, size_t n);
 /* The path to read for a host file: the host's, or under
  * $BRIG_TEST_PROBE_ROOT in a test build. */
 BRIG_INTERNAL const char *restrict_path(const char *path, char *buf, size_t n);
-/* Test builds: a faked probe errno / Landlock ABI (else 0 / real). */
+/* Test builds: a faked probe errno / Landlock ABI / seccomp (else 0 / real). */
 BRIG_INTERNAL int restrict_fake_userns_errno(void);
 BRIG_INTERNAL int restrict_fake_landlock_abi(int real);
+BRIG_INTERNAL bool restrict_fake_seccomp(bool real);
 
 /* ---- syscall wrappers (glibc 2.36 lacks some) --------------------------- */
 

@@ -80,29 +80,36 @@ static bool file_mentions(const char *path, const char *word)
         return found;
 }
 
-int restrict_fake_userns_errno(void)
+
+/* Test builds: a number the fake root holds in FILE, else `real`. */
+static int fake_number(const char *file, int real)
 {
 #ifdef BRIG_TEST_HOOKS
-        /* Test builds: the fake root says how unshare(CLONE_NEWUSER) would
-         * end (an errno number), so a container's refusal can be shown on
-         * a host that allows it. */
         char line[32];
-        first_line("/brig-userns-errno", line, sizeof line);
+        first_line(file, line, sizeof line);
         if (getenv("BRIG_TEST_PROBE_ROOT") && *line)
                 return atoi(line);
+#else
+        (void)file;
 #endif
-        return 0;
+        return real;
 }
 
 int restrict_fake_landlock_abi(int real)
 {
-#ifdef BRIG_TEST_HOOKS
-        char line[32];
-        first_line("/brig-landlock-abi", line, sizeof line);
-        if (getenv("BRIG_TEST_PROBE_ROOT") && *line)
-                return atoi(line);
-#endif
-        return real;
+        return fake_number("/brig-landlock-abi", real);
+}
+
+bool restrict_fake_seccomp(bool real)
+{
+        return fake_number("/brig-seccomp", real) != 0;
+}
+
+/* The fake root says how unshare(CLONE_NEWUSER) would end (an errno
+ * number), so a container's refusal can be shown on a host that allows it. */
+int restrict_fake_userns_errno(void)
+{
+        return fake_number("/brig-userns-errno", 0);
 }
 
 const char *restrict_container(char *detail, size_t n)

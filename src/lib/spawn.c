@@ -50,7 +50,7 @@ static int check_host(struct run_plan *plan, brig_error **err)
         if (!f->mount_api || !f->openat2 || !f->clone3)
                 return brig_err(err, EOPNOTSUPP,
                                 "this kernel lacks the new mount API, openat2 or clone3 (Linux 5.15+ needed; see brig doctor)");
-        if (!f->seccomp) {
+        if (!restrict_fake_seccomp(f->seccomp)) {
                 if (!(plan->policy->allow_degraded & DEGRADE_SECCOMP))
                         return brig_err(err, EOPNOTSUPP, "seccomp filtering is not available on this host "
                                                          "(run with --allow-degraded seccomp to accept that)");

@@ -123,6 +123,13 @@ def test_ip_netns_exec_finds_the_hidden_memory_cgroup(brig, netns):
             p.kill()
             p.wait()
     assert not own_groups(p.pid), "the group outlived the run"
+    doctor = json.loads(subprocess.run(in_netns(brig, netns, "doctor", "--json"), env=brig.env(),
+                                       capture_output=True, text=True, timeout=60).stdout)
+    mem = doctor["memory_limit"]
+    if brig.mode == "root":
+        assert mem["enforced_by"] == "cgroup" and "not mounted here" in mem["detail"], mem
+    else:
+        assert mem["enforced_by"] == "rlimit", mem
 
     rep = brig.reports / f"hosts-{uuid.uuid4().hex}.json"
     cp = subprocess.run(in_netns(brig, netns, "run", "--json-report", str(rep), "--memory", f"{BOUND_MB}M",
@@ -293,26 +300,48 @@ def test_container_is_named_in_doctor(mode, scratch, hooks_bindir):
     assert doc["userns_restriction"] is None, doc  # a container that allows them is no restriction
 
 
-def test_landlock_missing_under_allow_degraded_is_said_before_the_run(mode, scratch, hooks_bindir):
+DEGRADED = {
+    "landlock": ("/brig-landlock-abi", "brig: WARNING: Landlock: not available on this host (a kernel without it, "
+                 "or 'landlock' missing from the lsm= boot list): the sandbox's file access rests on its mounts alone "
+                 "(accepted by --allow-degraded landlock)"),
+    "seccomp": ("/brig-seccomp", "brig: WARNING: seccomp: not available on this host: the sandbox runs without a "
+                "syscall filter, and unix sockets outside it are not guarded (accepted by --allow-degraded seccomp)"),
+}
+
+
+@pytest.mark.parametrize("control", sorted(DEGRADED))
+def test_a_control_missing_under_allow_degraded_is_said_before_the_run(mode, scratch, hooks_bindir, control):
+    fake, said = DEGRADED[control]
     b = Brig(hooks_bindir, mode, scratch)
-    env = {"BRIG_TEST_PROBE_ROOT": str(fake_root(scratch, {"/brig-landlock-abi": "0\n"}))}
+    env = {"BRIG_TEST_PROBE_ROOT": str(fake_root(scratch, {fake: "0\n"}))}
     r = b.run("run", "--", "true", env=env)
-    assert r.returncode == 125 and "--allow-degraded landlock" in r.stderr, r
+    assert r.returncode == 125 and f"--allow-degraded {control}" in r.stderr, r
     rep = b.reports / f"hosts-{uuid.uuid4().hex}.json"
-    r = b.run("run", "--json-report", str(rep), "--allow-degraded", "landlock", "--", "true", env=env)
-    assert r.returncode == 0, r
-    assert ("brig: WARNING: Landlock: not available on this host (a kernel without it, or 'landlock' missing "
-            "from the lsm= boot list): the sandbox's file access rests on its mounts alone") in r.stderr, r
-    assert "landlock" in json.loads(rep.read_text())["degraded"]
+    p = subprocess.Popen(b.cmd("run", "--json-report", str(rep), "--allow-degraded", control, "--", "sh", "-c",
+                               "echo ready; read x"), cwd=b.workspace, env=b.env(env), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert "ready" in read_until(p.stdout, "ready"), "the command did not start"
+        early = read_until(p.stderr, said)  # while the command runs
+        p.stdin.write(b"\n")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert said in early, early
+    assert control in json.loads(rep.read_text())["degraded"]
 
 
 def test_release_build_ignores_the_probe_hook(brig, scratch):
     """The same fake files that stop the hooks build change nothing in a
     release build: it reads the host's own."""
     root = fake_root(scratch, {**RESTRICTIONS["max_user_namespaces"][0], **RESTRICTIONS["container"][0],
-                               "/brig-landlock-abi": "0\n"})
-    r = brig.run("run", "--", "echo", "ran", env={"BRIG_TEST_PROBE_ROOT": str(root)})
+                               "/brig-landlock-abi": "0\n", "/brig-seccomp": "0\n"})
+    r = brig.run("run", "--", "echo", "ran", env={"BRIG_TEST_PROBE_ROOT": str(root)}, report=True)
     assert r.returncode == 0 and "ran" in r.stdout, r
+    assert r.report["controls"]["seccomp"] == "default" and r.report["controls"]["landlock_abi"] > 0, r.report
     doc = json.loads(brig.run("doctor", "--json", env={"BRIG_TEST_PROBE_ROOT": str(root)}).stdout)
     assert doc["userns_restriction"] is None and doc["landlock_abi"] > 0, doc
 
