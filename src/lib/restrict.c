@@ -151,25 +151,35 @@ static int foreign_filters(void)
         return mode == 2 ? (filters ? filters : 1) : 0;
 }
 
+static bool met(struct userns_restriction *out, const char *id, const char *what, const char *fix)
+{
+        out->id = id;
+        snprintf(out->what, sizeof out->what, "%s", what);
+        snprintf(out->fix, sizeof out->fix, "%s", fix);
+        return true;
+}
+
+/* The switches that turn user namespaces off, by value. */
+static const struct {
+        const char *file, *id;
+        bool rootless_only;
+        const char *what, *fix;
+} switches[] = {
+        { "/proc/sys/user/max_user_namespaces", "max_user_namespaces", false,
+          "user.max_user_namespaces is 0: no process may make a user namespace",
+          "sysctl -w user.max_user_namespaces=15000 as root (persist it in /etc/sysctl.d/); docs/hosts.md" },
+        { "/proc/sys/kernel/unprivileged_userns_clone", "unprivileged_userns_clone", true,
+          "kernel.unprivileged_userns_clone is 0: user namespaces are for root only on this kernel",
+          "sysctl -w kernel.unprivileged_userns_clone=1 as root (persist it in /etc/sysctl.d/), or run brig as "
+          "root; docs/hosts.md" },
+};
+
 bool restrict_userns(int probe_errno, struct userns_restriction *out)
 {
         memset(out, 0, sizeof *out);
-        if (sysctl_value("/proc/sys/user/max_user_namespaces", 1) == 0) {
-                out->id = "max_user_namespaces";
-                snprintf(out->what, sizeof out->what, "user.max_user_namespaces is 0: no process may make a user "
-                                                      "namespace");
-                snprintf(out->fix, sizeof out->fix, "sysctl -w user.max_user_namespaces=15000 as root (persist it "
-                                                    "in /etc/sysctl.d/); docs/hosts.md");
-                return true;
-        }
-        if (geteuid() != 0 && sysctl_value("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0) {
-                out->id = "unprivileged_userns_clone";
-                snprintf(out->what, sizeof out->what, "kernel.unprivileged_userns_clone is 0: user namespaces are "
-                                                      "for root only on this kernel");
-                snprintf(out->fix, sizeof out->fix, "sysctl -w kernel.unprivileged_userns_clone=1 as root (persist "
-                                                    "it in /etc/sysctl.d/), or run brig as root; docs/hosts.md");
-                return true;
-        }
+        for (size_t i = 0; i < ARRAY_SIZE(switches); i++)
+                if ((!switches[i].rootless_only || geteuid() != 0) && sysctl_value(switches[i].file, 1) == 0)
+                        return met(out, switches[i].id, switches[i].what, switches[i].fix);
         if (geteuid() != 0 && sysctl_value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", 0) == 1) {
                 /* Only an unconfined process is restricted: a profile that
                  * grants `userns,` labels brig with its name. */
@@ -177,47 +187,38 @@ bool restrict_userns(int probe_errno, struct userns_restriction *out)
                 first_line("/proc/self/attr/apparmor/current", label, sizeof label);
                 if (!*label)
                         first_line("/proc/self/attr/current", label, sizeof label);
-                if (!*label || strncmp(label, "unconfined", 10) == 0) {
-                        out->id = "apparmor";
-                        snprintf(out->what, sizeof out->what,
-                                 "AppArmor restricts unprivileged user namespaces "
-                                 "(kernel.apparmor_restrict_unprivileged_userns is 1, Ubuntu 23.10+) and brig runs "
-                                 "without a profile that allows them");
-                        snprintf(out->fix, sizeof out->fix,
-                                 "install brig's AppArmor profile (contrib/apparmor/brig: meson setup "
-                                 "-Dapparmor=enabled, meson install, then apparmor_parser -r /etc/apparmor.d/brig), "
-                                 "or run brig as root; docs/hosts.md");
-                        return true;
-                }
+                if (!*label || strncmp(label, "unconfined", 10) == 0)
+                        return met(out, "apparmor",
+                                   "AppArmor restricts unprivileged user namespaces "
+                                   "(kernel.apparmor_restrict_unprivileged_userns is 1, Ubuntu 23.10+) and brig runs "
+                                   "without a profile that allows them",
+                                   "install brig's AppArmor profile (contrib/apparmor/brig: meson setup "
+                                   "-Dapparmor=enabled, meson install, then apparmor_parser -r "
+                                   "/etc/apparmor.d/brig), or run brig as root; docs/hosts.md");
         }
         if (probe_errno == 0)
                 return false;
         char detail[128];
         const char *container = restrict_container(detail, sizeof detail);
         int filters = foreign_filters();
+        char what[320];
         if (container || filters) {
-                out->id = "container";
+                char who[192];
                 if (container)
-                        snprintf(out->what, sizeof out->what,
-                                 "this %s container (%s%s) refuses user namespaces: unshare(CLONE_NEWUSER) or "
-                                 "clone3 fails with %s", container, detail,
-                                 filters ? ", under a seccomp filter brig did not install" : "",
-                                 strerrorname_np(probe_errno) ?: strerror(probe_errno));
+                        snprintf(who, sizeof who, "this %s container (%s%s)", container, detail,
+                                 filters ? ", under a seccomp filter brig did not install" : "");
                 else
-                        snprintf(out->what, sizeof out->what,
-                                 "a seccomp filter brig did not install (Seccomp: 2 in /proc/self/status: a "
-                                 "container's or a parent's) refuses user namespaces: unshare(CLONE_NEWUSER) or "
-                                 "clone3 fails with %s", strerrorname_np(probe_errno) ?: strerror(probe_errno));
-                snprintf(out->fix, sizeof out->fix,
-                         "start the container with --security-opt seccomp=contrib/docker/seccomp-brig.json "
-                         "--security-opt systempaths=unconfined (and --security-opt apparmor=unconfined on an "
-                         "AppArmor host), or run brig outside it; docs/hosts.md");
-                return true;
+                        snprintf(who, sizeof who, "a seccomp filter brig did not install (Seccomp: 2 in "
+                                                  "/proc/self/status: a container's or a parent's)");
+                snprintf(what, sizeof what, "%s refuses user namespaces: unshare(CLONE_NEWUSER) or clone3 fails "
+                                            "with %s", who, strerrorname_np(probe_errno) ?: strerror(probe_errno));
+                return met(out, "container", what,
+                           "start the container with --security-opt seccomp=contrib/docker/seccomp-brig.json "
+                           "--security-opt systempaths=unconfined (and --security-opt apparmor=unconfined on an "
+                           "AppArmor host), or run brig outside it; docs/hosts.md");
         }
-        out->id = "unknown";
-        snprintf(out->what, sizeof out->what, "unshare(CLONE_NEWUSER) is refused (%s) by no restriction brig knows",
-                 strerror(probe_errno));
-        snprintf(out->fix, sizeof out->fix, "look for a security module (SELinux, AppArmor, a seccomp filter of "
-                                            "a parent process) that refuses user namespaces; docs/hosts.md");
-        return true;
+        snprintf(what, sizeof what, "unshare(CLONE_NEWUSER) is refused (%s) by no restriction brig knows",
+                 strerrorname_np(probe_errno) ?: strerror(probe_errno));
+        return met(out, "unknown", what, "look for a security module (SELinux, AppArmor, a seccomp filter of a parent "
+                                         "process) that refuses user namespaces; docs/hosts.md");
 }

@@ -4,6 +4,7 @@ user namespaces (AppArmor, sysctls, a container's seccomp profile), and
 errors that say what to change (unknown policy keys, a command that is a
 link into a hidden directory). Root and rootless.
 """
+import contextlib
 import json
 import os
 import pathlib
@@ -76,6 +77,23 @@ def memory_limit_of(group):
     return None
 
 
+@contextlib.contextmanager
+def waiting(cmd, **kw):
+    """Popen CMD (a command that says "ready" and then reads a line) with
+    pipes; yields it once ready; then lets it go on and end with 0."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    try:
+        assert "ready" in read_until(p.stdout, "ready"), "the command did not start"
+        yield p
+        p.stdin.write(b"go\n")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def read_until(stream, want, seconds=20):
     """Lines of STREAM (a pipe) until one contains WANT; all of them."""
     got = b""
@@ -98,13 +116,8 @@ def test_ip_netns_exec_finds_the_hidden_memory_cgroup(brig, netns):
     through a detached mount: its group exists on the host during the run
     with the limit, and the memfd hog is OOM-killed within the bound.
     Rootless it cannot, and says so on stderr before the command runs."""
-    p = subprocess.Popen(in_netns(brig, netns, "run", "--memory", f"{BOUND_MB}M", "--", "sh", "-c",
-                                  "echo ready; read x; echo done"),
-                         cwd=brig.workspace, env=brig.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
-    try:
-        out = read_until(p.stdout, "ready")
-        assert "ready" in out, out
+    with waiting(in_netns(brig, netns, "run", "--memory", f"{BOUND_MB}M", "--", "sh", "-c", "echo ready; read x"),
+                 cwd=brig.workspace, env=brig.env()) as p:
         groups = own_groups(p.pid)
         # said at the start, while the command still runs, not only after
         early = read_until(p.stderr, "WARNING: memory:", seconds=2 if brig.mode == "root" else 20)
@@ -115,13 +128,6 @@ def test_ip_netns_exec_finds_the_hidden_memory_cgroup(brig, netns):
         else:
             assert not groups, groups
             assert "brig: WARNING: memory: --memory 64 MiB bounds each process's private memory only" in early, early
-        p.stdin.write(b"go\n")
-        p.stdin.close()
-        assert p.wait(timeout=30) == 0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     assert not own_groups(p.pid), "the group outlived the run"
     doctor = json.loads(subprocess.run(in_netns(brig, netns, "doctor", "--json"), env=brig.env(),
                                        capture_output=True, text=True, timeout=60).stdout)
@@ -317,19 +323,9 @@ def test_a_control_missing_under_allow_degraded_is_said_before_the_run(mode, scr
     r = b.run("run", "--", "true", env=env)
     assert r.returncode == 125 and f"--allow-degraded {control}" in r.stderr, r
     rep = b.reports / f"hosts-{uuid.uuid4().hex}.json"
-    p = subprocess.Popen(b.cmd("run", "--json-report", str(rep), "--allow-degraded", control, "--", "sh", "-c",
-                               "echo ready; read x"), cwd=b.workspace, env=b.env(env), stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert "ready" in read_until(p.stdout, "ready"), "the command did not start"
+    with waiting(b.cmd("run", "--json-report", str(rep), "--allow-degraded", control, "--", "sh", "-c",
+                       "echo ready; read x"), cwd=b.workspace, env=b.env(env)) as p:
         early = read_until(p.stderr, said)  # while the command runs
-        p.stdin.write(b"\n")
-        p.stdin.close()
-        assert p.wait(timeout=30) == 0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     assert said in early, early
     assert control in json.loads(rep.read_text())["degraded"]
 
