@@ -16,7 +16,9 @@
  *
  * Every file is read through restrict_path(), which a test build
  * (meson -Dtest_hooks=true) points at fake files under
- * $BRIG_TEST_PROBE_ROOT; a release build reads the host's only. */
+ * $BRIG_TEST_PROBE_ROOT, where brig-userns-errno, brig-landlock-abi and
+ * brig-seccomp also stand for what the kernel would answer; a release
+ * build reads the host's only. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -79,7 +81,6 @@ static bool file_mentions(const char *path, const char *word)
                 fclose(f);
         return found;
 }
-
 
 /* Test builds: a number the fake root holds in FILE, else `real`. */
 static int fake_number(const char *file, int real)
