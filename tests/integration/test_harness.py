@@ -6,9 +6,9 @@ brig restore saying it stops what runs.
 
 The internal-host tests build their own pair of network namespaces (root
 only): `lan` holds a TCP echo server on port 5432 listening on every
-address — its veth address 10.X.Y.2 (private) and 169.254.169.254 on its
-loopback — and the client namespace, where brig runs (nsenter --net), routes
-169.254.169.254 over the veth and has a second echo server on its own
+address — its veth address 10.X.77.2 (private), and 10.X.78.2 (a second
+private address) and 169.254.169.254 on its loopback — and the client
+namespace, where brig runs (nsenter --net), routes those two over the veth and has a second echo server on its own
 127.0.0.1:5432. Every connection either server accepts is logged with the
 address it was made to, so "refused" means the server really saw nothing,
 and the positive controls (--allow-cidr) show a classifier mistake would
@@ -96,6 +96,7 @@ class Lan:
         self.ns, self.client = f"brig-h-{tag}", f"brig-h-{tag}-c"
         x = secrets.randbelow(250) + 1
         self.client_addr, self.addr = f"10.{x}.77.1", f"10.{x}.77.2"
+        self.addr2 = f"10.{x}.78.2"
         self.log = tmp / "accepted.log"
         self.log.touch()
         self.procs = []
@@ -111,8 +112,9 @@ class Lan:
             sh(*cmd, "link", "set", "lo", "up")
             sh(*cmd, "addr", "add", f"{addr}/30", "dev", dev)
             sh(*cmd, "link", "set", dev, "up")
-        sh(*ns, "addr", "add", "169.254.169.254/32", "dev", "lo")
-        sh(*cl, "route", "add", "169.254.169.254/32", "via", self.addr)
+        for a in ("169.254.169.254", self.addr2):
+            sh(*ns, "addr", "add", f"{a}/32", "dev", "lo")
+            sh(*cl, "route", "add", f"{a}/32", "via", self.addr)
         script = self.tmp / "echo.py"
         script.write_text(ECHO_SERVER)
         for where, host in ((self.ns, "0.0.0.0"), (self.client, "127.0.0.1")):
@@ -208,9 +210,8 @@ def test_private_host_allowed_with_the_flag_refused_without_naming_it(brig, lan)
     assert "db.internal GOT" not in out, (out, err)
     assert lan.seen(m) == [], "the private server was reached without --allow-private-host"
     deny = [e for e in ev if e.get("decision") == "deny"]
-    assert deny, ev
-    assert f"--allow-private-host db.internal:{PORT}" in deny[0]["reason"], deny
-    assert f"address {lan.addr} is private" in deny[0]["reason"], deny
+    assert deny and deny[0]["reason"] == f"address {lan.addr} is private", ev
+    assert f"allow with --allow-private-host db.internal:{PORT}" in err, err   # the end-of-run summary
 
     m = lan.mark()
     rc, out, err, ev = client_run(brig, lan, resolve + ["--allow-private-host", f"db.internal:{PORT}"],
@@ -262,35 +263,48 @@ def test_private_host_never_reaches_metadata_or_loopback(brig, lan):
 
 
 @attack("private-host-rebinding",
-        "the host's /etc/hosts rebinding an allowed private name to metadata, then loopback, mid-run", "network")
+        "the host's /etc/hosts rebinding an allowed private name, mid-run, to another private address, to the "
+        "metadata address, then to loopback", "network")
 def test_etc_hosts_names_are_judged_and_rebinding_is_contained(brig, lan):
     """Names from the host's /etc/hosts (a file of the test's own mount
     namespace) go through the same judgement: an --allow-host name there on
     a private address is refused, the --allow-private-host one reaches it.
-    Then the hosts file rebinds that name, mid-run, to the metadata address
-    and to loopback: both refused, the servers saw only the first
-    connection. The sandbox only ever saw brig's own address for the name."""
+    Then the hosts file rebinds that name, mid-run, to a second private
+    address, to the metadata address and to loopback: all refused, the
+    servers saw only the first connection. Positive control: a run whose
+    first lookup gives the second address reaches it. The sandbox only ever
+    saw brig's own address for the name."""
     hosts = lan.tmp / f"hosts-{secrets.token_hex(3)}"
     hosts.write_text(f"127.0.0.1 localhost\n{lan.addr} db.internal other.internal\n")
     hosts.chmod(0o644)
     rules = ["--allow-private-host", f"db.internal:{PORT}", "--allow-host", f"other.internal:{PORT}"]
-    steps = iter(["169.254.169.254", "127.0.0.1"])
+    steps = iter([lan.addr2, "169.254.169.254", "127.0.0.1"])
 
     def rebind(_):
         hosts.write_text(f"127.0.0.1 localhost\n{next(steps)} db.internal\n")
 
     m = lan.mark()
-    rc, out, err, ev = client_run(brig, lan, rules, "other.internal", "db.internal", "wait:meta", "db.internal",
-                                  "wait:lo", "db.internal", hosts_file=hosts, between=rebind)
+    rc, out, err, ev = client_run(brig, lan, rules, "other.internal", "db.internal", "wait:lan2", "db.internal",
+                                  "wait:meta", "db.internal", "wait:lo", "db.internal", hosts_file=hosts,
+                                  between=rebind)
     lines = out.splitlines()
-    assert lines[0].startswith("other.internal FAILED") or "GOT" not in lines[0], (out, err)
+    assert "GOT" not in lines[0], (out, err)
     assert lines[1] == "db.internal GOT PING", (out, err)
-    assert len(lines) == 4 and all("GOT PING" not in line for line in lines[2:]), (out, err)
+    assert len(lines) == 5 and all("GOT PING" not in line for line in lines[2:]), (out, err)
     assert lan.seen(m) == [lan.addr], lan.seen(m)
     reasons = [e["reason"] for e in ev if e.get("decision") == "deny"]
-    assert any("--allow-private-host other.internal" in r for r in reasons), reasons
+    assert f"address {lan.addr} is private" in reasons, reasons        # other.internal: --allow-host only
+    assert f"allow with --allow-private-host other.internal:{PORT}" in err, err
+    assert any(f"db.internal now resolves to {lan.addr2}, but to {lan.addr} at its first lookup" in r
+               for r in reasons), reasons
     assert any("169.254.169.254 is metadata" in r for r in reasons), reasons
     assert any("127.0.0.1 is loopback" in r for r in reasons), reasons
+
+    hosts.write_text(f"{lan.addr2} db.internal\n")
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, rules, "db.internal", hosts_file=hosts)
+    assert out.strip() == "db.internal GOT PING", (out, err)
+    assert lan.seen(m) == [lan.addr2]
 
 
 # ------------------------------------------------- report and audit on pipes

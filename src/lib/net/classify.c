@@ -218,6 +218,17 @@ enum addr_class egress_classify(const struct net_addr *a)
         return ADDR_PUBLIC;
 }
 
+/* The classes --allow-private-host opens, for its names only: the LAN's
+ * own ranges (RFC 1918, IPv6 unique-local and site-local) and carrier-grade
+ * NAT space (where Tailscale and similar networks number their hosts).
+ * Never loopback (the host's own services), link-local (169.254/16 and
+ * fe80::/10 hold the cloud metadata and credential endpoints), metadata
+ * or anything reserved: no flag opens those to a name. */
+bool egress_class_private(enum addr_class c)
+{
+        return c == ADDR_PRIVATE || c == ADDR_ULA || c == ADDR_CGNAT;
+}
+
 const char *addr_class_name(enum addr_class c)
 {
         static const char *const names[] = {

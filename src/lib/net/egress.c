@@ -170,6 +170,15 @@ struct dest {
         char *reason;         /* of the first decision */
 };
 
+/* A name --allow-private-host let reach private addresses, and which:
+ * those of its first lookup in this run (see pin_private). */
+struct private_pin {
+        char *host;
+        struct net_addr addrs[MAX_CANDIDATES];
+        size_t n;
+};
+#define PINS_MAX 256
+
 struct egress {
         const struct egress_policy *policy;
         egress_log_fn log;
@@ -193,6 +202,8 @@ struct egress {
         size_t n_up;
         void *up_dns;
         struct refusals *refusals;  /* the run's, for the summary; or NULL */
+        struct private_pin *pins;
+        size_t n_pins;
         bool offline;         /* network off: only the DNS stub (egress_new_offline) */
         /* filtered mode */
         bool filtered;        /* a redirect listener was added */
@@ -291,6 +302,11 @@ static void refusal_fix(const struct conn *c, const struct net_addr *addr, char 
         }
         if (!addr || !c->port)
                 return;
+        /* an allowed name on a private address: the one rule for that name */
+        if (c->host[0] && !c->private_ok && egress_class_private(egress_classify(addr))) {
+                snprintf(fix, size, "--allow-private-host %s:%u", c->host, c->port);
+                return;
+        }
         char text[INET6_ADDRSTRLEN];
         net_addr_format(addr, text, sizeof text);
         if (addr->family == AF_INET6)
@@ -851,6 +867,66 @@ static void connect_done(struct conn *c)
         start_relay(c);
 }
 
+/* DNS rebinding inside a private network: a private host's name may lead
+ * only to the private addresses it had at its first lookup in this run.
+ * Its DNS answering another private address later is refused, however
+ * private — a name the sandbox can make resolve anywhere on the LAN would
+ * be an --allow-cidr for all of it. (Loopback, link-local and metadata
+ * never pass at all.) Public answers are not pinned. Returns false, with
+ * `why` and `*refused`, when none of the private candidates is left;
+ * drops the unpinned ones from c->cands. */
+static bool pin_private(struct conn *c, const bool *priv, char *why, size_t size, struct net_addr *refused)
+{
+        struct egress *e = c->e;
+        struct private_pin *pin = NULL;
+        for (size_t i = 0; i < e->n_pins && !pin; i++)
+                if (strcmp(e->pins[i].host, c->host) == 0)
+                        pin = &e->pins[i];
+        if (!pin) {
+                struct private_pin *grown = e->n_pins < PINS_MAX ? realloc(e->pins, (e->n_pins + 1) * sizeof *grown)
+                                                                 : NULL;
+                char *host = grown ? strdup(c->host) : NULL;
+                if (grown)
+                        e->pins = grown;
+                if (!host) {
+                        snprintf(why, size, "brig keeps the addresses of at most %d private host names per run "
+                                 "(DNS rebinding)", PINS_MAX);
+                        for (size_t i = 0; i < c->n_cands; i++)
+                                if (priv[i])
+                                        *refused = c->cands[i];
+                        return false;
+                }
+                pin = &e->pins[e->n_pins++];
+                *pin = (struct private_pin){ .host = host };
+                for (size_t i = 0; i < c->n_cands; i++)
+                        if (priv[i])
+                                pin->addrs[pin->n++] = c->cands[i];
+                return true;
+        }
+        size_t kept = 0;
+        bool dropped = false;
+        for (size_t i = 0; i < c->n_cands; i++) {
+                bool ok = !priv[i];
+                for (size_t j = 0; !ok && j < pin->n; j++)
+                        ok = memcmp(&pin->addrs[j], &c->cands[i], sizeof c->cands[i]) == 0;
+                if (ok) {
+                        c->cands[kept++] = c->cands[i];
+                } else if (!dropped) {
+                        dropped = true;
+                        *refused = c->cands[i];
+                }
+        }
+        c->n_cands = kept;
+        if (kept)
+                return true;
+        char now[INET6_ADDRSTRLEN], first[INET6_ADDRSTRLEN];
+        net_addr_format(refused, now, sizeof now);
+        net_addr_format(&pin->addrs[0], first, sizeof first);
+        snprintf(why, size, "%s now resolves to %s, but to %s at its first lookup in this run (DNS rebinding: a private "
+                 "host keeps its first addresses; --resolve %s:ADDR names one for good)", c->host, now, first, c->host);
+        return false;
+}
+
 /* Every answer is judged; only the ones that pass are tried. */
 static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n, bool named)
 {
@@ -874,12 +950,14 @@ static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n,
                 n = 1;
         }
         const struct net_addr *refused = NULL;
+        bool priv[MAX_CANDIDATES], any_priv = false;
         c->n_cands = 0;
         for (size_t i = 0; i < n; i++) {
                 egress_judge_addr(c->e->policy, &addrs[i], c->port, named ? c->host : NULL, named && c->private_ok, &v);
                 if (v.allow && c->n_cands < MAX_CANDIDATES) {
                         if (!c->n_cands)
                                 first_ok = v;
+                        any_priv |= priv[c->n_cands] = v.private_ok;
                         c->cands[c->n_cands++] = addrs[i];
                 } else if (!v.allow && !refused) {
                         refused = &addrs[i];
@@ -890,6 +968,14 @@ static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n,
                 refuse(c, refused ? first_refusal.reason : "no address", refused);
                 return;
         }
+        struct net_addr rebound;
+        char why[EGRESS_HOST_MAX * 2 + 256];
+        if (any_priv && !pin_private(c, priv, why, sizeof why, &rebound)) {
+                refuse(c, why, &rebound);
+                return;
+        }
+        if (any_priv)  /* the first candidate may have gone: the reason is its own */
+                egress_judge_addr(c->e->policy, &c->cands[0], c->port, c->host, c->private_ok, &first_ok);
         /* for a name: the host rule, and the CIDR rule when one let the address in */
         char reason[sizeof c->why + sizeof first_ok.reason + 2];
         if (named && strcmp(first_ok.reason, "public address") != 0)
@@ -2015,6 +2101,9 @@ void egress_free(struct egress *e)
         }
         dns_free(e->dns);
         names_free(&e->stub.names);
+        for (size_t i = 0; i < e->n_pins; i++)
+                free(e->pins[i].host);
+        free(e->pins);
         while (e->listeners) {
                 struct listener *l = e->listeners;
                 e->listeners = l->next;

@@ -60,6 +60,8 @@ enum addr_class {
  * compatible) is judged by the embedded IPv4 address. */
 BRIG_INTERNAL enum addr_class egress_classify(const struct net_addr *a);
 BRIG_INTERNAL const char *addr_class_name(enum addr_class c);
+/* Private, unique-local or CGNAT: what --allow-private-host opens to its names. */
+BRIG_INTERNAL bool egress_class_private(enum addr_class c);
 
 /* ---- policy (policy.c) --------------------------------------------------- */
 
@@ -71,7 +73,8 @@ BRIG_INTERNAL bool egress_pattern_match(const char *pattern, const char *host);
 
 struct egress_verdict {
         bool allow;
-        bool private_ok;      /* allowed by --allow-private-host: its addresses may be private */
+        bool private_ok;      /* host: allowed by --allow-private-host (its addresses may be private);
+                               * address: a private one, let in by that rule */
         char reason[EGRESS_HOST_MAX + 160];  /* the rule or class; for the log and the 403 */
 };
 
@@ -89,7 +92,7 @@ BRIG_INTERNAL void egress_judge_name(const struct egress_policy *ep, const char 
  * the name a host rule already allowed this address for (NULL: a literal
  * address), `private_ok` that rule's verdict.private_ok: then private,
  * unique-local and CGNAT addresses pass too (never loopback, link-local
- * or metadata). */
+ * or metadata), with v->private_ok set. */
 BRIG_INTERNAL void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port,
                                      const char *host, bool private_ok, struct egress_verdict *v);
 /* The upstream proxy (--upstream-proxy), or NULL: connect directly. */

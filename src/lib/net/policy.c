@@ -563,17 +563,6 @@ static const struct cidr_rule *cidr_find(const struct egress_policy *ep, const s
         return NULL;
 }
 
-/* The classes --allow-private-host opens, for its names only: the LAN's
- * own ranges (RFC 1918, IPv6 unique-local and site-local) and carrier-grade
- * NAT space (where Tailscale and similar networks number their hosts).
- * Never loopback (the host's own services), link-local (169.254/16 and
- * fe80::/10 hold the cloud metadata and credential endpoints), metadata
- * or anything reserved: no flag opens those to a name. */
-static bool private_class(enum addr_class cls)
-{
-        return cls == ADDR_PRIVATE || cls == ADDR_ULA || cls == ADDR_CGNAT;
-}
-
 void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port, const char *host,
                        bool private_ok, struct egress_verdict *v)
 {
@@ -589,18 +578,11 @@ void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a,
                 return;
         }
         enum addr_class cls = egress_classify(a);
-        if (host && private_ok && private_class(cls)) {
+        if (host && private_ok && egress_class_private(cls)) {
                 v->allow = true;
+                v->private_ok = true;  /* let in by the private host rule: pinned (egress.c) */
                 snprintf(v->reason, sizeof v->reason, "address %s is %s, allowed for %s by --allow-private-host", text,
                          addr_class_name(cls), host);
-                return;
-        }
-        if (host && private_class(cls)) {
-                /* the name was allowed, its address is not: the flag that
-                 * would allow exactly this, and nothing wider */
-                v->allow = false;
-                snprintf(v->reason, sizeof v->reason, "address %s is %s (allow it for this host with "
-                         "--allow-private-host %s:%u)", text, addr_class_name(cls), host, port);
                 return;
         }
         if (cls != ADDR_PUBLIC) {
