@@ -241,9 +241,15 @@ def net():
     for tool in ("ip", "openssl", "git", "curl", "nsenter"):
         if not shutil.which(tool):
             pytest.skip(f"NETNS TESTS NEED {tool}")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="brig-netns-", dir="/tmp"))
+    yield from namespaces_up(Netns, "brig-netns-")
+
+
+def namespaces_up(cls, prefix):
+    """cls(a scratch directory).up(), yielded; then down() and the
+    directory removed, whatever happened (for module fixtures)."""
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     tmp.chmod(0o755)
-    n = Netns(tmp)
+    n = cls(tmp)
     try:
         n.up()
         yield n

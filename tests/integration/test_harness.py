@@ -15,16 +15,15 @@ and the positive controls (--allow-cidr) show a classifier mistake would
 have landed there. Nothing is sent anywhere but these namespaces."""
 import json
 import os
-import pathlib
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
 
 from conftest import IS_ROOT
+from test_egress_netns import namespaces_up
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
 
 PORT = 5432
@@ -157,15 +156,7 @@ def lan():
     for tool in ("ip", "nsenter", "unshare"):
         if not shutil.which(tool):
             pytest.skip(f"INTERNAL HOST TESTS NEED {tool.upper()}")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="brig-lan-", dir="/tmp"))
-    tmp.chmod(0o755)
-    n = Lan(tmp)
-    try:
-        n.up()
-        yield n
-    finally:
-        n.down()
-        shutil.rmtree(tmp, ignore_errors=True)
+    yield from namespaces_up(Lan, "brig-lan-")
 
 
 def in_client(brig, lan, *args, hosts_file=None, **kw):
