@@ -225,6 +225,20 @@ def test_private_host_flag_is_not_a_port_or_a_wildcard_for_others(brig, lan):
     assert lan.seen(m) == []
 
 
+def test_policy_file_key_allow_private_hosts(brig):
+    """network.allow_private_hosts is the flag's key: shown, checked, and a
+    bad pattern refused with its place in the file."""
+    good = brig.base / "private.json"
+    good.write_text(json.dumps({"network": {"allow_private_hosts": ["db.internal:5432", "*.corp.example"]}}))
+    r = brig.run("policy", "show", "--policy", good)
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout)["network"]["allow_private_hosts"] == ["db.internal:5432", "*.corp.example"], r
+    bad = brig.base / "private-bad.json"
+    bad.write_text(json.dumps({"network": {"allow_private_hosts": ["db.internal:99999"]}}))
+    r = brig.run("policy", "check", bad)
+    assert r.returncode == 125 and "private-bad.json:1:38:" in r.stderr and "bad port" in r.stderr, r
+
+
 @attack("private-host-to-metadata", "an --allow-private-host name resolving to the metadata address or loopback",
         "network")
 def test_private_host_never_reaches_metadata_or_loopback(brig, lan):
