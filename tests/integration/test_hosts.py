@@ -80,11 +80,13 @@ def memory_limit_of(group):
 @contextlib.contextmanager
 def waiting(cmd, **kw):
     """Popen CMD (a command that says "ready" and then reads a line) with
-    pipes; yields it once ready; then lets it go on and end with 0."""
+    pipes; yields it and its output until then once ready; then lets it go
+    on and end with 0."""
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
     try:
-        assert "ready" in read_until(p.stdout, "ready"), "the command did not start"
-        yield p
+        out = read_until(p.stdout, "ready")
+        assert "ready" in out, f"the command did not start: {out}"
+        yield p, out
         p.stdin.write(b"go\n")
         p.stdin.close()
         assert p.wait(timeout=30) == 0
@@ -116,8 +118,12 @@ def test_ip_netns_exec_finds_the_hidden_memory_cgroup(brig, netns):
     through a detached mount: its group exists on the host during the run
     with the limit, and the memfd hog is OOM-killed within the bound.
     Rootless it cannot, and says so on stderr before the command runs."""
-    with waiting(in_netns(brig, netns, "run", "--memory", f"{BOUND_MB}M", "--", "sh", "-c", "echo ready; read x"),
-                 cwd=brig.workspace, env=brig.env()) as p:
+    with waiting(in_netns(brig, netns, "run", "--memory", f"{BOUND_MB}M", "--", "sh", "-c",
+                          "ls -l /proc/self/fd/ /proc/1/fd/ 2>&1; echo ready; read x"),
+                 cwd=brig.workspace, env=brig.env()) as (p, out):
+        # brig's detached mount of the hierarchy (a link to "/") stays brig's
+        links = [ln.split(" -> ")[1] for ln in out.splitlines() if " -> " in ln]
+        assert links and not [t for t in links if t == "/" or "cgroup" in t], out
         groups = own_groups(p.pid)
         # said at the start, while the command still runs, not only after
         early = read_until(p.stderr, "WARNING: memory:", seconds=2 if brig.mode == "root" else 20)
@@ -324,7 +330,7 @@ def test_a_control_missing_under_allow_degraded_is_said_before_the_run(mode, scr
     assert r.returncode == 125 and f"--allow-degraded {control}" in r.stderr, r
     rep = b.reports / f"hosts-{uuid.uuid4().hex}.json"
     with waiting(b.cmd("run", "--json-report", str(rep), "--allow-degraded", control, "--", "sh", "-c",
-                       "echo ready; read x"), cwd=b.workspace, env=b.env(env)) as p:
+                       "echo ready; read x"), cwd=b.workspace, env=b.env(env)) as (p, _):
         early = read_until(p.stderr, said)  # while the command runs
     assert said in early, early
     assert control in json.loads(rep.read_text())["degraded"]
