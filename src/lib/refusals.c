@@ -89,7 +89,7 @@ static const char *kind_name(enum refusal_kind k)
 {
         static const char *const names[] = { [REFUSAL_CONNECTION] = "connection", [REFUSAL_DNS] = "dns",
                                              [REFUSAL_SYSCALL] = "syscall", [REFUSAL_UNIX] = "unix",
-                                             [REFUSAL_LIMIT] = "limit" };
+                                             [REFUSAL_LIMIT] = "limit", [REFUSAL_AGENT] = "ssh-agent" };
         return names[k];
 }
 
@@ -103,6 +103,7 @@ static int line(const struct refusal *f, char *buf, size_t size)
                 [REFUSAL_SYSCALL] = { "system call", "system calls" },
                 [REFUSAL_UNIX] = { "connection to a unix socket outside the sandbox",
                                    "connections to unix sockets outside the sandbox" },
+                [REFUSAL_AGENT] = { "ssh-agent request", "ssh-agent requests" },
         };
         if (f->kind == REFUSAL_LIMIT)  /* the count is in its words: "3 forks refused: ..." */
                 return snprintf(buf, size, "%s%s%s%s\n", f->why, f->allow_with ? " (raise with " : "",

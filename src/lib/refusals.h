@@ -14,6 +14,7 @@ enum refusal_kind {
         REFUSAL_SYSCALL,     /* the seccomp filter refused a call */
         REFUSAL_UNIX,        /* the unix socket guard refused a socket outside the sandbox */
         REFUSAL_LIMIT,       /* a resource limit was reached */
+        REFUSAL_AGENT,       /* brig's ssh-agent relay answered a request itself (tools.h) */
 };
 
 struct refusals;

@@ -488,6 +488,8 @@ out:
         }
         if (audit)
                 audit_end(audit, result);
+        if (agent)
+                sshagent_refusals(agent, refusals);
         refusals_text(refusals, REFUSAL_LINES, result->refusals, sizeof result->refusals);
         closep(&sv[0]);
         closep(&sv[1]);

@@ -18,6 +18,7 @@
  * slow agent (a confirmation prompt, ssh-add -c) holds up nothing else. */
 #define _GNU_SOURCE
 #include "tools.h"
+#include "refusals.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -97,8 +98,7 @@ struct sshagent {
         bool stopping;
         pthread_mutex_t lock;
         struct conn *conns;
-        uint64_t refused;
-        int first_refused;
+        uint64_t refused[256];   /* by message type */
 };
 
 struct sshagent *sshagent_new(const char *upstream)
@@ -112,7 +112,6 @@ struct sshagent *sshagent_new(const char *upstream)
                 return NULL;
         }
         a->listen_fd = -1;
-        a->first_refused = -1;
         pthread_mutex_init(&a->lock, NULL);
         return a;
 }
@@ -182,8 +181,7 @@ static void *relay(void *arg)
                                 break;
                 } else {
                         pthread_mutex_lock(&c->agent->lock);
-                        if (c->agent->refused++ == 0)
-                                c->agent->first_refused = type;
+                        c->agent->refused[type]++;
                         pthread_mutex_unlock(&c->agent->lock);
                         if (!send_all(c->client, failure, sizeof failure))
                                 break;
@@ -289,13 +287,48 @@ int sshagent_serve(struct sshagent *a, int listen_fd)
         return 0;
 }
 
-uint64_t sshagent_refused(struct sshagent *a, int *first_type)
+/* What each refused request asked for, in the protocol's words. */
+static const char *request_name(int type)
+{
+        switch (type) {
+        case SSH_AGENTC_REQUEST_IDENTITIES: return "a malformed request to list keys";
+        case SSH_AGENTC_SIGN_REQUEST: return "a malformed or unknown-flag sign request";
+        case 1: return "list SSH-1 keys";
+        case 3: return "an SSH-1 challenge";
+        case 7: return "add an SSH-1 key";
+        case 8: return "remove an SSH-1 key";
+        case 9: return "remove all SSH-1 keys";
+        case 24: return "add an SSH-1 key with constraints";
+        case 17: return "add a key";
+        case 18: return "remove a key";
+        case 19: return "remove all keys";
+        case 20: return "add a smartcard key";
+        case 21: return "remove a smartcard key";
+        case 22: return "lock the agent";
+        case 23: return "unlock the agent";
+        case 25: return "add a key with constraints";
+        case 26: return "add a smartcard key with constraints";
+        case 27: return "an extension";
+        default: return NULL;
+        }
+}
+
+void sshagent_refusals(struct sshagent *a, struct refusals *r)
 {
         pthread_mutex_lock(&a->lock);
-        uint64_t n = a->refused;
-        *first_type = a->first_refused;
+        for (int t = 0; t < 256; t++) {
+                if (!a->refused[t])
+                        continue;
+                char what[64];
+                const char *name = request_name(t);
+                if (name)
+                        snprintf(what, sizeof what, "%s", name);
+                else
+                        snprintf(what, sizeof what, "request type %d", t);
+                refusals_add(r, REFUSAL_AGENT, what, "brig's --ssh-agent relay passes on only listing keys and signing",
+                             NULL, a->refused[t]);
+        }
         pthread_mutex_unlock(&a->lock);
-        return n;
 }
 
 void sshagent_free(struct sshagent *a)

@@ -104,8 +104,9 @@ struct sshagent;
 BRIG_INTERNAL struct sshagent *sshagent_new(const char *upstream);
 /* Serve the sandbox's listening socket (taken) on a thread of its own. */
 BRIG_INTERNAL int sshagent_serve(struct sshagent *a, int listen_fd);
-/* How many requests were refused, and the type of the first. */
-BRIG_INTERNAL uint64_t sshagent_refused(struct sshagent *a, int *first_type);
+struct refusals;
+/* Every request the relay answered itself, one refusal per kind (refusals.h). */
+BRIG_INTERNAL void sshagent_refusals(struct sshagent *a, struct refusals *r);
 BRIG_INTERNAL void sshagent_free(struct sshagent *a);
 
 #endif

@@ -351,15 +351,21 @@ def test_agent_relay_refuses_everything_but_list_and_sign(brig, agent):
     for k in (key, other):
         brig.chown(k)
     assert agent.ssh_add(key).returncode == 0
-    os.chmod(other, 0o644)  # readable inside through the bind below; the agent holds only `key`
-    script = ('ssh-add /o/otherkey; echo add=$?; ssh-add -D; echo del=$?; ssh-add -d /o/agentkey.pub; echo rm=$?; '
+    script = ('ssh-add ~/.ssh/other; echo add=$?; ssh-add -D; echo del=$?; ssh-add -d ~/agentkey.pub; echo rm=$?; '
               'python3 -c "$RAW"')
-    r = brig.run("run", "--ssh-agent", "--ro-bind", f"{brig.base}:/o", "--env", f"RAW={RAW_AGENT}", "--", "sh", "-c",
-                 script, env=agent.env)
+    # the sandbox's own key (a copy it can read), and the agent's public one
+    r = brig.run("run", "--ssh-agent", "--copy-in", f"{other}:~/.ssh/other", "--copy-in", f"{key}.pub:~/agentkey.pub",
+                 "--env", f"RAW={RAW_AGENT}", "--", "sh", "-c", script, env=agent.env)
     assert r.returncode == 0, r
     out = r.stdout.splitlines()
     assert out[:3] == ["add=1", "del=1", "rm=1"], r
     assert out[3:8] == ["lock 5", "extension 5", "sign-extra-bytes 5", "oversized closed", "list 12"], r
+    # what the agent in the loop reads: each kind of request brig answered itself
+    assert "Could not add identity" in r.stderr and "agent refused operation" in r.stderr, r
+    for what in ("add a key", "remove all keys", "remove a key", "lock the agent", "an extension",
+                 "a malformed or unknown-flag sign request"):
+        assert f"ssh-agent request: {what} (brig's --ssh-agent relay passes on only listing keys and signing)" \
+            in r.stderr, (what, r)
     # the host's agent: still exactly the one key, and not locked
     listed = agent.ssh_add("-l")
     assert listed.returncode == 0, listed
