@@ -441,3 +441,148 @@ def test_tools_in_a_policy_file(brig):
     bad.write_text('{"tools": {"copy_in": [{"source": "relative", "destination": "~/t"}]}}')
     r = brig.run("policy", "check", str(bad))
     assert r.returncode == 125 and "bad.json:1:" in r.stderr and "absolute path or ~/PATH" in r.stderr, r
+
+
+# ---- the recipes of docs/recipes.md that run offline ------------------------------
+
+class Served:
+    """A directory served over HTTP (or HTTPS with a cert) on the host's
+    loopback by a thread of the test; `seen` lists the paths requested."""
+
+    def __init__(self, root, cert=None):
+        import http.server
+        import ssl
+        import threading
+        self.seen = []
+        seen = self.seen
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, directory=str(root), **kw)
+
+            def log_message(self, fmt, *args):
+                seen.append(self.path)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if cert:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*cert)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def rules(self, name):
+        return ["--allow-host", f"{name}:{self.port}", "--resolve", f"{name}:127.0.0.1",
+                "--allow-cidr", f"127.0.0.1/32:{self.port}"]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wheel(index, name="brig_demo", version="1.0", body="GREETING = 'hello from a local index'\n"):
+    """A pure-Python wheel, made by hand, in a PEP 503 directory index."""
+    import base64
+    import hashlib
+    import zipfile
+    files = {f"{name}/__init__.py": body.encode(),
+             f"{name}-{version}.dist-info/METADATA":
+                 f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode(),
+             f"{name}-{version}.dist-info/WHEEL":
+                 b"Wheel-Version: 1.0\nGenerator: brig-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+
+    def digest(b):
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b"=").decode()
+    record = "".join(f"{p},{digest(b)},{len(b)}\n" for p, b in files.items())
+    record += f"{name}-{version}.dist-info/RECORD,,\n"
+    project = index / "simple" / name.replace("_", "-")
+    project.mkdir(parents=True)
+    whl = f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(project / whl, "w") as z:
+        for p, b in files.items():
+            z.writestr(p, b)
+        z.writestr(f"{name}-{version}.dist-info/RECORD", record)
+    (project / "index.html").write_text(f'<a href="{whl}">{whl}</a>\n')
+    (index / "simple" / "index.html").write_text(f'<a href="{name.replace("_", "-")}/">x</a>\n')
+
+
+def test_recipe_pip_from_a_local_index(brig):
+    index = brig.base / "index"
+    wheel(index)
+    srv = Served(index)
+    try:
+        r = brig.sh("python3 -m pip install -q --no-cache-dir --target ./vendor --trusted-host pypi.internal "
+                    f"--index-url http://pypi.internal:{srv.port}/simple/ brig-demo && "
+                    "PYTHONPATH=vendor python3 -c 'import brig_demo; print(brig_demo.GREETING)'",
+                    *srv.rules("pypi.internal"), timeout=120)
+    finally:
+        srv.close()
+    assert r.returncode == 0, r
+    assert r.stdout.strip() == "hello from a local index", r
+    assert any(p.endswith(".whl") for p in srv.seen), srv.seen      # the host's server really served it
+    assert (brig.workspace / "vendor" / "brig_demo" / "__init__.py").exists()
+
+
+def test_recipe_git_over_https_through_the_proxy(brig):
+    tmp = brig.base / "https"
+    tmp.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp / "key.pem"),
+                    "-out", str(tmp / "ca.pem"), "-days", "2", "-subj", "/CN=git.internal",
+                    "-addext", "subjectAltName=DNS:git.internal"], check=True, capture_output=True)
+    served = tmp / "srv"
+    served.mkdir()
+    repo = served / "repo.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+    seed = tmp / "seed"
+    subprocess.run(["git", "clone", "-q", str(repo), str(seed)], check=True, capture_output=True)
+    (seed / "README").write_text("cloned over https\n")
+    g = ["git", "-C", str(seed), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(g + ["add", "README"], check=True)
+    subprocess.run(g + ["commit", "-q", "-m", "one"], check=True)
+    subprocess.run(g + ["push", "-q", "origin", "HEAD"], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(repo), "update-server-info"], check=True)  # the dumb HTTP protocol
+    srv = Served(served, cert=(str(tmp / "ca.pem"), str(tmp / "key.pem")))
+    try:
+        r = brig.run("run", *srv.rules("git.internal"), "--copy-in", f"{tmp}/ca.pem:~/git-ca.pem",
+                     "--env", f"GIT_SSL_CAINFO={brig.home}/git-ca.pem", "--", "git", "clone", "-q",
+                     f"https://git.internal:{srv.port}/repo.git", "clone", timeout=120)
+        # and a host the rules do not name stays out, through the same proxy
+        denied = brig.run("run", *srv.rules("git.internal"), "--resolve", "other.internal:127.0.0.1",
+                          "--", "git", "clone", "-q", f"https://other.internal:{srv.port}/repo.git", "x", timeout=60)
+    finally:
+        srv.close()
+    assert r.returncode == 0, r
+    assert (brig.workspace / "clone" / "README").read_text() == "cloned over https\n"
+    assert denied.returncode != 0 and not (brig.workspace / "x").exists(), denied
+    assert "refused" in denied.stderr and "other.internal" in denied.stderr, denied
+
+
+def test_recipe_toolchain_in_home(brig):
+    """A toolchain installed in $HOME (pyenv, nvm, rustup): granted
+    read-only, its bin directory first on PATH."""
+    tool = brig.home / ".mytool" / "versions" / "1.2" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "mytool").write_text("#!/bin/sh\necho mytool 1.2 \"$@\"\n")
+    (tool / "mytool").chmod(0o755)
+    for d in [tool / "mytool", tool, tool.parent, tool.parent.parent, tool.parent.parent.parent]:
+        brig.chown(d)
+    r = brig.run("run", "--ro-bind", f"{brig.home}/.mytool", "--env", f"PATH={tool}:/usr/bin:/bin", "--",
+                 "sh", "-c", "mytool works; touch ~/.mytool/x 2>/dev/null || echo read-only; touch ~/ok && echo home-rw")
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines() == ["mytool 1.2 works", "read-only", "home-rw"], r
+
+
+def test_recipe_long_lived_dev_sandbox(brig, sandboxes):
+    host_file(brig, ".gitconfig", "[user]\n\tname = Dev\n\temail = dev@example.org\n")
+    (brig.workspace / "app.txt").write_text("v1\n")
+    brig.chown(brig.workspace / "app.txt")
+    name, _ = sandboxes.create("--workspace-mode", "overlay", "--git-identity")
+    r = sandboxes.sh(name, "echo v2 > app.txt && git init -q . && git add app.txt && git commit -qm change && "
+                           "git log --format=%an")
+    assert r.returncode == 0 and r.stdout == "Dev\n", r
+    assert (brig.workspace / "app.txt").read_text() == "v1\n"  # not yet committed to the host
+    diff = sandboxes.brig_cmd("diff", name, "--exclude", ".git")
+    assert diff.returncode == 0 and "app.txt" in diff.stdout, diff
+    assert sandboxes.brig_cmd("commit", name, "--exclude", ".git").returncode == 0
+    assert (brig.workspace / "app.txt").read_text() == "v2\n"
