@@ -8,7 +8,7 @@ PYTEST     ?= /usr/bin/python3 -m pytest
 FUZZ_SECONDS ?= 300
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build build-asan build-hooks demo check escape unit integration bench fuzz soak clean install
+.PHONY: all deps build build-asan build-hooks browser-deps demo check escape unit integration bench fuzz soak clean install
 
 all: build
 
@@ -43,6 +43,12 @@ build-hooks: deps $(HOOKS_BUILD)/build.ninja
 demo: build
 	./demo/run-demo $(BUILD)/brig
 
+# playwright-core for tests/integration/test_browser.py, exactly as
+# tests/browser/package-lock.json pins it; it drives Debian's chromium and
+# never downloads a browser of its own.
+browser-deps: deps
+	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund
+
 # The red-team catalogue (tests/escape/, docs/security.md): every attack
 # really attempted inside brig with the default profile, as root and
 # rootless; fails unless each is contained, and prints the per-attack
@@ -56,7 +62,7 @@ escape: build
 # tests/integration includes test_escape.py: `make escape` runs in CI too.
 # Then a representative sandbox under leak checkers (tests/leaks/run) and
 # every fuzz target for a short, bounded time.
-check: build build-asan build-hooks
+check: build build-asan build-hooks browser-deps
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
 	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs tests/integration

@@ -1,7 +1,8 @@
-/* fuzz_socks.c — libFuzzer target for the SOCKS5 parser
- * (src/lib/net/socks5.c): the greeting, then the request, from one
+/* fuzz_socks.c — libFuzzer target for the SOCKS parsers
+ * (src/lib/net/socks5.c): the SOCKS5 greeting, then the request, from one
  * stream of bytes as a client would send them, fed in two arbitrary
- * pieces to exercise the "need more bytes" paths.
+ * pieces to exercise the "need more bytes" paths; and the same bytes as
+ * one SOCKS4/4a request, whole and cut short.
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -33,10 +34,31 @@ static int step(const uint8_t *buf, size_t len, bool greeted)
         return r;
 }
 
+/* SOCKS4: a verdict on a prefix agrees with the whole (more bytes never
+ * change what a complete request said), and a name stays a C string. */
+static void socks4(const uint8_t *buf, size_t len, size_t split)
+{
+        struct socks5_request whole, part;
+        int r = socks4_parse_request(buf, len, &whole);
+        if (r > 0 && ((size_t)r > len || (whole.is_name && strlen(whole.host) > 255)))
+                abort();
+        if (r < -1)
+                abort();
+        if (split > len)
+                return;
+        int p = socks4_parse_request(buf, split, &part);
+        if (p > 0 && (p != r || part.port != whole.port || part.is_name != whole.is_name ||
+                      strcmp(part.host, whole.host) != 0))
+                abort();
+        if (p < 0 && r >= 0)
+                abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (size < 1)
                 return 0;
+        socks4(data + 1, size - 1, data[0] % size);
         size_t split = data[0] % (size);  /* the first byte: where the first read ends */
         uint8_t *buf = malloc(size);
         if (!buf)

@@ -729,6 +729,41 @@ static void test_socks(void **state)
         assert_int_equal(reply[1], 2);
 }
 
+static void test_socks4(void **state)
+{
+        (void)state;
+        struct socks5_request r;
+        const uint8_t v4[] = { 4, 1, 0x1f, 0x90, 127, 0, 0, 1, 'u', 0 };
+        assert_int_equal(socks4_parse_request(v4, sizeof v4, &r), (int)sizeof v4);
+        assert_false(r.is_name);
+        assert_int_equal(r.cmd, 1);
+        assert_int_equal(r.port, 8080);
+        assert_int_equal(egress_classify(&r.addr), ADDR_LOOPBACK);
+        assert_int_equal(socks4_parse_request(v4, sizeof v4 - 1, &r), 0);     /* the user id's NUL still to come */
+        const uint8_t name[] = { 4, 1, 0, 80, 0, 0, 0, 9, 0, 'w', 'e', 'b', '.', 't', 'e', 's', 't', 0 };
+        assert_int_equal(socks4_parse_request(name, sizeof name, &r), (int)sizeof name);
+        assert_true(r.is_name);
+        assert_string_equal(r.host, "web.test");
+        assert_int_equal(socks4_parse_request(name, 9, &r), 0);                /* 4a: the name still to come */
+        const uint8_t empty[] = { 4, 1, 0, 80, 0, 0, 0, 1, 0, 0 };
+        assert_int_equal(socks4_parse_request(empty, sizeof empty, &r), -1);
+        const uint8_t bind[] = { 4, 2, 0, 80, 10, 0, 0, 1, 0 };
+        assert_int_equal(socks4_parse_request(bind, sizeof bind, &r), (int)sizeof bind);
+        assert_int_equal(r.cmd, 2);
+        assert_int_equal(socks4_parse_request((const uint8_t *)"\x05\x01\x00", 3, &r), -1);
+        uint8_t id[8 + 300];
+        memcpy(id, v4, 8);
+        memset(id + 8, 'a', sizeof id - 8);                                    /* a user id without end */
+        assert_int_equal(socks4_parse_request(id, sizeof id, &r), -1);
+        assert_int_equal(socks4_parse_request(id, 8 + 255, &r), 0);
+        uint8_t reply[8];
+        socks4_reply(reply, true);
+        assert_int_equal(reply[0], 0);
+        assert_int_equal(reply[1], 0x5a);
+        socks4_reply(reply, false);
+        assert_int_equal(reply[1], 0x5b);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -754,6 +789,7 @@ int main(void)
                 cmocka_unit_test(test_http_response_head),
                 cmocka_unit_test(test_http_chunks),
                 cmocka_unit_test(test_socks),
+                cmocka_unit_test(test_socks4),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,7 +121,10 @@ struct conn {
         struct egress *e;
         struct conn *prev, *next;
         struct watch cw, uw;  /* client, upstream */
-        enum egress_listener_kind kind;
+        enum egress_listener_kind kind;  /* what it speaks: on a proxy port, known from its first byte */
+        enum egress_listener_kind port_kind;  /* the listener it reached */
+        bool detected;        /* proxy port: the first byte said which protocol */
+        bool socks4;          /* EGRESS_SOCKS: SOCKS4 or 4a, not SOCKS5 */
         enum conn_state state;
         const char *protocol;
         char method[16];
@@ -325,6 +328,11 @@ static void note_refusal(struct conn *c, const char *reason, const struct net_ad
         refusals_add(c->e->refusals, REFUSAL_CONNECTION, target, reason ? reason : "refused", fix[0] ? fix : NULL, 1);
 }
 
+static int proxy_port_number(enum egress_listener_kind kind)
+{
+        return kind == EGRESS_SOCKS ? BRIG_SOCKS_PROXY_PORT : BRIG_HTTP_PROXY_PORT;
+}
+
 static json_t *event_base(struct conn *c, const char *decision, const char *reason, const struct net_addr *addr)
 {
         char text[INET6_ADDRSTRLEN];
@@ -338,6 +346,10 @@ static json_t *event_base(struct conn *c, const char *decision, const char *reas
                 json_object_set_new(o, "reason", json_string(reason));
         if (c->method[0])
                 json_object_set_new(o, "method", json_string(c->method));
+        /* either proxy port serves every proxy protocol: which one the
+         * client reached tells which setting it took */
+        if (c->port_kind == EGRESS_HTTP || c->port_kind == EGRESS_SOCKS)
+                json_object_set_new(o, "proxy_port", json_integer(proxy_port_number(c->port_kind)));
         return o;
 }
 
@@ -518,6 +530,11 @@ static void http_refuse(struct conn *c, int status, const char *target, const ch
 static void socks_refuse(struct conn *c, uint8_t code)
 {
         uint8_t r[10];
+        if (c->socks4) {
+                socks4_reply(r, false);  /* SOCKS4 has one code for every failure */
+                conn_refuse_with(c, (const char *)r, 8);
+                return;
+        }
         socks5_reply(r, code);
         conn_refuse_with(c, (const char *)r, sizeof r);
 }
@@ -607,8 +624,11 @@ static void start_relay(struct conn *c)
                 /* fall through to the close below */
         } else if (c->kind == EGRESS_SOCKS) {
                 uint8_t ok[10];
-                socks5_reply(ok, SOCKS_OK);
-                r = flow_prepend(&c->down, ok, sizeof ok);
+                if (c->socks4)
+                        socks4_reply(ok, true);
+                else
+                        socks5_reply(ok, SOCKS_OK);
+                r = flow_prepend(&c->down, ok, c->socks4 ? 8 : sizeof ok);
         } else if (!c->forward && c->kind != EGRESS_TRANSPARENT) {
                 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
                 r = flow_prepend(&c->down, established, sizeof established - 1);
@@ -1069,17 +1089,54 @@ static void on_http_request(struct conn *c)
         judge_target(c, c->req.host, c->req.port);
 }
 
+/* A SOCKS CONNECT request, parsed: judged like every other target. */
+static void socks_connect(struct conn *c, const struct socks5_request *req)
+{
+        c->port = req->port;
+        set_interest(c->e, &c->cw, 0);
+        if (req->is_name)
+                judge_target(c, req->host, req->port);
+        else
+                on_addresses(c, &req->addr, 1, false);
+}
+
+static void on_socks4_bytes(struct conn *c)
+{
+        struct socks5_request req;
+        int r = socks4_parse_request((const uint8_t *)c->in, c->in_len, &req);
+        if (r == 0)
+                return;
+        if (r < 0) {
+                log_decision(c, false, "malformed SOCKS4 request (a user id or name over 255 bytes, or no name)", NULL);
+                socks_refuse(c, SOCKS_GENERAL_FAILURE);
+                return;
+        }
+        c->in_used = (size_t)r;
+        c->port = req.port;
+        if (req.cmd != 1) {
+                log_decision(c, false, req.cmd == 2 ? "SOCKS4 BIND not supported" : "SOCKS4 command not supported",
+                             req.is_name ? NULL : &req.addr);
+                socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
+                return;
+        }
+        socks_connect(c, &req);
+}
+
 static void on_socks_bytes(struct conn *c)
 {
         const uint8_t *b = (const uint8_t *)c->in + c->in_used;
         size_t len = c->in_len - c->in_used;
+        if (c->socks4) {
+                on_socks4_bytes(c);
+                return;
+        }
         if (!c->greeted) {
                 bool no_auth;
                 int r = socks5_parse_greeting(b, len, &no_auth);
                 if (r == 0)
                         return;
-                if (r < 0) {
-                        conn_close(c);  /* not SOCKS5: nothing sensible to answer */
+                if (r < 0) {  /* cannot happen: the first byte said SOCKS5 */
+                        conn_close(c);
                         return;
                 }
                 if (!no_auth) {
@@ -1119,13 +1176,64 @@ static void on_socks_bytes(struct conn *c)
                 socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
                 return;
         }
-        set_interest(c->e, &c->cw, 0);
-        if (req.is_name) {
-                judge_target(c, req.host, req.port);
-        } else {
-                c->port = req.port;
-                on_addresses(c, &req.addr, 1, false);
+        socks_connect(c, &req);
+}
+
+/* What a proxy port expects, for the reason a client that spoke
+ * something else reads. */
+#define PROXY_PROTOCOLS "an HTTP proxy request, SOCKS5 or SOCKS4"
+
+static const char *proxy_port_name(enum egress_listener_kind kind)
+{
+        return kind == EGRESS_SOCKS ? "SOCKS port" : "HTTP proxy port";
+}
+
+/* The first byte is no proxy protocol's: refused at once, logged with
+ * what the client seems to have spoken, and answered in words it may
+ * show (a TLS alert for TLS, which could show nothing else). */
+static void unknown_protocol(struct conn *c)
+{
+        uint8_t b = (uint8_t)c->in[0];
+        bool tls = b == 0x16;
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "the client spoke %s (first byte 0x%02x) to brig's %s %d, which expects " PROXY_PROTOCOLS "%s",
+                 tls ? "TLS" : "no proxy protocol", b, proxy_port_name(c->port_kind), proxy_port_number(c->port_kind),
+                 tls ? " (a proxy URL with https://? brig's proxy is http://127.0.0.1:3128)" : "");
+        c->protocol = tls ? "tls" : "unknown";
+        log_decision(c, false, reason, NULL);
+        if (tls) {
+                /* a fatal handshake_failure alert (RFC 8446 6.2) */
+                static const char alert[] = { 0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28 };
+                conn_refuse_with(c, alert, sizeof alert);
+                return;
         }
+        http_refuse(c, 400, NULL, reason);
+}
+
+/* Which protocol a client of a proxy port speaks, from its first byte.
+ * Either port serves an HTTP proxy request, SOCKS5 and SOCKS4 under the
+ * same judgement: clients pick their proxy from variables each reads
+ * differently (Chromium takes ALL_PROXY's socks5h:// for an HTTP proxy
+ * and speaks HTTP to the SOCKS port), and a client cut off unread fails
+ * without anyone knowing why. False when it was refused. */
+static bool detect_protocol(struct conn *c)
+{
+        uint8_t b = (uint8_t)c->in[0];
+        c->detected = true;
+        if (b == 5 || b == 4) {
+                c->kind = EGRESS_SOCKS;
+                c->socks4 = b == 4;
+                c->protocol = c->socks4 ? "socks4" : "socks5";
+                return true;
+        }
+        if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z')) {
+                c->kind = EGRESS_HTTP;  /* a method: the parser judges the rest */
+                c->protocol = "http";
+                return true;
+        }
+        unknown_protocol(c);
+        return false;
 }
 
 static void read_request(struct conn *c)
@@ -1133,10 +1241,12 @@ static void read_request(struct conn *c)
         size_t max = c->kind == EGRESS_HTTP ? HTTP_HEAD_MAX : SOCKS_IN_MAX;
         if (c->in_len == c->in_cap) {
                 if (c->in_cap >= max) {
-                        if (c->kind == EGRESS_HTTP)
+                        if (c->kind == EGRESS_HTTP) {
                                 on_http_request(c);  /* reports 431 */
-                        else
-                                conn_close(c);
+                        } else {
+                                log_decision(c, false, "SOCKS request too long", NULL);
+                                socks_refuse(c, SOCKS_GENERAL_FAILURE);
+                        }
                         return;
                 }
                 size_t cap = c->in_cap ? c->in_cap * 4 : 1024;
@@ -1159,6 +1269,8 @@ static void read_request(struct conn *c)
                 c->started_ms = now_ms();  /* the next request's handshake time starts */
         c->in_len += (size_t)n;
         c->last_ms = now_ms();
+        if (!c->detected && !detect_protocol(c))
+                return;
         /* a head is only complete at a line end: don't rescan for nothing
          * (a byte-at-a-time sender would make parsing quadratic) */
         if (c->kind == EGRESS_HTTP && !memchr(c->in + c->in_len - n, '\n', (size_t)n) && c->in_len < c->in_cap)
@@ -1800,7 +1912,7 @@ static void on_accept(struct egress *e, struct listener *l)
                         continue;
                 }
                 c->e = e;
-                c->kind = l->kind;
+                c->kind = c->port_kind = l->kind;
                 c->protocol = l->kind == EGRESS_HTTP ? "http" : "socks5";
                 c->cw = (struct watch){ .kind = W_CLIENT, .fd = fd };
                 c->uw = (struct watch){ .kind = W_UPSTREAM, .fd = -1 };
@@ -1842,10 +1954,18 @@ static void on_timer(struct egress *e)
                                 if (now - c->last_ms > IDLE_TIMEOUT_MS)
                                         conn_close(c);
                         } else if (now - c->started_ms > HANDSHAKE_TIMEOUT_MS) {
-                                if (c->kind == EGRESS_HTTP && c->in_len)
-                                        http_refuse(c, 408, NULL, "request not received in time");
-                                else
+                                /* a client that began and stalled hears why;
+                                 * an unused one (browsers open spare
+                                 * connections) is closed unlogged */
+                                if (!c->in_len) {
                                         conn_close(c);
+                                } else if (c->kind == EGRESS_HTTP) {
+                                        log_decision(c, false, "request not received whole in time", NULL);
+                                        http_refuse(c, 408, NULL, "request not received in time");
+                                } else {
+                                        log_decision(c, false, "SOCKS request not received whole in time", NULL);
+                                        socks_refuse(c, SOCKS_GENERAL_FAILURE);
+                                }
                         }
                         break;
                 case C_SNIFF:

@@ -227,6 +227,13 @@ struct socks5_request {
 BRIG_INTERNAL int socks5_parse_request(const uint8_t *buf, size_t len, struct socks5_request *req);
 /* A 10-byte reply (IPv4 0.0.0.0:0 as the bound address). */
 BRIG_INTERNAL void socks5_reply(uint8_t out[10], uint8_t code);
+/* A SOCKS4 or 4a request (into the same struct: cmd 1 CONNECT, 2 BIND;
+ * is_name for 4a). Returns bytes consumed (>0), 0 for more, -1 when it is
+ * not SOCKS4 or is malformed (a user id or name over 255 bytes, an empty
+ * name). */
+BRIG_INTERNAL int socks4_parse_request(const uint8_t *buf, size_t len, struct socks5_request *req);
+/* The 8-byte reply: 0x5a granted, 0x5b refused or failed. */
+BRIG_INTERNAL void socks4_reply(uint8_t out[8], bool granted);
 
 /* ---- filtered mode: what a redirected connection is for (sniff.c) -------- */
 
