@@ -281,9 +281,13 @@ static int mask_path(int root_fd, const char *path, bool ignore_missing, brig_er
  * allowed. Without them every name goes to brig's DNS stub and is judged
  * like any other; the supervisor's resolver still reads the host's file
  * when it looks the allowed name up. A host whose /etc/hosts is missing
- * or a symlink keeps what it has (names there stay bare addresses). */
+ * or a symlink keeps what it has (names there stay bare addresses), and so
+ * does a run that binds its own file there. */
 static int hosts_file(int root_fd, const struct run_plan *plan, brig_error **err)
 {
+        for (size_t i = 0; i < plan->n_mounts; i++)
+                if (plan->mounts[i].from_user && strcmp(plan->mounts[i].dst, "/etc/hosts") == 0)
+                        return 0;  /* a file the user put there on purpose (--ro-bind FILE:/etc/hosts) */
         _cleanup_close_ int target = open_beneath(root_fd, "etc/hosts", 0);
         struct stat st;
         if (target < 0 || fstat(target, &st) < 0 || !S_ISREG(st.st_mode))
