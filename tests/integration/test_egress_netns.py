@@ -616,10 +616,8 @@ def test_concurrent_tunnels(ws, net, n):
     mark = net.mark()
     (brig.workspace / "many.py").write_text(MANY)
     audit = audit_path(brig)
-    t = time.monotonic()
     r = brig.run("run", *net.allow(), "--audit", audit, "--nofile", "16384", "--",
                  "python3", "many.py", n, "secure.test", ECHO, timeout=120)
-    elapsed = time.monotonic() - t
     assert r.returncode == 0, r
     failures = {}
     for e in net_events(audit):
@@ -629,4 +627,3 @@ def test_concurrent_tunnels(ws, net, n):
     assert f"peak {n} ok {n} errors {{}}" in r.stdout, (r, failures)
     seen = net.seen(mark)
     assert len(seen) == n and all(s == f"echo {net.host_addr}" for s in seen), seen[:5]
-    assert elapsed < 60, elapsed

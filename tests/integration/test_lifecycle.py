@@ -250,12 +250,10 @@ def test_exit_code_does_not_wait_for_lingering_pipe_holders(brig):
     caller reading its pipe) waiting once the command exits."""
     m = marker("pipe")
     try:
-        t0 = time.monotonic()
+        # Waiting for the grandchild would run into the 20 s timeout (an error).
         r = sh_with_report(brig, f"sh -c 'sleep 1000; : {m}' & echo started; exit 0", timeout=20)
-        elapsed = time.monotonic() - t0
         assert r.returncode == 0 and r.stdout.strip() == "started", r
         assert r.report["exit_code"] == 0
-        assert elapsed < 15
         assert wait_gone(m, 3)
     finally:
         kill_own(pids_with(m))

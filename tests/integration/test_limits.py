@@ -251,10 +251,12 @@ def test_disk_filler_gets_enospc(brig):
 
 # ---- wall-clock timeout -------------------------------------------------------------
 
+# No timings asserted (DESIGN.md: they live in bench/, bench/limits measures
+# how soon a timeout, --kill-after and --cpus act): what the report and the
+# kernel say proves which mechanism ended the command.
+
 def test_timeout_stops_busy_loop(brig):
-    t0 = time.monotonic()
     r = rsh(brig, "while :; do :; done", "--timeout", "1s", timeout=30)
-    elapsed = time.monotonic() - t0
     assert r.returncode == 124, r
     rep = r.report
     assert rep["reason"] == "timeout", rep
@@ -262,19 +264,15 @@ def test_timeout_stops_busy_loop(brig):
     assert rep["limits"]["timeout_ms"] == 1000
     assert "brig: killed: wall-clock timeout 1 s reached" in r.stderr, r
     assert "timeout" in rep["summary"], rep["summary"]
-    assert elapsed < 10, elapsed
 
 
 def test_timeout_sigkills_after_kill_after(brig):
-    t0 = time.monotonic()
     r = rsh(brig, "trap '' TERM; while :; do :; done", "--timeout", "1s", "--kill-after", "1s",
             timeout=30)
-    elapsed = time.monotonic() - t0
     assert r.returncode == 124, r
     assert r.report["reason"] == "timeout", r.report
     assert r.report["signal"] == 9, r.report
-    assert r.report["limits"]["kill_after_ms"] == 1000
-    assert elapsed < 4.5, elapsed       # 1 s + 1 s grace, not the 5 s default
+    assert r.report["limits"]["kill_after_ms"] == 1000  # not the 5 s default
 
 
 def test_timeout_sigterm_reaches_every_process(brig):
@@ -287,14 +285,12 @@ def test_timeout_sigterm_reaches_every_process(brig):
         "trap 'echo fg > m.fg; wait; exit 0' TERM; "
         "while :; do sleep 0.05; done"
     )
-    t0 = time.monotonic()
     r = rsh(brig, script, "--timeout", "1s", "--kill-after", "8s", timeout=40)
-    elapsed = time.monotonic() - t0
     assert r.returncode == 124, r
     assert (ws / "m.fg").exists(), r
     assert (ws / "m.bg").exists(), "background child never got SIGTERM"
     assert (ws / "m.sid").exists(), "process in another session never got SIGTERM"
-    assert elapsed < 7, elapsed         # everybody left on TERM; no SIGKILL needed
+    assert r.report["signal"] != signal.SIGKILL, r.report  # everybody left on TERM; no SIGKILL needed
 
 
 # ---- CPU ---------------------------------------------------------------------
@@ -311,21 +307,38 @@ def test_cpus_throttles_busy_loop(brig):
                     "--cpus is not enforced (report says degraded, checked above)")
     assert_cgroup_enforced(rep)
     assert "cpu:" in rep["limits"]["cgroup"], rep["limits"]
-    cpu = rep["cpu_user_ms"] + rep["cpu_system_ms"]
-    assert rep["duration_ms"] >= 2500, rep
-    assert cpu < 0.75 * rep["duration_ms"], (cpu, rep["duration_ms"])
+    # The kernel throttles it: the sandbox's cpu cgroup holds half a core's
+    # quota and counts throttled periods while the loop spins.
+    p = subprocess.Popen(brig.cmd("run", "--cpus", "0.5", "--timeout", "60s", "--", "sh", "-c", "while :; do :; done"),
+                         cwd=str(brig.workspace), env=brig.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def cpu_dir():
+            found = [d for d in cgroups_of(p.pid) if os.path.exists(os.path.join(d, "cpu.stat"))]
+            return found[0] if found else None
+        assert wait_for(cpu_dir, 20), f"no cpu cgroup of brig {p.pid}"
+        d = cpu_dir()
+        if os.path.exists(os.path.join(d, "cpu.max")):
+            assert open(os.path.join(d, "cpu.max")).read().split() == ["50000", "100000"], d
+        else:
+            assert open(os.path.join(d, "cpu.cfs_quota_us")).read().strip() == "50000", d
+            assert open(os.path.join(d, "cpu.cfs_period_us")).read().strip() == "100000", d
+
+        def throttled():
+            stat = dict(line.split() for line in open(os.path.join(d, "cpu.stat")))
+            return int(stat["nr_throttled"]) > 0
+        assert wait_for(throttled, 20), open(os.path.join(d, "cpu.stat")).read()
+    finally:
+        p.terminate()  # brig ends the sandbox and removes its cgroup
+        p.wait(timeout=30)
 
 
 def test_cpu_time_kills_busy_loop(brig):
-    t0 = time.monotonic()
     r = rsh(brig, "while :; do :; done", "--cpu-time", "1s", "--timeout", "20s", timeout=40)
-    elapsed = time.monotonic() - t0
     rep = r.report
     assert rep["limits"]["cpu_time_s"] == 1
     assert rep["signal"] in (signal.SIGXCPU, signal.SIGKILL), rep
     assert r.returncode == 128 + rep["signal"], r
-    assert rep["reason"] == "signaled", rep
-    assert elapsed < 15, elapsed        # RLIMIT_CPU, not the wall-clock safety net
+    assert rep["reason"] == "signaled", rep  # RLIMIT_CPU (SIGXCPU), not the wall-clock safety net
 
 
 # ---- rlimits ------------------------------------------------------------------
