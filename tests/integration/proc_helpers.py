@@ -82,6 +82,26 @@ def kill_own(pids, sig=signal.SIGKILL):
             pass
 
 
+def sleeping_host_process(brig):
+    """Generator for the host_sleeper fixtures: a host shell of the user
+    brig runs as (nobody rootless), with a unique marker, in a process
+    group of its own; yields (Popen, marker). Its `sleep` child carries no
+    marker, so the whole group is killed afterwards (killing the shell
+    alone left `sleep 300` behind)."""
+    mark = marker("host")
+    p = subprocess.Popen(brig.prefix() + ["sh", "-c", f"sleep 300; : {mark}"], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: p.pid in pids_with(mark), 5)
+        yield p, mark
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(timeout=5)
+
+
 class HostPty:
     """A host program on a fresh pseudo-terminal, as a person's terminal
     would run it: forkpty makes it a session leader with the pty as its

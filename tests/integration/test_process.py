@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from proc_helpers import (kill_own, kv, marker, pids_with, probe, run_with_report, sh_with_report,
-                          strip_brig_warnings, wait_until)
+from proc_helpers import (kv, marker, probe, run_with_report, sh_with_report,
+                          sleeping_host_process, strip_brig_warnings)
 
 
 # ---------------------------------------------------------------- exit codes
@@ -94,15 +94,7 @@ def test_report_lists_controls(brig):
 def host_sleeper(brig):
     """A host process of the same user as brig runs (nobody in rootless
     mode, which could normally signal it), with a unique marker."""
-    mark = marker("host")
-    p = subprocess.Popen(brig.prefix() + ["sh", "-c", f"sleep 300; : {mark}"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert wait_until(lambda: p.pid in pids_with(mark), 5)
-    yield p, mark
-    if p.poll() is None:
-        p.kill()
-    p.wait(timeout=5)
-    kill_own(pids_with(mark))
+    yield from sleeping_host_process(brig)
 
 
 def test_host_process_cannot_be_signalled(brig, host_sleeper):
