@@ -26,7 +26,9 @@
 #include "reaper.h"
 #include "state.h"
 
+#include <elf.h>
 #include <jansson.h>
+#include <link.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -926,18 +928,63 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
 
 #define CACHE_MAGIC "brig-seccomp-4"  /* bump when the default profile changes */
 
-/* Everything the program is made from: brig's version (its default
- * profile), libseccomp's, the architecture and the user's rules. A hit
- * skips even building the decision table. */
+struct build_id_search {
+        uintptr_t addr;  /* a function of this file: the object holding it is ours */
+        char hex[2 * 64 + 1];
+};
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
+{
+        (void)size;
+        struct build_id_search *s = data;
+        bool ours = false;
+        for (int i = 0; i < info->dlpi_phnum && !ours; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+                ours = ph->p_type == PT_LOAD && s->addr >= start && s->addr < start + ph->p_memsz;
+        }
+        for (int i = 0; ours && i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                if (ph->p_type != PT_NOTE)
+                        continue;
+                const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+                while (p + sizeof(ElfW(Nhdr)) <= end) {
+                        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+                        const char *name = p + sizeof *nh;
+                        const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3U);
+                        if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+                            nh->n_descsz <= 64 && (const char *)desc + nh->n_descsz <= end) {
+                                for (unsigned j = 0; j < nh->n_descsz; j++)
+                                        snprintf(s->hex + 2 * j, 3, "%02x", desc[j]);
+                                return 1;
+                        }
+                        p = (const char *)desc + ((nh->n_descsz + 3) & ~3U);
+                }
+        }
+        return ours;
+}
+
+/* Everything the program is made from: brig's version and the build id of
+ * the code that holds the default profile (any change to it, even one
+ * nobody remembered to bump CACHE_MAGIC for, is another key: a filter
+ * compiled by another build is never reused), libseccomp's version, the
+ * architecture and the user's rules. A hit skips even building the
+ * decision table. */
 static int cache_key(const struct run_plan *plan, char **key, size_t *len)
 {
         const struct scmp_version *v = seccomp_version();
         const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
+        static struct build_id_search build = { .hex = "" };
+        if (!build.addr) {
+                build.addr = (uintptr_t)&find_build_id;
+                dl_iterate_phdr(find_build_id, &build);
+        }
         FILE *f = open_memstream(key, len);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%s %s libseccomp-%u.%u.%u arch-%u audit-%d;", CACHE_MAGIC, BRIG_VERSION, v->major, v->minor,
-                v->micro, SCMP_ARCH_NATIVE, plan->audit_fd >= 0);
+        fprintf(f, "%s %s build-%s libseccomp-%u.%u.%u arch-%u audit-%d;", CACHE_MAGIC, BRIG_VERSION,
+                build.hex[0] ? build.hex : "unknown", v->major, v->minor, v->micro, SCMP_ARCH_NATIVE,
+                plan->audit_fd >= 0);
         for (size_t i = 0; p && i < p->n; i++)
                 fprintf(f, "%s=%u;", p->rules[i].name, p->rules[i].action);
         return fclose(f) == 0 ? 0 : -ENOMEM;
