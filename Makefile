@@ -91,6 +91,14 @@ soak: build build-hooks
 	$(SOAK) --enospc --cgroup-fail
 	$(SOAK) --enospc --cgroup-fail --rootless
 
+# The suite against itself (not part of check): each control of
+# tests/mutation/*.patch disabled in turn in a scratch copy, rebuilt, and
+# the tests that must notice run root and rootless; fails unless every
+# mutation is killed. MUTATIONS=name selects some.
+.PHONY: mutation
+mutation: deps
+	tests/mutation/run $(MUTATIONS)
+
 # Installs the peers from Debian, runs every benchmark for brig and each
 # peer in one run and writes docs/benchmarks.md (bench/run-all).
 bench: build

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -27,6 +28,7 @@ IS_ROOT = os.geteuid() == 0
 def bindir():
     """brig, libbrig and the escape programs in a 0755 directory."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-bin-", dir="/tmp"))
+    _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
     for f in BUILD.glob("libbrig.so*"):
         if f.is_file():  # not meson's libbrig.so.*.p/ object directory
@@ -129,6 +131,7 @@ def mode(request):
 @pytest.fixture
 def scratch():
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-test-", dir="/tmp"))
+    _OURS["dirs"].append(str(d))
     d.chmod(0o755)
     yield d
     subprocess.run(["rm", "-rf", "--one-file-system", str(d)], check=False)
@@ -152,6 +155,81 @@ def mountinfo():
 # ---- the escape catalogue's table (test_escape.py, `make escape`) ----------
 
 _ESCAPE_ROWS = {}
+
+
+# ---- nothing the suite made is left (issue 23) ------------------------------
+#
+# A snapshot of brig's traces (tests/leftovers.py) when the session starts;
+# when it ends, whatever appeared since and is this session's own fails the
+# run: processes (brig from this session's binary directories, anything
+# holding one of its markers, anything in one of its cgroups), the network
+# namespaces they hold, mounts in its scratch directories or naming its
+# markers, and brig cgroups (brig-PID-START) whose brig is gone. A cgroup
+# is this session's when it lies below the session's own cgroup in some
+# hierarchy; where the session runs in every hierarchy's root (a CI
+# machine: nobody else runs there) every new one is. Nothing is cleaned
+# here: a trace a SIGKILLed brig left for "the next run" is a trace.
+
+sys.path.insert(0, str(REPO / "tests"))
+import leftovers  # noqa: E402
+from proc_helpers import SESSION_MARK  # noqa: E402
+
+_OURS = {"exe_dirs": [], "dirs": [], "before": None}
+
+
+def pytest_sessionstart(session):
+    _OURS["before"] = leftovers.snapshot(exe_dirs=["/nonexistent"])
+
+
+def _own_cgroup_paths():
+    with open("/proc/self/cgroup") as f:
+        return {line.strip().split(":", 2)[2] for line in f} - {"/"}
+
+
+def _session_leftovers():
+    before = _OURS["before"]
+    exe_dirs = [str(d) for d in _OURS["exe_dirs"]] or ["/nonexistent"]
+    new = leftovers.new_since(before, exe_dirs=exe_dirs, markers=[SESSION_MARK])
+    own = _own_cgroup_paths()
+    names = {os.path.basename(c) for c in new["cgroups"] if not own or any(p + "/" in c for p in own)}
+    cgroups = {c for c in new["cgroups"] if os.path.basename(c) in names}
+
+    def ours(item):
+        pid = item.split("@")[0]
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            groups = open(f"/proc/{pid}/cgroup").read()
+        except OSError:
+            return False
+        return (os.path.dirname(exe) in exe_dirs or SESSION_MARK.encode() in cmd or
+                any(f"/{n}" in groups for n in names))
+    procs = {p for p in new["processes"] if ours(p)}
+    mounts = {m for m in new["mounts"] if SESSION_MARK in m or any(d in m for d in _OURS["dirs"])}
+    files = {f for f in new["files"] if SESSION_MARK in f or any(f.startswith(d) for d in _OURS["dirs"])}
+    # the network namespaces those hold, but the session's own (a CI job may run in one)
+    netns = leftovers._netns(procs) - {f"net:[{os.stat('/proc/self/ns/net').st_ino}]"}
+    return {"mounts": mounts, "cgroups": cgroups, "netns": netns, "processes": procs, "files": files}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OURS["before"] is None or not _OURS["exe_dirs"]:
+        return  # no brig ran
+    left = _session_leftovers()
+    deadline = time.monotonic() + 10  # a process being reaped, a cgroup being removed
+    while any(left.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _session_leftovers()
+    if any(left.values()):
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "LEFT BEHIND BY THIS TEST SESSION (every fixture must remove what it made):\n" + \
+               leftovers.describe(left)
+        if tr:
+            tr.section("leftovers", sep="!", red=True)
+            tr.write_line(text)
+        else:
+            print(text, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_configure(config):
@@ -209,6 +287,7 @@ def hooks_bindir():
     if not (HOOKS / "brig").exists():
         pytest.fail(f"{HOOKS}/brig is missing: run `make build-hooks` (make check does)")
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
+    _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
     for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig"]:
         if f.is_file():

@@ -18,9 +18,14 @@ def strip_brig_warnings(text):
     return text[:0].join(l for l in text.splitlines(keepends=True) if not l.startswith(warn))
 
 
+# Every marker of this test session holds this, so the session-end check
+# (conftest.py) tells its own leftovers from another session's on a shared host.
+SESSION_MARK = f"-s{uuid.uuid4().hex[:6]}-"
+
+
 def marker(tag="m"):
     """A string that appears nowhere else on the host."""
-    return f"brigmark-{tag}-{uuid.uuid4().hex[:12]}"
+    return f"brigmark-{tag}{SESSION_MARK}{uuid.uuid4().hex[:10]}"
 
 
 def kv(text):

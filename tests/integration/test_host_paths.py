@@ -8,6 +8,8 @@ grant (row 92). `brig start` says what policy it runs."""
 import json
 import os
 import pathlib
+import re
+import platform
 import stat
 import struct
 import subprocess
@@ -139,16 +141,39 @@ OTHER_UID = 65533  # neither root nor the rootless tests' nobody
 REFUSED_PROBE = ("grep '^Seccomp:' /proc/self/status; "
                  "python3 -c 'import ctypes; l=ctypes.CDLL(None, use_errno=True); "
                  "r=l.syscall(250, 0, 0, 0, 0, 0); print(\"keyctl\", r, ctypes.get_errno()); "
-                 "r=l.syscall(101, 0, 0, 0, 0); print(\"ptrace\", r, ctypes.get_errno())'")
+                 "r=l.syscall(101, 0, 0, 0, 0); print(\"ptrace\", r, ctypes.get_errno()); "
+                 "r=l.syscall(437, -100, b\"/\", bytes(24), 24); print(\"openat2\", r, ctypes.get_errno())'")
 
 
 def _assert_filtered(r):
-    """Inside: the filter is loaded (mode 2) and still refuses keyctl and
-    ptrace with EPERM (a permissive filter lets keyctl fail with EINVAL
-    and PTRACE_TRACEME succeed)."""
+    """Inside: brig's filter is loaded (mode 2): keyctl and ptrace refused
+    with EPERM (a permissive filter lets keyctl fail with EINVAL and
+    PTRACE_TRACEME succeed), openat2 with ENOSYS (it opens / otherwise)."""
     assert r.returncode == 0, r
     assert "Seccomp:\t2\n" in r.stdout, r
     assert "keyctl -1 1\n" in r.stdout and "ptrace -1 1\n" in r.stdout, r
+    assert "openat2 -1 38\n" in r.stdout, r
+
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+# What brig runs a cached program on before it trusts it (seccomp.c
+# prog_refuses_the_refused): keyctl add_key request_key bpf ptrace
+# init_module finit_module kexec_load, and an i386 call.
+PROBED_X86_64 = (250, 248, 249, 321, 101, 175, 313, 246)
+
+
+def _subtle_filter(key):
+    """A cache file whose program refuses exactly what brig probes and
+    allows everything else (openat2 among them): only the checks of the
+    file itself (owner, mode, links, no symlink, private directory) stop
+    it. x86_64 numbers, as the probe's."""
+    ld, jeq, ret = 0x20, 0x15, 0x06
+    n = len(PROBED_X86_64)
+    errno_at = 3 + n + 1
+    prog = [(ld, 0, 0, 4), (jeq, 0, errno_at - 2, AUDIT_ARCH_X86_64), (ld, 0, 0, 0)]
+    prog += [(jeq, errno_at - (3 + i) - 1, 0, nr) for i, nr in enumerate(PROBED_X86_64)]
+    prog += [(ret, 0, 0, SECCOMP_RET_ALLOW), (ret, 0, 0, 0x00050001)]
+    return struct.pack("<I", len(key)) + key + b"".join(struct.pack("<HBBI", *i) for i in prog)
 
 
 def _tamper(brig, scratch, cache, name, planted, how):
@@ -192,9 +217,13 @@ def test_tampered_seccomp_cache_is_never_trusted(brig, scratch, how):
         pytest.skip("FOREIGN-OWNER CACHE NOT TESTED: giving a file to another user needs the suite to run as root")
     run = _run_dir(brig, scratch)
     env = {"XDG_RUNTIME_DIR": str(run)}
+    if platform.machine() != "x86_64":
+        pytest.skip("SECCOMP CACHE TAMPERING NOT TESTED: the planted programs use x86_64 syscall numbers")
     key = _cache_key(brig, scratch)
     name = _cache_name(key)
-    planted = _permissive_filter(key)
+    # Where the file's own checks are what stops it, a program that passes
+    # brig's run of it; where that run is, one that allows everything.
+    planted = _permissive_filter(key) if how in ("rewritten", "planted-first") else _subtle_filter(key)
     cache = run / "brig" / "cache"
     if how.startswith("planted"):
         # Before brig ever ran with this state root.
@@ -230,6 +259,27 @@ def test_tampered_seccomp_cache_is_never_trusted(brig, scratch, how):
         assert (scratch / "planted-target.bpf").read_bytes() == planted  # not written through
     _assert_filtered(brig.sh(REFUSED_PROBE, env=env))
     assert os.stat(f).st_ino == st.st_ino
+
+
+def test_subtle_cache_plant_is_loaded_from_the_users_own_file(brig, scratch):
+    """Positive control of the file checks above: _subtle_filter passes
+    brig's run of a cached program, so where the file is the user's own,
+    private and single-linked, it is loaded (openat2 opens /) — the
+    residual docs/security.md names: whoever can write the user's private
+    state root is the user. Were it refused for another reason, the
+    foreign-file cases would prove nothing."""
+    if platform.machine() != "x86_64":
+        pytest.skip("SECCOMP CACHE TAMPERING NOT TESTED: the planted programs use x86_64 syscall numbers")
+    run = _run_dir(brig, scratch)
+    key = _cache_key(brig, scratch)
+    f = run / "brig" / "cache" / _cache_name(key)
+    assert brig.run("run", "--", "true", env={"XDG_RUNTIME_DIR": str(run)}).returncode == 0
+    with open(f, "r+b") as fh:
+        fh.write(_subtle_filter(key))
+        fh.truncate()
+    r = brig.sh(REFUSED_PROBE, env={"XDG_RUNTIME_DIR": str(run)})
+    assert r.returncode == 0 and "keyctl -1 1\n" in r.stdout, r
+    assert re.search(r"^openat2 [0-9]+ ", r.stdout, re.M), r  # a descriptor: the planted program runs
 
 
 # ---- row 90: grants that contain, equal or lie inside the state root -------
