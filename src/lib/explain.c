@@ -2,6 +2,7 @@
  * cannot do, in plain words, from the same plan a run would use. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "tools.h"
 #include "net/egress.h"
 #include "seccomp_filter.h"
 
@@ -29,7 +30,7 @@ static void files(FILE *out, const struct run_plan *plan)
                 const struct mount_entry *m = &plan->mounts[i];
                 if (m->kind == MOUNT_BIND && !m->readonly) {
                         fprintf(out, "    %s  (the host's %s: changes stay)\n", m->dst, m->src);
-                } else if (m->kind == MOUNT_TMPFS) {
+                } else if (m->kind == MOUNT_TMPFS && strcmp(m->dst, BRIG_RUNTIME_DIR) != 0) {
                         fprintf(out, "    %s  (empty, in memory, at most ", m->dst);
                         human_size(out, m->size);
                         fprintf(out, "; gone after the run)\n");
@@ -42,6 +43,17 @@ static void files(FILE *out, const struct run_plan *plan)
                 fprintf(out, "    %s\n", plan->masks.items[i]);
         fprintf(out, "  everything else on the host is absent, including your real home (%s is empty)\n",
                 plan->home);
+        const struct tools_plan *t = plan->tools;
+        if (!t || (!t->n_files && !t->agent_upstream))
+                return;
+        fprintf(out, "  handed in at start (docs/tools.md):\n");
+        for (size_t i = 0; i < t->n_files; i++)
+                fprintf(out, "    %s  (%s: %s)\n", t->files[i].path, t->files[i].origin,
+                        t->files[i].copied ? "a read-only copy of a host file, the sandbox user's, never in a snapshot"
+                                           : "generated, without credentials");
+        if (t->agent_upstream)
+                fprintf(out, "    %s  (--ssh-agent: the host's agent %s, for listing keys and signing only; "
+                        "every key it holds can sign)\n", BRIG_AGENT_SOCKET, t->agent_upstream);
 }
 
 static void network(FILE *out, const struct run_plan *plan)

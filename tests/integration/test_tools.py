@@ -437,6 +437,11 @@ def test_tools_in_a_policy_file(brig):
     assert r.returncode == 0 and r.stdout == "from-policy\np@example.org\n", r
     shown = brig.run("policy", "show", "--policy", str(pol))
     assert shown.returncode == 0 and '"git_identity": true' in shown.stdout and "~/t" in shown.stdout, shown
+    told = brig.run("policy", "explain", "--policy", str(pol))
+    assert told.returncode == 0, told
+    assert f"{brig.home}/t  (--copy-in: a read-only copy" in told.stdout, told
+    assert f"{brig.home}/.gitconfig  (--git-identity: generated, without credentials)" in told.stdout, told
+    assert "/run/brig" not in told.stdout.split("hidden")[0], told  # brig's tmpfs is not one of the writable ones
     bad = brig.base / "bad.json"
     bad.write_text('{"tools": {"copy_in": [{"source": "relative", "destination": "~/t"}]}}')
     r = brig.run("policy", "check", str(bad))
