@@ -180,6 +180,16 @@ static int split_last_colon(const char *spec, char **left, char **right)
         return *left && (!colon || *right) ? 0 : -1;
 }
 
+/* "--bind SPEC: " in front of a library message. */
+static void flag_spec_prefix(const char *flag, const char *spec, brig_error **err, int r)
+{
+        char *m = NULL;
+        if (r < 0 && err && *err && asprintf(&m, "%s %s: %s", flag, spec, (*err)->msg) >= 0) {
+                free((*err)->msg);
+                (*err)->msg = m;
+        }
+}
+
 static int add_bind(brig_policy *p, const char *flag, const char *spec, unsigned flags, brig_error **err)
 {
         char *src = NULL, *dst = NULL;
@@ -191,13 +201,7 @@ static int add_bind(brig_policy *p, const char *flag, const char *spec, unsigned
         char *abs_src = absolute(src);
         r = abs_src ? brig_policy_add_bind(p, abs_src, dst, flags, err) : -1;
         free(abs_src);
-        if (r < 0 && err && *err) {
-                char *m = NULL;
-                if (asprintf(&m, "%s %s: %s", flag, spec, (*err)->msg) >= 0) {
-                        free((*err)->msg);
-                        (*err)->msg = m;
-                }
-        }
+        flag_spec_prefix(flag, spec, err, r);
 out:
         free(src);
         free(dst);
@@ -239,13 +243,7 @@ static int add_copy_in(brig_policy *p, const char *flag, const char *spec, unsig
         char *abs_src = src[0] == '~' ? strdup(src) : absolute(src);
         r = abs_src ? brig_policy_add_copy_in(p, abs_src, dst, flags, err) : -1;
         free(abs_src);
-        if (r < 0 && err && *err) {
-                char *m = NULL;
-                if (asprintf(&m, "%s %s: %s", flag, spec, (*err)->msg) >= 0) {
-                        free((*err)->msg);
-                        (*err)->msg = m;
-                }
-        }
+        flag_spec_prefix(flag, spec, err, r);
 out:
         free(src);
         free(dst);

@@ -144,6 +144,20 @@ def agent(brig):
     a.close()
 
 
+def bare_repo(where, readme):
+    """where/repo.git with one commit: a README holding README."""
+    repo = where / "repo.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+    seed = where / "seed"
+    subprocess.run(["git", "clone", "-q", str(repo), str(seed)], check=True, capture_output=True)
+    (seed / "README").write_text(readme)
+    g = ["git", "-C", str(seed), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(g + ["add", "README"], check=True)
+    subprocess.run(g + ["commit", "-q", "-m", "one"], check=True)
+    subprocess.run(g + ["push", "-q", "origin", "HEAD"], check=True, capture_output=True)
+    return repo
+
+
 def deploy_key(brig):
     """A deploy key in the host home's ~/.ssh, 0600, owned by the user brig runs as."""
     ssh = brig.home / ".ssh"
@@ -173,15 +187,7 @@ def test_copy_in_a_root_only_deploy_key_ssh_and_git_clone(brig, sshd):
     sandbox user gets its own 0400 copy; ssh -T and git clone with it."""
     key = deploy_key(brig)
     sshd.authorize(f"{key}.pub")
-    repo = brig.base / "repo.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
-    work = brig.base / "seed"
-    subprocess.run(["git", "clone", "-q", str(repo), str(work)], check=True, capture_output=True)
-    (work / "README").write_text("cloned over ssh\n")
-    g = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(g + ["add", "README"], check=True)
-    subprocess.run(g + ["commit", "-q", "-m", "one"], check=True)
-    subprocess.run(g + ["push", "-q", "origin", "HEAD"], check=True, capture_output=True)
+    repo = bare_repo(brig.base, "cloned over ssh\n")
     script = (f'ls -lL ~/.ssh/id_ed25519 | cut -c1-10; {SSH} root@git.test hello && '
               f'GIT_SSH_COMMAND="{SSH}" git clone -q ssh://root@git.test{repo} clone && echo CLONED')
     r = sshd.run(brig, "run", "--copy-in-secret", f"{key}:~/.ssh/id_ed25519", *NET, "--", "sh", "-c", script)
@@ -537,15 +543,7 @@ def test_recipe_git_over_https_through_the_proxy(brig):
                     "-addext", "subjectAltName=DNS:git.internal"], check=True, capture_output=True)
     served = tmp / "srv"
     served.mkdir()
-    repo = served / "repo.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
-    seed = tmp / "seed"
-    subprocess.run(["git", "clone", "-q", str(repo), str(seed)], check=True, capture_output=True)
-    (seed / "README").write_text("cloned over https\n")
-    g = ["git", "-C", str(seed), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(g + ["add", "README"], check=True)
-    subprocess.run(g + ["commit", "-q", "-m", "one"], check=True)
-    subprocess.run(g + ["push", "-q", "origin", "HEAD"], check=True, capture_output=True)
+    repo = bare_repo(served, "cloned over https\n")
     subprocess.run(["git", "-C", str(repo), "update-server-info"], check=True)  # the dumb HTTP protocol
     srv = Served(served, cert=(str(tmp / "ca.pem"), str(tmp / "key.pem")))
     try:

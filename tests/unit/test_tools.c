@@ -48,6 +48,17 @@ static void test_passwd_refuses_colon_in_home(void **state)
         assert_null(tools_passwd_for(passwd, strlen(passwd), 0, 0, "x", "/a\nevil:x:0:0::/:/bin/sh"));
 }
 
+/* None of TOK1X..TOKnX is in OUT. */
+static void assert_no_token(const char *out, int n)
+{
+        for (int i = 1; i <= n; i++) {
+                char tok[16];
+                snprintf(tok, sizeof tok, "TOK%dX", i);
+                if (strstr(out, tok))
+                        fail_msg("%s carried into:\n%s", tok, out);
+        }
+}
+
 static void test_npmrc_tokens_stay_out(void **state)
 {
         (void)state;
@@ -57,12 +68,7 @@ static void test_npmrc_tokens_stay_out(void **state)
                           "certfile=/x/TOK7X\n; comment TOK8X\n# comment TOK9X\ngarbage TOK10X\n";
         char *out = tools_filter_npmrc(in, strlen(in));
         assert_non_null(out);
-        for (int i = 1; i <= 10; i++) {
-                char tok[16];
-                snprintf(tok, sizeof tok, "TOK%dX", i);
-                if (strstr(out, tok))
-                        fail_msg("%s carried into:\n%s", tok, out);
-        }
+        assert_no_token(out, 10);
         assert_non_null(strstr(out, "\nregistry=https://r.test/\n"));
         assert_non_null(strstr(out, "\nstrict-ssl=false\n"));
         assert_non_null(strstr(out, "\n@ok:registry=https://ok.test/\n"));
@@ -80,12 +86,7 @@ static void test_pip_conf_credentials_stay_out(void **state)
                           "[install]\ntimeout = 10\n[bad section TOK5X\n";
         char *out = tools_filter_pip_conf(in, strlen(in));
         assert_non_null(out);
-        for (int i = 1; i <= 5; i++) {
-                char tok[16];
-                snprintf(tok, sizeof tok, "TOK%dX", i);
-                if (strstr(out, tok))
-                        fail_msg("%s carried into:\n%s", tok, out);
-        }
+        assert_no_token(out, 5);
         assert_non_null(strstr(out, "[global]\n"));
         assert_non_null(strstr(out, "extra-index-url = \n    https://ok.test/simple\n"));
         assert_non_null(strstr(out, "trusted-host = ok.test\n"));
