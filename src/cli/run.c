@@ -190,16 +190,22 @@ static void flag_spec_prefix(const char *flag, const char *spec, brig_error **er
         }
 }
 
-static int add_bind(brig_policy *p, const char *flag, const char *spec, unsigned flags, brig_error **err)
+/* --bind/--ro-bind SRC[:DST], --copy-in(-secret) SRC:DST: SRC relative to
+ * the caller's directory (for a copy-in, unless it starts with ~/). */
+static int add_src_dst(brig_policy *p, const char *flag, const char *spec, unsigned flags, bool copy_in,
+                       brig_error **err)
 {
         char *src = NULL, *dst = NULL;
         int r = -1;
-        if (split_last_colon(spec, &src, &dst) < 0 || !*src || (dst && !*dst)) {
-                fprintf(stderr, "brig: %s '%s': expected SRC[:DST]\n", flag, spec);
+        if (split_last_colon(spec, &src, &dst) < 0 || !*src || (dst ? !*dst : copy_in)) {
+                fprintf(stderr, "brig: %s '%s': expected %s\n", flag, spec,
+                        copy_in ? "SRC:DST (DST in the sandbox, e.g. ~/.ssh/id_ed25519)" : "SRC[:DST]");
                 goto out;
         }
-        char *abs_src = absolute(src);
-        r = abs_src ? brig_policy_add_bind(p, abs_src, dst, flags, err) : -1;
+        char *abs_src = copy_in && src[0] == '~' ? strdup(src) : absolute(src);
+        r = !abs_src  ? -1
+            : copy_in ? brig_policy_add_copy_in(p, abs_src, dst, flags, err)
+                      : brig_policy_add_bind(p, abs_src, dst, flags, err);
         free(abs_src);
         flag_spec_prefix(flag, spec, err, r);
 out:
@@ -227,26 +233,6 @@ static int add_tmpfs(brig_policy *p, const char *spec, brig_error **err)
 out:
         free(dst);
         free(size_s);
-        return r;
-}
-
-/* --copy-in SRC:DST: SRC relative to the caller's directory unless ~/. */
-static int add_copy_in(brig_policy *p, const char *flag, const char *spec, unsigned flags, brig_error **err)
-{
-        char *src = NULL, *dst = NULL;
-        int r = -1;
-        if (split_last_colon(spec, &src, &dst) < 0 || !*src || !dst || !*dst) {
-                fprintf(stderr, "brig: %s '%s': expected SRC:DST (DST in the sandbox, e.g. ~/.ssh/id_ed25519)\n",
-                        flag, spec);
-                goto out;
-        }
-        char *abs_src = src[0] == '~' ? strdup(src) : absolute(src);
-        r = abs_src ? brig_policy_add_copy_in(p, abs_src, dst, flags, err) : -1;
-        free(abs_src);
-        flag_spec_prefix(flag, spec, err, r);
-out:
-        free(src);
-        free(dst);
         return r;
 }
 
@@ -341,8 +327,8 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
                 free(abs);
                 return r;
         }
-        case OPT_RO_BIND: return add_bind(p, "--ro-bind", arg, BRIG_BIND_READONLY, err);
-        case OPT_BIND: return add_bind(p, "--bind", arg, 0, err);
+        case OPT_RO_BIND: return add_src_dst(p, "--ro-bind", arg, BRIG_BIND_READONLY, false, err);
+        case OPT_BIND: return add_src_dst(p, "--bind", arg, 0, false, err);
         case OPT_TMPFS: return with_flag("--tmpfs", err, add_tmpfs(p, arg, err));
         case OPT_TMP_SIZE:
                 return with_flag("--tmp-size", err, brig_parse_size(arg, &size, err) < 0 ? -1
@@ -448,8 +434,8 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
         case OPT_UPSTREAM_PROXY:
                 return with_flag("--upstream-proxy", err, brig_policy_set_upstream_proxy(p, arg, err));
         case OPT_REQUIRE_LIMITS: brig_policy_require_limits(p, true); return 0;
-        case OPT_COPY_IN: return add_copy_in(p, "--copy-in", arg, 0, err);
-        case OPT_COPY_IN_SECRET: return add_copy_in(p, "--copy-in-secret", arg, BRIG_COPY_IN_SECRET, err);
+        case OPT_COPY_IN: return add_src_dst(p, "--copy-in", arg, 0, true, err);
+        case OPT_COPY_IN_SECRET: return add_src_dst(p, "--copy-in-secret", arg, BRIG_COPY_IN_SECRET, true, err);
         case OPT_SSH_AGENT: return brig_policy_set_ssh_agent(p, true, err);
         case OPT_GIT_IDENTITY: return brig_policy_set_git_identity(p, true, err);
         case OPT_CARRY_CONFIG: return with_flag("--carry-config", err, brig_policy_carry_config(p, arg, err));
