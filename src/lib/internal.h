@@ -252,7 +252,7 @@ struct run_plan {
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
         size_t seccomp_len;
-        struct seccomp_replies *seccomp_replies;  /* audit mode: answers per syscall */
+        struct seccomp_replies *seccomp_replies;  /* answers per syscall to notified refusals (and audit's logs) */
         int audit_fd;            /* the audit stream (supervisor's), or -1 */
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */

@@ -11,11 +11,16 @@
  * The user's rules (--seccomp-allow/--seccomp-deny, policy files) replace
  * the default decision for the syscalls they name; a later rule wins.
  *
- * Refusals are "deny-log" and user rules may say "log": with an audit
- * stream (--audit FILE) both become seccomp user notifications that the
- * supervisor records and answers (the errno, or "continue" for log), so
- * every refused call shows up without the kernel's audit subsystem.
- * Without a stream they are plain errno returns and the kernel's log.
+ * Refusals are "deny-log" and user rules may say "log". Refusals become
+ * seccomp user notifications that the supervisor records and answers with
+ * the errno, so the run's summary can name every refused call and the
+ * flag that allows it (refusals.c) — all but the two whose ENOSYS is a
+ * routine fallback (clone3, openat2: glibc and Node try clone3 for every
+ * thread), which notify only with an audit stream (--audit FILE). With a
+ * stream "log" notifies too ("continue"), so every refused or logged call
+ * shows up without the kernel's audit subsystem; without one it is the
+ * kernel's log. A refused call costs a round trip to the supervisor, not
+ * a program that works.
  *
  * connect(2), and sendto(2) with a destination, always notify (whatever
  * would let them through: allow or log): the supervisor's unix socket
@@ -234,6 +239,8 @@ static const struct group *find_group(const char *name)
  * log. Encoded in SCMP_ACT_TRACE's data, an action brig never uses. */
 #define ACT_LOG SCMP_ACT_TRACE(0x4000)
 #define ACT_DENY_LOG(e) SCMP_ACT_TRACE(0x8000 | (e))
+/* A refusal that is a routine fallback: notified only for an audit stream. */
+#define ACT_DENY_QUIET(e) SCMP_ACT_TRACE(0x8000 | 0x1000 | (e))
 
 static bool is_deny_log(uint32_t a)
 {
@@ -241,14 +248,16 @@ static bool is_deny_log(uint32_t a)
 }
 
 /* Set while one filter is compiled (per thread: brig_run may run in many). */
-static _Thread_local bool compiling_for_audit;
+static _Thread_local bool compiling_for_audit, compiling_for_refusals;
 
 static uint32_t resolve(uint32_t action)
 {
         if (action == ACT_LOG)
                 return compiling_for_audit ? SCMP_ACT_NOTIFY : SCMP_ACT_LOG;
+        bool quiet = action & 0x1000;
         if (is_deny_log(action))
-                return compiling_for_audit ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(action & 0xfff);
+                return compiling_for_audit || (compiling_for_refusals && !quiet) ? SCMP_ACT_NOTIFY
+                                                                                 : SCMP_ACT_ERRNO(action & 0xfff);
         return action;
 }
 
@@ -575,7 +584,7 @@ static int default_profile(struct table *t)
         if (r == 0)
                 r = decide_list(t, denied, ARRAY_SIZE(denied), ACT_DENY_LOG(EPERM));
         if (r == 0)
-                r = decide_list(t, not_implemented, ARRAY_SIZE(not_implemented), ACT_DENY_LOG(ENOSYS));
+                r = decide_list(t, not_implemented, ARRAY_SIZE(not_implemented), ACT_DENY_QUIET(ENOSYS));
         if (r == 0)
                 r = decide_name(t, "clone", 0, GUARD_CLONE);
         if (r == 0)
@@ -926,7 +935,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
  * cache in ~/.cache/brig, inside any sandbox given $HOME or ~/.cache;
  * that place is never read). */
 
-#define CACHE_MAGIC "brig-seccomp-4"  /* bump when the default profile changes */
+#define CACHE_MAGIC "brig-seccomp-5"  /* bump when the default profile changes */
 
 struct build_id_search {
         uintptr_t addr;  /* a function of this file: the object holding it is ours */
@@ -968,9 +977,9 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
  * the code that holds the default profile (any change to it, even one
  * nobody remembered to bump CACHE_MAGIC for, is another key: a filter
  * compiled by another build is never reused), libseccomp's version, the
- * architecture and the user's rules. A hit skips even building the
- * decision table. */
-static int cache_key(const struct run_plan *plan, char **key, size_t *len)
+ * architecture, the user's rules and whether refusals notify. A hit
+ * skips even building the decision table. */
+static int cache_key(const struct run_plan *plan, bool refusals, char **key, size_t *len)
 {
         const struct scmp_version *v = seccomp_version();
         const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
@@ -982,9 +991,9 @@ static int cache_key(const struct run_plan *plan, char **key, size_t *len)
         FILE *f = open_memstream(key, len);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%s %s build-%s libseccomp-%u.%u.%u arch-%u audit-%d;", CACHE_MAGIC, BRIG_VERSION,
+        fprintf(f, "%s %s build-%s libseccomp-%u.%u.%u arch-%u audit-%d refusals-%d;", CACHE_MAGIC, BRIG_VERSION,
                 build.hex[0] ? build.hex : "unknown", v->major, v->minor, v->micro, SCMP_ARCH_NATIVE,
-                plan->audit_fd >= 0);
+                plan->audit_fd >= 0, refusals);
         for (size_t i = 0; p && i < p->n; i++)
                 fprintf(f, "%s=%u;", p->rules[i].name, p->rules[i].action);
         return fclose(f) == 0 ? 0 : -ENOMEM;
@@ -1124,13 +1133,13 @@ static bool user_allows(const struct run_plan *plan, const char *call)
         return false;
 }
 
-static bool prog_refuses_the_refused(const struct run_plan *plan, const struct sock_filter *prog, size_t n)
+static bool prog_refuses_the_refused(const struct run_plan *plan, bool notifies, const struct sock_filter *prog,
+                                     size_t n)
 {
         static const char *const refused[] = { "keyctl", "add_key", "request_key", "bpf", "ptrace",
                                                "init_module", "finit_module", "kexec_load" };
-        /* With --audit, calls the supervisor answers (its replies are made
-         * from the table, never from the file) come back as notifications. */
-        bool audit = plan->audit_fd >= 0;
+        /* Refusals the supervisor answers (its replies are made from the
+         * table, never from the file) come back as notifications. */
         for (size_t i = 0; i <= ARRAY_SIZE(refused); i++) {
                 struct seccomp_data sd = { .arch = seccomp_arch_native() };
                 if (i == ARRAY_SIZE(refused)) {
@@ -1148,7 +1157,7 @@ static bool prog_refuses_the_refused(const struct run_plan *plan, const struct s
                         return false;
                 act = ret & SECCOMP_RET_ACTION_FULL;
                 if (act != SECCOMP_RET_KILL_PROCESS && act != SECCOMP_RET_KILL_THREAD && act != SECCOMP_RET_TRAP &&
-                    act != SECCOMP_RET_ERRNO && !(audit && act == SECCOMP_RET_USER_NOTIF))
+                    act != SECCOMP_RET_ERRNO && !(notifies && act == SECCOMP_RET_USER_NOTIF))
                         return false;
         }
         return true;
@@ -1156,8 +1165,8 @@ static bool prog_refuses_the_refused(const struct run_plan *plan, const struct s
 
 /* The file: key length (u32), key, then the BPF instructions. Only a file
  * of ours that nobody else may write is trusted. */
-static bool cache_load(const struct run_plan *plan, int dir, const char *name, const char *key, size_t len,
-                       struct sock_filter **prog, size_t *n)
+static bool cache_load(const struct run_plan *plan, bool notifies, int dir, const char *name, const char *key,
+                       size_t len, struct sock_filter **prog, size_t *n)
 {
         _cleanup_close_ int fd = dir >= 0 ? openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -EBADF;
         struct stat st;
@@ -1180,7 +1189,7 @@ static bool cache_load(const struct run_plan *plan, int dir, const char *name, c
                 return false;
         memcpy(*prog, buf + 4 + len, rest);
         *n = rest / sizeof(struct sock_filter);
-        if (!prog_refuses_the_refused(plan, *prog, *n)) {
+        if (!prog_refuses_the_refused(plan, notifies, *prog, *n)) {
                 free(*prog);
                 *prog = NULL;
                 return false;
@@ -1282,12 +1291,16 @@ static const struct decision *decision_for(const struct table *t, int nr)
  * only logs it: that would wait for the listener it carries) while the
  * filter can notify would start a command that cannot report anything.
  * Said before the run. A cached program passed this when it was made. */
+static bool sendmsg_passes(const struct table *t, bool audit)
+{
+        const struct decision *d = decision_for(t, SCMP_SYS(sendmsg));
+        return d && d->guard == GUARD_NONE && (d->action == SCMP_ACT_ALLOW || (!audit && d->action == ACT_LOG));
+}
+
 static int check_handoff(const struct table *t, bool audit, brig_error **err)
 {
         const struct decision *d = decision_for(t, SCMP_SYS(sendmsg));
-        bool sendmsg_ok = d && d->guard == GUARD_NONE &&
-                          (d->action == SCMP_ACT_ALLOW || (!audit && d->action == ACT_LOG));
-        if (sendmsg_ok)
+        if (sendmsg_passes(t, audit))
                 return 0;
         bool notifies = audit;
         static const char *const guarded_calls[] = { "connect", "sendto" };
@@ -1309,35 +1322,65 @@ static int check_handoff(const struct table *t, bool audit, brig_error **err)
                         "sendto too (--seccomp-deny @network)", how);
 }
 
+/* The program cached for these rules, compiled with refusals notifying or
+ * not, into plan->seccomp_prog; false when there is none (or it fails the
+ * checks of cache_load). key and len are left for cache_store. */
+static bool from_cache(struct run_plan *plan, int dir, bool refusals, char **key, size_t *len)
+{
+        free(*key);
+        *key = NULL;
+        if (cache_key(plan, refusals, key, len) < 0)
+                return false;
+        _cleanup_free_ char *name = cache_name(*key, *len);
+        return name && cache_load(plan, plan->audit_fd >= 0 || refusals, dir, name, *key, *len, &plan->seccomp_prog,
+                                  &plan->seccomp_len);
+}
+
 int seccomp_prepare(struct run_plan *plan, brig_error **err)
 {
         if (plan->seccomp_degraded)
                 return 0;  /* no seccomp here, and the policy accepted that */
         bool audit = plan->audit_fd >= 0;
+        _cleanup_close_ int dir = cache_dir_open();
         _cleanup_free_ char *key = NULL;
         size_t len = 0;
-        if (cache_key(plan, &key, &len) < 0)
-                return brig_err(err, ENOMEM, "seccomp");
-        _cleanup_free_ char *name = cache_name(key, len);
-        _cleanup_close_ int dir = name ? cache_dir_open() : -EBADF;
-        bool cached = cache_load(plan, dir, name, key, len, &plan->seccomp_prog, &plan->seccomp_len);
-        if (cached && !audit)
+        /* Most runs: a program cached for these rules, with refusals
+         * notifying. It passed check_handoff when it was made; the
+         * supervisor makes its answers from the table when a first refusal
+         * arrives (seccomp_replies_build), not here. */
+        if (!audit && from_cache(plan, dir, true, &key, &len))
                 return 0;
         struct table t = { 0 };
         int r = build_table(plan, &t, err);
         if (r == 0)
                 r = check_handoff(&t, audit, err);
+        /* Refusals notify (for the run's summary) whenever the listener can
+         * reach the supervisor: a policy that refuses sendmsg (and connect
+         * and sendto) gets plain errno returns, and no syscall lines. */
+        bool refusals = r == 0 && sendmsg_passes(&t, audit);
         if (r == 0 && audit && build_replies(&t, &plan->seccomp_replies) < 0)
                 r = brig_err(err, ENOMEM, "seccomp");
-        if (r == 0 && !cached) {
+        if (r == 0 && !from_cache(plan, dir, refusals, &key, &len)) {
                 compiling_for_audit = audit;
+                compiling_for_refusals = refusals;
                 r = compile(&t, &plan->seccomp_prog, &plan->seccomp_len, err);
-                compiling_for_audit = false;
-                if (r == 0)
+                compiling_for_audit = compiling_for_refusals = false;
+                _cleanup_free_ char *name = key ? cache_name(key, len) : NULL;
+                if (r == 0 && name)
                         cache_store(dir, name, key, len, plan->seccomp_prog, plan->seccomp_len);
         }
         free(t.d);
         return r;
+}
+
+int seccomp_replies_build(const struct run_plan *plan, struct seccomp_replies **ret)
+{
+        struct table t = { 0 };
+        int r = build_table(plan, &t, NULL);
+        if (r == 0)
+                r = build_replies(&t, ret);
+        free(t.d);
+        return r < 0 ? r : 0;
 }
 
 int seccomp_apply(const struct run_plan *plan, brig_error **err)

@@ -21,7 +21,7 @@ BRIG_INTERNAL int seccomp_prepare(struct run_plan *plan, brig_error **err);
  * before execve. */
 BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
 
-/* Audit mode: what the supervisor answers a notification for syscall nr
+/* What the supervisor answers a notification for syscall nr
  * (an errno, 0 to let it run: "log", or SECCOMP_REPLY_GUARD: an allowed
  * connect or sendto, for the unix socket guard, unixguard.c). */
 #define SECCOMP_REPLY_GUARD (-2)
@@ -30,6 +30,10 @@ struct seccomp_replies {
         int16_t reply[SECCOMP_REPLY_MAX_NR];
 };
 BRIG_INTERNAL int seccomp_reply_for(const struct seccomp_replies *rep, int nr);
+/* The answers, made from the policy's decision table (never from a cached
+ * file): for an audit stream before the run (seccomp_prepare), else by the
+ * supervisor when a first refusal arrives. free() it. */
+BRIG_INTERNAL int seccomp_replies_build(const struct run_plan *plan, struct seccomp_replies **ret);
 /* For the run's summary: why the filter refused `name` with errno `reply`
  * (into why), and the flag that would allow it (into fix; "" when none
  * would: a rule of the user's refused it, or it makes a namespace, which

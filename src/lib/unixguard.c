@@ -130,6 +130,8 @@ struct unixguard {
         char first_refused[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
         struct refusals *refusals;   /* the run's summary, or NULL */
         const struct seccomp_policy *rules;  /* the user's, for the summary's words */
+        const struct run_plan *plan; /* for the answers, made at the first refusal */
+        struct seccomp_replies *own_replies;
 };
 
 int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct seccomp_replies *replies,
@@ -157,6 +159,7 @@ int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct
                 g->n_groups = 0;
         g->allow = &plan->policy->allow_unix;
         g->rules = plan->policy->seccomp;
+        g->plan = plan;
         g->audit = audit;
         g->replies = replies;
         *ret = g;
@@ -263,6 +266,7 @@ void unixguard_free(struct unixguard *g)
         free(g->groups);
         seccomp_notify_free(g->req, g->resp);
         free(g->diag_buf);
+        free(g->own_replies);
         free(g);
 }
 
@@ -1076,8 +1080,12 @@ static void on_listener(struct unixguard *g, int fd)
         if (seccomp_notify_receive(fd, g->req) < 0)
                 return;  /* ENOENT: the caller died meanwhile; EINTR */
         int nr = g->req->data.nr;
-        /* Without an audit stream only the guard notifies. */
-        int reply = g->replies ? seccomp_reply_for(g->replies, nr) : guarded_call(nr) ? SECCOMP_REPLY_GUARD : ENOSYS;
+        /* The answers to refusals are made from the policy when the first
+         * one arrives (a cached filter came without them); unmade, every
+         * call is refused, never let through. */
+        if (!g->replies && !guarded_call(nr) && seccomp_replies_build(g->plan, &g->own_replies) == 0)
+                g->replies = g->own_replies;
+        int reply = g->replies ? seccomp_reply_for(g->replies, nr) : guarded_call(nr) ? SECCOMP_REPLY_GUARD : EPERM;
         if (g->audit && reply >= 0) {
                 uint64_t args[6];
                 for (int i = 0; i < 6; i++)

@@ -211,3 +211,39 @@ def test_timeout_names_its_flag_once(brig):
     assert r.returncode == 124, r
     assert r.stderr.count("wall-clock timeout 1 s reached (raise with --timeout)") == 1, r
     assert [x["allow_with"] for x in r.report["refusals"]] == ["--timeout"], r.report
+
+
+# ---- system calls ------------------------------------------------------------------
+
+# kcmp on our own pid: allowed by the kernel to anyone, refused by brig's
+# default profile (EPERM); prints the return value and errno.
+KCMP = ("import ctypes, os; l = ctypes.CDLL(None, use_errno=True); "
+        "r = l.syscall(312, os.getpid(), os.getpid(), 0, 0, 0); print(r, ctypes.get_errno())")
+
+
+def test_refused_syscall_names_the_flag_that_allows_it(brig):
+    r = brig.run("run", "--", "python3", "-c", KCMP, report=True)
+    assert r.stdout.split() == ["-1", "1"], r                     # EPERM
+    line, = refusal_lines(r.stderr)
+    assert line == ("brig: refused 1 system call: kcmp (refused by brig's default profile (EPERM); "
+                    "allow with --seccomp-allow kcmp)"), r
+    sc, = [x for x in r.report["refusals"] if x["kind"] == "syscall"]
+    assert sc["what"] == "kcmp" and sc["allow_with"] == "--seccomp-allow kcmp", r.report
+    again = brig.run("run", *suggested(line), "--", "python3", "-c", KCMP)
+    assert again.stdout.split() == ["0", "0"] and refusal_lines(again.stderr) == [], again
+
+
+def test_refused_by_your_own_rule_suggests_nothing(brig):
+    r = brig.run("run", "--seccomp-rule", "kcmp=deny-log", "--", "python3", "-c", KCMP)
+    assert refusal_lines(r.stderr) == ["brig: refused 1 system call: kcmp (refused by your rule kcmp=deny-log (EPERM))"], r
+    plain = brig.run("run", "--seccomp-deny", "kcmp", "--", "python3", "-c", KCMP)
+    assert plain.stdout.split() == ["-1", "1"] and refusal_lines(plain.stderr) == [], plain  # errno, unlogged
+
+
+def test_routine_fallbacks_are_not_refusals(brig):
+    """clone3 and openat2 are ENOSYS on purpose and every thread of glibc
+    or Node tries clone3 first: not worth a line, and no round trip."""
+    r = brig.run("run", "--", "node", "-e", "require('worker_threads'); setTimeout(() => {}, 10)")
+    t = brig.run("run", "--", "python3", "-c", "import threading; t = threading.Thread(target=print); t.start(); t.join()")
+    assert r.returncode == 0 and t.returncode == 0, (r, t)
+    assert refusal_lines(r.stderr) == [] and refusal_lines(t.stderr) == [], (r, t)

@@ -21,6 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <seccomp.h>
+
 #include "internal.h"
 #include "seccomp_filter.h"
 
@@ -99,6 +102,48 @@ enum probe {
         P_UNLISTED, P_PERSONALITY_ASLR, P_MOUNT_ALLOWED, P_CONNECT, P_SEND_NOADDR, P_SENDTO_ADDR,
 };
 
+/* The supervisor's part, in a thread the filter does not cover: take the
+ * filter's listener from the sync socket and answer every refusal with the
+ * errno of the replies table (docs/report.md: refusals notify, so the
+ * run's summary can name them). Calls for the unix socket guard (connect,
+ * an addressed sendto) are left waiting: no guard here. */
+struct answerer {
+        int sync_fd;
+        const struct run_plan *plan;
+};
+
+static void *answer(void *arg)
+{
+        const struct answerer *a = arg;
+        struct sync_msg m;
+        int listener = -1;
+        if (sync_recv(a->sync_fd, &m, &listener) <= 0 || listener < 0)
+                return NULL;
+        struct seccomp_notif *req;
+        struct seccomp_notif_resp *resp;
+        struct seccomp_replies *made = NULL;  /* as the supervisor makes them (unixguard.c) */
+        const struct seccomp_replies *replies = a->plan->seccomp_replies;
+        if (!replies && seccomp_replies_build(a->plan, &made) == 0)
+                replies = made;
+        if (!replies || seccomp_notify_alloc(&req, &resp) < 0)
+                return NULL;
+        for (;;) {
+                memset(req, 0, sizeof *req);
+                if (seccomp_notify_receive(listener, req) < 0)
+                        break;
+                int reply = seccomp_reply_for(replies, req->data.nr);
+                if (reply == SECCOMP_REPLY_GUARD)
+                        continue;
+                memset(resp, 0, sizeof *resp);
+                resp->id = req->id;
+                resp->error = -reply;
+                if (reply == 0)
+                        resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+                (void)seccomp_notify_respond(listener, resp);
+        }
+        return NULL;
+}
+
 /* In a child: load the filter, make one call, exit with its errno (0 for
  * success). Returns the exit status, or 1000 + signal when killed. */
 static int filtered(enum probe what, const char *rule_name, const char *rule_action)
@@ -111,14 +156,18 @@ static int filtered(enum probe what, const char *rule_name, const char *rule_act
                         _exit(200);
                 struct run_plan plan = RUN_PLAN_INIT;
                 plan.policy = p;
-                /* the filter hands its listener (the unix socket guard's)
-                 * over this socket; nothing here connects, so nobody answers */
+                /* the filter hands its listener over this socket, to the
+                 * answering thread below */
                 int sv[2];
                 if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                         _exit(203);
                 plan.sync_fd = sv[1];
                 if (seccomp_prepare(&plan, NULL) < 0)
                         _exit(202);
+                struct answerer a = { .sync_fd = sv[0], .plan = &plan };
+                pthread_t t;
+                if (pthread_create(&t, NULL, answer, &a) != 0)
+                        _exit(204);
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(&plan, NULL) < 0)
                         _exit(201);
                 long r = 0;
