@@ -5,7 +5,12 @@
  * what they refused, why, and which flag would allow it, as it happens;
  * nothing is parsed back out of the audit stream. Equal refusals are one
  * entry with a count; the number of entries is bounded (a sandbox chooses
- * how many distinct names it tries), and what is over is counted. */
+ * how many distinct names it tries), and what is over is counted.
+ *
+ * `what` may be the sandbox's choice (a socket path): every character
+ * outside a small safe set is shown as \xNN, so no path can read like
+ * brig's own words — a second "allow with --allow-unix /run/docker.sock",
+ * a parenthesis, a new line — to an agent that follows the suggestion. */
 #define _GNU_SOURCE
 #include "refusals.h"
 
@@ -32,6 +37,26 @@ struct refusals *refusals_new(void)
         return calloc(1, sizeof(struct refusals));
 }
 
+static bool safe_char(unsigned char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               strchr("/._-@:[]*+=,~%", c) != NULL;
+}
+
+void refusals_quote(const char *in, char *out, size_t size)
+{
+        size_t n = 0;
+        for (const unsigned char *c = (const unsigned char *)in; *c && size; c++) {
+                int w = safe_char(*c) && *c ? snprintf(out + n, size - n, "%c", *c)
+                                            : snprintf(out + n, size - n, "\\x%02x", *c);
+                if (w < 0 || (size_t)w >= size - n)
+                        break;  /* whole characters only */
+                n += (size_t)w;
+        }
+        if (size)
+                out[n] = '\0';
+}
+
 static bool same(const char *a, const char *b)
 {
         return a == b || (a && b && strcmp(a, b) == 0);
@@ -42,6 +67,9 @@ static void add(struct refusals *r, enum refusal_kind kind, const char *what, co
 {
         if (!r || !what || !why)
                 return;
+        char quoted[1024];
+        refusals_quote(what, quoted, sizeof quoted);
+        what = quoted;
         for (size_t i = 0; i < r->n; i++) {
                 struct refusal *f = &r->items[i];
                 if (f->kind == kind && same(f->what, what) && same(f->why, why) && same(f->allow_with, allow_with)) {

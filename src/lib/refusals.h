@@ -32,6 +32,10 @@ BRIG_INTERNAL void refusals_add(struct refusals *r, enum refusal_kind kind, cons
 BRIG_INTERNAL void refusals_add_summarized(struct refusals *r, const char *what, const char *why,
                                            const char *allow_with, uint64_t count);
 BRIG_INTERNAL bool refusals_any(const struct refusals *r);
+/* `in` with every character outside [A-Za-z0-9/._-@:[]*+=,~%] as \xNN,
+ * whole characters only, into out[size]: how refusals_add shows `what`,
+ * for a flag built from it (--allow-unix PATH). */
+BRIG_INTERNAL void refusals_quote(const char *in, char *out, size_t size);
 /* The lines for stderr, each ending in '\n', at most `max_lines` and a
  * last one that says how many more causes there were. */
 BRIG_INTERNAL void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t size);

@@ -1454,6 +1454,12 @@ void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int
                 snprintf(why, wsize, "new namespaces are refused inside a sandbox (%s)", e ? e : "?");
                 return;
         }
+        /* and without a controlling terminal (setsid) TIOCSTI fails anyway */
+        if (strcmp(name, "ioctl") == 0) {
+                snprintf(why, wsize, "terminal input injection (TIOCSTI, TIOCLINUX) is refused inside a sandbox (%s)",
+                         e ? e : "?");
+                return;
+        }
         snprintf(why, wsize, reply == ENOSYS ? "not in brig's default profile (%s)"
                              : guarded(name) ? "refused for these arguments by brig's default profile (%s)"
                                              : "refused by brig's default profile (%s)",

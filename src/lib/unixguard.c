@@ -608,10 +608,11 @@ void unixguard_set_refusals(struct unixguard *g, struct refusals *r)
  * the sandbox's own listeners answer there). */
 static void note_refused(struct unixguard *g, const struct call *c, const char *reason)
 {
-        char fix[sizeof c->path + 64];
+        char quoted[4 * sizeof c->path + 1], fix[sizeof quoted + 64];
         bool named = c->path[0] == '/';
+        refusals_quote(c->path, quoted, sizeof quoted);  /* the sandbox's bytes: as refusals_add shows them */
         if (named)
-                snprintf(fix, sizeof fix, "--allow-unix %s, from a read-only grant (--ro-bind DIR)", c->path);
+                snprintf(fix, sizeof fix, "--allow-unix %s, from a read-only grant (--ro-bind DIR)", quoted);
         refusals_add(g->refusals, REFUSAL_UNIX, c->path, reason, named ? fix : NULL, 1);
 }
 
