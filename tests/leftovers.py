@@ -9,20 +9,21 @@
 snapshot() looks at every place a brig of any user may leave something:
 
   mounts     /proc/self/mountinfo lines that name a brig state root (a
-             mount point or an overlay's upperdir/workdir below one), or a
-             brig-named network namespace file
+             mount point or an overlay's upperdir/workdir below one)
   cgroups    directories named brig-PID-START[-...] in every hierarchy
              under /sys/fs/cgroup (v1 and v2) whose brig is gone, or whose
              brig is one of `exe_dirs`' (a live run of ours)
-  netns      network namespaces held by the processes counted below, and
-             /run/netns entries with "brig" in their name
+  netns      network namespaces other than the host's held by the
+             processes counted below (brig names none: a sandbox's lives
+             as long as its processes and descriptors)
   processes  processes whose executable is a `brig` (in `exe_dirs` when
              given), processes still inside a cgroup whose brig is gone,
              and processes whose command line holds one of `markers`
   files      everything under each state root (/run/brig, /run/user/*/brig,
              /tmp/brig-UID and `state_roots`) except the syscall filter
-             cache (cache/seccomp-*.bpf: kept on purpose) and the runs/
-             directory itself (its records count), and entries with
+             cache (cache/seccomp-*.bpf: kept on purpose), the runs/
+             directory itself, and the run records and cache temporaries
+             of brigs still running (theirs, in use); and entries with
              "brig" in their name in /tmp, /var/tmp and /dev/shm (the test
              suites' own scratch directories, OWN_TEMP, excluded)
 
@@ -160,10 +161,6 @@ def _netns(processes):
             continue
         if ino != host:
             found.add(f"net:[{ino}]")
-    try:
-        found |= {f"/run/netns/{n}" for n in os.listdir("/run/netns") if "brig" in n.lower()}
-    except OSError:
-        pass
     return found
 
 
@@ -183,10 +180,23 @@ def default_state_roots(extra=()):
     return sorted(roots)
 
 
+OWNER = re.compile(r"(\d+)-(\d+)-(\d+)")
+
+
+def _in_use(name):
+    """A run record or cache temporary (PID-START-PIDNS in its name) of a
+    brig that still runs."""
+    m = OWNER.search(name)
+    return bool(m) and group_owner_alive(f"brig-{m.group(1)}-{m.group(2)}-{m.group(3)}") is not False
+
+
 def _kept(rel):
     """The syscall filter cache is kept across runs on purpose, and so is
-    the (empty) directory of run records."""
+    the directory of run records; a live brig's record or temporary is in
+    use."""
     parts = rel.split("/")
+    if len(parts) == 2 and parts[0] in ("runs", "cache") and OWNER.search(parts[1]) and _in_use(parts[1]):
+        return True
     return parts in (["cache"], ["runs"]) or (len(parts) == 2 and parts[0] == "cache" and
                                   re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf", parts[1]) is not None)
 
@@ -227,7 +237,7 @@ def _mounts(state_roots):
         under = any((mp + "/").startswith(r) for r in roots)
         opts = rest.split()[2] if len(rest.split()) > 2 else ""
         layer = any(f"{k}={r}" in opts for r in roots for k in ("upperdir", "workdir"))
-        if under or layer or ("/run/netns/" in mp and "brig" in mp.lower()):
+        if under or layer:
             found.add(f"{mp} ({parts[2]})")
     return found
 

@@ -178,6 +178,13 @@ def _groups_of(pid):
     return [g for g in leftovers._cgroups(None) | _live_groups() if f"/brig-{pid}-" in g]
 
 
+def _procs_in(group):
+    try:
+        return (pathlib.Path(group) / "cgroup.procs").read_text().split()
+    except OSError:
+        return []
+
+
 def _live_groups():
     out = set()
     for top in pathlib.Path("/sys/fs/cgroup").iterdir():
@@ -215,10 +222,14 @@ def test_sigkilled_brig_elsewhere_is_cleaned_by_the_next(world, brig, how):
         if how == "zombie":
             # not reaped: the next brig must not take the zombie for a live brig
             assert wait_until(lambda: _proc_state(p.pid) == "Z", 5)
+        # the kernel's part first: the sandbox dies with its supervisor
+        assert wait_until(lambda: not any(_procs_in(g) for g in _groups_of(p.pid)), 10)
         assert world.run("run", "--", "true").returncode == 0
         assert _groups_of(p.pid) == [], "the dead brig's cgroups survived the next run"
     finally:
         p.wait()
+        for g in _groups_of(p.pid):  # a failed test's leak must not outlive it
+            os.rmdir(g)
         for d in made:
             wait_until(lambda: not (d / "cgroup.procs").read_text().strip(), 5)
             d.rmdir()
@@ -254,8 +265,8 @@ def test_only_our_own_dead_groups_are_removed(world, brig):
                 d.rmdir()
 
 
-@attack("pool-daemon-killed", "SIGKILL the pool daemon: its ready members (live supervisors) served nobody and "
-        "stayed forever", "traces")
+@attack("dead-supervisor-traces", "SIGKILL the pool daemon: its ready members (live supervisors) served nobody "
+        "and stayed forever", "traces")
 def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
     r = world.run("pool", "--size", "2", "--net", "none")
     assert r.returncode == 0, r
@@ -276,7 +287,7 @@ def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
 import json  # noqa: E402
 
 
-@attack("dead-sandbox-traces", "SIGKILL a persistent sandbox's supervisor while it runs, and brig create with its "
+@attack("dead-supervisor-traces", "SIGKILL a persistent sandbox's supervisor while it runs, and brig create with its "
         "supervisor while it is being created: brig ls says dead and why, brig rm removes every trace", "traces")
 @pytest.mark.parametrize("when", ["running", "creating"])
 def test_dead_sandbox_shows_why_and_rm_removes_everything(world, brig, when):
@@ -306,7 +317,7 @@ def test_dead_sandbox_shows_why_and_rm_removes_everything(world, brig, when):
     assert not any(left.values()), leftovers.describe(left)
 
 
-@attack("state-root-full", "the state root's filesystem full (ENOSPC: a 16 KiB tmpfs in a private mount "
+@attack("write-refused-at-setup", "the state root's filesystem full (ENOSPC: a 16 KiB tmpfs in a private mount "
         "namespace): brig run with limits, brig create", "traces")
 def test_full_state_root_fails_clearly_and_leaves_nothing(brig, scratch):
     run = scratch / "full"
@@ -343,7 +354,7 @@ def test_full_state_root_fails_clearly_and_leaves_nothing(brig, scratch):
     assert cgroups == set(), cgroups
 
 
-@attack("cgroup-write-refused", "the cgroup controllers' files refuse writes (ENOSPC, EROFS, EACCES: a test hook) "
+@attack("write-refused-at-setup", "the cgroup controllers' files refuse writes (ENOSPC, EROFS, EACCES: a test hook) "
         "while brig sets --memory", "traces")
 @pytest.mark.parametrize("errno_", [28, 30, 13])
 def test_refused_cgroup_write_fails_clearly_and_leaves_nothing(world, brig, errno_):
@@ -355,7 +366,7 @@ def test_refused_cgroup_write_fails_clearly_and_leaves_nothing(world, brig, errn
     assert not any(left.values()), leftovers.describe(left)
 
 
-@attack("soak-short", "50 runs (plain, proxy, filtered, limits hit, persistent create/exec/snapshot/rm, pooled) "
+@attack("soak-kills", "50 runs (plain, proxy, filtered, limits hit, persistent create/exec/snapshot/rm, pooled) "
         "with SIGKILLs of brig, supervisor, pid 1 and the pool daemon, half at chosen setup steps", "traces")
 def test_short_soak_leaves_nothing(brig, hooks_bindir):
     args = [sys.executable, str(SOAK), "--brig", brig.exe, "--hooks-brig", str(hooks_bindir / "brig"),
