@@ -24,7 +24,7 @@ snapshot() looks at every place a brig of any user may leave something:
              cache (cache/seccomp-*.bpf: kept on purpose), the runs/
              directory itself, and the run records and cache temporaries
              of brigs still running (theirs, in use); and entries with
-             "brig" in their name in /tmp, /var/tmp and /dev/shm (the test
+             "brig" in their name in /tmp, /var/tmp, /dev/shm, /run (the test
              suites' own scratch directories, OWN_TEMP, excluded)
 
 Several users (and test sessions) share one host: items are host paths,
@@ -37,7 +37,7 @@ import re
 
 CATEGORIES = ("mounts", "cgroups", "netns", "processes", "files")
 CGROUP_ROOT = "/sys/fs/cgroup"
-TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/run/user")
 # the test suites' own scratch and binary directories (integration, unit,
 # the soak), never brig's: brig makes no temporary file outside its root
 OWN_TEMP = ("brig-test-", "brig-bin-", "brig-hooks-", "brig-soak-", "brig-lan-", "brig-netns-", "brig-unix-",
@@ -209,7 +209,13 @@ def _files(state_roots):
                 path = os.path.join(dirpath, n)
                 if not _kept(os.path.relpath(path, root)):
                     found.add(path)
-    roots = set(state_roots)
+    return found | temp_entries(state_roots)
+
+
+def temp_entries(state_roots):
+    """Entries with "brig" in their name in the temporary places, but the
+    state roots and the test suites' own (OWN_TEMP)."""
+    found = set()
     for d in TEMP_ROOTS:
         try:
             names = os.listdir(d)
@@ -217,7 +223,7 @@ def _files(state_roots):
             continue
         for n in names:
             path = os.path.join(d, n)
-            if "brig" in n.lower() and not n.startswith(OWN_TEMP) and path not in roots:
+            if "brig" in n.lower() and not n.startswith(OWN_TEMP) and path not in set(state_roots):
                 found.add(path)
     return found
 

@@ -75,30 +75,8 @@ SOAK = pathlib.Path(__file__).resolve().parents[1] / "soak" / "soak.py"
 RUN_STEPS = ("cgroup-recorded", "cgroup-made", "cloned", "released", "ended", "cgroup-destroy")
 
 
-def _proc_state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def paused(exe, timeout=10):
-    """Pids of processes running `exe` stopped at a test_pause() point."""
-    found = []
-
-    def look():
-        found[:] = []
-        for d in os.listdir("/proc"):
-            if d.isdigit() and _proc_state(d) == "T":
-                try:
-                    if os.readlink(f"/proc/{d}/exe") == exe:
-                        found.append(int(d))
-                except OSError:
-                    pass
-        return found
-    wait_until(look, timeout, 0.01)
-    return list(found)
+sys.path.insert(0, str(SOAK.parent))
+from soak import paused, proc_state as _proc_state  # noqa: E402
 
 
 class World:

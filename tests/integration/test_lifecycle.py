@@ -2,12 +2,17 @@
 started outlives the sandbox (also when the supervisor is SIGKILLed), and
 no mounts or temp files are left on the host."""
 import os
+import pathlib
 import select
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import leftovers  # noqa: E402
 
 from conftest import mountinfo
 from proc_helpers import kill_own, marker, pids_with, probe, run_popen, sh_with_report, wait_gone, wait_until
@@ -179,22 +184,10 @@ def test_supervisor_sigkill_with_pty(brig):
 # ------------------------------------------------------------ host traces
 
 def _tmp_snapshot():
-    """brig-made entries in the usual temp places (the test suite's own
-    brig-test-*/brig-bin-* directories excluded, and brig's state root,
-    which a run keeps on purpose: it holds the syscall filter cache)."""
-    out = set()
-    state_roots = {"/run/brig", f"/tmp/brig-{os.geteuid()}", "/tmp/brig-65534"}
-    for d in ("/tmp", "/var/tmp", "/dev/shm", "/run", "/run/user"):
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for n in names:
-            path = os.path.join(d, n)
-            if "brig" in n.lower() and not n.startswith(("brig-test-", "brig-bin-", "brigstage")) \
-                    and path not in state_roots:
-                out.add(path)
-    return out
+    """brig-made entries in the usual temp places (the test suites' own
+    scratch directories excluded, and brig's state roots, which a run keeps
+    on purpose: they hold the syscall filter cache)."""
+    return leftovers.temp_entries({"/run/brig", f"/tmp/brig-{os.geteuid()}", "/tmp/brig-65534"})
 
 
 def _mounts_settled(before, timeout=2.0):

@@ -57,6 +57,25 @@ def children(pid):
         return []
 
 
+def paused(exe, timeout=10):
+    """Pids of processes running `exe` stopped at a test_pause() point
+    (src/lib/reaper.c), once there is one."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = []
+        for d in os.listdir("/proc"):
+            if d.isdigit() and proc_state(d) == "T":
+                try:
+                    if os.readlink(f"/proc/{d}/exe") == str(exe):
+                        found.append(int(d))
+                except OSError:
+                    pass
+        if found:
+            return found
+        time.sleep(0.01)
+    return []
+
+
 def kill(pid):
     try:
         os.kill(pid, signal.SIGKILL)
@@ -149,22 +168,18 @@ class Soak:
             kill(p.pid)
             p.communicate()
 
-    def paused_brigs(self, timeout=10):
-        """Pids of hooks-brig processes stopped at a pause point."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            found = []
-            for d in os.listdir("/proc"):
-                if d.isdigit() and proc_state(d) == "T":
-                    try:
-                        if os.readlink(f"/proc/{d}/exe") == str(self.hooks):
-                            found.append(int(d))
-                    except OSError:
-                        pass
-            if found:
-                return found
-            time.sleep(0.01)
-        return []
+    def kill_at_step(self, steps, target, *args, env=None):
+        """brig ARGS (hooks build) paused at one of `steps`; SIGKILL what
+        paused there (brig itself, or a supervisor it started)."""
+        env = dict(env or {}, BRIG_TEST_PAUSE_AT=self.rng.choice(steps))
+        p = self.popen(*args, hooks=True, env=env)
+        stopped = paused(self.hooks)
+        for pid in stopped:
+            kill(pid)
+        if stopped:
+            self.fig["at_step"] += 1
+            self.note_kill(target)
+        self.killed(p)
 
     def note_kill(self, target):
         self.fig["kills"] += 1
@@ -195,15 +210,7 @@ class Soak:
             return
         target = self.rng.choice(("brig", "pid1"))
         if self.hooks and self.rng.random() < 0.5:
-            env["BRIG_TEST_PAUSE_AT"] = self.rng.choice(RUN_STEPS)
-            p = self.popen(*args, hooks=True, env=env)
-            stopped = self.paused_brigs()
-            for pid in stopped:
-                kill(pid)
-            if stopped:
-                self.fig["at_step"] += 1
-                self.note_kill("brig")
-            self.killed(p)
+            self.kill_at_step(RUN_STEPS, "brig", *args, env=env)
             return
         p = self.popen(*args, hooks=bool(env), env=env)
         time.sleep(self.rng.uniform(0, 0.15))
@@ -215,17 +222,10 @@ class Soak:
     def persistent(self, kill_it):
         name = f"soak{self.rng.randrange(1 << 30):x}"
         self.names.add(name)
-        env = {}
         if kill_it and self.hooks and self.rng.random() < 0.5:
-            env["BRIG_TEST_PAUSE_AT"] = self.rng.choice(CREATE_STEPS)
-            p = self.popen("create", name, "--memory", "64M", "--workspace-mode", "overlay", hooks=True, env=env)
-            stopped = self.paused_brigs()
-            for pid in stopped:
-                kill(pid)  # the supervisor, paused in its setup
-            if stopped:
-                self.fig["at_step"] += 1
-                self.note_kill("supervisor")
-            self.killed(p)
+            # the supervisor, paused in its setup
+            self.kill_at_step(CREATE_STEPS, "supervisor", "create", name, "--memory", "64M", "--workspace-mode",
+                              "overlay")
             return
         r = self.brig("create", name, "--memory", "64M", "--workspace-mode", "overlay")
         self.judge("create", r.returncode, r.stderr)
@@ -262,17 +262,8 @@ class Soak:
 
     def pooled(self, kill_it):
         if not self.pool_daemon():
-            env = {}
             if kill_it and self.hooks and self.rng.random() < 0.5:
-                env["BRIG_TEST_PAUSE_AT"] = self.rng.choice(POOL_STEPS)
-                p = self.popen("pool", "--size", "1", *self.pool_args, hooks=True, env=env)
-                stopped = self.paused_brigs()
-                for pid in stopped:
-                    kill(pid)
-                if stopped:
-                    self.fig["at_step"] += 1
-                    self.note_kill("pool")
-                self.killed(p)
+                self.kill_at_step(POOL_STEPS, "pool", "pool", "--size", "1", *self.pool_args)
                 return
             r = self.brig("pool", "--size", "1", *self.pool_args)
             self.judge("pool", r.returncode, r.stderr)
