@@ -57,11 +57,13 @@ def children(pid):
         return []
 
 
-def paused(exe, timeout=10):
+def paused(exe, timeout=10, proc=None):
     """Pids of processes running `exe` stopped at a test_pause() point
-    (src/lib/reaper.c), once there is one."""
+    (src/lib/reaper.c), once there is one; [] after `timeout`, or once
+    `proc` (the brig that was started) ended without pausing."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
+        ended = proc is not None and proc.poll() is not None
         found = []
         for d in os.listdir("/proc"):
             if d.isdigit() and proc_state(d) == "T":
@@ -70,7 +72,7 @@ def paused(exe, timeout=10):
                         found.append(int(d))
                 except OSError:
                     pass
-        if found:
+        if found or ended:
             return found
         time.sleep(0.01)
     return []
@@ -173,7 +175,7 @@ class Soak:
         paused there (brig itself, or a supervisor it started)."""
         env = dict(env or {}, BRIG_TEST_PAUSE_AT=self.rng.choice(steps))
         p = self.popen(*args, hooks=True, env=env)
-        stopped = paused(self.hooks)
+        stopped = paused(self.hooks, proc=p)
         for pid in stopped:
             kill(pid)
         if stopped:
