@@ -15,13 +15,14 @@
 #include <string.h>
 
 #include "control.h"
+#include "reaper.h"
 #include "state.h"
 
 static void test_names(void **state)
 {
         (void)state;
         static const char *const good[] = { "a", "A9", "web-1", "x.y_z", "0", NULL };
-        static const char *const bad[] = { "", ".", "..", ".x", "-x", "_x", "a/b", "a b", "a\nb", "pools", "é", NULL };
+        static const char *const bad[] = { "", ".", "..", ".x", "-x", "_x", "a/b", "a b", "a\nb", "pools", "cache", "runs", "é", NULL };
         for (size_t i = 0; good[i]; i++)
                 if (!state_name_valid(good[i]))
                         fail_msg("'%s' should be a valid name", good[i]);
@@ -36,6 +37,38 @@ static void test_names(void **state)
         assert_true(state_name_valid(longest));
         assert_false(state_name_valid(too_long));
         assert_false(state_name_valid(NULL));
+}
+
+/* The names that prove who made a cgroup or a run record (reaper.c):
+ * what owner_format writes, owner_parse reads back, and nothing else. */
+static void test_owner_names(void **state)
+{
+        (void)state;
+        struct owner o = { 4711, 123456789ULL, 4026531836ULL }, back;
+        char buf[96];
+        const char *rest;
+        assert_int_equal(owner_format(&o, buf, sizeof buf), 0);
+        assert_string_equal(buf, "4711-123456789-4026531836");
+        assert_true(owner_parse(buf, &back, &rest));
+        assert_true(back.pid == o.pid && back.start == o.start && back.pidns == o.pidns && *rest == '\0');
+        assert_true(owner_parse("4711-123456789-4026531836-3", &back, &rest));
+        assert_string_equal(rest, "-3");  /* a cgroup's counter */
+        assert_true(owner_parse("4711-123456789-4026531836.tmp", &back, &rest));
+        assert_string_equal(rest, ".tmp");  /* a cache temporary */
+        static const char *const bad[] = { "", "4711", "4711-5", "4711-5-", "x-1-2", "0-1-2", "-1-2-3", "4711-0-2",
+                                           "4711-5-6x", "4711 5 6", NULL };
+        for (size_t i = 0; bad[i]; i++)
+                if (owner_parse(bad[i], &back, NULL))
+                        fail_msg("'%s' should not name an owner", bad[i]);
+        assert_int_equal(owner_format(&o, buf, 8), -ENAMETOOLONG);
+        /* we are alive, in our own pid namespace */
+        owner_self(&o);
+        assert_int_equal(owner_alive(&o), 1);
+        o.start++;
+        assert_int_equal(owner_alive(&o), 0);  /* the pid names another process now */
+        o.start--;
+        o.pidns++;
+        assert_int_equal(owner_alive(&o), -1);  /* cannot be told from here */
 }
 
 /* hdr + cwd\0 + argv + env, as exec.c builds it */
@@ -109,6 +142,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
+                cmocka_unit_test(test_owner_names),
                 cmocka_unit_test(test_exec_request),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
