@@ -390,7 +390,9 @@ bool cgroup_remove_dead(const char *dir, const char *name)
         const char *base = strrchr(dir, '/');
         struct stat st;
         struct statfs sf;
-        if (!base || strcmp(base + 1, name) != 0 || strstr(dir, "/../") || lstat(dir, &st) < 0)
+        if (!base || strcmp(base + 1, name) != 0 || strstr(dir, "/../"))
+                return false;
+        if (lstat(dir, &st) < 0)
                 return errno == ENOENT;
         if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || statfs(dir, &sf) < 0 ||
             (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC))

@@ -149,7 +149,7 @@ void run_record_remove(const char *path)
 
 /* One record of a dead run: remove its groups, then the record (kept
  * while a group stays busy: the next sweep tries again). */
-static void reap_record(int dfd, const char *file, const struct owner *o)
+static void reap_record(int dfd, const char *file)
 {
         _cleanup_close_ int fd = openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
@@ -165,13 +165,15 @@ static void reap_record(int dfd, const char *file, const struct owner *o)
         snprintf(name, sizeof name, "brig-%s", file);
         size_t i;
         json_t *v;
+        /* A path through a detached hierarchy (/proc/self/fd/N, cgroup.c)
+         * means another descriptor here: the name, owner and filesystem
+         * checks still hold, and a miss leaves it to the stale sweep. */
         json_array_foreach(json_object_get(doc, "cgroups"), i, v) {
                 const char *path = json_string_value(v);
                 if (path && !cgroup_remove_dead(path, name))
                         all_gone = false;
         }
         json_decref(doc);
-        (void)o;
         if (all_gone)
                 unlinkat(dfd, file, 0);
 }
@@ -206,7 +208,7 @@ static void sweep_runs(void)
                 /* alive: its brig removes it; another pid namespace: not ours to judge */
                 if (owner_alive(&o) != 0 && same_boot(dfd, de->d_name))
                         continue;
-                reap_record(dfd, de->d_name, &o);
+                reap_record(dfd, de->d_name);
         }
         if (d)
                 closedir(d);
