@@ -475,6 +475,12 @@ static int read_host_file(const char *what, const char *path, bool no_symlinks, 
                                 : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
         if ((uint64_t)st.st_size > cap)
                 return brig_err(err, EFBIG, "%s '%s' is larger than %zu KiB", what, path, cap >> 10);
+        /* Another name of the file may be one a sandbox made in a grant
+         * (where fs.protected_hardlinks is off, even to a file it cannot
+         * read): what is copied in has one name, the one given. */
+        if (no_symlinks && st.st_nlink > 1)
+                return brig_err(err, EMLINK, "%s '%s' has %ju hard links; copy in a file with one name (cp it first)",
+                                what, path, (uintmax_t)st.st_nlink);
         char *data = malloc(cap + 1);
         size_t n = 0;
         ssize_t got = 0;
@@ -677,9 +683,20 @@ static int git_config_get(const char *key, char **out, brig_error **err)
         }
         char value[1024];
         size_t n = 0;
-        ssize_t got;
-        while ((got = read(pipefd[0], value + n, sizeof value - 1 - n)) > 0 && n < sizeof value - 1)
-                n += (size_t)got;
+        bool longer = false;
+        for (;;) {
+                char chunk[4096];
+                ssize_t got = read(pipefd[0], chunk, sizeof chunk);
+                if (got < 0 && errno == EINTR)
+                        continue;
+                if (got <= 0)
+                        break;
+                /* to the end, or git could wait on a full pipe */
+                size_t take = (size_t)got < sizeof value - 1 - n ? (size_t)got : sizeof value - 1 - n;
+                memcpy(value + n, chunk, take);
+                n += take;
+                longer = longer || take < (size_t)got;
+        }
         close(pipefd[0]);
         int status = 0;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -689,6 +706,8 @@ static int git_config_get(const char *key, char **out, brig_error **err)
                 value[--n] = '\0';
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n == 0)
                 return brig_err(err, ENOENT, "the host's git config has no %s (git config --global %s ...)", key, key);
+        if (longer)
+                return brig_err(err, E2BIG, "the host's %s is longer than %zu bytes", key, sizeof value - 2);
         *out = strdup(value);
         return *out ? 0 : brig_err(err, ENOMEM, "git");
 }

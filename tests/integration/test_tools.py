@@ -253,10 +253,10 @@ def test_copy_in_source_planted_by_the_sandbox_is_refused(brig):
     key = deploy_key(brig)
     secret = key.read_text()
     r = brig.sh(f'ln -s {key} ws-link; mkfifo fifo; ln -s /dev/zero zero; head -c 2097152 /dev/zero > big; '
-                'mkdir dir; echo planted')
+                'mkdir dir; echo x > orig; ln orig hardlink; echo planted')
     assert r.returncode == 0 and r.stdout == "planted\n", r
     cases = [("ws-link", "symlink"), ("fifo", "not a regular file"), ("zero", "symlink"), ("big", "larger than"),
-             ("dir", "not a regular file")]
+             ("dir", "not a regular file"), ("hardlink", "hard links")]
     for name, why in cases:
         for flag in ("--copy-in", "--copy-in-secret"):
             r = brig.run("run", flag, f"{brig.workspace}/{name}:~/k", "--", "cat", "~/k", timeout=30)
@@ -400,6 +400,10 @@ def test_git_identity_carries_name_and_email_only(brig):
     lines = r.stdout.splitlines()
     assert lines[:2] == ['Ada "L" Lovelace', "ada@example.org"], r
     assert "tok123" not in r.stdout and "helper" not in r.stdout, r
+    # a name longer than any identity (and than a pipe holds): refused, not hung
+    (brig.home / ".gitconfig").write_text("[user]\n\tname = " + "A" * 100000 + "\n\temail = a@b\n")
+    r = brig.run("run", "--git-identity", "--", "true", timeout=30)
+    assert r.returncode == 125 and "user.name is longer than" in r.stderr, r
     # without an identity on the host: a clear refusal naming the fix
     (brig.home / ".gitconfig").write_text("[core]\n\tpager = less\n")
     r = brig.run("run", "--git-identity", "--", "true")
