@@ -287,31 +287,30 @@ int sshagent_serve(struct sshagent *a, int listen_fd)
         return 0;
 }
 
-/* What each refused request asked for, in the protocol's words. */
-static const char *request_name(int type)
-{
-        switch (type) {
-        case SSH_AGENTC_REQUEST_IDENTITIES: return "a malformed request to list keys";
-        case SSH_AGENTC_SIGN_REQUEST: return "a malformed or unknown-flag sign request";
-        case 1: return "list SSH-1 keys";
-        case 3: return "an SSH-1 challenge";
-        case 7: return "add an SSH-1 key";
-        case 8: return "remove an SSH-1 key";
-        case 9: return "remove all SSH-1 keys";
-        case 24: return "add an SSH-1 key with constraints";
-        case 17: return "add a key";
-        case 18: return "remove a key";
-        case 19: return "remove all keys";
-        case 20: return "add a smartcard key";
-        case 21: return "remove a smartcard key";
-        case 22: return "lock the agent";
-        case 23: return "unlock the agent";
-        case 25: return "add a key with constraints";
-        case 26: return "add a smartcard key with constraints";
-        case 27: return "an extension";
-        default: return NULL;
-        }
-}
+/* Each refused request by its name in the protocol and what it asks. */
+static const struct {
+        uint8_t type;
+        const char *name, *asks;
+} requests[] = {
+        { SSH_AGENTC_REQUEST_IDENTITIES, "SSH_AGENTC_REQUEST_IDENTITIES", "malformed: a list request carries nothing" },
+        { SSH_AGENTC_SIGN_REQUEST, "SSH_AGENTC_SIGN_REQUEST", "malformed, or flags brig does not know" },
+        { 1, "SSH_AGENTC_REQUEST_RSA_IDENTITIES", "lists SSH-1 keys" },
+        { 3, "SSH_AGENTC_RSA_CHALLENGE", "an SSH-1 challenge" },
+        { 7, "SSH_AGENTC_ADD_RSA_IDENTITY", "adds an SSH-1 key" },
+        { 8, "SSH_AGENTC_REMOVE_RSA_IDENTITY", "removes an SSH-1 key" },
+        { 9, "SSH_AGENTC_REMOVE_ALL_RSA_IDENTITIES", "removes all SSH-1 keys" },
+        { 17, "SSH_AGENTC_ADD_IDENTITY", "adds a key" },
+        { 18, "SSH_AGENTC_REMOVE_IDENTITY", "removes a key" },
+        { 19, "SSH_AGENTC_REMOVE_ALL_IDENTITIES", "removes all keys" },
+        { 20, "SSH_AGENTC_ADD_SMARTCARD_KEY", "adds a smartcard key" },
+        { 21, "SSH_AGENTC_REMOVE_SMARTCARD_KEY", "removes a smartcard key" },
+        { 22, "SSH_AGENTC_LOCK", "locks the agent with a password" },
+        { 23, "SSH_AGENTC_UNLOCK", "unlocks the agent" },
+        { 24, "SSH_AGENTC_ADD_RSA_ID_CONSTRAINED", "adds an SSH-1 key with constraints" },
+        { 25, "SSH_AGENTC_ADD_ID_CONSTRAINED", "adds a key with constraints" },
+        { 26, "SSH_AGENTC_ADD_SMARTCARD_KEY_CONSTRAINED", "adds a smartcard key with constraints" },
+        { 27, "SSH_AGENTC_EXTENSION", "an extension" },
+};
 
 void sshagent_refusals(struct sshagent *a, struct refusals *r)
 {
@@ -319,14 +318,16 @@ void sshagent_refusals(struct sshagent *a, struct refusals *r)
         for (int t = 0; t < 256; t++) {
                 if (!a->refused[t])
                         continue;
-                char what[64];
-                const char *name = request_name(t);
-                if (name)
-                        snprintf(what, sizeof what, "%s", name);
-                else
-                        snprintf(what, sizeof what, "request type %d", t);
-                refusals_add(r, REFUSAL_AGENT, what, "brig's --ssh-agent relay passes on only listing keys and signing",
-                             NULL, a->refused[t]);
+                char name[48], why[160];
+                const char *asks = "a request brig does not know";
+                snprintf(name, sizeof name, "type-%d", t);
+                for (size_t i = 0; i < ARRAY_SIZE(requests); i++)
+                        if (requests[i].type == t) {
+                                snprintf(name, sizeof name, "%s", requests[i].name);
+                                asks = requests[i].asks;
+                        }
+                snprintf(why, sizeof why, "%s; brig's --ssh-agent relay passes on only listing keys and signing", asks);
+                refusals_add(r, REFUSAL_AGENT, name, why, NULL, a->refused[t]);
         }
         pthread_mutex_unlock(&a->lock);
 }

@@ -368,10 +368,11 @@ def test_agent_relay_refuses_everything_but_list_and_sign(brig, agent):
     assert out[3:8] == ["lock 5", "extension 5", "sign-extra-bytes 5", "oversized closed", "list 12"], r
     # what the agent in the loop reads: each kind of request brig answered itself
     assert "Could not add identity" in r.stderr and "agent refused operation" in r.stderr, r
-    for what in ("add a key", "remove all keys", "remove a key", "lock the agent", "an extension",
-                 "a malformed or unknown-flag sign request"):
-        assert f"ssh-agent request: {what} (brig's --ssh-agent relay passes on only listing keys and signing)" \
-            in r.stderr, (what, r)
+    for what in ("SSH_AGENTC_ADD_IDENTITY (adds a key", "SSH_AGENTC_REMOVE_ALL_IDENTITIES (removes all keys",
+                 "SSH_AGENTC_REMOVE_IDENTITY (removes a key", "SSH_AGENTC_LOCK (locks the agent with a password",
+                 "SSH_AGENTC_EXTENSION (an extension", "SSH_AGENTC_SIGN_REQUEST (malformed"):
+        assert f"ssh-agent request: {what}" in r.stderr, (what, r)
+    assert "brig's --ssh-agent relay passes on only listing keys and signing)" in r.stderr, r
     # the host's agent: still exactly the one key, and not locked
     listed = agent.ssh_add("-l")
     assert listed.returncode == 0, listed
