@@ -233,6 +233,7 @@ enum brig_reason {
         BRIG_REASON_OOM,
         BRIG_REASON_PIDS,
         BRIG_REASON_SECCOMP,
+        BRIG_REASON_DETACHED,   /* brig exec --detach: started, not waited for */
 };
 BRIG_PUBLIC const char *brig_reason_name(enum brig_reason r);
 
@@ -262,6 +263,10 @@ typedef struct brig_result {
          * nothing was refused. The text may hold names the sandbox chose:
          * print it as text. The report's "refusals" has the same. */
         char refusals[2048];
+        /* brig exec --detach: the command's pid inside the sandbox and the
+         * file inside that holds its output (reason BRIG_REASON_DETACHED). */
+        int detached_pid;
+        char detached_log[64];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built
@@ -302,6 +307,10 @@ typedef struct brig_exec_opts {
         bool terminal_passthrough; /* see brig_policy_set_terminal_passthrough */
         uint64_t timeout_ms;       /* 0: the sandbox's --timeout (none by default) */
         const char *report_path;   /* a JSON report of this exec (docs/persistent.md), or NULL */
+        /* Start it and return once it runs: no stdio of the caller's, its
+         * output in a log inside the sandbox (result: detached_pid,
+         * detached_log); it lives until it exits or the sandbox stops. */
+        bool detach;
 } brig_exec_opts;
 
 /* Run a command in a live sandbox with the caller's stdio (or a pty) and

@@ -27,7 +27,9 @@ static const char exec_usage[] =
         "  --tty / --no-tty   force or forbid a pseudo-terminal\n"
         "  --terminal-passthrough  the command's escape sequences reach the terminal unfiltered\n"
         "  --timeout TIME     wall clock for this command (default: the sandbox's --timeout)\n"
-        "  --json-report FILE how this command ended, as JSON\n";
+        "  --json-report FILE how this command ended, as JSON\n"
+        "  --detach           start it in the background and return: prints its pid and the log\n"
+        "                     inside that gets its output (/tmp/brig-exec-PID.log)\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -185,6 +187,7 @@ int cmd_exec(int argc, char **argv)
                 { "timeout", required_argument, NULL, 'o' }, { "help", no_argument, NULL, 'h' },
                 { "json-report", required_argument, NULL, 'r' },
                 { "terminal-passthrough", no_argument, NULL, 'P' },
+                { "detach", no_argument, NULL, 'd' },
                 { NULL, 0, NULL, 0 },
         };
         brig_exec_opts o = { .tty = BRIG_TTY_AUTO };
@@ -212,6 +215,9 @@ int cmd_exec(int argc, char **argv)
                         break;
                 case 'P':
                         o.terminal_passthrough = true;
+                        break;
+                case 'd':
+                        o.detach = true;
                         break;
                 case 'o':
                         if (brig_parse_duration(optarg, &o.timeout_ms, &err) < 0) {
@@ -243,6 +249,13 @@ int cmd_exec(int argc, char **argv)
         brig_result res;
         if (brig_sandbox_exec(name, &o, &res, &err) < 0) {
                 code = cli_fail(err);
+        } else if (res.reason == BRIG_REASON_DETACHED) {
+                /* stdout, for a script: pid=$(brig exec --detach ... | awk '{print $2}') */
+                printf("pid %d log %s\n", res.detached_pid, res.detached_log);
+                fflush(stdout);
+                fprintf(stderr, "brig: started in the background in '%s'; its output: brig exec %s -- cat %s\n",
+                        name, name, res.detached_log);
+                code = 0;
         } else {
                 code = res.exit_code;
                 if (res.summary[0])

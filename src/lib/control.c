@@ -39,6 +39,7 @@ struct conn {
         int exec_fd;             /* our end of the exec's socket to pid 1, or -1 */
         struct sync_msg failure; /* the exec's first failure, type 0 if none */
         uint64_t notify_id;      /* its filter's listener in the unix socket guard, 0 if none */
+        struct sync_msg started; /* a detached exec's pid and log (SYNC_STARTED), type 0 until then */
         struct conn *next;
 };
 
@@ -331,8 +332,13 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
                 return reply_error(k->fd, EAGAIN, "sandbox '%s' is paused (brig resume %s)", c->name, c->name);
         if (exec_request_parse(buf, len, &req) < 0)
                 return reply_error(k->fd, EBADMSG, "malformed exec request");
-        bool tty = req.flags & CTL_EXEC_TTY;
+        bool tty = req.flags & CTL_EXEC_TTY, detach = req.flags & CTL_EXEC_DETACH;
         exec_request_free(&req);
+        if (tty && detach)
+                return reply_error(k->fd, EINVAL, "a detached exec has no terminal");
+        if (detach && nfds != 0)
+                return reply_error(k->fd, EBADMSG, "a detached exec takes no stdio (its output goes to a log)");
+        tty |= detach;  /* no stdio of the client's to check or pass */
         if (!tty && nfds != 3)
                 return reply_error(k->fd, EBADMSG, "exec request without stdin, stdout and stderr");
         /* A directory (or O_PATH) descriptor as stdio would hand the
@@ -438,6 +444,10 @@ static void on_exec(struct control *c, struct conn *k)
                 return;
         }
         closep(&passed);
+        if (r > 0 && m.type == SYNC_STARTED) {
+                k->started = m;  /* it runs once the socket closes (execve) without a failure */
+                return;
+        }
         if (r > 0 && (m.type == SYNC_ERROR || m.type == SYNC_EXEC_FAILED)) {
                 if (k->failure.type == 0)
                         k->failure = m;
@@ -451,6 +461,10 @@ static void on_exec(struct control *c, struct conn *k)
                 h.exit_code = k->failure.type == SYNC_EXEC_FAILED ? k->failure.exit_code : BRIG_EXIT_SETUP;
                 h.errnum = k->failure.errnum;
                 snprintf(h.text, sizeof h.text, "%s", k->failure.text);
+        } else if (r == 0 && k->started.type) {
+                h.type = CTL_STARTED;
+                h.arg = k->started.status;
+                snprintf(h.text, sizeof h.text, "%s", k->started.text);
         } else if (r > 0) {
                 h.type = CTL_STATUS;
                 h.arg = m.status;

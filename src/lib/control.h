@@ -16,7 +16,8 @@
 
 enum ctl_type {
         /* client → supervisor (and exec requests on to pid 1) */
-        CTL_EXEC = 1,     /* hdr + cwd\0 argv...\0 env...\0; fds: stdin, stdout, stderr (none with a tty) */
+        CTL_EXEC = 1,     /* hdr + cwd\0 argv...\0 env...\0; fds: stdin, stdout, stderr (none with a tty
+                           * or detached) */
         CTL_SIGNAL,       /* arg = signal number, for the running exec */
         CTL_STOP,
         CTL_PAUSE,
@@ -27,11 +28,17 @@ enum ctl_type {
         CTL_STATUS,       /* arg = the command's wait status; errnum, text: connections the unix
                            * socket guard refused it, and the first one's path */
         CTL_PTY,          /* carries the master of the exec's pty */
+        CTL_STARTED,      /* a detached exec runs: arg = its pid, text = its log inside */
 };
 
 enum ctl_flags {
         CTL_EXEC_TTY = 1 << 0,
+        CTL_EXEC_DETACH = 1 << 1,  /* no stdio: output to a log inside, CTL_STARTED once it runs */
 };
+
+/* Where a detached exec's output goes, inside the sandbox: its own /tmp,
+ * named by the command's pid there (pid 1 and the command agree on it). */
+#define CTL_DETACH_LOG "/tmp/brig-exec-%d.log"
 
 struct ctl_hdr {
         uint32_t magic;

@@ -44,7 +44,8 @@ static char *build_request(const brig_exec_opts *o, bool tty, size_t *len, brig_
                 return NULL;
         }
         struct ctl_hdr *h = (struct ctl_hdr *)buf;
-        *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC, .flags = tty ? CTL_EXEC_TTY : 0,
+        *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC,
+                               .flags = (tty ? CTL_EXEC_TTY : 0) | (o->detach ? CTL_EXEC_DETACH : 0),
                                .argc = argc, .envc = envc, .timeout_ms = o->timeout_ms };
         char *p = buf + sizeof *h;
         p = stpcpy(p, o->cwd ? o->cwd : "") + 1;
@@ -62,6 +63,8 @@ int exec_check_opts(const brig_exec_opts *o, brig_error **err)
                 return brig_err(err, EINVAL, "no command given");
         if (o->cwd && o->cwd[0] != '/')
                 return brig_err(err, EINVAL, "--cwd '%s': give an absolute path inside the sandbox", o->cwd);
+        if (o->detach && o->tty == BRIG_TTY_ALWAYS)
+                return brig_err(err, EINVAL, "--detach runs the command without a terminal: drop --tty");
         for (size_t i = 0; o->env && o->env[i]; i++)
                 if (!strchr(o->env[i], '=') || o->env[i][0] == '=')
                         return brig_err(err, EINVAL, "--env '%s': expected NAME=VALUE", o->env[i]);
@@ -98,6 +101,16 @@ static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_ex
         (void)o;
 }
 
+/* What the supervisor or pid 1 said went wrong, as our error. */
+static int error_reply(const struct ctl_hdr *h, brig_result *res, brig_error **err)
+{
+        res->exit_code = h->exit_code ? h->exit_code : BRIG_EXIT_SETUP;
+        int r = brig_err_code(err, res->exit_code, 0, "%s", h->text);
+        if (err && *err)
+                (*err)->errnum = h->errnum;
+        return h->errnum > 0 ? -h->errnum : r;
+}
+
 struct exec_loop {
         int fd, sfd;
         struct terminal *term;
@@ -122,13 +135,8 @@ static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opt
                 fill_result(res, &h, o);
                 return 1;
         }
-        if (h.type == CTL_ERROR) {
-                res->exit_code = h.exit_code ? h.exit_code : BRIG_EXIT_SETUP;
-                int r = brig_err_code(err, res->exit_code, 0, "%s", h.text);
-                if (err && *err)
-                        (*err)->errnum = h.errnum;
-                return h.errnum > 0 ? -h.errnum : r;
-        }
+        if (h.type == CTL_ERROR)
+                return error_reply(&h, res, err);
         return 0;
 }
 
@@ -174,8 +182,52 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
         }
 }
 
+/* brig exec --detach: the request without stdio, then one answer — the
+ * command runs (its pid; the log is named by it), or why it could not.
+ * Nothing of ours is handed in, so nothing (a pipe to `| cat`) is held
+ * open by what the command leaves running. */
+static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        size_t len;
+        _cleanup_free_ char *req = build_request(o, false, &len, err);
+        if (!req)
+                return -ENOMEM;
+        const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+        int r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, NULL, 0);
+        if (r < 0)
+                return brig_err(err, -r, "send the command to sandbox '%s'", name);
+        for (;;) {
+                struct ctl_hdr a;
+                int fds[CTL_MAX_FDS], nfds;
+                ssize_t n = ctl_recv(fd, &a, sizeof a, fds, &nfds);
+                for (int i = 0; i < nfds; i++)
+                        close(fds[i]);
+                if (n == -EINTR || n == -EAGAIN)
+                        continue;
+                if (n > 0 && a.type == CTL_STARTED && a.arg > 1) {
+                        res->exit_code = 0;
+                        res->reason = BRIG_REASON_DETACHED;
+                        res->detached_pid = a.arg;
+                        /* named from the pid here, not copied from the answer */
+                        snprintf(res->detached_log, sizeof res->detached_log, CTL_DETACH_LOG, (int)a.arg);
+                        return 0;
+                }
+                if (n > 0 && a.type == CTL_ERROR)
+                        return error_reply(&a, res, err);
+                if (n <= 0)
+                        return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away while starting the command",
+                                        name);
+        }
+}
+
 int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res, brig_error **err)
 {
+        if (o->detach) {
+                uint64_t start = now_ms();
+                int r = detach_over(fd, name, o, res, err);
+                res->duration_ms = now_ms() - start;
+                return r;
+        }
         struct exec_loop l = { .fd = fd, .sfd = -1, .name = name };
         uint64_t start = now_ms();
         static const int std_fds[] = { 0, 1, 2 };
@@ -238,6 +290,9 @@ int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const b
         json_object_set_new(doc, "duration_ms", json_integer((json_int_t)res->duration_ms));
         if (res->summary[0])
                 json_object_set_new(doc, "summary", json_string(res->summary));
+        if (res->detached_pid > 0)
+                json_object_set_new(doc, "detached", json_pack("{s:i, s:s}", "pid", res->detached_pid, "log",
+                                                               res->detached_log));
         if (error)
                 json_object_set_new(doc, "error", json_string(error->msg ? error->msg : "unknown error"));
         if (pool_member)  /* brig run --pooled, served by this member */

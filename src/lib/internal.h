@@ -428,6 +428,7 @@ enum sync_type {
         SYNC_NET_FALLBACK, /* filtered mode unavailable, proxy mode instead: text = why */
         SYNC_UNIX_DIAG,    /* carries a NETLINK_SOCK_DIAG socket of the sandbox's network namespace */
         SYNC_AGENT,        /* carries the listening socket of the ssh-agent relay (--ssh-agent) */
+        SYNC_STARTED,      /* pid 1: a detached exec was forked; status = its pid, text = its log */
 };
 struct sync_msg {
         int type;

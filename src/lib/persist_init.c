@@ -10,7 +10,11 @@
  * Landlock rules and syscall filter, with nothing re-entered from the host
  * (no setns, no second privilege drop to get right). The command's wait
  * status goes back on its socket; a client that goes away takes its
- * command down. When pid 1 exits, the kernel kills everything left. */
+ * command down. A detached exec (brig exec --detach) has no client to wait
+ * for it: its output goes to a log in the sandbox's /tmp, pid 1 says its
+ * pid and lets the socket go, and the command runs until it exits (its
+ * timeout still applies) or the sandbox stops. When pid 1 exits, the
+ * kernel kills everything left. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "control.h"
@@ -81,6 +85,31 @@ static void send_failure(int fd, const char *what, int errnum)
         brig_error_free(&err);
 }
 
+/* A detached command's stdio, in the child (the sandbox user, inside):
+ * /dev/null in, the log out. The log is made new — O_EXCL, O_NOFOLLOW — so
+ * nothing planted at its name (a file, a symlink, a FIFO that would block
+ * the open) is written to or followed; the exec fails saying so. */
+static int detach_stdio(int fd)
+{
+        char log[64], what[128];
+        snprintf(log, sizeof log, CTL_DETACH_LOG, (int)getpid());
+        _cleanup_close_ int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int out = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (in < 0 || out < 0) {
+                if (in < 0)
+                        snprintf(what, sizeof what, "open /dev/null");
+                else
+                        snprintf(what, sizeof what, "the log %s (made new, never through a link)", log);
+                send_failure(fd, what, errno);
+                return -1;
+        }
+        if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) {
+                send_failure(fd, "stdio", errno);
+                return -1;
+        }
+        return 0;
+}
+
 /* The forked child: become the command (never returns). */
 static _Noreturn void exec_child(struct persist *ps, const struct exec_request *req, int fd, const int *stdio,
                                  int slave)
@@ -99,7 +128,10 @@ static _Noreturn void exec_child(struct persist *ps, const struct exec_request *
                 send_failure(fd, "environment", ENOMEM);
                 _exit(BRIG_EXIT_SETUP);
         }
-        if (slave < 0)
+        if (req->flags & CTL_EXEC_DETACH) {
+                if (detach_stdio(fd) < 0)
+                        _exit(BRIG_EXIT_SETUP);
+        } else if (slave < 0)
                 for (int i = 0; i < 3; i++)
                         if (dup2(stdio[i], i) < 0) {
                                 send_failure(fd, "stdio", errno);
@@ -115,7 +147,8 @@ static void start_exec(struct persist *ps, int fd)
         struct exec_request req = { 0 };
         ssize_t n = buf ? ctl_recv(fd, buf, CTL_MAX_MSG, fds, &nfds) : -ENOMEM;
         if (n <= 0 || exec_request_parse(buf, (size_t)n, &req) < 0 ||
-            (!(req.flags & CTL_EXEC_TTY) && nfds != 3)) {
+            nfds != (req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH) ? 0 : 3) ||
+            ((req.flags & CTL_EXEC_TTY) && (req.flags & CTL_EXEC_DETACH))) {
                 send_failure(fd, "malformed request", EBADMSG);
                 goto out;
         }
@@ -151,6 +184,17 @@ static void start_exec(struct persist *ps, int fd)
         uint64_t timeout = req.timeout_ms ? req.timeout_ms : ps->plan->limits.timeout_ms;
         ps->slots[ps->n++] = (struct exec_slot){ .pid = pid, .fd = fd,
                                                  .deadline_ms = timeout ? mono_ms() + timeout : 0 };
+        if (req.flags & CTL_EXEC_DETACH) {
+                /* Its pid and log for the client; the socket goes with the
+                 * command's own copy at execve, which tells the supervisor
+                 * it runs (or its failure comes first). No slot socket: no
+                 * client's going away can end it. */
+                struct sync_msg m = { .type = SYNC_STARTED, .status = pid };
+                snprintf(m.text, sizeof m.text, CTL_DETACH_LOG, (int)pid);
+                sync_send(fd, &m);
+                ps->slots[ps->n - 1].fd = -1;
+                goto out;
+        }
         fd = -1;  /* the slot owns it */
 out:
         exec_request_free(&req);

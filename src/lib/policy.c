@@ -629,6 +629,7 @@ const char *brig_reason_name(enum brig_reason r)
                 [BRIG_REASON_EXITED] = "exited", [BRIG_REASON_SIGNALED] = "signaled",
                 [BRIG_REASON_TIMEOUT] = "timeout", [BRIG_REASON_OOM] = "oom",
                 [BRIG_REASON_PIDS] = "pids", [BRIG_REASON_SECCOMP] = "seccomp",
+                [BRIG_REASON_DETACHED] = "detached",
         };
         if ((unsigned)r < ARRAY_SIZE(names) && names[r])
                 return names[r];

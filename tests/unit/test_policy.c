@@ -673,7 +673,8 @@ static void test_reason_names(void **state)
         assert_string_equal(brig_reason_name(BRIG_REASON_OOM), "oom");
         assert_string_equal(brig_reason_name(BRIG_REASON_PIDS), "pids");
         assert_string_equal(brig_reason_name(BRIG_REASON_SECCOMP), "seccomp");
-        assert_string_equal(brig_reason_name((enum brig_reason)(BRIG_REASON_SECCOMP + 1)), "unknown");
+        assert_string_equal(brig_reason_name(BRIG_REASON_DETACHED), "detached");
+        assert_string_equal(brig_reason_name((enum brig_reason)(BRIG_REASON_DETACHED + 1)), "unknown");
         assert_string_equal(brig_reason_name((enum brig_reason)99), "unknown");
         assert_string_equal(brig_reason_name((enum brig_reason)-1), "unknown");
 }
