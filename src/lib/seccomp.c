@@ -1033,94 +1033,6 @@ static int cache_dir_open(void)
         return fd;
 }
 
-/* A cached program is run before it is trusted, on a few calls whatever
- * policy refuses — unless the user's own rules let one through (named, or
- * any @group allowed): the keyring, bpf, ptrace, modules, kexec, and
- * another architecture's ABI. A program that allows one of them (a file
- * someone rewrote with the right key: the key is no secret) is not
- * loaded; the run compiles its own. Classic BPF as the kernel runs it for
- * seccomp: forward jumps only, so it ends within n steps. */
-static bool bpf_eval(const struct sock_filter *prog, size_t n, const struct seccomp_data *sd, uint32_t *ret)
-{
-        uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = { 0 };
-        for (size_t pc = 0; pc < n; pc++) {
-                const struct sock_filter *f = &prog[pc];
-                uint32_t k = f->k, src = BPF_SRC(f->code) == BPF_X ? x : k;
-                size_t jt = pc + f->jt, jf = pc + f->jf;
-                switch (BPF_CLASS(f->code)) {
-                case BPF_LD:
-                        if (f->code == (BPF_LD | BPF_W | BPF_ABS) && k % 4 == 0 && k < sizeof *sd)
-                                memcpy(&a, (const char *)sd + k, 4);
-                        else if (f->code == (BPF_LD | BPF_IMM))
-                                a = k;
-                        else if (f->code == (BPF_LD | BPF_MEM) && k < BPF_MEMWORDS)
-                                a = mem[k];
-                        else if (f->code == (BPF_LD | BPF_W | BPF_LEN))
-                                a = sizeof *sd;
-                        else
-                                return false;
-                        break;
-                case BPF_LDX:
-                        if (f->code == (BPF_LDX | BPF_IMM))
-                                x = k;
-                        else if (f->code == (BPF_LDX | BPF_MEM) && k < BPF_MEMWORDS)
-                                x = mem[k];
-                        else if (f->code == (BPF_LDX | BPF_W | BPF_LEN))
-                                x = sizeof *sd;
-                        else
-                                return false;
-                        break;
-                case BPF_ST:
-                case BPF_STX:
-                        if (k >= BPF_MEMWORDS)
-                                return false;
-                        mem[k] = BPF_CLASS(f->code) == BPF_ST ? a : x;
-                        break;
-                case BPF_ALU:
-                        switch (BPF_OP(f->code)) {
-                        case BPF_ADD: a += src; break;
-                        case BPF_SUB: a -= src; break;
-                        case BPF_MUL: a *= src; break;
-                        case BPF_DIV: if (!src) return false; a /= src; break;
-                        case BPF_MOD: if (!src) return false; a %= src; break;
-                        case BPF_AND: a &= src; break;
-                        case BPF_OR: a |= src; break;
-                        case BPF_XOR: a ^= src; break;
-                        case BPF_LSH: a = src < 32 ? a << src : 0; break;
-                        case BPF_RSH: a = src < 32 ? a >> src : 0; break;
-                        case BPF_NEG: a = -a; break;
-                        default: return false;
-                        }
-                        break;
-                case BPF_JMP:
-                        switch (BPF_OP(f->code)) {
-                        case BPF_JA: jt = jf = pc + k; break;
-                        case BPF_JEQ: if (a != src) jt = jf; break;
-                        case BPF_JGT: if (!(a > src)) jt = jf; break;
-                        case BPF_JGE: if (!(a >= src)) jt = jf; break;
-                        case BPF_JSET: if (!(a & src)) jt = jf; break;
-                        default: return false;
-                        }
-                        if (jt >= n - 1 || jt < pc)
-                                return false;
-                        pc = jt;
-                        break;
-                case BPF_RET:
-                        *ret = BPF_RVAL(f->code) == BPF_A ? a : k;
-                        return BPF_RVAL(f->code) == BPF_A || BPF_RVAL(f->code) == BPF_K;
-                case BPF_MISC:
-                        if (BPF_MISCOP(f->code) == BPF_TAX)
-                                x = a;
-                        else
-                                a = x;
-                        break;
-                default:
-                        return false;
-                }
-        }
-        return false;  /* ran off the end: the kernel would not load it */
-}
-
 static bool user_allows(const struct run_plan *plan, const char *call)
 {
         const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
@@ -1133,34 +1045,23 @@ static bool user_allows(const struct run_plan *plan, const char *call)
         return false;
 }
 
-static bool prog_refuses_the_refused(const struct run_plan *plan, bool notifies, const struct sock_filter *prog,
-                                     size_t n)
+/* The calls a cached program is run on before it is trusted (see
+ * seccomp_cache_parse): the keyring, bpf, ptrace, modules and kexec —
+ * unless the user's own rules let one through (named, or any @group
+ * allowed) — and another architecture's ABI. */
+static size_t cache_probes(const struct run_plan *plan, struct seccomp_probe *out, size_t cap)
 {
         static const char *const refused[] = { "keyctl", "add_key", "request_key", "bpf", "ptrace",
                                                "init_module", "finit_module", "kexec_load" };
-        /* Refusals the supervisor answers (its replies are made from the
-         * table, never from the file) come back as notifications. */
-        for (size_t i = 0; i <= ARRAY_SIZE(refused); i++) {
-                struct seccomp_data sd = { .arch = seccomp_arch_native() };
-                if (i == ARRAY_SIZE(refused)) {
-                        sd.arch = SCMP_ARCH_X86;  /* another ABI: every call refused */
-                        sd.nr = 1;               /* exit, the one call everyone allows */
-                } else if (user_allows(plan, refused[i])) {
-                        continue;
-                } else {
-                        sd.nr = seccomp_syscall_resolve_name(refused[i]);
-                        if (sd.nr < 0)
-                                continue;
-                }
-                uint32_t ret, act;
-                if (!bpf_eval(prog, n, &sd, &ret))
-                        return false;
-                act = ret & SECCOMP_RET_ACTION_FULL;
-                if (act != SECCOMP_RET_KILL_PROCESS && act != SECCOMP_RET_KILL_THREAD && act != SECCOMP_RET_TRAP &&
-                    act != SECCOMP_RET_ERRNO && !(notifies && act == SECCOMP_RET_USER_NOTIF))
-                        return false;
+        size_t n = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(refused) && n < cap; i++) {
+                int nr = seccomp_syscall_resolve_name(refused[i]);
+                if (nr >= 0 && !user_allows(plan, refused[i]))
+                        out[n++] = (struct seccomp_probe){ .arch = seccomp_arch_native(), .nr = nr };
         }
-        return true;
+        if (n < cap)
+                out[n++] = (struct seccomp_probe){ .arch = SCMP_ARCH_X86, .nr = 1 };  /* exit, allowed by all */
+        return n;
 }
 
 /* The file: key length (u32), key, then the BPF instructions. Only a file
@@ -1176,25 +1077,9 @@ static bool cache_load(const struct run_plan *plan, bool notifies, int dir, cons
         _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
         if (!buf || read(fd, buf, (size_t)st.st_size) != st.st_size)
                 return false;
-        uint32_t klen;
-        memcpy(&klen, buf, sizeof klen);
-        size_t rest = (size_t)st.st_size - 4;
-        if (klen != len || rest < len || memcmp(buf + 4, key, len) != 0)
-                return false;
-        rest -= len;
-        if (rest == 0 || rest % sizeof(struct sock_filter) != 0 || rest / sizeof(struct sock_filter) > BPF_MAXINSNS)
-                return false;
-        *prog = malloc(rest);
-        if (!*prog)
-                return false;
-        memcpy(*prog, buf + 4 + len, rest);
-        *n = rest / sizeof(struct sock_filter);
-        if (!prog_refuses_the_refused(plan, notifies, *prog, *n)) {
-                free(*prog);
-                *prog = NULL;
-                return false;
-        }
-        return true;
+        struct seccomp_probe probes[16];
+        size_t n_probes = cache_probes(plan, probes, ARRAY_SIZE(probes));
+        return seccomp_cache_parse(buf, (size_t)st.st_size, key, len, probes, n_probes, notifies, prog, n) == 0;
 }
 
 static void cache_store(int dir, const char *name, const char *key, size_t len, const struct sock_filter *prog,

@@ -40,6 +40,27 @@ BRIG_INTERNAL int seccomp_replies_build(const struct run_plan *plan, struct secc
  * brig refuses below the filter too). */
 BRIG_INTERNAL void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int reply, char *why,
                                         size_t wsize, char *fix, size_t fsize);
+/* The compiled-filter cache file's bytes (seccomp_cache.c, pure): a call
+ * its program is run on before it is trusted. */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdbool.h>
+struct seccomp_probe {
+        uint32_t arch;  /* AUDIT_ARCH_* */
+        int nr;
+};
+/* 0 and the program (malloc'd) when buf holds key and a program that
+ * refuses every probe (kill, trap, errno; a notification too when the
+ * program's refusals notify: the supervisor answers them);
+ * -EBADMSG for another key or bytes the kernel would not run, -EPERM when
+ * it allows a probe, -ENOMEM. */
+BRIG_INTERNAL int seccomp_cache_parse(const void *buf, size_t size, const char *key, size_t len,
+                                      const struct seccomp_probe *probes, size_t n_probes, bool notifies,
+                                      struct sock_filter **prog, size_t *n);
+/* One run of a classic BPF program (false: it would not load or run). */
+BRIG_INTERNAL bool seccomp_bpf_eval(const struct sock_filter *prog, size_t n, const struct seccomp_data *sd,
+                                    uint32_t *ret);
+
 /* "mount", or "syscall_N" for numbers libseccomp does not know; free() it. */
 BRIG_INTERNAL char *seccomp_syscall_name(int nr);
 
