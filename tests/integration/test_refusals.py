@@ -3,52 +3,23 @@
 was refused, why, and the flag that would allow it — and that flag, given
 on the next run, really does. The same in the report's refusals[].
 
-Servers run in this test process on the host's 127.0.0.1 (`--resolve`
-stands in for DNS); no packet goes anywhere but loopback."""
-import http.server
+The server (test_egress's) runs in this test process on the host's
+127.0.0.1 (`--resolve` stands in for DNS); no packet goes anywhere but
+loopback."""
 import re
-import threading
 import time
 
 import pytest
 
+from test_egress import Upstream
 from test_escape import attack
 
 NPM_HOST = "registry.npmjs.org"
 
 
-class Counting:
-    """An HTTP server on 127.0.0.1 that counts the requests it gets."""
-
-    def __init__(self):
-        self.requests = 0
-        srv = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                srv.requests += 1
-                body = b"reached\n"
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        self.port = self.http.server_address[1]
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.http.shutdown()
-        self.http.server_close()
-
-
 @pytest.fixture(scope="module")
 def server():
-    s = Counting()
+    s = Upstream()   # counts the connections it gets
     yield s
     s.close()
 
@@ -78,28 +49,28 @@ def test_refused_connection_names_the_flag_that_allows_it(brig, server, case):
     flag the line names, the server gets the request."""
     base = ["--resolve", "svc.test:127.0.0.1", "--resolve", "other.test:127.0.0.1"]
     if case == "address":
-        base += ["--allow-host", f"svc.test:{server.port}"]
-        host, want = "svc.test", (f"refused 1 connection: svc.test:{server.port} (address 127.0.0.1 is loopback; "
-                                  f"allow with --allow-cidr 127.0.0.1/32:{server.port})")
+        base += ["--allow-host", f"svc.test:{server.http_port}"]
+        host, want = "svc.test", (f"refused 1 connection: svc.test:{server.http_port} (address 127.0.0.1 is loopback; "
+                                  f"allow with --allow-cidr 127.0.0.1/32:{server.http_port})")
     else:
-        base += ["--allow-cidr", "127.0.0.1/32", "--allow-host", f"svc.test:{server.port}"]
-        host, want = "other.test", (f"refused 1 connection: other.test:{server.port} (host not in the allow list; "
-                                    f"allow with --allow-host other.test:{server.port})")
-    before = server.requests
-    r = brig.sh(curl(f"http://{host}:{server.port}/"), *base, report=True)
+        base += ["--allow-cidr", "127.0.0.1/32", "--allow-host", f"svc.test:{server.http_port}"]
+        host, want = "other.test", (f"refused 1 connection: other.test:{server.http_port} (host not in the allow list; "
+                                    f"allow with --allow-host other.test:{server.http_port})")
+    before = server.connections
+    r = brig.sh(curl(f"http://{host}:{server.http_port}/"), *base, report=True)
     assert "403" in r.stdout, r
     lines = refusal_lines(r.stderr)
     assert lines == ["brig: " + want], r
-    assert server.requests == before                     # refused before any byte left
+    assert server.connections == before                     # refused before any byte left
     kind = [x for x in r.report["refusals"] if x["kind"] == "connection"]
-    assert len(kind) == 1 and kind[0]["what"] == f"{host}:{server.port}" and kind[0]["count"] == 1, r.report
+    assert len(kind) == 1 and kind[0]["what"] == f"{host}:{server.http_port}" and kind[0]["count"] == 1, r.report
     assert kind[0]["allow_with"] == " ".join(suggested(lines[0])), kind
     dests = r.report["controls"]["egress"]["destinations"]
     assert [d["reason"] for d in dests if d["decision"] == "deny"] == [kind[0]["why"]], dests
 
-    again = brig.sh(curl(f"http://{host}:{server.port}/"), *base, *suggested(lines[0]), report=True)
+    again = brig.sh(curl(f"http://{host}:{server.http_port}/"), *base, *suggested(lines[0]), report=True)
     assert again.stdout.strip() == "200" and again.returncode == 0, again
-    assert server.requests == before + 1, again          # the host's server really got it
+    assert server.connections == before + 1, again          # the host's server really got it
     assert refusal_lines(again.stderr) == [] and again.report["refusals"] == [], again
 
 
