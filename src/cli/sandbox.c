@@ -29,7 +29,8 @@ static const char exec_usage[] =
         "  --timeout TIME     wall clock for this command (default: the sandbox's --timeout)\n"
         "  --json-report FILE how this command ended, as JSON\n"
         "  --detach           start it in the background and return: prints its pid and the log\n"
-        "                     inside that gets its output (/tmp/brig-exec-PID.log)\n";
+        "                     inside that gets its output (/tmp/brig-exec-PID.log)\n"
+        "  --quiet            no end-of-command lines about what brig refused\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -188,9 +189,11 @@ int cmd_exec(int argc, char **argv)
                 { "json-report", required_argument, NULL, 'r' },
                 { "terminal-passthrough", no_argument, NULL, 'P' },
                 { "detach", no_argument, NULL, 'd' },
+                { "quiet", no_argument, NULL, 'q' },
                 { NULL, 0, NULL, 0 },
         };
         brig_exec_opts o = { .tty = BRIG_TTY_AUTO };
+        bool quiet = false;
         char **env = calloc((size_t)argc + 1, sizeof *env);
         size_t nenv = 0;
         brig_error *err = NULL;
@@ -228,6 +231,9 @@ int cmd_exec(int argc, char **argv)
                 case 'r':
                         o.report_path = optarg;
                         break;
+                case 'q':
+                        quiet = true;
+                        break;
                 case 'h':
                         fputs(exec_usage, stdout);
                         free(env);
@@ -260,7 +266,7 @@ int cmd_exec(int argc, char **argv)
                 code = res.exit_code;
                 if (res.summary[0])
                         fprintf(stderr, "brig: %s\n", res.summary);
-                cli_put_unix_refused(&res);
+                cli_put_refusals(&res, quiet);
         }
         free(env);
         return code;

@@ -12,6 +12,7 @@
 #include "cgroup.h"
 #include "control.h"
 #include "unixguard.h"
+#include "refusals.h"
 #include "state.h"
 #include "sandbox.h"
 
@@ -40,6 +41,7 @@ struct conn {
         struct sync_msg failure; /* the exec's first failure, type 0 if none */
         uint64_t notify_id;      /* its filter's listener in the unix socket guard, 0 if none */
         struct sync_msg started; /* a detached exec's pid and log (SYNC_STARTED), type 0 until then */
+        struct refusals_mark mark; /* the sandbox's refusals when the exec began */
         struct conn *next;
 };
 
@@ -59,6 +61,7 @@ struct control {
         long long created;
         json_t *summary;         /* policy figures for the state file, kept past the run */
         struct unixguard *guard; /* answers each exec's seccomp listener */
+        struct refusals *refusals; /* what the sandbox was refused, for each exec's summary */
 };
 
 static int epoll_watch(struct control *c, int fd, struct watch *w)
@@ -167,6 +170,11 @@ int control_save_initial(struct control *c, brig_error **err)
 void control_set_unixguard(struct control *c, struct unixguard *g)
 {
         c->guard = g;
+}
+
+void control_set_refusals(struct control *c, struct refusals *r)
+{
+        c->refusals = r;
 }
 
 int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd, int sync_fd,
@@ -367,6 +375,7 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
                 return reply_error(k->fd, -r, "hand the command to the sandbox: %s", strerror(-r));
         }
         k->exec_fd = sv[0];
+        refusals_mark(c->refusals, &k->mark);
         k->exec_w = (struct watch){ .kind = W_EXEC, .conn = k };
         if ((r = epoll_watch(c, k->exec_fd, &k->exec_w)) < 0) {
                 reply_error(k->fd, -r, "epoll");
@@ -456,6 +465,7 @@ static void on_exec(struct control *c, struct conn *k)
         if (r > 0 && m.type != SYNC_STATUS)
                 return;
         struct ctl_hdr h = { .magic = CTL_MAGIC };
+        char lines[sizeof ((brig_result *)0)->refusals] = "";
         if (k->failure.type) {
                 h.type = CTL_ERROR;
                 h.exit_code = k->failure.type == SYNC_EXEC_FAILED ? k->failure.exit_code : BRIG_EXIT_SETUP;
@@ -472,12 +482,14 @@ static void on_exec(struct control *c, struct conn *k)
                 /* what the unix socket guard refused this command, for the client to say */
                 uint64_t refused = unixguard_take_refused(c->guard, k->notify_id, h.text, sizeof h.text);
                 h.errnum = refused > INT32_MAX ? INT32_MAX : (int32_t)refused;
+                /* and every refusal since it began, as the summary's lines */
+                refusals_text_since(c->refusals, &k->mark, REFUSALS_LINES, lines, sizeof lines);
         } else {
                 h.type = CTL_ERROR;
                 h.exit_code = BRIG_EXIT_SETUP;
                 snprintf(h.text, sizeof h.text, "sandbox '%s' ended while the command ran", c->name);
         }
-        (void)ctl_send(k->fd, &h, NULL, 0, NULL, 0);
+        (void)ctl_send(k->fd, &h, lines, lines[0] ? strlen(lines) + 1 : 0, NULL, 0);
         conn_close(c, k);
 }
 

@@ -77,7 +77,7 @@ static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_ex
         if (h->exit_code == BRIG_EXIT_TIMEOUT) {
                 res->exit_code = BRIG_EXIT_TIMEOUT;
                 res->reason = BRIG_REASON_TIMEOUT;
-                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout reached");
+                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout reached (raise with --timeout)");
         } else if (WIFSIGNALED(status)) {
                 res->signal = WTERMSIG(status);
                 res->exit_code = 128 + res->signal;
@@ -120,9 +120,16 @@ struct exec_loop {
 /* Returns 1 when the status (or an error) arrived, 0 to go on. */
 static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
 {
+        /* a status may carry the summary's lines of what was refused */
+        struct {
+                struct ctl_hdr h;
+                char lines[sizeof res->refusals];
+        } msg;
         struct ctl_hdr h;
         int fds[CTL_MAX_FDS], nfds;
-        ssize_t n = ctl_recv(l->fd, &h, sizeof h, fds, &nfds);
+        ssize_t n = ctl_recv(l->fd, &msg, sizeof msg, fds, &nfds);
+        if (n > 0)
+                memcpy(&h, &msg.h, sizeof h);
         if (n > 0 && h.type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
                 terminal_attach(l->term, fds[0]);  /* it owns the master now */
                 return 0;
@@ -133,6 +140,8 @@ static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opt
                 return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", l->name);
         if (h.type == CTL_STATUS) {
                 fill_result(res, &h, o);
+                size_t extra = (size_t)n > sizeof msg.h ? (size_t)n - sizeof msg.h : 0;
+                snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)strnlen(msg.lines, extra), msg.lines);
                 return 1;
         }
         if (h.type == CTL_ERROR)

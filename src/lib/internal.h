@@ -465,6 +465,8 @@ BRIG_INTERNAL int control_attach(struct control *c, struct run_plan *plan, struc
 struct unixguard;
 /* Each exec's seccomp listener goes to the supervisor's guard (unixguard.c). */
 BRIG_INTERNAL void control_set_unixguard(struct control *c, struct unixguard *g);
+struct refusals;
+BRIG_INTERNAL void control_set_refusals(struct control *c, struct refusals *r);
 BRIG_INTERNAL int control_poll_fd(const struct control *c);
 BRIG_INTERNAL void control_dispatch(struct control *c);
 BRIG_INTERNAL void control_ready(struct control *c);

@@ -17,8 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define REFUSALS_MAX 64
-
 struct refusal {
         enum refusal_kind kind;
         char *what, *why, *allow_with;  /* allow_with may be NULL */
@@ -123,7 +121,7 @@ static const char *kind_name(enum refusal_kind k)
 
 /* "refused 2 connections: registry.example:443 (address 203.0.113.80 is
  * reserved; allow with --allow-cidr 203.0.113.80/32:443)" */
-static int line(const struct refusal *f, char *buf, size_t size)
+static int line(const struct refusal *f, uint64_t count, char *buf, size_t size)
 {
         static const char *const nouns[][2] = {
                 [REFUSAL_CONNECTION] = { "connection", "connections" },
@@ -131,17 +129,17 @@ static int line(const struct refusal *f, char *buf, size_t size)
                 [REFUSAL_SYSCALL] = { "system call", "system calls" },
                 [REFUSAL_UNIX] = { "connection to a unix socket outside the sandbox",
                                    "connections to unix sockets outside the sandbox" },
-                [REFUSAL_AGENT] = { "ssh-agent request", "ssh-agent requests" },
         };
         if (f->kind == REFUSAL_LIMIT)  /* the count is in its words: "3 forks refused: ..." */
                 return snprintf(buf, size, "%s%s%s%s\n", f->why, f->allow_with ? " (raise with " : "",
                                 f->allow_with ? f->allow_with : "", f->allow_with ? ")" : "");
-        return snprintf(buf, size, "refused %llu %s: %s (%s%s%s)\n", (unsigned long long)f->count,
-                        nouns[f->kind][f->count != 1], f->what, f->why, f->allow_with ? "; allow with " : "",
+        return snprintf(buf, size, "refused %llu %s: %s (%s%s%s)\n", (unsigned long long)count,
+                        nouns[f->kind][count != 1], f->what, f->why, f->allow_with ? "; allow with " : "",
                         f->allow_with ? f->allow_with : "");
 }
 
-void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t size)
+/* The lines of every cause, or of what came since the mark. */
+static void text(const struct refusals *r, const struct refusals_mark *m, size_t max_lines, char *buf, size_t size)
 {
         if (!size)
                 return;
@@ -149,13 +147,14 @@ void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t
         if (!r)
                 return;
         size_t used = 0, lines = 0;
-        uint64_t more = r->over_entries;
+        uint64_t more = r->over_entries - (m ? m->over_entries : 0);
         for (size_t i = 0; i < r->n; i++) {
                 const struct refusal *f = &r->items[i];
-                if (f->summarized)
+                uint64_t count = f->count - (m && i < m->n ? m->counts[i] : 0);
+                if (f->summarized || count == 0)
                         continue;
                 char one[1024];
-                int n = line(f, one, sizeof one);
+                int n = line(f, count, one, sizeof one);
                 /* whole lines only, and room left for the last one */
                 if (lines == max_lines || n < 0 || (size_t)n >= sizeof one || used + (size_t)n + 96 >= size) {
                         more++;
@@ -166,8 +165,30 @@ void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t
                 lines++;
         }
         if (more)
-                snprintf(buf + used, size - used, "and %llu more cause%s of refusals (every one in --json-report's "
-                         "\"refusals\")\n", (unsigned long long)more, more == 1 ? "" : "s");
+                snprintf(buf + used, size - used, "and %llu more cause%s of refusals (--json-report FILE lists "
+                         "them, --audit FILE every attempt)\n", (unsigned long long)more, more == 1 ? "" : "s");
+}
+
+void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t size)
+{
+        text(r, NULL, max_lines, buf, size);
+}
+
+void refusals_mark(const struct refusals *r, struct refusals_mark *m)
+{
+        *m = (struct refusals_mark){ 0 };
+        if (!r)
+                return;
+        m->n = r->n;
+        m->over_entries = r->over_entries;
+        for (size_t i = 0; i < r->n; i++)
+                m->counts[i] = r->items[i].count;
+}
+
+void refusals_text_since(const struct refusals *r, const struct refusals_mark *m, size_t max_lines, char *buf,
+                         size_t size)
+{
+        text(r, m, max_lines, buf, size);
 }
 
 json_t *refusals_json(const struct refusals *r)

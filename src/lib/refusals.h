@@ -19,6 +19,16 @@ enum refusal_kind {
 
 struct refusals;
 
+#define REFUSALS_MAX 64  /* causes kept; what is over is counted */
+#define REFUSALS_LINES 8 /* lines of the end-of-run summary; the report has every cause kept */
+
+/* Where the counts stood, for what one brig exec was refused since. */
+struct refusals_mark {
+        uint64_t counts[REFUSALS_MAX];
+        size_t n;
+        uint64_t over_entries;
+};
+
 BRIG_INTERNAL struct refusals *refusals_new(void);
 /* One more refusal. `what` names the thing refused (a destination, a name,
  * a syscall, a limit), `why` the rule or class that refused it,
@@ -39,6 +49,11 @@ BRIG_INTERNAL void refusals_quote(const char *in, char *out, size_t size);
 /* The lines for stderr, each ending in '\n', at most `max_lines` and a
  * last one that says how many more causes there were. */
 BRIG_INTERNAL void refusals_text(const struct refusals *r, size_t max_lines, char *buf, size_t size);
+BRIG_INTERNAL void refusals_mark(const struct refusals *r, struct refusals_mark *m);
+/* refusals_text for what came since the mark (counts since then; a
+ * persistent sandbox's execs at the same time share what they did). */
+BRIG_INTERNAL void refusals_text_since(const struct refusals *r, const struct refusals_mark *m, size_t max_lines,
+                                       char *buf, size_t size);
 /* [{kind, what, why, allow_with, count}, ...] */
 BRIG_INTERNAL json_t *refusals_json(const struct refusals *r);
 BRIG_INTERNAL void refusals_free(struct refusals *r);

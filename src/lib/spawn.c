@@ -23,9 +23,6 @@
 #include <sys/wait.h>
 #include <time.h>
 
-/* Lines of the end-of-run summary; the report has every cause. */
-#define REFUSAL_LINES 8
-
 static const int supervised_signals[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
 
 static uint64_t now_ms(void)
@@ -440,6 +437,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         sup.guard = guard;
         if (guard && ctl)
                 control_set_unixguard(ctl, guard);
+        if (ctl)
+                control_set_refusals(ctl, refusals);
         sup.egress = egress;
         sup.control = ctl;
         sup.agent = agent;
@@ -490,7 +489,7 @@ out:
                 audit_end(audit, result);
         if (agent)
                 sshagent_refusals(agent, refusals);
-        refusals_text(refusals, REFUSAL_LINES, result->refusals, sizeof result->refusals);
+        refusals_text(refusals, REFUSALS_LINES, result->refusals, sizeof result->refusals);
         closep(&sv[0]);
         closep(&sv[1]);
         closep(&pidfd);

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
 from test_egress import Upstream
 from test_escape import attack
 
@@ -137,6 +138,24 @@ def test_network_off_retries_of_package_managers_are_off_unless_set(brig):
     assert mine.stdout.strip() == "3", mine
     on = brig.sh("env | grep -c RETR || true", "--allow-host", "svc.test")
     assert on.stdout.strip() == "0", on                  # only with the network off
+
+
+def test_exec_names_what_it_was_refused_since_it_began(sandboxes):
+    """brig exec (and brig run --pooled, which is one) prints the lines of
+    what its own command was refused, not what earlier execs were."""
+    name, _ = sandboxes.create()
+    first = sandboxes.sh(name, "getent hosts one.test")
+    assert refusal_lines(first.stderr) == ["brig: refused 2 DNS lookups: one.test (network is off for this sandbox; "
+                                           "allow with --allow-host one.test)"], first
+    second = sandboxes.sh(name, "getent hosts one.test; python3 -c '%s'" % KCMP.replace("'", '"'))
+    assert refusal_lines(second.stderr) == [
+        "brig: refused 2 DNS lookups: one.test (network is off for this sandbox; allow with --allow-host one.test)",
+        "brig: refused 1 system call: kcmp (refused by brig's default profile (EPERM); allow with --seccomp-allow kcmp)",
+    ], second
+    quiet = sandboxes.sh(name, "getent hosts one.test", "--quiet")
+    assert quiet.returncode == 2 and "refused" not in quiet.stderr, quiet
+    clean = sandboxes.sh(name, "true")
+    assert refusal_lines(clean.stderr) == [], clean
 
 
 # ---- limits ------------------------------------------------------------------------
