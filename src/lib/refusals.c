@@ -129,6 +129,7 @@ static int line(const struct refusal *f, uint64_t count, char *buf, size_t size)
                 [REFUSAL_SYSCALL] = { "system call", "system calls" },
                 [REFUSAL_UNIX] = { "connection to a unix socket outside the sandbox",
                                    "connections to unix sockets outside the sandbox" },
+                [REFUSAL_AGENT] = { "ssh-agent request", "ssh-agent requests" },
         };
         if (f->kind == REFUSAL_LIMIT)  /* the count is in its words: "3 forks refused: ..." */
                 return snprintf(buf, size, "%s%s%s%s\n", f->why, f->allow_with ? " (raise with " : "",
