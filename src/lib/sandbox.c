@@ -492,7 +492,7 @@ static const char *dead_reason(json_t *st, const char *status, const brig_error 
         static _Thread_local char why[512];
         json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));
         if (!st && read_err && read_err->errnum == ENOENT)
-                snprintf(why, sizeof why, "no state file: brig create was killed before its supervisor started");
+                snprintf(why, sizeof why, "no state file: brig create (or brig rm) was killed half-way");
         else if (!st)
                 snprintf(why, sizeof why, "its state file cannot be read (%s)", read_err && read_err->msg ? read_err->msg : "?");
         else if (status && strcmp(status, "creating") == 0)
