@@ -325,16 +325,19 @@ def test_other_protocols_get_the_same_judgement(brig, web, victim):
                 "socks5,http,127.0.0.1,victim,/", "socks5,http,victim.test,victim,/",
                 "connect,socks,127.0.0.1,victim,/", "http,socks,victim.test,victim,/",
                 "http,socks,web.test,victim,/"]
-    r, out, events = proxy_client(brig, web, victim, attempts)
+    bind = "raw,http,040200507f00000100,web,/"                    # SOCKS4 BIND: an inbound port, never judged
+    r, out, events = proxy_client(brig, web, victim, attempts + [bind])
     assert victim.accepted == 0, (victim.accepted, out)           # the host never saw one
+    assert out[bind] == "005b000000000000", out
+    assert any(e["reason"] == "SOCKS4 BIND not supported" and e["protocol"] == "socks4" for e in events), events
     for a in attempts:
         kind = a.split(",")[0]
         want = {"socks4": "socks4 refused 91", "socks5": "socks5 refused 2", "connect": "connect refused HTTP/1.1 403",
                 "http": "HTTP/1.1 403"}[kind]
         assert out[a].startswith(want), (a, out[a])
     denied = [e for e in events if e["decision"] == "deny"]
-    assert len(denied) == len(attempts), events
-    assert r.report["controls"]["egress"]["denied"] == len(attempts), r.report["controls"]["egress"]
+    assert len(denied) == len(attempts) + 1, events
+    assert r.report["controls"]["egress"]["denied"] == len(attempts) + 1, r.report["controls"]["egress"]
 
 
 @attack("proxy-unserved-protocol", "a client speaking what no proxy port serves (TLS to the proxy, "
@@ -354,4 +357,12 @@ def test_unserved_protocol_is_answered_and_logged(brig, web, victim):
     assert denied[3128]["protocol"] == "tls", events
     assert denied[3128]["reason"].startswith("the client spoke TLS (first byte 0x16) to brig's HTTP proxy port 3128, "
                                              "which expects an HTTP proxy request, SOCKS5 or SOCKS4"), events
-    assert r.report["controls"]["egress"]["denied"] == 2, r.report["controls"]["egress"]
+    eg = r.report["controls"]["egress"]
+    assert eg["denied"] == 2, eg
+    # the report and the end-of-run summary name the port and the reason, and suggest no flag
+    dests = {d["port"]: d for d in eg["destinations"]}
+    assert dests[1080]["host"] == "localhost" and dests[1080]["reason"] == denied[1080]["reason"], eg
+    assert dests[3128]["host"] == "localhost" and dests[3128]["reason"] == denied[3128]["reason"], eg
+    why = {x["what"]: x for x in r.report["refusals"]}
+    assert why["localhost:1080"]["why"] == denied[1080]["reason"] and why["localhost:1080"]["allow_with"] is None, why
+    assert f"localhost:1080 ({denied[1080]['reason']})" in r.stderr, r

@@ -333,6 +333,14 @@ static int proxy_port_number(enum egress_listener_kind kind)
         return kind == EGRESS_SOCKS ? BRIG_SOCKS_PROXY_PORT : BRIG_HTTP_PROXY_PORT;
 }
 
+/* Refused before the client named any target (it spoke no proxy
+ * protocol, or not one whole request): the proxy port it reached is what
+ * the report and the summary name — nothing to allow there. */
+static bool before_target(const struct conn *c, const struct net_addr *addr)
+{
+        return !c->host[0] && !addr && !c->port && (c->port_kind == EGRESS_HTTP || c->port_kind == EGRESS_SOCKS);
+}
+
 static json_t *event_base(struct conn *c, const char *decision, const char *reason, const struct net_addr *addr)
 {
         char text[INET6_ADDRSTRLEN];
@@ -361,7 +369,9 @@ static void log_decision(struct conn *c, bool allow, const char *reason, const s
         char text[INET6_ADDRSTRLEN] = "";
         if (addr)
                 net_addr_format(addr, text, sizeof text);
-        count_destination(e, c->host[0] ? c->host : addr ? text : "?", c->port, allow, reason);
+        bool at_port = before_target(c, addr);
+        count_destination(e, c->host[0] ? c->host : addr ? text : at_port ? "localhost" : "?",
+                          at_port ? (uint16_t)proxy_port_number(c->port_kind) : c->port, allow, reason);
         if (!allow)
                 note_refusal(c, reason, addr);
         c->allowed = allow;
@@ -547,6 +557,8 @@ static void target_text(struct conn *c, const struct net_addr *a, char *buf, siz
         } else if (a) {
                 net_addr_format(a, addr, sizeof addr);
                 snprintf(buf, size, a->family == AF_INET6 ? "[%s]:%u" : "%s:%u", addr, c->port);
+        } else if (before_target(c, NULL)) {
+                snprintf(buf, size, "localhost:%d", proxy_port_number(c->port_kind));
         } else {
                 snprintf(buf, size, "?");
         }
@@ -1089,10 +1101,20 @@ static void on_http_request(struct conn *c)
         judge_target(c, c->req.host, c->req.port);
 }
 
-/* A SOCKS CONNECT request, parsed: judged like every other target. */
+/* A SOCKS request, parsed: CONNECT is judged like every other target. */
 static void socks_connect(struct conn *c, const struct socks5_request *req)
 {
         c->port = req->port;
+        if (req->cmd != 1) {
+                /* BIND and UDP ASSOCIATE would open paths the proxy does
+                 * not judge (an inbound port, datagrams): refused. */
+                const char *why = req->cmd == 2 ? (c->socks4 ? "SOCKS4 BIND not supported" : "SOCKS5 BIND not supported")
+                                  : c->socks4   ? "SOCKS4 command not supported"
+                                                : "SOCKS5 UDP ASSOCIATE not supported";
+                log_decision(c, false, why, req->is_name ? NULL : &req->addr);
+                socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
+                return;
+        }
         set_interest(c->e, &c->cw, 0);
         if (req->is_name)
                 judge_target(c, req->host, req->port);
@@ -1112,13 +1134,6 @@ static void on_socks4_bytes(struct conn *c)
                 return;
         }
         c->in_used = (size_t)r;
-        c->port = req.port;
-        if (req.cmd != 1) {
-                log_decision(c, false, req.cmd == 2 ? "SOCKS4 BIND not supported" : "SOCKS4 command not supported",
-                             req.is_name ? NULL : &req.addr);
-                socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
-                return;
-        }
         socks_connect(c, &req);
 }
 
@@ -1167,15 +1182,6 @@ static void on_socks_bytes(struct conn *c)
                 return;
         }
         c->in_used += (size_t)r;
-        c->port = req.port;
-        if (req.cmd != 1) {
-                /* BIND and UDP ASSOCIATE would open paths the proxy does
-                 * not judge (an inbound port, datagrams): refused. */
-                log_decision(c, false, req.cmd == 2 ? "SOCKS5 BIND not supported" : "SOCKS5 UDP ASSOCIATE not supported",
-                             req.is_name ? NULL : &req.addr);
-                socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
-                return;
-        }
         socks_connect(c, &req);
 }
 
