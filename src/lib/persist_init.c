@@ -96,11 +96,12 @@ static int detach_stdio(int fd)
         _cleanup_close_ int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         _cleanup_close_ int out = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (in < 0 || out < 0) {
+                int e = errno;
                 if (in < 0)
                         snprintf(what, sizeof what, "open /dev/null");
                 else
                         snprintf(what, sizeof what, "the log %s (made new, never through a link)", log);
-                send_failure(fd, what, errno);
+                send_failure(fd, what, e);
                 return -1;
         }
         if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) {
