@@ -11,6 +11,7 @@ so the sandbox reaches it through brig's filtered mode with an allow rule,
 and nothing listens on the host's network. The sshd is killed by its pid
 when the command ends. Every attack asserts on the host side: what the
 host's agent still holds, what sshd accepted, which files exist."""
+import json
 import os
 import pathlib
 import stat
@@ -448,6 +449,10 @@ def test_tools_in_a_policy_file(brig):
     assert r.returncode == 0 and r.stdout == "from-policy\np@example.org\n", r
     shown = brig.run("policy", "show", "--policy", str(pol))
     assert shown.returncode == 0 and '"git_identity": true' in shown.stdout and "~/t" in shown.stdout, shown
+    import jsonschema
+    schema = json.loads((pathlib.Path(__file__).resolve().parents[2] / "docs" / "policy.schema.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(json.loads(shown.stdout))]
+    assert not errors, errors
     told = brig.run("policy", "explain", "--policy", str(pol))
     assert told.returncode == 0, told
     assert f"{brig.home}/t  (--copy-in: a read-only copy" in told.stdout, told
