@@ -460,6 +460,15 @@ static int read_host_file(const char *what, const char *path, bool no_symlinks, 
         if (!no_symlinks)
                 how.flags &= ~(uint64_t)O_NOFOLLOW;
         _cleanup_close_ int fd = sys_openat2(AT_FDCWD, path, &how);
+        if (fd < 0 && errno == ENOSYS) {
+                /* no openat2 (valgrind): the same, one component at a time */
+                int flags = (int)(how.flags & ~(uint64_t)O_NOFOLLOW);
+                fd = no_symlinks ? output_open_walk(path, flags, 0) : open(path, flags);
+                if (no_symlinks && fd < 0) {
+                        errno = -fd;
+                        fd = -1;
+                }
+        }
         if (fd < 0 && errno == ELOOP)
                 return brig_err(err, ELOOP, "%s '%s' is or goes through a symlink; give the resolved path", what, path);
         if (fd < 0 && errno == ENXIO)
