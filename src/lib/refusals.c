@@ -27,7 +27,7 @@ struct refusal {
 struct refusals {
         struct refusal items[REFUSALS_MAX];
         size_t n;
-        uint64_t over_entries, over_count;  /* beyond REFUSALS_MAX */
+        uint64_t over_entries;  /* causes beyond REFUSALS_MAX */
 };
 
 struct refusals *refusals_new(void)
@@ -77,7 +77,6 @@ static void add(struct refusals *r, enum refusal_kind kind, const char *what, co
         }
         if (r->n == REFUSALS_MAX) {
                 r->over_entries++;
-                r->over_count += count;
                 return;
         }
         struct refusal f = { .kind = kind, .what = strdup(what), .why = strdup(why),
@@ -88,7 +87,6 @@ static void add(struct refusals *r, enum refusal_kind kind, const char *what, co
                 free(f.why);
                 free(f.allow_with);
                 r->over_entries++;  /* out of memory: still counted */
-                r->over_count += count;
                 return;
         }
         r->items[r->n++] = f;
@@ -106,9 +104,9 @@ void refusals_add_summarized(struct refusals *r, const char *what, const char *w
         add(r, REFUSAL_LIMIT, what, why, allow_with, count, true);
 }
 
-bool refusals_any(const struct refusals *r)
+uint64_t refusals_dropped(const struct refusals *r)
 {
-        return r && (r->n || r->over_entries);
+        return r ? r->over_entries : 0;
 }
 
 static const char *kind_name(enum refusal_kind k)

@@ -41,7 +41,8 @@ BRIG_INTERNAL void refusals_add(struct refusals *r, enum refusal_kind kind, cons
  * reason it ended): in refusals[], not printed twice. */
 BRIG_INTERNAL void refusals_add_summarized(struct refusals *r, const char *what, const char *why,
                                            const char *allow_with, uint64_t count);
-BRIG_INTERNAL bool refusals_any(const struct refusals *r);
+/* Refusals of causes beyond REFUSALS_MAX: counted, not kept. */
+BRIG_INTERNAL uint64_t refusals_dropped(const struct refusals *r);
 /* `in` with every character outside [A-Za-z0-9/._-@:[]*+=,~%] as \xNN,
  * whole characters only, into out[size]: how refusals_add shows `what`,
  * for a flag built from it (--allow-unix PATH). */

@@ -240,6 +240,8 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                 json_array_append_new(degraded, json_string("network: host (no egress control)"));
         json_object_set_new(doc, "degraded", degraded);
         json_object_set_new(doc, "refusals", refusals_json(r->refusals));
+        if (refusals_dropped(r->refusals))  /* a sandbox chooses how many names it tries */
+                json_object_set_new(doc, "refusals_dropped", json_integer((json_int_t)refusals_dropped(r->refusals)));
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(controls, "terminal_filter", json_boolean(!plan->policy->terminal_passthrough));
         json_object_set_new(doc, "controls", controls);

@@ -93,7 +93,17 @@ def test_many_causes_are_capped_with_a_count(brig):
     lines = refusal_lines(r.stderr)
     assert len(lines) == 8, r
     assert "brig: and 3 more causes of refusals" in r.stderr, r
-    assert len(r.report["refusals"]) == 11, r.report
+    assert len(r.report["refusals"]) == 11 and "refusals_dropped" not in r.report, r.report
+
+
+def test_a_flood_of_names_is_kept_bounded(brig):
+    """The sandbox chooses how many names it looks up: 64 causes are kept,
+    the rest counted."""
+    flood = ("import socket\nfor i in range(70):\n    try: socket.getaddrinfo(f'h{i}.test', 80, socket.AF_INET)\n"
+             "    except OSError: pass\n")
+    r = brig.run("run", "--", "python3", "-c", flood, report=True)
+    assert len(r.report["refusals"]) == 64 and r.report["refusals_dropped"] == 6, r.report
+    assert len(refusal_lines(r.stderr)) == 8 and "brig: and 62 more causes of refusals" in r.stderr, r
 
 
 # ---- network off -------------------------------------------------------------------
