@@ -15,12 +15,12 @@ import os
 import pathlib
 import secrets
 import shutil
-import socket
 import tempfile
 import threading
 
 import pytest
 
+from test_egress import Upstream
 from test_escape import attack
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -82,35 +82,6 @@ class Web:
         self.http.server_close()
 
 
-class Victim:
-    """A host TCP server no rule allows: any connection is the attack working."""
-
-    def __init__(self):
-        self.accepted = 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.stop = False
-        self.t = threading.Thread(target=self._serve, daemon=True)
-        self.t.start()
-
-    def _serve(self):
-        while not self.stop:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            c.close()
-
-    def close(self):
-        self.stop = True
-        self.t.join()
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
 def web():
     w = Web()
@@ -120,7 +91,8 @@ def web():
 
 @pytest.fixture(scope="module")
 def victim():
-    v = Victim()
+    """Host servers no rule allows: any connection is the attack working."""
+    v = Upstream()
     yield v
     v.close()
 
@@ -292,7 +264,7 @@ def proxy_client(brig, web, victim, attempts, *args):
     (brig.workspace / "client.py").write_text(CLIENT)
     brig.chown(brig.workspace / "client.py")
     r = brig.run("run", "--net", "proxy", *web.allow(), "--resolve", "victim.test:127.0.0.1", "--audit", str(audit),
-                 *args, "--", "python3", "client.py", str(web.port), str(victim.port), *attempts,
+                 *args, "--", "python3", "client.py", str(web.port), str(victim.echo_port), *attempts,
                  report=True, timeout=60)
     assert r.returncode == 0, r
     return r, json.loads(r.stdout.splitlines()[-1]), net_events(audit)
@@ -327,7 +299,7 @@ def test_other_protocols_get_the_same_judgement(brig, web, victim):
                 "http,socks,web.test,victim,/"]
     bind = "raw,http,040200507f00000100,web,/"                    # SOCKS4 BIND: an inbound port, never judged
     r, out, events = proxy_client(brig, web, victim, attempts + [bind])
-    assert victim.accepted == 0, (victim.accepted, out)           # the host never saw one
+    assert victim.connections == 0, (victim.connections, out)     # the host never saw one
     assert out[bind] == "005b000000000000", out
     assert any(e["reason"] == "SOCKS4 BIND not supported" and e["protocol"] == "socks4" for e in events), events
     for a in attempts:
