@@ -74,7 +74,8 @@ BRIG_INTERNAL int tools_populate(int root_fd, const struct run_plan *plan, brig_
  * read-only. */
 BRIG_INTERNAL int tools_finish_inside(const struct run_plan *plan, brig_error **err);
 
-/* Pure functions (unit-tested). Each returns a new NUL-terminated text. */
+/* Pure functions (toolconf.c, unit-tested). Each returns a new
+ * NUL-terminated text. */
 BRIG_INTERNAL char *tools_passwd_for(const char *passwd, size_t len, uid_t uid, gid_t gid, const char *name,
                                      const char *home);
 BRIG_INTERNAL char *tools_filter_npmrc(const char *text, size_t len);
