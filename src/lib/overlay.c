@@ -18,6 +18,7 @@
  * directory (existing files keep theirs). */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "reaper.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -773,6 +774,7 @@ struct layer {
         const char *workspace;
         int upper, ws;
         void *links;       /* commit: hard links in the layer (link_first) */
+        int journal;       /* commit: where its temporary names are noted first */
 };
 
 static void layer_close(struct layer *l)
@@ -780,6 +782,7 @@ static void layer_close(struct layer *l)
         free(l->dir);
         json_decref(l->state);
         closep(&l->upper);
+        closep(&l->journal);
         closep(&l->ws);
         tdestroy(l->links, link_free);
         l->links = NULL;
@@ -787,7 +790,7 @@ static void layer_close(struct layer *l)
 
 static int layer_open(const char *name, struct layer *l, brig_error **err)
 {
-        *l = (struct layer){ .upper = -1, .ws = -1 };
+        *l = (struct layer){ .upper = -1, .ws = -1, .journal = -1 };
         int r = state_dir(name, false, &l->dir, err);
         if (r < 0)
                 return r;
@@ -973,12 +976,84 @@ static void set_owner(int parent, const char *name, const struct stat *old, bool
         (void)!fchownat(parent, name, from->st_uid, from->st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
-static int temp_name(char *buf, size_t n)
+/* ---- the commit's temporary names in the workspace --------------------------
+ *
+ * A commit writes each file under a temporary name next to its target and
+ * renames it over. Killed in between, it would leave that name in the
+ * user's workspace for good: so the name says whose it is
+ * (.brig-commit-PID-START-PIDNS-N), and it is noted in the sandbox's
+ * commit.PID-START-PIDNS journal before it is made. The next commit, reset
+ * or rm of the sandbox removes what a dead committer's journal lists
+ * (commit_sweep), by name, beneath the workspace, following no symlink. */
+
+#define COMMIT_TEMP ".brig-commit-"
+
+static int temp_name(struct layer *l, const struct change *c, char *buf, size_t n)
 {
         static unsigned counter;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return snprintf(buf, n, ".brig-commit-%d-%u-%ld", getpid(), ++counter, ts.tv_nsec) < (int)n ? 0 : -ENAMETOOLONG;
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        if (owner_format(&o, id, sizeof id) < 0 || snprintf(buf, n, COMMIT_TEMP "%s-%u", id, ++counter) >= (int)n)
+                return -ENAMETOOLONG;
+        const char *slash = strrchr(c->path, '/');
+        _cleanup_free_ char *line = slash ? brig_strdup_printf("%.*s/%s\n", (int)(slash - c->path), c->path, buf)
+                                          : brig_strdup_printf("%s\n", buf);
+        if (!line)
+                return -ENOMEM;
+        if (l->journal >= 0 && write(l->journal, line, strlen(line)) != (ssize_t)strlen(line))
+                return -(errno ? errno : EIO);  /* not noted, not made */
+        return 0;
+}
+
+/* The journal of this commit, made before any temporary name. */
+static int journal_open(struct layer *l, char **path, brig_error **err)
+{
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        *path = owner_format(&o, id, sizeof id) == 0 ? brig_strdup_printf("%s/commit.%s", l->dir, id) : NULL;
+        if (!*path)
+                return brig_err(err, ENOMEM, "commit journal");
+        l->journal = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        return l->journal < 0 ? brig_err(err, errno, "commit journal '%s'", *path) : 0;
+}
+
+/* Remove the temporary names of commits whose process is gone. */
+static void commit_sweep(const char *dir, int ws)
+{
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+                struct owner o;
+                const char *rest;
+                if (strncmp(e->d_name, "commit.", 7) != 0 || !owner_parse(e->d_name + 7, &o, &rest) || *rest ||
+                    owner_alive(&o) != 0)
+                        continue;
+                char prefix[128];
+                snprintf(prefix, sizeof prefix, COMMIT_TEMP "%s-", e->d_name + 7);
+                _cleanup_free_ char *text = ws >= 0 ? state_read_file(dir, e->d_name, NULL) : NULL;
+                for (char *line = text, *next; line && *line; line = next) {
+                        next = strchr(line, '\n');
+                        if (next)
+                                *next++ = '\0';
+                        const char *last;
+                        _cleanup_close_ int parent = open_parent(ws, line, &last);
+                        if (parent >= 0 && strncmp(last, prefix, strlen(prefix)) == 0)
+                                (void)unlinkat(parent, last, 0);
+                }
+                if (ws >= 0)
+                        (void)unlinkat(dirfd(d), e->d_name, 0);
+        }
+        if (d)
+                closedir(d);
+}
+
+void overlay_sweep_commits(const char *dir, json_t *st)
+{
+        const char *ws = json_string_value(json_object_get(st, "workspace"));
+        _cleanup_close_ int fd = ws ? open_dir_nofollow(ws) : -EBADF;
+        commit_sweep(dir, fd);
 }
 
 /* Copy the layer's file to a temporary name next to the target, then
@@ -991,7 +1066,7 @@ static int commit_file(struct layer *l, const struct change *c, int parent, cons
                 return src < 0 ? src : -EINVAL;
         bool existed = fstatat(parent, last, &old, AT_SYMLINK_NOFOLLOW) == 0;
         char tmp[128];
-        int r = temp_name(tmp, sizeof tmp);
+        int r = temp_name(l, c, tmp, sizeof tmp);
         if (r < 0)
                 return r;
         _cleanup_close_ int dst = -EBADF;
@@ -1026,6 +1101,7 @@ static int commit_file(struct layer *l, const struct change *c, int parent, cons
                 goto fail;
         }
         set_owner(parent, tmp, &old, existed);
+        test_pause("commit-temp-made");
         if (existed && S_ISDIR(old.st_mode) && (r = tree_remove_at(parent, last)) < 0)
                 goto fail;
         if (renameat(parent, tmp, parent, last) < 0) {
@@ -1050,7 +1126,7 @@ static int commit_symlink(struct layer *l, const struct change *c, int parent, c
         struct stat old;
         bool existed = fstatat(parent, last, &old, AT_SYMLINK_NOFOLLOW) == 0;
         char tmp[128];
-        int r = temp_name(tmp, sizeof tmp);
+        int r = temp_name(l, c, tmp, sizeof tmp);
         if (r < 0)
                 return r;
         if (symlinkat(target, parent, tmp) < 0)
@@ -1191,7 +1267,7 @@ int brig_sandbox_commit_filtered(const char *name, const brig_change_filter *fil
         struct changes c = { 0 };
         struct filter sel = { 0 };
         json_t *base = NULL;
-        _cleanup_free_ char *root = NULL;
+        _cleanup_free_ char *root = NULL, *journal = NULL;
         _cleanup_close_ int lock = -EBADF;
         if (applied_json)
                 *applied_json = NULL;
@@ -1203,6 +1279,12 @@ int brig_sandbox_commit_filtered(const char *name, const brig_change_filter *fil
         r = layer_open(name, &l, err);
         if (r < 0)
                 goto out;
+        commit_sweep(l.dir, l.ws);  /* what a killed commit left in the workspace */
+        r = journal_open(&l, &journal, err);
+        if (r < 0) {
+                brig_err_prefix(err, "commit '%s'", name);
+                goto out;
+        }
         r = filter_prepare(l.workspace, filter, &sel, err);
         if (r < 0) {
                 brig_err_prefix(err, "commit '%s'", name);
@@ -1292,6 +1374,8 @@ int brig_sandbox_commit_filtered(const char *name, const brig_change_filter *fil
                 *applied_json = json_dumps(applied, JSON_INDENT(2));
         json_decref(applied);
 out:
+        if (journal && l.journal >= 0)
+                unlink(journal);  /* every temporary name is gone: renamed over, or removed */
         json_decref(base);
         filter_free(&sel);
         changes_free(&c);
@@ -1312,6 +1396,8 @@ int brig_sandbox_reset(const char *name, brig_error **err)
         if (lock < 0)
                 return lock;
         r = layer_open(name, &l, err);
+        if (r == 0)
+                commit_sweep(l.dir, l.ws);
         if (r == 0 && state_supervisor_alive(l.state)) {
                 /* Files under a mounted overlay must not change behind its
                  * back: running processes would see a mix of old and new. */

@@ -474,8 +474,10 @@ int brig_sandbox_remove(const char *name, brig_error **err)
                         return brig_err(err, ETIMEDOUT, "sandbox '%s': its supervisor did not end", name);
                 }
         }
-        if (st)
+        if (st) {
                 remove_dead_cgroups(st);
+                overlay_sweep_commits(dir, st);  /* before its journal goes with the directory */
+        }
         json_decref(st);
         r = state_remove_tree(dir, err);
         reaper_sweep();  /* the dead supervisor's run record, with what it names */

@@ -46,6 +46,9 @@ BRIG_INTERNAL int exec_report_write(int fd, const char *name, const brig_exec_op
 /* At create, on the host: the layer's directories and the record of the
  * workspace's files that commit checks for conflicts. */
 BRIG_INTERNAL int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err);
+/* The temporary names a killed brig commit left in the workspace of the
+ * sandbox in `dir` (state `st`), removed (overlay.c). */
+BRIG_INTERNAL void overlay_sweep_commits(const char *dir, json_t *st);
 /* A copy of a layer (or any tree) that keeps modes, owners (as root),
  * whiteouts and user.* xattrs; reflinks where the filesystem can. */
 BRIG_INTERNAL int overlay_copy_tree(const char *src, const char *dst, brig_error **err);

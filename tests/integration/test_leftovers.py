@@ -295,6 +295,28 @@ def test_dead_sandbox_shows_why_and_rm_removes_everything(world, brig, when):
     assert not any(left.values()), leftovers.describe(left)
 
 
+@attack("dead-supervisor-traces", "SIGKILL brig commit after it wrote a file under its temporary name in the "
+        "workspace, before the rename: the name stayed in the user's workspace", "traces")
+@pytest.mark.parametrize("then", ["commit", "rm"])
+def test_killed_commit_leaves_nothing_in_the_workspace(world, brig, then):
+    name = world.sb.new_name()
+    world.sb.names.append(name)
+    r = world.run("create", name, "--workspace-mode", "overlay")
+    assert r.returncode == 0, r
+    assert world.sb.sh(name, "mkdir -p sub && echo new > sub/f && echo two > g").returncode == 0
+    world.kill_at("commit-temp-made", "commit", name)
+    temps = lambda: sorted(str(p) for p in brig.workspace.rglob(".brig-commit-*"))  # noqa: E731
+    assert temps(), "the kill came before the temporary file: nothing tested"
+    if then == "commit":
+        r = world.run("commit", name)
+        assert r.returncode == 0, r
+        assert (brig.workspace / "sub" / "f").read_text() == "new\n" and (brig.workspace / "g").read_text() == "two\n"
+    else:
+        assert world.sb.rm(name).returncode == 0
+    assert temps() == [], "a killed commit's temporary file stayed in the workspace"
+    assert not list(world.root.glob(f"{name}/commit.*"))
+
+
 @attack("write-refused-at-setup", "the state root's filesystem full (ENOSPC: a 16 KiB tmpfs in a private mount "
         "namespace): brig run with limits, brig create", "traces")
 def test_full_state_root_fails_clearly_and_leaves_nothing(brig, scratch):
