@@ -311,19 +311,9 @@ int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const b
         json_decref(doc);
         if (!text)
                 return brig_err(err, ENOMEM, "report");
-        size_t len = strlen(text), off = 0;
-        int e = 0;
-        while (off < len && !e) {
-                ssize_t n = write(fd, text + off, len - off);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        e = n < 0 ? errno : EIO;
-                else
-                        off += (size_t)n;
-        }
-        if (!e && write(fd, "\n", 1) != 1)
-                e = errno ? errno : EIO;
+        size_t len = strlen(text);
+        text[len] = '\n';  /* replaces the terminator: written by length */
+        int e = -output_write(fd, text, len + 1);
         free(text);
         return e ? brig_err(err, e, "write the exec report") : 0;
 }

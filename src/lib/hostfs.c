@@ -15,11 +15,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 
 /* ---- output files ---------------------------------------------------------- */
 
@@ -172,6 +175,37 @@ int output_fd(int fd, const char *what, brig_error **err)
          * in the child before the command (close_range in prepare_fds) */
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         return copy < 0 ? brig_err(err, errno, "%s %d: duplicate it", what, fd) : copy;
+}
+
+/* Write all of buf to an output the caller gave (a report, the audit
+ * stream): 0, or -errno. A pipe or socket whose reader has gone answers
+ * EPIPE, and raises SIGPIPE, whose default kills brig before it cleans up:
+ * the signal is blocked in this thread for the write, and the one the
+ * write raised is taken back, so EPIPE is an error like any other. Not
+ * SIG_IGN: an ignored signal stays ignored across exec, in the command. */
+int output_write(int fd, const void *buf, size_t len)
+{
+        sigset_t pipe_set, saved;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_set, &saved);
+        const char *p = buf;
+        int e = 0;
+        while (len > 0 && !e) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        e = n < 0 ? errno : EIO;
+                        break;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        if (e == EPIPE && !sigismember(&saved, SIGPIPE))
+                (void)sigtimedwait(&pipe_set, NULL, &(struct timespec){ 0 });
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        return -e;
 }
 
 /* ---- removing trees ---------------------------------------------------------- */

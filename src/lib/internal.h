@@ -69,6 +69,8 @@ BRIG_INTERNAL int output_open(const char *path, const char *what, bool append, b
 BRIG_INTERNAL int output_fd_check(int fd, const char *what, brig_error **err);
 /* The supervisor's own close-on-exec copy of it (fd, or -errno). */
 BRIG_INTERNAL int output_fd(int fd, const char *what, brig_error **err);
+/* Write all of buf to such an output: 0 or -errno (EPIPE, never SIGPIPE). */
+BRIG_INTERNAL int output_write(int fd, const void *buf, size_t len);
 /* Its fallback where openat2 is missing: fd or -errno (-ELOOP: a symlink). */
 BRIG_INTERNAL int output_open_walk(const char *path, int flags, mode_t mode);
 /* Remove `name` below `parent` and everything under it, however deep or

@@ -247,13 +247,16 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(doc, "controls", controls);
         if (plan->policy->audit_path || plan->policy->audit_fd)
                 json_object_set_new(doc, "audit",
-                                    json_pack("{s:o, s:o, s:I, s:I}", "path",
+                                    json_pack("{s:o, s:o, s:I, s:I, s:I, s:o}", "path",
                                               plan->policy->audit_path ? json_string(plan->policy->audit_path)
                                                                        : json_null(),
                                               "fd", plan->policy->audit_fd ? json_integer(plan->policy->audit_fd)
                                                                            : json_null(),
                                               "syscall_events", (json_int_t)audit_events(r->audit),
-                                              "suppressed", (json_int_t)audit_suppressed(r->audit)));
+                                              "suppressed", (json_int_t)audit_suppressed(r->audit),
+                                              "lost", (json_int_t)audit_lost(r->audit), "stopped",
+                                              audit_stopped(r->audit) ? json_string(audit_stopped(r->audit))
+                                                                      : json_null()));
         if (plan->policy->pool_note)  /* brig run --pooled, not served by the pool */
                 json_object_set_new(doc, "pool", json_pack("{s:b, s:n, s:s}", "served", 0, "member", "reason",
                                                            plan->policy->pool_note));
@@ -263,22 +266,11 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                 return brig_err(err, ENOMEM, "report");
         size_t len = strlen(text);
         text[len] = '\n';  /* replaces the terminator: written by length */
-        const char *p = text;
-        size_t left = len + 1;
-        int e = 0;
-        while (left > 0) {
-                ssize_t n = write(fd, p, left);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        e = n < 0 ? errno : EIO;
-                        break;
-                }
-                p += n;
-                left -= (size_t)n;
-        }
+        int e = -output_write(fd, text, len + 1);
         free(text);
+        if (e && plan->policy->report_fd)
+                return brig_err(err, e, "--json-report-fd %d: write the report", plan->policy->report_fd);
         if (e)
-                return brig_err(err, e, "write the report");
+                return brig_err(err, e, "--json-report %s: write the report", plan->policy->report_path);
         return 0;
 }

@@ -182,7 +182,12 @@ static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audi
                                              : output_open(p->audit_path, "--audit", true, err);
                 if (plan->audit_fd < 0)
                         return plan->audit_fd;
-                *audit = audit_new(plan->audit_fd);
+                char what[4096 + 32];
+                if (p->audit_fd)
+                        snprintf(what, sizeof what, "--audit-fd %d", p->audit_fd);
+                else
+                        snprintf(what, sizeof what, "--audit %s", p->audit_path);
+                *audit = audit_new(plan->audit_fd, what, p->notice, p->notice_data);
                 if (!*audit)
                         return brig_err(err, ENOMEM, "audit");
         }
@@ -420,6 +425,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
+        if (audit)
+                audit_run(audit);
         terminal_handed_over(term);  /* the command's ends of the stdio pipes */
         test_pause("cloned");
         r = release_child(&plan, cg, pid, sv[0], err);

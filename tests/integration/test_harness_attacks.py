@@ -1,0 +1,131 @@
+"""Attacks on what issue 14's harness and hosts parts added (review): the
+caller's output descriptors turned against brig — an audit reader that
+closes its pipe, or stops reading while the sandbox fills it with refused
+calls — and the report descriptor's reader gone at the end.
+
+Each run gets the caller's pipe through the brig fixture (root and
+rootless); what is asserted is what the host sees: brig's exit, the files
+the command made after the attack, the report brig wrote, the lines that
+reached the pipe."""
+import fcntl
+import json
+import os
+import select
+import subprocess
+
+import pytest
+
+from test_harness import attack
+
+# Refused calls, each logged: a hundred numbers no kernel has (a slot and a
+# burst each, so the audit rate limit lets ~100 lines through: ~25 KiB).
+FLOOD = ("python3 -c 'import ctypes; l = ctypes.CDLL(None); "
+         "[l.syscall(n) for n in range(1000, 1100)]'")
+
+
+def popen(brig, *args, fds):
+    return subprocess.Popen(brig.cmd(*args), cwd=str(brig.workspace), env=brig.env(), pass_fds=fds,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p, timeout=60):
+    """Its output; a brig that does not end within `timeout` is the attack
+    working (the supervisor wedged): killed, and the test fails."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"brig did not end: its supervisor is wedged on the caller's descriptor\n{err}")
+
+
+def first_line(fd):
+    got = b""
+    while b"\n" not in got:
+        ready, _, _ = select.select([fd], [], [], 30)
+        assert ready, "no audit line within 30 s"
+        d = os.read(fd, 4096)
+        assert d, got
+        got += d
+    return got
+
+
+@attack("audit-reader-closes", "the --audit-fd pipe's reader closes it mid-run, then the command makes refused "
+        "(logged) calls", "supervisor")
+def test_audit_reader_that_closes_stops_the_stream_not_the_run(brig):
+    """The reader takes the start event and closes; the command then floods
+    refused calls. The write's EPIPE (and its SIGPIPE, which ended brig
+    before its cleanup) stops only the stream: the command runs to its
+    end, its exit code is brig's, stderr says once what happened naming
+    the flag, and the report says the stream stopped and lines were lost."""
+    rep = brig.reports / "closed.json"
+    rd, wr = os.pipe()
+    number = wr
+    try:
+        p = popen(brig, "run", "--json-report", rep, "--audit-fd", wr, "--", "sh", "-c",
+                  f"while [ ! -e go ]; do sleep 0.05; done; {FLOOD}; echo after > after; exit 7", fds=(wr,))
+        os.close(wr)
+        wr = -1
+        assert b'"event":"start"' in first_line(rd)
+        os.close(rd)
+        rd = -1
+        (brig.workspace / "go").touch()
+        out, err = finish(p)
+    finally:
+        for fd in (rd, wr):
+            if fd >= 0:
+                os.close(fd)
+    assert p.returncode == 7, (p.returncode, err)
+    assert (brig.workspace / "after").read_text() == "after\n"
+    assert err.count(f"--audit-fd {number}: the reader closed it (EPIPE)") == 1, err
+    audit = json.loads(rep.read_text())["audit"]
+    assert "EPIPE" in audit["stopped"] and audit["lost"] >= 1, audit
+
+
+@attack("audit-pipe-full-wedge", "the --audit-fd pipe (shrunk to one page) is never read while the command "
+        "floods refused calls and outlives its --timeout", "supervisor")
+def test_full_audit_pipe_never_wedges_the_supervisor(brig):
+    """A full pipe blocked the supervisor's write, so it answered no more
+    seccomp notifications (the command hung in its refused call) and its
+    timeout never came: brig ran forever. Now the timeout ends the run, the
+    command's flood got its answers (it went on to make a file), brig gives
+    the unread rest up once nothing is read for a while after the run and
+    says so, and what did reach the pipe is whole lines."""
+    rep = brig.reports / "full.json"
+    rd, wr = os.pipe()
+    fcntl.fcntl(wr, fcntl.F_SETPIPE_SZ, 4096)
+    try:
+        p = popen(brig, "run", "--json-report", rep, "--timeout", "2s", "--audit-fd", wr, "--", "sh", "-c",
+                  f"{FLOOD}; touch flooded; exec sleep 120", fds=(wr,))
+        os.close(wr)
+        wr = -1
+        out, err = finish(p)
+        os.set_blocking(rd, False)
+        got = os.read(rd, 65536)
+    finally:
+        for fd in (rd, wr):
+            if fd >= 0:
+                os.close(fd)
+    assert p.returncode == 124, (p.returncode, err)
+    assert (brig.workspace / "flooded").exists(), err
+    doc = json.loads(rep.read_text())
+    assert doc["reason"] == "timeout", doc
+    assert "nothing was read for 5 s after the run ended" in err and doc["audit"]["lost"] > 0, (err, doc["audit"])
+    lines = got.decode().splitlines()
+    assert got.endswith(b"\n") and [json.loads(x)["event"] for x in lines][0] == "start", got
+
+
+@attack("report-reader-closes", "the --json-report-fd pipe's reader closes before the run ends", "supervisor")
+def test_report_reader_gone_is_an_error_not_a_signal(brig):
+    """The report's write meets EPIPE: brig says so and exits 125 (the
+    caller asked for a report it did not get) after its cleanup — not
+    killed by SIGPIPE half-way (exit -13, with its temporaries left)."""
+    rd, wr = os.pipe()
+    os.close(rd)
+    try:
+        p = popen(brig, "run", "--json-report-fd", wr, "--", "sh", "-c", "echo ran > ran", fds=(wr,))
+        out, err = finish(p)
+    finally:
+        os.close(wr)
+    assert (brig.workspace / "ran").read_text() == "ran\n"
+    assert p.returncode == 125 and "--json-report-fd" in err and "Broken pipe" in err, (p.returncode, err)
