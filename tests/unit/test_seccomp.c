@@ -23,6 +23,7 @@
 
 #include <pthread.h>
 #include <seccomp.h>
+#include <stdlib.h>
 
 #include "internal.h"
 #include "seccomp_filter.h"
@@ -261,6 +262,113 @@ static void test_degraded_loads_nothing(void **state)
         assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- the cache file's reader (seccomp_cache.c) ---------------------------- */
+
+#define KEY "brig-seccomp-test key;"
+#define ARCH_X86_64 0xc000003eU
+
+static const struct seccomp_probe probes[] = { { ARCH_X86_64, 250 }, { ARCH_X86_64, 101 }, { 0x40000003U, 1 } };
+
+/* A cache file: KEY, then the program. */
+static size_t cache_file(uint8_t *buf, const char *key, const struct sock_filter *prog, size_t n)
+{
+        uint32_t klen = (uint32_t)strlen(key);
+        memcpy(buf, &klen, 4);
+        memcpy(buf + 4, key, klen);
+        memcpy(buf + 4 + klen, prog, n * sizeof *prog);
+        return 4 + klen + n * sizeof *prog;
+}
+
+static int parse(const struct sock_filter *prog, size_t n, bool notifies)
+{
+        uint8_t buf[4096];
+        size_t len = cache_file(buf, KEY, prog, n);
+        struct sock_filter *out = NULL;
+        size_t count = 0;
+        int r = seccomp_cache_parse(buf, len, KEY, strlen(KEY), probes, 3, notifies, &out, &count);
+        if (r == 0) {
+                assert_int_equal(count, n);
+                assert_memory_equal(out, prog, n * sizeof *prog);
+        } else {
+                assert_null(out);
+        }
+        free(out);
+        return r;
+}
+
+static void test_cache_program_is_run_before_it_is_trusted(void **state)
+{
+        (void)state;
+        /* arch != x86_64 -> kill; keyctl, ptrace -> EPERM; else allow */
+        const struct sock_filter good[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH_X86_64, 1, 0),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 250, 2, 0),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 101, 1, 0),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        };
+        assert_int_equal(parse(good, 8, false), 0);
+        /* the same, answering ptrace with a notification: only where the
+         * program's refusals notify (the supervisor answers them) */
+        struct sock_filter notify[8];
+        memcpy(notify, good, sizeof good);
+        notify[7] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+        assert_int_equal(parse(notify, 8, true), 0);
+        assert_int_equal(parse(notify, 8, false), -EPERM);
+        /* allows everything, or logs keyctl, or lets i386 through */
+        const struct sock_filter allow[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+        assert_int_equal(parse(allow, 1, true), -EPERM);
+        struct sock_filter log[8];
+        memcpy(log, good, sizeof good);
+        log[7] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_LOG);
+        assert_int_equal(parse(log, 8, true), -EPERM);
+        struct sock_filter i386[8];
+        memcpy(i386, good, sizeof good);
+        i386[2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        assert_int_equal(parse(i386, 8, false), -EPERM);
+}
+
+static void test_cache_bytes_the_kernel_would_refuse(void **state)
+{
+        (void)state;
+        /* a jump past the end, a load past seccomp_data, an unaligned load,
+         * an unknown instruction, falling off the end */
+        const struct sock_filter past[] = { BPF_JUMP(BPF_JMP | BPF_JA, 5, 0, 0),
+                                            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS) };
+        assert_int_equal(parse(past, 2, false), -EBADMSG);
+        const struct sock_filter far[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 64),
+                                           BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS) };
+        assert_int_equal(parse(far, 2, false), -EBADMSG);
+        const struct sock_filter odd[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 2),
+                                           BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS) };
+        assert_int_equal(parse(odd, 2, false), -EBADMSG);
+        const struct sock_filter unknown[] = { { 0xffff, 0, 0, 0 } };
+        assert_int_equal(parse(unknown, 1, false), -EBADMSG);
+        const struct sock_filter no_ret[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0) };
+        assert_int_equal(parse(no_ret, 1, false), -EBADMSG);
+        /* another key; a key length past the file; a torn instruction; nothing */
+        const struct sock_filter kill[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS) };
+        uint8_t buf[256];
+        struct sock_filter *out = NULL;
+        size_t n = 0;
+        size_t len = cache_file(buf, "brig-seccomp-other key;", kill, 1);
+        assert_int_equal(seccomp_cache_parse(buf, len, KEY, strlen(KEY), probes, 3, false, &out, &n), -EBADMSG);
+        len = cache_file(buf, KEY, kill, 1);
+        assert_int_equal(seccomp_cache_parse(buf, len, KEY, strlen(KEY), probes, 3, false, &out, &n), 0);
+        free(out);
+        assert_int_equal(seccomp_cache_parse(buf, len - 1, KEY, strlen(KEY), probes, 3, false, &out, &n), -EBADMSG);
+        assert_int_equal(seccomp_cache_parse(buf, 4 + strlen(KEY), KEY, strlen(KEY), probes, 3, false, &out, &n),
+                         -EBADMSG);
+        uint32_t huge = 0xffffffffU;
+        memcpy(buf, &huge, 4);
+        assert_int_equal(seccomp_cache_parse(buf, len, KEY, strlen(KEY), probes, 3, false, &out, &n), -EBADMSG);
+        assert_int_equal(seccomp_cache_parse(buf, 2, KEY, strlen(KEY), probes, 3, false, &out, &n), -EBADMSG);
+        assert_null(out);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -269,6 +377,8 @@ int main(void)
                 cmocka_unit_test(test_default_profile),
                 cmocka_unit_test(test_user_rules_replace_the_default),
                 cmocka_unit_test(test_degraded_loads_nothing),
+                cmocka_unit_test(test_cache_program_is_run_before_it_is_trusted),
+                cmocka_unit_test(test_cache_bytes_the_kernel_would_refuse),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
