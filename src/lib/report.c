@@ -2,6 +2,7 @@
  * docs/report.md. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "tools.h"
 #include "audit.h"
 #include "net/egress.h"
 #include "refusals.h"
@@ -61,6 +62,21 @@ int degraded_warnings(const struct run_plan *plan, struct strv *out)
         return r < 0 ? r : 0;
 }
 
+/* What was handed in at start (tools.c): paths inside and the flag that
+ * asked for each, never contents. */
+static json_t *tools_json(const struct run_plan *plan)
+{
+        json_t *copied = json_array(), *generated = json_array();
+        const struct tools_plan *t = plan->tools;
+        for (size_t i = 0; t && i < t->n_files; i++) {
+                json_t *o = json_pack("{s:s, s:s, s:I}", "path", t->files[i].path, "flag", t->files[i].origin, "bytes",
+                                      (json_int_t)t->files[i].len);
+                json_array_append_new(t->files[i].copied ? copied : generated, o);
+        }
+        return json_pack("{s:o, s:o, s:b}", "copied_in", copied, "generated", generated, "ssh_agent",
+                         t && t->agent_upstream);
+}
+
 static json_t *mounts_json(const struct run_plan *plan)
 {
         json_t *a = json_array();
@@ -68,6 +84,11 @@ static json_t *mounts_json(const struct run_plan *plan)
                 const struct mount_entry *m = &plan->mounts[i];
                 json_t *o = json_object();
                 json_object_set_new(o, "destination", json_string(m->dst));
+                if (m->kind == MOUNT_TMPFS && strcmp(m->dst, BRIG_RUNTIME_DIR) == 0) {
+                        json_object_set_new(o, "type", json_string("brig"));  /* read-only once set up */
+                        json_array_append_new(a, o);
+                        continue;
+                }
                 if (m->kind == MOUNT_TMPFS) {
                         json_object_set_new(o, "type", json_string("tmpfs"));
                         json_object_set_new(o, "size_bytes", json_integer((json_int_t)m->size));
@@ -242,6 +263,7 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(doc, "refusals", refusals_json(r->refusals));
         if (refusals_dropped(r->refusals))  /* a sandbox chooses how many names it tries */
                 json_object_set_new(doc, "refusals_dropped", json_integer((json_int_t)refusals_dropped(r->refusals)));
+        json_object_set_new(controls, "tools", tools_json(plan));
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(controls, "terminal_filter", json_boolean(!plan->policy->terminal_passthrough));
         json_object_set_new(doc, "controls", controls);

@@ -208,10 +208,16 @@ def test_copy_in_of_a_secret_needs_copy_in_secret(brig):
     # a file that is no secret needs no more than --copy-in
     plain = brig.base / "token.txt"
     plain.write_text("plain\n")
-    r = brig.run("run", "--copy-in", f"{plain}:/tmp/t", "--", "sh", "-c", "cat /tmp/t; stat -c '%a %u' -L /tmp/t; id -u")
+    r = brig.run("run", "--copy-in", f"{plain}:/tmp/t", "--", "sh", "-c", "cat /tmp/t; stat -c '%a %u' -L /tmp/t; id -u",
+                 report=True)
     assert r.returncode == 0, r
     out = r.stdout.splitlines()
     assert out[0] == "plain" and out[1] == f"400 {out[2]}", r
+    # the report says what was handed in (paths, never contents)
+    tools = r.report["controls"]["tools"]
+    assert tools == {"copied_in": [{"path": "/tmp/t", "flag": "--copy-in", "bytes": 6}], "generated": [],
+                     "ssh_agent": False}, tools
+    assert {"destination": "/run/brig", "type": "brig"} in r.report["controls"]["mounts"], r.report
 
 
 @attack("copy-in-write-outside", "--copy-in with a destination in the workspace, a bind, through '..', or a "
