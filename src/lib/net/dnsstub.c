@@ -19,14 +19,14 @@
 /* Short: the addresses never change for a run, but a program that caches
  * answers across runs (none should) would not keep them long. */
 #define DNS_TTL 60
-/* For the summary: the flag that would let the name resolve (one
- * --allow-host NAME turns the network on, filtered, for that name). */
-static void note_refusal(struct dns_stub *s, const char *name, const char *reason)
+/* For the summary; `by_rules`: the host rules refused the name, and one
+ * --allow-host NAME (turning the network on, filtered, for that name)
+ * would let it resolve — unless a --deny-host of the user's named it. */
+static void note_refusal(struct dns_stub *s, const char *name, const char *reason, bool by_rules)
 {
         char fix[EGRESS_HOST_MAX + 16] = "";
         struct egress_verdict v;
-        if (!egress_host_denied(s->policy, name, 0, &v) && strcmp(reason, "not an Internet-class query") != 0 &&
-            strncmp(reason, "brig's address pool", 19) != 0)
+        if (by_rules && !egress_host_denied(s->policy, name, 0, &v))
                 snprintf(fix, sizeof fix, "--allow-host %s", name);
         refusals_add(s->refusals, REFUSAL_DNS, name, reason, fix[0] ? fix : NULL, 1);
 }
@@ -35,8 +35,6 @@ static void log_query(struct dns_stub *s, const char *name, uint16_t qtype, bool
                       const struct net_addr *answers, size_t n, const char *transport)
 {
         allow ? s->allowed++ : s->denied++;
-        if (!allow && name)
-                note_refusal(s, name, reason);
         if (!s->log)
                 return;  /* (the audit stream holds network events to 100 lines a second) */
         char tbuf[8];
@@ -76,6 +74,7 @@ size_t dns_stub_answer(struct dns_stub *s, const uint8_t *query, size_t len, uin
         }
         if (q.qclass != DNS_CLASS_IN) {
                 log_query(s, host, q.qtype, false, "not an Internet-class query", NULL, 0, transport);
+                note_refusal(s, host, "not an Internet-class query", false);
                 return dns_build_reply(&q, DNS_RCODE_REFUSED, NULL, 0, 0, out, cap);
         }
         egress_judge_name(s->policy, host, &v);
@@ -97,5 +96,7 @@ size_t dns_stub_answer(struct dns_stub *s, const uint8_t *query, size_t len, uin
         /* other types of an allowed name (MX, TXT, HTTPS, ...): an empty
          * answer, so clients go on with A/AAAA */
         log_query(s, host, q.qtype, v.allow, v.reason, &answer, n, transport);
+        if (!v.allow)
+                note_refusal(s, host, v.reason, rcode == DNS_RCODE_NXDOMAIN);
         return dns_build_reply(&q, rcode, &answer, n, DNS_TTL, out, cap);
 }
