@@ -87,6 +87,14 @@ def test_equal_refusals_are_one_line_and_quiet_drops_them(brig, server):
     assert [(x["what"], x["count"]) for x in q.report["refusals"]] == [("a.test:80", 3), ("b.test:8080", 1)], q.report
 
 
+def test_your_own_deny_rule_suggests_nothing(brig):
+    r = brig.sh("getent hosts bad.test; " + curl("http://bad.test/"), "--allow-host", "*.test", "--deny-host", "bad.test")
+    assert refusal_lines(r.stderr) == [
+        "brig: refused 2 DNS lookups: bad.test (denied by --deny-host bad.test)",
+        "brig: refused 1 connection: bad.test:80 (denied by --deny-host bad.test)",
+    ], r
+
+
 def test_many_causes_are_capped_with_a_count(brig):
     script = "; ".join(curl(f"http://h{i}.test/") for i in range(11))
     r = brig.sh(script, "--allow-host", "svc.test", report=True)
