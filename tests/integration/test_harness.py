@@ -27,6 +27,9 @@ from test_egress_netns import namespaces_up
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
 
 PORT = 5432
+# Metadata and platform endpoints outside link-local (Alibaba Cloud's in
+# CGNAT space, Azure's WireServer in public space): the lan serves them too.
+METADATA_ELSEWHERE = ("100.100.100.200", "168.63.129.16")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
 
 
@@ -111,7 +114,7 @@ class Lan:
             sh(*cmd, "link", "set", "lo", "up")
             sh(*cmd, "addr", "add", f"{addr}/30", "dev", dev)
             sh(*cmd, "link", "set", dev, "up")
-        for a in ("169.254.169.254", self.addr2):
+        for a in ("169.254.169.254", self.addr2) + METADATA_ELSEWHERE:
             sh(*ns, "addr", "add", f"{a}/32", "dev", "lo")
             sh(*cl, "route", "add", f"{a}/32", "via", self.addr)
         script = self.tmp / "echo.py"

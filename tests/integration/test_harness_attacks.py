@@ -1,7 +1,9 @@
 """Attacks on what issue 14's harness and hosts parts added (review): the
 caller's output descriptors turned against brig — an audit reader that
 closes its pipe, or stops reading while the sandbox fills it with refused
-calls — and the report descriptor's reader gone at the end.
+calls — and the report descriptor's reader gone at the end; an
+--allow-private-host name steered to a metadata endpoint that is not
+link-local (test_harness.py's namespace pair serves them).
 
 Each run gets the caller's pipe through the brig fixture (root and
 rootless); what is asserted is what the host sees: brig's exit, the files
@@ -15,7 +17,7 @@ import subprocess
 
 import pytest
 
-from test_harness import attack
+from test_harness import PORT, attack, client_run, lan  # noqa: F401 (lan: fixture)
 
 # Refused calls, each logged: a hundred numbers no kernel has (a slot and a
 # burst each, so the audit rate limit lets ~100 lines through: ~25 KiB).
@@ -129,3 +131,30 @@ def test_report_reader_gone_is_an_error_not_a_signal(brig):
         os.close(wr)
     assert (brig.workspace / "ran").read_text() == "ran\n"
     assert p.returncode == 125 and "--json-report-fd" in err and "Broken pipe" in err, (p.returncode, err)
+
+
+@attack("private-host-metadata-elsewhere", "--allow-private-host names resolving to Alibaba Cloud's metadata "
+        "address 100.100.100.200 (inside CGNAT space, which the flag opens) and its ::ffff: form; an --allow-host "
+        "name resolving to Azure's WireServer 168.63.129.16 (a public address)", "network")
+def test_private_host_never_reaches_metadata_outside_link_local(brig, lan):
+    """Metadata is not only 169.254.169.254: both servers (listening in the
+    lan namespace) see nothing, the refusals say "metadata". Positive
+    control: --allow-cidr reaches 100.100.100.200, so a refusal that came
+    from elsewhere would have been caught."""
+    names = {"ali.internal": "100.100.100.200", "ali6.internal": "::ffff:100.100.100.200"}
+    rules = ["--resolve", "wire.example:168.63.129.16", "--allow-host", f"wire.example:{PORT}"]
+    for name, addr in names.items():
+        rules += ["--resolve", f"{name}:{addr}", "--allow-private-host", f"{name}:{PORT}"]
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, rules, *names, "wire.example")
+    assert "GOT" not in out, (out, err)
+    assert lan.seen(m) == [], "a metadata endpoint was reached"
+    reasons = [e["reason"] for e in ev if e.get("decision") == "deny"]
+    assert sum("is metadata" in r for r in reasons) >= 3, reasons
+
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, ["--resolve", "ali.internal:100.100.100.200",
+                                              "--allow-host", f"ali.internal:{PORT}",
+                                              "--allow-cidr", f"100.100.100.200/32:{PORT}"], "ali.internal")
+    assert "ali.internal GOT PING" in out, (out, err)
+    assert lan.seen(m) == ["100.100.100.200"]

@@ -41,6 +41,9 @@ static void test_classify_v4(void **state)
         check_class("100.127.255.255", ADDR_CGNAT);
         check_class("100.128.0.1", ADDR_PUBLIC);
         check_class("169.254.169.254", ADDR_METADATA);
+        check_class("100.100.100.200", ADDR_METADATA);  /* Alibaba Cloud, inside CGNAT */
+        check_class("100.100.100.201", ADDR_CGNAT);
+        check_class("168.63.129.16", ADDR_METADATA);    /* Azure's WireServer, a public address */
         check_class("169.254.1.1", ADDR_LINK_LOCAL);
         check_class("224.0.0.1", ADDR_MULTICAST);
         check_class("239.255.255.250", ADDR_MULTICAST);
@@ -77,6 +80,10 @@ static void test_classify_v6(void **state)
         check_class("fc00::1", ADDR_ULA);
         check_class("fd12:3456::1", ADDR_ULA);
         check_class("fd00:ec2::254", ADDR_METADATA);
+        check_class("fd00:ec2::23", ADDR_METADATA);       /* EKS pod identity credentials */
+        check_class("fd20:ce::254", ADDR_METADATA);       /* Google */
+        check_class("fd00:c1::a9fe:a9fe", ADDR_METADATA); /* Oracle */
+        check_class("fd00:ec3::254", ADDR_ULA);
         check_class("ff02::1", ADDR_MULTICAST);
         check_class("2001:db8::1", ADDR_DOCUMENTATION);
         check_class("2001:4860:4860::8888", ADDR_PUBLIC);
@@ -91,6 +98,8 @@ static void test_classify_embedded_v4(void **state)
         check_class("::ffff:127.0.0.1", ADDR_LOOPBACK);
         check_class("::ffff:7f00:1", ADDR_LOOPBACK);
         check_class("::ffff:169.254.169.254", ADDR_METADATA);
+        check_class("::ffff:100.100.100.200", ADDR_METADATA);
+        check_class("64:ff9b::100.100.100.200", ADDR_METADATA);
         check_class("::ffff:8.8.8.8", ADDR_PUBLIC);
         check_class("64:ff9b::10.0.0.1", ADDR_PRIVATE);
         check_class("64:ff9b::8.8.8.8", ADDR_PUBLIC);
@@ -278,6 +287,8 @@ static void test_judge_private_hosts(void **state)
         assert_false(private_ok(ep, "db.internal", "10.1.2.3", 5433, why));     /* the rule's port only */
         /* what no flag opens to a name */
         const char *never[] = { "127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "169.254.170.2",
+                                "100.100.100.200", "::ffff:100.100.100.200", "fd20:ce::254", "fd00:ec2::23",
+                                "fd00:c1::a9fe:a9fe",
                                 "fe80::1", "0.0.0.0", "::ffff:127.0.0.1", "198.18.0.1", NULL };
         for (const char **a = never; *a; a++)
                 if (private_ok(ep, "db.internal", *a, 5432, why))

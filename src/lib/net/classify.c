@@ -142,6 +142,13 @@ static enum addr_class classify_v4(const uint8_t ip[4])
                 enum addr_class cls;
         } table[] = {
                 { 169, 254, 169, 254, 32, ADDR_METADATA },  /* before link-local: the more telling name */
+                /* Metadata and platform endpoints outside link-local: in
+                 * CGNAT space, which --allow-private-host opens to a name
+                 * (Alibaba Cloud's instance metadata), and in public space
+                 * (Azure's WireServer, which hands a VM its certificates
+                 * and extensions). */
+                { 100, 100, 100, 200, 32, ADDR_METADATA },
+                { 168, 63, 129, 16, 32, ADDR_METADATA },
                 { 127, 0, 0, 0, 8, ADDR_LOOPBACK },
                 { 0, 0, 0, 0, 32, ADDR_UNSPECIFIED },
                 { 0, 0, 0, 0, 8, ADDR_THIS_NETWORK },       /* Linux connects 0.x to the local host */
@@ -189,8 +196,15 @@ enum addr_class egress_classify(const struct net_addr *a)
                 return ADDR_LOOPBACK;
         if (memcmp(b, zero, 12) == 0)  /* deprecated IPv4-compatible ::a.b.c.d */
                 return classify_v4(b + 12);
-        static const uint8_t ec2_metadata[16] = { 0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54 };
-        if (memcmp(b, ec2_metadata, 16) == 0)
+        /* Cloud metadata and credential endpoints on unique-local
+         * addresses, which --allow-private-host opens to a name: AWS's
+         * service prefix fd00:ec2::/32 (instance metadata ::254, the EKS pod
+         * identity agent's credentials ::23, DNS ::253), Google's metadata
+         * server fd20:ce::254, Oracle's fd00:c1::a9fe:a9fe. */
+        static const uint8_t aws[] = { 0xfd, 0x00, 0x0e, 0xc2 };
+        static const uint8_t gcp[16] = { 0xfd, 0x20, 0x00, 0xce, [14] = 0x02, [15] = 0x54 };
+        static const uint8_t oci[16] = { 0xfd, 0x00, 0x00, 0xc1, [12] = 0xa9, 0xfe, 0xa9, 0xfe };
+        if (prefix_match(b, aws, 32) || memcmp(b, gcp, 16) == 0 || memcmp(b, oci, 16) == 0)
                 return ADDR_METADATA;
         if (b[0] == 0xff)
                 return ADDR_MULTICAST;
