@@ -59,6 +59,7 @@
  * unix datagram socket by sendmsg with msg_name is the residual). */
 #define _GNU_SOURCE
 #include "unixguard.h"
+#include "tools.h"
 #include "refusals.h"
 #include "audit.h"
 #include "seccomp_filter.h"
@@ -117,6 +118,7 @@ struct unixguard {
         int n_groups;
         char *diag_buf;          /* DIAG_BUF bytes */
         bool host_netns;         /* --net host: that namespace is the host's */
+        const char *agent_socket; /* --ssh-agent: brig's relay socket inside (tools.h), or NULL */
         const struct strv *allow;  /* --allow-unix, paths inside */
         struct audit *audit;
         const struct seccomp_replies *replies;
@@ -158,6 +160,7 @@ int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct
         if (g->n_groups < 0)
                 g->n_groups = 0;
         g->allow = &plan->policy->allow_unix;
+        g->agent_socket = plan->tools && plan->tools->agent_upstream ? BRIG_AGENT_SOCKET : NULL;
         g->rules = plan->policy->seccomp;
         g->plan = plan;
         g->audit = audit;
@@ -536,10 +539,14 @@ static bool held_by_sandbox(int listener, const struct seccomp_notif *req, uint3
  * a read-only mount it can change no name. */
 static int allowed(const struct unixguard *g, const struct stat *st)
 {
-        for (size_t i = 0; i < g->allow->n; i++) {
+        /* and brig's own --ssh-agent socket, on its read-only /run/brig:
+         * with --net host no process inside holds its listener (the
+         * supervisor does), so it is not the sandbox's own by that test */
+        for (size_t i = 0; i < g->allow->n + (g->agent_socket != NULL); i++) {
                 struct open_how how = { .flags = O_PATH | O_CLOEXEC,
                                         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-                _cleanup_close_ int fd = sys_openat2(g->root_fd, g->allow->items[i], &how);
+                const char *path = i < g->allow->n ? g->allow->items[i] : g->agent_socket;
+                _cleanup_close_ int fd = sys_openat2(g->root_fd, path, &how);
                 struct stat a;
                 struct statfs fs;
                 if (fd < 0 || fstat(fd, &a) < 0 || a.st_dev != st->st_dev || a.st_ino != st->st_ino)

@@ -327,6 +327,20 @@ def test_ssh_through_the_agent_relay(brig, sshd, agent):
     assert len(sshd.accepted()) == 1, sshd.accepted()
 
 
+def test_ssh_agent_with_the_hosts_network(brig, agent):
+    """--net host: no process inside holds the relay's listener (the
+    supervisor does); the unix socket guard still lets the sandbox reach it,
+    and only it."""
+    key = keygen(brig.base / "agentkey")
+    brig.chown(key)
+    assert agent.ssh_add(key).returncode == 0
+    r = brig.run("run", "--net", "host", "--ssh-agent", "--", "sh", "-c",
+                 f'ssh-add -l | cut -d" " -f2; SSH_AUTH_SOCK={agent.sock} ssh-add -l; echo direct=$?', env=agent.env)
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines()[0] == fingerprint(f"{key}.pub"), r
+    assert "direct=2" in r.stdout or "direct=1" in r.stdout, r  # the host's socket itself stays out
+
+
 def test_ssh_agent_without_an_agent_is_refused(brig):
     r = brig.run("run", "--ssh-agent", "--", "true")
     assert r.returncode == 125 and "SSH_AUTH_SOCK is not set" in r.stderr, r
