@@ -208,7 +208,8 @@ BRIG_PUBLIC int brig_policy_set_audit_path(brig_policy *p, const char *path, bri
 /* Called at the start of a run, once per control that runs weaker than the
  * policy asks (cgroup limits on rlimits, Landlock or seccomp missing under
  * --allow-degraded), with one line that names the fix; a CLI prints each
- * on stderr. The report's "degraded" says the same. Not kept by a
+ * on stderr. Also once the run is over, for audit lines that were lost
+ * (--audit-fd: a reader that closed, or did not keep up). The report's "degraded" says the same. Not kept by a
  * persistent sandbox (brig_sandbox_list_json has them as "warnings"). */
 typedef void (*brig_notice_fn)(const char *line, void *data);
 BRIG_PUBLIC void brig_policy_set_notice(brig_policy *p, brig_notice_fn fn, void *data);

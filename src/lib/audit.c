@@ -22,8 +22,8 @@
  * once the sandbox is cloned (audit_run: no thread exists at clone3, which
  * runs no fork handlers), writes it out. A full queue drops lines, counted
  * (the end event's and the report's "lost"); a write error stops the
- * stream; each is said once on stderr (the policy's notice) and in the
- * report's audit.stopped. At the end the writer gets DRAIN_IDLE_MS without
+ * stream; each is said once on stderr (the policy's notice) when the run
+ * is over, and in the report's audit.stopped. At the end the writer gets DRAIN_IDLE_MS without
  * progress to write what is left, then gives up: a reader that never
  * reads does not keep brig (and its cleanup) from ending. The writer never
  * blocks in a write (write_out), so giving up needs no cancellation. */
@@ -65,6 +65,8 @@ struct audit {
         brig_notice_fn notice;
         void *notice_data;
         char stopped[512];  /* why lines were lost, for the report ("": none) */
+        char notes[3][512]; /* the same for stderr: not keeping up, a write error, given up */
+        size_t n_notes;
         bool warned_full, warned_error;
         /* the queue; `lock` guards everything below */
         pthread_mutex_t lock;
@@ -115,19 +117,20 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Said once each, from the supervisor's thread (never the writer's: the
- * notice is the caller's code), and kept for the report. */
+/* Kept for the report and said once the run is over (audit_flush): the
+ * notice writes to brig's stderr, a pipe the sandbox may have filled
+ * itself, and the supervisor must not wait on it while the sandbox runs. */
 static void say(struct audit *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(struct audit *a, const char *fmt, ...)
 {
-        char line[sizeof a->stopped];
+        if (a->n_notes == ARRAY_SIZE(a->notes))
+                return;
+        char *line = a->notes[a->n_notes++];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(line, sizeof line, fmt, ap);
+        vsnprintf(line, sizeof a->notes[0], fmt, ap);
         va_end(ap);
         snprintf(a->stopped, sizeof a->stopped, "%s", line);  /* the last word */
-        if (a->notice)
-                a->notice(line, a->notice_data);
 }
 
 static void say_error(struct audit *a, int e)
@@ -143,7 +146,7 @@ static void say_error(struct audit *a, int e)
                        "and audit.lost)", a->what, strerror(e));
 }
 
-/* Append one line for the writer; never blocks on the descriptor. `end`
+/* Append one line for the writer; never waits on the descriptor. `end`
  * (the last line) is kept even over QUEUE_MAX: it is one line. */
 static void queue(struct audit *a, const char *line, size_t len, bool end)
 {
@@ -290,15 +293,8 @@ static size_t unwritten(const struct audit *a)
 }
 
 /* Let the writer finish what is queued while it makes progress, then end it. */
-static void audit_flush(struct audit *a)
+static void drain(struct audit *a)
 {
-        audit_run(a);
-        if (!a->started) {
-                a->lost += unwritten(a);
-                a->pending_len = 0;
-                say_error(a, a->error);
-                return;
-        }
         pthread_mutex_lock(&a->lock);
         a->closing = true;
         pthread_cond_signal(&a->more);
@@ -328,6 +324,23 @@ static void audit_flush(struct audit *a)
                 say_error(a, a->error);
         }
         a->pending_len = 0;
+}
+
+/* The writer's end (what is queued written, or given up), then what was
+ * lost said on stderr. */
+static void audit_flush(struct audit *a)
+{
+        audit_run(a);
+        if (a->started) {
+                drain(a);
+        } else {
+                a->lost += unwritten(a);
+                a->pending_len = 0;
+                say_error(a, a->error);
+        }
+        for (size_t i = 0; a->notice && i < a->n_notes; i++)
+                a->notice(a->notes[i], a->notice_data);
+        a->n_notes = 0;
 }
 
 /* Write one event, stamped with the wall-clock time (UTC, milliseconds). */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -163,6 +164,12 @@ int output_fd_check(int fd, const char *what, brig_error **err)
         if ((fl & O_PATH) || (fl & O_ACCMODE) == O_RDONLY)
                 return brig_err(err, EBADF, "%s %d: the descriptor is not open for writing (give a write end: "
                                             "%d>FILE, or a pipe's write end)", what, fd, fd);
+        /* A listening socket reads as open for writing, and takes nothing:
+         * every line would wait for the end of the run, then be lost. */
+        int listening = 0;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &(socklen_t){ sizeof listening }) == 0 && listening)
+                return brig_err(err, EINVAL, "%s %d: the descriptor is a listening socket (give a connected "
+                                             "socket, a pipe's write end or %d>FILE)", what, fd, fd);
         return 0;
 }
 

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import select
+import socket
 import subprocess
 
 import pytest
@@ -158,3 +159,16 @@ def test_private_host_never_reaches_metadata_outside_link_local(brig, lan):
                                               "--allow-cidr", f"100.100.100.200/32:{PORT}"], "ali.internal")
     assert "ali.internal GOT PING" in out, (out, err)
     assert lan.seen(m) == ["100.100.100.200"]
+
+
+def test_listening_socket_is_no_output_descriptor(brig):
+    """A listening socket passes for open for writing but takes nothing:
+    refused (125, the flag named), nothing run."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(brig.base / "listen.sock"))
+        s.listen()
+        fd = s.fileno()
+        for flag in ("--audit-fd", "--json-report-fd"):
+            r = brig.run("run", flag, fd, "--", "touch", "ran", pass_fds=(fd,))
+            assert r.returncode == 125 and f"{flag} {fd}: the descriptor is a listening socket" in r.stderr, r
+            assert not (brig.workspace / "ran").exists()
