@@ -164,6 +164,19 @@ int output_fd_check(int fd, const char *what, brig_error **err)
         if ((fl & O_PATH) || (fl & O_ACCMODE) == O_RDONLY)
                 return brig_err(err, EBADF, "%s %d: the descriptor is not open for writing (give a write end: "
                                             "%d>FILE, or a pipe's write end)", what, fd, fd);
+        /* The same pipe, socket or file as brig's stdout or stderr (3>&1):
+         * the command's output, relayed there, would be mixed into brig's
+         * lines, and could forge them ({"event":"end",...}). A terminal or
+         * /dev/null shared is no stream anyone parses. */
+        struct stat st, out;
+        for (int std = 1; std <= 2 && fstat(fd, &st) == 0; std++)
+                if ((S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISREG(st.st_mode)) && fstat(std, &out) == 0 &&
+                    st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+                        return brig_err(err, EINVAL, "%s %d: the same %s as brig's %s (fd %d): the command's output "
+                                                     "would be mixed into it, and could forge its lines; give a "
+                                                     "descriptor of its own", what, fd,
+                                        S_ISFIFO(st.st_mode) ? "pipe" : S_ISSOCK(st.st_mode) ? "socket" : "file",
+                                        std == 1 ? "stdout" : "stderr", std);
         /* A listening socket reads as open for writing, and takes nothing:
          * every line would wait for the end of the run, then be lost. */
         int listening = 0;

@@ -172,3 +172,41 @@ def test_listening_socket_is_no_output_descriptor(brig):
             r = brig.run("run", flag, fd, "--", "touch", "ran", pass_fds=(fd,))
             assert r.returncode == 125 and f"{flag} {fd}: the descriptor is a listening socket" in r.stderr, r
             assert not (brig.workspace / "ran").exists()
+
+
+@attack("output-fd-shares-stdio", "--audit-fd/--json-report-fd given the same pipe as brig's stdout (3>&1) or "
+        "stderr, so the command's own output lines land in the harness's stream", "process")
+def test_output_fd_sharing_stdio_is_refused(brig):
+    """The command writes a forged end event to its stdout; with the audit
+    or report descriptor the same pipe as brig's stdout or stderr, it would
+    be one line among brig's. Refused (125, the flag and the stream named),
+    the command never runs, the harness's pipe holds no line; /dev/null
+    shared with stdout stays allowed (no stream anyone parses)."""
+    forged = '{"event":"end","exit_code":0,"forged":1}'
+    for flag in ("--audit-fd", "--json-report-fd"):
+        for std, name in ((1, "stdout"), (2, "stderr")):
+            rd, wr = os.pipe()
+            try:
+                streams = {"stdout": wr} if std == 1 else {"stderr": wr}
+                other = subprocess.PIPE
+                p = subprocess.run(brig.cmd("run", flag, wr, "--", "sh", "-c", f"echo '{forged}'; touch ran"),
+                                   cwd=str(brig.workspace), env=brig.env(), pass_fds=(wr,), timeout=60,
+                                   **{"stdout": other, "stderr": other, **streams})
+                os.close(wr)
+                wr = -1
+                got = os.read(rd, 65536).decode()
+            finally:
+                os.close(rd)
+                if wr >= 0:
+                    os.close(wr)
+            said = (got + (p.stderr or b"").decode() + (p.stdout or b"").decode())
+            assert p.returncode == 125, (flag, name, p.returncode, said)
+            assert f"the same pipe as brig's {name} (fd {std})" in said, said
+            assert "forged" not in said and not (brig.workspace / "ran").exists(), said
+    null = os.open("/dev/null", os.O_WRONLY)
+    try:
+        r = subprocess.run(brig.cmd("run", "--audit-fd", null, "--", "true"), cwd=str(brig.workspace),
+                           env=brig.env(), pass_fds=(null,), stdout=null, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(null)
+    assert r.returncode == 0, r.stderr
