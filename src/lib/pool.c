@@ -166,9 +166,11 @@ static int pool_state_write(const struct pool *pl, unsigned size)
         _cleanup_free_ char *tmp = brig_strdup_printf("%s/.pool.json.tmp", pl->dir);
         _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
         int r = st && tmp && path && json_dump_file(st, tmp, 0) == 0 && rename(tmp, path) == 0 ? 0 : -EIO;
+        int e = errno;
         json_decref(st);
         if (r < 0 && tmp)
                 unlink(tmp);
+        errno = r < 0 ? e : errno;  /* the failure's, for the message */
         return r;
 }
 
@@ -311,7 +313,8 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
         }
         /* Ours from the start: a sweep finds the pool dead only once no
          * process of ours answers for it. */
-        pid_t pid = pool_state_write(&pl, size) == 0 ? fork() : -1;
+        bool recorded = pool_state_write(&pl, size) == 0;
+        pid_t pid = recorded ? fork() : -1;
         if (pid == 0) {
                 close(pipefd[0]);
                 if (setsid() < 0)
@@ -343,7 +346,9 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
         char msg[1024] = "";
         ssize_t n = pid > 0 ? read(pipefd[0], msg, sizeof msg - 1) : -1;
         close(pipefd[0]);
-        if (pid < 0)
+        if (!recorded)
+                r = brig_err(err, errno ? errno : EIO, "write the pool's state '%s/pool.json'", pl.dir);
+        else if (pid < 0)
                 r = brig_err(err, errno, "fork the pool daemon");
         else if (n <= 0)
                 r = brig_err(err, EPROTO, "the pool daemon ended (see %s/log)", pl.dir);
