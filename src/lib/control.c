@@ -23,11 +23,12 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 
-enum watch_kind { W_LISTEN, W_CLIENT, W_EXEC, W_TIMER };
+enum watch_kind { W_LISTEN, W_CLIENT, W_EXEC, W_TIMER, W_OWNER };
 
 struct watch {
         enum watch_kind kind;
@@ -50,7 +51,9 @@ struct control {
         struct sandbox_create_opts opts;
         char *upper, *work;      /* overlay layer (opts.overlay) */
         int listen_fd, epfd, timer_fd, ready_fd;
-        struct watch listen_w, timer_w;
+        int owner_fd;            /* pidfd of the pool daemon that owns us, or -1 */
+        bool orphaned;           /* that owner is gone: stop once no exec runs */
+        struct watch listen_w, timer_w, owner_w;
         struct run_plan *plan;
         struct cgroup *cg;
         int pidfd, sync_fd;
@@ -76,7 +79,7 @@ int control_new(const char *dir, const char *name, const struct sandbox_create_o
         struct control *c = calloc(1, sizeof *c);
         if (!c)
                 return brig_err(err, ENOMEM, "control");
-        c->listen_fd = c->epfd = c->timer_fd = c->pidfd = c->sync_fd = -1;
+        c->listen_fd = c->epfd = c->timer_fd = c->pidfd = c->sync_fd = c->owner_fd = -1;
         c->ready_fd = ready_fd;
         c->dir = strdup(dir);
         c->name = strdup(name);
@@ -84,6 +87,7 @@ int control_new(const char *dir, const char *name, const struct sandbox_create_o
         c->created = (long long)time(NULL);
         c->listen_w.kind = W_LISTEN;
         c->timer_w.kind = W_TIMER;
+        c->owner_w.kind = W_OWNER;
         *ret = c;
         if (!c->dir || !c->name)
                 return brig_err(err, ENOMEM, "control");
@@ -113,6 +117,16 @@ int control_new(const char *dir, const char *name, const struct sandbox_create_o
                 return brig_err(err, errno, "control event loop");
         if ((r = epoll_watch(c, c->listen_fd, &c->listen_w)) < 0 || (r = epoll_watch(c, c->timer_fd, &c->timer_w)) < 0)
                 return brig_err(err, -r, "epoll");
+        if (opts->owner_pid > 0) {
+                /* The pidfd turns readable when the owner exits, SIGKILL
+                 * included; one whose start time differs is gone already. */
+                c->owner_fd = (int)syscall(SYS_pidfd_open, opts->owner_pid, 0);
+                c->orphaned = c->owner_fd < 0 || state_process_start(opts->owner_pid) != opts->owner_start;
+                if (c->owner_fd >= 0 && (r = epoll_watch(c, c->owner_fd, &c->owner_w)) < 0)
+                        return brig_err(err, -r, "epoll");
+                if (c->owner_fd >= 0)
+                        fcntl(c->owner_fd, F_SETFD, FD_CLOEXEC);
+        }
         return 0;
 }
 
@@ -262,11 +276,15 @@ int control_wait_ready(int fd, brig_error **err)
         return r;
 }
 
+static void begin_stop(struct control *c);
+
 void control_ready(struct control *c)
 {
         c->ready = true;
         save_state(c, "running");
         tell_creator(c, NULL);
+        if (c->orphaned && !c->conns)
+                begin_stop(c);  /* its pool daemon died while it was being made */
 }
 
 void control_failed(struct control *c, const brig_error *err)
@@ -555,8 +573,17 @@ void control_dispatch(struct control *c)
                         }
                         break;
                 }
+                case W_OWNER:
+                        closep(&c->owner_fd);  /* leaves the epoll set */
+                        c->orphaned = true;
+                        break;
                 }
         }
+        /* A pool member whose daemon is gone serves nobody: it stops once
+         * the exec it may be serving (a claimed member) has ended. Its
+         * state goes with the next brig's sweep of the dead pool. */
+        if (c->orphaned && c->ready && !c->conns)
+                begin_stop(c);
 }
 
 bool control_on_signal(struct control *c, int sig)
@@ -591,6 +618,7 @@ void control_free(struct control *c)
         closep(&c->epfd);
         closep(&c->timer_fd);
         closep(&c->ready_fd);
+        closep(&c->owner_fd);
         free(c->dir);
         free(c->name);
         free(c->upper);

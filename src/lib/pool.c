@@ -233,7 +233,10 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         char name[64];
                         snprintf(name, sizeof name, "pool-%.8s-%d-%lu", pl->key, getpid(), ++counter);
                         brig_error *err = NULL;
-                        if (brig_sandbox_create(name, p, NULL, &err) < 0) {
+                        /* members stop when we are gone, however we went (control.c) */
+                        struct sandbox_create_opts opts = { .owner_pid = getpid(),
+                                                            .owner_start = state_process_start(getpid()) };
+                        if (sandbox_create(name, p, &opts, &err) < 0) {
                                 fprintf(stderr, "brig pool: %s\n", err && err->msg ? err->msg : "create failed");
                                 if (!told && ready_fd >= 0) {
                                         /* the first one failed: say why, and end */

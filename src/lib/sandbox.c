@@ -198,6 +198,12 @@ static void save_policy(const brig_policy *p, const char *dir)
 int brig_sandbox_create(const char *name, const brig_policy *p, const brig_create_opts *o, brig_error **err)
 {
         struct sandbox_create_opts opts = { .overlay = o && o->workspace_mode == BRIG_WORKSPACE_OVERLAY };
+        return sandbox_create(name, p, &opts, err);
+}
+
+int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *o, brig_error **err)
+{
+        struct sandbox_create_opts opts = *o;
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int lock = -EBADF;
         int r = refuse_for_create(p, err);

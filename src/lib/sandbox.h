@@ -8,6 +8,10 @@
 
 struct sandbox_create_opts {
         bool overlay;   /* --workspace-mode overlay */
+        /* A pool member: the pool daemon (pid, start time). When it is
+         * gone, the member serves nobody: it stops once no exec runs. */
+        pid_t owner_pid;
+        unsigned long long owner_start;
 };
 
 /* control.c: the supervisor's side */
@@ -29,6 +33,9 @@ BRIG_INTERNAL int sandbox_launch(const char *dir, const char *name, const brig_p
 BRIG_INTERNAL int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code,
                                  brig_error **err);
 BRIG_INTERNAL int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err);
+/* brig_sandbox_create with the internal options (a pool's owner). */
+BRIG_INTERNAL int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
+                                 brig_error **err);
 BRIG_INTERNAL int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret,
                                       struct sandbox_create_opts *opts, brig_error **err);
 

@@ -244,7 +244,7 @@ def test_only_our_own_dead_groups_are_removed(world, brig):
 
 
 @attack("dead-supervisor-traces", "SIGKILL the pool daemon: its ready members (live supervisors) served nobody "
-        "and stayed forever", "traces")
+        "and stayed forever, with the pool's directory", "traces")
 def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
     r = world.run("pool", "--size", "2", "--net", "none")
     assert r.returncode == 0, r
@@ -254,15 +254,34 @@ def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
     assert len(members) == 2, members
     os.kill(st["supervisor_pid"], signal.SIGKILL)
     assert wait_until(lambda: not pid_alive(st["supervisor_pid"]), 5)
-    assert all(pid_alive(m["supervisor_pid"]) for m in members)  # what was left
+    # the members see their daemon go (a pidfd) and stop: no process stays
+    assert wait_until(lambda: not any(pid_alive(m["supervisor_pid"]) for m in members), 15), members
+    assert (world.root / "pools").exists()  # the files wait for the next brig
     assert world.run("run", "--", "true").returncode == 0
-    assert wait_until(lambda: not any(pid_alive(m["supervisor_pid"]) for m in members), 10), members
     assert not (world.root / "pools").exists(), list(world.root.rglob("*"))
+    assert not any((world.root / m["name"]).exists() for m in members)
     left = world.left()
     assert not any(left.values()), leftovers.describe(left)
 
 
 import json  # noqa: E402
+
+
+def test_pooled_run_in_flight_survives_its_daemons_death(world, brig):
+    """The member a run holds serves that run to its end, then goes."""
+    r = world.run("pool", "--size", "1", "--net", "none")
+    assert r.returncode == 0, r
+    st = json.loads(next(world.root.glob("pools/*/pool.json")).read_text())
+    p = world.popen("run", "--pooled", "--net", "none", "--", "sh", "-c", "echo started; sleep 1; echo done",
+                    hooks=False)
+    assert p.stdout.readline() == "started\n"
+    os.kill(st["supervisor_pid"], signal.SIGKILL)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out == "done\n", (p.returncode, out, err)
+    assert world.run("run", "--", "true").returncode == 0
+    assert wait_until(lambda: not (world.root / "pools").exists(), 10), list(world.root.rglob("*"))
+    left = world.left()
+    assert not any(left.values()), leftovers.describe(left)
 
 
 @attack("dead-supervisor-traces", "SIGKILL a persistent sandbox's supervisor while it runs, and brig create with its "
