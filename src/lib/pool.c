@@ -462,6 +462,27 @@ static void sweep_one(const struct pool *pl)
         }
         if (dir)
                 closedir(dir);
+        /* Members no list names: the one the daemon was making when it
+         * died. Still alive (stopping: its daemon is gone), they keep the
+         * pool for a later sweep; dead, they go now. */
+        _cleanup_free_ char *root = NULL;
+        brig_error *rerr = NULL;
+        DIR *sd = state_root(false, &root, &rerr) == 0 ? opendir(root) : NULL;
+        brig_error_free(&rerr);
+        while (sd && (e = readdir(sd))) {
+                if (!member_named(pl, e->d_name))
+                        continue;
+                _cleanup_free_ char *mdir = brig_strdup_printf("%s/%s", root, e->d_name);
+                json_t *st = mdir ? state_read(mdir, &rerr) : NULL;
+                brig_error_free(&rerr);
+                if (st && state_supervisor_alive(st))
+                        held = true;
+                else
+                        remove_member(e->d_name);
+                json_decref(st);
+        }
+        if (sd)
+                closedir(sd);
         if (!held)
                 state_remove_tree(pl->dir, NULL);
 }

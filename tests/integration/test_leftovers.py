@@ -278,8 +278,11 @@ def test_pooled_run_in_flight_survives_its_daemons_death(world, brig):
     os.kill(st["supervisor_pid"], signal.SIGKILL)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 0 and out == "done\n", (p.returncode, out, err)
+    # the replacement the daemon was making may still be stopping: a later
+    # brig (here brig ls) finishes
     assert world.run("run", "--", "true").returncode == 0
-    assert wait_until(lambda: not (world.root / "pools").exists(), 10), list(world.root.rglob("*"))
+    assert wait_until(lambda: world.run("ls").returncode == 0 and not (world.root / "pools").exists(), 15), \
+        list(world.root.rglob("*"))
     left = world.left()
     assert not any(left.values()), leftovers.describe(left)
 
