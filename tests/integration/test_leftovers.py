@@ -119,7 +119,12 @@ class World:
         return self.new()
 
     def new(self):
-        return leftovers.new_since(self.before, state_roots=[self.root], exe_dirs=self.exe_dirs)
+        new = leftovers.new_since(self.before, state_roots=[self.root], exe_dirs=self.exe_dirs)
+        # files: this test's state root only (the temporary places are
+        # shared with other suites running meanwhile; test_lifecycle and
+        # the soak look there)
+        new["files"] = {f for f in new["files"] if f.startswith(str(self.root) + "/")}
+        return new
 
 
 import signal  # noqa: E402
