@@ -248,9 +248,10 @@ def test_copy_in_never_writes_outside_the_sandboxs_tmpfs(brig):
     assert not (brig.workspace / "planted").exists() and not (brig.workspace / "sub").exists()
     assert not (ro / "planted").exists() and not os.path.exists("/etc/planted") and not os.path.exists("/usr/planted")
     assert list(run_host.iterdir()) == [], "a bind over /run must not get brig's directory made in it"
-    # control: the same file to a tmpfs destination is copied
-    r = brig.run("run", "--copy-in", f"{plain}:~/sub/ok", "--", "cat", f"{brig.home}/sub/ok")
-    assert r.returncode == 0 and r.stdout == "x\n", r
+    # control: the same file to a tmpfs destination is copied ($HOME, a --tmpfs)
+    r = brig.run("run", "--copy-in", f"{plain}:~/sub/ok", "--tmpfs", "/scratch", "--copy-in", f"{plain}:/scratch/k",
+                 "--", "cat", f"{brig.home}/sub/ok", "/scratch/k")
+    assert r.returncode == 0 and r.stdout == "x\nx\n", r
 
 
 @attack("copy-in-source-swap", "the sandbox replaces a --copy-in source in the workspace with a symlink to a host "
