@@ -18,6 +18,7 @@
 #include "reaper.h"
 #include "sandbox.h"
 #include "state.h"
+#include "supervisor_exec.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -35,26 +36,12 @@
 
 /* ---- the detached supervisor -------------------------------------------- */
 
-static _Noreturn void supervisor_main(const char *dir, const char *name, const brig_policy *p,
-                                      const struct sandbox_create_opts *opts, int ready_fd)
+/* The life of brig-supervisor (src/supervisor/main.c) once it has read
+ * its configuration; stdio is already /dev/null and the log. */
+_Noreturn void sandbox_supervise(const char *dir, const char *name, const brig_policy *p,
+                                 const struct sandbox_create_opts *opts, int ready_fd)
 {
-        /* A daemon: no terminal, no caller's stdio; what it has to say goes
-         * to the log in the state directory. */
         signal(SIGPIPE, SIG_IGN);
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        _cleanup_free_ char *log = brig_strdup_printf("%s/log", dir);
-        int logfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
-        if (null < 0 || logfd < 0)
-                _exit(BRIG_EXIT_SETUP);
-        dup2(null, 0);
-        dup2(logfd, 1);
-        dup2(logfd, 2);
-        /* Nothing of the caller's beyond stdio and our pipe stays open in
-         * a process that outlives it. */
-        if (ready_fd > 3)
-                syscall(SYS_close_range, 3, ready_fd - 1, 0);
-        syscall(SYS_close_range, ready_fd + 1, ~0U, 0);
-
         brig_error *err = NULL;
         struct control *ctl = NULL;
         int r = control_new(dir, name, opts, ready_fd, &ctl, &err);
@@ -80,6 +67,11 @@ static _Noreturn void supervisor_main(const char *dir, const char *name, const b
         control_finish(ctl);
         control_free(ctl);
         brig_error_free(&err);
+        /* An ephemeral sandbox whose owner is gone leaves nothing: its
+         * state goes with it (a failed create's state is removed by the
+         * creator, which waits for us to end). */
+        if (opts->ephemeral && r == 0)
+                (void)state_remove_tree(dir, NULL);
         fflush(stderr);
         exit(r < 0 ? BRIG_EXIT_SETUP : 0);
 }
@@ -121,33 +113,17 @@ static int explain_taken(const char *dir, const char *name, brig_error **err)
 int sandbox_launch(const char *dir, const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
                   int lock, brig_error **err)
 {
+        (void)lock;  /* never inherited: the program starts with none of our descriptors */
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return brig_err(err, errno, "pipe");
-        pid_t pid = fork();
-        if (pid < 0) {
-                close(pipefd[0]);
-                close(pipefd[1]);
-                return brig_err(err, errno, "fork the supervisor");
-        }
-        if (pid == 0) {
-                /* Our copy of the lock would keep it held for the
-                 * supervisor's whole life (flock belongs to the open file). */
-                close(lock);
-                close(pipefd[0]);
-                /* Double fork: the supervisor is nobody's child and leads no
-                 * session that a terminal could reach. */
-                if (setsid() < 0)
-                        _exit(BRIG_EXIT_SETUP);
-                pid_t daemon = fork();
-                if (daemon != 0)
-                        _exit(daemon < 0 ? BRIG_EXIT_SETUP : 0);
-                supervisor_main(dir, name, p, opts, pipefd[1]);
-        }
+        int r = supervisor_spawn(dir, name, p, opts, pipefd[1], err);
         close(pipefd[1]);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-        int r = control_wait_ready(pipefd[0], err);
+        if (r < 0) {
+                close(pipefd[0]);
+                return r;
+        }
+        r = control_wait_ready(pipefd[0], err);
         if (r < 0) {
                 /* Wait for the supervisor to finish its cleanup (its end of
                  * the pipe closes when it exits). */

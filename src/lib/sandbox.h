@@ -12,6 +12,8 @@ struct sandbox_create_opts {
          * gone, the member serves nobody: it stops once no exec runs. */
         pid_t owner_pid;
         unsigned long long owner_start;
+        bool ephemeral; /* removed when its owner closes it or ends (brig_sandbox_new) */
+        bool audit;     /* the audit stream to the state directory's audit.jsonl */
 };
 
 /* control.c: the supervisor's side */

@@ -26,7 +26,7 @@ IS_ROOT = os.geteuid() == 0
 
 @pytest.fixture(scope="session")
 def bindir():
-    """brig, libbrig and the escape programs in a 0755 directory."""
+    """brig, brig-supervisor, libbrig and the escape programs in a 0755 directory."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-bin-", dir="/tmp"))
     _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
@@ -34,6 +34,7 @@ def bindir():
         if f.is_file():  # not meson's libbrig.so.*.p/ object directory
             shutil.copy2(f, d / f.name, follow_symlinks=True)
     shutil.copy2(BUILD / "brig", d / "brig")
+    shutil.copy2(BUILD / "brig-supervisor", d / "brig-supervisor")  # found beside libbrig
     if not ESCAPE.is_dir():
         pytest.fail(f"escape programs not built: {ESCAPE} (run make build)")
     for f in ESCAPE.iterdir():
@@ -289,7 +290,7 @@ def hooks_bindir():
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
     _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
-    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig"]:
+    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig", HOOKS / "brig-supervisor"]:
         if f.is_file():
             shutil.copy2(f, d / f.name)
             (d / f.name).chmod(0o755)

@@ -58,9 +58,11 @@ def children(pid):
 
 
 def paused(exe, timeout=10, proc=None):
-    """Pids of processes running `exe` stopped at a test_pause() point
+    """Pids of processes running `exe` (or the brig-supervisor beside it,
+    which persistent sandboxes run) stopped at a test_pause() point
     (src/lib/reaper.c), once there is one; [] after `timeout`, or once
     `proc` (the brig that was started) ended without pausing."""
+    exes = (str(exe), os.path.join(os.path.dirname(str(exe)), "brig-supervisor"))
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         ended = proc is not None and proc.poll() is not None
@@ -68,7 +70,7 @@ def paused(exe, timeout=10, proc=None):
         for d in os.listdir("/proc"):
             if d.isdigit() and proc_state(d) == "T":
                 try:
-                    if os.readlink(f"/proc/{d}/exe") == str(exe):
+                    if os.readlink(f"/proc/{d}/exe") in exes:
                         found.append(int(d))
                 except OSError:
                     pass
