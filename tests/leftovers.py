@@ -86,7 +86,7 @@ def _is_brig_exe(exe, exe_dirs):
     if not exe:
         return False
     exe = exe[:-len(" (deleted)")] if exe.endswith(" (deleted)") else exe
-    if os.path.basename(exe) != "brig":
+    if os.path.basename(exe) not in ("brig", "brig-supervisor"):  # the supervisor of a persistent sandbox
         return False
     return not exe_dirs or any(os.path.dirname(exe) == os.path.normpath(str(d)) for d in exe_dirs)
 
