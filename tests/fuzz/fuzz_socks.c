@@ -27,6 +27,11 @@ static int step(const uint8_t *buf, size_t len, bool greeted)
                 abort();
         if (r > 0 && req.is_name && strlen(req.host) > 255)
                 abort();
+        /* an address has one form: an IPv4-mapped one is the IPv4 address,
+         * as when it came as text (a CIDR rule judges both alike) */
+        static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+        if (r > 0 && !req.is_name && req.addr.family == AF_INET6 && memcmp(req.addr.b, mapped, 12) == 0)
+                abort();
         if (r > 0 && !req.is_name)
                 (void)egress_classify(&req.addr);
         if (r < 0 && r != -SOCKS_GENERAL_FAILURE && r != -SOCKS_CMD_UNSUPPORTED && r != -SOCKS_ATYP_UNSUPPORTED)

@@ -22,11 +22,12 @@ void net_addr_from_v4(struct net_addr *a, const uint8_t v4[4])
 }
 
 /* ::ffff:a.b.c.d is a.b.c.d on the wire: one form, so an IPv4 CIDR rule
- * or class applies to both spellings alike. */
-static void net_addr_canonical(struct net_addr *a)
+ * or class applies to both spellings alike — whether the address came as
+ * text, from a socket or in a SOCKS5 request's 16 bytes. */
+void net_addr_from_v6(struct net_addr *a, const uint8_t v6[16])
 {
-        if (a->family == AF_INET6 && memcmp(a->b, v4mapped_prefix, 12) == 0)
-                a->family = AF_INET;
+        memcpy(a->b, v6, 16);
+        a->family = memcmp(a->b, v4mapped_prefix, 12) == 0 ? AF_INET : AF_INET6;
 }
 
 void net_addr_from_sockaddr(struct net_addr *a, const struct sockaddr *sa)
@@ -36,9 +37,7 @@ void net_addr_from_sockaddr(struct net_addr *a, const struct sockaddr *sa)
                 net_addr_from_v4(a, (const uint8_t *)&in->sin_addr);
         } else {
                 const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-                a->family = AF_INET6;
-                memcpy(a->b, &in6->sin6_addr, 16);
-                net_addr_canonical(a);
+                net_addr_from_v6(a, (const uint8_t *)&in6->sin6_addr);
         }
 }
 
@@ -84,9 +83,9 @@ bool net_addr_parse(const char *s, struct net_addr *a)
         }
         if (strchr(s, '%'))  /* zone ids: no link-local scoping through the proxy */
                 return false;
-        if (inet_pton(AF_INET6, s, a->b) == 1) {
-                a->family = AF_INET6;
-                net_addr_canonical(a);
+        uint8_t v6[16];
+        if (inet_pton(AF_INET6, s, v6) == 1) {
+                net_addr_from_v6(a, v6);
                 return true;
         }
         return false;

@@ -210,7 +210,7 @@ struct egress {
         bool offline;         /* network off: only the DNS stub (egress_new_offline) */
         /* filtered mode */
         bool filtered;        /* a redirect listener was added */
-        size_t sniff_held;    /* bytes of redirected connections' first-bytes buffers */
+        size_t in_held;       /* bytes of first-message buffers: sniffed first bytes, proxy request heads */
         struct dns_stub stub;
 };
 
@@ -407,20 +407,43 @@ static void log_close(struct conn *c)
 
 /* ---- connection life cycle ------------------------------------------------ */
 
-/* A redirected connection's first bytes are buffered until judged: 2 KiB,
- * grown fourfold up to SNIFF_MAX. What all of them hold beyond the first
- * 2 KiB is bounded too, or thousands of connections each sending most of
- * a big ClientHello would pin SNIFF_MAX apiece in the supervisor. */
+/* A connection's first message is buffered until judged: a proxy
+ * request head (1 KiB, grown fourfold up to HTTP_HEAD_MAX), a redirected
+ * connection's first bytes (2 KiB, up to SNIFF_MAX). What all of them
+ * hold beyond those first sizes is bounded too, or thousands of
+ * connections each sending most of a big head or ClientHello would pin
+ * the maximum apiece in the supervisor, outside the sandbox's memory
+ * limit (8100 proxy connections held 16 KiB heads, 156 MiB, before). */
+#define HEAD_BUF_MIN 1024
 #define SNIFF_BUF_MIN 2048
-#define SNIFF_BUDGET (32u << 20)
+#define IN_BUDGET (32u << 20)
 
 static void in_free(struct conn *c)
 {
-        if (c->kind == EGRESS_TRANSPARENT)
-                c->e->sniff_held -= c->in_cap;
+        if (c->kind != EGRESS_DNS_TCP)
+                c->e->in_held -= c->in_cap;
         free(c->in);
         c->in = NULL;
         c->in_len = c->in_cap = c->in_used = 0;
+}
+
+/* Grow c->in to `cap` bytes: 0, -ENOBUFS when that would take the
+ * first-message buffers past IN_BUDGET (the first `base` bytes of each
+ * always fit), -ENOMEM. */
+static int in_grow(struct conn *c, size_t cap, size_t base)
+{
+        struct egress *e = c->e;
+        if (cap <= c->in_cap)
+                return 0;
+        if (cap > base && e->in_held + cap - c->in_cap > IN_BUDGET)
+                return -ENOBUFS;
+        char *grown = realloc(c->in, cap);
+        if (!grown)
+                return -ENOMEM;
+        e->in_held += cap - c->in_cap;
+        c->in = grown;
+        c->in_cap = cap;
+        return 0;
 }
 
 static void refuse(struct conn *c, const char *reason, const struct net_addr *a);
@@ -429,22 +452,16 @@ static void conn_close(struct conn *c);
 /* Room for more first bytes; false when the connection was refused. */
 static bool sniff_room(struct conn *c)
 {
-        struct egress *e = c->e;
         size_t cap = c->in_cap ? c->in_cap * 4 : SNIFF_BUF_MIN;
-        if (cap > SNIFF_MAX)
-                cap = SNIFF_MAX;
-        if (cap > SNIFF_BUF_MIN && e->sniff_held + cap - c->in_cap > SNIFF_BUDGET) {
+        int r = in_grow(c, cap > SNIFF_MAX ? SNIFF_MAX : cap, SNIFF_BUF_MIN);
+        if (r == -ENOBUFS) {
                 refuse(c, "too many large first messages at once (brig holds at most 32 MiB of them)", &c->orig);
                 return false;
         }
-        char *grown = cap > c->in_cap ? realloc(c->in, cap) : NULL;
-        if (!grown) {
+        if (r < 0 || c->in_len == c->in_cap) {
                 conn_close(c);
                 return false;
         }
-        e->sniff_held += cap - c->in_cap;
-        c->in = grown;
-        c->in_cap = cap;
         return true;
 }
 
@@ -509,6 +526,7 @@ static const char *status_text(int status)
         case 501: return "Not Implemented";
         case 502: return "Bad Gateway";
         case 504: return "Gateway Timeout";
+        case 503: return "Service Unavailable";
         case 505: return "HTTP Version Not Supported";
         default: return "Error";
         }
@@ -1255,14 +1273,22 @@ static void read_request(struct conn *c)
                         }
                         return;
                 }
-                size_t cap = c->in_cap ? c->in_cap * 4 : 1024;
-                char *grown = realloc(c->in, cap > max ? max : cap);
-                if (!grown) {
+                size_t cap = c->in_cap ? c->in_cap * 4 : HEAD_BUF_MIN;
+                int r = in_grow(c, cap > max ? max : cap, HEAD_BUF_MIN);
+                if (r == -ENOBUFS) {
+                        static const char why[] = "too many large request heads at once (brig holds at most 32 MiB "
+                                                  "of them)";
+                        log_decision(c, false, why, NULL);
+                        if (c->kind == EGRESS_HTTP)
+                                http_refuse(c, 503, NULL, why);
+                        else
+                                socks_refuse(c, SOCKS_GENERAL_FAILURE);
+                        return;
+                }
+                if (r < 0) {
                         conn_close(c);
                         return;
                 }
-                c->in = grown;
-                c->in_cap = cap > max ? max : cap;
         }
         ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))

@@ -25,6 +25,8 @@ struct net_addr {
 };
 
 BRIG_INTERNAL void net_addr_from_v4(struct net_addr *a, const uint8_t v4[4]);
+/* An IPv4-mapped one (::ffff:a.b.c.d) is kept as the IPv4 address. */
+BRIG_INTERNAL void net_addr_from_v6(struct net_addr *a, const uint8_t v6[16]);
 BRIG_INTERNAL void net_addr_from_sockaddr(struct net_addr *a, const struct sockaddr *sa);
 BRIG_INTERNAL void net_addr_to_sockaddr(const struct net_addr *a, uint16_t port, struct sockaddr_storage *ss,
                                         socklen_t *len);

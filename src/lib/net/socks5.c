@@ -64,8 +64,7 @@ int socks5_parse_request(const uint8_t *buf, size_t len, struct socks5_request *
                 need = 4 + 16 + 2;
                 if (len < need)
                         return 0;
-                req->addr.family = AF_INET6;
-                memcpy(req->addr.b, buf + 4, 16);
+                net_addr_from_v6(&req->addr, buf + 4);
                 break;
         default:
                 return -SOCKS_ATYP_UNSUPPORTED;

@@ -1,0 +1,224 @@
+"""Attacks on the proxy ports' protocol detection (docs/network.md#proxy-ports):
+one destination must get one verdict whichever protocol asks for it and
+whichever port it reaches, and the many-connections load a sandbox can
+put on the proxy must stay bounded in the supervisor and stall no other
+client. Asserted on the host: which server got which request, what brig
+recorded. Root and rootless."""
+import json
+
+from test_browser import net_events, victim, web  # noqa: F401 (fixtures)
+from test_escape import attack
+
+# Run inside with python3: every (protocol, port) cell of the table asks for
+# every destination; one JSON object of answers, "served" with the path the
+# web server echoed, or "refused".
+MATRIX = r'''
+import ipaddress, json, socket, struct, sys
+web, victim = int(sys.argv[1]), int(sys.argv[2])
+PORTS = {"http": 3128, "socks": 1080}
+
+def literal(host):
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+def recv_exact(s, n):
+    out = b""
+    while len(out) < n:
+        d = s.recv(n - len(out))
+        if not d:
+            break
+        out += d
+    return out
+
+def read_all(s):
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except OSError:
+        pass
+    return out.decode(errors="replace")
+
+def get(s, path):
+    s.sendall(f"GET {path} HTTP/1.0\r\nHost: web.test\r\n\r\n".encode())
+    return read_all(s)
+
+def socks5(s, host, port, path):
+    s.sendall(b"\x05\x01\x00")
+    if recv_exact(s, 2) != b"\x05\x00":
+        return "refused"
+    a = literal(host)
+    if a and a.version == 4:
+        addr = b"\x01" + a.packed
+    elif a:
+        addr = b"\x04" + a.packed
+    else:
+        addr = b"\x03" + bytes([len(host)]) + host.encode()
+    s.sendall(b"\x05\x01\x00" + addr + struct.pack(">H", port))
+    rep = recv_exact(s, 10)
+    return get(s, path) if len(rep) == 10 and rep[1] == 0 else "refused"
+
+def socks4(s, host, port, path):
+    a = literal(host)
+    if a and a.version == 4:   # SOCKS4: the address itself
+        s.sendall(b"\x04\x01" + struct.pack(">H", port) + a.packed + b"agent\x00")
+    else:                      # 4a: anything else as a name
+        s.sendall(b"\x04\x01" + struct.pack(">H", port) + b"\x00\x00\x00\x01agent\x00" + host.encode() + b"\x00")
+    rep = recv_exact(s, 8)
+    return get(s, path) if len(rep) == 8 and rep[1] == 0x5a else "refused"
+
+def authority(host, port):
+    a = literal(host)
+    return f"[{host}]:{port}" if a and a.version == 6 else f"{host}:{port}"
+
+def http(s, host, port, path):
+    t = authority(host, port)
+    s.sendall(f"GET http://{t}{path} HTTP/1.1\r\nHost: {t}\r\nConnection: close\r\n\r\n".encode())
+    out = read_all(s)
+    return out if out.startswith("HTTP/1.1 200") or out.startswith("HTTP/1.0 200") else "refused"
+
+def connect(s, host, port, path):
+    t = authority(host, port)
+    s.sendall(f"CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    return get(s, path) if b" 200 " in head.split(b"\r\n")[0] else "refused"
+
+PROTOCOLS = {"http": http, "connect": connect, "socks5": socks5, "socks4": socks4}
+out = {}
+for dest in json.loads(sys.argv[3]):
+    host, tport = dest.rsplit(",", 1)
+    tport = web if tport == "web" else victim if tport == "victim" else int(tport)
+    for proto, fn in PROTOCOLS.items():
+        for pname, pport in PORTS.items():
+            cell = f"{dest}|{proto}|{pname}"
+            try:
+                s = socket.create_connection(("127.0.0.1", pport), timeout=10)
+                out[cell] = fn(s, host, tport, "/" + cell.replace(",", "-").replace("|", "-"))
+                s.close()
+            except OSError as e:
+                out[cell] = f"error {e}"
+print(json.dumps(out))
+'''
+
+# destination -> served through every cell, or refused through every cell
+DESTINATIONS = {
+    "web.test,web": True,                   # the allowed name
+    "WEB.TEST.,web": True,                  # the same name, spelt otherwise
+    "127.0.0.1,web": True,                  # the address --allow-cidr names
+    "::ffff:127.0.0.1,web": True,           # ... IPv4-mapped: SOCKS5 sends its 16 bytes (refused, before)
+    "web.test,victim": False,               # the allowed name on a port its rule does not name
+    "victim.test,victim": False,            # a name no rule allows (resolves to loopback)
+    "localhost,victim": False,
+    "127.0.0.1,victim": False,              # loopback literals, in every spelling
+    "127.1,victim": False,
+    "0x7f000001,victim": False,
+    "0.0.0.0,victim": False,                # "this host": reaches the host's loopback
+    "::1,victim": False,
+    "::ffff:127.0.0.1,victim": False,
+    "169.254.169.254,80": False,            # cloud metadata, by address and by name
+    "metadata.google.internal,80": False,
+}
+CELLS = [(p, port) for p in ("http", "connect", "socks5", "socks4") for port in ("http", "socks")]
+
+
+@attack("proxy-verdict-by-protocol", "one destination asked for through every protocol on every proxy port "
+        "(plain HTTP, CONNECT, SOCKS5 by name and address, SOCKS4 and 4a, to 3128 and 1080), the refused ones in "
+        "every spelling of loopback (127.1, 0x7f000001, 0.0.0.0, ::1, ::ffff:127.0.0.1), by name and by "
+        "metadata address, an allowed name on another port: a cell where the verdict differs",
+        "one judgement after the parsers: the name rules, the address classes, the checked address")
+def test_every_protocol_and_port_gives_one_verdict(brig, web, victim):
+    (brig.workspace / "matrix.py").write_text(MATRIX)
+    brig.chown(brig.workspace / "matrix.py")
+    audit = brig.reports / "audit-matrix.jsonl"
+    before = len(web.paths)
+    r = brig.run("run", "--net", "proxy", *web.allow(), "--resolve", "victim.test:127.0.0.1",
+                 "--audit", str(audit), "--", "python3", "matrix.py", str(web.port), str(victim.echo_port),
+                 json.dumps(list(DESTINATIONS)), report=True, timeout=120)
+    assert r.returncode == 0, r
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert len(out) == len(DESTINATIONS) * len(CELLS), out
+    for dest, served in DESTINATIONS.items():
+        got = {cell.split("|", 1)[1]: ("served" if "path=/" in ans else ans) for cell, ans in out.items()
+               if cell.split("|")[0] == dest}
+        want = "served" if served else "refused"
+        assert set(got.values()) == {want}, (dest, got)
+    # on the host: the web server saw exactly the served cells, the victim nothing
+    paths = sorted(p for p in web.paths[before:])
+    want = sorted("/" + cell.replace(",", "-").replace("|", "-") for cell in out if DESTINATIONS[cell.split("|")[0]])
+    assert paths == want, (paths, want)
+    assert victim.connections == 0, victim.connections
+    # brig counted one refusal per refused cell, each destination (however
+    # spelt) in every cell of the table; and logged one reason for it
+    # whatever asked (the audit stream, rate-limited, holds a part)
+    eg = r.report["controls"]["egress"]
+    assert eg["denied"] == sum(not s for s in DESTINATIONS.values()) * len(CELLS), eg
+    counts = [d["count"] for d in eg["destinations"] if d["decision"] == "deny"]
+    assert all(c % len(CELLS) == 0 for c in counts), eg["destinations"]
+    reasons = {}
+    for e in net_events(audit):
+        if e["decision"] == "deny":
+            reasons.setdefault((e.get("host") or e.get("address"), e.get("port")), set()).add(e["reason"])
+    assert reasons and all(len(v) == 1 for v in reasons.values()), reasons
+
+
+# Run inside: N connections to the HTTP proxy port, each sending most of a
+# 16 KiB request head and never its end (slowloris), held open; then one
+# ordinary request. Prints how many heads were answered at once, and what.
+FLOOD = r'''
+import json, select, socket, sys, time
+n, web = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", 3128 if i % 2 else 1080), timeout=10)
+    s.sendall(b"GET http://web.test:%d/slow HTTP/1.1\r\nX: " % web + b"a" * 16000)
+    held.append(s)
+time.sleep(1)
+# meanwhile an ordinary client is served at once
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(f"GET http://web.test:{web}/fast HTTP/1.0\r\nHost: web.test\r\n\r\n".encode())
+fast = s.recv(100).decode(errors="replace")
+answered = {}
+p = select.poll()
+for h in held:
+    p.register(h, select.POLLIN)
+by_fd = {h.fileno(): h for h in held}
+for fd, _ in p.poll(2000):
+    line = by_fd[fd].recv(200).decode(errors="replace").split("\r\n")[0]
+    answered[line] = answered.get(line, 0) + 1
+print(json.dumps({"fast": fast, "answered": answered}))
+'''
+
+
+@attack("proxy-head-flood", "thousands of connections to both proxy ports (HTTP on the SOCKS port too), each "
+        "sending 16000 bytes of a request head and never its end, held open: pin 16 KiB apiece in the "
+        "supervisor, outside the sandbox's memory limit, and stall the proxy for other clients",
+        "request heads and first bytes share one 32 MiB budget beyond 1 KiB apiece (a head past it: 503, "
+        "logged); the proxy is event-driven, others are served meanwhile")
+def test_head_flood_is_bounded_and_stalls_no_one(brig, web, victim):
+    (brig.workspace / "flood.py").write_text(FLOOD)
+    brig.chown(brig.workspace / "flood.py")
+    n = 2600  # 32 MiB holds 2048 heads of 16 KiB
+    before = len(web.paths)
+    r = brig.run("run", "--net", "proxy", *web.allow(), "--", "python3", "flood.py", str(n), str(web.port),
+                 report=True, timeout=120)
+    assert r.returncode == 0, r
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["fast"].startswith("HTTP/1.0 200"), out
+    assert web.paths[before:] == ["/fast"], web.paths[before:]   # the host served the ordinary one, no head
+    busy = out["answered"].get("HTTP/1.1 503 Service Unavailable", 0)
+    assert busy >= n - 2048, out   # what the budget holds no more is answered at once
+    eg = r.report["controls"]["egress"]
+    assert eg["denied"] == busy, eg
+    why = {x["what"]: x for x in r.report["refusals"]}
+    assert why["localhost:3128"]["why"] == "too many large request heads at once (brig holds at most 32 MiB of " \
+        "them)", why
