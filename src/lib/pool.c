@@ -597,9 +597,26 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 pool_free(&pl);
                 return run_fresh(p, argv, res, reason, why, why_size, err);  /* no pool, or none ready */
         }
-        *pooled = true;
         brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough };
-        r = brig_sandbox_exec(name, &o, res, err);
+        brig_error *xerr = NULL;
+        /* A member whose daemon is gone stops by itself (control.c): one
+         * claimed just then, or found stopping when the exec asks, has not
+         * run the command: a new sandbox runs it. */
+        r = pool_alive(&pl) ? brig_sandbox_exec(name, &o, res, &xerr) : -ESHUTDOWN;
+        if (r < 0 && (!xerr || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
+                brig_error_free(&xerr);
+                _cleanup_free_ char *claim = claimed_path(&pl, name);
+                remove_member(name);
+                if (claim)
+                        unlink(claim);
+                pool_free(&pl);
+                return run_fresh(p, argv, res, "the pool's daemon is gone (its members stop by themselves)", why,
+                                 why_size, err);
+        }
+        if (xerr && err && !*err)
+                *err = TAKE_PTR(xerr);
+        brig_error_free(&xerr);
+        *pooled = true;
         if (report_fd >= 0) {
                 brig_error *rerr = NULL;
                 int rr = exec_report_write(report_fd, name, &o, res, err ? *err : NULL, name, r < 0 ? &rerr : err);

@@ -259,9 +259,13 @@ def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
     assert len(members) == 2, members
     os.kill(st["supervisor_pid"], signal.SIGKILL)
     assert wait_until(lambda: not pid_alive(st["supervisor_pid"]), 5)
+    # a pooled run now is served by a new sandbox, and says why
+    r = world.run("run", "--pooled", "--net", "none", "--", "echo", "fresh")
+    assert r.returncode == 0 and r.stdout == "fresh\n", r
+    assert "the pool's daemon is gone" in r.stderr, r
     # the members see their daemon go (a pidfd) and stop: no process stays
     assert wait_until(lambda: not any(pid_alive(m["supervisor_pid"]) for m in members), 15), members
-    assert (world.root / "pools").exists()  # the files wait for the next brig
+    # their files go with the next brig (the pooled run above may have been it)
     assert world.run("run", "--", "true").returncode == 0
     assert not (world.root / "pools").exists(), list(world.root.rglob("*"))
     assert not any((world.root / m["name"]).exists() for m in members)
