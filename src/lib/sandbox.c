@@ -197,6 +197,17 @@ int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_
         if (err && *err)
                 brig_err_prefix(err, "create '%s'", name);
         state_remove_tree(dir, NULL);
+        /* The state directory's filesystem refused: say where, and the way out. */
+        int e = err && *err ? (*err)->errnum : 0;
+        char *more = (e == ENOSPC || e == EDQUOT || e == EROFS) && (*err)->msg
+                             ? brig_strdup_printf("%s (the state directory '%s' is on a full or read-only "
+                                                  "filesystem: free space there, or set XDG_RUNTIME_DIR to another "
+                                                  "directory)", (*err)->msg, dir)
+                             : NULL;
+        if (more) {
+                free((*err)->msg);
+                (*err)->msg = more;
+        }
         return r;
 }
 

@@ -379,6 +379,8 @@ def test_full_state_root_fails_clearly_and_leaves_nothing(brig, scratch):
     else:
         assert rc_run == 0, r  # no cgroup to record here: nothing the run needs to write
     assert rc_create == 125 and "No space left on device" in r.stderr, r
+    create_line = next(x for x in r.stderr.splitlines() if "create 'fullsb'" in x)
+    assert "XDG_RUNTIME_DIR" in create_line, r
     left = [x for x in lines if x.startswith("left: ") and not x.endswith(("/brig", "/brig/cache", "/brig/runs"))]
     assert left == [], left
     cgroups = leftovers.new_since(before, exe_dirs=[brig.bindir])["cgroups"]

@@ -110,6 +110,7 @@ class Soak:
         self.fig = {"runs": 0, "kills": 0, "brig": 0, "supervisor": 0, "pid1": 0, "pool": 0, "at_step": 0,
                     "refused": 0, "odd": 0}
         self.odd = []
+        self.refused = {}  # each kind of refusal once: its last line -> the command
         self.pool_args = ["--net", "none", "--memory", "64M"]
 
     def _copy(self, exe, sub):
@@ -150,6 +151,7 @@ class Soak:
             return  # on a full state root the command's own writes (an overlay layer) fail too
         if rc == 125 and "brig" in (err or ""):
             self.fig["refused"] += 1  # a clear refusal (ENOSPC, a refused cgroup write)
+            self.refused.setdefault((err or "").strip().splitlines()[-1][:200], what)
             return
         self.fig["odd"] += 1
         self.odd.append(f"{what}: rc={rc} {(err or '').strip()[-300:]!r}")
@@ -306,6 +308,8 @@ class Soak:
               ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
         for o in self.odd[:20]:
             print(f"  odd: {o}", file=sys.stderr)
+        for line, what in list(self.refused.items())[:8]:
+            print(f"  refused ({what}): {line}", file=sys.stderr)
         if any(counts.values()):
             print(leftovers.describe(left), file=sys.stderr)
         return 1 if any(counts.values()) or f["odd"] else 0
