@@ -88,20 +88,25 @@ static void send_failure(int fd, const char *what, int errnum)
 /* A detached command's stdio, in the child (the sandbox user, inside):
  * /dev/null in, the log out. The log is made new — O_EXCL, O_NOFOLLOW — so
  * nothing planted at its name (a file, a symlink, a FIFO that would block
- * the open) is written to or followed; the exec fails saying so. */
+ * the open) is written to or followed. What is at the name goes first:
+ * the log of an earlier process with this pid (a restored snapshot's /tmp
+ * comes back while pids start again, so `brig exec --detach` failed after
+ * `brig restore`) or a plant; unlink() follows no link. A name that is
+ * back at once (or a directory) fails the exec, saying so. */
 static int detach_stdio(int fd)
 {
         char log[64], what[128];
         snprintf(log, sizeof log, CTL_DETACH_LOG, (int)getpid());
         _cleanup_close_ int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in < 0) {
+                send_failure(fd, "open /dev/null", errno);
+                return -1;
+        }
+        (void)unlink(log);  /* ENOENT mostly; any other failure shows as EEXIST below */
         _cleanup_close_ int out = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (in < 0 || out < 0) {
-                int e = errno;
-                if (in < 0)
-                        snprintf(what, sizeof what, "open /dev/null");
-                else
-                        snprintf(what, sizeof what, "the log %s (made new, never through a link)", log);
-                send_failure(fd, what, e);
+        if (out < 0) {
+                snprintf(what, sizeof what, "the log %s (made new, never through a link)", log);
+                send_failure(fd, what, errno);
                 return -1;
         }
         if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) {

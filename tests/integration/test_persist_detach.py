@@ -62,27 +62,46 @@ def test_detach_failures_are_reported(brig, sandboxes):
     assert r.returncode == 125 and "--detach runs the command without a terminal: drop --tty" in r.stderr, r
 
 
-@attack("detach-log-planted", "symlinks (to a workspace file) and FIFOs planted at every name the next "
-        "detached exec's log could take, /tmp/brig-exec-PID.log: write through the link, or block the exec",
-        "the log is made new as the sandbox user (O_CREAT|O_EXCL|O_NOFOLLOW): nothing followed, nothing opened; "
-        "the exec fails with exit 125 naming the file")
+@attack("detach-log-planted", "symlinks (to a workspace file), FIFOs and stale logs planted at every name the "
+        "next detached exec's log could take, /tmp/brig-exec-PID.log (a restored snapshot's /tmp holds such logs "
+        "while pids start again): write through the link, block the exec on the FIFO, or keep it from starting",
+        "what is at the name is unlinked (which follows nothing) and the log made new as the sandbox user "
+        "(O_CREAT|O_EXCL|O_NOFOLLOW); a name that stays (a directory) fails the exec with 125 naming the file")
 def test_detach_log_planted_is_never_followed(brig, sandboxes):
     name, _ = sandboxes.create()
     victim = brig.workspace / "victim"
     victim.write_text("original\n")
     brig.chown(victim)
-    plant = (f"import os\nme = os.getpid()\n"
+    plant = (f"import os, sys\nme = os.getpid()\n"
              f"for p in range(me + 1, me + 400):\n"
              f"    n = f'/tmp/brig-exec-{{p}}.log'\n"
-             f"    os.symlink('{victim}', n) if p % 2 else os.mkfifo(n)\n")
-    r = sandboxes.exec(name, "--", "python3", "-c", plant)
+             f"    if sys.argv[1] == 'dir':\n"
+             f"        os.path.lexists(n) and os.unlink(n)\n"
+             f"        os.mkdir(n)\n"
+             f"    elif p % 3 == 0:\n"
+             f"        os.symlink('{victim}', n)\n"
+             f"    elif p % 3 == 1:\n"
+             f"        os.mkfifo(n)\n"
+             f"    else:\n"
+             f"        open(n, 'w').write('stale\\n')\n")
+    r = sandboxes.exec(name, "--", "python3", "-c", plant, "mixed")
     assert r.returncode == 0, r
     ran = brig.workspace / "ran"
+    r = sandboxes.exec(name, "--detach", "--", "sh", "-c", f"echo fresh; touch {ran}", timeout=30)
+    assert r.returncode == 0, r                          # it started (it failed on any name there, before)
+    log = r.stdout.split()[3]
+    assert wait_until(ran.exists, 10), "the detached command did not run"
+    assert victim.read_text() == "original\n"            # nothing written through a link
+    r = sandboxes.exec(name, "--", "sh", "-c", f"stat -c %F {log}; cat {log}")
+    assert r.stdout == "regular file\nfresh\n", r       # its own new log, nothing of what was there
+    # a name that cannot be removed: refused, naming the file, and nothing runs
+    r = sandboxes.exec(name, "--", "python3", "-c", plant, "dir")
+    assert r.returncode == 0, r
+    ran.unlink()
     r = sandboxes.exec(name, "--detach", "--", "touch", str(ran), timeout=30)
     assert r.returncode == 125, r
     assert "(made new, never through a link): File exists" in r.stderr, r
-    assert victim.read_text() == "original\n"            # nothing written through the link
-    assert not ran.exists()                              # and the command never ran
+    assert not ran.exists()
 
 
 @attack("detach-outlives-sandbox", "a detached command left running when its client is gone and its "
