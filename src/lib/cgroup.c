@@ -526,7 +526,13 @@ static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error *
         if (cg->on_v1[CG_IO] && l->io_weight) {
                 unsigned w = l->io_weight < 10 ? 10 : l->io_weight > 1000 ? 1000 : l->io_weight;
                 snprintf(v, sizeof v, "%u", w);
-                (void)write_at(cg->v1_dir[CG_IO], "blkio.weight", v);  /* only with CFQ/BFQ */
+                /* blkio.weight was CFQ's (gone since Linux 5.0); BFQ has
+                 * its own file. Neither there: the group weighs nothing,
+                 * and the run says so (io_unenforced) instead of counting
+                 * it as enforced. */
+                if (write_at(cg->v1_dir[CG_IO], "blkio.weight", v) < 0 &&
+                    write_at(cg->v1_dir[CG_IO], "blkio.bfq.weight", v) < 0)
+                        cg->on_v1[CG_IO] = false;
         }
         return 0;
 }
@@ -665,6 +671,7 @@ void cgroup_missing(const struct cgroup *cg, const struct limits *l, bool memory
 {
         const bool want[CG_COUNT] = {
                 [CG_MEMORY] = l->memory != 0 && !memory_elsewhere, [CG_PIDS] = l->pids != 0, [CG_CPU] = l->cpus_millis != 0,
+                [CG_IO] = l->io_weight != 0,
         };
         buf[0] = '\0';
         for (int c = 0; c < CG_COUNT; c++) {

@@ -174,6 +174,7 @@ enum degradable {
         DEGRADE_MEMORY = 1 << 2,  /* no memory cgroup: say so in the report only, not on stderr */
         DEGRADE_PIDS = 1 << 3,    /* no pids cgroup (RLIMIT_NPROC holds): the same */
         DEGRADE_CPUS = 1 << 4,    /* no cpu cgroup (--cpus not enforced): the same */
+        DEGRADE_IO = 1 << 5,      /* no io/blkio cgroup (--io-weight not enforced): the same */
 };
 
 struct brig_policy {
@@ -261,6 +262,7 @@ struct run_plan {
         bool memory_unbounded;   /* --memory set but no memory cgroup: per-process RLIMIT_DATA only */
         bool pids_by_rlimit;     /* --pids held by RLIMIT_NPROC: no pids cgroup */
         bool cpus_unenforced;    /* --cpus set but no cpu cgroup */
+        bool io_unenforced;      /* --io-weight set but no io (v2) or blkio (v1) cgroup */
         uint64_t memory_inherited;      /* no group of ours, but brig already runs under this limit */
         char memory_inherited_dir[512]; /* ... set on this cgroup (v2 or v1) */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */

@@ -491,8 +491,10 @@ int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error *
                 p->allow_degraded |= DEGRADE_PIDS;
         else if (control && strcmp(control, "cpus") == 0)
                 p->allow_degraded |= DEGRADE_CPUS;
+        else if (control && strcmp(control, "io") == 0)
+                p->allow_degraded |= DEGRADE_IO;
         else
-                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock, seccomp, memory, pids or cpus",
+                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock, seccomp, memory, pids, cpus or io",
                                 control ? control : "");
         return 0;
 }

@@ -986,6 +986,8 @@ static json_t *policy_json(const brig_policy *p)
                 json_array_append_new(degraded, json_string("pids"));
         if (p->allow_degraded & DEGRADE_CPUS)
                 json_array_append_new(degraded, json_string("cpus"));
+        if (p->allow_degraded & DEGRADE_IO)
+                json_array_append_new(degraded, json_string("io"));
         json_object_set_new(doc, "syscalls", json_pack("{s:o, s:o}", "rules", seccomp_policy_json(p->seccomp),
                                                        "allow_degraded", degraded));
         json_t *net = egress_policy_json(p->egress);

@@ -31,6 +31,15 @@ static void cpus_text(const struct run_plan *plan, char *buf, size_t n)
                  (double)plan->limits.cpus_millis / 1000.0);
 }
 
+static void io_text(const struct run_plan *plan, char *buf, size_t n)
+{
+        snprintf(buf, n,
+                 "io: --io-weight %u is not enforced: no writable io (v2) or blkio (v1) cgroup here (run brig as "
+                 "root or in a cgroup v2 subtree delegated to you with the io controller, docs/limits.md); to accept "
+                 "this and drop the warning: --allow-degraded io; to refuse such runs: --require-limits",
+                 plan->limits.io_weight);
+}
+
 /* Each line names what is weaker, why, and the flag or step that fixes
  * it; the CLI prints them before the command starts (no silent downgrade:
  * docs/usage.md "System calls and degradation"). */
@@ -57,6 +66,10 @@ int degraded_warnings(const struct run_plan *plan, struct strv *out)
         }
         if (plan->cpus_unenforced && !(accepted & DEGRADE_CPUS)) {
                 cpus_text(plan, text, sizeof text);
+                r = r ?: strv_push(out, text);
+        }
+        if (plan->io_unenforced && !(accepted & DEGRADE_IO)) {
+                io_text(plan, text, sizeof text);
                 r = r ?: strv_push(out, text);
         }
         return r < 0 ? r : 0;
@@ -249,6 +262,10 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         }
         if (plan->cpus_unenforced) {
                 cpus_text(plan, line, sizeof line);
+                json_array_append_new(degraded, json_string(line));
+        }
+        if (plan->io_unenforced) {
+                io_text(plan, line, sizeof line);
                 json_array_append_new(degraded, json_string(line));
         }
         if (plan->net_fallback[0]) {

@@ -309,6 +309,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         plan.cgroup_degraded = missing[0] != '\0';
         plan.pids_by_rlimit = plan.limits.pids && !plan.limits.nproc && !cgroup_enforces(cg, CG_PIDS);
         plan.cpus_unenforced = plan.limits.cpus_millis && !cgroup_enforces(cg, CG_CPU);
+        plan.io_unenforced = plan.limits.io_weight && !cgroup_enforces(cg, CG_IO);
         if (plan.cgroup_degraded && plan.limits.required) {
                 r = brig_err(err, EACCES,
                              "--require-limits: no writable cgroup enforces %s here%s; run brig as root, or from "

@@ -478,7 +478,7 @@ static void test_error_unknown_syscall_action(void **state)
                      "p.json:1:25: syscall rule 'ptrace': 'EWHAT' is not an errno (a number 1-4095 or a name like "
                      "EPERM): Invalid argument");
         expect_error("{\"syscalls\": {\"allow_degraded\": [\"apparmor\"]}}",
-                     "p.json:1:34: --allow-degraded 'apparmor': expected landlock, seccomp, memory, pids or cpus: "
+                     "p.json:1:34: --allow-degraded 'apparmor': expected landlock, seccomp, memory, pids, cpus or io: "
                      "Invalid argument");
 }
 
