@@ -494,7 +494,8 @@ int brig_policy_allow_degraded(brig_policy *p, const char *control, brig_error *
         else if (control && strcmp(control, "io") == 0)
                 p->allow_degraded |= DEGRADE_IO;
         else
-                return brig_err(err, EINVAL, "--allow-degraded '%s': expected landlock, seccomp, memory, pids, cpus or io",
+                return brig_err(err, EINVAL,
+                                "--allow-degraded '%s': expected landlock, seccomp, memory, pids, cpus or io",
                                 control ? control : "");
         return 0;
 }
