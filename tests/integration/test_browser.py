@@ -166,13 +166,24 @@ def test_playwright_core_clicks_a_button(brig, web, playwright_dir):
 
 # ---- every proxy protocol on either port --------------------------------------
 
-# Run inside with python3: each attempt named on the command line, one JSON
-# line of results. "served:..." attempts fetch a path from web.test through
-# the tunnel; "refused:..." attempts ask for the victim.
+# Run inside with python3: each attempt named on the command line
+# (KIND,PORT,HOST,TARGET_PORT,PATH; the target port "web", "victim" or a
+# number), one JSON line of results: what the web server answered for PATH
+# through the tunnel, or how the proxy refused (REFUSED).
 CLIENT = r'''
-import json, socket, struct, sys
+import ipaddress, json, socket, struct, sys
 web, victim = int(sys.argv[1]), int(sys.argv[2])
 HTTP, SOCKS = 3128, 1080
+
+def literal(host):
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+def authority(host, port):
+    a = literal(host)
+    return f"[{host}]:{port}" if a and a.version == 6 else f"{host}:{port}"
 
 def conn(port):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -199,10 +210,9 @@ def socks5(port, host, tport, path):
     s.sendall(b"\x05\x01\x00")
     if s.recv(2) != b"\x05\x00":
         return "no greeting"
-    if host[0].isdigit():
-        s.sendall(b"\x05\x01\x00\x01" + socket.inet_aton(host) + struct.pack(">H", tport))
-    else:
-        s.sendall(b"\x05\x01\x00\x03" + bytes([len(host)]) + host.encode() + struct.pack(">H", tport))
+    a = literal(host)
+    addr = (b"\x01" if a.version == 4 else b"\x04") + a.packed if a else b"\x03" + bytes([len(host)]) + host.encode()
+    s.sendall(b"\x05\x01\x00" + addr + struct.pack(">H", tport))
     rep = s.recv(10)
     if rep[1] != 0:
         return f"socks5 refused {rep[1]}"
@@ -210,9 +220,10 @@ def socks5(port, host, tport, path):
 
 def socks4(port, host, tport, path):
     s = conn(port)
-    if host[0].isdigit():
-        s.sendall(b"\x04\x01" + struct.pack(">H", tport) + socket.inet_aton(host) + b"agent\x00")
-    else:
+    a = literal(host)
+    if a and a.version == 4:
+        s.sendall(b"\x04\x01" + struct.pack(">H", tport) + a.packed + b"agent\x00")
+    else:  # 4a: anything else as a name
         s.sendall(b"\x04\x01" + struct.pack(">H", tport) + b"\x00\x00\x00\x01agent\x00" + host.encode() + b"\x00")
     rep = s.recv(8)
     if len(rep) != 8 or rep[1] != 0x5a:
@@ -221,12 +232,14 @@ def socks4(port, host, tport, path):
 
 def http_forward(port, host, tport, path):
     s = conn(port)
-    s.sendall(f"GET http://{host}:{tport}{path} HTTP/1.1\r\nHost: {host}:{tport}\r\nConnection: close\r\n\r\n".encode())
+    t = authority(host, tport)
+    s.sendall(f"GET http://{t}{path} HTTP/1.1\r\nHost: {t}\r\nConnection: close\r\n\r\n".encode())
     return read_all(s).decode(errors="replace")
 
 def http_connect(port, host, tport, path):
     s = conn(port)
-    s.sendall(f"CONNECT {host}:{tport} HTTP/1.1\r\nHost: {host}:{tport}\r\n\r\n".encode())
+    t = authority(host, tport)
+    s.sendall(f"CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         d = s.recv(1)
@@ -247,7 +260,7 @@ out = {}
 for spec in sys.argv[3:]:
     kind, port, host, tport, path = spec.split(",")
     port = HTTP if port == "http" else SOCKS
-    tport = web if tport == "web" else victim
+    tport = web if tport == "web" else victim if tport == "victim" else int(tport)
     try:
         if kind == "raw":
             out[spec] = raw(port, bytes.fromhex(host))
@@ -257,6 +270,10 @@ for spec in sys.argv[3:]:
         out[spec] = f"error {e}"
 print(json.dumps(out))
 '''
+
+# How each kind of attempt reads when the proxy refused it.
+REFUSED = {"socks4": "socks4 refused 91", "socks5": "socks5 refused 2", "connect": "connect refused HTTP/1.1 403",
+           "http": "HTTP/1.1 403"}
 
 
 def proxy_client(brig, web, victim, attempts, *args):
@@ -303,10 +320,7 @@ def test_other_protocols_get_the_same_judgement(brig, web, victim):
     assert out[bind] == "005b000000000000", out
     assert any(e["reason"] == "SOCKS4 BIND not supported" and e["protocol"] == "socks4" for e in events), events
     for a in attempts:
-        kind = a.split(",")[0]
-        want = {"socks4": "socks4 refused 91", "socks5": "socks5 refused 2", "connect": "connect refused HTTP/1.1 403",
-                "http": "HTTP/1.1 403"}[kind]
-        assert out[a].startswith(want), (a, out[a])
+        assert out[a].startswith(REFUSED[a.split(",")[0]]), (a, out[a])
     denied = [e for e in events if e["decision"] == "deny"]
     assert len(denied) == len(attempts) + 1, events
     assert r.report["controls"]["egress"]["denied"] == len(attempts) + 1, r.report["controls"]["egress"]
