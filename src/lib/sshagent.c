@@ -6,13 +6,13 @@
  * The relay passes on only the two requests a client needs to log in:
  * SSH_AGENTC_REQUEST_IDENTITIES (list the public keys) and
  * SSH_AGENTC_SIGN_REQUEST (sign one challenge), each checked to be exactly
- * the shape the protocol gives it. Everything else — adding or removing
+ * the shape the protocol gives it — and a sign request only for an SSH
+ * login (userauth) request with the key it names. Everything else — adding or removing
  * keys, locking the agent with a password of the sandbox's choosing,
  * extensions (session-bind, query, and whatever an agent implements) — is
  * answered SSH_AGENT_FAILURE by brig itself and never reaches the agent.
- * What it does not do: choose which keys or hosts a signature is for;
- * every key the agent holds can sign for the sandbox while it runs
- * (docs/tools.md).
+ * What it does not do: choose which keys or hosts a login is for; every
+ * key the agent holds can log the sandbox in while it runs (docs/tools.md).
  *
  * One thread accepts; one thread per connection relays, blocking, so a
  * slow agent (a confirmation prompt, ssh-add -c) holds up nothing else. */
@@ -35,18 +35,67 @@ static uint32_t be32(const uint8_t *p)
         return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* An SSH "string" (uint32 length, bytes) at *at within END; false when it
- * does not fit. */
-static bool skip_string(const uint8_t *buf, size_t *at, size_t end)
+/* An SSH "string" (uint32 length, bytes) at *at within END, its bytes in
+ * *s and *n; false when it does not fit. */
+static bool get_string(const uint8_t *buf, size_t *at, size_t end, const uint8_t **s, size_t *n)
 {
         if (end - *at < 4)
                 return false;
-        uint32_t n = be32(buf + *at);
+        uint32_t len = be32(buf + *at);
         *at += 4;
-        if (n > end - *at)
+        if (len > end - *at)
                 return false;
-        *at += n;
+        *s = buf + *at;
+        *n = len;
+        *at += len;
         return true;
+}
+
+/* A string that is exactly WANT (NULL: any text without a NUL in it). */
+static bool get_text(const uint8_t *buf, size_t *at, size_t end, const char *want)
+{
+        const uint8_t *s;
+        size_t n;
+        if (!get_string(buf, at, end, &s, &n))
+                return false;
+        return want ? n == strlen(want) && memcmp(s, want, n) == 0 : !memchr(s, '\0', n);
+}
+
+#define SSH_MSG_USERAUTH_REQUEST 50
+#define SESSION_ID_MAX 64  /* the longest exchange hash: SHA-512 */
+
+/* Is DATA (N bytes) what an SSH client signs to log in with the key KEY —
+ * a userauth request (RFC 4252 section 7, and OpenSSH's
+ * publickey-hostbound-v00 method)? string session id, byte
+ * SSH_MSG_USERAUTH_REQUEST, string user, string "ssh-connection", string
+ * "publickey" (or the hostbound method, then string host key), bool TRUE,
+ * string algorithm, string the same key, nothing more: the checks
+ * OpenSSH's own agent makes (parse_userauth_request). Anything else —
+ * an SSHSIG of a commit or a file, another protocol's challenge — is a
+ * signature that outlives the run, and no login needs it. */
+static bool is_login(const uint8_t *key, size_t key_n, const uint8_t *data, size_t n)
+{
+        size_t at = 0;
+        const uint8_t *s, *blob;
+        size_t sn, blob_n;
+        if (!get_string(data, &at, n, &s, &sn) || sn == 0 || sn > SESSION_ID_MAX)
+                return false;
+        if (at >= n || data[at++] != SSH_MSG_USERAUTH_REQUEST)
+                return false;
+        if (!get_text(data, &at, n, NULL) || !get_text(data, &at, n, "ssh-connection"))
+                return false;
+        size_t method = at;
+        bool hostbound = get_text(data, &method, n, "publickey-hostbound-v00@openssh.com");
+        if (!hostbound && !get_text(data, &at, n, "publickey"))
+                return false;
+        at = hostbound ? method : at;
+        if (at >= n || data[at++] != 1 || !get_text(data, &at, n, NULL))
+                return false;
+        if (!get_string(data, &at, n, &blob, &blob_n) || blob_n != key_n || memcmp(blob, key, key_n) != 0)
+                return false;
+        if (hostbound && (!get_string(data, &at, n, &s, &sn) || sn == 0))
+                return false;
+        return at == n;
 }
 
 /* SSH_AGENT_RSA_SHA2_256 | SSH_AGENT_RSA_SHA2_512 (and the old
@@ -70,11 +119,15 @@ enum agent_verdict sshagent_judge(const uint8_t *buf, size_t len, size_t *msg_le
         switch (*type) {
         case SSH_AGENTC_REQUEST_IDENTITIES:
                 return n == 1 ? AGENT_FORWARD : AGENT_REFUSE;
-        case SSH_AGENTC_SIGN_REQUEST:
+        case SSH_AGENTC_SIGN_REQUEST: {
                 /* string key blob, string data, uint32 flags: nothing more */
-                if (!skip_string(buf, &at, end) || !skip_string(buf, &at, end) || end - at != 4)
+                const uint8_t *key, *data;
+                size_t key_n, data_n;
+                if (!get_string(buf, &at, end, &key, &key_n) || !get_string(buf, &at, end, &data, &data_n) ||
+                    end - at != 4 || (be32(buf + at) & ~SIGN_FLAGS_KNOWN))
                         return AGENT_REFUSE;
-                return (be32(buf + at) & ~SIGN_FLAGS_KNOWN) ? AGENT_REFUSE : AGENT_FORWARD;
+                return is_login(key, key_n, data, data_n) ? AGENT_FORWARD : AGENT_REFUSE_NOT_LOGIN;
+        }
         default:
                 return AGENT_REFUSE;
         }
@@ -99,6 +152,7 @@ struct sshagent {
         pthread_mutex_t lock;
         struct conn *conns;
         uint64_t refused[256];   /* by message type */
+        uint64_t refused_not_login;  /* well-formed sign requests for data that is no login */
 };
 
 struct sshagent *sshagent_new(const char *upstream)
@@ -181,7 +235,10 @@ static void *relay(void *arg)
                                 break;
                 } else {
                         pthread_mutex_lock(&c->agent->lock);
-                        c->agent->refused[type]++;
+                        if (v == AGENT_REFUSE_NOT_LOGIN)
+                                c->agent->refused_not_login++;
+                        else
+                                c->agent->refused[type]++;
                         pthread_mutex_unlock(&c->agent->lock);
                         if (!send_all(c->client, failure, sizeof failure))
                                 break;
@@ -329,6 +386,11 @@ void sshagent_refusals(struct sshagent *a, struct refusals *r)
                 snprintf(why, sizeof why, "%s; brig's --ssh-agent relay passes on only listing keys and signing", asks);
                 refusals_add(r, REFUSAL_AGENT, name, why, NULL, a->refused[t]);
         }
+        if (a->refused_not_login)
+                refusals_add(r, REFUSAL_AGENT, "SSH_AGENTC_SIGN_REQUEST",
+                             "data that is not an SSH login (a commit's or a file's signature, another "
+                             "protocol's challenge); brig's --ssh-agent relay signs only logins", NULL,
+                             a->refused_not_login);
         pthread_mutex_unlock(&a->lock);
 }
 

@@ -95,10 +95,11 @@ enum agent_verdict {
         AGENT_MORE = 0,   /* not a whole message yet */
         AGENT_FORWARD,    /* a request the relay passes on */
         AGENT_REFUSE,     /* a whole request the relay answers with failure itself */
+        AGENT_REFUSE_NOT_LOGIN,  /* likewise: a sign request for data that is no SSH login */
         AGENT_BAD,        /* a length the protocol does not allow: end the connection */
 };
 /* Judge the first message in BUF (LEN bytes): *msg_len is its length with
- * the 4 length bytes (FORWARD and REFUSE), *type its type (0 if empty). */
+ * the 4 length bytes (FORWARD and the REFUSEs), *type its type (0 if empty). */
 BRIG_INTERNAL enum agent_verdict sshagent_judge(const uint8_t *buf, size_t len, size_t *msg_len, uint8_t *type);
 
 struct sshagent;

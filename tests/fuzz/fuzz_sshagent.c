@@ -5,7 +5,7 @@
  * is caught). Checked: a judged message lies within the bytes given and
  * is longer than its length field; only list-identities and sign requests
  * are ever passed on, and a passed-on sign request has exactly the
- * protocol's fields.
+ * protocol's fields and signs a login (a userauth request).
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -60,13 +60,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         if (type == SSH_AGENTC_REQUEST_IDENTITIES && len != 5)
                                 abort();
                         if (type == SSH_AGENTC_SIGN_REQUEST) {
-                                size_t p = 5;
+                                size_t p = 5, data = 0;
                                 for (int s = 0; s < 2; s++) {
                                         if (len - p < 4 || be32(buf + p) > len - p - 4)
                                                 abort();
+                                        data = p + 4;
                                         p += 4 + be32(buf + p);
                                 }
                                 if (len - p != 4)
+                                        abort();
+                                /* the data is a login: string session id (1 to
+                                 * 64 bytes), then SSH_MSG_USERAUTH_REQUEST */
+                                uint32_t sid = p - data >= 4 ? be32(buf + data) : 0;
+                                if (sid == 0 || sid > 64 || p - data < 5 + (size_t)sid || buf[data + 4 + sid] != 50)
                                         abort();
                         }
                 }

@@ -401,6 +401,63 @@ def test_agent_relay_refuses_everything_but_list_and_sign(brig, agent):
     assert listed.stdout.split()[1] == fingerprint(f"{key}.pub") and len(listed.stdout.splitlines()) == 1, listed
 
 
+# Signatures the sandbox asks for through the relay: an SSHSIG of a commit
+# it forges (git's gpg.format=ssh, ssh-keygen -Y sign: kept in armored form
+# in the workspace, for the host to verify), and the shape of a login
+# (RFC 4252 userauth request) with the key it lists, which must still pass.
+SIGN_AGENT = r'''
+import base64, hashlib, os, socket, struct
+def s(b):
+    return struct.pack(">I", len(b)) + b
+def ask(payload):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(os.environ["SSH_AUTH_SOCK"])
+    c.sendall(s(payload))
+    n = struct.unpack(">I", c.recv(4))[0]
+    d = b""
+    while len(d) < n:
+        d += c.recv(n - len(d))
+    return d
+ids = ask(bytes([11]))
+key = ids[9:9 + struct.unpack(">I", ids[5:9])[0]]
+msg = open("commit.txt", "rb").read()
+tbs = b"SSHSIG" + s(b"git") + s(b"") + s(b"sha512") + s(hashlib.sha512(msg).digest())
+got = ask(bytes([13]) + s(key) + s(tbs) + struct.pack(">I", 0))
+print("sshsig", got[0])
+if got[0] == 14:
+    blob = b"SSHSIG" + struct.pack(">I", 1) + s(key) + s(b"git") + s(b"") + s(b"sha512") + got[1:]
+    b64 = base64.b64encode(blob).decode()
+    open("commit.sig", "w").write("-----BEGIN SSH SIGNATURE-----\n" +
+        "\n".join(b64[i:i + 70] for i in range(0, len(b64), 70)) + "\n-----END SSH SIGNATURE-----\n")
+login = (s(b"\x07" * 32) + bytes([50]) + s(b"git") + s(b"ssh-connection") + s(b"publickey") + bytes([1]) +
+         s(b"ssh-ed25519") + s(key))
+print("login", ask(bytes([13]) + s(key) + s(login) + struct.pack(">I", 0))[0])
+other = login[:-len(s(key))] + s(key[:-1] + bytes([key[-1] ^ 1]))
+print("login-other-key", ask(bytes([13]) + s(key) + s(other) + struct.pack(">I", 0))[0])
+print("login-trailing", ask(bytes([13]) + s(key) + s(login + b"x") + struct.pack(">I", 0))[0])
+'''
+
+
+@attack("agent-sign-anything", "through the forwarded agent: sign data of the sandbox's choosing (an SSHSIG of a "
+        "forged commit, valid after the run)", "the relay signs only SSH login (userauth) requests for the key they "
+        "name")
+def test_agent_relay_signs_only_logins(brig, agent):
+    key = keygen(brig.base / "agentkey")
+    brig.chown(key)
+    assert agent.ssh_add(key).returncode == 0
+    (brig.workspace / "commit.txt").write_text("tree 0000\nauthor Mallory\n\nforged\n")
+    r = brig.run("run", "--ssh-agent", "--", "python3", "-c", SIGN_AGENT, env=agent.env)
+    assert r.returncode == 0, r
+    # the host: no signature of the agent's key on the forged commit exists
+    sig = brig.workspace / "commit.sig"
+    if sig.exists():
+        check = subprocess.run(["ssh-keygen", "-Y", "check-novalidate", "-n", "git", "-s", str(sig)],
+                               stdin=open(brig.workspace / "commit.txt"), capture_output=True, text=True)
+        assert check.returncode != 0, ("the sandbox got a valid signature of the host's key", check, r)
+    assert r.stdout.splitlines() == ["sshsig 5", "login 14", "login-other-key 5", "login-trailing 5"], r
+    assert "refused 3 ssh-agent requests: SSH_AGENTC_SIGN_REQUEST (data that is not an SSH login" in r.stderr, r
+
+
 # ---- config without credentials ---------------------------------------------------
 
 def host_file(brig, rel, text):

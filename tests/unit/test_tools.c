@@ -114,6 +114,37 @@ static size_t msg(uint8_t *buf, uint8_t type, const uint8_t *body, size_t n)
         return n + 5;
 }
 
+static size_t put_string(uint8_t *p, const void *s, size_t n)
+{
+        p[0] = (uint8_t)(n >> 24), p[1] = (uint8_t)(n >> 16), p[2] = (uint8_t)(n >> 8), p[3] = (uint8_t)n;
+        memcpy(p + 4, s, n);
+        return 4 + n;
+}
+
+/* A sign request with the key "kk" for a userauth request by METHOD with
+ * the key LOGIN_KEY (the hostbound method adds a host key), TRAILING bytes
+ * more. */
+static size_t login_sign(uint8_t *buf, const char *method, const char *login_key, size_t trailing)
+{
+        uint8_t data[160], body[200];
+        size_t d = put_string(data, "0123456789abcdef0123456789abcdef", 32);
+        data[d++] = 50;
+        d += put_string(data + d, "git", 3);
+        d += put_string(data + d, "ssh-connection", 14);
+        d += put_string(data + d, method, strlen(method));
+        data[d++] = 1;
+        d += put_string(data + d, "ssh-ed25519", 11);
+        d += put_string(data + d, login_key, strlen(login_key));
+        if (strstr(method, "hostbound"))
+                d += put_string(data + d, "hk", 2);
+        memset(data + d, 'x', trailing);
+        d += trailing;
+        size_t b = put_string(body, "kk", 2);
+        b += put_string(body + b, data, d);
+        memset(body + b, 0, 4);
+        return msg(buf, SSH_AGENTC_SIGN_REQUEST, body, b + 4);
+}
+
 static void test_agent_judge(void **state)
 {
         (void)state;
@@ -128,11 +159,26 @@ static void test_agent_judge(void **state)
         /* identities with a payload: not the protocol's shape */
         n = msg(buf, SSH_AGENTC_REQUEST_IDENTITIES, (const uint8_t *)"x", 1);
         assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE);
-        /* sign: string key, string data, uint32 flags */
+        /* sign: string key, string data, uint32 flags — data that is no
+         * login is refused (an SSHSIG of a commit, anything) */
         static const uint8_t sign[] = { 0, 0, 0, 2, 'k', 'k', 0, 0, 0, 1, 'd', 0, 0, 0, 4 };
         n = msg(buf, SSH_AGENTC_SIGN_REQUEST, sign, sizeof sign);
+        assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE_NOT_LOGIN);
+        assert_int_equal(len, n);
+        /* a login (userauth request) with the key it names: passed on */
+        n = login_sign(buf, "publickey", "kk", 0);
         assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_FORWARD);
         assert_int_equal(len, n);
+        n = login_sign(buf, "publickey-hostbound-v00@openssh.com", "kk", 0);
+        assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_FORWARD);
+        /* another key in the login than the one asked to sign, another
+         * method or service, trailing bytes */
+        n = login_sign(buf, "publickey", "kx", 0);
+        assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE_NOT_LOGIN);
+        n = login_sign(buf, "password", "kk", 0);
+        assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE_NOT_LOGIN);
+        n = login_sign(buf, "publickey", "kk", 1);
+        assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE_NOT_LOGIN);
         static const uint8_t sign_bad_flags[] = { 0, 0, 0, 2, 'k', 'k', 0, 0, 0, 1, 'd', 0, 0, 1, 0 };
         n = msg(buf, SSH_AGENTC_SIGN_REQUEST, sign_bad_flags, sizeof sign_bad_flags);
         assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE);
