@@ -282,6 +282,26 @@ static const char *secret_covering(const struct run_plan *plan, const char *path
         return hit;
 }
 
+/* The deny entry that covers host file PATH under any of its names — PATH
+ * itself, or a name the mount table gives the whole of it (a bind mount
+ * of ~/.ssh or of the key itself elsewhere, a filesystem mounted twice:
+ * mountinfo.c, as the grants' deny list does) — or NULL; *oom when the
+ * names could not be listed (the caller fails closed). */
+static const char *secret_by_any_name(const struct run_plan *plan, const struct mountinfo *mi, const char *path,
+                                      char **name, bool *oom)
+{
+        const char *hit = secret_covering(plan, path);
+        struct path_alias *alias = NULL;
+        size_t n = 0;
+        if (!hit && mountinfo_aliases(mi, path, &alias, &n) < 0)
+                *oom = true;
+        for (size_t i = 0; !hit && i < n; i++)
+                if (!*alias[i].rel && (hit = secret_covering(plan, alias[i].host)))
+                        *name = TAKE_PTR(alias[i].host);
+        path_aliases_free(alias, n);
+        return hit;
+}
+
 /* The mount of the layout a path inside lies on: the deepest whose
  * destination contains it (the later of equals: it is mounted on top). */
 static const struct mount_entry *mount_holding(const struct run_plan *plan, const char *path)
@@ -334,38 +354,53 @@ static int add_file(struct tools_plan *t, char *path, char *data, size_t len, mo
         return 0;
 }
 
+/* One --copy-in: SRC read now, its bytes for DST. A source on the deny
+ * list (by any of its names) needs --copy-in-secret. */
+static int plan_copy_in(struct run_plan *plan, const struct mountinfo *mi, const struct copy_in *c,
+                        brig_error **err)
+{
+        const char *flag = c->secret ? "--copy-in-secret" : "--copy-in";
+        _cleanup_free_ char *src = expand_tilde(c->src, plan->home);
+        char *dst = expand_tilde(c->dst, plan->home);
+        if (!src || !dst) {
+                free(dst);
+                return brig_err(err, ENOMEM, "%s", flag);
+        }
+        int r = check_in_tmpfs(plan, "destination", dst, err);
+        bool oom = false;
+        _cleanup_free_ char *name = NULL;
+        const char *secret = r == 0 && !c->secret ? secret_by_any_name(plan, mi, src, &name, &oom) : NULL;
+        if (oom)
+                r = brig_err(err, ENOMEM, "%s", flag);
+        else if (secret)
+                r = brig_err(err, EACCES,
+                             "source '%s'%s%s%s is on the secret deny list ('%s'): copy it in on purpose with "
+                             "--copy-in-secret %s:%s (in a policy file: \"secret\": true)",
+                             src, name ? " (also '" : "", name ? name : "", name ? "' in the mount table)" : "",
+                             secret, c->src, c->dst);
+        char *data = NULL;
+        size_t len = 0;
+        if (r == 0)
+                r = read_host_file("source", src, true, COPY_IN_MAX_BYTES, &data, &len, err);
+        if (r == 0)
+                r = add_file(plan->tools, TAKE_PTR(dst), data, len, 0400, true, flag, err);
+        free(dst);
+        return r < 0 ? brig_err_prefix(err, "%s %s:%s", flag, c->src, c->dst) : 0;
+}
+
 static int plan_copy_ins(struct run_plan *plan, const struct tools_policy *tp, brig_error **err)
 {
-        struct tools_plan *t = plan->tools;
-        for (size_t i = 0; i < tp->n_copy_ins; i++) {
-                const struct copy_in *c = &tp->copy_ins[i];
-                const char *flag = c->secret ? "--copy-in-secret" : "--copy-in";
-                char origin[64];
-                snprintf(origin, sizeof origin, "%s", flag);
-                _cleanup_free_ char *src = expand_tilde(c->src, plan->home);
-                char *dst = expand_tilde(c->dst, plan->home);
-                if (!src || !dst) {
-                        free(dst);
-                        return brig_err(err, ENOMEM, "%s", flag);
-                }
-                int r = check_in_tmpfs(plan, "destination", dst, err);
-                const char *secret = r == 0 && !c->secret ? secret_covering(plan, src) : NULL;
-                if (secret)
-                        r = brig_err(err, EACCES,
-                                     "source '%s' is on the secret deny list ('%s'): copy it in on purpose with "
-                                     "--copy-in-secret %s:%s (in a policy file: \"secret\": true)",
-                                     src, secret, c->src, c->dst);
-                char *data = NULL;
-                size_t len = 0;
-                if (r == 0)
-                        r = read_host_file("source", src, true, COPY_IN_MAX_BYTES, &data, &len, err);
-                if (r == 0)
-                        r = add_file(t, TAKE_PTR(dst), data, len, 0400, true, origin, err);
-                free(dst);
-                if (r < 0)
-                        return brig_err_prefix(err, "%s %s:%s", flag, c->src, c->dst);
-        }
-        return 0;
+        if (!tp->n_copy_ins)
+                return 0;
+        /* The mount table, read once: the sources' other names. */
+        struct mountinfo mi = { 0 };
+        int r = mountinfo_load(&mi);
+        if (r < 0)
+                return brig_err(err, -r, "--copy-in: read /proc/self/mountinfo");
+        for (size_t i = 0; r == 0 && i < tp->n_copy_ins; i++)
+                r = plan_copy_in(plan, &mi, &tp->copy_ins[i], err);
+        mountinfo_clear(&mi);
+        return r;
 }
 
 /* `git config --global --includes --get KEY` on the host, as the caller,

@@ -220,6 +220,32 @@ def test_copy_in_of_a_secret_needs_copy_in_secret(brig):
     assert {"destination": "/run/brig", "type": "brig"} in r.report["controls"]["mounts"], r.report
 
 
+@attack("copy-in-secret-other-name", "--copy-in of a secret by another name of it: ~/.ssh bind-mounted elsewhere, "
+        "the key file itself bind-mounted elsewhere (in the test's own mount namespace)", "the deny list is tested "
+        "on every name the mount table gives the source")
+def test_copy_in_of_a_secret_by_another_name_needs_copy_in_secret(brig):
+    key = deploy_key(brig)
+    dirs, one = brig.base / "keys-alias", brig.base / "key-alias"
+    dirs.mkdir()
+    one.write_text("")
+    for p in (dirs, one):
+        brig.chown(p)
+    # the binds exist only in a mount namespace of the test's (private: the host's table never sees them)
+    script = 'mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 && exec "$@"'
+    for src in (dirs / key.name, one):
+        out = brig.workspace / "got"
+        cp = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                             str(key.parent), str(dirs), str(key), str(one),
+                             *brig.cmd("run", "--copy-in", f"{src}:~/k", "--", "sh", "-c", "cat ~/k > got")],
+                            cwd=str(brig.workspace), env=brig.env(), capture_output=True, text=True, timeout=60)
+        r = Result(cp)
+        # the host: the key's bytes never reached the workspace
+        assert not out.exists() or "PRIVATE KEY" not in out.read_text(), (src, r)
+        assert r.returncode == 125, (src, r)
+        assert "secret deny list ('~/.ssh')" in r.stderr and f"also '{key}' in the mount table" in r.stderr, r
+        assert f"--copy-in-secret {src}:~/k" in r.stderr, r
+
+
 @attack("copy-in-write-outside", "--copy-in with a destination in the workspace, a bind, through '..', or a "
         "bind over /run: make brig write on the host", "destination only in the sandbox's own tmpfs")
 def test_copy_in_never_writes_outside_the_sandboxs_tmpfs(brig):
