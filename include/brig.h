@@ -394,6 +394,93 @@ BRIG_PUBLIC int brig_run_pooled_why(const brig_policy *p, char *const argv[], br
  * created, workspace, workspace_mode, net. */
 BRIG_PUBLIC char *brig_sandbox_list_json(brig_error **err);
 
+/* ---- Handles: libbrig as an engine (docs/api.md) ------------------------ */
+
+/* For a front end that drives many sandboxes and commands from one poll
+ * loop. None of these calls changes process-wide state (signal mask or
+ * dispositions, rlimits, cwd, umask, stdio) or forks the caller; every
+ * descriptor they open is O_CLOEXEC; distinct handles may be used from
+ * distinct threads. A handle that is not live (closed, or never made) is
+ * refused with -EBADF. Option structs begin with their size: set it to
+ * sizeof the struct; a size below the first version is -EINVAL, one
+ * larger than this library knows is taken when the unknown tail is zero,
+ * else -E2BIG. */
+
+typedef struct brig_sandbox brig_sandbox;
+typedef struct brig_exec brig_exec;
+
+enum brig_sandbox_flags {
+        BRIG_SANDBOX_EPHEMERAL = 1 << 0,  /* removed by brig_sandbox_close, or when this process ends */
+        BRIG_SANDBOX_AUDIT = 1 << 1,      /* keep its audit stream (brig_sandbox_audit_fd) */
+};
+
+typedef struct brig_sandbox_opts {
+        uint32_t size;            /* sizeof(brig_sandbox_opts) */
+        uint32_t flags;           /* enum brig_sandbox_flags */
+        const char *name;         /* NULL: a new name ("brig-PID-N"); brig_sandbox_name says which */
+        enum brig_workspace_mode workspace_mode;
+} brig_sandbox_opts;
+
+/* Create a sandbox (as brig_sandbox_create) and return its handle. */
+BRIG_PUBLIC int brig_sandbox_new(const brig_policy *p, const brig_sandbox_opts *opts, brig_sandbox **ret,
+                                 brig_error **err);
+/* A handle on an existing, running sandbox (made by anyone, any process). */
+BRIG_PUBLIC int brig_sandbox_open(const char *name, brig_sandbox **ret, brig_error **err);
+/* Its name (storage of the handle); NULL for a dead handle. */
+BRIG_PUBLIC const char *brig_sandbox_name(const brig_sandbox *sb);
+/* A new read-only descriptor on its audit stream (JSON lines, docs/audit.md)
+ * from the start; the caller closes it. -ENOENT without BRIG_SANDBOX_AUDIT. */
+BRIG_PUBLIC int brig_sandbox_audit_fd(brig_sandbox *sb, brig_error **err);
+/* Free the handle; an ephemeral sandbox is stopped and removed. Its execs
+ * must be closed first (-EBUSY). */
+BRIG_PUBLIC int brig_sandbox_close(brig_sandbox *sb, brig_error **err);
+
+enum brig_stdio {
+        BRIG_STDIO_FDS = 0,   /* the caller's descriptors fds[0..2], used by the command as they are */
+        BRIG_STDIO_PIPES,     /* pipes brig makes; the caller's ends from brig_exec_stdio_fd */
+        BRIG_STDIO_PTY,       /* a pty inside; its master from brig_exec_stdio_fd(x, 0) */
+};
+
+typedef struct brig_exec_spec {
+        uint32_t size;            /* sizeof(brig_exec_spec) */
+        uint32_t stdio;           /* enum brig_stdio */
+        char *const *argv;        /* the command, looked up in the sandbox's PATH */
+        char *const *env;         /* NAME=VALUE on top of the sandbox's environment, or NULL */
+        const char *cwd;          /* absolute path inside; NULL: the sandbox's default */
+        uint64_t timeout_ms;      /* 0: the sandbox's --timeout (none by default); then exit 124 */
+        int fds[3];               /* BRIG_STDIO_FDS: stdin, stdout, stderr (the caller keeps its own) */
+        uint16_t rows, cols;      /* BRIG_STDIO_PTY: the size at start (0: 24 x 80) */
+} brig_exec_spec;
+
+/* Start a command; returns once it was handed to the sandbox. */
+BRIG_PUBLIC int brig_exec_start(brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err);
+/* Readable when the command has ended (or the exec failed): then
+ * brig_exec_wait(x, BRIG_WAIT_NOHANG, ...) does not block. -EBADF for a
+ * dead handle. Owned by the handle. */
+BRIG_PUBLIC int brig_exec_fd(const brig_exec *x);
+/* BRIG_STDIO_PIPES: 0 the command's stdin (write), 1 its stdout, 2 its
+ * stderr (read), O_NONBLOCK; BRIG_STDIO_PTY: the master for 0 and 1.
+ * Owned by the handle; -1 when there is none. */
+BRIG_PUBLIC int brig_exec_stdio_fd(const brig_exec *x, int which);
+/* Close the command's stdin (pipes or pty: end of file for it). */
+BRIG_PUBLIC int brig_exec_close_stdin(brig_exec *x, brig_error **err);
+BRIG_PUBLIC int brig_exec_resize(brig_exec *x, unsigned rows, unsigned cols, brig_error **err);
+/* Send signal sig (1..64) to the command. -ESRCH once it has ended. */
+BRIG_PUBLIC int brig_exec_kill(brig_exec *x, int sig, brig_error **err);
+enum brig_wait_flags {
+        BRIG_WAIT_NOHANG = 1 << 0,
+};
+/* The result, as brig_sandbox_exec gives it. 0 with *res filled;
+ * -EAGAIN (NOHANG) while the command runs; -ECHILD after a result was
+ * taken; another negative errno when the exec failed (*err says why,
+ * res->exit_code 125/126/127). */
+BRIG_PUBLIC int brig_exec_wait(brig_exec *x, unsigned flags, brig_result *res, brig_error **err);
+/* The exec's JSON report (as brig exec --json-report writes it) once
+ * waited for; free() it. */
+BRIG_PUBLIC char *brig_exec_report_json(const brig_exec *x, brig_error **err);
+/* Free the handle and its descriptors; a command still running is killed. */
+BRIG_PUBLIC void brig_exec_close(brig_exec *x);
+
 /* ---- Host probe -------------------------------------------------------- */
 
 /* Probe the host and return a JSON document (caller frees with free()).

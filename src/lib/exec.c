@@ -283,8 +283,18 @@ out:
         return r;
 }
 
-int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
-                      const brig_error *error, const char *pool_member, brig_error **err)
+char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err)
+{
+        return build_request(o, tty, len, err);
+}
+
+void exec_result_fill(brig_result *res, const struct ctl_hdr *h)
+{
+        fill_result(res, h, NULL);
+}
+
+char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res, const brig_error *error,
+                       const char *pool_member, brig_error **err)
 {
         json_t *cmd = json_array();
         for (size_t i = 0; o->argv[i]; i++)
@@ -310,7 +320,16 @@ int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const b
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
         if (!text)
-                return brig_err(err, ENOMEM, "report");
+                brig_err(err, ENOMEM, "report");
+        return text;
+}
+
+int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
+                      const brig_error *error, const char *pool_member, brig_error **err)
+{
+        char *text = exec_report_json(name, o, res, error, pool_member, err);
+        if (!text)
+                return -ENOMEM;
         size_t len = strlen(text);
         text[len] = '\n';  /* replaces the terminator: written by length */
         int e = -output_write(fd, text, len + 1);

@@ -590,3 +590,8 @@ int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *
         *exit_code = res.exit_code;
         return r;
 }
+
+int sandbox_connect(const char *name, brig_error **err)
+{
+        return connect_to(name, NULL, err);
+}

@@ -31,6 +31,8 @@ BRIG_INTERNAL int control_wait_ready(int fd, brig_error **err);
 /* sandbox.c: shared with snapshot.c */
 BRIG_INTERNAL int sandbox_launch(const char *dir, const char *name, const brig_policy *p,
                                  const struct sandbox_create_opts *opts, int lock, brig_error **err);
+/* A connection to a running sandbox's control socket, or why not. */
+BRIG_INTERNAL int sandbox_connect(const char *name, brig_error **err);
 /* Run argv inside with these stdio descriptors; *exit_code gets its status. */
 BRIG_INTERNAL int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code,
                                  brig_error **err);
@@ -47,6 +49,14 @@ BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
 BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
                             brig_error **err);
 
+/* The exec request message (hdr + payload, *len bytes; free()). */
+struct ctl_hdr;
+BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err);
+/* A CTL_STATUS message as a result. */
+BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h);
+/* The JSON report of one exec (free()). */
+BRIG_INTERNAL char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res,
+                                     const brig_error *error, const char *pool_member, brig_error **err);
 /* The JSON report of one exec: the run report's outcome fields. */
 BRIG_INTERNAL int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
                                     const brig_error *error, const char *pool_member, brig_error **err);

@@ -1,0 +1,526 @@
+/* engine.c — the handle API (docs/api.md): sandbox handles over persistent
+ * sandboxes, exec handles over one control-socket connection each, for a
+ * front end that drives many of them from one poll loop.
+ *
+ * What this file must never do, since its caller is a long-running
+ * program of someone else's: change process-wide state (no signal mask or
+ * disposition, rlimit, cwd, umask or stdio change; exec_over in exec.c
+ * blocks signals, so it is not used here), fork the caller (sandboxes are
+ * started through brig-supervisor, supervisor_exec.c), or trust a handle
+ * pointer it did not hand out: every call looks the pointer up in the
+ * table of live handles before it touches it. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "control.h"
+#include "sandbox.h"
+#include "state.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define OPTS_MAX 4096
+
+struct brig_sandbox {
+        struct brig_sandbox *next;
+        char name[72];
+        char *dir;
+        bool ephemeral;
+        unsigned n_execs;       /* under handles_lock */
+};
+
+enum exec_state { EXEC_RUNNING, EXEC_WAITED };
+
+struct brig_exec {
+        struct brig_exec *next;
+        struct brig_sandbox *sb;
+        int fd;                 /* the connection: CTL_STATUS / CTL_ERROR arrive here */
+        int stdio[3];           /* ours (pipes, pty master), or -1 */
+        enum brig_stdio mode;
+        enum exec_state state;
+        uint64_t start_ms;
+        struct strv argv;       /* for the report */
+        brig_result res;
+        brig_error *error;      /* the exec's failure, for the report */
+};
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct brig_sandbox *sandboxes;
+static struct brig_exec *execs;
+static unsigned long name_counter;
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Is this pointer one we handed out and have not freed? Compared by
+ * address only: a dead pointer is never dereferenced. */
+static bool sandbox_live(const brig_sandbox *sb)
+{
+        pthread_mutex_lock(&handles_lock);
+        const struct brig_sandbox *s = sandboxes;
+        while (s && s != sb)
+                s = s->next;
+        pthread_mutex_unlock(&handles_lock);
+        return sb && s == sb;
+}
+
+static bool exec_live(const brig_exec *x)
+{
+        pthread_mutex_lock(&handles_lock);
+        const struct brig_exec *e = execs;
+        while (e && e != x)
+                e = e->next;
+        pthread_mutex_unlock(&handles_lock);
+        return x && e == x;
+}
+
+static int dead_handle(brig_error **err, const char *what)
+{
+        return brig_err(err, EBADF, "%s: not a live handle (NULL, closed, or never made by this library)", what);
+}
+
+/* open_how's rule: the caller's struct may be newer than ours as long as
+ * what we do not know of it is zero. */
+static int check_size(const void *o, uint32_t size, size_t first, size_t known, const char *what, brig_error **err)
+{
+        if (size < first)
+                return brig_err(err, EINVAL, "%s.size is %u, smaller than the first version's %zu (set it to sizeof)",
+                                what, size, first);
+        if (size > OPTS_MAX)
+                return brig_err(err, E2BIG, "%s.size is %u, larger than any version could be (set it to sizeof)",
+                                what, size);
+        for (size_t i = known; i < size; i++)
+                if (((const unsigned char *)o)[i])
+                        return brig_err(err, E2BIG, "%s has fields this libbrig does not know (size %u, known %zu): "
+                                                    "built against a newer libbrig?",
+                                        what, size, known);
+        return 0;
+}
+
+static void exec_free(struct brig_exec *x)
+{
+        closep(&x->fd);
+        for (int i = 0; i < 3; i++)
+                closep(&x->stdio[i]);
+        strv_free(&x->argv);
+        brig_error_free(&x->error);
+        free(x);
+}
+
+/* ---- sandboxes ------------------------------------------------------------- */
+
+static int sandbox_handle(const char *name, bool ephemeral, brig_sandbox **ret, brig_error **err)
+{
+        struct brig_sandbox *sb = calloc(1, sizeof *sb);
+        if (!sb)
+                return brig_err(err, ENOMEM, "sandbox handle");
+        snprintf(sb->name, sizeof sb->name, "%s", name);
+        sb->ephemeral = ephemeral;
+        int r = state_dir(name, false, &sb->dir, err);
+        if (r < 0) {
+                free(sb);
+                return r;
+        }
+        pthread_mutex_lock(&handles_lock);
+        sb->next = sandboxes;
+        sandboxes = sb;
+        pthread_mutex_unlock(&handles_lock);
+        *ret = sb;
+        return 0;
+}
+
+int brig_sandbox_new(const brig_policy *p, const brig_sandbox_opts *o, brig_sandbox **ret, brig_error **err)
+{
+        if (!ret)
+                return brig_err(err, EINVAL, "brig_sandbox_new: ret is NULL");
+        *ret = NULL;
+        if (!p)
+                return brig_err(err, EINVAL, "brig_sandbox_new: no policy");
+        brig_sandbox_opts opts = { .size = sizeof opts };
+        if (o) {
+                int r = check_size(o, o->size, offsetof(brig_sandbox_opts, workspace_mode) + sizeof o->workspace_mode,
+                                   sizeof opts, "brig_sandbox_opts", err);
+                if (r < 0)
+                        return r;
+                memcpy(&opts, o, sizeof opts);
+        }
+        if (opts.flags & ~(uint32_t)(BRIG_SANDBOX_EPHEMERAL | BRIG_SANDBOX_AUDIT))
+                return brig_err(err, EINVAL, "brig_sandbox_opts.flags: unknown flags 0x%x", opts.flags);
+        char name[72];
+        if (opts.name)
+                snprintf(name, sizeof name, "%s", opts.name);
+        else {
+                pthread_mutex_lock(&handles_lock);
+                unsigned long n = ++name_counter;
+                pthread_mutex_unlock(&handles_lock);
+                snprintf(name, sizeof name, "sb-%d-%lu", getpid(), n);
+        }
+        if (!state_name_valid(name))
+                return state_fail(err, EINVAL, "sandbox name '%s': use letters, digits, _ . - (up to 64, not "
+                                               "starting with _ . -)", name);
+        /* An ephemeral sandbox's supervisor watches this process (a pidfd
+         * it opens from pid and start time, control.c): when we end,
+         * however, so does the sandbox, and its state goes with it. */
+        struct sandbox_create_opts co = {
+                .overlay = opts.workspace_mode == BRIG_WORKSPACE_OVERLAY,
+                .ephemeral = opts.flags & BRIG_SANDBOX_EPHEMERAL,
+                .audit = opts.flags & BRIG_SANDBOX_AUDIT,
+        };
+        if (co.ephemeral) {
+                co.owner_pid = getpid();
+                co.owner_start = state_process_start(co.owner_pid);
+        }
+        int r = sandbox_create(name, p, &co, err);
+        if (r < 0)
+                return r;
+        r = sandbox_handle(name, co.ephemeral, ret, err);
+        if (r < 0 && co.ephemeral) {
+                brig_error *e = NULL;
+                (void)brig_sandbox_remove(name, &e);
+                brig_error_free(&e);
+        }
+        return r;
+}
+
+int brig_sandbox_open(const char *name, brig_sandbox **ret, brig_error **err)
+{
+        if (!ret)
+                return brig_err(err, EINVAL, "brig_sandbox_open: ret is NULL");
+        *ret = NULL;
+        if (!name)
+                return brig_err(err, EINVAL, "brig_sandbox_open: no name");
+        /* Running and ours: its control socket answers (else: why not). */
+        int fd = sandbox_connect(name, err);
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return sandbox_handle(name, false, ret, err);
+}
+
+const char *brig_sandbox_name(const brig_sandbox *sb)
+{
+        return sandbox_live(sb) ? sb->name : NULL;
+}
+
+int brig_sandbox_audit_fd(brig_sandbox *sb, brig_error **err)
+{
+        if (!sandbox_live(sb))
+                return dead_handle(err, "brig_sandbox_audit_fd");
+        _cleanup_close_ int dfd = open(sb->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = dfd >= 0 ? openat(dfd, "audit.jsonl", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (fd < 0)
+                return errno == ENOENT ? state_fail(err, ENOENT, "sandbox '%s' keeps no audit stream (create it with "
+                                                                 "BRIG_SANDBOX_AUDIT)", sb->name)
+                                       : brig_err(err, errno, "open the audit stream of '%s'", sb->name);
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+                close(fd);
+                return state_fail(err, EPERM, "the audit stream of '%s' is not the file brig writes", sb->name);
+        }
+        return fd;
+}
+
+int brig_sandbox_close(brig_sandbox *sb, brig_error **err)
+{
+        pthread_mutex_lock(&handles_lock);
+        struct brig_sandbox **pp = &sandboxes;
+        while (*pp && *pp != sb)
+                pp = &(*pp)->next;
+        bool busy = *pp && sb->n_execs;
+        bool found = *pp != NULL;
+        if (found && !busy)
+                *pp = sb->next;
+        pthread_mutex_unlock(&handles_lock);
+        if (!found)
+                return dead_handle(err, "brig_sandbox_close");
+        if (busy)
+                return brig_err(err, EBUSY, "brig_sandbox_close '%s': %u exec handle%s still open (brig_exec_close "
+                                            "them first)", sb->name, sb->n_execs, sb->n_execs == 1 ? "" : "s");
+        int r = 0;
+        if (sb->ephemeral) {
+                /* One that stopped has removed itself already. */
+                brig_error *e = NULL;
+                r = brig_sandbox_remove(sb->name, &e);
+                if (r == -ENOENT)
+                        r = 0;
+                else if (r < 0 && err && !*err)
+                        *err = TAKE_PTR(e);
+                brig_error_free(&e);
+        }
+        free(sb->dir);
+        free(sb);
+        return r;
+}
+
+/* ---- execs ----------------------------------------------------------------- */
+
+static int check_fds(const brig_exec_spec *s, brig_error **err)
+{
+        static const char *const names[] = { "stdin", "stdout", "stderr" };
+        for (int i = 0; i < 3; i++)
+                if (s->fds[i] < 0 || fcntl(s->fds[i], F_GETFD) < 0)
+                        return brig_err(err, EBADF, "brig_exec_spec.fds[%d] (%s) = %d is not an open descriptor", i,
+                                        names[i], s->fds[i]);
+        return 0;
+}
+
+/* Three pipes: theirs[] go to the command, ours[] stay in the handle. */
+static int make_pipes(int theirs[3], int ours[3], brig_error **err)
+{
+        for (int i = 0; i < 3; i++) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return brig_err(err, errno, "pipe");
+                /* stdin: the command reads p[0]; stdout, stderr: it writes p[1] */
+                theirs[i] = i == 0 ? p[0] : p[1];
+                ours[i] = i == 0 ? p[1] : p[0];
+                fcntl(ours[i], F_SETFL, O_NONBLOCK);
+        }
+        return 0;
+}
+
+/* With a pty, pid 1 sends the master first (before it forks the command). */
+static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error **err)
+{
+        struct ctl_hdr h;
+        int fds[CTL_MAX_FDS], nfds = 0;
+        ssize_t n = ctl_recv(x->fd, &h, sizeof h, fds, &nfds);
+        if (n > 0 && h.type == CTL_PTY && nfds == 1) {
+                x->stdio[0] = fds[0];
+                x->stdio[1] = fcntl(fds[0], F_DUPFD_CLOEXEC, 3);
+                struct winsize ws = { .ws_row = s->rows ? s->rows : 24, .ws_col = s->cols ? s->cols : 80 };
+                if (x->stdio[1] < 0 || ioctl(x->stdio[0], TIOCSWINSZ, &ws) < 0)
+                        return brig_err(err, errno, "exec: the pty");
+                fcntl(x->stdio[0], F_SETFL, O_NONBLOCK);
+                return 0;
+        }
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        if (n > 0 && h.type == CTL_ERROR) {
+                h.text[sizeof h.text - 1] = '\0';
+                int r = brig_err_code(err, h.exit_code ? h.exit_code : BRIG_EXIT_SETUP, 0, "%s", h.text);
+                if (err && *err)
+                        (*err)->errnum = h.errnum;
+                return h.errnum > 0 ? -h.errnum : r;
+        }
+        return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
+}
+
+int brig_exec_start(brig_sandbox *sb, const brig_exec_spec *s, brig_exec **ret, brig_error **err)
+{
+        if (!ret)
+                return brig_err(err, EINVAL, "brig_exec_start: ret is NULL");
+        *ret = NULL;
+        if (!sandbox_live(sb))
+                return dead_handle(err, "brig_exec_start");
+        if (!s)
+                return brig_err(err, EINVAL, "brig_exec_start: no brig_exec_spec");
+        int r = check_size(s, s->size, offsetof(brig_exec_spec, cols) + sizeof s->cols, sizeof *s, "brig_exec_spec",
+                           err);
+        if (r < 0)
+                return r;
+        if (s->stdio > BRIG_STDIO_PTY)
+                return brig_err(err, EINVAL, "brig_exec_spec.stdio = %u: one of BRIG_STDIO_FDS, _PIPES, _PTY",
+                                s->stdio);
+        bool pty = s->stdio == BRIG_STDIO_PTY;
+        brig_exec_opts o = { .argv = s->argv, .env = s->env, .cwd = s->cwd, .timeout_ms = s->timeout_ms,
+                             .tty = pty ? BRIG_TTY_ALWAYS : BRIG_TTY_NEVER };
+        if ((r = exec_check_opts(&o, err)) < 0 || (s->stdio == BRIG_STDIO_FDS && (r = check_fds(s, err)) < 0))
+                return r;
+        struct brig_exec *x = calloc(1, sizeof *x);
+        if (!x)
+                return brig_err(err, ENOMEM, "exec handle");
+        x->fd = x->stdio[0] = x->stdio[1] = x->stdio[2] = -1;
+        x->sb = sb;
+        x->mode = (enum brig_stdio)s->stdio;
+        x->res.memory_peak_bytes = x->res.pids_peak = -1;
+        for (size_t i = 0; s->argv[i] && r == 0; i++)
+                r = strv_push(&x->argv, s->argv[i]);
+        int theirs[3] = { -1, -1, -1 };
+        if (r < 0)
+                r = brig_err(err, ENOMEM, "exec handle");
+        if (r == 0 && s->stdio == BRIG_STDIO_PIPES)
+                r = make_pipes(theirs, x->stdio, err);
+        size_t len = 0;
+        _cleanup_free_ char *req = r == 0 ? exec_request_build(&o, pty, &len, err) : NULL;
+        if (r == 0 && !req)
+                r = -ENOMEM;
+        if (r == 0 && (x->fd = sandbox_connect(sb->name, err)) < 0)
+                r = x->fd;
+        if (r == 0) {
+                const int *fds = s->stdio == BRIG_STDIO_FDS ? s->fds : theirs;
+                const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+                r = ctl_send(x->fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
+                if (r < 0)
+                        r = brig_err(err, -r, "send the command to sandbox '%s'", sb->name);
+        }
+        for (int i = 0; i < 3; i++)
+                closep(&theirs[i]);  /* the command has its copies */
+        x->start_ms = now_ms();
+        if (r == 0 && pty)
+                r = receive_pty(x, s, err);
+        if (r < 0) {
+                exec_free(x);
+                return r;
+        }
+        pthread_mutex_lock(&handles_lock);
+        x->next = execs;
+        execs = x;
+        sb->n_execs++;
+        pthread_mutex_unlock(&handles_lock);
+        *ret = x;
+        return 0;
+}
+
+int brig_exec_fd(const brig_exec *x)
+{
+        return exec_live(x) ? x->fd : -EBADF;
+}
+
+int brig_exec_stdio_fd(const brig_exec *x, int which)
+{
+        if (!exec_live(x))
+                return -EBADF;
+        return which >= 0 && which < 3 ? x->stdio[which] : -1;
+}
+
+int brig_exec_close_stdin(brig_exec *x, brig_error **err)
+{
+        if (!exec_live(x))
+                return dead_handle(err, "brig_exec_close_stdin");
+        if (x->mode == BRIG_STDIO_FDS)
+                return brig_err(err, EINVAL, "brig_exec_close_stdin: stdin is the caller's descriptor (close yours)");
+        if (x->mode == BRIG_STDIO_PTY) {
+                /* the line discipline's end of file: ^D at the start of a line */
+                if (write(x->stdio[0], "\x04", 1) != 1)
+                        return brig_err(err, errno, "brig_exec_close_stdin: write to the pty");
+                return 0;
+        }
+        closep(&x->stdio[0]);
+        return 0;
+}
+
+int brig_exec_resize(brig_exec *x, unsigned rows, unsigned cols, brig_error **err)
+{
+        if (!exec_live(x))
+                return dead_handle(err, "brig_exec_resize");
+        if (x->mode != BRIG_STDIO_PTY)
+                return brig_err(err, ENOTTY, "brig_exec_resize: the exec was not started with BRIG_STDIO_PTY");
+        if (!rows || !cols || rows > UINT16_MAX || cols > UINT16_MAX)
+                return brig_err(err, EINVAL, "brig_exec_resize: %u x %u is not a terminal size", rows, cols);
+        struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+        /* The kernel sends SIGWINCH to the pty's foreground group itself. */
+        if (ioctl(x->stdio[0], TIOCSWINSZ, &ws) < 0)
+                return brig_err(err, errno, "brig_exec_resize");
+        return 0;
+}
+
+int brig_exec_kill(brig_exec *x, int sig, brig_error **err)
+{
+        if (!exec_live(x))
+                return dead_handle(err, "brig_exec_kill");
+        if (sig <= 0 || sig >= NSIG)
+                return brig_err(err, EINVAL, "brig_exec_kill: %d is not a signal (1..%d)", sig, NSIG - 1);
+        if (x->state == EXEC_WAITED)
+                return brig_err(err, ESRCH, "brig_exec_kill: the command has ended (its result was taken)");
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = sig };
+        int r = ctl_send(x->fd, &h, NULL, 0, NULL, 0);
+        return r < 0 ? brig_err(err, -r, "brig_exec_kill: sandbox '%s'", x->sb->name) : 0;
+}
+
+static int take_message(struct brig_exec *x, brig_error **err)
+{
+        for (;;) {
+                struct ctl_hdr h;
+                int fds[CTL_MAX_FDS], nfds = 0;
+                ssize_t n = ctl_recv(x->fd, &h, sizeof h, fds, &nfds);
+                for (int i = 0; i < nfds; i++)
+                        close(fds[i]);
+                if (n == -EINTR)
+                        continue;
+                x->state = EXEC_WAITED;
+                x->res.duration_ms = now_ms() - x->start_ms;
+                if (n > 0 && h.type == CTL_STATUS) {
+                        exec_result_fill(&x->res, &h);
+                        return 0;
+                }
+                int r;
+                if (n > 0 && h.type == CTL_ERROR) {
+                        h.text[sizeof h.text - 1] = '\0';
+                        x->res.exit_code = h.exit_code ? h.exit_code : BRIG_EXIT_SETUP;
+                        r = brig_err_code(&x->error, x->res.exit_code, 0, "%s", h.text);
+                        x->error->errnum = h.errnum;
+                        if (h.errnum > 0)
+                                r = -h.errnum;
+                } else {
+                        x->res.exit_code = BRIG_EXIT_SETUP;
+                        r = brig_err(&x->error, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec",
+                                     x->sb->name);
+                }
+                if (err && x->error)
+                        brig_err_code(err, x->error->exit_code, x->error->errnum, "%s", x->error->msg);
+                return r;
+        }
+}
+
+int brig_exec_wait(brig_exec *x, unsigned flags, brig_result *res, brig_error **err)
+{
+        if (!exec_live(x))
+                return dead_handle(err, "brig_exec_wait");
+        if (!res)
+                return brig_err(err, EINVAL, "brig_exec_wait: res is NULL");
+        if (flags & ~(unsigned)BRIG_WAIT_NOHANG)
+                return brig_err(err, EINVAL, "brig_exec_wait: unknown flags 0x%x", flags);
+        if (x->state == EXEC_WAITED)
+                return brig_err(err, ECHILD, "brig_exec_wait: already waited for (brig_exec_report_json has the "
+                                             "result)");
+        if (flags & BRIG_WAIT_NOHANG) {
+                struct pollfd pf = { .fd = x->fd, .events = POLLIN };
+                if (poll(&pf, 1, 0) == 0)
+                        return -EAGAIN;
+        }
+        int r = take_message(x, err);
+        *res = x->res;
+        return r;
+}
+
+char *brig_exec_report_json(const brig_exec *x, brig_error **err)
+{
+        if (!exec_live(x)) {
+                dead_handle(err, "brig_exec_report_json");
+                return NULL;
+        }
+        if (x->state != EXEC_WAITED) {
+                brig_err(err, EAGAIN, "brig_exec_report_json: the command is still running (brig_exec_wait first)");
+                return NULL;
+        }
+        brig_exec_opts o = { .argv = x->argv.items };
+        return exec_report_json(x->sb->name, &o, &x->res, x->error, NULL, err);
+}
+
+void brig_exec_close(brig_exec *x)
+{
+        pthread_mutex_lock(&handles_lock);
+        struct brig_exec **pp = &execs;
+        while (*pp && *pp != x)
+                pp = &(*pp)->next;
+        bool found = *pp != NULL;
+        if (found) {
+                *pp = x->next;
+                x->sb->n_execs--;
+        }
+        pthread_mutex_unlock(&handles_lock);
+        /* The connection closes: pid 1 kills a command still running. */
+        if (found)
+                exec_free(x);
+}

@@ -1,0 +1,148 @@
+"""libbrig as an engine (docs/api.md): the handle API through
+examples/engine-demo.c, front ends that die, the supervisor program and
+where libbrig takes it from, and the exported symbols."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from conftest import BUILD, REPO
+from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
+from proc_helpers import marker, wait_until
+from test_escape import attack
+
+
+def _demo(brig):
+    """engine-demo beside brig's copies (it finds libbrig, and libbrig
+    brig-supervisor, in its own directory)."""
+    exe = brig.bindir / "engine-demo"
+    if not exe.exists():
+        shutil.copy2(BUILD / "engine-demo", exe)
+        exe.chmod(0o755)
+    return str(exe)
+
+
+def _popen(brig, sandboxes, *args):
+    return subprocess.Popen(brig.prefix() + [_demo(brig), *args], cwd=str(brig.workspace),
+                            env=brig.env(sandboxes.env()), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _hold(brig, sandboxes, name, *flags):
+    """A front end that made sandbox NAME and holds it; returns it running."""
+    p = _popen(brig, sandboxes, "hold", name, *flags)
+    line = p.stdout.readline()
+    assert line.strip() == f"ready {name}", (line, p.stderr.read() if p.poll() is not None else "")
+    return p
+
+
+def test_engine_demo_drives_three_sandboxes_from_one_poll_loop(brig, sandboxes):
+    r = subprocess.run(brig.prefix() + [_demo(brig)], cwd=str(brig.workspace), env=brig.env(sandboxes.env()),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "engine-demo: ok" in r.stdout, (r.stdout, r.stderr)
+    assert "exit 143 (killed)" in r.stdout
+    # Ephemeral: nothing of the three is left in the state root.
+    left = [d for d in os.listdir(sandboxes.root) if d.startswith("sb-")] if sandboxes.root.exists() else []
+    assert left == [], left
+
+
+@attack("frontend-sigkill", "a front end embedding libbrig is SIGKILLed while its sandboxes run: a persistent "
+        "one must stay usable, an ephemeral one must go with it, leaving no supervisor, pid 1 or state behind",
+        "traces")
+def test_sigkilled_front_end_leaves_persistent_and_takes_ephemeral(brig, sandboxes):
+    keep, eph = sandboxes.new_name("keep"), sandboxes.new_name("eph")
+    sandboxes.names += [keep, eph]
+    fe1 = _hold(brig, sandboxes, keep)
+    fe2 = _hold(brig, sandboxes, eph, "ephemeral")
+    eph_sup = sandboxes.state(eph)["supervisor_pid"]
+    for p in (fe1, fe2):
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+    # persistent: still running and usable by another client
+    r = sandboxes.brig_cmd("exec", keep, "--", "sh", "-c", "echo alive")
+    assert r.returncode == 0 and r.stdout == "alive\n", r
+    assert pid_alive(sandboxes.state(keep)["supervisor_pid"])
+    # ephemeral: its supervisor saw its owner end, stopped it and removed its state
+    assert wait_until(lambda: not pid_alive(eph_sup), 15), "the ephemeral sandbox's supervisor outlived its owner"
+    assert wait_until(lambda: not (sandboxes.root / eph).exists(), 5), os.listdir(sandboxes.root)
+    r = sandboxes.brig_cmd("exec", eph, "--", "true")
+    assert r.returncode == 125 and "no sandbox named" in r.stderr, r
+
+
+def _bin_copy(brig, scratch, mode=0o755):
+    d = scratch / f"bin-{marker()[-8:]}"
+    d.mkdir()
+    for f in list(brig.bindir.glob("libbrig.so*")) + [brig.bindir / "brig", brig.bindir / "brig-supervisor"]:
+        shutil.copy2(f, d / f.name)
+    d.chmod(mode)
+    return d
+
+
+def _planted(scratch):
+    """A program that, if run, leaves a file behind: the proof it ran."""
+    proof = scratch / f"ran-{marker()[-8:]}"
+    prog = scratch / f"evil-{marker()[-8:]}"
+    prog.write_text(f"#!/bin/sh\ntouch {proof}\nexit 0\n")
+    prog.chmod(0o755)
+    return prog, proof
+
+
+@attack("supervisor-planted", "libbrig made to start a brig-supervisor someone else put there: beside a "
+        "libbrig in a directory others can write, a symlink to a program elsewhere, a program others can write, "
+        "one only on PATH", "files")
+@pytest.mark.parametrize("how", ["dir-writable", "symlink", "file-writable", "path-only"])
+def test_planted_supervisor_is_never_run(brig, sandboxes, scratch, how):
+    prog, proof = _planted(scratch)
+    d = _bin_copy(brig, scratch)
+    sup = d / "brig-supervisor"
+    env = sandboxes.env()
+    if how == "dir-writable":
+        shutil.copy2(prog, sup)
+        d.chmod(0o777)
+        want = "writable by others"
+    elif how == "symlink":
+        sup.unlink()
+        sup.symlink_to(prog)
+        want = "regular file"
+    elif how == "file-writable":
+        shutil.copy2(prog, sup)
+        sup.chmod(0o777)
+        want = "writable by nobody else"
+    else:
+        sup.unlink()
+        pathdir = scratch / f"path-{marker()[-8:]}"
+        pathdir.mkdir(mode=0o755)
+        shutil.copy2(prog, pathdir / "brig-supervisor")
+        env = dict(env, PATH=f"{pathdir}:/usr/bin:/bin")
+        want = "not found"
+    name = sandboxes.new_name()
+    sandboxes.names.append(name)
+    r = subprocess.run(brig.prefix() + [str(d / "brig"), "create", name], cwd=str(brig.workspace),
+                       env=brig.env(env), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 125 and "brig-supervisor" in r.stderr and want in r.stderr, r
+    assert not proof.exists(), "the planted program ran"
+    assert not (sandboxes.root / name).exists(), "a failed create left its state"
+
+
+def test_exported_symbols_match_the_header_and_map():
+    lib = next(p for p in BUILD.glob("libbrig.so.*") if p.is_file() and not p.name.endswith(".p"))
+    soname = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert "[libbrig.so.1]" in soname, soname
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True)
+    exported = {line.split()[2].split("@")[0] for line in nm.stdout.splitlines()
+                if len(line.split()) == 3 and line.split()[1] in "TDBR"}
+    header = (REPO / "include" / "brig.h").read_text()
+    declared = set(re.findall(r"BRIG_PUBLIC[^;(]*?\b(brig_\w+)\s*\(", header))
+    assert exported == declared, (sorted(exported - declared), sorted(declared - exported))
+    mapfile = (REPO / "src" / "lib" / "libbrig.map").read_text()
+    assert "LIBBRIG_1" in mapfile and "brig_*" in mapfile and "local: *;" in mapfile
+
+
+def test_supervisor_refuses_to_be_run_by_hand(brig):
+    r = subprocess.run([str(brig.bindir / "brig-supervisor")], capture_output=True, text=True, timeout=10,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 125 and "not meant to be run by hand" in r.stderr, r
