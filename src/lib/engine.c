@@ -152,7 +152,7 @@ int brig_sandbox_new(const brig_policy *p, const brig_sandbox_opts *o, brig_sand
                                    sizeof opts, "brig_sandbox_opts", err);
                 if (r < 0)
                         return r;
-                memcpy(&opts, o, sizeof opts);
+                memcpy(&opts, o, o->size < sizeof opts ? o->size : sizeof opts);
         }
         if (opts.flags & ~(uint32_t)(BRIG_SANDBOX_EPHEMERAL | BRIG_SANDBOX_AUDIT))
                 return brig_err(err, EINVAL, "brig_sandbox_opts.flags: unknown flags 0x%x", opts.flags);
@@ -316,19 +316,23 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
-int brig_exec_start(brig_sandbox *sb, const brig_exec_spec *s, brig_exec **ret, brig_error **err)
+int brig_exec_start(brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
 {
         if (!ret)
                 return brig_err(err, EINVAL, "brig_exec_start: ret is NULL");
         *ret = NULL;
         if (!sandbox_live(sb))
                 return dead_handle(err, "brig_exec_start");
-        if (!s)
+        if (!spec)
                 return brig_err(err, EINVAL, "brig_exec_start: no brig_exec_spec");
-        int r = check_size(s, s->size, offsetof(brig_exec_spec, cols) + sizeof s->cols, sizeof *s, "brig_exec_spec",
-                           err);
+        int r = check_size(spec, spec->size, offsetof(brig_exec_spec, cols) + sizeof spec->cols, sizeof *spec,
+                           "brig_exec_spec", err);
         if (r < 0)
                 return r;
+        /* Our own copy: fields a caller's older struct lacks stay zero. */
+        brig_exec_spec copy = { 0 };
+        memcpy(&copy, spec, spec->size < sizeof copy ? spec->size : sizeof copy);
+        const brig_exec_spec *s = &copy;
         if (s->stdio > BRIG_STDIO_PTY)
                 return brig_err(err, EINVAL, "brig_exec_spec.stdio = %u: one of BRIG_STDIO_FDS, _PIPES, _PTY",
                                 s->stdio);
