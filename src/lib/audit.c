@@ -338,8 +338,11 @@ static void audit_flush(struct audit *a)
                 a->pending_len = 0;
                 say_error(a, a->error);
         }
+        sigset_t saved;
+        sigpipe_hold(&saved);  /* brig's stderr, its reader perhaps gone: brig still cleans up */
         for (size_t i = 0; a->notice && i < a->n_notes; i++)
                 a->notice(a->notes[i], a->notice_data);
+        sigpipe_release(&saved);
         a->n_notes = 0;
 }
 

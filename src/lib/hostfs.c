@@ -203,12 +203,30 @@ int output_fd(int fd, const char *what, brig_error **err)
  * the signal is blocked in this thread for the write, and the one the
  * write raised is taken back, so EPIPE is an error like any other. Not
  * SIG_IGN: an ignored signal stays ignored across exec, in the command. */
-int output_write(int fd, const void *buf, size_t len)
+void sigpipe_hold(sigset_t *saved)
 {
-        sigset_t pipe_set, saved;
+        sigset_t pipe_set;
         sigemptyset(&pipe_set);
         sigaddset(&pipe_set, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_set, &saved);
+        pthread_sigmask(SIG_BLOCK, &pipe_set, saved);
+}
+
+void sigpipe_release(const sigset_t *saved)
+{
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        /* the one a write raised while held (was it pending before, it goes too) */
+        if (!sigismember(saved, SIGPIPE))
+                while (sigtimedwait(&pipe_set, NULL, &(struct timespec){ 0 }) == SIGPIPE)
+                        ;
+        pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+int output_write(int fd, const void *buf, size_t len)
+{
+        sigset_t saved;
+        sigpipe_hold(&saved);
         const char *p = buf;
         int e = 0;
         while (len > 0 && !e) {
@@ -222,9 +240,7 @@ int output_write(int fd, const void *buf, size_t len)
                 p += n;
                 len -= (size_t)n;
         }
-        if (e == EPIPE && !sigismember(&saved, SIGPIPE))
-                (void)sigtimedwait(&pipe_set, NULL, &(struct timespec){ 0 });
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        sigpipe_release(&saved);
         return -e;
 }
 

@@ -5,6 +5,7 @@
 #include "brig.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -70,6 +71,10 @@ BRIG_INTERNAL int output_fd_check(int fd, const char *what, brig_error **err);
 /* The supervisor's own close-on-exec copy of it (fd, or -errno). */
 BRIG_INTERNAL int output_fd(int fd, const char *what, brig_error **err);
 /* Write all of buf to such an output: 0 or -errno (EPIPE, never SIGPIPE). */
+/* SIGPIPE held in this thread around writes to a caller's descriptor, and
+ * the one they raised taken back: EPIPE instead of brig killed mid-cleanup. */
+BRIG_INTERNAL void sigpipe_hold(sigset_t *saved);
+BRIG_INTERNAL void sigpipe_release(const sigset_t *saved);
 BRIG_INTERNAL int output_write(int fd, const void *buf, size_t len);
 /* Its fallback where openat2 is missing: fd or -errno (-ELOOP: a symlink). */
 BRIG_INTERNAL int output_open_walk(const char *path, int flags, mode_t mode);
