@@ -118,3 +118,34 @@ def test_head_flood_is_bounded_and_stalls_no_one(brig, web, victim):
     why = {x["what"]: x for x in r.report["refusals"]}
     assert why["localhost:3128"]["why"] == "too many large request heads at once (brig holds at most 32 MiB of " \
         "them)", why
+
+
+@attack("proxy-smuggle-other-port", "a second request smuggled behind an allowed one on the SOCKS port: an HTTP "
+        "request pipelined after an allowed one on a kept connection, after Content-Length with "
+        "Transfer-Encoding, HTTP after a SOCKS5 greeting, a SOCKS4 request for the victim after an allowed one",
+        "every request on a kept connection is judged from scratch; ambiguous framing is refused; what follows "
+        "an allowed SOCKS request is the tunnel's payload, for the allowed server alone")
+def test_smuggled_requests_on_the_socks_port_reach_no_one(brig, web, victim):
+    w, v = web.port, victim.echo_port
+    smuggled = {
+        "pipelined": f"GET http://web.test:{w}/s1 HTTP/1.1\r\nHost: web.test:{w}\r\n\r\n"
+                     f"GET http://127.0.0.1:{v}/ HTTP/1.1\r\nHost: 127.0.0.1:{v}\r\nConnection: close\r\n\r\n",
+        "cl-te": f"GET http://web.test:{w}/s2 HTTP/1.1\r\nHost: web.test:{w}\r\nContent-Length: 0\r\n"
+                 f"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nCONNECT 127.0.0.1:{v} HTTP/1.1\r\n\r\n",
+        "socks5-then-http": f"\x05\x01\x00GET http://127.0.0.1:{v}/ HTTP/1.0\r\n\r\n",
+    }
+    s4 = bytes([4, 1]) + w.to_bytes(2, "big") + bytes([127, 0, 0, 1]) + b"u\0"
+    s4v = bytes([4, 1]) + v.to_bytes(2, "big") + bytes([127, 0, 0, 1]) + b"u\0"
+    attempts = {k: f"raw,socks,{d.encode('latin-1').hex()},web,/" for k, d in smuggled.items()}
+    end = b"\r\n\r\n"  # the web server answers the second request's bytes 400 and closes
+    attempts["socks4-twice"] = f"raw,socks,{(s4 + s4v + end).hex()},web,/"
+    before = len(web.paths)
+    r, out, events = proxy_client(brig, web, victim, list(attempts.values()))
+    assert victim.connections == 0, (victim.connections, out)    # the host's victim never saw one
+    answers = {k: bytes.fromhex(out[a]) for k, a in attempts.items()}
+    assert answers["pipelined"].startswith(b"HTTP/1.0 200") and b"HTTP/1.1 403 Forbidden" in answers["pipelined"], \
+        answers["pipelined"]
+    assert answers["cl-te"].startswith(b"HTTP/1.1 400 "), answers["cl-te"]
+    assert answers["socks5-then-http"].startswith(b"\x05\x00\x05"), answers["socks5-then-http"]
+    assert answers["socks4-twice"].startswith(b"\x00\x5a"), answers["socks4-twice"]   # the first, granted
+    assert web.paths[before:] == ["/s1"], web.paths[before:]
