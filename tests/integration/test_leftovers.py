@@ -118,6 +118,19 @@ class World:
         wait_until(lambda: not any(self.new().values()), 5, 0.1)
         return self.new()
 
+    def assert_clean(self):
+        left = self.left()
+        assert not any(left.values()), leftovers.describe(left)
+
+    def new_sandbox(self, *args):
+        """brig create NAME ARGS; removed after the test if still there."""
+        name = self.sb.new_name()
+        self.sb.names.append(name)
+        if args:
+            r = self.run("create", name, *args)
+            assert r.returncode == 0, r
+        return name
+
     def new(self):
         new = leftovers.new_since(self.before, state_roots=[self.root], exe_dirs=self.exe_dirs)
         # files: this test's state root only (the temporary places are
@@ -144,8 +157,7 @@ def test_sigkill_at_each_setup_step_leaves_nothing(world, step):
     world.kill_at(step, "run", "--memory", "64M", "--pids", "64", "--", "sleep", "0.3")
     # the next brig of the same user removes what the dead one left
     assert world.run("run", "--", "true").returncode == 0
-    left = world.left()
-    assert not any(left.values()), leftovers.describe(left)
+    world.assert_clean()
 
 
 def _own_cgroup(controller):
@@ -216,8 +228,7 @@ def test_sigkilled_brig_elsewhere_is_cleaned_by_the_next(world, brig, how):
         for d in made:
             wait_until(lambda: not (d / "cgroup.procs").read_text().strip(), 5)
             d.rmdir()
-    left = world.left()
-    assert not any(left.values()), leftovers.describe(left)
+    world.assert_clean()
 
 
 @attack("foreign-cgroup-removal", "groups named like a dead brig's but another user's (owned by nobody), and one "
@@ -269,8 +280,7 @@ def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
     assert world.run("run", "--", "true").returncode == 0
     assert not (world.root / "pools").exists(), list(world.root.rglob("*"))
     assert not any((world.root / m["name"]).exists() for m in members)
-    left = world.left()
-    assert not any(left.values()), leftovers.describe(left)
+    world.assert_clean()
 
 
 import json  # noqa: E402
@@ -292,22 +302,19 @@ def test_pooled_run_in_flight_survives_its_daemons_death(world, brig):
     assert world.run("run", "--", "true").returncode == 0
     assert wait_until(lambda: world.run("ls").returncode == 0 and not (world.root / "pools").exists(), 15), \
         list(world.root.rglob("*"))
-    left = world.left()
-    assert not any(left.values()), leftovers.describe(left)
+    world.assert_clean()
 
 
 @attack("dead-supervisor-traces", "SIGKILL a persistent sandbox's supervisor while it runs, and brig create with its "
         "supervisor while it is being created: brig ls says dead and why, brig rm removes every trace", "traces")
 @pytest.mark.parametrize("when", ["running", "creating"])
 def test_dead_sandbox_shows_why_and_rm_removes_everything(world, brig, when):
-    name = world.sb.new_name()
-    world.sb.names.append(name)
     if when == "running":
-        r = world.run("create", name, "--memory", "64M", "--workspace-mode", "overlay")
-        assert r.returncode == 0, r
+        name = world.new_sandbox("--memory", "64M", "--workspace-mode", "overlay")
         os.kill(world.sb.state(name)["supervisor_pid"], signal.SIGKILL)
         want = "died without stopping it"
     else:
+        name = world.new_sandbox()
         # the supervisor pauses once its state says "creating"; brig create waits for it
         p = world.popen("create", name, "--memory", "64M", env={"BRIG_TEST_PAUSE_AT": "supervisor-started"})
         sup = paused(world.hooks.exe)
@@ -322,18 +329,14 @@ def test_dead_sandbox_shows_why_and_rm_removes_everything(world, brig, when):
     table = world.run("ls")
     assert want in table.stdout and "brig rm" in table.stdout, table
     assert world.sb.rm(name).returncode == 0
-    left = world.left()
-    assert not any(left.values()), leftovers.describe(left)
+    world.assert_clean()
 
 
 @attack("dead-supervisor-traces", "SIGKILL brig commit after it wrote a file under its temporary name in the "
         "workspace, before the rename: the name stayed in the user's workspace", "traces")
 @pytest.mark.parametrize("then", ["commit", "rm"])
 def test_killed_commit_leaves_nothing_in_the_workspace(world, brig, then):
-    name = world.sb.new_name()
-    world.sb.names.append(name)
-    r = world.run("create", name, "--workspace-mode", "overlay")
-    assert r.returncode == 0, r
+    name = world.new_sandbox("--workspace-mode", "overlay")
     assert world.sb.sh(name, "mkdir -p sub && echo new > sub/f && echo two > g").returncode == 0
     world.kill_at("commit-temp-made", "commit", name)
     temps = lambda: sorted(str(p) for p in brig.workspace.rglob(".brig-commit-*"))  # noqa: E731
@@ -395,8 +398,7 @@ def test_refused_cgroup_write_fails_clearly_and_leaves_nothing(world, brig, errn
     r = world.run("run", "--memory", "64M", "--", "true", hooks=True, env={"BRIG_TEST_CGROUP_WRITE_ERRNO": str(errno_)})
     assert r.returncode == 125, r
     assert "--memory: write /sys/fs/cgroup/" in r.stderr and os.strerror(errno_) in r.stderr, r
-    left = world.left()
-    assert not any(left.values()), leftovers.describe(left)
+    world.assert_clean()
 
 
 @attack("soak-kills", "50 runs (plain, proxy, filtered, limits hit, persistent create/exec/snapshot/rm, pooled) "
