@@ -8,9 +8,10 @@
  * the JSON brig_policy_to_json writes) over a socket.
  *
  * Which program: never one found through PATH or the environment. The one
- * beside the loaded libbrig (a build tree: build/libbrig.so.0 next to
- * build/brig-supervisor) unless the library is the installed one, then
- * the one in LIBEXECDIR/brig. Either way it must be a regular file owned
+ * beside the loaded libbrig (a build tree: build/libbrig.so.1 next to
+ * build/brig-supervisor), else the one the install put in libexec/brig,
+ * found from libbrig's own directory (DESTDIR, a moved prefix) or at the
+ * configured path. Wherever it is found, it must be a regular file owned
  * by root or by us in a directory owned by root or by us, neither
  * writable by anyone else — a sandbox (or another user) that could put a
  * program there could already replace the library itself. It is opened
@@ -32,8 +33,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#ifndef BRIG_LIBDIR
-#define BRIG_LIBDIR "/usr/local/lib"
+#ifndef BRIG_LIBEXEC_FROM_LIBDIR
+#define BRIG_LIBEXEC_FROM_LIBDIR "../libexec/brig"
 #endif
 #ifndef BRIG_LIBEXECDIR
 #define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
@@ -46,56 +47,77 @@ static bool trusted_owner(const struct stat *st)
         return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-/* The directory brig-supervisor is taken from (free()). */
-static char *supervisor_dir(void)
+/* The directory of the loaded libbrig (free()), or NULL. */
+static char *library_dir(void)
 {
         Dl_info info;
-        if (dladdr((void *)supervisor_exe_open, &info) == 0 || !info.dli_fname || info.dli_fname[0] != '/')
-                return strdup(BRIG_LIBEXECDIR);
         char real[PATH_MAX];
-        if (!realpath(info.dli_fname, real))
-                return strdup(BRIG_LIBEXECDIR);
+        if (dladdr((void *)supervisor_exe_open, &info) == 0 || !info.dli_fname || info.dli_fname[0] != '/' ||
+            !realpath(info.dli_fname, real))
+                return NULL;
         char *slash = strrchr(real, '/');
         *slash = '\0';
-        char libdir[PATH_MAX];
-        /* The installed library: its program is in libexec. */
-        if (realpath(BRIG_LIBDIR, libdir) && strcmp(libdir, real[0] ? real : "/") == 0)
-                return strdup(BRIG_LIBEXECDIR);
         return strdup(real[0] ? real : "/");
 }
 
-int supervisor_exe_open(char **path_out, brig_error **err)
+/* DIR/brig-supervisor, checked: the fd, -ENOENT when DIR has none (the
+ * next place is tried), another error (said) when it has one brig must
+ * not run: then no other place is tried. */
+static int open_in(const char *dir, brig_error **err)
 {
-        _cleanup_free_ char *dir = supervisor_dir();
-        if (!dir)
-                return brig_err(err, ENOMEM, "supervisor path");
         _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         struct stat st;
+        if (dfd < 0 && (errno == ENOENT || errno == ENOTDIR))
+                return -ENOENT;
         if (dfd < 0 || fstat(dfd, &st) < 0)
-                return brig_err_code(err, BRIG_EXIT_SETUP, errno,
-                                     "brig-supervisor: cannot open '%s'; is brig installed completely?", dir);
-        if (!trusted_owner(&st))
+                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "brig-supervisor: cannot open '%s'", dir);
+        int fd = openat(dfd, "brig-supervisor", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+                return -ENOENT;
+        if (fd < 0)
+                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "brig-supervisor: cannot open it in '%s'", dir);
+        if (!trusted_owner(&st)) {
+                close(fd);
                 return brig_err_code(err, BRIG_EXIT_SETUP, EPERM,
                                      "brig-supervisor: '%s' is writable by others or owned by another user; "
                                      "refusing to run a program from it",
                                      dir);
-        int fd = openat(dfd, "brig-supervisor", O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return brig_err_code(err, BRIG_EXIT_SETUP, errno,
-                                     "brig-supervisor not found in '%s' (beside libbrig); is brig installed "
-                                     "completely?", dir);
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !trusted_owner(&st) || !(st.st_mode & S_IXUSR)) {
+        }
+        struct stat fst;
+        if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode) || !trusted_owner(&fst) || !(fst.st_mode & S_IXUSR)) {
                 close(fd);
                 return brig_err_code(err, BRIG_EXIT_SETUP, EPERM,
                                      "brig-supervisor in '%s' is not an executable regular file owned by root or "
                                      "by us and writable by nobody else; refusing to run it",
                                      dir);
         }
-        if (path_out && !(*path_out = brig_strdup_printf("%s/brig-supervisor", dir))) {
-                close(fd);
-                return brig_err(err, ENOMEM, "supervisor path");
-        }
         return fd;
+}
+
+int supervisor_exe_open(char **path_out, brig_error **err)
+{
+        /* Beside libbrig (a build tree), then where the install put it
+         * relative to libbrig (a DESTDIR or a moved prefix), then where the
+         * build was configured to install it. Never PATH. */
+        _cleanup_free_ char *lib = library_dir();
+        _cleanup_free_ char *rel = lib ? brig_strdup_printf("%s/%s", lib, BRIG_LIBEXEC_FROM_LIBDIR) : NULL;
+        const char *dirs[] = { lib, rel, BRIG_LIBEXECDIR };
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                if (!dirs[i])
+                        continue;
+                int fd = open_in(dirs[i], err);
+                if (fd == -ENOENT)
+                        continue;
+                if (fd >= 0 && path_out && !(*path_out = brig_strdup_printf("%s/brig-supervisor", dirs[i]))) {
+                        close(fd);
+                        return brig_err(err, ENOMEM, "supervisor path");
+                }
+                return fd;
+        }
+        return brig_err_code(err, BRIG_EXIT_SETUP, ENOENT,
+                             "brig-supervisor not found beside libbrig ('%s'), in '%s' nor in '%s'; is brig "
+                             "installed completely?",
+                             lib ? lib : "?", rel ? rel : "?", BRIG_LIBEXECDIR);
 }
 
 /* What the program needs, as one JSON document. */
