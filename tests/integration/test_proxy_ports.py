@@ -88,9 +88,14 @@ p = select.poll()
 for h in held:
     p.register(h, select.POLLIN)
 by_fd = {h.fileno(): h for h in held}
-for fd, _ in p.poll(2000):
-    line = by_fd[fd].recv(200).decode(errors="replace").split("\r\n")[0]
-    answered[line] = answered.get(line, 0) + 1
+while True:  # until no more answers come
+    ready = p.poll(1000)
+    if not ready:
+        break
+    for fd, _ in ready:
+        p.unregister(fd)
+        line = by_fd[fd].recv(200).decode(errors="replace").split("\r\n")[0]
+        answered[line] = answered.get(line, 0) + 1
 print(json.dumps({"fast": fast, "answered": answered}))
 '''
 
