@@ -261,17 +261,6 @@ static uint32_t resolve(uint32_t action)
         return action;
 }
 
-/* What the supervisor answers a notification for this action: an errno,
- * 0 for "let it run" (log), -1 when the action never notifies. */
-static int notify_reply(uint32_t action)
-{
-        if (action == ACT_LOG)
-                return 0;
-        if (is_deny_log(action))
-                return (int)(action & 0xfff);
-        return -1;
-}
-
 /* ---- the user's rules --------------------------------------------------- */
 
 /* One argument condition: a0..a5 compared with a value, e.g. "a0==16",
@@ -1141,24 +1130,28 @@ static int compile(const struct table *t, struct sock_filter **prog, size_t *n, 
         return 0;
 }
 
-/* The supervisor's answers to notifications, per syscall number. */
+/* The supervisor's answers to notifications: the same table compiled
+ * once more with every refusal a plain errno (as a filter without a
+ * listener refuses), run on each notified call's seccomp_data. A table per
+ * syscall number could not tell a conditional rule's errno from its
+ * fallback's ('uselib(a0==1)=deny-log' is EPERM there, ENOSYS elsewhere);
+ * the program answers exactly what the kernel would have. */
 static int build_replies(const struct table *t, struct seccomp_replies **ret)
 {
-        struct seccomp_replies *rep = malloc(sizeof *rep);
+        bool audit = compiling_for_audit, refusals = compiling_for_refusals;
+        compiling_for_audit = compiling_for_refusals = false;
+        _cleanup_free_ struct sock_filter *prog = NULL;
+        size_t n = 0;
+        int r = compile(t, &prog, &n, NULL);
+        compiling_for_audit = audit;
+        compiling_for_refusals = refusals;
+        if (r < 0)
+                return r;
+        struct seccomp_replies *rep = malloc(sizeof *rep + n * sizeof *prog);
         if (!rep)
                 return -ENOMEM;
-        for (size_t nr = 0; nr < SECCOMP_REPLY_MAX_NR; nr++)
-                rep->reply[nr] = (int16_t)notify_reply(DEFAULT_ACTION);  /* unlisted: ENOSYS */
-        for (size_t i = 0; i < t->n; i++) {
-                const struct decision *d = &t->d[i];
-                if (d->nr < 0 || d->nr >= SECCOMP_REPLY_MAX_NR)
-                        continue;
-                int reply = d->guard == GUARD_NONE ? notify_reply(d->action)
-                            : d->guard == GUARD_USER ? (notify_reply(d->action) >= 0 ? notify_reply(d->action)
-                                                                                   : notify_reply(d->fallback))
-                            : d->guard == GUARD_SOCKET ? EAFNOSUPPORT : EPERM;
-                rep->reply[d->nr] = (int16_t)reply;
-        }
+        rep->len = n;
+        memcpy(rep->prog, prog, n * sizeof *prog);
         *ret = rep;
         return 0;
 }
@@ -1302,14 +1295,21 @@ int seccomp_apply(const struct run_plan *plan, brig_error **err)
         return 0;
 }
 
-int seccomp_reply_for(const struct seccomp_replies *rep, int nr)
+int seccomp_reply_for(const struct seccomp_replies *rep, const struct seccomp_data *sd)
 {
-        if (!rep || nr < 0 || nr >= SECCOMP_REPLY_MAX_NR)
-                return ENOSYS;
-        int reply = rep->reply[nr];
-        if (reply < 0 && (nr == SCMP_SYS(connect) || nr == SCMP_SYS(sendto)))
+        uint32_t ret;
+        if (!rep || !seccomp_bpf_eval(rep->prog, rep->len, sd, &ret))
+                return EPERM;
+        switch (ret & SECCOMP_RET_ACTION_FULL) {
+        case SECCOMP_RET_ERRNO:
+                return (ret & SECCOMP_RET_DATA) ? (int)(ret & SECCOMP_RET_DATA) : EPERM;
+        case SECCOMP_RET_LOG:
+                return 0;  /* "log": only recorded */
+        case SECCOMP_RET_USER_NOTIF:
                 return SECCOMP_REPLY_GUARD;  /* allowed: notified for the unix socket guard */
-        return reply < 0 ? EPERM : reply;  /* a call that should never notify: refuse */
+        default:
+                return EPERM;  /* a call that should never notify: refuse */
+        }
 }
 
 static bool group_names(const char *group, const char *name, int depth)

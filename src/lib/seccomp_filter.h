@@ -21,15 +21,18 @@ BRIG_INTERNAL int seccomp_prepare(struct run_plan *plan, brig_error **err);
  * before execve. */
 BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
 
-/* What the supervisor answers a notification for syscall nr
- * (an errno, 0 to let it run: "log", or SECCOMP_REPLY_GUARD: an allowed
- * connect or sendto, for the unix socket guard, unixguard.c). */
+/* What the supervisor answers a notified call (an errno, 0 to let it
+ * run: "log", or SECCOMP_REPLY_GUARD: an allowed connect or sendto, for
+ * the unix socket guard, unixguard.c): what the filter compiled without a
+ * listener returns for the same seccomp_data. */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #define SECCOMP_REPLY_GUARD (-2)
-#define SECCOMP_REPLY_MAX_NR 1024
 struct seccomp_replies {
-        int16_t reply[SECCOMP_REPLY_MAX_NR];
+        size_t len;
+        struct sock_filter prog[];  /* refusals as plain errnos */
 };
-BRIG_INTERNAL int seccomp_reply_for(const struct seccomp_replies *rep, int nr);
+BRIG_INTERNAL int seccomp_reply_for(const struct seccomp_replies *rep, const struct seccomp_data *sd);
 /* The answers, made from the policy's decision table (never from a cached
  * file): for an audit stream before the run (seccomp_prepare), else by the
  * supervisor when a first refusal arrives. free() it. */
@@ -42,8 +45,6 @@ BRIG_INTERNAL void seccomp_refusal_text(const struct seccomp_policy *sp, const c
                                         size_t wsize, char *fix, size_t fsize);
 /* The compiled-filter cache file's bytes (seccomp_cache.c, pure): a call
  * its program is run on before it is trusted. */
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stdbool.h>
 struct seccomp_probe {
         uint32_t arch;  /* AUDIT_ARCH_* */

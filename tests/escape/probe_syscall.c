@@ -18,6 +18,8 @@
  *   probe_syscall unshare          unshare(CLONE_NEWUSER)
  *   probe_syscall ioctl            TIOCSTI/TIOCLINUX plain and with high bits; neighbours
  *   probe_syscall abi              an x32 syscall and an i386 int 0x80 syscall
+ *   probe_syscall every            every native syscall number 0-499 (and 1000), each with -1 for every
+ *                                  argument, in a child: how each ended, to compare two filters' answers
  *   probe_syscall sockets          socket() in each interesting family
  *   probe_syscall personality      harmless and harmful personas
  *   probe_syscall ptrace           ptrace/process_vm_readv/pidfd_getfd on a sibling
@@ -311,6 +313,27 @@ static int cmd_abi(void)
 
 /* ---- sockets ------------------------------------------------------------ */
 
+/* -1 everywhere: a bad fd, an unreadable address, an invalid size or
+ * flag set, so an executed call fails at once (or the child just exits);
+ * the alarm ends one that waits (pause). */
+static long do_any(void *nr)
+{
+        alarm(2);
+        return syscall((long)(intptr_t)nr, -1L, -1L, -1L, -1L, -1L, -1L);
+}
+
+static int cmd_every(void)
+{
+        for (long nr = 0; nr <= 1000; nr = nr == 499 ? 1000 : nr + 1) {
+                if (nr == __NR_fork || nr == __NR_vfork)
+                        continue;  /* a second copy of this loop */
+                char key[32];
+                snprintf(key, sizeof key, "nr%ld", nr);
+                in_child(key, do_any, (void *)(intptr_t)nr);
+        }
+        return 0;
+}
+
 static long try_socket(long family, int type, long protocol)
 {
         long fd = syscall(SYS_socket, family, type | SOCK_CLOEXEC, protocol);
@@ -461,6 +484,8 @@ int main(int argc, char **argv)
                 return cmd_ioctl();
         if (!strcmp(c, "abi"))
                 return cmd_abi();
+        if (!strcmp(c, "every"))
+                return cmd_every();
         if (!strcmp(c, "sockets"))
                 return cmd_sockets();
         if (!strcmp(c, "personality"))

@@ -307,3 +307,47 @@ def test_sandbox_chosen_names_cannot_forge_a_suggestion(brig):
     assert "x\\x29\\x20\\x28listener" in lines[0], lines               # the ") (" shown as the bytes they are
     entry, = r.report["refusals"]
     assert entry["kind"] == "unix" and entry["allow_with"] is None and " " not in entry["what"], entry
+
+
+# ---- the notification path answers what a plain errno filter answers ---------------
+
+SYSCALL_PROBES = ["denied", "clone", "clone3", "ioctl", "sockets", "personality", "abi", "every"]
+# refused outright in the errno configuration below (connect, sendto, sendmsg)
+HANDOFF = {"nr42", "nr44", "nr46"}
+
+
+@attack("refusal-errno-differs", "every native syscall number 0-499 and 1000 with -1 arguments, the default "
+        "profile's refusals, clone/ioctl/socket/personality argument guards, x32 and i386 calls, and conditional "
+        "rules whose fallback refuses with another errno (uselib(a0==7)=deny-log: ENOSYS elsewhere): answered "
+        "by the supervisor (refusals notify, and --audit) vs by the kernel (a filter without a listener)",
+        "seccomp: the supervisor's answer is the same table compiled with plain errnos, run on the call")
+def test_notified_refusals_answer_what_a_plain_errno_filter_answers(brig):
+    """Refusals are seccomp user notifications now, answered by the
+    supervisor; a program must see exactly what the filter without a
+    listener answers (an ENOSYS it falls back on must not become EPERM).
+    Run the same probes three times: refusals notifying (the default),
+    with --audit (everything notifies), and with connect, sendto and
+    sendmsg refused, where the filter has no listener and the kernel
+    answers every refusal itself."""
+    rules = ["--seccomp-rule", "uselib(a0==7)=deny-log", "--seccomp-rule", "kexec_file_load(a0==7)=errno:EACCES",
+             "--seccomp-rule", "add_key(a0==7)=allow", "--seccomp-rule", "clone3(a0==7)=deny-log"]
+    script = "; ".join(f"/probe {p}" for p in SYSCALL_PROBES)
+    bind = ["--ro-bind", f"{brig.program('probe_syscall')}:/probe"]
+    audit = brig.reports / "errno-audit.jsonl"
+    runs = {}
+    for name, extra in [("notified", []), ("audit", ["--audit", str(audit)]),
+                        ("kernel", ["--seccomp-deny", "sendmsg", "--seccomp-deny", "connect",
+                                    "--seccomp-deny", "sendto"])]:
+        r = brig.sh(script, *bind, *rules, *extra, report=True, timeout=120)
+        assert r.returncode == 0, (name, r)
+        runs[name] = (r, {k: v for k, v in (l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+                          if k not in HANDOFF})
+    # the supervisor really answered the first two, the kernel the third
+    kinds = {name: [x for x in r.report["refusals"] if x["kind"] == "syscall"] for name, (r, _) in runs.items()}
+    assert kinds["notified"] and kinds["audit"] and not kinds["kernel"], kinds
+    kernel = runs["kernel"][1]
+    assert len(kernel) > 500 and kernel["nr134"] == "ENOSYS" and kernel["nr1000"] == "ENOSYS", kernel
+    for name in ("notified", "audit"):
+        got = runs[name][1]
+        diff = {k: (got.get(k), v) for k, v in kernel.items() if got.get(k) != v}
+        assert not diff and got.keys() == kernel.keys(), f"{name}: (supervisor, kernel) {diff}"

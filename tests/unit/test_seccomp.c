@@ -132,7 +132,7 @@ static void *answer(void *arg)
                 memset(req, 0, sizeof *req);
                 if (seccomp_notify_receive(listener, req) < 0)
                         break;
-                int reply = seccomp_reply_for(replies, req->data.nr);
+                int reply = seccomp_reply_for(replies, &req->data);
                 if (reply == SECCOMP_REPLY_GUARD)
                         continue;
                 memset(resp, 0, sizeof *resp);
