@@ -21,7 +21,9 @@ DESTINATIONS = {
     "127.0.0.1,victim": False,              # loopback literals, in every spelling
     "127.1,victim": False,
     "0x7f000001,victim": False,
+    "127.0.0.1.,victim": False,
     "0.0.0.0,victim": False,                # "this host": reaches the host's loopback
+    "::,victim": False,
     "::1,victim": False,
     "::ffff:127.0.0.1,victim": False,
     "169.254.169.254,80": False,            # cloud metadata, by address and by name

@@ -525,8 +525,8 @@ static const char *status_text(int status)
         case 431: return "Request Header Fields Too Large";
         case 501: return "Not Implemented";
         case 502: return "Bad Gateway";
-        case 504: return "Gateway Timeout";
         case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
         case 505: return "HTTP Version Not Supported";
         default: return "Error";
         }
