@@ -147,7 +147,8 @@ import signal  # noqa: E402
 def world(brig, hooks_bindir):
     w = World(brig, hooks_bindir)
     yield w
-    w.sb.cleanup()
+    problems = w.sb.cleanup()
+    assert not problems, f"sanitizer reports in supervisor logs: {problems}"
 
 
 @attack("sigkill-leaves-cgroup", "SIGKILL brig run at each step of its setup and teardown (group recorded, made, "
