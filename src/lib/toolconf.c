@@ -148,15 +148,52 @@ static const char *value_refused(const char *value)
         return NULL;
 }
 
-/* Name what was left out: a key by its name when it is one (never its
- * value); a line that is no key, only by what it is not (it may be a bare
- * token). */
+/* Does one run of letters and digits read as a word of a key ("registry",
+ * "authToken", "Example", "http2", "8080"), not as a token? Words are
+ * lower case or camelCase with a few digits at the end; base64 and hex
+ * (upper case letters in a row, digits between letters) and anything
+ * longer than any key's word are not. */
+static bool word_like(const char *w, size_t n)
+{
+        if (n > 24)
+                return false;
+        size_t digits = 0;
+        while (digits < n && isdigit((unsigned char)w[n - 1 - digits]))
+                digits++;
+        if (digits == n)
+                return n <= 5;
+        if (digits > 3)
+                return false;
+        for (size_t i = 1; i < n - digits; i++)
+                if (!islower((unsigned char)w[i]) && !(isupper((unsigned char)w[i]) && i + 1 < n - digits &&
+                                                      islower((unsigned char)w[i + 1])))
+                        return false;
+        return isalpha((unsigned char)w[0]);
+}
+
+/* KEY as the host file spells it could be a bare token with '=' in it
+ * (base64's padding): name it only when each of its words reads as one. */
+static bool key_like(const char *key)
+{
+        size_t n = strlen(key);
+        if (!n || n > 128 || strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@/:._-") != n)
+                return false;
+        for (size_t at = 0; at < n;) {
+                size_t w = strspn(key + at, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+                if (w && !word_like(key + at, w))
+                        return false;
+                at += w ? w : 1;
+        }
+        return true;
+}
+
+/* Name what was left out: a key by its name when it reads as one (never
+ * its value); anything else — a line that is no key, a "key" that looks
+ * like a token — only by what it is not. */
 static void left_out(struct buf *b, const char *key, const char *why)
 {
         char line[512];
-        bool a_name = key && *key && strlen(key) <= 128 &&
-                      strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@/:._-") == strlen(key);
-        if (a_name)
+        if (key && key_like(key))
                 snprintf(line, sizeof line, "# brig left out '%s' (%s)\n", key, why);
         else
                 snprintf(line, sizeof line, "# brig left out a line (%s)\n", why);
@@ -261,12 +298,13 @@ char *tools_filter_pip_conf(const char *text, size_t len)
                 }
                 *eq = '\0';
                 char *key = (char *)trim(s);
+                bool nameable = key_like(key);  /* as the host spells it: a token's case is telling */
                 for (char *c = key; *c; c++)
                         *c = *c == '_' ? '-' : (char)tolower((unsigned char)*c);
                 const char *value = trim(eq + 1);
                 const char *why = !key_in(key, pip_keys) ? "not on brig's allow list of pip keys" : value_refused(value);
                 if (why) {
-                        left_out(&b, key, why);
+                        left_out(&b, nameable ? key : NULL, why);
                         continue;
                 }
                 keeping = true;

@@ -516,6 +516,21 @@ def test_git_identity_carries_name_and_email_only(brig):
     assert r.returncode == 125 and "--git-identity" in r.stderr and "user.name" in r.stderr, r
 
 
+@attack("config-token-as-key", "a bare token on a line of its own in the host's ~/.npmrc and pip.conf, with "
+        "base64's '=' padding (or a '=' after it): it parses as key=value, and the comment naming what was left out "
+        "carried the key", "a key is named only when each of its words reads as one; otherwise only what it is not")
+def test_carry_config_never_names_a_token_as_a_key(brig):
+    token = "dXNlcjpzM2NyZXQtcGFzc3dvcmQtMTIz"  # base64 of a user:password
+    host_file(brig, ".npmrc", f"registry=https://npm.example.test/\n_auth =\n{token}==\nnpm_Xk29Qz81Lm={token}\n")
+    host_file(brig, ".config/pip/pip.conf", f"[global]\ntimeout = 30\n{token}=\n")
+    r = brig.sh("cat ~/.npmrc ~/.config/pip/pip.conf", "--carry-config", "npm", "--carry-config", "pip")
+    assert r.returncode == 0, r
+    for t in (token, token[:12], "Xk29Qz81Lm"):
+        assert t not in r.stdout, (t, r)
+    assert "# brig left out '_auth'" in r.stdout and "timeout = 30" in r.stdout, r
+    assert r.stdout.count("# brig left out a line (not on brig's allow list of") == 3, r
+
+
 @attack("config-token-carry", "a token in the host's ~/.npmrc or pip.conf (auth keys, credentials in a registry "
         "URL) carried into the sandbox by --carry-config", "an allow list of keys; values with credentials left out "
         "and named")

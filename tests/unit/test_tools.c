@@ -75,6 +75,20 @@ static void test_npmrc_tokens_stay_out(void **state)
         assert_non_null(strstr(out, "# brig left out '//r.test/:_authToken' (not on brig's allow list of npm keys)"));
         assert_non_null(strstr(out, "# brig left out '@s:registry' (a URL with credentials)"));
         free(out);
+        /* a bare token with base64's '=' padding, or one before a '=',
+         * reads as key=value: never named as a key (it is the secret) */
+        const char bare[] = "dXNlcjpzM2NyZXQtcGFzc3dvcmQ==\nnpm_AbCdEfGh0123456789abcdef=\nghp_Xy12Ab34=\n"
+                            "a3f9c0d1e2b4=\n//Registry.Example.com:8080/:_authToken=x\nfetch-retry-maxtimeout=${X}\n";
+        out = tools_filter_npmrc(bare, strlen(bare));
+        assert_non_null(out);
+        assert_null(strstr(out, "dXNlcjpz"));
+        assert_null(strstr(out, "AbCdEfGh"));
+        assert_null(strstr(out, "Xy12Ab34"));
+        assert_null(strstr(out, "a3f9c0"));
+        assert_non_null(strstr(out, "# brig left out a line (not on brig's allow list of npm keys)"));
+        assert_non_null(strstr(out, "# brig left out '//Registry.Example.com:8080/:_authToken'"));
+        assert_non_null(strstr(out, "# brig left out 'fetch-retry-maxtimeout' (refers to an environment variable)"));
+        free(out);
 }
 
 static void test_pip_conf_credentials_stay_out(void **state)
