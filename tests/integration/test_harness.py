@@ -7,9 +7,10 @@ brig restore saying it stops what runs.
 The internal-host tests build their own pair of network namespaces (root
 only): `lan` holds a TCP echo server on port 5432 listening on every
 address — its veth address 10.X.77.2 (private), and 10.X.78.2 (a second
-private address) and 169.254.169.254 on its loopback — and the client
-namespace, where brig runs (nsenter --net), routes those two over the veth and has a second echo server on its own
-127.0.0.1:5432. Every connection either server accepts is logged with the
+private address), 169.254.169.254, 100.100.100.200 and 168.63.129.16 on its
+loopback — and the client namespace, where brig runs (nsenter --net),
+routes those over the veth and has a second echo server on all its own
+addresses (127.0.0.1, its veth's 10.X.77.1, 203.0.114.9 on its loopback). Every connection either server accepts is logged with the
 address it was made to, so "refused" means the server really saw nothing,
 and the positive controls (--allow-cidr) show a classifier mistake would
 have landed there. Nothing is sent anywhere but these namespaces."""
@@ -30,6 +31,9 @@ PORT = 5432
 # Metadata and platform endpoints outside link-local (Alibaba Cloud's in
 # CGNAT space, Azure's WireServer in public space): the lan serves them too.
 METADATA_ELSEWHERE = ("100.100.100.200", "168.63.129.16")
+# A public-class address on the client namespace's own loopback: brig's host
+# then has a "public" address of its own (as a cloud VM does).
+CLIENT_PUBLIC = "203.0.114.9"
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
 
 
@@ -117,9 +121,10 @@ class Lan:
         for a in ("169.254.169.254", self.addr2) + METADATA_ELSEWHERE:
             sh(*ns, "addr", "add", f"{a}/32", "dev", "lo")
             sh(*cl, "route", "add", f"{a}/32", "via", self.addr)
+        sh(*cl, "addr", "add", f"{CLIENT_PUBLIC}/32", "dev", "lo")   # the client's own "public" address
         script = self.tmp / "echo.py"
         script.write_text(ECHO_SERVER)
-        for where, host in ((self.ns, "0.0.0.0"), (self.client, "127.0.0.1")):
+        for where, host in ((self.ns, "0.0.0.0"), (self.client, "0.0.0.0")):
             p = subprocess.Popen(["ip", "netns", "exec", where, PY, str(script), host, str(self.log)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.procs.append(p)

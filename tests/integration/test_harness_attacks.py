@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from test_harness import PORT, attack, client_run, lan  # noqa: F401 (lan: fixture)
+from test_harness import CLIENT_PUBLIC, PORT, attack, client_run, lan  # noqa: F401 (lan: fixture)
 
 # Refused calls, each logged: a hundred numbers no kernel has (a slot and a
 # burst each, so the audit rate limit lets ~100 lines through: ~25 KiB).
@@ -255,3 +255,28 @@ def test_io_weight_not_enforced_is_said(brig):
     r = brig.run("run", "--io-weight", "300", "--allow-degraded", "io", "--allow-degraded", "memory",
                  "--allow-degraded", "pids", "--", "true")
     assert r.returncode == 0 and "WARNING" not in r.stderr, r
+
+
+@attack("name-to-host-own-address", "an --allow-private-host name resolving to the LAN address of brig's own host "
+        "(its veth's), an --allow-host name resolving to the host's own public address; a server of the host "
+        "listens on both", "network")
+def test_names_never_reach_the_hosts_own_addresses(brig, lan):
+    """The host's own addresses reach its own services like loopback does
+    (a server bound to 0.0.0.0 in brig's namespace): refused for names,
+    whatever the flag, and that server saw nothing. Positive control:
+    --allow-cidr for the address reaches it."""
+    rules = ["--resolve", f"self.internal:{lan.client_addr}", "--allow-private-host", f"self.internal:{PORT}",
+             "--resolve", f"self.example:{CLIENT_PUBLIC}", "--allow-host", f"self.example:{PORT}"]
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, rules, "self.internal", "self.example")
+    assert "GOT" not in out, (out, err)
+    assert lan.seen(m) == [], "the host's own service was reached through a name"
+    reasons = [e["reason"] for e in ev if e.get("decision") == "deny"]
+    assert sum("is this host's own" in r for r in reasons) == 2, reasons
+
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, ["--resolve", f"self.internal:{lan.client_addr}",
+                                              "--allow-private-host", f"self.internal:{PORT}",
+                                              "--allow-cidr", f"{lan.client_addr}/32:{PORT}"], "self.internal")
+    assert "self.internal GOT PING" in out, (out, err)
+    assert lan.seen(m) == [lan.client_addr]

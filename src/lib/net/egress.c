@@ -58,6 +58,7 @@
 #include "refusals.h"
 
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/netfilter_ipv4.h>
 #include <stdio.h>
 #include <string.h>
@@ -281,6 +282,30 @@ static void count_destination(struct egress *e, const char *name, uint16_t port,
                                                 .reason = why };
 }
 
+/* Is `a` an address of one of this host's interfaces? The proxy connects
+ * from the host's network namespace, so such an address reaches the
+ * host's own services (anything bound to 0.0.0.0 or to that address) as
+ * surely as loopback does: a LAN address of the host that an
+ * --allow-private-host name resolves to, or its public address under a
+ * wildcard like '*.nip.io'. Asked at each judgement: interfaces come
+ * and go. */
+static bool host_own_address(const struct net_addr *a)
+{
+        struct ifaddrs *list = NULL;
+        bool own = false;
+        if (getifaddrs(&list) < 0)
+                return false;
+        for (struct ifaddrs *i = list; i && !own; i = i->ifa_next) {
+                if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+                        continue;
+                struct net_addr mine;
+                net_addr_from_sockaddr(&mine, i->ifa_addr);
+                own = memcmp(mine.b, a->b, sizeof mine.b) == 0;  /* IPv4 in both as ::ffff:a.b.c.d */
+        }
+        freeifaddrs(list);
+        return own;
+}
+
 /* The flag that would have let a refused attempt through, or "" when
  * none would: the host rule a name lacks (at its port), else the address
  * rule for what the program reached. A --deny-host of the user's is not
@@ -305,8 +330,9 @@ static void refusal_fix(const struct conn *c, const struct net_addr *addr, char 
         }
         if (!addr || !c->port)
                 return;
-        /* an allowed name on a private address: the one rule for that name */
-        if (c->host[0] && !c->private_ok && egress_class_private(egress_classify(addr))) {
+        /* an allowed name on a private address: the one rule for that name
+         * (not for the host's own, which no host rule opens) */
+        if (c->host[0] && !c->private_ok && egress_class_private(egress_classify(addr)) && !host_own_address(addr)) {
                 snprintf(fix, size, "--allow-private-host %s:%u", c->host, c->port);
                 return;
         }
@@ -1004,6 +1030,15 @@ static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n,
         c->n_cands = 0;
         for (size_t i = 0; i < n; i++) {
                 egress_judge_addr(c->e->policy, &addrs[i], c->port, named ? c->host : NULL, named && c->private_ok, &v);
+                /* a name's address, not one a rule named: never the host itself */
+                if (v.allow && named && !egress_cidr_allows(c->e->policy, &addrs[i], c->port) &&
+                    host_own_address(&addrs[i])) {
+                        char text[INET6_ADDRSTRLEN];
+                        net_addr_format(&addrs[i], text, sizeof text);
+                        v.allow = false;
+                        snprintf(v.reason, sizeof v.reason, "address %s is this host's own (one of its interfaces' "
+                                 "addresses: its own services)", text);
+                }
                 if (v.allow && c->n_cands < MAX_CANDIDATES) {
                         if (!c->n_cands)
                                 first_ok = v;

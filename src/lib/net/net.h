@@ -97,6 +97,8 @@ BRIG_INTERNAL void egress_judge_name(const struct egress_policy *ep, const char 
  * or metadata), with v->private_ok set. */
 BRIG_INTERNAL void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port,
                                      const char *host, bool private_ok, struct egress_verdict *v);
+/* Does an --allow-cidr rule name this address (on this port)? */
+BRIG_INTERNAL bool egress_cidr_allows(const struct egress_policy *ep, const struct net_addr *a, uint16_t port);
 /* The upstream proxy (--upstream-proxy), or NULL: connect directly. */
 struct egress_upstream {
         char host[EGRESS_HOST_MAX + 1];  /* normalized name, or the address's text (no brackets) */

@@ -563,6 +563,11 @@ static const struct cidr_rule *cidr_find(const struct egress_policy *ep, const s
         return NULL;
 }
 
+bool egress_cidr_allows(const struct egress_policy *ep, const struct net_addr *a, uint16_t port)
+{
+        return cidr_find(ep, a, port) != NULL;
+}
+
 void egress_judge_addr(const struct egress_policy *ep, const struct net_addr *a, uint16_t port, const char *host,
                        bool private_ok, struct egress_verdict *v)
 {
