@@ -156,3 +156,46 @@ def test_smuggled_requests_on_the_socks_port_reach_no_one(brig, web, victim):
     assert answers["socks5-then-http"].startswith(b"\x05\x00\x05"), answers["socks5-then-http"]
     assert answers["socks4-twice"].startswith(b"\x00\x5a"), answers["socks4-twice"]   # the first, granted
     assert web.paths[before:] == ["/s1"], web.paths[before:]
+
+
+# Run inside: N connections to the SOCKS port held open at once, from
+# processes of 2800 each (the sandbox's 4096 descriptors apiece); prints how
+# many were made.
+MANY = r'''
+import os, signal, socket, sys, time
+n, per = int(sys.argv[1]), 2800
+kids, made = [], 0
+for start in range(0, n, per):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        held = [socket.create_connection(("127.0.0.1", 1080), timeout=10) for _ in range(min(per, n - start))]
+        os.write(w, b"%d\n" % len(held))
+        time.sleep(60)
+        os._exit(0)
+    made += int(os.read(r, 32))
+    kids.append(pid)
+time.sleep(0.5)   # the proxy has accepted them all
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(made)
+'''
+
+
+@attack("proxy-connection-cap-silent", "more connections to the proxy at once than it serves (8192): those "
+        "past the cap were accepted and closed with no event, no count and no line — a client failing with "
+        "nothing to say why, and a flood that left no trace",
+        "each one past the cap is a refusal like any other: counted, logged, in the report and the summary")
+def test_connections_past_the_cap_are_refused_and_said(brig, web, victim):
+    (brig.workspace / "many.py").write_text(MANY)
+    brig.chown(brig.workspace / "many.py")
+    n = 8300
+    r = brig.run("run", "--net", "proxy", "--", "python3", "many.py", str(n), report=True, timeout=120)
+    assert r.returncode == 0, r
+    assert int(r.stdout.split()[-1]) == n, r
+    eg = r.report["controls"]["egress"]
+    assert eg["denied"] == n - 8192, eg           # brig's own count: every one past the cap
+    why = {x["what"]: x for x in r.report["refusals"]}
+    assert why["localhost:1080"]["why"] == "brig serves at most 8192 connections of a sandbox at once", why
+    assert "localhost:1080 (brig serves at most 8192 connections of a sandbox at once)" in r.stderr, r

@@ -1959,6 +1959,23 @@ static void dns_tcp_read(struct conn *c)
         }
 }
 
+/* Past EGRESS_MAX_CONNS at once a new connection is refused, and counted
+ * and logged like every refusal: it was closed unsaid, and a client that
+ * opens many (a crawler, a flood of its own) failed with nothing to say
+ * why. Nothing of it was read, so nothing but where it went is known. */
+static void refuse_over_limit(struct egress *e, const struct listener *l, int fd)
+{
+        struct conn c = { .e = e, .kind = l->kind, .port_kind = l->kind, .connected = -1,
+                          .protocol = l->kind == EGRESS_TRANSPARENT ? "tcp"
+                                      : l->kind == EGRESS_DNS_TCP   ? "dns"
+                                      : l->kind == EGRESS_HTTP      ? "http"
+                                                                    : "socks5" };
+        struct net_addr orig;
+        bool known = l->kind == EGRESS_TRANSPARENT && original_destination(fd, &orig, &c.port) == 0;
+        log_decision(&c, false, "brig serves at most 8192 connections of a sandbox at once", known ? &orig : NULL);
+        close(fd);
+}
+
 static void on_accept(struct egress *e, struct listener *l)
 {
         for (int i = 0; i < 64; i++) {
@@ -1973,7 +1990,11 @@ static void on_accept(struct egress *e, struct listener *l)
                         }
                         return;
                 }
-                struct conn *c = e->n_conns < EGRESS_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+                if (e->n_conns >= EGRESS_MAX_CONNS) {
+                        refuse_over_limit(e, l, fd);
+                        continue;
+                }
+                struct conn *c = calloc(1, sizeof *c);
                 if (!c) {
                         close(fd);
                         continue;
