@@ -158,8 +158,7 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_CONTROL].fd = s->control ? control_poll_fd(s->control) : -1;
         _cleanup_close_ int tfd = -EBADF;
         bool term_sent = false;
-        /* every command's seccomp listener, in one epoll set */
-        p[POLL_NOTIFY].fd = s->guard ? unixguard_poll_fd(s->guard) : -1;
+        /* every command's seccomp listener, in one epoll set (set in the loop) */
         if (s->timeout_ms) {
                 tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
                 if (tfd < 0 || arm(tfd, s->timeout_ms) < 0)
@@ -171,7 +170,10 @@ int supervise(struct supervision *s, brig_error **err)
                 int nterm = terminal_poll_fds(s->term, &p[POLL_TERM]);
                 for (int i = nterm; i < TERMINAL_POLL_MAX; i++)
                         p[POLL_TERM + i] = (struct pollfd){ .fd = -1 };
-                if (poll(p, POLL_COUNT, -1) < 0) {
+                /* refused calls at a bounded pace: their listeners rest */
+                int wait = s->guard ? unixguard_wait_ms(s->guard) : -1;
+                p[POLL_NOTIFY].fd = s->guard && wait < 0 ? unixguard_poll_fd(s->guard) : -1;
+                if (poll(p, POLL_COUNT, wait) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return brig_err(err, errno, "poll");
@@ -191,7 +193,7 @@ int supervise(struct supervision *s, brig_error **err)
                         egress_dispatch(s->egress);
                 if (p[POLL_CONTROL].revents)
                         control_dispatch(s->control);
-                if (p[POLL_NOTIFY].revents)
+                if (p[POLL_NOTIFY].fd >= 0 && p[POLL_NOTIFY].revents)
                         unixguard_dispatch(s->guard);
                 if (p[POLL_PIDFD].revents)
                         break;

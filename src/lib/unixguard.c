@@ -134,6 +134,8 @@ struct unixguard {
         const struct seccomp_policy *rules;  /* the user's, for the summary's words */
         const struct run_plan *plan; /* for the answers, made at the first refusal */
         struct seccomp_replies *own_replies;
+        uint64_t window_end_ms;      /* this window of the refused calls' pace, and */
+        unsigned window_answers;     /* the calls answered in it */
 };
 
 int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct seccomp_replies *replies,
@@ -1108,6 +1110,7 @@ static void on_listener(struct unixguard *g, int fd)
                 reply = EPERM;  /* a call that should not notify */
         if (reply > 0)
                 note_syscall(g, nr, reply);
+        g->window_answers++;
         memset(g->resp, 0, sizeof *g->resp);
         g->resp->id = g->req->id;
         if (reply == 0)
@@ -1115,6 +1118,42 @@ static void on_listener(struct unixguard *g, int fd)
         else
                 g->resp->error = -reply;
         (void)seccomp_notify_respond(fd, g->resp);
+}
+
+/* Every refused call is a round trip through this supervisor — about
+ * 7 us of brig's CPU, outside the sandbox's cgroup and its --cpus: threads
+ * retrying one in a loop kept half a core of brig busy however little CPU
+ * the sandbox had. Past REFUSED_PER_WINDOW answers in a window the
+ * listeners are left unread until the next one: the callers sleep in the
+ * kernel, and the run's summary says they were slowed. Connects and
+ * sendtos from the same sandbox wait with them (one queue); timeout, kill,
+ * signals and the egress proxy do not (the supervisor's other fds). */
+#define REFUSED_WINDOW_MS 100
+#define REFUSED_PER_WINDOW 200  /* 2000 a second */
+
+static uint64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int unixguard_wait_ms(struct unixguard *g)
+{
+        uint64_t now = mono_ms();
+        if (now >= g->window_end_ms) {
+                g->window_end_ms = now + REFUSED_WINDOW_MS;
+                g->window_answers = 0;
+        }
+        if (g->window_answers < REFUSED_PER_WINDOW)
+                return -1;
+        if (g->window_answers == REFUSED_PER_WINDOW) {
+                g->window_answers++;  /* one note per window it is held */
+                refusals_add(g->refusals, REFUSAL_LIMIT, "refused system calls a second",
+                             "refused system calls were slowed: brig answers at most 2000 a second (a call a "
+                             "program retries in a loop: --seccomp-deny NAME has the kernel refuse it)", NULL, 1);
+        }
+        return (int)(g->window_end_ms - now);
 }
 
 void unixguard_dispatch(struct unixguard *g)

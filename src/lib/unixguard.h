@@ -26,6 +26,9 @@ BRIG_INTERNAL void unixguard_set_diag(struct unixguard *g, int fd);
 /* One fd to poll for all listeners; dispatch answers what is pending. */
 BRIG_INTERNAL int unixguard_poll_fd(const struct unixguard *g);
 BRIG_INTERNAL void unixguard_dispatch(struct unixguard *g);
+/* -1 when the listeners may be read now, else the milliseconds until
+ * they may (refused calls are answered at a bounded pace). */
+BRIG_INTERNAL int unixguard_wait_ms(struct unixguard *g);
 /* Connections refused so far, and the first refused path ("" if none). */
 BRIG_INTERNAL uint64_t unixguard_refused(const struct unixguard *g, const char **first);
 /* Where refusals go for the run's summary (refusals.h), or NULL. */

@@ -20,6 +20,8 @@
  *   probe_syscall abi              an x32 syscall and an i386 int 0x80 syscall
  *   probe_syscall every            every native syscall number 0-499 (and 1000), each with -1 for every
  *                                  argument, in a child: how each ended, to compare two filters' answers
+ *   probe_syscall flood N S        N threads make a refused call (add_key) in a loop for S seconds; prints
+ *                                  calls=COUNT, then waits a second (for the host to measure brig)
  *   probe_syscall sockets          socket() in each interesting family
  *   probe_syscall personality      harmless and harmful personas
  *   probe_syscall ptrace           ptrace/process_vm_readv/pidfd_getfd on a sibling
@@ -31,6 +33,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -334,6 +338,46 @@ static int cmd_every(void)
         return 0;
 }
 
+static atomic_long flood_calls;
+static double flood_seconds;
+
+static double seconds(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *flood_thread(void *unused)
+{
+        (void)unused;
+        double end = seconds() + flood_seconds;
+        long n = 0;
+        while (seconds() < end) {
+                syscall(__NR_add_key, BAD, BAD, BAD, 0, 0);
+                n++;
+        }
+        atomic_fetch_add(&flood_calls, n);
+        return NULL;
+}
+
+static int cmd_flood(int threads, double secs)
+{
+        pthread_t t[64];
+        flood_seconds = secs;
+        if (threads < 1 || threads > 64)
+                return 2;
+        for (int i = 0; i < threads; i++)
+                if (pthread_create(&t[i], NULL, flood_thread, NULL) != 0)
+                        return 1;
+        for (int i = 0; i < threads; i++)
+                pthread_join(t[i], NULL);
+        printf("calls=%ld\n", atomic_load(&flood_calls));
+        fflush(stdout);
+        sleep(1);
+        return 0;
+}
+
 static long try_socket(long family, int type, long protocol)
 {
         long fd = syscall(SYS_socket, family, type | SOCK_CLOEXEC, protocol);
@@ -486,6 +530,8 @@ int main(int argc, char **argv)
                 return cmd_abi();
         if (!strcmp(c, "every"))
                 return cmd_every();
+        if (!strcmp(c, "flood") && argc == 4)
+                return cmd_flood(atoi(argv[2]), atof(argv[3]));
         if (!strcmp(c, "sockets"))
                 return cmd_sockets();
         if (!strcmp(c, "personality"))

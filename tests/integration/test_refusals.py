@@ -6,7 +6,9 @@ on the next run, really does. The same in the report's refusals[].
 The server (test_egress's) runs in this test process on the host's
 127.0.0.1 (`--resolve` stands in for DNS); no packet goes anywhere but
 loopback."""
+import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -351,3 +353,46 @@ def test_notified_refusals_answer_what_a_plain_errno_filter_answers(brig):
         got = runs[name][1]
         diff = {k: (got.get(k), v) for k, v in kernel.items() if got.get(k) != v}
         assert not diff and got.keys() == kernel.keys(), f"{name}: (supervisor, kernel) {diff}"
+
+
+def brig_cpu_seconds(pid):
+    """utime + stime of the brig process itself (its threads, not the
+    sandbox: those are its children, counted apart)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@attack("refused-call-flood", "8 threads make a refused call (add_key) in a loop for 3 s under --cpus 0.2: each is "
+        "a round trip through brig's supervisor, whose CPU is outside the sandbox's cgroup; then 16 threads for "
+        "60 s under --timeout 2",
+        "unix socket guard: refused calls are answered at most 2000 a second, the listeners rest meanwhile")
+def test_refused_call_flood_cannot_spend_brigs_cpu(brig):
+    """A refusal is a seccomp user notification now, answered by brig's
+    supervisor: a sandbox retrying one from many threads made brig spend
+    half a core for it (1.4 s of CPU in a 3 s flood here), whatever --cpus
+    allowed the sandbox itself. The answers are paced; brig's own CPU,
+    read from the host's /proc while the sandbox still runs, stays small,
+    the summary says the calls were slowed, and --timeout still ends a
+    flood on time."""
+    bind = ["--ro-bind", f"{brig.program('probe_syscall')}:/probe"]
+    p = subprocess.Popen(brig.cmd("run", "--cpus", "0.2", *bind, "--", "/probe", "flood", "8", "3"),
+                         cwd=str(brig.workspace), env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stdout.readline()          # the flood is over; the probe waits a second
+        cpu = brig_cpu_seconds(p.pid)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert line.startswith("calls=") and p.returncode == 0, (line, err)
+    calls = int(line.split("=")[1])
+    assert calls > 100, line                                        # the flood really ran
+    assert cpu < 0.3, f"brig spent {cpu:.2f} s of CPU answering {calls} refused calls in 3 s"
+    assert "refused system calls were slowed: brig answers at most 2000 a second" in err, err
+    assert re.search(r"refused \d+ system calls: add_key", err), err
+
+    r = brig.run("run", "--timeout", "2", *bind, "--", "/probe", "flood", "16", "60", timeout=30)
+    assert r.returncode == 124 and "wall-clock timeout" in r.stderr, r
