@@ -364,6 +364,9 @@ def test_meson_installs_the_apparmor_profile_when_asked(tmp_path):
     assert installed.get(str(build / "contrib/apparmor/brig")) == f"{tmp_path}/apparmor.d/brig", installed
     text = (build / "contrib/apparmor/brig").read_text()
     assert "profile brig /opt/brigt/bin/brig flags=(unconfined) {\n  userns,\n" in text, text
+    # persistent sandboxes' namespaces are made by brig-supervisor, a program of its own
+    assert ("profile brig-supervisor /opt/brigt/libexec/brig/brig-supervisor flags=(unconfined) {\n  userns,\n"
+            in text), text
     if os.path.isdir("/sys/kernel/security/apparmor") or os.path.isdir("/sys/module/apparmor"):
         return
     plain = tmp_path / "p"
