@@ -484,6 +484,60 @@ def test_agent_relay_signs_only_logins(brig, agent):
     assert "refused 3 ssh-agent requests: SSH_AGENTC_SIGN_REQUEST (data that is not an SSH login" in r.stderr, r
 
 
+# 64 connections that each send a length and never the rest, one that
+# pipelines list requests and never reads an answer: the relay's threads.
+FLOOD_AGENT = r'''
+import os, socket, struct, time
+held = []
+for i in range(64):
+    c = socket.socket(socket.AF_UNIX)
+    try:
+        c.connect(os.environ["SSH_AUTH_SOCK"])
+        c.sendall(struct.pack(">I", 1000))
+        held.append(c)
+    except OSError:
+        break
+slow = socket.socket(socket.AF_UNIX)
+slow.connect(os.environ["SSH_AUTH_SOCK"])
+slow.setblocking(False)
+try:
+    for _ in range(100000):
+        slow.send(struct.pack(">I", 1) + bytes([11]))
+except OSError:
+    pass
+print("held", len(held), flush=True)
+time.sleep(60)
+'''
+
+
+@attack("agent-relay-flood", "through --ssh-agent: 64 connections holding half a message, one pipelining "
+        "requests and never reading (a thread per connection in the supervisor)", "at most 16 connections relayed "
+        "at once, the rest closed; each blocks only its own thread: the supervisor's timeout still kills")
+def test_agent_relay_flood_is_bounded(brig, agent):
+    key = keygen(brig.base / "agentkey")
+    brig.chown(key)
+    assert agent.ssh_add(key).returncode == 0
+    p = subprocess.Popen(brig.cmd("run", "--ssh-agent", "--timeout", "3s", "--", "python3", "-c", FLOOD_AGENT),
+                         cwd=str(brig.workspace), env=brig.env(agent.env), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        # the host: brig's supervisor (this process) runs a bounded number of threads
+        threads = len(os.listdir(f"/proc/{p.pid}/task"))
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert line.startswith("held"), (line, err)
+    # (the sandbox's count is no measure: a connection is closed after its
+    # first bytes were taken) 16 relays and brig's own few, never one a
+    # connection for the 65 made
+    assert threads <= 16 + 8, (threads, err)
+    assert "wall-clock timeout 3 s reached" in err, err
+    listed = agent.ssh_add("-l")
+    assert listed.returncode == 0 and fingerprint(f"{key}.pub") in listed.stdout, listed
+
+
 # ---- config without credentials ---------------------------------------------------
 
 def host_file(brig, rel, text):
