@@ -140,6 +140,7 @@ struct conn {
         char host[EGRESS_HOST_MAX + 1];  /* normalized name, "" for a literal */
         char why[EGRESS_HOST_MAX + 160];  /* the host rule that allowed the name */
         bool private_ok;      /* ... and it was an --allow-private-host rule */
+        bool at_limit;        /* refused for one of brig's own bounds: no flag lets it through */
         uint16_t port;
         struct net_addr cands[MAX_CANDIDATES];
         size_t n_cands, next_cand;
@@ -309,13 +310,15 @@ static bool host_own_address(const struct net_addr *a)
 /* The flag that would have let a refused attempt through, or "" when
  * none would: the host rule a name lacks (at its port), else the address
  * rule for what the program reached. A --deny-host of the user's is not
- * undone by a suggestion, and a request brig could not read names
- * nothing to allow. */
+ * undone by a suggestion, a request brig could not read names nothing
+ * to allow, and no flag lifts a bound of brig's own (at_limit). */
 static void refusal_fix(const struct conn *c, const struct net_addr *addr, char *fix, size_t size)
 {
         const struct egress_policy *ep = c->e->policy;
         struct egress_verdict v;
         fix[0] = '\0';
+        if (c->at_limit)
+                return;
         if (c->host[0] && c->port) {
                 if (egress_host_denied(ep, c->host, c->port, &v))
                         return;
@@ -481,6 +484,7 @@ static bool sniff_room(struct conn *c)
         size_t cap = c->in_cap ? c->in_cap * 4 : SNIFF_BUF_MIN;
         int r = in_grow(c, cap > SNIFF_MAX ? SNIFF_MAX : cap, SNIFF_BUF_MIN);
         if (r == -ENOBUFS) {
+                c->at_limit = true;
                 refuse(c, "too many large first messages at once (brig holds at most 32 MiB of them)", &c->orig);
                 return false;
         }
@@ -1313,6 +1317,7 @@ static void read_request(struct conn *c)
                 if (r == -ENOBUFS) {
                         static const char why[] = "too many large request heads at once (brig holds at most 32 MiB "
                                                   "of them)";
+                        c->at_limit = true;
                         log_decision(c, false, why, NULL);
                         if (c->kind == EGRESS_HTTP)
                                 http_refuse(c, 503, NULL, why);
@@ -1965,7 +1970,7 @@ static void dns_tcp_read(struct conn *c)
  * why. Nothing of it was read, so nothing but where it went is known. */
 static void refuse_over_limit(struct egress *e, const struct listener *l, int fd)
 {
-        struct conn c = { .e = e, .kind = l->kind, .port_kind = l->kind, .connected = -1,
+        struct conn c = { .e = e, .kind = l->kind, .port_kind = l->kind, .connected = -1, .at_limit = true,
                           .protocol = l->kind == EGRESS_TRANSPARENT ? "tcp"
                                       : l->kind == EGRESS_DNS_TCP   ? "dns"
                                       : l->kind == EGRESS_HTTP      ? "http"
