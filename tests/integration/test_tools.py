@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from conftest import IS_ROOT, Result
+from conftest import IS_ROOT, NOBODY, Result
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
 
 SSHD = "/usr/sbin/sshd"
@@ -536,6 +536,56 @@ def test_agent_relay_flood_is_bounded(brig, agent):
     assert "wall-clock timeout 3 s reached" in err, err
     listed = agent.ssh_add("-l")
     assert listed.returncode == 0 and fingerprint(f"{key}.pub") in listed.stdout, listed
+
+
+def sandbox_leaf(pid):
+    """The deepest descendant of PID (the sandbox's command under brig's init)."""
+    while True:
+        kids = [c for t in os.listdir(f"/proc/{pid}/task")
+                for c in pathlib.Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
+        if not kids:
+            return pid
+        pid = int(kids[0])
+
+
+@attack("agent-socket-other-host-user", "a host process of another user — as root, the very uid the sandbox runs "
+        "as on the host (nobody) — reaches the relay and the copied-in file through /proc/PID/root/run/brig",
+        "the kernel's ptrace check on /proc/PID/root: outside the sandbox's user namespace it takes CAP_SYS_PTRACE "
+        "in it, which only its owner (root, or the rootless caller) holds")
+def test_agent_socket_and_copies_unreachable_for_other_host_users(brig, agent):
+    if not IS_ROOT:
+        pytest.skip("OTHER HOST USER NOT TESTED: needs root to act as another user (setpriv)")
+    key = keygen(brig.base / "agentkey")
+    brig.chown(key)
+    assert agent.ssh_add(key).returncode == 0
+    tok = brig.base / "tok"
+    tok.write_text("COPIEDTOKEN\n")
+    brig.chown(tok)
+    p = subprocess.Popen(brig.cmd("run", "--ssh-agent", "--copy-in", f"{tok}:~/tok", "--", "sh", "-c",
+                                  "echo ready; exec sleep 30"),
+                         cwd=str(brig.workspace), env=brig.env(agent.env), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        run = f"/proc/{sandbox_leaf(p.pid)}/root/run/brig"
+        other = NOBODY if brig.mode == "root" else 1  # rootless: brig is nobody; daemon is another user
+        as_other = ["setpriv", f"--reuid={other}", f"--regid={other}", "--clear-groups", "--"]
+        env = {**brig.env(), "SSH_AUTH_SOCK": f"{run}/ssh-agent.sock"}
+        # the path is right: root (the namespace's ancestor's) reaches both
+        assert subprocess.run(["ssh-add", "-l"], env=env, capture_output=True).returncode == 0
+        assert "COPIEDTOKEN" in pathlib.Path(f"{run}/copy-in/1-tok").read_text()
+        # another host user reaches neither
+        listed = subprocess.run(as_other + ["ssh-add", "-l"], env=env, capture_output=True, text=True)
+        read = subprocess.run(as_other + ["cat", f"{run}/copy-in/1-tok"], capture_output=True, text=True)
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    assert listed.returncode != 0 and "Permission denied" in listed.stderr, listed
+    assert read.returncode != 0 and "COPIEDTOKEN" not in read.stdout, read
 
 
 # ---- config without credentials ---------------------------------------------------
