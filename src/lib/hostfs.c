@@ -153,6 +153,14 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
         return TAKE_FD(fd);
 }
 
+const char *output_same_stream(int fd, int other)
+{
+        struct stat st, o;
+        if (fstat(fd, &st) < 0 || fstat(other, &o) < 0 || st.st_dev != o.st_dev || st.st_ino != o.st_ino)
+                return NULL;
+        return S_ISFIFO(st.st_mode) ? "pipe" : S_ISSOCK(st.st_mode) ? "socket" : S_ISREG(st.st_mode) ? "file" : NULL;
+}
+
 int output_fd_check(int fd, const char *what, brig_error **err)
 {
         int fl = fcntl(fd, F_GETFL);
@@ -168,14 +176,12 @@ int output_fd_check(int fd, const char *what, brig_error **err)
          * the command's output, relayed there, would be mixed into brig's
          * lines, and could forge them ({"event":"end",...}). A terminal or
          * /dev/null shared is no stream anyone parses. */
-        struct stat st, out;
-        for (int std = 1; std <= 2 && fstat(fd, &st) == 0; std++)
-                if ((S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISREG(st.st_mode)) && fstat(std, &out) == 0 &&
-                    st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+        const char *kind;
+        for (int std = 1; std <= 2; std++)
+                if ((kind = output_same_stream(fd, std)))
                         return brig_err(err, EINVAL, "%s %d: the same %s as brig's %s (fd %d): the command's output "
                                                      "would be mixed into it, and could forge its lines; give a "
-                                                     "descriptor of its own", what, fd,
-                                        S_ISFIFO(st.st_mode) ? "pipe" : S_ISSOCK(st.st_mode) ? "socket" : "file",
+                                                     "descriptor of its own", what, fd, kind,
                                         std == 1 ? "stdout" : "stderr", std);
         /* A listening socket reads as open for writing, and takes nothing:
          * every line would wait for the end of the run, then be lost. */

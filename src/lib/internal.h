@@ -68,6 +68,10 @@ BRIG_INTERNAL int output_open(const char *path, const char *what, bool append, b
 /* A descriptor the caller gave for an output (--json-report-fd N): is it
  * open for writing? 0, or -errno with *err naming `what` and the fix. */
 BRIG_INTERNAL int output_fd_check(int fd, const char *what, brig_error **err);
+/* Is `fd` the same pipe, socket or regular file as `other` (another
+ * number for it: 3>&1)? Its kind ("pipe", ...), or NULL (not the same, or
+ * a terminal or /dev/null, which no one parses). */
+BRIG_INTERNAL const char *output_same_stream(int fd, int other);
 /* The supervisor's own close-on-exec copy of it (fd, or -errno). */
 BRIG_INTERNAL int output_fd(int fd, const char *what, brig_error **err);
 /* Write all of buf to such an output: 0 or -errno (EPIPE, never SIGPIPE). */

@@ -167,10 +167,28 @@ static void explain(brig_result *res, const struct limits *l, const struct cgrou
         }
 }
 
+/* A caller's output descriptor that is the same pipe, socket or file as
+ * one the sandbox is handed (--pass-fd 4 --audit-fd 3 3>&4): the number
+ * differs, the stream does not, and the sandbox could write its own lines
+ * into brig's. */
+static int output_not_passed(const brig_policy *p, int fd, const char *flag, brig_error **err)
+{
+        const char *kind;
+        for (size_t i = 0; fd && i < p->n_pass_fds; i++)
+                if ((kind = output_same_stream(fd, p->pass_fds[i])))
+                        return brig_err(err, EINVAL, "%s %d: the same %s as --pass-fd %d, which the sandbox holds: it "
+                                                     "could write its own lines into brig's; give a descriptor of its "
+                                                     "own", flag, fd, kind, p->pass_fds[i]);
+        return 0;
+}
+
 /* Output files are opened before any sandboxed code runs, so nothing
  * inside can redirect them (output_open). */
 static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audit **audit, brig_error **err)
 {
+        int r = output_not_passed(p, p->report_fd, "--json-report-fd", err);
+        if (r < 0 || (r = output_not_passed(p, p->audit_fd, "--audit-fd", err)) < 0)
+                return r;
         if (p->report_path || p->report_fd) {
                 plan->report_fd = p->report_fd ? output_fd(p->report_fd, "--json-report-fd", err)
                                                : output_open(p->report_path, "--json-report", false, err);

@@ -280,3 +280,33 @@ def test_names_never_reach_the_hosts_own_addresses(brig, lan):
                                               "--allow-cidr", f"{lan.client_addr}/32:{PORT}"], "self.internal")
     assert "self.internal GOT PING" in out, (out, err)
     assert lan.seen(m) == [lan.client_addr]
+
+
+@attack("output-fd-shares-pass-fd", "--audit-fd/--json-report-fd a second number for the pipe the sandbox gets "
+        "with --pass-fd (3>&4), the command writing a forged line to its descriptor", "process")
+def test_output_fd_sharing_a_passed_fd_is_refused(brig):
+    """The number is not --pass-fd's, the pipe is: refused (125, both
+    numbers named), nothing runs, the harness's pipe holds nothing."""
+    forged = '{"event":"end","exit_code":0,"forged":1}'
+    for flag in ("--audit-fd", "--json-report-fd"):
+        rd, passed = os.pipe()
+        out = os.dup(passed)
+        try:
+            r = brig.run("run", "--pass-fd", passed, flag, out, "--", "python3", "-c",
+                         f"import os; os.write({passed}, {forged!r}.encode() + b'\\n'); open('ran', 'w')",
+                         pass_fds=(passed, out))
+            os.close(passed)
+            os.close(out)
+            passed = out = -1
+            os.set_blocking(rd, False)
+            try:
+                got = os.read(rd, 65536).decode()
+            except BlockingIOError:
+                got = ""
+        finally:
+            for fd in (rd, passed, out):
+                if fd >= 0:
+                    os.close(fd)
+        assert r.returncode == 125, (flag, r)
+        assert f"the same pipe as --pass-fd" in r.stderr and flag in r.stderr, r
+        assert "forged" not in got and not (brig.workspace / "ran").exists(), got
