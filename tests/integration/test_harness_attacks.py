@@ -134,6 +134,16 @@ def test_report_reader_gone_is_an_error_not_a_signal(brig):
     assert p.returncode == 125 and "--json-report-fd" in err and "Broken pipe" in err, (p.returncode, err)
 
 
+def cidr_reaches(brig, lan, name, addr, host_flag):
+    """The positive control: with --allow-cidr for ADDR the server there
+    answers NAME, so the refusal before came from the control under test."""
+    m = lan.mark()
+    rc, out, err, ev = client_run(brig, lan, ["--resolve", f"{name}:{addr}", host_flag, f"{name}:{PORT}",
+                                              "--allow-cidr", f"{addr}/32:{PORT}"], name)
+    assert f"{name} GOT PING" in out, (out, err)
+    assert lan.seen(m) == [addr]
+
+
 @attack("private-host-metadata-elsewhere", "--allow-private-host names resolving to Alibaba Cloud's metadata "
         "address 100.100.100.200 (inside CGNAT space, which the flag opens) and its ::ffff: form; an --allow-host "
         "name resolving to Azure's WireServer 168.63.129.16 (a public address)", "network")
@@ -153,12 +163,7 @@ def test_private_host_never_reaches_metadata_outside_link_local(brig, lan):
     reasons = [e["reason"] for e in ev if e.get("decision") == "deny"]
     assert sum("is metadata" in r for r in reasons) >= 3, reasons
 
-    m = lan.mark()
-    rc, out, err, ev = client_run(brig, lan, ["--resolve", "ali.internal:100.100.100.200",
-                                              "--allow-host", f"ali.internal:{PORT}",
-                                              "--allow-cidr", f"100.100.100.200/32:{PORT}"], "ali.internal")
-    assert "ali.internal GOT PING" in out, (out, err)
-    assert lan.seen(m) == ["100.100.100.200"]
+    cidr_reaches(brig, lan, "ali.internal", "100.100.100.200", "--allow-host")
 
 
 def test_listening_socket_is_no_output_descriptor(brig):
@@ -274,12 +279,7 @@ def test_names_never_reach_the_hosts_own_addresses(brig, lan):
     reasons = [e["reason"] for e in ev if e.get("decision") == "deny"]
     assert sum("is this host's own" in r for r in reasons) == 2, reasons
 
-    m = lan.mark()
-    rc, out, err, ev = client_run(brig, lan, ["--resolve", f"self.internal:{lan.client_addr}",
-                                              "--allow-private-host", f"self.internal:{PORT}",
-                                              "--allow-cidr", f"{lan.client_addr}/32:{PORT}"], "self.internal")
-    assert "self.internal GOT PING" in out, (out, err)
-    assert lan.seen(m) == [lan.client_addr]
+    cidr_reaches(brig, lan, "self.internal", lan.client_addr, "--allow-private-host")
 
 
 @attack("output-fd-shares-pass-fd", "--audit-fd/--json-report-fd a second number for the pipe the sandbox gets "
