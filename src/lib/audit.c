@@ -1,5 +1,5 @@
-/* audit.c — the audit stream: one JSON object per line, written by the
- * supervisor as events happen (`--audit FILE`). The schema is documented
+/* audit.c — the audit stream: one JSON object per line, made by the
+ * supervisor as events happen (`--audit FILE`, `--audit-fd N`). The schema is documented
  * in docs/audit.md and stable: fields are added, never renamed.
  *
  * A sandbox in a tight loop of refused calls must not flood the disk:
@@ -23,10 +23,11 @@
  * runs no fork handlers), writes it out. A full queue drops lines, counted
  * (the end event's and the report's "lost"); a write error stops the
  * stream; each is said once on stderr (the policy's notice) when the run
- * is over, and in the report's audit.stopped. At the end the writer gets DRAIN_IDLE_MS without
- * progress to write what is left, then gives up: a reader that never
- * reads does not keep brig (and its cleanup) from ending. The writer never
- * blocks in a write (write_out), so giving up needs no cancellation. */
+ * is over, and in the report's audit.stopped. At the end the writer gets
+ * DRAIN_IDLE_MS without progress to write what is left, then gives up: a
+ * reader that never reads does not keep brig (and its cleanup) from
+ * ending. The writer never blocks in a write (write_out), so giving up
+ * needs no cancellation. */
 #define _GNU_SOURCE
 #include "audit.h"
 #include "seccomp_filter.h"
