@@ -396,3 +396,36 @@ def test_refused_call_flood_cannot_spend_brigs_cpu(brig):
 
     r = brig.run("run", "--timeout", "2", *bind, "--", "/probe", "flood", "16", "60", timeout=30)
     assert r.returncode == 124 and "wall-clock timeout" in r.stderr, r
+
+
+# ---- suggestions an agent must never be offered -------------------------------------
+
+@attack("refusal-suggests-metadata", "ask through the proxy for the cloud metadata service by name and by address "
+        "(169.254.169.254, fd00:ec2::254, an allowed name --resolve'd to it), and for 0.0.0.0 (the host's loopback): the "
+        "summary the agent reads would say 'allow with --allow-cidr 169.254.169.254/32:80'", "egress")
+def test_metadata_and_host_addresses_are_never_suggested(brig, server):
+    """The summary is read by the agent whose attempt it describes: a
+    prompt-injected agent told which flag opens the metadata service would
+    pass it on. Refused as before; no 'allow with' for these, while a
+    documentation address (203.0.113.80) still gets its --allow-cidr."""
+    targets = ["http://metadata.google.internal/", "http://169.254.169.254/latest/meta-data/",
+               "http://[fd00:ec2::254]/", "http://meta.test/", f"http://0.0.0.0:{server.http_port}/",
+               "http://203.0.113.80/"]
+    before = server.connections
+    r = brig.sh("; ".join(curl(u) for u in targets) + "; getent hosts metadata.google.internal; true",
+                "--allow-host", "svc.test", "--allow-host", "meta.test", "--resolve", "meta.test:169.254.169.254",
+                report=True)
+    assert r.returncode == 0, r
+    assert r.stdout.split()[:len(targets)] == ["403"] * len(targets), r   # every one refused by brig's proxy
+    assert server.connections == before, r
+    lines = refusal_lines(r.stderr)
+    by_what = {x["what"]: x for x in r.report["refusals"]}
+    for what in ("metadata.google.internal:80", "169.254.169.254:80", "[fd00:ec2::254]:80", "meta.test:80",
+                 f"0.0.0.0:{server.http_port}"):
+        assert what in by_what, (what, r.report["refusals"])
+        assert by_what[what].get("allow_with") is None, by_what[what]
+        line = [l for l in lines if f": {what} (" in l]
+        assert len(line) == 1 and "allow with" not in line[0], (what, lines)
+    # the positive control: the same code still names a flag where one is fine to offer
+    assert by_what["203.0.113.80:80"]["allow_with"] == "--allow-cidr 203.0.113.80/32:80", by_what
+    assert all("allow with --allow-host metadata" not in l for l in lines), lines

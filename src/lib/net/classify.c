@@ -242,6 +242,20 @@ bool egress_class_private(enum addr_class c)
         return c == ADDR_PRIVATE || c == ADDR_ULA || c == ADDR_CGNAT;
 }
 
+/* The classes a refusal's summary never offers a flag for: the cloud
+ * metadata and credential endpoints and the rest of link-local, 0.0.0.0
+ * (which the kernel takes for the host's loopback, any port) and "this
+ * network". An --allow-cidr rule can still name them — the user's own
+ * decision — but the summary is read by the agent whose attempt it
+ * describes, and "allow with --allow-cidr 169.254.169.254/32:80" would
+ * talk it into handing out the host's credentials. Loopback at one port
+ * is still offered: a dev server on the host is the common case, and
+ * the rule names that port only. */
+bool egress_class_never_suggested(enum addr_class c)
+{
+        return c == ADDR_UNSPECIFIED || c == ADDR_LINK_LOCAL || c == ADDR_METADATA || c == ADDR_THIS_NETWORK;
+}
+
 const char *addr_class_name(enum addr_class c)
 {
         static const char *const names[] = {

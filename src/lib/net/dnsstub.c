@@ -21,12 +21,13 @@
 #define DNS_TTL 60
 /* For the summary; `by_rules`: the host rules refused the name, and one
  * --allow-host NAME (turning the network on, filtered, for that name)
- * would let it resolve — unless a --deny-host of the user's named it. */
+ * would let it resolve — unless a --deny-host of the user's named it, or
+ * it is a cloud metadata name (never offered: egress.c refusal_fix). */
 static void note_refusal(struct dns_stub *s, const char *name, const char *reason, bool by_rules)
 {
         char fix[EGRESS_HOST_MAX + 16] = "";
         struct egress_verdict v;
-        if (by_rules && !egress_host_denied(s->policy, name, 0, &v))
+        if (by_rules && !egress_is_metadata_name(name) && !egress_host_denied(s->policy, name, 0, &v))
                 snprintf(fix, sizeof fix, "--allow-host %s", name);
         refusals_add(s->refusals, REFUSAL_DNS, name, reason, fix[0] ? fix : NULL, 1);
 }

@@ -311,13 +311,19 @@ static bool host_own_address(const struct net_addr *a)
  * none would: the host rule a name lacks (at its port), else the address
  * rule for what the program reached. A --deny-host of the user's is not
  * undone by a suggestion, a request brig could not read names nothing
- * to allow, and no flag lifts a bound of brig's own (at_limit). */
+ * to allow, and no flag lifts a bound of brig's own (at_limit). Nor is
+ * any flag offered for a metadata name or an address of a class no
+ * suggestion opens (egress_class_never_suggested). */
 static void refusal_fix(const struct conn *c, const struct net_addr *addr, char *fix, size_t size)
 {
         const struct egress_policy *ep = c->e->policy;
         struct egress_verdict v;
         fix[0] = '\0';
         if (c->at_limit)
+                return;
+        if (c->host[0] && egress_is_metadata_name(c->host))
+                return;
+        if (addr && egress_class_never_suggested(egress_classify(addr)))
                 return;
         if (c->host[0] && c->port) {
                 if (egress_host_denied(ep, c->host, c->port, &v))

@@ -64,6 +64,9 @@ BRIG_INTERNAL enum addr_class egress_classify(const struct net_addr *a);
 BRIG_INTERNAL const char *addr_class_name(enum addr_class c);
 /* Private, unique-local or CGNAT: what --allow-private-host opens to its names. */
 BRIG_INTERNAL bool egress_class_private(enum addr_class c);
+/* Addresses a refusal never suggests opening (egress.c refusal_fix). */
+BRIG_INTERNAL bool egress_class_never_suggested(enum addr_class c);
+BRIG_INTERNAL bool egress_is_metadata_name(const char *host);
 
 /* ---- policy (policy.c) --------------------------------------------------- */
 

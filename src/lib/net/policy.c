@@ -470,7 +470,7 @@ static bool allow_port_ok(const struct host_rule *r, uint16_t port)
         return r->port ? r->port == port : (port == 80 || port == 443);
 }
 
-static bool is_metadata_name(const char *host)
+bool egress_is_metadata_name(const char *host)
 {
         for (size_t i = 0; i < ARRAY_SIZE(metadata_names); i++)
                 if (strcmp(host, metadata_names[i]) == 0)
@@ -505,7 +505,7 @@ static void judge_host(const struct egress_policy *ep, const char *host, uint16_
 {
         if (host_denied(ep, host, port, any_port, v))
                 return;
-        bool metadata = is_metadata_name(host);
+        bool metadata = egress_is_metadata_name(host);
         bool name_matched = false;
         const struct host_rule *by = NULL;
         for (size_t i = 0; ep && i < ep->n_allow; i++) {
