@@ -173,6 +173,50 @@ static int bench(const char *name, int n)
         return 0;
 }
 
+/* engine-demo closewait NAME CMD...: CMD in sandbox NAME, a thread
+ * blocked in brig_exec_wait on it, and brig_exec_close from this one
+ * meanwhile: the wait returns, the command is killed (test_engine.py
+ * looks on the host), nothing is used after its free (ASan). */
+struct waiter {
+        brig_exec *x;
+        int rc;
+        char msg[256];
+};
+
+static void *wait_in_thread(void *arg)
+{
+        struct waiter *w = arg;
+        brig_result res;
+        brig_error *err = NULL;
+        w->rc = brig_exec_wait(w->x, 0, &res, &err);
+        snprintf(w->msg, sizeof w->msg, "%s", err && err->msg ? err->msg : "");
+        brig_error_free(&err);
+        return NULL;
+}
+
+static int closewait(const char *name, char **argv)
+{
+        brig_error *err = NULL;
+        brig_sandbox *sb = NULL;
+        die_on(brig_sandbox_open(name, &sb, &err), &err, "brig_sandbox_open");
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        brig_exec_spec s = { .size = sizeof s, .stdio = BRIG_STDIO_FDS, .argv = argv, .fds = { null, null, null } };
+        struct waiter w = { 0 };
+        die_on(brig_exec_start(sb, &s, &w.x, &err), &err, "brig_exec_start");
+        pthread_t th;
+        if (pthread_create(&th, NULL, wait_in_thread, &w) != 0)
+                return 1;
+        struct timespec ts = { 0, 300 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        brig_exec_close(w.x);
+        pthread_join(th, NULL);
+        printf("wait: %d %s\n", w.rc, w.msg);
+        close(null);
+        CHECK(brig_sandbox_close(sb, &err) == 0, "brig_sandbox_close: %s", err && err->msg ? err->msg : "");
+        brig_error_free(&err);
+        return failures ? 1 : 0;
+}
+
 /* Distinct exec handles on one sandbox handle from distinct threads. */
 static void *thread_execs(void *arg)
 {
@@ -201,6 +245,8 @@ int main(int argc, char **argv)
                 hold(argv[2], argc > 3 && strcmp(argv[3], "ephemeral") == 0);
         if (argc == 4 && strcmp(argv[1], "bench") == 0)
                 return bench(argv[2], atoi(argv[3]) > 0 ? atoi(argv[3]) : 1);
+        if (argc >= 4 && strcmp(argv[1], "closewait") == 0)
+                return closewait(argv[2], argv + 3);
         struct process_state before, after;
         snapshot(&before);
         brig_error *err = NULL;

@@ -8,7 +8,9 @@
  * blocks signals, so it is not used here), fork the caller (sandboxes are
  * started through brig-supervisor, supervisor_exec.c), or trust a handle
  * pointer it did not hand out: every call looks the pointer up in the
- * table of live handles before it touches it. */
+ * table of live handles before it touches it, and holds it (users) while
+ * it does: a close from another thread meanwhile frees it only once that
+ * call is done with it. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "control.h"
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -32,7 +35,8 @@ struct brig_sandbox {
         char name[72];
         char *dir;
         bool ephemeral;
-        unsigned n_execs;       /* under handles_lock */
+        unsigned n_execs;       /* exec handles on it, each holding it; under handles_lock */
+        unsigned users;         /* calls using it now (sandbox_get); under handles_lock */
 };
 
 enum exec_state { EXEC_RUNNING, EXEC_WAITED };
@@ -48,6 +52,8 @@ struct brig_exec {
         struct strv argv;       /* for the report */
         brig_result res;
         brig_error *error;      /* the exec's failure, for the report */
+        unsigned users;         /* calls using it now (exec_get); under handles_lock */
+        bool closing;           /* brig_exec_close took it out of the table; the last user frees it */
 };
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -63,25 +69,64 @@ static uint64_t now_ms(void)
 }
 
 /* Is this pointer one we handed out and have not freed? Compared by
- * address only: a dead pointer is never dereferenced. */
-static bool sandbox_live(const brig_sandbox *sb)
+ * address only: a dead pointer is never dereferenced. The handle found is
+ * held until the matching _put: a brig_sandbox_close meanwhile is refused
+ * (EBUSY), a brig_exec_close meanwhile wakes a wait blocked on the
+ * connection and leaves the free to the last user. Without that, a close
+ * from another thread freed the handle under a blocked brig_exec_wait
+ * (which then wrote its result into freed memory) and, since a blocked
+ * recvmsg keeps the socket open, did not even end the command. */
+static struct brig_sandbox *sandbox_get(const brig_sandbox *sb)
 {
         pthread_mutex_lock(&handles_lock);
-        const struct brig_sandbox *s = sandboxes;
+        struct brig_sandbox *s = sandboxes;
         while (s && s != sb)
                 s = s->next;
+        if (s)
+                s->users++;
         pthread_mutex_unlock(&handles_lock);
-        return sb && s == sb;
+        return s;
 }
 
-static bool exec_live(const brig_exec *x)
+static void sandbox_put(struct brig_sandbox *sb)
 {
         pthread_mutex_lock(&handles_lock);
-        const struct brig_exec *e = execs;
+        sb->users--;
+        pthread_mutex_unlock(&handles_lock);
+}
+
+static struct brig_exec *exec_get(const brig_exec *x)
+{
+        pthread_mutex_lock(&handles_lock);
+        struct brig_exec *e = execs;
         while (e && e != x)
                 e = e->next;
+        if (e)
+                e->users++;
         pthread_mutex_unlock(&handles_lock);
-        return x && e == x;
+        return e;
+}
+
+static void exec_free(struct brig_exec *x);
+
+/* The last user of a closed exec frees it, and lets go of its sandbox. */
+static void exec_put(struct brig_exec *x)
+{
+        pthread_mutex_lock(&handles_lock);
+        bool last = --x->users == 0 && x->closing;
+        if (last)
+                x->sb->n_execs--;
+        pthread_mutex_unlock(&handles_lock);
+        if (last)
+                exec_free(x);
+}
+
+static bool exec_closing(struct brig_exec *x)
+{
+        pthread_mutex_lock(&handles_lock);
+        bool closing = x->closing;
+        pthread_mutex_unlock(&handles_lock);
+        return closing;
 }
 
 static int dead_handle(brig_error **err, const char *what)
@@ -209,13 +254,26 @@ int brig_sandbox_open(const char *name, brig_sandbox **ret, brig_error **err)
 
 const char *brig_sandbox_name(const brig_sandbox *sb)
 {
-        return sandbox_live(sb) ? sb->name : NULL;
+        struct brig_sandbox *s = sandbox_get(sb);
+        if (s)
+                sandbox_put(s);
+        return s ? s->name : NULL;
 }
 
-int brig_sandbox_audit_fd(brig_sandbox *sb, brig_error **err)
+static int audit_fd_of(struct brig_sandbox *sb, brig_error **err);
+
+int brig_sandbox_audit_fd(brig_sandbox *handle, brig_error **err)
 {
-        if (!sandbox_live(sb))
+        struct brig_sandbox *sb = sandbox_get(handle);
+        if (!sb)
                 return dead_handle(err, "brig_sandbox_audit_fd");
+        int r = audit_fd_of(sb, err);
+        sandbox_put(sb);
+        return r;
+}
+
+static int audit_fd_of(struct brig_sandbox *sb, brig_error **err)
+{
         _cleanup_close_ int dfd = open(sb->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         int fd = dfd >= 0 ? openat(dfd, "audit.jsonl", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
         if (fd < 0)
@@ -236,16 +294,18 @@ int brig_sandbox_close(brig_sandbox *sb, brig_error **err)
         struct brig_sandbox **pp = &sandboxes;
         while (*pp && *pp != sb)
                 pp = &(*pp)->next;
-        bool busy = *pp && sb->n_execs;
         bool found = *pp != NULL;
-        if (found && !busy)
+        unsigned n_execs = found ? sb->n_execs : 0, users = found ? sb->users : 0;
+        if (found && !n_execs && !users)
                 *pp = sb->next;
         pthread_mutex_unlock(&handles_lock);
         if (!found)
                 return dead_handle(err, "brig_sandbox_close");
-        if (busy)
+        if (n_execs)
                 return brig_err(err, EBUSY, "brig_sandbox_close '%s': %u exec handle%s still open (brig_exec_close "
-                                            "them first)", sb->name, sb->n_execs, sb->n_execs == 1 ? "" : "s");
+                                            "them first)", sb->name, n_execs, n_execs == 1 ? "" : "s");
+        if (users)
+                return brig_err(err, EBUSY, "brig_sandbox_close '%s': another thread is using the handle", sb->name);
         int r = 0;
         if (sb->ephemeral) {
                 /* One that stopped has removed itself already. */
@@ -264,13 +324,34 @@ int brig_sandbox_close(brig_sandbox *sb, brig_error **err)
 
 /* ---- execs ----------------------------------------------------------------- */
 
+/* Is fd one the library owns: an exec's connection to its sandbox's
+ * supervisor, or its end of the command's pipes or pty? */
+static bool fd_is_ours(int fd)
+{
+        pthread_mutex_lock(&handles_lock);
+        bool ours = false;
+        for (const struct brig_exec *e = execs; e && !ours; e = e->next)
+                ours = e->fd == fd || e->stdio[0] == fd || e->stdio[1] == fd || e->stdio[2] == fd;
+        pthread_mutex_unlock(&handles_lock);
+        return ours;
+}
+
 static int check_fds(const brig_exec_spec *s, brig_error **err)
 {
         static const char *const names[] = { "stdin", "stdout", "stderr" };
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 3; i++) {
                 if (s->fds[i] < 0 || fcntl(s->fds[i], F_GETFD) < 0)
                         return brig_err(err, EBADF, "brig_exec_spec.fds[%d] (%s) = %d is not an open descriptor", i,
                                         names[i], s->fds[i]);
+                /* A connection to the supervisor given to the command would
+                 * let it speak the control protocol for another exec (its
+                 * signals, its result); another command's pipe end or pty
+                 * master would let it read or type into that one. */
+                if (fd_is_ours(s->fds[i]))
+                        return brig_err(err, EBADF, "brig_exec_spec.fds[%d] (%s) = %d is a descriptor of another "
+                                                    "brig_exec handle (brig_exec_fd, brig_exec_stdio_fd), not the "
+                                                    "caller's", i, names[i], s->fds[i]);
+        }
         return 0;
 }
 
@@ -316,13 +397,23 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
-int brig_exec_start(brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
+static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err);
+
+int brig_exec_start(brig_sandbox *handle, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
 {
         if (!ret)
                 return brig_err(err, EINVAL, "brig_exec_start: ret is NULL");
         *ret = NULL;
-        if (!sandbox_live(sb))
+        struct brig_sandbox *sb = sandbox_get(handle);
+        if (!sb)
                 return dead_handle(err, "brig_exec_start");
+        int r = exec_start(sb, spec, ret, err);
+        sandbox_put(sb);
+        return r;
+}
+
+static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
+{
         if (!spec)
                 return brig_err(err, EINVAL, "brig_exec_start: no brig_exec_spec");
         int r = check_size(spec, spec->size, offsetof(brig_exec_spec, cols) + sizeof spec->cols, sizeof *spec,
@@ -386,22 +477,28 @@ int brig_exec_start(brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **re
         return 0;
 }
 
-int brig_exec_fd(const brig_exec *x)
+int brig_exec_fd(const brig_exec *handle)
 {
-        return exec_live(x) ? x->fd : -EBADF;
-}
-
-int brig_exec_stdio_fd(const brig_exec *x, int which)
-{
-        if (!exec_live(x))
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
                 return -EBADF;
-        return which >= 0 && which < 3 ? x->stdio[which] : -1;
+        int fd = x->fd;
+        exec_put(x);
+        return fd;
 }
 
-int brig_exec_close_stdin(brig_exec *x, brig_error **err)
+int brig_exec_stdio_fd(const brig_exec *handle, int which)
 {
-        if (!exec_live(x))
-                return dead_handle(err, "brig_exec_close_stdin");
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
+                return -EBADF;
+        int fd = which >= 0 && which < 3 ? x->stdio[which] : -1;
+        exec_put(x);
+        return fd;
+}
+
+static int close_stdin(struct brig_exec *x, brig_error **err)
+{
         if (x->mode == BRIG_STDIO_FDS)
                 return brig_err(err, EINVAL, "brig_exec_close_stdin: stdin is the caller's descriptor (close yours)");
         if (x->mode == BRIG_STDIO_PTY) {
@@ -414,10 +511,18 @@ int brig_exec_close_stdin(brig_exec *x, brig_error **err)
         return 0;
 }
 
-int brig_exec_resize(brig_exec *x, unsigned rows, unsigned cols, brig_error **err)
+int brig_exec_close_stdin(brig_exec *handle, brig_error **err)
 {
-        if (!exec_live(x))
-                return dead_handle(err, "brig_exec_resize");
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
+                return dead_handle(err, "brig_exec_close_stdin");
+        int r = close_stdin(x, err);
+        exec_put(x);
+        return r;
+}
+
+static int resize(struct brig_exec *x, unsigned rows, unsigned cols, brig_error **err)
+{
         if (x->mode != BRIG_STDIO_PTY)
                 return brig_err(err, ENOTTY, "brig_exec_resize: the exec was not started with BRIG_STDIO_PTY");
         if (!rows || !cols || rows > UINT16_MAX || cols > UINT16_MAX)
@@ -429,10 +534,18 @@ int brig_exec_resize(brig_exec *x, unsigned rows, unsigned cols, brig_error **er
         return 0;
 }
 
-int brig_exec_kill(brig_exec *x, int sig, brig_error **err)
+int brig_exec_resize(brig_exec *handle, unsigned rows, unsigned cols, brig_error **err)
 {
-        if (!exec_live(x))
-                return dead_handle(err, "brig_exec_kill");
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
+                return dead_handle(err, "brig_exec_resize");
+        int r = resize(x, rows, cols, err);
+        exec_put(x);
+        return r;
+}
+
+static int kill_exec(struct brig_exec *x, int sig, brig_error **err)
+{
         if (sig <= 0 || sig >= NSIG)
                 return brig_err(err, EINVAL, "brig_exec_kill: %d is not a signal (1..%d)", sig, NSIG - 1);
         if (x->state == EXEC_WAITED)
@@ -440,6 +553,16 @@ int brig_exec_kill(brig_exec *x, int sig, brig_error **err)
         struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = sig };
         int r = ctl_send(x->fd, &h, NULL, 0, NULL, 0);
         return r < 0 ? brig_err(err, -r, "brig_exec_kill: sandbox '%s'", x->sb->name) : 0;
+}
+
+int brig_exec_kill(brig_exec *handle, int sig, brig_error **err)
+{
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
+                return dead_handle(err, "brig_exec_kill");
+        int r = kill_exec(x, sig, err);
+        exec_put(x);
+        return r;
 }
 
 static int take_message(struct brig_exec *x, brig_error **err)
@@ -466,6 +589,11 @@ static int take_message(struct brig_exec *x, brig_error **err)
                         x->error->errnum = h.errnum;
                         if (h.errnum > 0)
                                 r = -h.errnum;
+                } else if (exec_closing(x)) {
+                        /* brig_exec_close from another thread woke us */
+                        x->res.exit_code = BRIG_EXIT_SETUP;
+                        r = brig_err(&x->error, EBADF, "brig_exec_close was called during the wait: the command "
+                                                       "in sandbox '%s' was killed", x->sb->name);
                 } else {
                         x->res.exit_code = BRIG_EXIT_SETUP;
                         r = brig_err(&x->error, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec",
@@ -477,10 +605,8 @@ static int take_message(struct brig_exec *x, brig_error **err)
         }
 }
 
-int brig_exec_wait(brig_exec *x, unsigned flags, brig_result *res, brig_error **err)
+static int wait_exec(struct brig_exec *x, unsigned flags, brig_result *res, brig_error **err)
 {
-        if (!exec_live(x))
-                return dead_handle(err, "brig_exec_wait");
         if (!res)
                 return brig_err(err, EINVAL, "brig_exec_wait: res is NULL");
         if (flags & ~(unsigned)BRIG_WAIT_NOHANG)
@@ -498,18 +624,32 @@ int brig_exec_wait(brig_exec *x, unsigned flags, brig_result *res, brig_error **
         return r;
 }
 
-char *brig_exec_report_json(const brig_exec *x, brig_error **err)
+int brig_exec_wait(brig_exec *handle, unsigned flags, brig_result *res, brig_error **err)
 {
-        if (!exec_live(x)) {
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
+                return dead_handle(err, "brig_exec_wait");
+        int r = wait_exec(x, flags, res, err);
+        exec_put(x);
+        return r;
+}
+
+char *brig_exec_report_json(const brig_exec *handle, brig_error **err)
+{
+        struct brig_exec *x = exec_get(handle);
+        if (!x) {
                 dead_handle(err, "brig_exec_report_json");
                 return NULL;
         }
-        if (x->state != EXEC_WAITED) {
+        char *json = NULL;
+        if (x->state != EXEC_WAITED)
                 brig_err(err, EAGAIN, "brig_exec_report_json: the command is still running (brig_exec_wait first)");
-                return NULL;
+        else {
+                brig_exec_opts o = { .argv = x->argv.items };
+                json = exec_report_json(x->sb->name, &o, &x->res, x->error, NULL, err);
         }
-        brig_exec_opts o = { .argv = x->argv.items };
-        return exec_report_json(x->sb->name, &o, &x->res, x->error, NULL, err);
+        exec_put(x);
+        return json;
 }
 
 void brig_exec_close(brig_exec *x)
@@ -521,10 +661,16 @@ void brig_exec_close(brig_exec *x)
         bool found = *pp != NULL;
         if (found) {
                 *pp = x->next;
-                x->sb->n_execs--;
+                x->closing = true;
+                x->users++;  /* ours, let go by the exec_put below */
         }
         pthread_mutex_unlock(&handles_lock);
-        /* The connection closes: pid 1 kills a command still running. */
-        if (found)
-                exec_free(x);
+        if (!found)
+                return;
+        /* The connection ends for the supervisor, so pid 1 kills a command
+         * still running, and a wait blocked on it in another thread returns
+         * (close alone does neither while a recvmsg holds the socket). */
+        if (x->fd >= 0)
+                shutdown(x->fd, SHUT_RDWR);
+        exec_put(x);
 }

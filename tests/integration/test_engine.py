@@ -167,3 +167,36 @@ def test_supervisor_refuses_to_be_run_by_hand(brig):
     r = subprocess.run([str(brig.bindir / "brig-supervisor")], capture_output=True, text=True, timeout=10,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 125 and "not meant to be run by hand" in r.stderr, r
+
+
+def _host_cmdlines_with(word):
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if word.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@attack("exec-close-during-wait", "a front end's thread closes an exec handle while another thread is blocked "
+        "in brig_exec_wait on it: the handle was freed under the wait (which then wrote its result into freed "
+        "memory) and, the blocked recvmsg keeping the socket open, the command the close should kill ran on",
+        "handles")
+def test_exec_close_while_another_thread_waits_kills_the_command(brig, sandboxes):
+    name, _ = sandboxes.create()
+    m = marker("cw")
+    proof = brig.workspace / f"{m}-proof"
+    # a sleep whose argument names it on the host, then the proof that it was not killed
+    secs = "3." + "".join(c for c in m if c.isdigit())[-6:].rjust(6, "0")
+    r = subprocess.run(brig.prefix() + [_demo(brig), "closewait", name, "sh", "-c", f"sleep {secs}; touch {proof.name}"],
+                       cwd=str(brig.workspace), env=brig.env(sandboxes.env()), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "wait: -9 brig_exec_close was called during the wait" in r.stdout, (r.stdout, r.stderr)
+    assert wait_until(lambda: not _host_cmdlines_with(secs), 10), "the closed exec's command still runs"
+    assert not proof.exists(), "the command of the closed exec ran to its end"
+    # the sandbox itself serves on
+    r = sandboxes.sh(name, "echo alive")
+    assert r.returncode == 0 and r.stdout == "alive\n", r
