@@ -398,6 +398,29 @@ int main(int argc, char **argv)
                        i == KILLED ? " (killed)" : i == ON_PTY ? " (pty)" : "");
         }
 
+        /* Its stdin closed, an exec handle owns that number no more: the
+         * number given to a descriptor of ours meanwhile survives the
+         * handle's close (it was closed a second time). */
+        {
+                char *cat[] = { "cat", NULL };
+                brig_exec_spec cs = { .size = sizeof cs, .stdio = BRIG_STDIO_PIPES, .argv = cat };
+                brig_exec *cx = NULL;
+                brig_result cres;
+                die_on(brig_exec_start(sb[2], &cs, &cx, &err), &err, "brig_exec_start");
+                int num = brig_exec_stdio_fd(cx, 0);
+                die_on(brig_exec_close_stdin(cx, &err), &err, "brig_exec_close_stdin");
+                CHECK(brig_exec_stdio_fd(cx, 0) == -1, "stdin still has a descriptor after close_stdin");
+                int mine = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (mine != num && mine >= 0) {
+                        dup3(mine, num, O_CLOEXEC);
+                        close(mine);
+                }
+                die_on(brig_exec_wait(cx, 0, &cres, &err), &err, "brig_exec_wait");
+                brig_exec_close(cx);
+                CHECK(fcntl(num, F_GETFD) >= 0, "brig_exec_close closed descriptor %d, ours since close_stdin", num);
+                close(num);
+        }
+
         /* Four threads, three execs each, on one sandbox handle. */
         pthread_t th[4];
         for (int i = 0; i < 4; i++)
@@ -429,6 +452,18 @@ int main(int argc, char **argv)
         brig_error_free(&err);
         CHECK(brig_exec_start(sb[0], NULL, &x, &err) == -EINVAL, "no spec");
         brig_error_free(&err);
+        /* Another exec's connection to the supervisor, or its pipe, as
+         * this command's stdin: the library's own, refused. */
+        int theirs[] = { brig_exec_fd(jobs[1].x), brig_exec_stdio_fd(jobs[2].x, 1) };
+        for (int i = 0; i < 2; i++) {
+                s = (brig_exec_spec){ .size = sizeof s, .stdio = BRIG_STDIO_FDS, .argv = t, .fds = { theirs[i], 1, 2 } };
+                rc = brig_exec_start(sb[0], &s, &x, &err);
+                if (rc == 0)
+                        brig_exec_close(x);
+                CHECK(rc == -EBADF && err && strstr(err->msg, "another brig_exec handle"),
+                      "another exec's descriptor %d as stdin: %d", theirs[i], rc);
+                brig_error_free(&err);
+        }
         /* A directory as stdio would hand the command a host directory to
          * openat() from (CVE-2024-21626): the supervisor refuses it. */
         int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);

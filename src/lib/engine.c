@@ -494,7 +494,7 @@ int brig_exec_stdio_fd(const brig_exec *handle, int which)
                 return -EBADF;
         int fd = which >= 0 && which < 3 ? x->stdio[which] : -1;
         exec_put(x);
-        return fd;
+        return fd >= 0 ? fd : -1;  /* none, or closed by brig_exec_close_stdin */
 }
 
 static int close_stdin(struct brig_exec *x, brig_error **err)

@@ -18,12 +18,17 @@
 /* ---- cleanup helpers (systemd/crun style) ------------------------------ */
 
 static inline void freep(void *p) { free(*(void **)p); }
+/* The variable is left -EBADF: a second closep (a cleanup at the end of
+ * the scope, a free of the struct holding it) must not close whatever
+ * descriptor the number was given to meanwhile — in a front end's other
+ * thread, or the supervisor's own next connection. */
 static inline void closep(int *fd)
 {
         if (*fd >= 0) {
                 int saved = errno;
                 close(*fd);
                 errno = saved;
+                *fd = -EBADF;
         }
 }
 #define _cleanup_(f) __attribute__((cleanup(f)))
