@@ -1011,8 +1011,62 @@ static json_t *policy_json(const brig_policy *p)
         return doc;
 }
 
+/* JSON holds text: a string that is not UTF-8 is one jansson refuses,
+ * and the builders above would leave its entry out. A policy kept as JSON
+ * (brig create hands it to brig-supervisor so; brig policy) would lose a
+ * --deny pattern, a bind or the workspace without a word: refuse it
+ * instead, naming what. */
+static bool is_text(const char *s)
+{
+        json_t *j = s ? json_string(s) : NULL;
+        json_decref(j);
+        return !s || j;
+}
+
+static int check_text(const char *what, const char *s, brig_error **err)
+{
+        if (is_text(s))
+                return 0;
+        return brig_err(err, EILSEQ, "%s '%s' is not valid UTF-8: a policy kept as JSON (brig create, brig "
+                                     "policy) cannot hold it; name the path or value in UTF-8",
+                        what, s);
+}
+
+static int check_texts(const brig_policy *p, brig_error **err)
+{
+        int r = check_text("--workspace", p->workspace, err);
+        if (r == 0)
+                r = check_text("--cwd", p->cwd, err);
+        if (r == 0)
+                r = check_text("--hostname", p->hostname, err);
+        if (r == 0)
+                r = check_text("--json-report", p->report_path, err);
+        if (r == 0)
+                r = check_text("--audit", p->audit_path, err);
+        for (size_t i = 0; r == 0 && i < p->n_mounts; i++)
+                if ((r = check_text("the --bind or --ro-bind source", p->mounts[i].src, err)) == 0)
+                        r = check_text("the --bind, --ro-bind or --tmpfs destination", p->mounts[i].dst, err);
+        for (size_t i = 0; r == 0 && i < p->deny.n; i++)
+                r = check_text("the --deny pattern", p->deny.items[i], err);
+        for (size_t i = 0; r == 0 && i < p->unsafe_allowed.n; i++)
+                r = check_text("the --unsafe-allow-secret pattern", p->unsafe_allowed.items[i], err);
+        for (size_t i = 0; r == 0 && i < p->n_env; i++)
+                if ((r = check_text("the --env name", p->env[i].name, err)) == 0)
+                        r = check_text("the --env value", p->env[i].value, err);
+        for (size_t i = 0; r == 0 && i < p->keep_env.n; i++)
+                r = check_text("the --keep-env name", p->keep_env.items[i], err);
+        for (size_t i = 0; r == 0 && i < p->allow_unix.n; i++)
+                r = check_text("the --allow-unix path", p->allow_unix.items[i], err);
+        for (size_t i = 0; r == 0 && p->tools && i < p->tools->n_copy_ins; i++)
+                if ((r = check_text("the --copy-in source", p->tools->copy_ins[i].src, err)) == 0)
+                        r = check_text("the --copy-in destination", p->tools->copy_ins[i].dst, err);
+        return r;
+}
+
 char *brig_policy_to_json(const brig_policy *p, brig_error **err)
 {
+        if (check_texts(p, err) < 0)
+                return NULL;
         json_t *doc = policy_json(p);
         char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(doc);

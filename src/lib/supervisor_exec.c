@@ -161,7 +161,7 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
         _cleanup_free_ char *exe_path = NULL;
         _cleanup_free_ char *config = supervisor_config(dir, name, p, opts, err);
         if (!config)
-                return -ENOMEM;
+                return err && *err && (*err)->errnum > 0 ? -(*err)->errnum : -ENOMEM;
         _cleanup_close_ int exe = high_fd(supervisor_exe_open(&exe_path, err));
         if (exe < 0)
                 return exe == -1 ? brig_err(err, errno, "supervisor program") : exe;

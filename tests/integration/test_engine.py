@@ -200,3 +200,26 @@ def test_exec_close_while_another_thread_waits_kills_the_command(brig, sandboxes
     # the sandbox itself serves on
     r = sandboxes.sh(name, "echo alive")
     assert r.returncode == 0 and r.stdout == "alive\n", r
+
+
+@attack("policy-lost-in-transit", "a persistent sandbox's policy reaches brig-supervisor as JSON: a --deny pattern "
+        "(or an --env value) that is not UTF-8 — a file name with a Latin-1 byte — was left out of that JSON "
+        "without a word, and the file it should hide was readable inside", "files")
+def test_policy_that_json_cannot_hold_is_refused_not_trimmed(brig, sandboxes):
+    m = marker("u8")
+    secret = os.fsdecode(b"tok\xff-" + m.encode() + b".txt")
+    (brig.workspace / secret).write_text(m + "-SECRET")
+    brig.chown(brig.workspace / secret)
+    name = sandboxes.new_name()
+    sandboxes.names.append(name)
+    pattern = str(brig.workspace / os.fsdecode(b"tok\xff-*"))
+    r = sandboxes.brig_cmd("create", name, "--deny", pattern, text=False)
+    err = r.stderr.decode(errors="replace")
+    if r.returncode == 0:
+        r2 = sandboxes.sh(name, f"cat {brig.workspace}/tok*", text=False)
+        assert (m + "-SECRET").encode() not in r2.stdout, "the --deny pattern was lost on its way to the supervisor"
+    assert r.returncode == 125 and "--deny pattern" in err and "UTF-8" in err, (r.returncode, err)
+    assert not (sandboxes.root / name).exists(), "a refused create left its state"
+    # the same for a value that would be dropped from the command's environment
+    r = sandboxes.brig_cmd("create", sandboxes.new_name(), "--env", os.fsdecode(b"A=\xfe"), text=False)
+    assert r.returncode == 125 and b"--env value" in r.stderr, r
