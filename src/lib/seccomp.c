@@ -1345,11 +1345,25 @@ void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int
                          e ? e : "?");
                 return;
         }
+        /* The sandbox chooses what it calls, and an agent follows these
+         * lines: no flag for what the profile refuses on purpose (bpf,
+         * kexec_load, mount, ptrace, ...: the kernel's attack surface, other
+         * processes, brig's mounts), for a call refused for its arguments
+         * (--seccomp-allow chmod would let setuid bits onto the host's
+         * files, socket AF_PACKET) or for a call of one of brig's groups
+         * (@obsolete, @privileged). A call the profile does not know is
+         * one a program may need: that one is suggested. */
+        bool on_purpose = guarded(name);
+        for (size_t i = 0; i < ARRAY_SIZE(denied) && !on_purpose; i++)
+                on_purpose = strcmp(denied[i], name) == 0;
+        for (size_t i = 0; i < ARRAY_SIZE(groups) && !on_purpose; i++)
+                on_purpose = group_names(groups[i].name, name, 0);
         snprintf(why, wsize, reply == ENOSYS ? "not in brig's default profile (%s)"
                              : guarded(name) ? "refused for these arguments by brig's default profile (%s)"
-                                             : "refused by brig's default profile (%s)",
+                                             : "refused on purpose by brig's default profile (%s)",
                  e ? e : "?");
-        snprintf(fix, fsize, "--seccomp-allow %s", name);
+        if (!on_purpose)
+                snprintf(fix, fsize, "--seccomp-allow %s", name);
 }
 
 char *seccomp_syscall_name(int nr)

@@ -170,7 +170,7 @@ def test_exec_names_what_it_was_refused_since_it_began(sandboxes):
     second = sandboxes.sh(name, "getent hosts one.test; python3 -c '%s'" % KCMP.replace("'", '"'))
     assert refusal_lines(second.stderr) == [
         "brig: refused 2 DNS lookups: one.test (network is off for this sandbox; allow with --allow-host one.test)",
-        "brig: refused 1 system call: kcmp (refused by brig's default profile (EPERM); allow with --seccomp-allow kcmp)",
+        "brig: refused 1 system call: kcmp (refused on purpose by brig's default profile (EPERM))",
     ], second
     quiet = sandboxes.sh(name, "getent hosts one.test", "--quiet")
     assert quiet.returncode == 2 and "refused" not in quiet.stderr, quiet
@@ -246,16 +246,28 @@ KCMP = ("import ctypes, os; l = ctypes.CDLL(None, use_errno=True); "
         "r = l.syscall(312, os.getpid(), os.getpid(), 0, 0, 0); print(r, ctypes.get_errno())")
 
 
+# process_mrelease(-1): a call the default profile does not name (ENOSYS);
+# allowed, the kernel answers EBADF.
+MRELEASE = ("import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+            "r = l.syscall(448, -1, 0); print(r, ctypes.get_errno())")
+
+
 def test_refused_syscall_names_the_flag_that_allows_it(brig):
-    r = brig.run("run", "--", "python3", "-c", KCMP, report=True)
-    assert r.stdout.split() == ["-1", "1"], r                     # EPERM
+    """A call the profile does not know gets the flag; one it refuses on
+    purpose (kcmp) does not (test_refusals_never_suggest_allowing_...)."""
+    r = brig.run("run", "--", "python3", "-c", MRELEASE, report=True)
+    assert r.stdout.split() == ["-1", "38"], r                    # ENOSYS
     line, = refusal_lines(r.stderr)
-    assert line == ("brig: refused 1 system call: kcmp (refused by brig's default profile (EPERM); "
-                    "allow with --seccomp-allow kcmp)"), r
+    assert line == ("brig: refused 1 system call: process_mrelease (not in brig's default profile (ENOSYS); "
+                    "allow with --seccomp-allow process_mrelease)"), r
     sc, = [x for x in r.report["refusals"] if x["kind"] == "syscall"]
-    assert sc["what"] == "kcmp" and sc["allow_with"] == "--seccomp-allow kcmp", r.report
-    again = brig.run("run", *suggested(line), "--", "python3", "-c", KCMP)
-    assert again.stdout.split() == ["0", "0"] and refusal_lines(again.stderr) == [], again
+    assert sc["what"] == "process_mrelease" and sc["allow_with"] == "--seccomp-allow process_mrelease", r.report
+    again = brig.run("run", *suggested(line), "--", "python3", "-c", MRELEASE)
+    assert again.stdout.split() == ["-1", "9"] and refusal_lines(again.stderr) == [], again   # EBADF: it ran
+    kcmp = brig.run("run", "--", "python3", "-c", KCMP, report=True)
+    assert kcmp.stdout.split() == ["-1", "1"], kcmp               # EPERM
+    assert refusal_lines(kcmp.stderr) == ["brig: refused 1 system call: kcmp (refused on purpose by brig's "
+                                          "default profile (EPERM))"], kcmp
 
 
 def test_refused_by_your_own_rule_suggests_nothing(brig):
@@ -429,3 +441,35 @@ def test_metadata_and_host_addresses_are_never_suggested(brig, server):
     # the positive control: the same code still names a flag where one is fine to offer
     assert by_what["203.0.113.80:80"]["allow_with"] == "--allow-cidr 203.0.113.80/32:80", by_what
     assert all("allow with --allow-host metadata" not in l for l in lines), lines
+
+
+@attack("refusal-suggests-weakening", "the command makes the calls brig refuses on purpose (bpf, kexec_load, "
+        "init_module, mount, ptrace, keyctl, io_uring_setup, ...), socket(AF_PACKET), personality(ADDR_NO_RANDOMIZE) "
+        "and chmod 4755 of a workspace file, so that the summary an agent follows says --seccomp-allow bpf, "
+        "--seccomp-allow fchmodat; then a run with every flag the summary named plants a setuid file",
+        "refusals: no flag for a call refused on purpose, for its arguments, or of one of brig's groups")
+def test_refusals_never_suggest_allowing_what_is_refused_on_purpose(brig):
+    """The sandbox chooses which calls it makes, and the agent acts on the
+    lines: a suggestion to allow bpf or kexec_load opens the kernel, and
+    --seccomp-allow fchmodat lets a setuid bit onto the host's copy of a
+    workspace file (root's, as root). No such line names a flag; a call
+    the profile merely does not know (process_mrelease) still does. Then
+    every flag the summary did name is given to the next run: the file it
+    chmods 4755 has no setuid bit on the host."""
+    bind = ["--ro-bind", f"{brig.program('probe_syscall')}:/probe"]
+    plant = "cp /bin/true suid; chmod 4755 suid; "
+    mrelease = "python3 -c 'import ctypes; ctypes.CDLL(None).syscall(448, -1, 0)'"
+    r = brig.sh(plant + "/probe denied; /probe sockets; /probe personality; " + mrelease, *bind, report=True)
+    calls = {x["what"]: x["allow_with"] for x in r.report["refusals"] if x["kind"] == "syscall"}
+    for name in ("bpf", "kexec_load", "init_module", "mount", "ptrace", "keyctl", "io_uring_setup", "socket",
+                 "personality", "fchmodat"):
+        assert name in calls and calls[name] is None, (name, calls)
+    assert calls.get("process_mrelease") == "--seccomp-allow process_mrelease", calls
+    assert "allow with --seccomp-allow bpf" not in r.stderr and "--seccomp-allow fchmodat" not in r.stderr, r
+    flags = [w for x in r.report["refusals"] if x["allow_with"] for w in x["allow_with"].split(" ", 1)]
+    assert "--seccomp-allow" in flags and "bpf" not in flags and "fchmodat" not in flags, flags
+    suid = brig.workspace / "suid"
+    suid.unlink()
+    again = brig.sh(plant + "true", *flags)
+    assert again.returncode != 0 or suid.exists(), again
+    assert suid.exists() and not suid.stat().st_mode & 0o6000, oct(suid.stat().st_mode)
