@@ -506,6 +506,35 @@ static int plan_carry(struct run_plan *plan, const char *tool, const char *const
                         candidates[1] ? " and " : "", candidates[1] ? candidates[1] : "");
 }
 
+/* The writable bind through which the sandbox reaches host PATH (by its
+ * name or any other the mount table gives it), or NULL. */
+static const struct mount_entry *writable_bind_holding(const struct run_plan *plan, const char *path, bool *oom)
+{
+        struct mountinfo mi = { 0 };
+        struct path_alias *alias = NULL;
+        size_t n = 0;
+        if (mountinfo_load(&mi) < 0 || mountinfo_aliases(&mi, path, &alias, &n) < 0)
+                *oom = true;  /* fail closed: the caller refuses */
+        const struct mount_entry *hit = NULL;
+        for (size_t i = 0; !hit && i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                if (m->kind != MOUNT_BIND || m->readonly)
+                        continue;
+                if (path_is_under(path, m->src))
+                        hit = m;
+                for (size_t k = 0; !hit && k < n; k++)
+                        if (!*alias[k].rel && path_is_under(alias[k].host, m->src))
+                                hit = m;
+        }
+        path_aliases_free(alias, n);
+        mountinfo_clear(&mi);
+        return hit;
+}
+
+/* The host's agent socket, by its real path: the supervisor connects to
+ * it for every connection the sandbox makes, so no name on the way may be
+ * one the sandbox can change — a socket or a symlink in the workspace or a
+ * --bind would let it send brig (root, as root) to any socket on the host. */
 static int plan_agent(struct run_plan *plan, brig_error **err)
 {
         const char *sock = getenv("SSH_AUTH_SOCK");
@@ -519,8 +548,28 @@ static int plan_agent(struct run_plan *plan, brig_error **err)
                 return brig_err(err, errno, "--ssh-agent: SSH_AUTH_SOCK '%s'", sock);
         if (!S_ISSOCK(st.st_mode))
                 return brig_err(err, ENOTSOCK, "--ssh-agent: SSH_AUTH_SOCK '%s' is not a socket", sock);
-        plan->tools->agent_upstream = strdup(sock);
-        return plan->tools->agent_upstream ? 0 : brig_err(err, ENOMEM, "--ssh-agent");
+        _cleanup_free_ char *real = realpath(sock, NULL);
+        if (!real)
+                return brig_err(err, errno, "--ssh-agent: SSH_AUTH_SOCK '%s'", sock);
+        if (strlen(real) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+                return brig_err(err, ENAMETOOLONG, "--ssh-agent: SSH_AUTH_SOCK '%s' is '%s', too long a socket path",
+                                sock, real);
+        bool oom = false;
+        const char *names[] = { sock, real };
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                const struct mount_entry *m = writable_bind_holding(plan, names[i], &oom);
+                if (oom)
+                        return brig_err(err, ENOMEM, "--ssh-agent: read /proc/self/mountinfo");
+                if (m)
+                        return brig_err(err, EACCES, "--ssh-agent: SSH_AUTH_SOCK '%s'%s%s%s lies in the writable "
+                                        "%s '%s' (at '%s' inside), where the sandbox could put another socket or a "
+                                        "symlink in its place; start the agent outside every grant (ssh-agent -a "
+                                        "/run/user/$(id -u)/agent.sock) and point SSH_AUTH_SOCK there",
+                                        sock, i ? " (really '" : "", i ? real : "", i ? "')" : "",
+                                        m->from_user ? "--bind" : "workspace", m->src, m->dst);
+        }
+        plan->tools->agent_upstream = TAKE_PTR(real);
+        return 0;
 }
 
 static int plan_passwd(struct run_plan *plan, brig_error **err)

@@ -14,6 +14,7 @@ host's agent still holds, what sshd accepted, which files exist."""
 import json
 import os
 import pathlib
+import socket
 import stat
 import subprocess
 
@@ -586,6 +587,50 @@ def test_agent_socket_and_copies_unreachable_for_other_host_users(brig, agent):
             p.wait()
     assert listed.returncode != 0 and "Permission denied" in listed.stderr, listed
     assert read.returncode != 0 and "COPIEDTOKEN" not in read.stdout, read
+
+
+@attack("agent-upstream-in-grant", "SSH_AUTH_SOCK in the workspace (an agent started there, or a symlink to it "
+        "elsewhere): the sandbox puts a symlink to another host socket in its place, then asks the relay",
+        "the agent's socket is taken by its real path, and refused when any name of it lies in a writable grant")
+def test_agent_socket_in_a_writable_grant_is_refused(brig):
+    # a host service outside every grant, which records who connects
+    svc_dir = brig.base / "svc"
+    svc_dir.mkdir()
+    svc = svc_dir / "svc.sock"
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(svc))
+    svc.chmod(0o777)
+    srv.listen(8)
+    srv.settimeout(0.5)
+    sock = brig.workspace / "agent.sock"
+    agent = subprocess.Popen(brig.prefix() + ["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    link = brig.base / "agent-link"
+    link.symlink_to(sock)
+    swap = (f"mv agent.sock agent.old && ln -s {svc} agent.sock && "
+            "python3 -c 'import socket; c = socket.socket(socket.AF_UNIX); c.settimeout(2); "
+            "c.connect(\"/run/brig/ssh-agent.sock\"); c.sendall(bytes([0, 0, 0, 1, 11])); c.recv(100)'")
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            subprocess.run(["sleep", "0.05"])
+        results = [brig.run("run", "--ssh-agent", "--", "sh", "-c", swap, env={"SSH_AUTH_SOCK": str(name)})
+                   for name in (sock, link)]
+        # the host: brig never connected to the service
+        try:
+            srv.accept()[0].close()
+            reached = True
+        except socket.timeout:
+            reached = False
+    finally:
+        agent.kill()
+        agent.wait()
+        srv.close()
+    assert not reached, results
+    for r, name in zip(results, (sock, link)):
+        assert r.returncode == 125, r
+        assert f"SSH_AUTH_SOCK '{name}'" in r.stderr and f"lies in the writable workspace '{brig.workspace}'" in r.stderr, r
 
 
 # ---- config without credentials ---------------------------------------------------
