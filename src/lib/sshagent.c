@@ -15,7 +15,10 @@
  * key the agent holds can log the sandbox in while it runs (docs/tools.md).
  *
  * One thread accepts; one thread per connection relays, blocking, so a
- * slow agent (a confirmation prompt, ssh-add -c) holds up nothing else. */
+ * slow agent (a confirmation prompt, ssh-add -c) holds up nothing else —
+ * at most AGENT_MAX_CONNECTIONS of them: the sandbox makes the
+ * connections, and each further one is closed at once. None of these
+ * threads touches the supervisor's state but this file's (a->lock). */
 #define _GNU_SOURCE
 #include "tools.h"
 #include "refusals.h"
