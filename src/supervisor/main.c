@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/close_range.h>
@@ -67,7 +68,12 @@ int main(int argc, char **argv)
         syscall(SYS_close_range, SUPERVISOR_FD_EXE, ~0U, 0);
         /* Executed as /proc/self/fd/N: say who we are in ps. */
         prctl(PR_SET_NAME, "brig-supervisor");
-        if (fcntl(SUPERVISOR_FD_READY, F_GETFD) < 0 || fcntl(SUPERVISOR_FD_CONFIG, F_GETFD) < 0) {
+        /* What libbrig hands over: a pipe to report on and a socket (a
+         * socketpair's end) with the configuration; a shell's inherited
+         * descriptors or files are not that. */
+        struct stat ready_st, config_st;
+        if (fstat(SUPERVISOR_FD_READY, &ready_st) < 0 || !S_ISFIFO(ready_st.st_mode) ||
+            fstat(SUPERVISOR_FD_CONFIG, &config_st) < 0 || !S_ISSOCK(config_st.st_mode)) {
                 say("not meant to be run by hand (libbrig starts it)");
                 return BRIG_EXIT_SETUP;
         }

@@ -163,9 +163,14 @@ def test_exported_symbols_match_the_header_and_map():
     assert "LIBBRIG_1" in mapfile and "brig_*" in mapfile and "local: *;" in mapfile
 
 
-def test_supervisor_refuses_to_be_run_by_hand(brig):
-    r = subprocess.run([str(brig.bindir / "brig-supervisor")], capture_output=True, text=True, timeout=10,
-                       stdin=subprocess.DEVNULL)
+@pytest.mark.parametrize("fds", ["none", "files"])
+def test_supervisor_refuses_to_be_run_by_hand(brig, fds):
+    """Without libbrig's pipe and socket on its descriptors: refused at
+    once, before it forks (files on 3 and 4, as a shell may leave them,
+    made it fork, read no configuration and exit 0)."""
+    script = '"$0"' if fds == "none" else '"$0" 3</dev/null 4</dev/null'
+    r = subprocess.run(["sh", "-c", script, str(brig.bindir / "brig-supervisor")], capture_output=True, text=True,
+                       timeout=10, stdin=subprocess.DEVNULL)
     assert r.returncode == 125 and "not meant to be run by hand" in r.stderr, r
 
 
