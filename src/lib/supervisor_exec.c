@@ -212,6 +212,11 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
         int e = posix_spawn(&pid, fdpath, &fa, &attr, argv, environ);
         posix_spawn_file_actions_destroy(&fa);
         posix_spawnattr_destroy(&attr);
+        /* Only the descriptor was checked, so only it is executed; the
+         * kernel takes it by the /proc/self/fd name. */
+        if (e == ENOENT && access("/proc/self/fd", F_OK) < 0)
+                return brig_err_code(err, BRIG_EXIT_SETUP, e, "start %s through %s: /proc is not mounted here (brig "
+                                     "needs the host's /proc)", exe_path, fdpath);
         if (e != 0)
                 return brig_err(err, e, "start %s", exe_path);
         closep(&cfg_theirs);
