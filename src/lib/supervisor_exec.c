@@ -5,7 +5,12 @@
  * forked copy of it would run jansson and c-ares on that state. The
  * program starts clean: default signal dispositions, an empty mask, no
  * descriptor of the caller's, and it learns what to run (the policy, as
- * the JSON brig_policy_to_json writes) over a socket.
+ * the JSON brig_policy_to_json writes) from a sealed memfd, written whole
+ * before it starts: a caller killed at any point after the start leaves
+ * it a complete configuration (an ephemeral sandbox then ends and removes
+ * itself), and no one can change it (a socket's stream, sent after the
+ * start, was cut short by such a kill: the supervisor ended on a
+ * malformed configuration and nobody removed the state directory).
  *
  * Which program: never one found through PATH or the environment. The one
  * beside the loaded libbrig (a build tree: build/libbrig.so.1 next to
@@ -18,6 +23,7 @@
  * once, checked on that descriptor, and executed through it. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "reaper.h"
 #include "sandbox.h"
 #include "supervisor_exec.h"
 
@@ -29,7 +35,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -144,6 +150,32 @@ static char *supervisor_config(const char *dir, const char *name, const brig_pol
         return text;
 }
 
+/* The configuration in a memfd sealed against any change. */
+static int config_memfd(const char *text, brig_error **err)
+{
+        int fd = memfd_create("brig-supervisor-config", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return brig_err(err, errno, "memfd for the supervisor's configuration");
+        size_t len = strlen(text), off = 0;
+        while (off < len) {
+                ssize_t n = write(fd, text + off, len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        int e = n < 0 ? errno : EIO;
+                        close(fd);
+                        return brig_err(err, e, "write the supervisor's configuration");
+                }
+                off += (size_t)n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+                int e = errno;
+                close(fd);
+                return brig_err(err, e, "seal the supervisor's configuration");
+        }
+        return fd;
+}
+
 /* A descriptor at SUPERVISOR_FD_MAX or above, so that the dup2s of the
  * spawn cannot overwrite one another's sources. */
 static int high_fd(int fd)
@@ -172,15 +204,14 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
          * say goes to the log in the state directory. */
         _cleanup_close_ int null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
         _cleanup_close_ int logfd = high_fd(open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
-        int sv[2];
         if (null < 0 || logfd < 0)
                 return brig_err(err, errno, "supervisor log '%s'", log);
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-                return brig_err(err, errno, "socketpair");
-        _cleanup_close_ int cfg_ours = sv[0];
-        _cleanup_close_ int cfg_theirs = high_fd(sv[1]);
+        _cleanup_close_ int cfg = config_memfd(config, err);
+        if (cfg < 0)
+                return cfg;
+        cfg = high_fd(cfg);
         _cleanup_close_ int ready = high_fd(fcntl(ready_w, F_DUPFD_CLOEXEC, SUPERVISOR_FD_MAX));
-        if (cfg_theirs < 0 || ready < 0)
+        if (cfg < 0 || ready < 0)
                 return brig_err(err, errno, "supervisor descriptors");
 
         posix_spawn_file_actions_t fa;
@@ -191,7 +222,7 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
         posix_spawn_file_actions_adddup2(&fa, logfd, 1);
         posix_spawn_file_actions_adddup2(&fa, logfd, 2);
         posix_spawn_file_actions_adddup2(&fa, ready, SUPERVISOR_FD_READY);
-        posix_spawn_file_actions_adddup2(&fa, cfg_theirs, SUPERVISOR_FD_CONFIG);
+        posix_spawn_file_actions_adddup2(&fa, cfg, SUPERVISOR_FD_CONFIG);
         /* Executed through /proc/self/fd/N after the closefrom: N must be
          * below it; the program closes it first thing. */
         posix_spawn_file_actions_adddup2(&fa, exe, SUPERVISOR_FD_EXE);
@@ -219,19 +250,9 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
                                      "needs the host's /proc)", exe_path, fdpath);
         if (e != 0)
                 return brig_err(err, e, "start %s", exe_path);
-        closep(&cfg_theirs);
+        test_pause("supervisor-spawned");
         /* The program forks once and its first process exits at once (the
-         * supervisor is nobody's child); it reads this first. */
-        size_t len = strlen(config), off = 0;
-        while (off < len) {
-                ssize_t n = send(cfg_ours, config + off, len - off, MSG_NOSIGNAL);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;  /* it ended: control_wait_ready says so */
-                off += (size_t)n;
-        }
-        closep(&cfg_ours);
+         * supervisor is nobody's child). */
         int status;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;

@@ -2,7 +2,7 @@
  * that made it (brig create, brig start, pool members, the handle API).
  * libbrig starts it with posix_spawn (src/lib/supervisor_exec.c) and
  * hands it, on fixed descriptors (supervisor_exec.h), a pipe to report
- * ready on and a socket carrying its configuration: the state directory,
+ * ready on and a sealed memfd holding its configuration: the state directory,
  * the name, the workspace mode and the policy as brig_policy_to_json
  * writes it. It then runs the sandbox as `brig run` would, serving the
  * control socket, until the sandbox stops. It is not meant to be run by
@@ -30,30 +30,24 @@ static void say(const char *what)
         fprintf(stderr, "brig-supervisor: %s\n", what);
 }
 
-/* The configuration, whole, until end of file. */
+/* The configuration, whole: the memfd's size is sealed, so what fstat
+ * says is all there is (read from 0: the offset is the writer's). */
 static char *read_config(int fd)
 {
-        size_t cap = 65536, len = 0;
-        char *buf = malloc(cap);
-        while (buf) {
-                if (len + 1 >= cap) {
-                        char *n = cap < CONFIG_MAX ? realloc(buf, cap *= 2) : NULL;
-                        if (!n) {
-                                free(buf);
-                                return NULL;
-                        }
-                        buf = n;
-                }
-                ssize_t n = read(fd, buf + len, cap - 1 - len);
+        struct stat st;
+        if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > CONFIG_MAX)
+                return NULL;
+        size_t len = (size_t)st.st_size, off = 0;
+        char *buf = malloc(len + 1);
+        while (buf && off < len) {
+                ssize_t n = pread(fd, buf + off, len - off, (off_t)off);
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0) {
+                if (n <= 0) {
                         free(buf);
                         return NULL;
                 }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
+                off += (size_t)n;
         }
         if (buf)
                 buf[len] = '\0';
@@ -68,12 +62,14 @@ int main(int argc, char **argv)
         syscall(SYS_close_range, SUPERVISOR_FD_EXE, ~0U, 0);
         /* Executed as /proc/self/fd/N: say who we are in ps. */
         prctl(PR_SET_NAME, "brig-supervisor");
-        /* What libbrig hands over: a pipe to report on and a socket (a
-         * socketpair's end) with the configuration; a shell's inherited
+        /* What libbrig hands over: a pipe to report on and a memfd sealed
+         * against writes with the configuration; a shell's inherited
          * descriptors or files are not that. */
-        struct stat ready_st, config_st;
-        if (fstat(SUPERVISOR_FD_READY, &ready_st) < 0 || !S_ISFIFO(ready_st.st_mode) ||
-            fstat(SUPERVISOR_FD_CONFIG, &config_st) < 0 || !S_ISSOCK(config_st.st_mode)) {
+        struct stat ready_st;
+        int seals = fcntl(SUPERVISOR_FD_CONFIG, F_GET_SEALS);
+        const int sealed = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+        if (fstat(SUPERVISOR_FD_READY, &ready_st) < 0 || !S_ISFIFO(ready_st.st_mode) || seals < 0 ||
+            (seals & sealed) != sealed) {
                 say("not meant to be run by hand (libbrig starts it)");
                 return BRIG_EXIT_SETUP;
         }

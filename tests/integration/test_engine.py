@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, REPO
+from conftest import BUILD, HOOKS, REPO, Brig
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, wait_until
 from test_escape import attack
@@ -228,3 +228,25 @@ def test_policy_that_json_cannot_hold_is_refused_not_trimmed(brig, sandboxes):
     # the same for a value that would be dropped from the command's environment
     r = sandboxes.brig_cmd("create", sandboxes.new_name(), "--env", os.fsdecode(b"A=\xfe"), text=False)
     assert r.returncode == 125 and b"--env value" in r.stderr, r
+
+
+@attack("owner-killed-at-spawn", "the front end owning an ephemeral sandbox is SIGKILLed the moment its "
+        "brig-supervisor has started (a test hook stops it there): the configuration, sent over a socket after the "
+        "start, was cut short, the supervisor ended on it and the state directory stayed for good", "traces")
+def test_owner_killed_as_its_supervisor_starts_leaves_nothing(brig, sandboxes, hooks_bindir):
+    demo = hooks_bindir / "engine-demo"
+    if not demo.exists():
+        shutil.copy2(HOOKS / "engine-demo", demo)
+        demo.chmod(0o755)
+    hooked = Brig(hooks_bindir, brig.mode, brig.base)
+    name = sandboxes.new_name("eph")
+    sandboxes.names.append(name)
+    p = subprocess.Popen(hooked.prefix() + [str(demo), "hold", name, "ephemeral"], cwd=str(brig.workspace),
+                         env=hooked.env(sandboxes.env({"BRIG_TEST_PAUSE_AT": "supervisor-spawned"})),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    assert "paused at supervisor-spawned" in line, (line, p.stderr.read() if p.poll() is not None else "")
+    p.kill()
+    p.wait(timeout=10)
+    assert wait_until(lambda: not (sandboxes.root / name).exists(), 20), os.listdir(sandboxes.root / name)
+    assert wait_until(lambda: not _host_cmdlines_with(name), 10), "a process of the sandbox outlived its owner"
