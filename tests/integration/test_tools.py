@@ -130,6 +130,13 @@ class Agent:
             subprocess.run(["sleep", "0.05"])
         self.env = {"SSH_AUTH_SOCK": str(self.sock)}
 
+    def add_new_key(self):
+        """A new key (brig.base/agentkey, the user's), loaded into the agent."""
+        key = keygen(self.brig.base / "agentkey")
+        self.brig.chown(key)
+        assert self.ssh_add(key).returncode == 0
+        return key
+
     def ssh_add(self, *args):
         return subprocess.run(self.brig.prefix() + ["ssh-add", *map(str, args)], env={**self.brig.env(), **self.env},
                               capture_output=True, text=True, timeout=30)
@@ -342,9 +349,7 @@ def test_snapshot_never_saves_the_copied_key(brig, sandboxes):
 # ---- --ssh-agent ----------------------------------------------------------------
 
 def test_ssh_through_the_agent_relay(brig, sshd, agent):
-    key = keygen(brig.base / "agentkey")
-    brig.chown(key)
-    assert agent.ssh_add(key).returncode == 0
+    key = agent.add_new_key()
     sshd.authorize(f"{key}.pub")
     r = sshd.run(brig, "run", "--ssh-agent", *NET, "--", "sh", "-c",
                  f'echo "$SSH_AUTH_SOCK"; ssh-add -l | cut -d" " -f2; {SSH} root@git.test via-agent', env=agent.env)
@@ -359,9 +364,7 @@ def test_ssh_agent_with_the_hosts_network(brig, agent):
     """--net host: no process inside holds the relay's listener (the
     supervisor does); the unix socket guard still lets the sandbox reach it,
     and only it."""
-    key = keygen(brig.base / "agentkey")
-    brig.chown(key)
-    assert agent.ssh_add(key).returncode == 0
+    key = agent.add_new_key()
     r = brig.run("run", "--net", "host", "--ssh-agent", "--", "sh", "-c",
                  f'ssh-add -l | cut -d" " -f2; SSH_AUTH_SOCK={agent.sock} ssh-add -l; echo direct=$?', env=agent.env)
     assert r.returncode == 0, r
@@ -469,9 +472,7 @@ print("login-trailing", ask(bytes([13]) + s(key) + s(login + b"x") + struct.pack
         "forged commit, valid after the run)", "the relay signs only SSH login (userauth) requests for the key they "
         "name")
 def test_agent_relay_signs_only_logins(brig, agent):
-    key = keygen(brig.base / "agentkey")
-    brig.chown(key)
-    assert agent.ssh_add(key).returncode == 0
+    key = agent.add_new_key()
     (brig.workspace / "commit.txt").write_text("tree 0000\nauthor Mallory\n\nforged\n")
     r = brig.run("run", "--ssh-agent", "--", "python3", "-c", SIGN_AGENT, env=agent.env)
     assert r.returncode == 0, r
@@ -515,9 +516,7 @@ time.sleep(60)
         "requests and never reading (a thread per connection in the supervisor)", "at most 16 connections relayed "
         "at once, the rest closed; each blocks only its own thread: the supervisor's timeout still kills")
 def test_agent_relay_flood_is_bounded(brig, agent):
-    key = keygen(brig.base / "agentkey")
-    brig.chown(key)
-    assert agent.ssh_add(key).returncode == 0
+    key = agent.add_new_key()
     p = subprocess.Popen(brig.cmd("run", "--ssh-agent", "--timeout", "3s", "--", "python3", "-c", FLOOD_AGENT),
                          cwd=str(brig.workspace), env=brig.env(agent.env), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -556,9 +555,7 @@ def sandbox_leaf(pid):
 def test_agent_socket_and_copies_unreachable_for_other_host_users(brig, agent):
     if not IS_ROOT:
         pytest.skip("OTHER HOST USER NOT TESTED: needs root to act as another user (setpriv)")
-    key = keygen(brig.base / "agentkey")
-    brig.chown(key)
-    assert agent.ssh_add(key).returncode == 0
+    key = agent.add_new_key()
     tok = brig.base / "tok"
     tok.write_text("COPIEDTOKEN\n")
     brig.chown(tok)
