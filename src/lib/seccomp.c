@@ -1352,8 +1352,9 @@ void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int
          * (--seccomp-allow chmod would let setuid bits onto the host's
          * files, socket AF_PACKET) or for a call of one of brig's groups
          * (@obsolete, @privileged). A call the profile does not know is
-         * one a program may need: that one is suggested. */
-        bool on_purpose = guarded(name);
+         * one a program may need: that one is suggested — if it has a
+         * name --seccomp-allow takes (not "syscall_1000"). */
+        bool on_purpose = guarded(name) || seccomp_syscall_resolve_name(name) < 0;
         for (size_t i = 0; i < ARRAY_SIZE(denied) && !on_purpose; i++)
                 on_purpose = strcmp(denied[i], name) == 0;
         for (size_t i = 0; i < ARRAY_SIZE(groups) && !on_purpose; i++)

@@ -458,13 +458,14 @@ def test_refusals_never_suggest_allowing_what_is_refused_on_purpose(brig):
     chmods 4755 has no setuid bit on the host."""
     bind = ["--ro-bind", f"{brig.program('probe_syscall')}:/probe"]
     plant = "cp /bin/true suid; chmod 4755 suid; "
-    mrelease = "python3 -c 'import ctypes; ctypes.CDLL(None).syscall(448, -1, 0)'"
+    mrelease = "python3 -c 'import ctypes; ctypes.CDLL(None).syscall(448, -1, 0); ctypes.CDLL(None).syscall(1000)'"
     r = brig.sh(plant + "/probe denied; /probe sockets; /probe personality; " + mrelease, *bind, report=True)
     calls = {x["what"]: x["allow_with"] for x in r.report["refusals"] if x["kind"] == "syscall"}
     for name in ("bpf", "kexec_load", "init_module", "mount", "ptrace", "keyctl", "io_uring_setup", "socket",
                  "personality", "fchmodat"):
         assert name in calls and calls[name] is None, (name, calls)
     assert calls.get("process_mrelease") == "--seccomp-allow process_mrelease", calls
+    assert "syscall_1000" in calls and calls["syscall_1000"] is None, calls    # no name --seccomp-allow takes
     assert "allow with --seccomp-allow bpf" not in r.stderr and "--seccomp-allow fchmodat" not in r.stderr, r
     flags = [w for x in r.report["refusals"] if x["allow_with"] for w in x["allow_with"].split(" ", 1)]
     assert "--seccomp-allow" in flags and "bpf" not in flags and "fchmodat" not in flags, flags
