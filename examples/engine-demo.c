@@ -421,6 +421,19 @@ int main(int argc, char **argv)
                 close(num);
         }
 
+        /* What the sandbox refused is in the result, as brig exec says it. */
+        {
+                char *refused[] = { "sh", "-c", "unshare -U true 2>/dev/null", NULL };
+                brig_exec_spec rs = { .size = sizeof rs, .stdio = BRIG_STDIO_PIPES, .argv = refused };
+                brig_exec *rx = NULL;
+                brig_result rres;
+                die_on(brig_exec_start(sb[2], &rs, &rx, &err), &err, "brig_exec_start");
+                die_on(brig_exec_wait(rx, 0, &rres, &err), &err, "brig_exec_wait");
+                CHECK(strstr(rres.refusals, "unshare"), "the refused unshare is not in the result: '%s'",
+                      rres.refusals);
+                brig_exec_close(rx);
+        }
+
         /* Four threads, three execs each, on one sandbox handle. */
         pthread_t th[4];
         for (int i = 0; i < 4; i++)

@@ -568,17 +568,25 @@ int brig_exec_kill(brig_exec *handle, int sig, brig_error **err)
 static int take_message(struct brig_exec *x, brig_error **err)
 {
         for (;;) {
+                /* a status carries the summary's lines of what was refused
+                 * after its header (a header-sized read cut them off) */
+                struct {
+                        struct ctl_hdr h;
+                        char lines[sizeof x->res.refusals];
+                } msg;
                 struct ctl_hdr h;
                 int fds[CTL_MAX_FDS], nfds = 0;
-                ssize_t n = ctl_recv(x->fd, &h, sizeof h, fds, &nfds);
+                ssize_t n = ctl_recv(x->fd, &msg, sizeof msg, fds, &nfds);
                 for (int i = 0; i < nfds; i++)
                         close(fds[i]);
                 if (n == -EINTR)
                         continue;
+                if (n > 0)
+                        memcpy(&h, &msg.h, sizeof h);
                 x->state = EXEC_WAITED;
                 x->res.duration_ms = now_ms() - x->start_ms;
                 if (n > 0 && h.type == CTL_STATUS) {
-                        exec_result_fill(&x->res, &h);
+                        exec_result_fill(&x->res, &h, msg.lines, (size_t)n > sizeof msg.h ? (size_t)n - sizeof msg.h : 0);
                         return 0;
                 }
                 int r;

@@ -117,6 +117,11 @@ struct exec_loop {
         const char *name;
 };
 
+static void refusals_take(brig_result *res, const char *lines, size_t n)
+{
+        snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)strnlen(lines, n), lines);
+}
+
 /* Returns 1 when the status (or an error) arrived, 0 to go on. */
 static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
 {
@@ -140,8 +145,7 @@ static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opt
                 return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", l->name);
         if (h.type == CTL_STATUS) {
                 fill_result(res, &h, o);
-                size_t extra = (size_t)n > sizeof msg.h ? (size_t)n - sizeof msg.h : 0;
-                snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)strnlen(msg.lines, extra), msg.lines);
+                refusals_take(res, msg.lines, (size_t)n > sizeof msg.h ? (size_t)n - sizeof msg.h : 0);
                 return 1;
         }
         if (h.type == CTL_ERROR)
@@ -288,9 +292,10 @@ char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_er
         return build_request(o, tty, len, err);
 }
 
-void exec_result_fill(brig_result *res, const struct ctl_hdr *h)
+void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *lines, size_t n)
 {
         fill_result(res, h, NULL);
+        refusals_take(res, lines, n);
 }
 
 char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res, const brig_error *error,

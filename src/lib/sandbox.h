@@ -52,8 +52,9 @@ BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, c
 /* The exec request message (hdr + payload, *len bytes; free()). */
 struct ctl_hdr;
 BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err);
-/* A CTL_STATUS message as a result. */
-BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h);
+/* A CTL_STATUS message as a result: its header, and the n bytes after it
+ * (the summary's lines of what was refused). */
+BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *lines, size_t n);
 /* The JSON report of one exec (free()). */
 BRIG_INTERNAL char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res,
                                      const brig_error *error, const char *pool_member, brig_error **err);
