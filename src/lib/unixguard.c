@@ -1095,7 +1095,8 @@ static void on_listener(struct unixguard *g, int fd)
          * call is refused, never let through. */
         if (!g->replies && !guarded_call(nr) && seccomp_replies_build(g->plan, &g->own_replies) == 0)
                 g->replies = g->own_replies;
-        int reply = g->replies ? seccomp_reply_for(g->replies, &g->req->data) : guarded_call(nr) ? SECCOMP_REPLY_GUARD : EPERM;
+        int reply = g->replies ? seccomp_reply_for(g->replies, &g->req->data)
+                    : guarded_call(nr) ? SECCOMP_REPLY_GUARD : EPERM;
         if (g->audit && reply >= 0) {
                 uint64_t args[6];
                 for (int i = 0; i < 6; i++)
