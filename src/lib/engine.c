@@ -607,8 +607,12 @@ static int take_message(struct brig_exec *x, brig_error **err)
                         r = brig_err(&x->error, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec",
                                      x->sb->name);
                 }
-                if (err && x->error)
-                        brig_err_code(err, x->error->exit_code, x->error->errnum, "%s", x->error->msg);
+                if (err && x->error) {
+                        /* the message says its errno already */
+                        brig_err_code(err, x->error->exit_code, 0, "%s", x->error->msg);
+                        if (*err)
+                                (*err)->errnum = x->error->errnum;
+                }
                 return r;
         }
 }
