@@ -115,7 +115,7 @@ int main(int argc, char **argv)
                 /* As control_wait_ready reads it. */
                 struct { int code, errnum; char text[1024]; } m = { BRIG_EXIT_SETUP, err ? err->errnum : 0, "" };
                 snprintf(m.text, sizeof m.text, "brig-supervisor: %s", err && err->msg ? err->msg : "failed");
-                say(m.text);
+                fprintf(stderr, "%s\n", m.text);  /* the log: it says who already */
                 (void)!write(SUPERVISOR_FD_READY, &m, sizeof m);
                 return BRIG_EXIT_SETUP;
         }
