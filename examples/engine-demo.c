@@ -467,8 +467,9 @@ int main(int argc, char **argv)
         brig_error_free(&err);
         /* Another exec's connection to the supervisor, or its pipe, as
          * this command's stdin: the library's own, refused. */
-        int theirs[] = { brig_exec_fd(jobs[1].x), brig_exec_stdio_fd(jobs[2].x, 1) };
-        for (int i = 0; i < 2; i++) {
+        int theirs[] = { brig_exec_fd(jobs[1].x), brig_exec_stdio_fd(jobs[2].x, 1),
+                         fcntl(brig_exec_fd(jobs[3].x), F_DUPFD_CLOEXEC, 3) };
+        for (int i = 0; i < 3; i++) {
                 s = (brig_exec_spec){ .size = sizeof s, .stdio = BRIG_STDIO_FDS, .argv = t, .fds = { theirs[i], 1, 2 } };
                 rc = brig_exec_start(sb[0], &s, &x, &err);
                 if (rc == 0)
@@ -477,6 +478,7 @@ int main(int argc, char **argv)
                       "another exec's descriptor %d as stdin: %d", theirs[i], rc);
                 brig_error_free(&err);
         }
+        close(theirs[2]);
         /* A directory as stdio would hand the command a host directory to
          * openat() from (CVE-2024-21626): the supervisor refuses it. */
         int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);

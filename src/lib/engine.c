@@ -324,14 +324,25 @@ int brig_sandbox_close(brig_sandbox *sb, brig_error **err)
 
 /* ---- execs ----------------------------------------------------------------- */
 
-/* Is fd one the library owns: an exec's connection to its sandbox's
- * supervisor, or its end of the command's pipes or pty? */
+static bool same_file(const struct stat *st, int fd)
+{
+        struct stat o;
+        return fd >= 0 && fstat(fd, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
+}
+
+/* Is fd (or a dup of it: compared by file) one the library owns: an
+ * exec's connection to its sandbox's supervisor, or its end of the
+ * command's pipes or pty? */
 static bool fd_is_ours(int fd)
 {
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return false;
         pthread_mutex_lock(&handles_lock);
         bool ours = false;
         for (const struct brig_exec *e = execs; e && !ours; e = e->next)
-                ours = e->fd == fd || e->stdio[0] == fd || e->stdio[1] == fd || e->stdio[2] == fd;
+                ours = same_file(&st, e->fd) || same_file(&st, e->stdio[0]) || same_file(&st, e->stdio[1]) ||
+                       same_file(&st, e->stdio[2]);
         pthread_mutex_unlock(&handles_lock);
         return ours;
 }
