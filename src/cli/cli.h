@@ -23,6 +23,10 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest);
 
+/* The usage text of a command without an option parser of its own (ls,
+ * stop, diff, snapshot, doctor...; main.c), or NULL. */
+const char *cli_usage(const char *cmd);
+
 /* Print "brig: MESSAGE" and return the exit code the error carries. */
 int cli_fail(brig_error *err);
 

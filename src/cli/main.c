@@ -25,6 +25,49 @@ static const char usage[] =
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
 
+/* The commands without an option parser of their own: what `brig CMD
+ * --help` prints (and their usage errors). docs/man/ documents each option
+ * listed here; tests/integration/test_install.py holds the two to each
+ * other. */
+static const struct {
+        const char *cmd, *usage;
+} command_usage[] = {
+        { "ls", "usage: brig ls [--json]\n"
+                "\n"
+                "  --json   one JSON array of your sandboxes instead of the table\n" },
+        { "stop", "usage: brig stop NAME...\n" },
+        { "start", "usage: brig start NAME...\n" },
+        { "rm", "usage: brig rm NAME...\n" },
+        { "pause", "usage: brig pause NAME...\n" },
+        { "resume", "usage: brig resume NAME...\n" },
+        { "diff", "usage: brig diff NAME [PATH...] [--exclude PATTERN]... [--json]\n"
+                  "\n"
+                  "  --exclude PATTERN  leave out paths matching PATTERN (repeatable)\n"
+                  "  --json             the changes as a JSON array\n" },
+        { "commit", "usage: brig commit NAME [PATH...] [--exclude PATTERN]... [--json]\n"
+                    "\n"
+                    "  --exclude PATTERN  leave out paths matching PATTERN (repeatable)\n"
+                    "  --json             the committed changes as a JSON array\n" },
+        { "reset", "usage: brig reset NAME\n" },
+        { "snapshot", "usage: brig snapshot NAME TAG\n"
+                      "       brig snapshot --list NAME\n"
+                      "       brig snapshot --rm NAME TAG\n" },
+        { "restore", "usage: brig restore NAME TAG\n" },
+        { "fork", "usage: brig fork NAME TAG NEW_NAME\n" },
+        { "doctor", "usage: brig doctor [--json]\n"
+                    "\n"
+                    "  --json   the same as JSON\n" },
+        { "version", "usage: brig version\n" },
+};
+
+const char *cli_usage(const char *cmd)
+{
+        for (size_t i = 0; i < sizeof command_usage / sizeof command_usage[0]; i++)
+                if (strcmp(command_usage[i].cmd, cmd) == 0)
+                        return command_usage[i].usage;
+        return NULL;
+}
+
 void cli_put_safe(FILE *f, const char *s, bool multiline)
 {
         for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
@@ -97,6 +140,10 @@ int main(int argc, char **argv)
                 return BRIG_EXIT_SETUP;
         }
         const char *cmd = argv[1];
+        if (argc == 3 && cli_usage(cmd) && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+                fputs(cli_usage(cmd), stdout);
+                return 0;
+        }
         if (strcmp(cmd, "run") == 0)
                 return cmd_run(argc - 1, argv + 1);
         if (strcmp(cmd, "policy") == 0)

@@ -352,7 +352,7 @@ int cmd_simple(int argc, char **argv)
         else if (strcmp(cmd, "start") == 0)
                 fn = brig_sandbox_start;
         if (!fn || argc < 2) {
-                fprintf(stderr, "usage: brig %s NAME...\n", cmd);
+                fputs(cli_usage(cmd) ?: "", stderr);
                 return BRIG_EXIT_SETUP;
         }
         int code = 0;
@@ -381,9 +381,7 @@ struct change_args {
 
 static int change_args(int argc, char **argv, struct change_args *a)
 {
-        const char *usage = strcmp(argv[0], "diff") == 0
-                                    ? "usage: brig diff NAME [PATH...] [--exclude PATTERN]... [--json]\n"
-                                    : "usage: brig commit NAME [PATH...] [--exclude PATTERN]... [--json]\n";
+        const char *usage = cli_usage(argv[0]);
         *a = (struct change_args){ 0 };
         a->paths = calloc((size_t)argc + 1, sizeof *a->paths);
         a->excludes = calloc((size_t)argc + 1, sizeof *a->excludes);
@@ -486,7 +484,7 @@ int cmd_commit(int argc, char **argv)
 int cmd_reset(int argc, char **argv)
 {
         if (argc != 2 || argv[1][0] == '-') {
-                fprintf(stderr, "usage: brig reset NAME\n");
+                fputs(cli_usage("reset"), stderr);
                 return BRIG_EXIT_SETUP;
         }
         brig_error *err = NULL;
@@ -511,8 +509,7 @@ int cmd_snapshot(int argc, char **argv)
                 return brig_sandbox_snapshot_remove(argv[2], argv[3], &err) < 0 ? cli_fail(err) : 0;
         int want = fork_cmd ? 4 : 3;
         if (argc != want || argv[1][0] == '-' || argv[2][0] == '-' || (fork_cmd && argv[3][0] == '-')) {
-                fprintf(stderr, "usage: brig %s NAME TAG%s%s\n", cmd, fork_cmd ? " NEW_NAME" : "",
-                        strcmp(cmd, "snapshot") == 0 ? "\n       brig snapshot --list NAME\n       brig snapshot --rm NAME TAG" : "");
+                fputs(cli_usage(cmd), stderr);
                 return BRIG_EXIT_SETUP;
         }
         if (strcmp(cmd, "restore") == 0)
