@@ -24,11 +24,21 @@ $(ASAN_BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-# brig, libbrig and its header under meson's prefix (/usr/local); on a host
-# whose kernel runs AppArmor also /etc/apparmor.d/brig (docs/hosts.md:
-# `meson configure $(BUILD) -Dapparmor=enabled|disabled` decides).
+# brig, libexec/brig/brig-supervisor, libbrig, brig.h, brig.pc, the man
+# pages and the bash and zsh completions under PREFIX (README: Install),
+# staged below DESTDIR when it is set; on a host whose kernel runs AppArmor
+# also /etc/apparmor.d/brig (docs/hosts.md: `meson configure $(BUILD)
+# -Dapparmor=enabled|disabled` decides). A PREFIX other than the build's
+# reconfigures it: the supervisor's fallback path is compiled in.
+PREFIX  ?= /usr/local
+DESTDIR ?=
 install: build
-	meson install -C $(BUILD)
+	@if [ "$$(meson introspect $(BUILD) --buildoptions | python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')" != "$(abspath $(PREFIX))" ]; then \
+		echo meson configure $(BUILD) --prefix=$(abspath $(PREFIX)); \
+		meson configure $(BUILD) --prefix=$(abspath $(PREFIX)); \
+	fi
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir $(abspath $(DESTDIR)))
 
 build-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
