@@ -5,6 +5,7 @@ exactly the options each command's --help lists, its bash completion
 offers each command's options and the sandboxes' names, its zsh completion
 parses and names every option, and brig.pc builds a program against the
 installed header and library."""
+import json
 import os
 import pathlib
 import re
@@ -48,7 +49,7 @@ def _loaded_libbrig(exe, env=None):
     """Where the loader takes libbrig.so.1 from for EXE (resolved)."""
     r = subprocess.run([str(exe)], env={**(env or {}), "LD_TRACE_LOADED_OBJECTS": "1"}, capture_output=True,
                        text=True, timeout=10)
-    m = re.search(r"libbrig\.so\.1 => (\S+) ", r.stdout)
+    m = re.search(r"libbrig\.so\.1 => (/\S+) ", r.stdout)
     assert m, r.stdout
     return pathlib.Path(os.path.realpath(m.group(1)))
 
@@ -183,6 +184,17 @@ def test_man_pages_document_exactly_the_options_of_each_help(dest):
     assert _help_options(_help("run")) >= {"--workspace", "--nproc", "--stack", "--no-tty", "--pooled"}
 
 
+def test_help_lists_every_option_the_parser_takes():
+    """The other side of the pages: what brig run's and brig exec's getopt
+    tables (and run's take_flag) accept is what their --help lists."""
+    for src, cmd in (("run.c", "run"), ("sandbox.c", "exec")):
+        text = (REPO / "src" / "cli" / src).read_text()
+        parsed = {"--" + o for o in re.findall(r'\{ "([a-z][\w-]*)", (?:no|required|optional)_argument', text)}
+        parsed |= set(re.findall(r'take_flag\(&argc, argv, "(--[\w-]+)"\)', text))
+        assert len(parsed) > 5, (src, parsed)
+        assert parsed - {"--help"} == _help_options(_help(cmd)), (cmd, parsed ^ _help_options(_help(cmd)))
+
+
 def _complete(dest, words, prefix=(), env=None):
     """What the installed bash completion offers for WORDS (the last one
     is being completed)."""
@@ -245,7 +257,12 @@ def test_pkg_config_builds_a_program_against_the_installed_library(dest, scratch
     src.write_text('#include <brig.h>\n#include <stdio.h>\n'
                    'int main(void) { brig_policy *p = brig_policy_new(); if (!p) return 1;\n'
                    '        brig_policy_free(p); printf("libbrig %s\\n", brig_version()); return 0; }\n')
-    r = subprocess.run(["cc", "-Wall", "-Werror", "-o", str(scratch / "hello"), str(src), *flags.stdout.split()],
+    # A sanitizer build's libbrig needs the program linked with the runtime.
+    sanitize = [f"-fsanitize={o['value']}" for o in json.loads(subprocess.run(
+        ["meson", "introspect", str(BUILD), "--buildoptions"], capture_output=True, text=True, check=True).stdout)
+        if o["name"] == "b_sanitize" and o["value"] != "none"]
+    r = subprocess.run(["cc", "-Wall", "-Werror", *sanitize, "-o", str(scratch / "hello"), str(src),
+                        *flags.stdout.split()],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r
     r = subprocess.run([str(scratch / "hello")], env={"LD_LIBRARY_PATH": str(libdir)}, capture_output=True,
