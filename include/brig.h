@@ -481,6 +481,39 @@ BRIG_PUBLIC char *brig_exec_report_json(const brig_exec *x, brig_error **err);
 /* Free the handle and its descriptors; a command still running is killed. */
 BRIG_PUBLIC void brig_exec_close(brig_exec *x);
 
+/* File operations as the sandbox sees them (docs/api.md): each one runs
+ * inside, forked by the sandbox's pid 1 as an exec is and as confined
+ * (the sandbox user, its mounts, Landlock, seccomp, cgroup), so a path or
+ * a symlink planted inside resolves in the sandbox's view only. */
+enum brig_file_op {
+        BRIG_FILE_READ = 1,   /* a regular file's bytes to fd (at most max_bytes) */
+        BRIG_FILE_WRITE,      /* fd's bytes to the file: a new file renamed over the name */
+        BRIG_FILE_LIST,       /* a directory's entries to fd, as a JSON array */
+        BRIG_FILE_STAT,       /* the path itself (a link is not followed), JSON to fd */
+        BRIG_FILE_MKDIR,      /* one directory (its parent must exist) */
+        BRIG_FILE_REMOVE,     /* a file, a link, or an empty directory */
+        BRIG_FILE_TAR_OUT,    /* a directory as a tar stream to fd (the sandbox's tar) */
+        BRIG_FILE_TAR_IN,     /* a tar stream from fd unpacked into a directory (the sandbox's tar) */
+};
+
+typedef struct brig_file_spec {
+        uint32_t size;            /* sizeof(brig_file_spec) */
+        uint32_t op;              /* enum brig_file_op */
+        const char *path;         /* absolute inside; no control characters */
+        int fd;                   /* the data: read from (WRITE, TAR_IN) or written to (READ, TAR_OUT,
+                                   * LIST, STAT); -1 for MKDIR and REMOVE */
+        uint32_t mode;            /* WRITE, MKDIR: permission bits (0: 0644, 0755) */
+        uint64_t max_bytes;       /* READ, WRITE: the cap, -EFBIG past it (0: 64 MiB) */
+        uint64_t timeout_ms;      /* 0: 60 s; then -ETIMEDOUT */
+} brig_file_spec;
+
+/* Run one file operation. 0, or -errno with *err saying why: the errno the
+ * sandbox got (-ENOENT, -EISDIR, -ELOOP, -EROFS, -EACCES ...), -EFBIG past
+ * the cap, -EINVAL for a bad spec (exit code 125) or a FIFO, socket or
+ * device where a regular file was asked for; a failed operation's error
+ * has exit code 1. WRITE leaves nothing behind when it fails. */
+BRIG_PUBLIC int brig_sandbox_file(brig_sandbox *sb, const brig_file_spec *spec, brig_error **err);
+
 /* ---- Host probe -------------------------------------------------------- */
 
 /* Probe the host and return a JSON document (caller frees with free()).

@@ -13,6 +13,9 @@ int cmd_policy(int argc, char **argv);
 int cmd_create(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
+/* files.c: brig cp, brig files */
+int cmd_cp(int argc, char **argv);
+int cmd_files(int argc, char **argv);
 /* stop, rm, pause, resume (argv[0] names which) */
 int cmd_simple(int argc, char **argv);
 int cmd_diff(int argc, char **argv);

@@ -11,6 +11,8 @@ static const char usage[] =
         "  run [options] -- CMD [ARG...]   run CMD in a new sandbox (brig run --help)\n"
         "  create NAME [options]           start a sandbox that lives on (brig create --help)\n"
         "  exec NAME [options] -- CMD...   run CMD in it (brig exec --help)\n"
+        "  cp SRC DST                      copy a file into or out of a sandbox: NAME:/PATH (brig cp --help)\n"
+        "  files NAME OP PATH              list, stat, mkdir, rm, tar-out, tar-in inside (brig files --help)\n"
         "  ls [--json]                     list your sandboxes\n"
         "  stop|start|rm NAME...           stop it (state kept), start it again, remove it\n"
         "  pause|resume NAME...            freeze or thaw every process in it\n"
@@ -152,6 +154,10 @@ int main(int argc, char **argv)
                 return cmd_create(argc - 1, argv + 1);
         if (strcmp(cmd, "exec") == 0)
                 return cmd_exec(argc - 1, argv + 1);
+        if (strcmp(cmd, "cp") == 0)
+                return cmd_cp(argc - 1, argv + 1);
+        if (strcmp(cmd, "files") == 0)
+                return cmd_files(argc - 1, argv + 1);
         if (strcmp(cmd, "ls") == 0)
                 return cmd_ls(argc - 1, argv + 1);
         if (strcmp(cmd, "stop") == 0 || strcmp(cmd, "rm") == 0 || strcmp(cmd, "pause") == 0 ||

@@ -342,6 +342,8 @@ _Noreturn void command_exec(const struct run_plan *plan)
                 goto fail;
         if (rlimits_apply_memory_fallback(plan, &err) < 0)
                 goto fail;
+        if (plan->fileop)
+                fileop_main(plan);  /* as confined as the command it stands for */
         environ = plan->envp;  /* execvp searches the sandbox's PATH */
         execvp(plan->argv[0], plan->argv);
         int e = errno;

@@ -34,6 +34,8 @@ enum ctl_type {
 enum ctl_flags {
         CTL_EXEC_TTY = 1 << 0,
         CTL_EXEC_DETACH = 1 << 1,  /* no stdio: output to a log inside, CTL_STARTED once it runs */
+        CTL_EXEC_FILEOP = 1 << 2,  /* argv is a file operation (fileops.c) run by the confined child
+                                    * instead of execve; never with a tty or detached */
 };
 
 /* Where a detached exec's output goes, inside the sandbox: its own /tmp,

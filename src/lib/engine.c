@@ -408,6 +408,24 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
+int brig_sandbox_file(brig_sandbox *handle, const brig_file_spec *spec, brig_error **err)
+{
+        /* held for the call: a close meanwhile leaves the free to us */
+        struct brig_sandbox *sb = sandbox_get(handle);
+        if (!sb)
+                return dead_handle(err, "brig_sandbox_file");
+        int r = spec ? check_size(spec, spec->size, offsetof(brig_file_spec, timeout_ms) + sizeof spec->timeout_ms,
+                                  sizeof *spec, "brig_file_spec", err)
+                     : brig_err(err, EINVAL, "brig_sandbox_file: no spec");
+        if (r == 0) {
+                brig_file_spec copy = { 0 };
+                memcpy(&copy, spec, spec->size < sizeof copy ? spec->size : sizeof copy);
+                r = fileop_run(sb->name, &copy, err);
+        }
+        sandbox_put(sb);
+        return r;
+}
+
 static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err);
 
 int brig_exec_start(brig_sandbox *handle, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)

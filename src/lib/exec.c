@@ -26,7 +26,7 @@ static uint64_t now_ms(void)
 }
 
 /* hdr + cwd\0 argv...\0 env...\0 */
-static char *build_request(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err)
+static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len, brig_error **err)
 {
         size_t n = sizeof(struct ctl_hdr) + (o->cwd ? strlen(o->cwd) : 0) + 1;
         uint32_t argc = 0, envc = 0;
@@ -45,7 +45,7 @@ static char *build_request(const brig_exec_opts *o, bool tty, size_t *len, brig_
         }
         struct ctl_hdr *h = (struct ctl_hdr *)buf;
         *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC,
-                               .flags = (tty ? CTL_EXEC_TTY : 0) | (o->detach ? CTL_EXEC_DETACH : 0),
+                               .flags = flags | (tty ? CTL_EXEC_TTY : 0) | (o->detach ? CTL_EXEC_DETACH : 0),
                                .argc = argc, .envc = envc, .timeout_ms = o->timeout_ms };
         char *p = buf + sizeof *h;
         p = stpcpy(p, o->cwd ? o->cwd : "") + 1;
@@ -202,7 +202,7 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
 static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
 {
         size_t len;
-        _cleanup_free_ char *req = build_request(o, false, &len, err);
+        _cleanup_free_ char *req = build_request(o, false, 0, &len, err);
         if (!req)
                 return -ENOMEM;
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
@@ -235,6 +235,12 @@ static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_r
 
 int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res, brig_error **err)
 {
+        return exec_over_flags(fd, name, o, stdio, 0, res, err);
+}
+
+int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio, uint32_t flags,
+                    brig_result *res, brig_error **err)
+{
         if (o->detach) {
                 uint64_t start = now_ms();
                 int r = detach_over(fd, name, o, res, err);
@@ -251,7 +257,7 @@ int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdi
                 return r;
         bool pty = terminal_is_pty(l.term);
         size_t len;
-        _cleanup_free_ char *req = build_request(o, pty, &len, err);
+        _cleanup_free_ char *req = build_request(o, pty, flags, &len, err);
         if (!req) {
                 terminal_close(l.term);
                 return -ENOMEM;
@@ -289,7 +295,7 @@ out:
 
 char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err)
 {
-        return build_request(o, tty, len, err);
+        return build_request(o, tty, 0, len, err);
 }
 
 void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *lines, size_t n)

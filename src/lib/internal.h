@@ -283,6 +283,7 @@ struct run_plan {
         int sync_fd;             /* child end of the sync socket */
         int report_fd;           /* the supervisor's; the child closes it */
         bool persistent;         /* brig create: pid 1 serves exec requests instead of one command */
+        bool fileop;             /* this exec is a file operation: fileop_main instead of execve */
         const char *overlay_upper;  /* --workspace-mode overlay: the layer's directories in the state dir (the control owns them), or NULL */
         const char *overlay_work;
         struct tools_plan *tools;    /* files made inside at start, passwd, agent (tools.h) */
@@ -466,6 +467,9 @@ BRIG_INTERNAL _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 /* The command's side of the run, after fork from pid 1: session, fds, cwd,
  * rlimits, Landlock, seccomp, execve. Also used for each `brig exec`. */
 BRIG_INTERNAL _Noreturn void command_exec(const struct run_plan *plan);
+/* fileops.c: a file operation (plan->argv) in the confined child, at the
+ * point where command_exec would execve. */
+BRIG_INTERNAL _Noreturn void fileop_main(const struct run_plan *plan);
 BRIG_INTERNAL void init_hide_command_line(void);
 BRIG_INTERNAL void init_detach_stdio(void);
 /* persist_init.c: pid 1 of a persistent sandbox: forks one command per

@@ -130,6 +130,7 @@ static _Noreturn void exec_child(struct persist *ps, const struct exec_request *
         plan.envp = merge_env(ps->plan->envp, req->env);
         plan.sync_fd = fd;
         plan.pty_slave_fd = slave;
+        plan.fileop = req->flags & CTL_EXEC_FILEOP;
         if (!plan.envp) {
                 send_failure(fd, "environment", ENOMEM);
                 _exit(BRIG_EXIT_SETUP);
@@ -154,7 +155,8 @@ static void start_exec(struct persist *ps, int fd)
         ssize_t n = buf ? ctl_recv(fd, buf, CTL_MAX_MSG, fds, &nfds) : -ENOMEM;
         if (n <= 0 || exec_request_parse(buf, (size_t)n, &req) < 0 ||
             nfds != (req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH) ? 0 : 3) ||
-            ((req.flags & CTL_EXEC_TTY) && (req.flags & CTL_EXEC_DETACH))) {
+            ((req.flags & CTL_EXEC_TTY) && (req.flags & CTL_EXEC_DETACH)) ||
+            ((req.flags & CTL_EXEC_FILEOP) && (req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH)))) {
                 send_failure(fd, "malformed request", EBADMSG);
                 goto out;
         }

@@ -49,6 +49,14 @@ BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
 BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
                             brig_error **err);
 
+/* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_FILEOP). */
+BRIG_INTERNAL int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio,
+                                  uint32_t flags, brig_result *res, brig_error **err);
+/* fileops.c: the client of one file operation on sandbox NAME. */
+BRIG_INTERNAL int fileop_check(const brig_file_spec *s, brig_error **err);
+BRIG_INTERNAL int fileop_run(const char *name, const brig_file_spec *s, brig_error **err);
+BRIG_INTERNAL const char *fileop_name(uint32_t op);
+
 /* The exec request message (hdr + payload, *len bytes; free()). */
 struct ctl_hdr;
 BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err);
