@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -491,6 +492,42 @@ int main(int argc, char **argv)
         CHECK(rc == -EBADF, "a directory as stdout: %d %s", rc, err && err->msg ? err->msg : "");
         brig_error_free(&err);
         close(dir);
+        /* File operations through the handle: a write and a read back
+         * (memfds of ours), the sandbox's own errno, and bad specs. */
+        int in = memfd_create("demo-in", MFD_CLOEXEC), out = memfd_create("demo-out", MFD_CLOEXEC);
+        CHECK(in >= 0 && out >= 0 && write(in, "file-op\n", 8) == 8 && lseek(in, 0, SEEK_SET) == 0, "memfds");
+        brig_file_spec f = { .size = sizeof f, .op = BRIG_FILE_WRITE, .path = "/tmp/demo-file", .fd = in };
+        rc = brig_sandbox_file(sb[1], &f, &err);
+        CHECK(rc == 0, "file write: %d %s", rc, err && err->msg ? err->msg : "");
+        brig_error_free(&err);
+        f = (brig_file_spec){ .size = sizeof f, .op = BRIG_FILE_READ, .path = "/tmp/demo-file", .fd = out };
+        rc = brig_sandbox_file(sb[1], &f, &err);
+        char got[16] = "";
+        CHECK(rc == 0 && pread(out, got, sizeof got - 1, 0) == 8 && strcmp(got, "file-op\n") == 0,
+              "file read back: %d '%s' %s", rc, got, err && err->msg ? err->msg : "");
+        brig_error_free(&err);
+        f.path = "/tmp/no-such-file";
+        CHECK(brig_sandbox_file(sb[1], &f, &err) == -ENOENT && err && err->exit_code == 1, "file read: ENOENT");
+        brig_error_free(&err);
+        f.path = "/tmp";
+        CHECK(brig_sandbox_file(sb[1], &f, &err) == -EISDIR, "file read of a directory: EISDIR");
+        brig_error_free(&err);
+        f.path = "tmp/relative";
+        CHECK(brig_sandbox_file(sb[1], &f, &err) == -EINVAL && err->exit_code == 125, "file: a relative path");
+        brig_error_free(&err);
+        f = (brig_file_spec){ .size = sizeof f, .op = BRIG_FILE_READ, .path = "/tmp/demo-file", .fd = 987 };
+        CHECK(brig_sandbox_file(sb[1], &f, &err) == -EBADF, "file: a closed descriptor");
+        brig_error_free(&err);
+        f = (brig_file_spec){ .size = sizeof f, .op = 99, .path = "/tmp/demo-file", .fd = out };
+        CHECK(brig_sandbox_file(sb[1], &f, &err) == -EINVAL, "file: an unknown operation");
+        brig_error_free(&err);
+        f.size = 4;
+        CHECK(brig_sandbox_file(sb[1], &f, &err) == -EINVAL, "file: too small a spec");
+        brig_error_free(&err);
+        CHECK(brig_sandbox_file(NULL, &f, &err) == -EBADF, "file: no handle");
+        brig_error_free(&err);
+        close(in);
+        close(out);
         CHECK(brig_sandbox_close(sb[0], &err) == -EBUSY, "close with execs open");
         brig_error_free(&err);
 

@@ -124,7 +124,12 @@ int exec_request_parse(const void *msg, size_t len, struct exec_request *req)
         p = nul + 1;
         req->argv = take_strings(&p, end, h->argc);
         req->env = req->argv ? take_strings(&p, end, h->envc) : NULL;
-        if (!req->argv || !req->env || p != end || !req->argv[0][0] || (req->cwd && req->cwd[0] != '/')) {
+        /* A file operation's argv[0] is empty (its words follow), which an
+         * older parser refuses: a sandbox started by an older brig fails
+         * the request instead of running the operation's name as a command. */
+        bool fileop = h->flags & CTL_EXEC_FILEOP;
+        if (!req->argv || !req->env || p != end || !req->argv[0][0] != fileop ||
+            (req->cwd && req->cwd[0] != '/')) {
                 exec_request_free(req);
                 return -EBADMSG;
         }

@@ -322,7 +322,7 @@ static _Noreturn void op_tar(const struct run_plan *plan, bool out, const char *
 
 _Noreturn void fileop_main(const struct run_plan *plan)
 {
-        char *const *a = plan->argv;
+        char *const *a = plan->argv + 1;  /* argv[0] is "" (control_msg.c) */
         int op = a[0] ? op_from_name(a[0]) : -1;
         if (op < 0 || !a[1] || !a[2] || !a[3] || a[4])
                 op_fail(plan, EBADMSG, "file operation: malformed request");
@@ -428,7 +428,7 @@ int fileop_run(const char *name, const brig_file_spec *s, brig_error **err)
         char max[32], mode[16];
         snprintf(max, sizeof max, "%" PRIu64, (uint64_t)(s->max_bytes ? s->max_bytes : FILEOP_DEFAULT_MAX));
         snprintf(mode, sizeof mode, "%o", s->mode ? s->mode : s->op == BRIG_FILE_MKDIR ? 0755u : 0644u);
-        char *argv[] = { (char *)op, (char *)s->path, max, mode, NULL };
+        char *argv[] = { "", (char *)op, (char *)s->path, max, mode, NULL };
         brig_exec_opts o = { .argv = argv, .tty = BRIG_TTY_NEVER,
                              .timeout_ms = s->timeout_ms ? s->timeout_ms : FILEOP_DEFAULT_TIMEOUT_MS };
         brig_result res;
@@ -437,8 +437,12 @@ int fileop_run(const char *name, const brig_file_spec *s, brig_error **err)
         if (fd < 0)
                 return fd;
         r = exec_over_flags(fd, name, &o, stdio, CTL_EXEC_FILEOP, &res, err);
-        if (r < 0) {
+        if (r == -EBADMSG)
+                brig_err_prefix(err, "sandbox '%s' (started by an older brig? brig stop %s && brig start %s)", name,
+                                name, name);
+        else if (r < 0)
                 brig_err_prefix(err, "sandbox '%s'", name);
+        if (r < 0) {
                 return r;
         }
         if (res.exit_code == 0)
