@@ -3,16 +3,18 @@
  * host's agent ($SSH_AUTH_SOCK) — which the sandbox user could not reach
  * itself (root's socket, another user's directory, outside every grant).
  *
- * The relay passes on only the two requests a client needs to log in:
- * SSH_AGENTC_REQUEST_IDENTITIES (list the public keys) and
- * SSH_AGENTC_SIGN_REQUEST (sign one challenge), each checked to be exactly
- * the shape the protocol gives it — and a sign request only for an SSH
- * login (userauth) request with the key it names. Everything else — adding or removing
- * keys, locking the agent with a password of the sandbox's choosing,
- * extensions (session-bind, query, and whatever an agent implements) — is
- * answered SSH_AGENT_FAILURE by brig itself and never reaches the agent.
- * What it does not do: choose which keys or hosts a login is for; every
- * key the agent holds can log the sandbox in while it runs (docs/tools.md).
+ * The relay passes on only what a client needs to log in, each checked to
+ * be exactly the shape the protocol gives it: SSH_AGENTC_REQUEST_IDENTITIES
+ * (list the public keys), SSH_AGENTC_SIGN_REQUEST (sign one challenge —
+ * only an SSH login (userauth) request with the key it names) and the
+ * client's session-bind@openssh.com (with it the host's agent applies
+ * the destination constraints of keys added with ssh-add -h). Everything
+ * else — adding or removing keys, locking the agent with a password of
+ * the sandbox's choosing, other extensions (query, and whatever an agent
+ * implements) — is answered SSH_AGENT_FAILURE by brig itself and never
+ * reaches the agent. brig itself does not choose which keys or hosts a
+ * login is for: every key the agent holds without constraints can log
+ * the sandbox in while it runs (docs/tools.md).
  *
  * One thread accepts; one thread per connection relays, blocking, so a
  * slow agent (a confirmation prompt, ssh-add -c) holds up nothing else —
@@ -118,7 +120,8 @@ enum agent_verdict sshagent_judge(const uint8_t *buf, size_t len, size_t *msg_le
                 return AGENT_MORE;
         *msg_len = 4 + (size_t)n;
         *type = buf[4];
-        size_t end = 4 + (size_t)n, at = 5;
+        size_t end = 4 + (size_t)n, at = 5, n1;
+        const uint8_t *s1;
         switch (*type) {
         case SSH_AGENTC_REQUEST_IDENTITIES:
                 return n == 1 ? AGENT_FORWARD : AGENT_REFUSE;
@@ -131,6 +134,17 @@ enum agent_verdict sshagent_judge(const uint8_t *buf, size_t len, size_t *msg_le
                         return AGENT_REFUSE;
                 return is_login(key, key_n, data, data_n) ? AGENT_FORWARD : AGENT_REFUSE_NOT_LOGIN;
         }
+        case SSH_AGENTC_EXTENSION:
+                /* session-bind@openssh.com: string host key, string session
+                 * id, string the host key's signature of it, bool forwarding.
+                 * The agent checks the signature, and with it the
+                 * destination constraints of keys added with ssh-add -h:
+                 * it signs with those only on a connection so bound. */
+                if (get_text(buf, &at, end, "session-bind@openssh.com") && get_string(buf, &at, end, &s1, &n1) &&
+                    n1 && get_string(buf, &at, end, &s1, &n1) && n1 && n1 <= SESSION_ID_MAX &&
+                    get_string(buf, &at, end, &s1, &n1) && n1 && end - at == 1 && buf[at] <= 1)
+                        return AGENT_FORWARD;
+                return AGENT_REFUSE;
         default:
                 return AGENT_REFUSE;
         }
@@ -369,7 +383,7 @@ static const struct {
         { 24, "SSH_AGENTC_ADD_RSA_ID_CONSTRAINED", "adds an SSH-1 key with constraints" },
         { 25, "SSH_AGENTC_ADD_ID_CONSTRAINED", "adds a key with constraints" },
         { 26, "SSH_AGENTC_ADD_SMARTCARD_KEY_CONSTRAINED", "adds a smartcard key with constraints" },
-        { 27, "SSH_AGENTC_EXTENSION", "an extension" },
+        { 27, "SSH_AGENTC_EXTENSION", "an extension (of those only a well-formed session-bind@openssh.com passes)" },
 };
 
 void sshagent_refusals(struct sshagent *a, struct refusals *r)

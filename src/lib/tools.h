@@ -90,6 +90,7 @@ BRIG_INTERNAL char *tools_gitconfig(const char *name, const char *email);
 #define SSH_AGENT_FAILURE 5
 #define SSH_AGENTC_REQUEST_IDENTITIES 11
 #define SSH_AGENTC_SIGN_REQUEST 13
+#define SSH_AGENTC_EXTENSION 27
 
 enum agent_verdict {
         AGENT_MORE = 0,   /* not a whole message yet */

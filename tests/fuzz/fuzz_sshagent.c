@@ -3,8 +3,8 @@
  * stream of one connection, judged message by message as the relay does,
  * from a heap copy of exactly the bytes "received" so far (any over-read
  * is caught). Checked: a judged message lies within the bytes given and
- * is longer than its length field; only list-identities and sign requests
- * are ever passed on, and a passed-on sign request has exactly the
+ * is longer than its length field; only list-identities, sign requests
+ * and the session-bind@openssh.com extension are ever passed on, and a passed-on sign request has exactly the
  * protocol's fields and signs a login (a userauth request).
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
@@ -55,7 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (len < 5 || len > have || len != 4 + (size_t)be32(buf) || type != buf[4])
                         abort();
                 if (v == AGENT_FORWARD) {
-                        if (type != SSH_AGENTC_REQUEST_IDENTITIES && type != SSH_AGENTC_SIGN_REQUEST)
+                        if (type != SSH_AGENTC_REQUEST_IDENTITIES && type != SSH_AGENTC_SIGN_REQUEST &&
+                            type != SSH_AGENTC_EXTENSION)
+                                abort();
+                        /* the one extension: session-bind@openssh.com */
+                        if (type == SSH_AGENTC_EXTENSION &&
+                            (len < 9 + 24 || be32(buf + 5) != 24 || memcmp(buf + 9, "session-bind@openssh.com", 24)))
                                 abort();
                         if (type == SSH_AGENTC_REQUEST_IDENTITIES && len != 5)
                                 abort();

@@ -360,6 +360,30 @@ def test_ssh_through_the_agent_relay(brig, sshd, agent):
     assert len(sshd.accepted()) == 1, sshd.accepted()
 
 
+def test_agent_relay_keeps_destination_constraints(brig, sshd, agent):
+    """A key the user limited to hosts (ssh-add -h) signs through the relay
+    for those hosts only: the client's session-bind@openssh.com passes, and
+    the host's agent checks it against the constraint."""
+    other = keygen(brig.base / "otherhost")
+    for name, host_pub, tag in (("git.test", sshd.dir / "host_key.pub", "allowed"),
+                                ("other.test", f"{other}.pub", "elsewhere")):
+        key = keygen(brig.base / f"key-{tag}")
+        brig.chown(key)
+        known = brig.base / f"known-{tag}"
+        known.write_text(f"{name} {' '.join(pathlib.Path(host_pub).read_text().split()[:2])}\n")
+        assert agent.ssh_add("-H", known, "-h", name, key).returncode == 0
+        sshd.authorize(f"{key}.pub")
+        r = sshd.run(brig, "run", "--ssh-agent", *NET, "--", "sh", "-c", f"{SSH} root@git.test {tag}",
+                     env=agent.env)
+        assert agent.ssh_add("-D").returncode == 0
+        if tag == "allowed":
+            assert "SSH-OK as root: allowed" in r.stdout, r
+        else:
+            assert "SSH-OK" not in r.stdout, r
+    # the host: sshd accepted the key limited to it, not the other
+    assert len(sshd.accepted()) == 1, sshd.accepted()
+
+
 def test_ssh_agent_with_the_hosts_network(brig, agent):
     """--net host: no process inside holds the relay's listener (the
     supervisor does); the unix socket guard still lets the sandbox reach it,

@@ -202,6 +202,27 @@ static void test_agent_judge(void **state)
         static const uint8_t sign_trailing[] = { 0, 0, 0, 2, 'k', 'k', 0, 0, 0, 1, 'd', 0, 0, 0, 4, 9 };
         n = msg(buf, SSH_AGENTC_SIGN_REQUEST, sign_trailing, sizeof sign_trailing);
         assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE);
+        /* session-bind@openssh.com with its four fields passes (the agent
+         * checks it, and keys' destination constraints with it); without
+         * them, or another extension, it does not */
+        {
+                uint8_t body[128];
+                size_t b = put_string(body, "session-bind@openssh.com", 24);
+                b += put_string(body + b, "hostkey", 7);
+                b += put_string(body + b, "0123456789abcdef0123456789abcdef", 32);
+                b += put_string(body + b, "signature", 9);
+                body[b++] = 0;
+                n = msg(buf, SSH_AGENTC_EXTENSION, body, b);
+                assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_FORWARD);
+                n = msg(buf, SSH_AGENTC_EXTENSION, body, b - 1);
+                assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE);
+                body[b - 1] = 2;
+                n = msg(buf, SSH_AGENTC_EXTENSION, body, b);
+                assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE);
+                memcpy(body + 4, "query@openssh.com\0\0\0\0\0\0\0", 24);
+                n = msg(buf, SSH_AGENTC_EXTENSION, body, b);
+                assert_int_equal(sshagent_judge(buf, n, &len, &type), AGENT_REFUSE);
+        }
         /* add identity (17), remove all (19), lock (22), extension (27) */
         static const uint8_t refused[] = { 17, 18, 19, 20, 21, 22, 23, 25, 26, 27, 0, 255 };
         for (size_t i = 0; i < sizeof refused; i++) {
