@@ -124,7 +124,8 @@ static size_t msg(uint8_t *buf, uint8_t type, const uint8_t *body, size_t n)
         uint32_t len = (uint32_t)(n + 1);
         buf[0] = (uint8_t)(len >> 24), buf[1] = (uint8_t)(len >> 16), buf[2] = (uint8_t)(len >> 8), buf[3] = (uint8_t)len;
         buf[4] = type;
-        memcpy(buf + 5, body, n);
+        if (n)  /* body may be NULL for none */
+                memcpy(buf + 5, body, n);
         return n + 5;
 }
 
