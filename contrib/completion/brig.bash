@@ -5,7 +5,7 @@
 # bash-completion package. tests/integration/test_install.py runs it and
 # compares what it offers with each command's --help.
 
-_brig_commands="run create exec ls stop start rm pause resume diff commit reset
+_brig_commands="run create exec cp files ls stop start rm pause resume diff commit reset
         snapshot restore fork pool policy doctor version help"
 
 # brig run --help; create and pool take these too, less the run-only ones.
@@ -33,7 +33,7 @@ _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bi
         --allow-private-host --deny-host --allow-cidr --resolve --allow-unix --upstream-proxy
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile --nproc
         --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
-        --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude"
+        --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode"
 
 _brig_has()
 {
@@ -98,6 +98,14 @@ _brig()
                 done
                 opts+=" --workspace-mode" ;;
         exec) opts=$_brig_exec_opts; names=1 ;;
+        cp) opts="--max-size --mode --timeout" ;;
+        files)
+                opts="--mode --timeout"; names=1
+                # brig files NAME OP: the operation
+                if [[ $cur != -* && ${COMP_WORDS[2]} != -* ]] && (( COMP_CWORD == 3 )); then
+                        COMPREPLY=($(compgen -W "list stat mkdir rm tar-out tar-in" -- "$cur"))
+                        return
+                fi ;;
         ls|doctor) opts="--json" ;;
         stop|start|rm|pause|resume) names=-1 ;;
         diff|commit) opts="--exclude --json"; names=1 ;;
