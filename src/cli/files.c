@@ -163,6 +163,10 @@ int cmd_files(int argc, char **argv)
         int first = parse_flags(argc, argv, "files", files_usage, &f);
         if (first < 0)
                 return BRIG_EXIT_SETUP;
+        if (f.max_bytes) {
+                fprintf(stderr, "brig files: --max-size is brig cp's (a read or write of one file)\n");
+                return BRIG_EXIT_SETUP;
+        }
         if (argc - first != 3) {
                 fprintf(stderr, "brig files: give NAME, an operation and a path\n%s", files_usage);
                 return BRIG_EXIT_SETUP;
