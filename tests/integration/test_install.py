@@ -132,6 +132,7 @@ def test_installed_brig_runs_with_its_own_library_and_supervisor(brig, sandboxes
     # The installed completion offers the sandbox by name, as the user who
     # made it (`brig ls --json`).
     assert name in _complete(dest, [str(exe), "exec", name[:6]], prefix=brig.prefix(), env=env)
+    assert name in _zcomplete(dest, f"{exe} exec {name[:6]}", prefix=brig.prefix(), env=env)
     r = subprocess.run(brig.prefix() + [str(exe), "rm", name], cwd=str(brig.workspace), env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r
@@ -227,6 +228,32 @@ def test_bash_completion_offers_each_commands_options(dest):
     assert "sh" in _complete(dest, [brig, "run", "--memory", "1G", "--", "s"])
 
 
+# Completes LINE in an interactive zsh on a pty (zsh/zpty) with the
+# installed _brig in $fpath, and prints each candidate compadd is given.
+# The markers are put together at run time so the echo of the typed
+# commands never matches them.
+ZSH_COMPLETE = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PROMPT= ; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D; m=Z; m+=HIT:"
+zpty -w z 'compprefuncs=( setup ); setup() { compadd() { builtin compadd -O hits "$@"; print -l -- ${hits/#/$m} >/dev/tty; builtin compadd "$@" } }'
+zpty -w z 'comppostfuncs=( done_ ); done_() { print -- "<<DO""NE>>" >/dev/tty }'
+zpty -w z "$2"$'\t'
+zpty -r z out '*<<DONE>>*'
+print -r -- "$out" | tr -d '\r' | grep -ao 'ZHIT:.*' | sed 's/^ZHIT://'
+zpty -d z
+"""
+
+
+def _zcomplete(dest, line, prefix=(), env=None):
+    r = subprocess.run([*prefix, "zsh", "-f", "-c", ZSH_COMPLETE, "zsh",
+                        str(dest / PREFIX / "share" / "zsh" / "site-functions"), line],
+                       env={**(env or {}), "PATH": "/usr/bin:/bin", "TERM": "dumb"}, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r
+    return set(r.stdout.split()) - {"--"}
+
+
 def test_zsh_completion_parses_and_names_every_option(dest):
     zsh = shutil.which("zsh")
     if not zsh:
@@ -241,6 +268,10 @@ def test_zsh_completion_parses_and_names_every_option(dest):
         missing = _command_help_options(cmd) - named
         assert not missing, (cmd, sorted(missing))
         assert f"'{cmd}:" in text, f"zsh completion lists no command {cmd}"
+    brig = str(dest / PREFIX / "bin" / "brig")
+    assert _zcomplete(dest, f"{brig} ") == set(_commands())
+    assert _zcomplete(dest, f"{brig} exec NAME --") == _command_help_options("exec") | {"--help"}
+    assert _zcomplete(dest, f"{brig} run --net ") == {"none", "proxy", "filtered", "host"}
 
 
 def test_pkg_config_builds_a_program_against_the_installed_library(dest, scratch):
