@@ -225,6 +225,7 @@ def test_bash_completion_offers_each_commands_options(dest):
     assert _complete(dest, [brig, "run", "--net", ""]) == {"none", "proxy", "filtered", "host"}
     assert _complete(dest, [brig, "create", "x", "--workspace-mode", "o"]) == {"overlay"}
     assert _complete(dest, [brig, "policy", ""]) == {"show", "check", "explain", "--help"}
+    assert _complete(dest, [brig, "files", "NAME", "tar"]) == {"tar-out", "tar-in"}
     assert "sh" in _complete(dest, [brig, "run", "--memory", "1G", "--", "s"])
 
 
@@ -272,6 +273,7 @@ def test_zsh_completion_parses_and_names_every_option(dest):
     assert _zcomplete(dest, f"{brig} ") == set(_commands())
     assert _zcomplete(dest, f"{brig} exec NAME --") == _command_help_options("exec") | {"--help"}
     assert _zcomplete(dest, f"{brig} run --net ") == {"none", "proxy", "filtered", "host"}
+    assert _zcomplete(dest, f"{brig} files NAME tar") == {"tar-out", "tar-in"}
 
 
 def test_pkg_config_builds_a_program_against_the_installed_library(dest, scratch):
