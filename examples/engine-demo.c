@@ -429,10 +429,29 @@ int main(int argc, char **argv)
                 brig_exec *rx = NULL;
                 brig_result rres;
                 die_on(brig_exec_start(sb[2], &rs, &rx, &err), &err, "brig_exec_start");
-                die_on(brig_exec_wait(rx, 0, &rres, &err), &err, "brig_exec_wait");
-                CHECK(strstr(rres.refusals, "unshare"), "the refused unshare is not in the result: '%s'",
-                      rres.refusals);
+                int wr = brig_exec_wait(rx, 0, &rres, &err);
+                CHECK(wr == 0 && strstr(rres.refusals, "unshare"), "the refused unshare is not in the result: %d "
+                      "'%s' %s", wr, rres.refusals, err && err->msg ? err->msg : "");
+                brig_error_free(&err);
                 brig_exec_close(rx);
+        }
+
+        /* A closed handle stays dead when a new one takes its memory. */
+        {
+                char *tr[] = { "true", NULL };
+                brig_exec_spec ts = { .size = sizeof ts, .stdio = BRIG_STDIO_PIPES, .argv = tr };
+                brig_exec *old = NULL, *fresh = NULL;
+                brig_result tres;
+                die_on(brig_exec_start(sb[2], &ts, &old, &err), &err, "brig_exec_start");
+                die_on(brig_exec_wait(old, 0, &tres, &err), &err, "brig_exec_wait");
+                brig_exec_close(old);
+                die_on(brig_exec_start(sb[2], &ts, &fresh, &err), &err, "brig_exec_start");
+                CHECK(fresh != old && brig_exec_wait(old, 0, &tres, &err) == -EBADF,
+                      "a closed exec handle was taken for the one made after it");
+                brig_error_free(&err);
+                CHECK(brig_exec_wait(fresh, 0, &tres, &err) == 0, "the new exec: %s", err ? err->msg : "");
+                brig_error_free(&err);
+                brig_exec_close(fresh);
         }
 
         /* Four threads, three execs each, on one sandbox handle. */

@@ -32,6 +32,7 @@
 
 struct brig_sandbox {
         struct brig_sandbox *next;
+        uintptr_t token;        /* what the caller holds as its brig_sandbox * */
         char name[72];
         char *dir;
         bool ephemeral;
@@ -43,6 +44,7 @@ enum exec_state { EXEC_RUNNING, EXEC_WAITED };
 
 struct brig_exec {
         struct brig_exec *next;
+        uintptr_t token;        /* what the caller holds as its brig_exec * */
         struct brig_sandbox *sb;
         int fd;                 /* the connection: CTL_STATUS / CTL_ERROR arrive here */
         int stdio[3];           /* ours (pipes, pty master), or -1 */
@@ -60,6 +62,10 @@ static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct brig_sandbox *sandboxes;
 static struct brig_exec *execs;
 static unsigned long name_counter;
+/* Handles are tokens, not the structs' addresses: a number given out once
+ * (under handles_lock), so a handle used after its close is never taken
+ * for a newer one whose struct was given the same memory by malloc. */
+static uintptr_t last_token;
 
 static uint64_t now_ms(void)
 {
@@ -68,8 +74,8 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Is this pointer one we handed out and have not freed? Compared by
- * address only: a dead pointer is never dereferenced. The handle found is
+/* Is this handle one we handed out and have not closed? Compared as a
+ * token only: a caller's handle is never dereferenced. The handle found is
  * held until the matching _put: a brig_sandbox_close meanwhile is refused
  * (EBUSY), a brig_exec_close meanwhile wakes a wait blocked on the
  * connection and leaves the free to the last user. Without that, a close
@@ -80,7 +86,7 @@ static struct brig_sandbox *sandbox_get(const brig_sandbox *sb)
 {
         pthread_mutex_lock(&handles_lock);
         struct brig_sandbox *s = sandboxes;
-        while (s && s != sb)
+        while (s && s->token != (uintptr_t)sb)
                 s = s->next;
         if (s)
                 s->users++;
@@ -99,7 +105,7 @@ static struct brig_exec *exec_get(const brig_exec *x)
 {
         pthread_mutex_lock(&handles_lock);
         struct brig_exec *e = execs;
-        while (e && e != x)
+        while (e && e->token != (uintptr_t)x)
                 e = e->next;
         if (e)
                 e->users++;
@@ -177,10 +183,11 @@ static int sandbox_handle(const char *name, bool ephemeral, brig_sandbox **ret, 
                 return r;
         }
         pthread_mutex_lock(&handles_lock);
+        sb->token = ++last_token;
         sb->next = sandboxes;
         sandboxes = sb;
         pthread_mutex_unlock(&handles_lock);
-        *ret = sb;
+        *ret = (brig_sandbox *)sb->token;
         return 0;
 }
 
@@ -288,13 +295,14 @@ static int audit_fd_of(struct brig_sandbox *sb, brig_error **err)
         return fd;
 }
 
-int brig_sandbox_close(brig_sandbox *sb, brig_error **err)
+int brig_sandbox_close(brig_sandbox *handle, brig_error **err)
 {
         pthread_mutex_lock(&handles_lock);
         struct brig_sandbox **pp = &sandboxes;
-        while (*pp && *pp != sb)
+        while (*pp && (*pp)->token != (uintptr_t)handle)
                 pp = &(*pp)->next;
-        bool found = *pp != NULL;
+        struct brig_sandbox *sb = *pp;
+        bool found = sb != NULL;
         unsigned n_execs = found ? sb->n_execs : 0, users = found ? sb->users : 0;
         if (found && !n_execs && !users)
                 *pp = sb->next;
@@ -498,11 +506,12 @@ static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_
                 return r;
         }
         pthread_mutex_lock(&handles_lock);
+        x->token = ++last_token;
         x->next = execs;
         execs = x;
         sb->n_execs++;
         pthread_mutex_unlock(&handles_lock);
-        *ret = x;
+        *ret = (brig_exec *)x->token;
         return 0;
 }
 
@@ -693,13 +702,14 @@ char *brig_exec_report_json(const brig_exec *handle, brig_error **err)
         return json;
 }
 
-void brig_exec_close(brig_exec *x)
+void brig_exec_close(brig_exec *handle)
 {
         pthread_mutex_lock(&handles_lock);
         struct brig_exec **pp = &execs;
-        while (*pp && *pp != x)
+        while (*pp && (*pp)->token != (uintptr_t)handle)
                 pp = &(*pp)->next;
-        bool found = *pp != NULL;
+        struct brig_exec *x = *pp;
+        bool found = x != NULL;
         if (found) {
                 *pp = x->next;
                 x->closing = true;
