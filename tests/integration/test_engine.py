@@ -148,7 +148,7 @@ def test_exported_symbols_match_the_header_and_map():
 
 @pytest.mark.parametrize("fds", ["none", "files"])
 def test_supervisor_refuses_to_be_run_by_hand(brig, fds):
-    """Without libbrig's pipe and socket on its descriptors: refused at
+    """Without libbrig's pipe and sealed memfd on its descriptors: refused at
     once, before it forks (files on 3 and 4, as a shell may leave them,
     made it fork, read no configuration and exit 0)."""
     script = '"$0"' if fds == "none" else '"$0" 3</dev/null 4</dev/null'
