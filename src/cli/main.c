@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -137,6 +138,20 @@ int cli_fail(brig_error *err)
 
 int main(int argc, char **argv)
 {
+        /* brig's own lines (warnings at start, the end-of-run summary, the
+         * terminal relay, --help) go to a stdout and stderr whose reader
+         * may be gone — `brig run ... 2>&1 | head -1` — and SIGPIPE's
+         * default would then kill brig, after the cleanup or in the middle
+         * of it, with 141 instead of the command's status. Blocked here for
+         * every thread brig starts, as sigpipe_hold does around libbrig's
+         * writes to a caller's descriptor: such a write fails with EPIPE
+         * and brig goes on. Blocked, never ignored: an ignored signal stays
+         * ignored across exec, while the command starts with nothing
+         * blocked (child.c reset_signals, the supervisor's posix_spawn). */
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigprocmask(SIG_BLOCK, &pipe_set, NULL);
         if (argc < 2) {
                 fputs(usage, stderr);
                 return BRIG_EXIT_SETUP;

@@ -205,17 +205,11 @@ static int write_out(struct audit *a, bool *gave_up)
                 }
                 if (!fds[0].revents)
                         continue;
-                size_t len = a->writing_len - a->writing_off;
-                if (len > PIPE_BUF)
-                        len = PIPE_BUF;
-                const char *p = a->writing + a->writing_off;
-                ssize_t n = send(a->fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (n < 0 && errno == ENOTSOCK)
-                        n = write(a->fd, p, len);
-                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                ssize_t n = output_write_some(a->fd, a->writing + a->writing_off, a->writing_len - a->writing_off);
+                if (n == -EINTR || n == -EAGAIN)
                         continue;
                 if (n <= 0)
-                        return n < 0 ? errno : EIO;
+                        return n < 0 ? (int)-n : EIO;
                 pthread_mutex_lock(&a->lock);
                 a->writing_off += (size_t)n;
                 a->written += (uint64_t)n;

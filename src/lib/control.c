@@ -453,6 +453,38 @@ static void on_client(struct control *c, struct conn *k)
 }
 
 /* What pid 1 says about one exec goes to its client. */
+/* lines '\0' {"refusals": [...], "refusals_dropped": N} '\0': what was
+ * refused since the exec began, for its report as brig run's has it. The
+ * causes that do not fit one message are counted as dropped. NULL: out of
+ * memory (the lines go alone, the report then lists nothing). */
+static char *status_payload(struct control *c, struct conn *k, const char *lines, size_t *len)
+{
+        json_t *list = refusals_json_since(c->refusals, &k->mark);
+        uint64_t dropped = refusals_dropped_since(c->refusals, &k->mark);
+        size_t room = CTL_MAX_MSG - sizeof(struct ctl_hdr) - strlen(lines) - 2;
+        char *json = NULL;
+        for (;;) {
+                json_t *doc = json_pack("{s:O, s:I}", "refusals", list, "refusals_dropped", (json_int_t)dropped);
+                json = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+                json_decref(doc);
+                size_t n = json_array_size(list);
+                if (!json || strlen(json) < room || n == 0)
+                        break;
+                free(json);
+                json = NULL;
+                json_array_remove(list, n - 1);
+                dropped++;
+        }
+        json_decref(list);
+        char *out = NULL;
+        int n = json && strlen(json) < room ? asprintf(&out, "%s%c%s", lines, '\0', json) : -1;
+        free(json);
+        if (n < 0)
+                return NULL;
+        *len = (size_t)n + 1;
+        return out;
+}
+
 static void on_exec(struct control *c, struct conn *k)
 {
         struct sync_msg m;
@@ -507,7 +539,9 @@ static void on_exec(struct control *c, struct conn *k)
                 h.exit_code = BRIG_EXIT_SETUP;
                 snprintf(h.text, sizeof h.text, "sandbox '%s' ended while the command ran", c->name);
         }
-        (void)ctl_send(k->fd, &h, lines, lines[0] ? strlen(lines) + 1 : 0, NULL, 0);
+        size_t len = lines[0] ? strlen(lines) + 1 : 0;
+        _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &len) : NULL;
+        (void)ctl_send(k->fd, &h, payload ? payload : lines, len, NULL, 0);
         conn_close(c, k);
 }
 

@@ -26,7 +26,10 @@ enum ctl_type {
         CTL_OK = 100,
         CTL_ERROR,        /* exit_code, errnum, text */
         CTL_STATUS,       /* arg = the command's wait status; errnum, text: connections the unix
-                           * socket guard refused it, and the first one's path */
+                           * socket guard refused it, and the first one's path;
+                           * payload: the summary's lines of what was refused while
+                           * it ran, '\0', {"refusals": [...], "refusals_dropped": N}
+                           * for its report, '\0' (control.c, exec.c) */
         CTL_PTY,          /* carries the master of the exec's pty */
         CTL_STARTED,      /* a detached exec runs: arg = its pid, text = its log inside */
 };

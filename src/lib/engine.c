@@ -54,6 +54,7 @@ struct brig_exec {
         struct strv argv;       /* for the report */
         brig_result res;
         brig_error *error;      /* the exec's failure, for the report */
+        json_t *refusals;       /* what it was refused, for the report (control.h), or NULL */
         unsigned users;         /* calls using it now (exec_get); under handles_lock */
         bool closing;           /* brig_exec_close took it out of the table; the last user frees it */
 };
@@ -165,6 +166,7 @@ static void exec_free(struct brig_exec *x)
                 closep(&x->stdio[i]);
         strv_free(&x->argv);
         brig_error_free(&x->error);
+        json_decref(x->refusals);
         free(x);
 }
 
@@ -607,24 +609,24 @@ static int take_message(struct brig_exec *x, brig_error **err)
 {
         for (;;) {
                 /* a status carries the summary's lines of what was refused
-                 * after its header (a header-sized read cut them off) */
-                struct {
-                        struct ctl_hdr h;
-                        char lines[sizeof x->res.refusals];
-                } msg;
+                 * after its header, and the same for the report (control.h):
+                 * a shorter read would be cut off (EBADMSG) */
+                _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
+                if (!buf)
+                        return brig_err(err, ENOMEM, "brig_exec_wait");
                 struct ctl_hdr h;
                 int fds[CTL_MAX_FDS], nfds = 0;
-                ssize_t n = ctl_recv(x->fd, &msg, sizeof msg, fds, &nfds);
+                ssize_t n = ctl_recv(x->fd, buf, CTL_MAX_MSG, fds, &nfds);
                 for (int i = 0; i < nfds; i++)
                         close(fds[i]);
                 if (n == -EINTR)
                         continue;
                 if (n > 0)
-                        memcpy(&h, &msg.h, sizeof h);
+                        memcpy(&h, buf, sizeof h);
                 x->state = EXEC_WAITED;
                 x->res.duration_ms = now_ms() - x->start_ms;
                 if (n > 0 && h.type == CTL_STATUS) {
-                        exec_result_fill(&x->res, &h, msg.lines, (size_t)n > sizeof msg.h ? (size_t)n - sizeof msg.h : 0);
+                        exec_result_fill(&x->res, &h, buf + sizeof h, (size_t)n - sizeof h, &x->refusals);
                         return 0;
                 }
                 int r;
@@ -696,7 +698,7 @@ char *brig_exec_report_json(const brig_exec *handle, brig_error **err)
                 brig_err(err, EAGAIN, "brig_exec_report_json: the command is still running (brig_exec_wait first)");
         else {
                 brig_exec_opts o = { .argv = x->argv.items };
-                json = exec_report_json(x->sb->name, &o, &x->res, x->error, NULL, err);
+                json = exec_report_json(x->sb->name, &o, &x->res, x->error, NULL, x->refusals, err);
         }
         exec_put(x);
         return json;

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "control.h"
 #include "sandbox.h"
+#include "refusals.h"
 
 #include <jansson.h>
 #include <poll.h>
@@ -115,26 +116,34 @@ struct exec_loop {
         int fd, sfd;
         struct terminal *term;
         const char *name;
+        json_t *refusals;  /* {"refusals": [...], "refusals_dropped": N} of the status, or NULL */
 };
 
-static void refusals_take(brig_result *res, const char *lines, size_t n)
+/* A status's payload (control.h): the summary's lines into the result,
+ * and the same causes for the report into *refusals (NULL: not wanted). */
+static void status_take(brig_result *res, const char *payload, size_t n, json_t **refusals)
 {
-        snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)strnlen(lines, n), lines);
+        size_t nl = strnlen(payload, n);
+        snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)nl, payload);
+        if (refusals && nl + 1 < n) {
+                json_decref(*refusals);
+                *refusals = refusals_json_parse(payload + nl + 1, strnlen(payload + nl + 1, n - nl - 1));
+        }
 }
 
 /* Returns 1 when the status (or an error) arrived, 0 to go on. */
 static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
 {
-        /* a status may carry the summary's lines of what was refused */
-        struct {
-                struct ctl_hdr h;
-                char lines[sizeof res->refusals];
-        } msg;
+        /* a status carries the summary's lines of what was refused, and
+         * the same for the report (control.h) */
+        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
+        if (!buf)
+                return brig_err(err, ENOMEM, "exec");
         struct ctl_hdr h;
         int fds[CTL_MAX_FDS], nfds;
-        ssize_t n = ctl_recv(l->fd, &msg, sizeof msg, fds, &nfds);
+        ssize_t n = ctl_recv(l->fd, buf, CTL_MAX_MSG, fds, &nfds);
         if (n > 0)
-                memcpy(&h, &msg.h, sizeof h);
+                memcpy(&h, buf, sizeof h);
         if (n > 0 && h.type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
                 terminal_attach(l->term, fds[0]);  /* it owns the master now */
                 return 0;
@@ -145,7 +154,7 @@ static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opt
                 return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", l->name);
         if (h.type == CTL_STATUS) {
                 fill_result(res, &h, o);
-                refusals_take(res, msg.lines, (size_t)n > sizeof msg.h ? (size_t)n - sizeof msg.h : 0);
+                status_take(res, buf + sizeof h, (size_t)n - sizeof h, &l->refusals);
                 return 1;
         }
         if (h.type == CTL_ERROR)
@@ -233,13 +242,14 @@ static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_r
         }
 }
 
-int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res, brig_error **err)
+int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res, json_t **refusals,
+              brig_error **err)
 {
-        return exec_over_flags(fd, name, o, stdio, 0, res, err);
+        return exec_over_flags(fd, name, o, stdio, 0, res, refusals, err);
 }
 
 int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio, uint32_t flags,
-                    brig_result *res, brig_error **err)
+                    brig_result *res, json_t **refusals, brig_error **err)
 {
         if (o->detach) {
                 uint64_t start = now_ms();
@@ -285,6 +295,9 @@ int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int
                 goto out;
         }
         r = exec_loop(&l, res, o, err);
+        if (refusals)
+                *refusals = TAKE_PTR(l.refusals);
+        json_decref(l.refusals);
 out:
         closep(&l.sfd);
         terminal_close(l.term);
@@ -298,14 +311,14 @@ char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_er
         return build_request(o, tty, 0, len, err);
 }
 
-void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *lines, size_t n)
+void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n, json_t **refusals)
 {
         fill_result(res, h, NULL);
-        refusals_take(res, lines, n);
+        status_take(res, payload, n, refusals);
 }
 
 char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res, const brig_error *error,
-                       const char *pool_member, brig_error **err)
+                       const char *pool_member, json_t *refusals, brig_error **err)
 {
         json_t *cmd = json_array();
         for (size_t i = 0; o->argv[i]; i++)
@@ -325,6 +338,12 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
                                                                res->detached_log));
         if (error)
                 json_object_set_new(doc, "error", json_string(error->msg ? error->msg : "unknown error"));
+        /* what was refused while it ran, as brig run's report has it */
+        json_t *list = json_object_get(refusals, "refusals");
+        json_int_t dropped = json_integer_value(json_object_get(refusals, "refusals_dropped"));
+        json_object_set_new(doc, "refusals", list ? json_incref(list) : json_array());
+        if (dropped)
+                json_object_set_new(doc, "refusals_dropped", json_integer(dropped));
         if (pool_member)  /* brig run --pooled, served by this member */
                 json_object_set_new(doc, "pool", json_pack("{s:b, s:s, s:n}", "served", 1, "member", pool_member,
                                                            "reason"));
@@ -335,15 +354,8 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
         return text;
 }
 
-int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
-                      const brig_error *error, const char *pool_member, brig_error **err)
+int exec_report_write(int fd, const char *what, const char *name, const brig_exec_opts *o, const brig_result *res,
+                      const brig_error *error, const char *pool_member, json_t *refusals, brig_error **err)
 {
-        char *text = exec_report_json(name, o, res, error, pool_member, err);
-        if (!text)
-                return -ENOMEM;
-        size_t len = strlen(text);
-        text[len] = '\n';  /* replaces the terminator: written by length */
-        int e = -output_write(fd, text, len + 1);
-        free(text);
-        return e ? brig_err(err, e, "write the exec report") : 0;
+        return report_text_write(fd, exec_report_json(name, o, res, error, pool_member, refusals, err), what, err);
 }

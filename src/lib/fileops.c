@@ -436,7 +436,7 @@ int fileop_run(const char *name, const brig_file_spec *s, brig_error **err)
         _cleanup_close_ int fd = sandbox_connect(name, err);
         if (fd < 0)
                 return fd;
-        r = exec_over_flags(fd, name, &o, stdio, CTL_EXEC_FILEOP, &res, err);
+        r = exec_over_flags(fd, name, &o, stdio, CTL_EXEC_FILEOP, &res, NULL, err);
         if (r == -EBADMSG)
                 brig_err_prefix(err, "sandbox '%s' (started by an older brig? brig stop %s && brig start %s)", name,
                                 name, name);

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -241,6 +242,45 @@ int output_write(int fd, const void *buf, size_t len)
                         continue;
                 if (n <= 0) {
                         e = n < 0 ? errno : EIO;
+                        break;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        sigpipe_release(&saved);
+        return -e;
+}
+
+ssize_t output_write_some(int fd, const void *buf, size_t len)
+{
+        if (len > PIPE_BUF)
+                len = PIPE_BUF;
+        ssize_t n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno == ENOTSOCK)
+                n = write(fd, buf, len);
+        return n < 0 ? -errno : n;
+}
+
+int output_write_bounded(int fd, const void *buf, size_t len, int idle_ms)
+{
+        sigset_t saved;
+        sigpipe_hold(&saved);
+        const char *p = buf;
+        int e = 0;
+        while (len > 0 && !e) {
+                struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                int ready = poll(&pfd, 1, idle_ms);
+                if (ready < 0 && errno == EINTR)
+                        continue;
+                if (ready <= 0) {
+                        e = ready < 0 ? errno : ETIMEDOUT;
+                        break;
+                }
+                ssize_t n = output_write_some(fd, p, len);
+                if (n == -EINTR || n == -EAGAIN)
+                        continue;
+                if (n <= 0) {
+                        e = n < 0 ? (int)-n : EIO;
                         break;
                 }
                 p += n;

@@ -85,6 +85,14 @@ BRIG_INTERNAL int output_fd(int fd, const char *what, brig_error **err);
 BRIG_INTERNAL void sigpipe_hold(sigset_t *saved);
 BRIG_INTERNAL void sigpipe_release(const sigset_t *saved);
 BRIG_INTERNAL int output_write(int fd, const void *buf, size_t len);
+/* One write of at most PIPE_BUF bytes that does not block once poll said
+ * POLLOUT (a pipe takes it whole; a socket MSG_DONTWAIT): the count, or
+ * -errno (-EAGAIN). No SIGPIPE from a socket; a pipe's is the caller's. */
+BRIG_INTERNAL ssize_t output_write_some(int fd, const void *buf, size_t len);
+/* output_write for what brig writes after the run (the report): it gives
+ * up with -ETIMEDOUT when the reader takes nothing for idle_ms, so a
+ * caller that never reads its pipe does not keep brig from ending. */
+BRIG_INTERNAL int output_write_bounded(int fd, const void *buf, size_t len, int idle_ms);
 /* Its fallback where openat2 is missing: fd or -errno (-ELOOP: a symlink). */
 BRIG_INTERNAL int output_open_walk(const char *path, int flags, mode_t mode);
 /* Remove `name` below `parent` and everything under it, however deep or
@@ -531,5 +539,13 @@ struct run_report {
         const struct refusals *refusals;
 };
 BRIG_INTERNAL int report_write(int fd, const struct run_report *r, brig_error **err);
+/* How long a report's reader may take nothing before brig gives up on it
+ * (output_write_bounded; docs/report.md). */
+#define REPORT_IDLE_MS 5000
+/* A report's text (json_dumps; NULL: out of memory) and a new line to fd,
+ * bounded, then freed; errors name `what` ("--json-report-fd 3"). */
+BRIG_INTERNAL int report_text_write(int fd, char *text, const char *what, brig_error **err);
+/* "--json-report-fd 3" or "--json-report PATH": the policy's report flag. */
+BRIG_INTERNAL void report_what(const brig_policy *p, char *buf, size_t size);
 
 #endif

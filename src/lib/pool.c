@@ -602,9 +602,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         /* A member whose daemon is gone stops by itself (control.c): one
          * claimed just then, or found stopping when the exec asks, has not
          * run the command: a new sandbox runs it. */
-        r = pool_alive(&pl) ? brig_sandbox_exec(name, &o, res, &xerr) : -ESHUTDOWN;
+        json_t *refusals = NULL;
+        r = pool_alive(&pl) ? sandbox_exec(name, &o, res, report_fd >= 0 ? &refusals : NULL, &xerr) : -ESHUTDOWN;
         if (r < 0 && (!xerr || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
                 brig_error_free(&xerr);
+                json_decref(refusals);
                 _cleanup_free_ char *claim = claimed_path(&pl, name);
                 remove_member(name);
                 if (claim)
@@ -618,12 +620,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         brig_error_free(&xerr);
         *pooled = true;
         if (report_fd >= 0) {
-                brig_error *rerr = NULL;
-                int rr = exec_report_write(report_fd, name, &o, res, err ? *err : NULL, name, r < 0 ? &rerr : err);
-                brig_error_free(&rerr);
-                if (r == 0)
-                        r = rr;
+                char what[PATH_MAX + 32];
+                report_what(p, what, sizeof what);
+                r = sandbox_exec_report(report_fd, what, name, &o, res, name, refusals, r, err);
         }
+        json_decref(refusals);
         /* Used once: hand it to the daemon to remove, or remove it here
          * when the daemon is gone. */
         _cleanup_free_ char *from = claimed_path(&pl, name);

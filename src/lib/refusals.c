@@ -190,17 +190,65 @@ void refusals_text_since(const struct refusals *r, const struct refusals_mark *m
         text(r, m, max_lines, buf, size);
 }
 
-json_t *refusals_json(const struct refusals *r)
+/* Every cause kept, or what came since the mark (counts since then). */
+static json_t *to_json(const struct refusals *r, const struct refusals_mark *m)
 {
         json_t *a = json_array();
         for (size_t i = 0; r && i < r->n; i++) {
                 const struct refusal *f = &r->items[i];
+                uint64_t count = f->count - (m && i < m->n ? m->counts[i] : 0);
+                if (m && count == 0)
+                        continue;
                 json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "kind", kind_name(f->kind), "what", f->what, "why",
-                                      f->why, "count", (json_int_t)f->count);
+                                      f->why, "count", (json_int_t)count);
                 json_object_set_new(o, "allow_with", f->allow_with ? json_string(f->allow_with) : json_null());
                 json_array_append_new(a, o);
         }
         return a;
+}
+
+json_t *refusals_json(const struct refusals *r)
+{
+        return to_json(r, NULL);
+}
+
+json_t *refusals_json_since(const struct refusals *r, const struct refusals_mark *m)
+{
+        return to_json(r, m);
+}
+
+uint64_t refusals_dropped_since(const struct refusals *r, const struct refusals_mark *m)
+{
+        return r ? r->over_entries - m->over_entries : 0;
+}
+
+/* One entry as to_json makes it: the five fields, a kind of ours. */
+static bool is_refusal(json_t *f)
+{
+        json_t *allow = json_object_get(f, "allow_with");
+        const char *kind = json_string_value(json_object_get(f, "kind"));
+        bool known = false;
+        for (int k = REFUSAL_CONNECTION; kind && k <= REFUSAL_AGENT; k++)
+                known = known || strcmp(kind, kind_name((enum refusal_kind)k)) == 0;
+        return known && json_object_size(f) == 5 && json_is_string(json_object_get(f, "what")) &&
+               json_is_string(json_object_get(f, "why")) && json_integer_value(json_object_get(f, "count")) > 0 &&
+               (json_is_string(allow) || json_is_null(allow));
+}
+
+json_t *refusals_json_parse(const char *buf, size_t len)
+{
+        json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+        json_t *list = json_object_get(doc, "refusals");
+        json_t *dropped = json_object_get(doc, "refusals_dropped");
+        bool ok = json_is_object(doc) && json_object_size(doc) == 2 && json_is_array(list) &&
+                  json_array_size(list) <= REFUSALS_MAX && json_is_integer(dropped) && json_integer_value(dropped) >= 0;
+        size_t i;
+        json_t *f;
+        json_array_foreach(list, i, f)
+                ok = ok && is_refusal(f);
+        if (!ok)
+                json_decref(doc);
+        return ok ? doc : NULL;
 }
 
 void refusals_free(struct refusals *r)

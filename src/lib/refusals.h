@@ -57,6 +57,14 @@ BRIG_INTERNAL void refusals_text_since(const struct refusals *r, const struct re
                                        char *buf, size_t size);
 /* [{kind, what, why, allow_with, count}, ...] */
 BRIG_INTERNAL json_t *refusals_json(const struct refusals *r);
+/* The same and refusals_dropped for what came since the mark: one brig
+ * exec's, for its report (control.c sends them with its status). */
+BRIG_INTERNAL json_t *refusals_json_since(const struct refusals *r, const struct refusals_mark *m);
+BRIG_INTERNAL uint64_t refusals_dropped_since(const struct refusals *r, const struct refusals_mark *m);
+/* {"refusals": [...], "refusals_dropped": N} out of the bytes of a
+ * supervisor's status message (exec.c), checked field by field: NULL when
+ * it is not exactly that (fuzz_refusals). */
+BRIG_INTERNAL json_t *refusals_json_parse(const char *buf, size_t len);
 BRIG_INTERNAL void refusals_free(struct refusals *r);
 
 #endif

@@ -8,6 +8,7 @@
 #include "refusals.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -301,15 +302,30 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                                                            plan->policy->pool_note));
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
+        char what[PATH_MAX + 32];
+        report_what(plan->policy, what, sizeof what);
+        return report_text_write(fd, text, what, err);
+}
+
+void report_what(const brig_policy *p, char *buf, size_t size)
+{
+        if (p->report_fd)
+                snprintf(buf, size, "--json-report-fd %d", p->report_fd);
+        else
+                snprintf(buf, size, "--json-report %s", p->report_path);
+}
+
+int report_text_write(int fd, char *text, const char *what, brig_error **err)
+{
         if (!text)
                 return brig_err(err, ENOMEM, "report");
         size_t len = strlen(text);
         text[len] = '\n';  /* replaces the terminator: written by length */
-        int e = -output_write(fd, text, len + 1);
+        int e = -output_write_bounded(fd, text, len + 1, REPORT_IDLE_MS);
         free(text);
-        if (e && plan->policy->report_fd)
-                return brig_err(err, e, "--json-report-fd %d: write the report", plan->policy->report_fd);
-        if (e)
-                return brig_err(err, e, "--json-report %s: write the report", plan->policy->report_path);
-        return 0;
+        if (e == ETIMEDOUT)
+                return brig_err(err, e, "%s: nothing was read for %d s after the run ended: the report was not "
+                                "written (read the pipe while brig runs, or give --json-report FILE)", what,
+                                REPORT_IDLE_MS / 1000);
+        return e ? brig_err(err, e, "%s: write the report", what) : 0;
 }

@@ -549,7 +549,7 @@ char *brig_sandbox_list_json(brig_error **err)
 
 /* ---- exec --------------------------------------------------------------- */
 
-int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals, brig_error **err)
 {
         memset(res, 0, sizeof *res);
         res->exit_code = BRIG_EXIT_SETUP;
@@ -557,24 +557,45 @@ int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *re
         int r = exec_check_opts(o, err);
         if (r < 0)
                 return r;
+        _cleanup_close_ int fd = connect_to(name, NULL, err);
+        r = fd < 0 ? fd : exec_over(fd, name, o, NULL, res, refusals, err);
+        if (r < 0 && err && *err)
+                res->exit_code = (*err)->exit_code;
+        return r;
+}
+
+int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
+                        const brig_result *res, const char *pool_member, json_t *refusals, int r, brig_error **err)
+{
+        brig_error *rerr = NULL;
+        int rr = exec_report_write(report_fd, what, name, o, res, err ? *err : NULL, pool_member, refusals,
+                                   r < 0 ? &rerr : err);
+        brig_error_free(&rerr);
+        return r == 0 ? rr : r;
+}
+
+int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        memset(res, 0, sizeof *res);
+        res->exit_code = BRIG_EXIT_SETUP;
+        res->memory_peak_bytes = res->pids_peak = -1;
         /* Opened before the command runs, through no symlink anywhere in
          * the path (output_open): the running sandbox, whose workspace the
          * path may lie in, cannot redirect brig's write. */
-        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "--json-report", false, err)
-                                                       : -EBADF;
-        if (o->report_path && report_fd < 0)
+        _cleanup_close_ int report_fd = o && o->report_path ? output_open(o->report_path, "--json-report", false, err)
+                                                            : -EBADF;
+        if (o && o->report_path && report_fd < 0)
                 return report_fd;
-        _cleanup_close_ int fd = connect_to(name, NULL, err);
-        r = fd < 0 ? fd : exec_over(fd, name, o, NULL, res, err);
-        if (r < 0 && err && *err)
-                res->exit_code = (*err)->exit_code;
+        json_t *refusals = NULL;
+        int r = sandbox_exec(name, o, res, report_fd >= 0 ? &refusals : NULL, err);
         if (report_fd >= 0) {
-                brig_error *rerr = NULL;
-                int rr = exec_report_write(report_fd, name, o, res, err ? *err : NULL, NULL, r < 0 ? &rerr : err);
-                brig_error_free(&rerr);
-                if (r == 0)
-                        r = rr;
+                _cleanup_free_ char *what = NULL;
+                if (asprintf(&what, "--json-report %s", o->report_path) < 0)
+                        what = NULL;
+                r = sandbox_exec_report(report_fd, what ? what : "--json-report", name, o, res, NULL, refusals, r,
+                                        err);
         }
+        json_decref(refusals);
         return r;
 }
 
@@ -586,7 +607,7 @@ int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *
         _cleanup_close_ int fd = connect_to(name, NULL, err);
         if (fd < 0)
                 return fd;
-        int r = exec_over(fd, name, &o, stdio, &res, err);
+        int r = exec_over(fd, name, &o, stdio, &res, NULL, err);
         *exit_code = res.exit_code;
         return r;
 }

@@ -46,12 +46,22 @@ BRIG_INTERNAL int sandbox_load_policy(const char *dir, json_t *st, brig_policy *
 /* exec.c: the client of one exec over a connected control socket. */
 BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
 /* stdio: the command's stdin, stdout, stderr (NULL: ours). */
+/* *refusals (NULL: not wanted) gets {"refusals": [...], "refusals_dropped": N}
+ * of what was refused while it ran (refusals_json_parse), or NULL. */
 BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
-                            brig_error **err);
+                            json_t **refusals, brig_error **err);
+/* brig_sandbox_exec without the report: *refusals as exec_over's. */
+BRIG_INTERNAL int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
+                               brig_error **err);
+/* Its report to report_fd (`what`: the flag that gave it), after an exec
+ * that returned r: r, or the report's failure when r was 0 (then in *err). */
+BRIG_INTERNAL int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
+                                      const brig_result *res, const char *pool_member, json_t *refusals, int r,
+                                      brig_error **err);
 
 /* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_FILEOP). */
 BRIG_INTERNAL int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio,
-                                  uint32_t flags, brig_result *res, brig_error **err);
+                                  uint32_t flags, brig_result *res, json_t **refusals, brig_error **err);
 /* fileops.c: the client of one file operation on sandbox NAME. */
 BRIG_INTERNAL int fileop_check(const brig_file_spec *s, brig_error **err);
 BRIG_INTERNAL int fileop_run(const char *name, const brig_file_spec *s, brig_error **err);
@@ -61,14 +71,19 @@ BRIG_INTERNAL const char *fileop_name(uint32_t op);
 struct ctl_hdr;
 BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err);
 /* A CTL_STATUS message as a result: its header, and the n bytes after it
- * (the summary's lines of what was refused). */
-BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *lines, size_t n);
+ * (the summary's lines of what was refused, then the same for the report:
+ * into *refusals as exec_over's; NULL: not wanted). */
+BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n,
+                                    json_t **refusals);
 /* The JSON report of one exec (free()). */
 BRIG_INTERNAL char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res,
-                                     const brig_error *error, const char *pool_member, brig_error **err);
-/* The JSON report of one exec: the run report's outcome fields. */
-BRIG_INTERNAL int exec_report_write(int fd, const char *name, const brig_exec_opts *o, const brig_result *res,
-                                    const brig_error *error, const char *pool_member, brig_error **err);
+                                     const brig_error *error, const char *pool_member, json_t *refusals,
+                                     brig_error **err);
+/* The JSON report of one exec: the run report's outcome fields, and the
+ * refusals exec_over gave (or NULL: none known). */
+BRIG_INTERNAL int exec_report_write(int fd, const char *what, const char *name, const brig_exec_opts *o,
+                                    const brig_result *res, const brig_error *error, const char *pool_member,
+                                    json_t *refusals, brig_error **err);
 
 /* overlay.c: --workspace-mode overlay */
 /* At create, on the host: the layer's directories and the record of the

@@ -145,6 +145,10 @@ int supervise(struct supervision *s, brig_error **err)
 {
         sigset_t set;
         sigprocmask(SIG_BLOCK, NULL, &set);  /* what brig_run blocked */
+        /* but not a SIGPIPE of brig's own (the CLI blocks it for good: a
+         * write of ours to a stream whose reader has gone): not the
+         * command's to get */
+        sigdelset(&set, SIGPIPE);
         _cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sfd < 0)
                 return brig_err(err, errno, "signalfd");
