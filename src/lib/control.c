@@ -452,7 +452,6 @@ static void on_client(struct control *c, struct conn *k)
                 close(fds[i]);
 }
 
-/* What pid 1 says about one exec goes to its client. */
 /* lines '\0' {"refusals": [...], "refusals_dropped": N} '\0': what was
  * refused since the exec began, for its report as brig run's has it. The
  * causes that do not fit one message are counted as dropped. NULL: out of
@@ -485,6 +484,7 @@ static char *status_payload(struct control *c, struct conn *k, const char *lines
         return out;
 }
 
+/* What pid 1 says about one exec goes to its client. */
 static void on_exec(struct control *c, struct conn *k)
 {
         struct sync_msg m;
