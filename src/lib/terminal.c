@@ -39,6 +39,7 @@ struct relay {
         bool own_to;           /* `to` is our socket to the command: never blocks */
         struct term_filter tf;
         size_t pend_off, pend_len;  /* input not yet taken by the command */
+        bool reader_gone;           /* out: the caller's end said EPIPE */
         char pend[4096];
 };
 
@@ -270,8 +271,12 @@ static void relay_end(struct terminal *t, struct relay *r)
                 return;
         }
         if (!t->pty)
-                drop(&r->from);
+                drop(&r->from);  /* the command's next write: EPIPE, SIGPIPE */
         r->from = -1;
+        if (t->pty && r->reader_gone) {
+                t->r[R_IN].to = -1;
+                closep(&t->master);  /* a hangup: SIGHUP to the command, as a closed terminal */
+        }
 }
 
 /* Toward the caller: read, filter, write all of it (the caller's
@@ -285,10 +290,15 @@ static int relay_out(struct terminal *t, struct relay *r)
                 return 0;
         if (n <= 0)
                 return -1;  /* EOF; EIO: every slave fd is closed */
-        if (!t->filter)
-                (void)write_all(r->to, in, (size_t)n);
-        else
-                (void)write_all(r->to, t->buf, term_filter_feed(&r->tf, in, (size_t)n, t->buf));
+        bool written = !t->filter ? write_all(r->to, in, (size_t)n)
+                                  : write_all(r->to, t->buf, term_filter_feed(&r->tf, in, (size_t)n, t->buf));
+        /* The caller's reader has gone (EPIPE: brig never dies of its
+         * SIGPIPE, main.c): the relay ends as the pipe would have, so the
+         * command is told and does not write on into nothing. */
+        if (!written && errno == EPIPE) {
+                r->reader_gone = true;
+                return -1;
+        }
         return 1;
 }
 

@@ -88,13 +88,14 @@ def test_pooled_run_report_lists_refusals(brig, sandboxes):
 UNTIL_GONE = "trap '' PIPE; while echo line >&2; do sleep 0.05; done; getent hosts one.test; exit 7"
 
 
-def reader_exits_early(brig, *brig_args, script=UNTIL_GONE, env=None):
+def reader_exits_early(brig, *brig_args, script=UNTIL_GONE, env=None, stderr=None):
     """`brig ... 2>&1 | head -1`: the reader takes one line and exits.
     brig's status, and what the run left on the host."""
     before = leftovers.snapshot(exe_dirs=[str(brig.bindir)])
     rd, wr = os.pipe()
     p = subprocess.Popen(brig.cmd(*brig_args, "--", "sh", "-c", script), cwd=str(brig.workspace),
-                         env=brig.env(env), stdout=wr, stderr=wr, stdin=subprocess.DEVNULL)
+                         env=brig.env(env), stdout=wr, stderr=wr if stderr is None else stderr,
+                         stdin=subprocess.DEVNULL)
     os.close(wr)
     head = subprocess.run(["head", "-1"], stdin=rd, capture_output=True, text=True, timeout=60)
     os.close(rd)
@@ -105,7 +106,7 @@ def reader_exits_early(brig, *brig_args, script=UNTIL_GONE, env=None):
         pytest.fail("brig did not end after its reader had gone")
     # rootless without a memory cgroup, the line it took is brig's warning
     # at start: then brig's and the command's writes all meet the closed pipe
-    assert head.stdout in ("line\n",) or head.stdout.startswith("brig: WARNING: "), head
+    assert head.stdout in ("line\n", "y\n") or head.stdout.startswith("brig: WARNING: "), head
     return rc, leftovers.new_since(before, exe_dirs=[str(brig.bindir)])
 
 
@@ -133,6 +134,16 @@ def test_the_command_still_gets_sigpipe(brig):
     whose reader has gone dies of it as it would outside brig (141)."""
     rc, _ = reader_exits_early(brig, "run", script="while echo line >&2; do sleep 0.05; done; exit 7")
     assert rc == 128 + 13, rc
+
+
+def test_tty_relay_to_a_gone_reader_hangs_the_command_up(brig):
+    """--tty with stdout a pipe: brig relays the pty's output itself; when
+    that write meets EPIPE the relay ends and the pty is hung up, as a
+    closed terminal would be: the command gets SIGHUP (129, its status),
+    not an endless write into nothing (was: brig killed by SIGPIPE, 141)."""
+    rc, left = reader_exits_early(brig, "run", "--tty", script="yes; exit 9", stderr=subprocess.DEVNULL)
+    assert rc == 128 + 1, rc
+    assert not any(left.values()), leftovers.describe(left)
 
 
 def full_pipe():
