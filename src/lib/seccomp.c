@@ -249,6 +249,9 @@ static bool is_deny_log(uint32_t a)
 
 /* Set while one filter is compiled (per thread: brig_run may run in many). */
 static _Thread_local bool compiling_for_audit, compiling_for_refusals;
+/* ... or the supervisor's answers (build_replies): a "log" of connect or
+ * sendto stays SCMP_ACT_LOG there, so the answer tells it from an allow. */
+static _Thread_local bool compiling_for_replies;
 
 static uint32_t resolve(uint32_t action)
 {
@@ -632,7 +635,7 @@ static int add_exact(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, c
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
 {
         action = resolve(action);
-        bool passes = action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG;
+        bool passes = action == SCMP_ACT_ALLOW || (action == SCMP_ACT_LOG && !compiling_for_replies);
         if (passes && nr == SCMP_SYS(connect))
                 return add_exact(ctx, SCMP_ACT_NOTIFY, nr, n, cmp);
         if (!passes || nr != SCMP_SYS(sendto))
@@ -1140,9 +1143,11 @@ static int build_replies(const struct table *t, struct seccomp_replies **ret)
 {
         bool audit = compiling_for_audit, refusals = compiling_for_refusals;
         compiling_for_audit = compiling_for_refusals = false;
+        compiling_for_replies = true;
         _cleanup_free_ struct sock_filter *prog = NULL;
         size_t n = 0;
         int r = compile(t, &prog, &n, NULL);
+        compiling_for_replies = false;
         compiling_for_audit = audit;
         compiling_for_refusals = refusals;
         if (r < 0)
@@ -1304,7 +1309,7 @@ int seccomp_reply_for(const struct seccomp_replies *rep, const struct seccomp_da
         case SECCOMP_RET_ERRNO:
                 return (ret & SECCOMP_RET_DATA) ? (int)(ret & SECCOMP_RET_DATA) : EPERM;
         case SECCOMP_RET_LOG:
-                return 0;  /* "log": only recorded */
+                return 0;  /* "log": only recorded (a connect or sendto: recorded, and the guard's) */
         case SECCOMP_RET_USER_NOTIF:
                 return SECCOMP_REPLY_GUARD;  /* allowed: notified for the unix socket guard */
         default:
