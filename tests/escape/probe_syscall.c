@@ -322,7 +322,7 @@ static int cmd_abi(void)
  * the alarm ends one that waits (pause). */
 static long do_any(void *nr)
 {
-        alarm(2);
+        alarm(1);
         return syscall((long)(intptr_t)nr, -1L, -1L, -1L, -1L, -1L, -1L);
 }
 
