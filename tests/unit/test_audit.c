@@ -52,8 +52,13 @@ static void test_full_queue_drops_counts_and_gives_up(void **state)
         struct audit *a = audit_new(p[1], "--audit-fd 9", collect, &s);
         assert_non_null(a);
         audit_run(a);
-        for (int i = 0; i < 90; i++)  /* under the network rate limit; ~1.8 MiB */
-                big_event(a, 20000);
+        /* Under the network rate limit, ~3.4 MiB: more than the queue and
+         * the writer's batch (one queue's worth, taken whenever the writer
+         * thread gets to run) can hold together, however the two threads
+         * are scheduled — 1.8 MiB left the queue short of full when the
+         * writer ran late and took the first 52 events at once. */
+        for (int i = 0; i < 90; i++)
+                big_event(a, 40000);
         assert_string_equal(s.text, "");  /* nothing said while the run goes on */
         brig_result res = { 0 };
         audit_end(a, &res);  /* nobody reads: given up after DRAIN_IDLE_MS */
