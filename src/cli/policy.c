@@ -17,7 +17,8 @@ static const char policy_usage[] =
 static int show_or_explain(int argc, char **argv, bool explain)
 {
         brig_policy *p;
-        int rest, code = cli_policy_from_args(argc, argv, &p, &rest);
+        const char *cmd = explain ? "brig policy explain" : "brig policy show";
+        int rest, code = cli_policy_from_args(cmd, argc, argv, &p, &rest);
         if (code)
                 return code == 1 ? 0 : code;
         if (rest < argc) {

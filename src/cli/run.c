@@ -461,7 +461,7 @@ static int parse_option(brig_policy *p, int opt, const char *arg, brig_error **e
 }
 
 /* getopt's '?' covers three mistakes; name the right one. */
-static void explain_bad_option(const char *arg)
+static void explain_bad_option(const char *cmd, const char *arg)
 {
         if (strncmp(arg, "--", 2) == 0) {
                 size_t n = strcspn(arg + 2, "=");
@@ -469,20 +469,21 @@ static void explain_bad_option(const char *arg)
                         if (strlen(o->name) != n || strncmp(o->name, arg + 2, n) != 0)
                                 continue;
                         if (o->has_arg == no_argument)
-                                fprintf(stderr, "brig run: option '--%s' takes no value\n", o->name);
+                                fprintf(stderr, "%s: option '--%s' takes no value\n", cmd, o->name);
                         else
-                                fprintf(stderr, "brig run: option '--%s' needs a value\n", o->name);
+                                fprintf(stderr, "%s: option '--%s' needs a value\n", cmd, o->name);
                         return;
                 }
         }
-        fprintf(stderr, "brig run: unknown option '%s' (see brig run --help)\n", arg);
+        fprintf(stderr, "%s: unknown option '%s' (see %s --help)\n", cmd, arg, cmd);
 }
 
 /* The policy from BRIG_POLICY, --profile and --policy (in the order
  * given), then every other flag: flags win over files wherever they stand
  * on the command line. Returns 0 and the index of the first non-option,
- * 1 after --help, or an exit code (> 1) after printing the error. */
-int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest)
+ * 1 after --help, or an exit code (> 1) after printing the error, which
+ * names `cmd` ("brig create": its run options are parsed here too). */
+int cli_policy_from_args(const char *cmd, int argc, char **argv, brig_policy **ret, int *rest)
 {
         brig_error *err = NULL;
         brig_policy *p = brig_policy_new();
@@ -508,7 +509,7 @@ int cli_policy_from_args(int argc, char **argv, brig_policy **ret, int *rest)
                                 return 1;
                         }
                         if (opt == '?') {
-                                explain_bad_option(argv[optind - 1]);
+                                explain_bad_option(cmd, argv[optind - 1]);
                                 brig_policy_free(p);
                                 return BRIG_EXIT_SETUP;
                         }
@@ -562,7 +563,7 @@ int cmd_run(int argc, char **argv)
         brig_policy *p;
         bool pooled = take_flag(&argc, argv, "--pooled");
         bool quiet = take_flag(&argc, argv, "--quiet");
-        int first, code = cli_policy_from_args(argc, argv, &p, &first);
+        int first, code = cli_policy_from_args("brig run", argc, argv, &p, &first);
         if (code)
                 return code == 1 ? 0 : code;
         if (first >= argc) {

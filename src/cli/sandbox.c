@@ -152,7 +152,7 @@ int cmd_create(int argc, char **argv)
                 }
         }
         brig_policy *p;
-        int first, code = cli_policy_from_args(n, rest, &p, &first);
+        int first, code = cli_policy_from_args("brig create", n, rest, &p, &first);
         if (code) {
                 free(rest);
                 return code == 1 ? 0 : code;
@@ -565,7 +565,7 @@ int cmd_pool(int argc, char **argv)
                 return BRIG_EXIT_SETUP;
         }
         brig_policy *p;
-        int first, code = cli_policy_from_args(n, rest, &p, &first);
+        int first, code = cli_policy_from_args("brig pool", n, rest, &p, &first);
         if (code) {
                 free(rest);
                 return code == 1 ? 0 : code;

@@ -77,6 +77,17 @@ def test_unknown_option(brig, markdir):
     assert "unknown option" in err
 
 
+@pytest.mark.parametrize("cmd", [["run"], ["create", "cli-bad-opt"], ["pool", "--size", "1"], ["policy", "show"]])
+def test_unknown_option_names_the_command_it_was_given_to(brig, cmd):
+    """`brig create NAME --quiet` said "brig run: unknown option": the
+    run options are parsed by one function, the message names the command."""
+    res = brig.run(*cmd, "--no-such-option", *(["--", "true"] if cmd == ["run"] else []))
+    name = "brig " + " ".join(c for c in cmd[:2] if not c.startswith(("cli-", "--")))
+    assert res.returncode == 125, res
+    assert f"{name}: unknown option '--no-such-option' (see {name} --help)" in res.stderr, res
+    assert not brig.run("ls").stdout.count("cli-bad-opt"), res
+
+
 def test_unknown_option_with_value(brig, markdir):
     res, marker = run_marked(brig, markdir, "--frobnicate=3")
     assert_refused(res, marker, "--frobnicate", "unknown option")
