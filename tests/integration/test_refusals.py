@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 
@@ -17,7 +18,19 @@ from persist_helpers import sandboxes  # noqa: F401 (fixture)
 from test_egress import Upstream
 from test_escape import attack
 
-NPM_HOST = "registry.npmjs.org"
+
+
+def _npm_registry_host():
+    """The registry npm is configured to use, asked of npm itself (no
+    registry host is named in the tree); with the network off nothing is
+    ever sent to it — the stub answers NXDOMAIN."""
+    out = subprocess.run(["npm", "config", "get", "registry"], capture_output=True, text=True, timeout=60)
+    host = urllib.parse.urlsplit(out.stdout.strip()).hostname
+    assert out.returncode == 0 and host, ("npm config get registry", out)  # install-deps installs npm
+    return host
+
+
+NPM_HOST = _npm_registry_host()
 
 
 @pytest.fixture(scope="module")
