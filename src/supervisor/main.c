@@ -1,6 +1,6 @@
 /* brig-supervisor — the supervisor of one sandbox that outlives the call
  * that made it (brig create, brig start, pool members, the handle API).
- * libbrig starts it with posix_spawn (src/lib/supervisor_exec.c) and
+ * libbrig starts it with posix_spawn (src/lib/engine/supervisor_exec.c) and
  * hands it, on fixed descriptors (supervisor_exec.h), a pipe to report
  * ready on and a sealed memfd holding its configuration: the state directory,
  * the name, the workspace mode and the policy as brig_policy_to_json
@@ -8,10 +8,10 @@
  * control socket, until the sandbox stops. It is not meant to be run by
  * hand. */
 #define _GNU_SOURCE
-#include "internal.h"
-#include "sandbox.h"
-#include "state.h"
-#include "supervisor_exec.h"
+#include "core/internal.h"
+#include "persist/sandbox.h"
+#include "persist/state.h"
+#include "engine/supervisor_exec.h"
 
 #include <fcntl.h>
 #include <jansson.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "net/net.h"
-#include "refusals.h"
+#include "core/refusals.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* fuzz_mountinfo.c — libFuzzer target for the mount table reader
- * (src/lib/mountinfo.c): the input is a mountinfo file, line by line;
+ * (src/lib/controls/mountinfo.c): the input is a mountinfo file, line by line;
  * every line is parsed (most are refused), then the other names of each
  * accepted mount point, and of a path below it, are computed. The names
  * must be well formed: an absolute host path, a relative part without a
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

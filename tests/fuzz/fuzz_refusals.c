@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "refusals.h"
+#include "core/refusals.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

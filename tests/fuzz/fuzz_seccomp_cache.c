@@ -1,5 +1,5 @@
 /* fuzz_seccomp_cache.c — libFuzzer target for the compiled-filter cache
- * file's reader (src/lib/seccomp_cache.c): the input is a cache file.
+ * file's reader (src/lib/controls/seccomp_cache.c): the input is a cache file.
  * Its key is taken as the expected one when the first byte is odd (so the
  * fuzzer reaches the program) and a fixed key otherwise. A program that
  * is accepted must refuse every probe when run again, and must run on
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seccomp_filter.h"
+#include "controls/seccomp_filter.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

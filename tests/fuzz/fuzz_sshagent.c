@@ -1,5 +1,5 @@
 /* fuzz_sshagent.c — libFuzzer target for the ssh-agent relay's judge of
- * what the sandbox sends (src/lib/sshagent.c): the input is the byte
+ * what the sandbox sends (src/lib/tools/sshagent.c): the input is the byte
  * stream of one connection, judged message by message as the relay does,
  * from a heap copy of exactly the bytes "received" so far (any over-read
  * is caught). Checked: a judged message lies within the bytes given and
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools.h"
+#include "tools/tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

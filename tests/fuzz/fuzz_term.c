@@ -1,5 +1,5 @@
 /* fuzz_term.c — libFuzzer target for the terminal output filter
- * (src/lib/term_filter.c). The first byte of the input says where the
+ * (src/lib/controls/term_filter.c). The first byte of the input says where the
  * stream is cut into reads; the rest is the stream. The filter must:
  *   - give the same output however the stream is cut (whole, at the cut,
  *     a byte at a time);
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "term_filter.h"
+#include "controls/term_filter.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* fuzz_toolconf.c — libFuzzer target for the texts --carry-config and the
- * passwd entry are made from (src/lib/toolconf.c): the host's ~/.npmrc,
+ * passwd entry are made from (src/lib/tools/toolconf.c): the host's ~/.npmrc,
  * pip.conf and /etc/passwd, whatever bytes they hold. The first byte
  * chooses the filter; the rest is the file. Checked: the result is text;
  * no line the npm or pip filter keeps carries a credential-looking value
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools.h"
+#include "tools/tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

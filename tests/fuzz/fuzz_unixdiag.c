@@ -1,5 +1,5 @@
 /* fuzz_unixdiag.c — libFuzzer target for the unix socket guard's reader of
- * NETLINK_SOCK_DIAG answers (src/lib/unixdiag.c). The input is: seq (4
+ * NETLINK_SOCK_DIAG answers (src/lib/controls/unixdiag.c). The input is: seq (4
  * bytes), device and inode (4 each), one byte choosing a file (even) or an
  * abstract name (odd) and, for a name, its length and bytes; the rest is
  * what recv() returned, in a heap copy of exactly that size (any over-read
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unixguard.h"
+#include "controls/unixguard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 """Secrets stay hidden even when a parent directory is granted.
 
 Fake secrets with unique markers are planted for EVERY "~/" entry of the
-built-in deny list (read from src/lib/policy.c, so a new entry is covered
+built-in deny list (read from src/lib/policy/policy.c, so a new entry is covered
 automatically) next to public files with their own markers; the sandbox
 then greps the granted tree. Finding a secret marker fails the test; not
 finding a public one fails it too (the grep must be able to see).
@@ -22,7 +22,7 @@ from fs_helpers import (WRITE_REFUSED, assert_refused, assert_worked, field, mar
 def builtin_deny():
     src = (REPO / "src" / "lib" / "policy.c").read_text()
     body = re.search(r"default_deny\[\]\s*=\s*\{(.*?)NULL", src, re.S)
-    assert body, "default_deny[] not found in src/lib/policy.c"
+    assert body, "default_deny[] not found in src/lib/policy/policy.c"
     entries = re.findall(r'"([^"]+)"', body.group(1))
     assert len(entries) > 20, entries
     return entries

@@ -60,7 +60,7 @@ def children(pid):
 def paused(exe, timeout=10, proc=None):
     """Pids of processes running `exe` (or the brig-supervisor beside it,
     which persistent sandboxes run) stopped at a test_pause() point
-    (src/lib/reaper.c), once there is one; [] after `timeout`, or once
+    (src/lib/core/reaper.c), once there is one; [] after `timeout`, or once
     `proc` (the brig that was started) ended without pausing."""
     exes = (str(exe), os.path.join(os.path.dirname(str(exe)), "brig-supervisor"))
     end = time.monotonic() + timeout

@@ -1,4 +1,4 @@
-/* test_audit.c — unit tests for src/lib/audit.c: the writer thread that
+/* test_audit.c — unit tests for src/lib/core/audit.c: the writer thread that
  * keeps a caller's reader from holding up the supervisor. A reader that
  * falls a whole queue behind loses lines, counted and said; one that takes
  * nothing after the run is given up; one that closes stops the stream with
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit.h"
+#include "core/audit.h"
 
 struct said {
         char text[4096];

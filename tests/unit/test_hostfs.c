@@ -1,4 +1,4 @@
-/* test_hostfs.c — unit tests for src/lib/hostfs.c: the walk that opens
+/* test_hostfs.c — unit tests for src/lib/core/hostfs.c: the walk that opens
  * output files where openat2 is missing (the integration tests exercise
  * openat2 itself), and tree removal of deep, wide and locked trees with a
  * symlink out of them. */
@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 static char base[64];
 

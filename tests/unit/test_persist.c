@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control.h"
-#include "reaper.h"
-#include "state.h"
+#include "persist/control.h"
+#include "core/reaper.h"
+#include "persist/state.h"
 
 static void test_names(void **state)
 {

@@ -1,5 +1,5 @@
-/* test_policy.c — unit tests for the policy model (src/lib/policy.c), the
- * error helpers (src/lib/error.c) and plan building (src/lib/plan.c).
+/* test_policy.c — unit tests for the policy model (src/lib/policy/policy.c), the
+ * error helpers (src/lib/core/error.c) and plan building (src/lib/core/plan.c).
  * plan_build only reads the host (HOME, the passwd database, stat, glob,
  * realpath), so it is exercised against a scratch tree under /tmp with
  * HOME pointed into it. */
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 #define assert_contains(haystack, needle)                                                         \
         do {                                                                                      \

@@ -1,4 +1,4 @@
-/* test_policy_json.c — unit tests for policy files (src/lib/policy_json.c):
+/* test_policy_json.c — unit tests for policy files (src/lib/policy/policy_json.c):
  * merge order (profile, files in order, then setters), "extends", the dump
  * that loads back to the same policy, and one test per error class, each
  * asserting the exact file:line:column and message, plus atomicity (a

@@ -1,4 +1,4 @@
-/* test_seccomp.c — unit tests for the syscall filter (src/lib/seccomp.c):
+/* test_seccomp.c — unit tests for the syscall filter (src/lib/controls/seccomp.c):
  * rule validation, and the built filter itself, loaded in a forked child
  * that then makes real calls and reports what happened through its exit
  * status. */
@@ -25,8 +25,8 @@
 #include <seccomp.h>
 #include <stdlib.h>
 
-#include "internal.h"
-#include "seccomp_filter.h"
+#include "core/internal.h"
+#include "controls/seccomp_filter.h"
 
 #define assert_contains(haystack, needle)                                                         \
         do {                                                                                      \

@@ -1,5 +1,5 @@
 /* test_term_filter.c — unit tests for the terminal output filter
- * (src/lib/term_filter.c): what reaches beyond the screen is dropped,
+ * (src/lib/controls/term_filter.c): what reaches beyond the screen is dropped,
  * what draws passes unchanged, whatever read() cut the stream into. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "term_filter.h"
+#include "controls/term_filter.h"
 
 struct buf {
         char *p;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools.h"
+#include "tools/tools.h"
 
 static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
                              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"

@@ -1,4 +1,4 @@
-/* test_util.c — unit tests for the pure helpers in src/lib/util.c:
+/* test_util.c — unit tests for the pure helpers in src/lib/core/util.c:
  * path arithmetic (what the secret deny list and the mount layout rely on)
  * and string lists. */
 #define _GNU_SOURCE
@@ -15,7 +15,7 @@
 
 #include <sys/sysmacros.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 /* ---- path_normalize ------------------------------------------------------ */
 

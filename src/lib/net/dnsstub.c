@@ -11,7 +11,7 @@
  * lookup happens when a connection to the handed-out address is made. */
 #define _GNU_SOURCE
 #include "net/net.h"
-#include "refusals.h"
+#include "core/refusals.h"
 
 #include <stdio.h>
 #include <string.h>

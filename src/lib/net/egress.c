@@ -55,7 +55,7 @@
  * upstream. The stub itself (dnsstub.c) answers on UDP and TCP here. */
 #define _GNU_SOURCE
 #include "net/net.h"
-#include "refusals.h"
+#include "core/refusals.h"
 
 #include <fcntl.h>
 #include <ifaddrs.h>

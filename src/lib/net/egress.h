@@ -9,7 +9,7 @@
 #ifndef BRIG_EGRESS_H
 #define BRIG_EGRESS_H
 
-#include "internal.h"
+#include "core/internal.h"
 
 #include <jansson.h>
 

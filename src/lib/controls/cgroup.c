@@ -1,0 +1,803 @@
+/* cgroup.c — the sandbox's control group: memory, pids, CPU and IO limits,
+ * the peak figures for the report, and removal afterwards.
+ *
+ * cgroup v2 comes first (one hierarchy; the child is born inside it with
+ * CLONE_INTO_CGROUP, so not one instruction runs unlimited). Where a
+ * controller lives on a v1 hierarchy (hybrid hosts), brig makes a group in
+ * that hierarchy too and moves the child in before it is told to go.
+ *
+ * Each sandbox gets "brig-PID-START-PIDNS-SEQ" (its supervisor: pid, start
+ * time, pid namespace; a counter) under the caller's own cgroup or the
+ * nearest ancestor that delegates the controllers, listed in a run record
+ * in the state root before it is made (reaper.c); a later brig removes
+ * groups whose supervisor is gone (it was SIGKILLed) — its own only. */
+#define _GNU_SOURCE
+#include "controls/cgroup.h"
+#include "core/reaper.h"
+#include "persist/state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
+#include <time.h>
+
+static const char *const controller_names[] = {
+        [CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_CPU] = "cpu", [CG_IO] = "io",
+};
+
+struct cgroup {
+        char *v2_dir;               /* our group in the v2 hierarchy, or NULL */
+        int v2_fd;                  /* its directory fd, for CLONE_INTO_CGROUP */
+        char *v1_dir[CG_COUNT];     /* our group per v1 controller, or NULL */
+        bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
+        bool on_v1[CG_COUNT];
+        char *record;               /* the run record naming the groups (reaper.c) */
+};
+
+/* ---- small file helpers ---------------------------------------------------- */
+
+static int write_at(const char *dir, const char *file, const char *value)
+{
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+#ifdef BRIG_TEST_HOOKS
+        /* BRIG_TEST_CGROUP_WRITE_ERRNO=N: a controller's file in one of
+         * brig's groups refuses writes with errno N (a full or read-only
+         * cgroup filesystem, a controller that went away). */
+        const char *fail = getenv("BRIG_TEST_CGROUP_WRITE_ERRNO");
+        const char *base = strrchr(dir, '/');
+        if (fail && atoi(fail) > 0 && base && strncmp(base + 1, "brig-", 5) == 0 && strncmp(file, "cgroup.", 7) != 0)
+                return -atoi(fail);
+#endif
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, value, strlen(value));
+        int e = n < 0 ? errno : 0;
+        close(fd);
+        return n < 0 ? -e : 0;
+}
+
+static char *read_at(const char *dir, const char *file)
+{
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return NULL;
+        char *buf = NULL;
+        size_t len = 0;
+        ssize_t n = getdelim(&buf, &len, '\0', f);
+        fclose(f);
+        if (n < 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
+/* "key value" lines (memory.events, pids.events, oom_control). */
+static long long keyed_value(const char *dir, const char *file, const char *key)
+{
+        _cleanup_free_ char *text = read_at(dir, file);
+        if (!text)
+                return -1;
+        size_t n = strlen(key);
+        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, key, n) == 0 && line[n] == ' ')
+                        return atoll(line + n + 1);
+        return -1;
+}
+
+static long long single_value(const char *dir, const char *file)
+{
+        _cleanup_free_ char *text = read_at(dir, file);
+        if (!text || strncmp(text, "max", 3) == 0)
+                return -1;
+        return atoll(text);
+}
+
+static bool has_word(const char *text, const char *word)
+{
+        size_t n = strlen(word);
+        for (const char *p = text; p && (p = strstr(p, word)); p += n)
+                if ((p == text || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == '\n' || p[n] == ','))
+                        return true;
+        return false;
+}
+
+/* ---- where the hierarchies are ----------------------------------------------- */
+
+struct hierarchies {
+        char *v2_mount;
+        char *v1_mount[CG_COUNT];
+        char *v2_own;               /* our path inside v2 ("/..."), or NULL */
+        char *v1_own[CG_COUNT];
+};
+
+static void hierarchies_free(struct hierarchies *h)
+{
+        free(h->v2_mount);
+        free(h->v2_own);
+        for (int c = 0; c < CG_COUNT; c++) {
+                free(h->v1_mount[c]);
+                free(h->v1_own[c]);
+        }
+}
+
+static const char *v1_name(int c)
+{
+        return c == CG_IO ? "blkio" : controller_names[c];
+}
+
+/* ---- hierarchies hidden from our mount table --------------------------------- *
+ *
+ * `ip netns exec` (and a container without /sys/fs/cgroup) gives brig a
+ * mount namespace whose fresh sysfs has no cgroup mounts, while the
+ * process still lives in real groups (/proc/self/cgroup lists them). As
+ * root the hierarchy can be had again without touching any mount table:
+ * fsopen + fsmount make a detached mount of it (v1: the same controller
+ * set names the existing hierarchy), reached through /proc/self/fd/N. The
+ * fds are kept for the life of the process (one per hierarchy, close on
+ * exec), like the host probe; brig's own state records such groups under
+ * no /sys/fs/cgroup path, so only a later run's stale sweep removes what a
+ * SIGKILLed brig left in them. */
+
+static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { char ctrls[64]; int fd; } hidden[8];
+
+static int detached_hierarchy(const char *ctrls)
+{
+        bool v2 = *ctrls == '\0';
+        pthread_mutex_lock(&hidden_lock);
+        int fd = -1;
+        size_t i = 0;
+        for (; i < ARRAY_SIZE(hidden) && hidden[i].ctrls[0]; i++)
+                if (strcmp(hidden[i].ctrls, v2 ? "-" : ctrls) == 0)
+                        fd = hidden[i].fd;
+        if (fd < 0 && i < ARRAY_SIZE(hidden) && strlen(ctrls) < sizeof hidden[i].ctrls) {
+                _cleanup_close_ int fs = sys_fsopen(v2 ? "cgroup2" : "cgroup", FSOPEN_CLOEXEC);
+                _cleanup_free_ char *list = strdup(ctrls);
+                bool ok = fs >= 0 && list;
+                for (char *save = NULL, *c = list ? strtok_r(list, ",", &save) : NULL; ok && c;
+                     c = strtok_r(NULL, ",", &save))
+                        ok = strncmp(c, "name=", 5) == 0 ? sys_fsconfig(fs, FSCONFIG_SET_STRING, "name", c + 5, 0) == 0
+                                                        : sys_fsconfig(fs, FSCONFIG_SET_FLAG, c, NULL, 0) == 0;
+                if (ok && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+                        fd = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                /* remembered when it failed too: the next run need not ask */
+                snprintf(hidden[i].ctrls, sizeof hidden[i].ctrls, "%s", v2 ? "-" : ctrls);
+                hidden[i].fd = fd;
+        }
+        pthread_mutex_unlock(&hidden_lock);
+        return fd;
+}
+
+static char *hidden_mount(const char *ctrls)
+{
+        int fd = detached_hierarchy(ctrls);
+        return fd < 0 ? NULL : brig_strdup_printf("/proc/self/fd/%d", fd);
+}
+
+static void find_hierarchies(struct hierarchies *h)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char *line = NULL;
+        size_t len = 0;
+        bool any_mounted = false;
+        while (f && getline(&line, &len, f) > 0) {
+                char *sep = strstr(line, " - ");
+                if (!sep)
+                        continue;
+                char mnt[4096], fstype[64], source[256], opts[1024];
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+                    sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) != 3)
+                        continue;
+                any_mounted |= strcmp(fstype, "cgroup2") == 0 || strcmp(fstype, "cgroup") == 0;
+                if (strcmp(fstype, "cgroup2") == 0 && !h->v2_mount)
+                        h->v2_mount = strdup(mnt);
+                else if (strcmp(fstype, "cgroup") == 0)
+                        for (int c = 0; c < CG_COUNT; c++)
+                                if (!h->v1_mount[c] && has_word(opts, v1_name(c)))
+                                        h->v1_mount[c] = strdup(mnt);
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        f = fopen("/proc/self/cgroup", "re");
+        line = NULL;
+        while (f && getline(&line, &len, f) > 0) {
+                line[strcspn(line, "\n")] = '\0';
+                char *c1 = strchr(line, ':');
+                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2)
+                        continue;
+                *c1 = *c2 = '\0';
+                const char *ctrls = c1 + 1, *path = c2 + 1;
+                /* No cgroup mount at all, yet groups we live in: hidden
+                 * (see above), not absent. */
+                if (strcmp(line, "0") == 0 && *ctrls == '\0') {
+                        free(h->v2_own);
+                        h->v2_own = strdup(path);
+                        if (!any_mounted && !h->v2_mount)
+                                h->v2_mount = hidden_mount("");
+                        continue;
+                }
+                for (int c = 0; c < CG_COUNT; c++)
+                        if (has_word(ctrls, v1_name(c)) && !h->v1_own[c]) {
+                                h->v1_own[c] = strdup(path);
+                                if (!any_mounted && !h->v1_mount[c])
+                                        h->v1_mount[c] = hidden_mount(ctrls);
+                        }
+        }
+        free(line);
+        if (f)
+                fclose(f);
+}
+
+/* ---- a limit the caller already lives under ------------------------------------ */
+
+static bool host_has_swap(void)
+{
+        FILE *f = fopen("/proc/meminfo", "re");
+        char line[256];
+        long long kb = -1;
+        while (f && kb < 0 && fgets(line, sizeof line, f))
+                if (sscanf(line, "SwapTotal: %lld kB", &kb) != 1)
+                        kb = -1;
+        if (f)
+                fclose(f);
+        return kb != 0;  /* unreadable: assume swap */
+}
+
+/* Walk from the caller's group up to the hierarchy's root, keeping the
+ * tightest memory limit that swap cannot stretch. The root counts too: in
+ * a cgroup namespace (a container) it is the container's own group, limit
+ * and all; the host's real root has no memory.max (v1: "no limit"). */
+static void tightest_limit(const char *mount, const char *own, bool v2, bool swap, struct cgroup_inherited *best)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s%s", mount, strcmp(own, "/") ? own : "");
+        while (path) {
+                long long lim = single_value(path, v2 ? "memory.max" : "memory.limit_in_bytes");
+                bool swap_shut = !swap || (v2 ? single_value(path, "memory.swap.max") == 0
+                                              : single_value(path, "memory.memsw.limit_in_bytes") == lim);
+                /* v1 writes "no limit" as PAGE_COUNTER_MAX pages (~2^63) */
+                if (lim > 0 && lim < (1LL << 62) && swap_shut && (!best->bytes || (uint64_t)lim < best->bytes) &&
+                    strlen(path) < sizeof best->dir) {
+                        best->bytes = (uint64_t)lim;
+                        best->v2 = v2;
+                        snprintf(best->dir, sizeof best->dir, "%s", path);
+                }
+                if (strlen(path) <= strlen(mount))
+                        break;
+                *strrchr(path, '/') = '\0';
+        }
+}
+
+bool cgroup_inherited_memory(struct cgroup_inherited *out)
+{
+        memset(out, 0, sizeof *out);
+        struct hierarchies h = { 0 };
+        find_hierarchies(&h);
+        bool swap = host_has_swap();
+        if (h.v2_mount && h.v2_own)
+                tightest_limit(h.v2_mount, h.v2_own, true, swap, out);
+        if (h.v1_mount[CG_MEMORY] && h.v1_own[CG_MEMORY])
+                tightest_limit(h.v1_mount[CG_MEMORY], h.v1_own[CG_MEMORY], false, swap, out);
+        hierarchies_free(&h);
+        out->oom_kills_before = cgroup_inherited_oom_kills(out);
+        return out->bytes != 0;
+}
+
+long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in)
+{
+        if (!in->bytes)
+                return 0;
+        long long n = in->v2 ? keyed_value(in->dir, "memory.events", "oom_kill")
+                             : keyed_value(in->dir, "memory.oom_control", "oom_kill");
+        return n < 0 ? 0 : n;
+}
+
+const char *cgroup_memory_outlook(char *detail, size_t n)
+{
+        /* What brig run would find, read-only: cgroup_create() without
+         * its writes (v2_parent may enable a controller to find out). */
+        struct hierarchies h = { 0 };
+        find_hierarchies(&h);
+        const char *kind = NULL;
+        detail[0] = '\0';
+        if (h.v1_mount[CG_MEMORY] && h.v1_own[CG_MEMORY]) {
+                _cleanup_free_ char *dir = brig_strdup_printf("%s%s", h.v1_mount[CG_MEMORY],
+                                                             strcmp(h.v1_own[CG_MEMORY], "/") ? h.v1_own[CG_MEMORY] : "");
+                if (dir && access(dir, W_OK) == 0) {
+                        kind = "cgroup";
+                        if (strncmp(dir, "/proc/self/fd/", 14) == 0)
+                                snprintf(detail, n, "a v1 group below %s, in a hierarchy not mounted here (ip netns "
+                                                    "exec?): brig mounts it detached", h.v1_own[CG_MEMORY]);
+                        else
+                                snprintf(detail, n, "a v1 group below %s", dir);
+                }
+        }
+        if (!kind && h.v2_mount && h.v2_own) {
+                _cleanup_free_ char *path = brig_strdup_printf("%s%s", h.v2_mount, strcmp(h.v2_own, "/") ? h.v2_own : "");
+                while (path && !kind) {
+                        _cleanup_free_ char *avail = read_at(path, "cgroup.controllers");
+                        _cleanup_free_ char *sub = read_at(path, "cgroup.subtree_control");
+                        _cleanup_free_ char *procs = read_at(path, "cgroup.procs");
+                        /* v2 hands a controller to children only from a group
+                         * without processes of its own */
+                        if (access(path, W_OK) == 0 && avail && has_word(avail, "memory") &&
+                            ((sub && has_word(sub, "memory")) || (procs && !*procs))) {
+                                kind = "cgroup";
+                                if (strncmp(path, "/proc/self/fd/", 14) == 0)
+                                        snprintf(detail, n, "a v2 group in a hierarchy not mounted here (ip netns "
+                                                            "exec?): brig mounts it detached");
+                                else
+                                        snprintf(detail, n, "a v2 group below %s", path);
+                        }
+                        if (strlen(path) <= strlen(h.v2_mount))
+                                break;
+                        *strrchr(path, '/') = '\0';
+                }
+        }
+        hierarchies_free(&h);
+        struct cgroup_inherited in;
+        if (!kind && cgroup_inherited_memory(&in)) {
+                kind = "inherited cgroup";
+                snprintf(detail, n, "brig runs under %llu MiB (%s): bounds any --memory of at least that",
+                         (unsigned long long)(in.bytes >> 20), in.dir);
+        }
+        if (!kind) {
+                kind = "rlimit";
+                snprintf(detail, n, "per process only: no writable memory cgroup (memfd, shared memory not bounded; "
+                                    "docs/limits.md)");
+        }
+        return kind;
+}
+
+/* ---- stale groups -------------------------------------------------------------- */
+
+static void kill_and_remove(const char *dir)
+{
+        /* v2 has cgroup.kill (5.14+); otherwise kill what cgroup.procs lists. */
+        if (write_at(dir, "cgroup.kill", "1") < 0) {
+                for (int round = 0; round < 3; round++) {
+                        _cleanup_free_ char *procs = read_at(dir, "cgroup.procs");
+                        if (!procs || !*procs)
+                                break;
+                        for (char *l = procs; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                                kill(atoi(l), SIGKILL);
+                }
+        }
+        /* Exiting tasks leave the group a moment after they are reaped:
+         * retry briefly, a little longer each time (about 1 s in all). */
+        for (int i = 1; i <= 60 && rmdir(dir) < 0 && errno == EBUSY; i++)
+                usleep((useconds_t)(i * 500));
+}
+
+bool cgroup_remove_dead(const char *dir, const char *name)
+{
+        /* Only what brig made: a directory of that very name, in a cgroup
+         * filesystem, owned by us (the kernel makes a group its creator's);
+         * never another user's. */
+        const char *base = strrchr(dir, '/');
+        struct stat st;
+        struct statfs sf;
+        if (!base || strcmp(base + 1, name) != 0 || strstr(dir, "/../"))
+                return false;
+        if (lstat(dir, &st) < 0)
+                return errno == ENOENT;
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || statfs(dir, &sf) < 0 ||
+            (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC))
+                return false;
+        kill_and_remove(dir);
+        return access(dir, F_OK) < 0 && errno == ENOENT;
+}
+
+/* Groups in `parent` whose brig is provably gone, whether or not a run
+ * record names them (a record in another state root: XDG_RUNTIME_DIR
+ * changed). */
+static void remove_stale(const char *parent)
+{
+        DIR *d = opendir(parent);
+        if (!d)
+                return;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                struct owner o;
+                if (strncmp(e->d_name, "brig-", 5) != 0 || !owner_parse(e->d_name + 5, &o, NULL) ||
+                    owner_alive(&o) != 0)
+                        continue;  /* not brig's, its brig is alive, or another pid namespace's */
+                char dir[4096];
+                snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+                (void)cgroup_remove_dead(dir, e->d_name);
+        }
+        closedir(d);
+}
+
+/* ---- creating ------------------------------------------------------------------ */
+
+static char *group_name(void)
+{
+        static unsigned seq;  /* a library caller may run several sandboxes */
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        if (owner_format(&o, id, sizeof id) < 0)
+                return NULL;
+        return brig_strdup_printf("brig-%s-%u", id, __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+}
+
+/* The v2 parent: our own cgroup or the nearest ancestor that offers the
+ * controllers to its children (or can be made to, when it has no
+ * processes of its own) and lets us create a directory. */
+static char *v2_parent(const struct hierarchies *h, const bool *want)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s%s", h->v2_mount, strcmp(h->v2_own, "/") ? h->v2_own : "");
+        while (path) {
+                bool ok = access(path, W_OK) == 0;
+                _cleanup_free_ char *sub = read_at(path, "cgroup.subtree_control");
+                _cleanup_free_ char *avail = read_at(path, "cgroup.controllers");
+                for (int c = 0; ok && c < CG_COUNT; c++) {
+                        if (!want[c] || (sub && has_word(sub, controller_names[c])))
+                                continue;
+                        char add[16];
+                        snprintf(add, sizeof add, "+%s", controller_names[c]);
+                        ok = avail && has_word(avail, controller_names[c]) &&
+                             write_at(path, "cgroup.subtree_control", add) == 0;
+                }
+                if (ok)
+                        return TAKE_PTR(path);
+                if (strlen(path) <= strlen(h->v2_mount))
+                        return NULL;
+                *strrchr(path, '/') = '\0';
+        }
+        return NULL;
+}
+
+static int set_limits_v2(struct cgroup *cg, const struct limits *l, brig_error **err)
+{
+        char v[64];
+        int r = 0;
+        if (cg->on_v2[CG_MEMORY] && l->memory) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory);
+                r = write_at(cg->v2_dir, "memory.max", v);
+                if (r == 0 && write_at(cg->v2_dir, "memory.swap.max", "0") < 0 && errno != ENOENT)
+                        r = -errno;
+                if (r < 0)
+                        return brig_err(err, -r, "--memory: write %s/memory.max", cg->v2_dir);
+        }
+        if (cg->on_v2[CG_PIDS] && l->pids) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
+                if ((r = write_at(cg->v2_dir, "pids.max", v)) < 0)
+                        return brig_err(err, -r, "--pids: write %s/pids.max", cg->v2_dir);
+        }
+        if (cg->on_v2[CG_CPU] && l->cpus_millis) {
+                snprintf(v, sizeof v, "%llu 100000", (unsigned long long)l->cpus_millis * 100);
+                if ((r = write_at(cg->v2_dir, "cpu.max", v)) < 0)
+                        return brig_err(err, -r, "--cpus: write %s/cpu.max", cg->v2_dir);
+        }
+        if (cg->on_v2[CG_IO] && l->io_weight) {
+                snprintf(v, sizeof v, "default %u", l->io_weight);
+                if ((r = write_at(cg->v2_dir, "io.weight", v)) < 0)
+                        return brig_err(err, -r, "--io-weight: write %s/io.weight", cg->v2_dir);
+        }
+        return 0;
+}
+
+static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error **err)
+{
+        char v[64];
+        int r;
+        if (cg->on_v1[CG_MEMORY] && l->memory) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory);
+                if ((r = write_at(cg->v1_dir[CG_MEMORY], "memory.limit_in_bytes", v)) < 0)
+                        return brig_err(err, -r, "--memory: write %s/memory.limit_in_bytes", cg->v1_dir[CG_MEMORY]);
+                /* memory+swap equal to memory: no swap (absent without swap accounting) */
+                r = write_at(cg->v1_dir[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+                if (r < 0 && r != -ENOENT)
+                        return brig_err(err, -r, "--memory: write %s/memory.memsw.limit_in_bytes", cg->v1_dir[CG_MEMORY]);
+                /* v1 keeps TCP buffers out of memory.limit_in_bytes, in a
+                 * counter of their own that is unlimited by default (v2
+                 * charges them to memory.max). Absent on kernels without
+                 * kmem accounting. */
+                r = write_at(cg->v1_dir[CG_MEMORY], "memory.kmem.tcp.limit_in_bytes", v);
+                if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP)
+                        return brig_err(err, -r, "--memory: write %s/memory.kmem.tcp.limit_in_bytes", cg->v1_dir[CG_MEMORY]);
+        }
+        if (cg->on_v1[CG_PIDS] && l->pids) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
+                if ((r = write_at(cg->v1_dir[CG_PIDS], "pids.max", v)) < 0)
+                        return brig_err(err, -r, "--pids: write %s/pids.max", cg->v1_dir[CG_PIDS]);
+        }
+        if (cg->on_v1[CG_CPU] && l->cpus_millis) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->cpus_millis * 100);
+                if ((r = write_at(cg->v1_dir[CG_CPU], "cpu.cfs_period_us", "100000")) < 0 ||
+                    (r = write_at(cg->v1_dir[CG_CPU], "cpu.cfs_quota_us", v)) < 0)
+                        return brig_err(err, -r, "--cpus: write %s/cpu.cfs_quota_us", cg->v1_dir[CG_CPU]);
+        }
+        if (cg->on_v1[CG_IO] && l->io_weight) {
+                unsigned w = l->io_weight < 10 ? 10 : l->io_weight > 1000 ? 1000 : l->io_weight;
+                snprintf(v, sizeof v, "%u", w);
+                /* blkio.weight was CFQ's (gone since Linux 5.0); BFQ has
+                 * its own file. Neither there: the group weighs nothing,
+                 * and the run says so (io_unenforced) instead of counting
+                 * it as enforced. */
+                if (write_at(cg->v1_dir[CG_IO], "blkio.weight", v) < 0 &&
+                    write_at(cg->v1_dir[CG_IO], "blkio.bfq.weight", v) < 0)
+                        cg->on_v1[CG_IO] = false;
+        }
+        return 0;
+}
+
+/* A directory we could make a group in. */
+static bool writable(const char *dir)
+{
+        return dir && access(dir, W_OK) == 0;
+}
+
+int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err)
+{
+        *ret = NULL;
+        *degraded = false;
+        bool want[CG_COUNT] = {
+                [CG_MEMORY] = l->memory != 0, [CG_PIDS] = l->pids != 0,
+                [CG_CPU] = l->cpus_millis != 0, [CG_IO] = l->io_weight != 0,
+        };
+        struct hierarchies h = { 0 };
+        find_hierarchies(&h);
+        struct cgroup *cg = calloc(1, sizeof *cg);
+        _cleanup_free_ char *name = group_name();
+        _cleanup_free_ char *v2_dir = NULL;
+        char *v1_dir[CG_COUNT] = { 0 };
+        struct strv planned = { 0 };
+        bool v2_wanted[CG_COUNT] = { 0 };
+        int r = 0;
+        if (!cg || !name) {
+                free(cg);
+                hierarchies_free(&h);
+                return brig_err(err, ENOMEM, "cgroup");
+        }
+        cg->v2_fd = -1;
+
+        /* Groups of a brig that died (SIGKILL) in any hierarchy we could
+         * have used, whatever this run needs; those its run record names
+         * wherever they are (reaper.c). */
+        reaper_sweep();
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!h.v1_mount[c] || !h.v1_own[c])
+                        continue;
+                _cleanup_free_ char *parent = brig_strdup_printf("%s%s", h.v1_mount[c],
+                                                                 strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
+                if (parent)
+                        remove_stale(parent);
+        }
+
+        /* First where the groups go: v2 for every controller it offers,
+         * v1 for the rest (hybrid hosts). */
+        if (h.v2_mount && h.v2_own) {
+                _cleanup_free_ char *root_ctrls = read_at(h.v2_mount, "cgroup.controllers");
+                _cleanup_free_ char *own = brig_strdup_printf("%s%s", h.v2_mount, strcmp(h.v2_own, "/") ? h.v2_own : "");
+                bool any = false;
+                for (int c = 0; c < CG_COUNT; c++) {
+                        v2_wanted[c] = want[c] && root_ctrls && has_word(root_ctrls, controller_names[c]);
+                        any |= v2_wanted[c];
+                }
+                if (own)
+                        remove_stale(own);
+                /* cgroup.freeze is part of every v2 group, no controller needed. */
+                any |= l->want_freezer;
+                /* A v2 group only where it enforces something (on hybrid
+                 * hosts the v2 tree often has none of our controllers). */
+                _cleanup_free_ char *parent = any ? v2_parent(&h, v2_wanted) : NULL;
+                if (parent) {
+                        if (!own || strcmp(parent, own) != 0)
+                                remove_stale(parent);
+                        v2_dir = brig_strdup_printf("%s/%s", parent, name);
+                        if (v2_dir && (r = strv_push(&planned, v2_dir)) < 0)
+                                goto fail;
+                }
+        }
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!want[c] || (v2_dir && v2_wanted[c]) || !h.v1_mount[c] || !h.v1_own[c])
+                        continue;
+                _cleanup_free_ char *parent = brig_strdup_printf("%s%s", h.v1_mount[c],
+                                                                 strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
+                if (!writable(parent))
+                        continue;
+                v1_dir[c] = brig_strdup_printf("%s/%s", parent, name);
+                /* controllers may share one hierarchy (cpu,cpuacct) */
+                if (v1_dir[c] && !strv_contains(&planned, v1_dir[c]) && (r = strv_push(&planned, v1_dir[c])) < 0)
+                        goto fail;
+        }
+        /* The proof that they are ours, on disk before the first mkdir. */
+        if (planned.n && (r = run_record_write(name, &planned, &cg->record, err)) < 0)
+                goto fail;
+        test_pause("cgroup-recorded");
+        if (v2_dir && mkdir(v2_dir, 0755) == 0) {
+                cg->v2_dir = TAKE_PTR(v2_dir);
+                cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+                for (int c = 0; c < CG_COUNT; c++)
+                        cg->on_v2[c] = v2_wanted[c];
+        }
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!v1_dir[c])
+                        continue;
+                bool shared = false;
+                for (int o = 0; o < c; o++)
+                        shared |= cg->v1_dir[o] && strcmp(cg->v1_dir[o], v1_dir[c]) == 0;
+                if (shared || mkdir(v1_dir[c], 0755) == 0) {
+                        cg->v1_dir[c] = TAKE_PTR(v1_dir[c]);
+                        cg->on_v1[c] = true;
+                }
+        }
+        test_pause("cgroup-made");
+        for (int c = 0; c < CG_COUNT; c++)
+                if (want[c] && !cg->on_v2[c] && !cg->on_v1[c] && c != CG_IO)
+                        *degraded = true;
+        r = set_limits_v2(cg, l, err);
+        if (r == 0)
+                r = set_limits_v1(cg, l, err);
+        if (r < 0)
+                goto fail;
+        hierarchies_free(&h);
+        strv_free(&planned);
+        *ret = cg;
+        return 0;
+fail:
+        if (r == -ENOMEM && err && !*err)
+                brig_err(err, ENOMEM, "cgroup");
+        for (int c = 0; c < CG_COUNT; c++)
+                free(v1_dir[c]);
+        hierarchies_free(&h);
+        strv_free(&planned);
+        cgroup_destroy(cg);
+        return r;
+}
+
+bool cgroup_enforces(const struct cgroup *cg, int controller)
+{
+        return cg && (cg->on_v2[controller] || cg->on_v1[controller]);
+}
+
+void cgroup_missing(const struct cgroup *cg, const struct limits *l, bool memory_elsewhere, char *buf, size_t n)
+{
+        const bool want[CG_COUNT] = {
+                [CG_MEMORY] = l->memory != 0 && !memory_elsewhere, [CG_PIDS] = l->pids != 0, [CG_CPU] = l->cpus_millis != 0,
+                [CG_IO] = l->io_weight != 0,
+        };
+        buf[0] = '\0';
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!want[c] || cgroup_enforces(cg, c))
+                        continue;
+                size_t used = strlen(buf);
+                snprintf(buf + used, n - used, "%s%s", used ? ", " : "", controller_names[c]);
+        }
+}
+
+int cgroup_clone_fd(const struct cgroup *cg)
+{
+        return cg ? cg->v2_fd : -1;
+}
+
+int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_error **err)
+{
+        char v[32];
+        snprintf(v, sizeof v, "%d", pid);
+        for (int c = 0; cg && c < CG_COUNT; c++) {
+                if (!cg->v1_dir[c])
+                        continue;
+                int r = write_at(cg->v1_dir[c], "cgroup.procs", v);
+                if (r < 0)
+                        return brig_err(err, -r, "move the sandbox into cgroup %s", cg->v1_dir[c]);
+        }
+        if (cg && v2_too && cg->v2_dir) {
+                int r = write_at(cg->v2_dir, "cgroup.procs", v);
+                if (r < 0)
+                        return brig_err(err, -r, "move the sandbox into cgroup %s", cg->v2_dir);
+        }
+        return 0;
+}
+
+void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s)
+{
+        memset(s, 0, sizeof *s);
+        s->memory_peak = s->pids_peak = -1;
+        if (!cg)
+                return;
+        if (cg->on_v2[CG_MEMORY]) {
+                s->memory_peak = single_value(cg->v2_dir, "memory.peak");
+                s->oom_kills = keyed_value(cg->v2_dir, "memory.events", "oom_kill");
+        } else if (cg->on_v1[CG_MEMORY]) {
+                s->memory_peak = single_value(cg->v1_dir[CG_MEMORY], "memory.max_usage_in_bytes");
+                s->oom_kills = keyed_value(cg->v1_dir[CG_MEMORY], "memory.oom_control", "oom_kill");
+        }
+        const char *pdir = cg->on_v2[CG_PIDS] ? cg->v2_dir : cg->on_v1[CG_PIDS] ? cg->v1_dir[CG_PIDS] : NULL;
+        if (pdir) {
+                s->pids_peak = single_value(pdir, "pids.peak");
+                s->pids_max_hits = keyed_value(pdir, "pids.events", "max");
+        }
+        if (s->oom_kills < 0)
+                s->oom_kills = 0;
+        if (s->pids_max_hits < 0)
+                s->pids_max_hits = 0;
+}
+
+void cgroup_describe(const struct cgroup *cg, char *buf, size_t n)
+{
+        buf[0] = '\0';
+        for (int c = 0; cg && c < CG_COUNT; c++) {
+                if (!cg->on_v2[c] && !cg->on_v1[c])
+                        continue;
+                size_t used = strlen(buf);
+                snprintf(buf + used, n - used, "%s%s:%s", used ? " " : "", controller_names[c],
+                         cg->on_v2[c] ? "v2" : "v1");
+        }
+}
+
+void cgroup_destroy(struct cgroup *cg)
+{
+        if (!cg)
+                return;
+        test_pause("cgroup-destroy");
+        bool gone = true;
+        if (cg->v2_dir) {
+                kill_and_remove(cg->v2_dir);
+                gone &= access(cg->v2_dir, F_OK) < 0;
+        }
+        for (int c = 0; c < CG_COUNT; c++) {
+                bool shared = false;
+                for (int o = 0; o < c; o++)
+                        if (cg->v1_dir[o] && cg->v1_dir[c] && strcmp(cg->v1_dir[o], cg->v1_dir[c]) == 0)
+                                shared = true;
+                if (cg->v1_dir[c] && !shared) {
+                        kill_and_remove(cg->v1_dir[c]);
+                        gone &= access(cg->v1_dir[c], F_OK) < 0;
+                }
+        }
+        /* A group still busy keeps its record: the next brig finishes. */
+        if (gone)
+                run_record_remove(cg->record);
+        free(cg->record);
+        for (int c = 0; c < CG_COUNT; c++)
+                free(cg->v1_dir[c]);
+        closep(&cg->v2_fd);
+        free(cg->v2_dir);
+        free(cg);
+}
+
+int cgroup_paths(const struct cgroup *cg, struct strv *out)
+{
+        int r = 0;
+        if (cg && cg->v2_dir)
+                r = strv_push(out, cg->v2_dir);
+        for (int c = 0; cg && r == 0 && c < CG_COUNT; c++)
+                if (cg->v1_dir[c] && !strv_contains(out, cg->v1_dir[c]))
+                        r = strv_push(out, cg->v1_dir[c]);
+        return r;
+}
+
+int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err)
+{
+        if (!cg || !cg->v2_dir)
+                return brig_err(err, EOPNOTSUPP, "the cgroup freezer is not available: this sandbox has no "
+                                                 "writable cgroup v2 group (rootless without a delegated cgroup?)");
+        int r = write_at(cg->v2_dir, "cgroup.freeze", frozen ? "1" : "0");
+        if (r < 0)
+                return brig_err(err, -r, "write %s/cgroup.freeze", cg->v2_dir);
+        /* The write only starts it: wait until cgroup.events says so. */
+        for (int i = 1; i <= 100; i++) {
+                long long v = keyed_value(cg->v2_dir, "cgroup.events", "frozen");
+                if (v == (frozen ? 1 : 0))
+                        return 0;
+                usleep((useconds_t)(i * 200));
+        }
+        return brig_err(err, ETIMEDOUT, "%s the cgroup %s", frozen ? "freeze" : "thaw", cg->v2_dir);
+}

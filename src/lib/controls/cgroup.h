@@ -1,0 +1,60 @@
+/* cgroup.h — the sandbox's control group (cgroup.c). */
+#ifndef BRIG_CGROUP_H
+#define BRIG_CGROUP_H
+
+#include "core/internal.h"
+
+enum { CG_MEMORY, CG_PIDS, CG_CPU, CG_IO, CG_COUNT };
+
+struct cgroup;
+
+struct cgroup_stats {
+        long long memory_peak;    /* bytes, -1 unknown */
+        long long pids_peak;      /* -1 unknown */
+        long long oom_kills;      /* processes the OOM killer ended */
+        long long pids_max_hits;  /* forks refused by the pids limit */
+};
+
+/* A memory limit the caller already lives under (its own cgroup or an
+ * ancestor: systemd-run -p MemoryMax=, a container's limit), where swap
+ * cannot stretch it. It binds the sandbox and brig together. */
+struct cgroup_inherited {
+        uint64_t bytes;             /* 0: none */
+        char dir[512];
+        bool v2;
+        long long oom_kills_before; /* its oom_kill count when the run started */
+};
+BRIG_INTERNAL bool cgroup_inherited_memory(struct cgroup_inherited *out);
+BRIG_INTERNAL long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in);
+/* For brig doctor, read-only: how --memory would be enforced here
+ * ("cgroup", "inherited cgroup" or "rlimit"), and a line of detail. */
+BRIG_INTERNAL const char *cgroup_memory_outlook(char *detail, size_t n);
+
+/* Make the sandbox's group(s) and set the limits. *degraded is set when a
+ * wanted controller is available nowhere writable; the caller decides
+ * whether that is allowed. Also removes groups left by a dead brig. */
+BRIG_INTERNAL int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err);
+/* Does a group of this sandbox enforce the controller (v2 or v1)? */
+BRIG_INTERNAL bool cgroup_enforces(const struct cgroup *cg, int controller);
+/* "memory, pids": the controllers the limits want that no group enforces
+ * (memory not, when memory_elsewhere: an inherited limit holds it). */
+BRIG_INTERNAL void cgroup_missing(const struct cgroup *cg, const struct limits *l, bool memory_elsewhere, char *buf,
+                                  size_t n);
+/* The v2 directory fd for CLONE_INTO_CGROUP, or -1. */
+BRIG_INTERNAL int cgroup_clone_fd(const struct cgroup *cg);
+/* Put pid into every v1 group (and the v2 one when v2_too). */
+BRIG_INTERNAL int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_error **err);
+BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
+/* "memory:v1 pids:v1 cpu:v1" — which hierarchy enforces what. */
+BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n);
+/* The group directories, v2 first (for the state of a persistent sandbox). */
+BRIG_INTERNAL int cgroup_paths(const struct cgroup *cg, struct strv *out);
+/* Freeze or thaw everything in the group (v2 cgroup.freeze); waits until done. */
+BRIG_INTERNAL int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err);
+/* Kill what a dead sandbox left in `dir` and remove it, if `dir` is a
+ * cgroup directory named `name` and ours; true when it is gone. */
+BRIG_INTERNAL bool cgroup_remove_dead(const char *dir, const char *name);
+/* Kill whatever is left in the groups and remove them. */
+BRIG_INTERNAL void cgroup_destroy(struct cgroup *cg);
+
+#endif

@@ -1,0 +1,162 @@
+/* userns.c — the user namespace: uid/gid maps, becoming the sandbox user,
+ * and the idmapped workspace used when root runs brig on a root-owned
+ * workspace. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <sys/socket.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+static int write_file(const char *path, const char *text, brig_error **err)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return brig_err(err, errno, "open %s", path);
+        size_t n = strlen(text);
+        if (write(fd, text, n) != (ssize_t)n)
+                return brig_err(err, errno, "write %s", path);
+        return 0;
+}
+
+static int write_maps_for(pid_t pid, const char *uid_map, const char *gid_map, bool deny_setgroups,
+                          brig_error **err)
+{
+        char path[64];
+        int r;
+        if (deny_setgroups) {
+                /* Unprivileged writers must deny setgroups before writing a
+                 * gid map (user_namespaces(7)); the caller's groups stay. */
+                snprintf(path, sizeof path, "/proc/%d/setgroups", pid);
+                r = write_file(path, "deny", err);
+                if (r < 0)
+                        return r;
+        }
+        snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
+        r = write_file(path, uid_map, err);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof path, "/proc/%d/gid_map", pid);
+        return write_file(path, gid_map, err);
+}
+
+int userns_write_maps(pid_t pid, const struct run_plan *plan, brig_error **err)
+{
+        char uid_map[128], gid_map[128];
+        if (!plan->map_root_for_setup) {
+                snprintf(uid_map, sizeof uid_map, "%u %u 1\n", plan->sandbox_uid, plan->host_uid);
+                snprintf(gid_map, sizeof gid_map, "%u %u 1\n", plan->sandbox_gid, plan->host_gid);
+                return write_maps_for(pid, uid_map, gid_map, true, err);
+        }
+        /* As root: inside 0 is host 0 only while the child builds the
+         * sandbox (it must read root-owned bind sources and create files in
+         * its tmpfs as a mapped user). Every process drops to the sandbox
+         * user before any untrusted code runs, with SECBIT_NOROOT locked. */
+        snprintf(uid_map, sizeof uid_map, "0 0 1\n%u %u 1\n", plan->sandbox_uid, plan->host_uid);
+        snprintf(gid_map, sizeof gid_map, "0 0 1\n%u %u 1\n", plan->sandbox_gid, plan->host_gid);
+        return write_maps_for(pid, uid_map, gid_map, false, err);
+}
+
+int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err)
+{
+        /* Host root's supplementary groups would still grant group access
+         * on host files; rootless, the caller's own groups stay (setgroups
+         * is denied), which grants nothing the caller lacks. */
+        if (plan->map_root_for_setup && setgroups(0, NULL) < 0)
+                return brig_err(err, errno, "setgroups");
+        if (setresgid(plan->sandbox_gid, plan->sandbox_gid, plan->sandbox_gid) < 0)
+                return brig_err(err, errno, "setresgid %u", plan->sandbox_gid);
+        if (setresuid(plan->sandbox_uid, plan->sandbox_uid, plan->sandbox_uid) < 0)
+                return brig_err(err, errno, "setresuid %u", plan->sandbox_uid);
+        uid_t r, e, s;
+        if (getresuid(&r, &e, &s) < 0 || r != plan->sandbox_uid || e != r || s != r)
+                return brig_err(err, EPERM, "uid did not change to %u", plan->sandbox_uid);
+        return 0;
+}
+
+/* A user namespace whose only mapping is inside 0 → uid/gid, made by a
+ * short-lived child; returns an fd to it. */
+static int userns_fd_mapping_root_to(uid_t uid, gid_t gid, brig_error **err)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return brig_err(err, errno, "socketpair");
+        pid_t pid = fork();
+        if (pid < 0) {
+                close(sv[0]);
+                close(sv[1]);
+                return brig_err(err, errno, "fork");
+        }
+        if (pid == 0) {
+                close(sv[0]);
+                char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+                (void)!write(sv[1], &c, 1);
+                (void)!read(sv[1], &c, 1);  /* until the parent has opened the namespace */
+                _exit(0);
+        }
+        close(sv[1]);
+        int ret = -1;
+        char uid_map[64], gid_map[64], path[64], c = 'n';
+        snprintf(uid_map, sizeof uid_map, "0 %u 1\n", uid);
+        snprintf(gid_map, sizeof gid_map, "0 %u 1\n", gid);
+        snprintf(path, sizeof path, "/proc/%d/ns/user", pid);
+        if (read(sv[0], &c, 1) != 1 || c != 'y') {
+                brig_err(err, EPERM, "helper user namespace for the idmapped workspace");
+                goto out;
+        }
+        if (write_maps_for(pid, uid_map, gid_map, false, err) < 0)
+                goto out;
+        ret = open(path, O_RDONLY | O_CLOEXEC);
+        if (ret < 0)
+                ret = brig_err(err, errno, "open %s", path);
+out:
+        close(sv[0]);
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        return ret;
+}
+
+int userns_idmapped_workspace(const struct run_plan *plan, int *ret_fd, brig_error **err)
+{
+        /* Files the workspace holds as host root appear owned by the sandbox
+         * user, and files it creates land on disk as root: the workspace
+         * stays as root expects without the sandbox ever being root. */
+        _cleanup_close_ int userns_fd = userns_fd_mapping_root_to(plan->host_uid, plan->host_gid, err);
+        if (userns_fd < 0)
+                return brig_err_prefix(err, "idmapped workspace");
+        struct open_how how = { .flags = O_PATH | O_CLOEXEC | O_DIRECTORY,
+                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        _cleanup_close_ int src = sys_openat2(AT_FDCWD, plan->workspace, &how);
+        if (src < 0)
+                return brig_err(err, errno, "workspace '%s' (symlinks are not followed)", plan->workspace);
+        _cleanup_close_ int tree = sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (tree < 0)
+                return brig_err(err, errno, "open_tree workspace '%s'", plan->workspace);
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                .userns_fd = (uint64_t)userns_fd,
+        };
+        if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &attr) < 0)
+                return brig_err(err, errno, "idmapped mount of workspace '%s' (does its filesystem support idmapped mounts?)",
+                                plan->workspace);
+        *ret_fd = TAKE_FD(tree);
+        return 0;
+}
+
+int userns_forbid_nesting(brig_error **err)
+{
+        /* The limit is per user namespace and applies to namespaces created
+         * inside ours; the sandbox can never raise it again (it has no
+         * CAP_SYS_RESOURCE, and /proc/sys is read-only inside). The seccomp
+         * filter refuses unshare/clone flags too: two independent walls. */
+        return write_file("/proc/sys/user/max_user_namespaces", "0", err);
+}

@@ -1,0 +1,32 @@
+/* audit.h — the JSON-lines audit stream (audit.c); schema in docs/audit.md. */
+#ifndef BRIG_AUDIT_H
+#define BRIG_AUDIT_H
+
+#include "core/internal.h"
+
+#include <jansson.h>
+
+struct audit;
+
+/* `what` names the flag in messages ("--audit-fd 5"); `notice` says on
+ * the caller's stderr when lines are lost (may be NULL). */
+BRIG_INTERNAL struct audit *audit_new(int fd, const char *what, brig_notice_fn notice, void *notice_data);
+/* The sandbox exists: start the thread that writes the queued events (any
+ * thread at clone3 could hold a lock the child then needs). */
+BRIG_INTERNAL void audit_run(struct audit *a);
+BRIG_INTERNAL void audit_start(struct audit *a, const struct run_plan *plan);
+/* One refused or logged syscall; rate-limited per syscall. */
+BRIG_INTERNAL void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[6], int reply);
+/* A network attempt from the proxy (egress_log_fn); takes the object. */
+BRIG_INTERNAL void audit_net(void *audit, json_t *event);
+/* The end event; then writes out what is queued (audit_flush). */
+BRIG_INTERNAL void audit_end(struct audit *a, const brig_result *res);
+/* Lines not written (queue full, the stream stopped) and why ("" none). */
+BRIG_INTERNAL uint64_t audit_lost(const struct audit *a);
+BRIG_INTERNAL const char *audit_stopped(const struct audit *a);
+BRIG_INTERNAL uint64_t audit_events(const struct audit *a);
+BRIG_INTERNAL uint64_t audit_suppressed(const struct audit *a);
+/* Does not close the fd (the plan owns it). */
+BRIG_INTERNAL void audit_free(struct audit *a);
+
+#endif

@@ -1,0 +1,384 @@
+/* child.c — the run sequence inside the new namespaces, top to bottom.
+ *
+ * This process is pid 1 of the sandbox. It builds the sandbox while it
+ * still holds capabilities in its user namespace, gives them all up, then
+ * forks the command and stays behind as its init (init.c). Any failure is
+ * sent to the supervisor as one message and the process exits 125. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "controls/landlock.h"
+#include "controls/seccomp_filter.h"
+#include "net/egress.h"
+#include "tools/tools.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/close_range.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <limits.h>
+
+extern char **environ;
+
+static int wait_for_maps(int sync_fd, brig_error **err)
+{
+        struct sync_msg m;
+        int r = sync_recv(sync_fd, &m, NULL);
+        if (r == 0)
+                _exit(BRIG_EXIT_SETUP);  /* the supervisor is gone: nobody to serve */
+        if (r < 0 || m.type != SYNC_GO)
+                return brig_err(err, r < 0 ? -r : EPROTO, "waiting for the uid map");
+        return 0;
+}
+
+static int still_supervised(int sync_fd)
+{
+        struct pollfd p = { .fd = sync_fd, .events = POLLIN };
+        return !(poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)));
+}
+
+/* A pty in our own devpts, opened as the sandbox user; the master goes to
+ * the supervisor, the slave stays for the command. */
+static int send_terminal(struct run_plan *plan, brig_error **err)
+{
+        int master, slave;
+        int r = terminal_create_inside(&master, &slave, err);
+        if (r < 0)
+                return r;
+        struct sync_msg m = { .type = SYNC_PTY };
+        r = sync_send_fd(plan->sync_fd, &m, master);
+        close(master);
+        if (r < 0) {
+                close(slave);
+                return brig_err(err, -r, "send the pty to the supervisor");
+        }
+        plan->pty_slave_fd = slave;
+        return 0;
+}
+
+/* The proxy's listening sockets, made in our network namespace; the
+ * supervisor serves them from the host side, so nothing of the proxy
+ * runs in here and nothing listens on the host's network. */
+static int send_listeners(const struct run_plan *plan, bool ipv6_redirect, brig_error **err)
+{
+        int fds[16];
+        enum egress_listener_kind kinds[16];
+        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), plan->net_mode, ipv6_redirect, err);
+        if (n < 0)
+                return n;
+        int r = 0;
+        for (int i = 0; i < n; i++) {
+                struct sync_msg m = { .type = SYNC_LISTENER, .status = kinds[i] };
+                if (r == 0 && sync_send_fd(plan->sync_fd, &m, fds[i]) < 0)
+                        r = brig_err(err, errno, "send a proxy listener to the supervisor");
+                close(fds[i]);
+        }
+        return r;
+}
+
+/* Filtered mode: the nftables redirect, then the routes that let a
+ * connect() reach it (rules without routes change nothing, so a failure
+ * in between leaves plain proxy mode). Where the host can't, and the
+ * policy did not insist on filtered, proxy mode it is, and the
+ * supervisor is told why, for the report. */
+static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
+{
+        *ipv6 = false;
+        int r = netfilter_redirect_egress(true, err);
+        if (r == 0)
+                r = netns_route_through_loopback(ipv6, err);
+        if (r == 0 || plan->net_filtered_required)
+                return r;
+        struct sync_msg m = { .type = SYNC_NET_FALLBACK };
+        snprintf(m.text, sizeof m.text, "%s", err && *err ? (*err)->msg : "unknown error");
+        brig_error_free(err);
+        plan->net_mode = BRIG_NET_PROXY;
+        return sync_send(plan->sync_fd, &m) < 0 ? brig_err(err, errno, "tell the supervisor") : 0;
+}
+
+/* The unix socket guard (unixguard.c) asks this socket which unix sockets
+ * the sandbox's processes have bound: made here, so it belongs to the
+ * sandbox's network namespace (no capability needed). */
+static int send_unix_diag(const struct run_plan *plan, brig_error **err)
+{
+        int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (fd < 0)
+                return brig_err(err, errno, "socket(NETLINK_SOCK_DIAG)");
+        struct sync_msg m = { .type = SYNC_UNIX_DIAG };
+        int r = sync_send_fd(plan->sync_fd, &m, fd);
+        close(fd);
+        return r < 0 ? brig_err(err, -r, "send the socket list to the supervisor") : 0;
+}
+
+#define STEP(call, name)                                          \
+        do {                                                      \
+                int _r = (call);                                  \
+                if (_r < 0)                                       \
+                        return brig_err_prefix(err, "%s", name);  \
+        } while (0)
+
+static int child_setup(struct run_plan *plan, brig_error **err)
+{
+        /* First: no terminal of the caller's stays among our descriptors. */
+        STEP(terminal_child_stdio(plan->term, err), "terminal");
+        /* Die with the supervisor, even when it is SIGKILLed; as pid 1 our
+         * death takes every process of the sandbox with it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return brig_err(err, errno, "PR_SET_PDEATHSIG");
+        STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
+        /* While dumpable: /proc/self/oom_score_adj is ours to write only then. */
+        STEP(rlimits_oom_first(plan, err), "OOM score");
+        /* No other process of the caller's may ptrace us or read our memory
+         * while we hold capabilities. Only now: a non-dumpable process's
+         * /proc files belong to root, and a rootless supervisor could no
+         * longer write our uid map. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return brig_err(err, errno, "PR_SET_DUMPABLE");
+        /* Leave the caller's session: no controlling terminal to inject into. */
+        if (setsid() < 0)
+                return brig_err(err, errno, "setsid");
+        const char *hostname = plan->policy->hostname ? plan->policy->hostname : BRIG_DEFAULT_HOSTNAME;
+        if (sethostname(hostname, strlen(hostname)) < 0)
+                return brig_err(err, errno, "sethostname");
+        if (plan->net_mode != BRIG_NET_HOST)
+                STEP(netns_loopback_up(err), "network");
+        bool ipv6_redirect = false;
+        if (plan->net_mode == BRIG_NET_FILTERED)
+                STEP(filter_egress(plan, &ipv6_redirect, err), "network (filtered mode: nftables)");
+        if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED)
+                STEP(send_listeners(plan, ipv6_redirect, err), "network proxy");
+        else if (plan->net_mode == BRIG_NET_NONE)  /* names fail at once, and say why */
+                STEP(send_listeners(plan, false, err), "network off: DNS stub");
+        if (!plan->seccomp_degraded)
+                STEP(send_unix_diag(plan, err), "unix socket guard");
+        STEP(userns_forbid_nesting(err), "user namespace");
+        /* While still root in the user namespace: the kernel grants the
+         * ipc sysctls to uid 0 there, not to a capability. */
+        STEP(ipc_limits_apply(plan, err), "IPC limits");
+        STEP(mounts_build_root(plan, err), "filesystem");
+        if (chdir(plan->workspace) < 0)
+                return brig_err(err, errno, "enter workspace '%s'", plan->workspace);
+        STEP(tools_finish_inside(plan, err), "tools");
+        /* Privileges, in the only order that works: the bounding set needs
+         * CAP_SETPCAP, the uid change needs CAP_SETUID, and the last capset
+         * clears what a same-uid change (rootless) leaves. */
+        STEP(caps_drop_bounding(err), "capabilities");
+        STEP(userns_become_sandbox_user(plan, err), "user");
+        STEP(caps_drop_all(err), "capabilities");
+        if (plan->tty)
+                STEP(send_terminal(plan, err), "terminal");
+        /* The uid change cleared the parent-death signal (prctl(2)). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return brig_err(err, errno, "PR_SET_PDEATHSIG");
+        if (!still_supervised(plan->sync_fd))
+                _exit(BRIG_EXIT_SETUP);
+        return 0;
+}
+
+static void reset_signals(void)
+{
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);  /* EINVAL for SIGKILL/SIGSTOP and gaps: fine */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int prepare_fds(const struct run_plan *plan, brig_error **err)
+{
+        if (plan->pty_slave_fd >= 0) {
+                if (ioctl(plan->pty_slave_fd, TIOCSCTTY, 0) < 0)
+                        return brig_err(err, errno, "make the pty the controlling terminal");
+                for (int fd = 0; fd < 3; fd++)
+                        if (dup2(plan->pty_slave_fd, fd) < 0)
+                                return brig_err(err, errno, "dup2 pty");
+        }
+        int r = mounts_check_stdio(err);
+        if (r < 0)
+                return r;
+        /* Every inherited descriptor but 0, 1, 2 is closed at execve (the
+         * sync socket must live until then to report an exec failure);
+         * --pass-fd keeps one on purpose. */
+        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                return brig_err(err, errno, "close_range");
+        for (size_t i = 0; i < plan->policy->n_pass_fds; i++) {
+                int fd = plan->policy->pass_fds[i];
+                int flags = fcntl(fd, F_GETFD);
+                if (flags < 0 || fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0)
+                        return brig_err(err, errno, "--pass-fd %d", fd);
+        }
+        return 0;
+}
+
+/* The shortest prefix of `path` that does not exist here: the directory
+ * a grant would have to add ("/root/.pyenv" for a link into it), with
+ * its existing parent spelt without "..", links or a relative start. */
+static bool first_missing(const char *path, char *buf, size_t n)
+{
+        struct stat st;
+        char *slash = NULL;
+        bool above = false;
+        snprintf(buf, n, "%s", path);
+        for (char *s = buf + 1; (s = strchr(s, '/')); s++) {
+                *s = '\0';
+                bool there = lstat(buf, &st) == 0;
+                *s = '/';
+                if (!there) {
+                        *s = '\0';
+                        above = true;
+                        break;
+                }
+        }
+        /* Only the last name missing: its directory is in the sandbox, so
+         * no grant would show it (dangling on the host too, or a secret). */
+        if (!above || !(slash = strrchr(buf, '/')))
+                return false;
+        *slash = '\0';
+        _cleanup_free_ char *parent = realpath(*buf ? buf : "/", NULL);
+        char *last = brig_strdup_printf("%s", slash + 1);
+        *slash = '/';
+        if (parent && last)
+                snprintf(buf, n, "%s/%s", strcmp(parent, "/") ? parent : "", last);
+        free(last);
+        return true;
+}
+
+/* execvp found nothing: is the reason a link to where the sandbox shows
+ * nothing (a toolchain in $HOME: pyenv, nvm, rustup; a directory not
+ * granted)? Then say where it points and what grant would show it. Read
+ * here, inside, as the sandbox user, before anything of the command ran:
+ * readlink and lstat never follow a link, and the host is not asked about
+ * paths the sandbox named. */
+static void missing_link_hint(const struct run_plan *plan, char *buf, size_t n)
+{
+        const char *name = plan->argv[0], *path = "";
+        for (char *const *e = plan->envp; e && *e && !strchr(name, '/'); e++)
+                if (strncmp(*e, "PATH=", 5) == 0)
+                        path = *e + 5;
+        buf[0] = '\0';
+        for (const char *dir = path;;) {
+                const char *end = strchrnul(dir, ':');
+                char link[PATH_MAX], at[PATH_MAX], target[PATH_MAX];
+                if (strchr(name, '/'))
+                        snprintf(link, sizeof link, "%s", name);
+                else
+                        snprintf(link, sizeof link, "%.*s/%s", (int)(end - dir), end > dir ? dir : ".", name);
+                snprintf(at, sizeof at, "%s", link);
+                struct stat st;
+                for (int hop = 0; hop < 8 && lstat(at, &st) == 0 && S_ISLNK(st.st_mode); hop++) {
+                        ssize_t len = readlink(at, target, sizeof target - 1);
+                        if (len < 0)
+                                break;
+                        target[len] = '\0';
+                        if (target[0] != '/') {  /* relative to the link's directory */
+                                char *slash = strrchr(at, '/');
+                                char rel[PATH_MAX];
+                                if (snprintf(rel, sizeof rel, "%.*s/%s", slash ? (int)(slash - at) : 1,
+                                             slash ? at : ".", target) >= (int)sizeof rel)
+                                        break;
+                                memcpy(target, rel, sizeof target);
+                        }
+                        if (lstat(target, &st) < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+                                char grant[PATH_MAX];
+                                int used = first_missing(target, grant, sizeof grant)
+                                        ? snprintf(buf, n, ": '%s' is a link to '%s', which is not in the sandbox "
+                                                           "(grant it with --ro-bind %s)", link, target, grant)
+                                        : snprintf(buf, n, ": '%s' is a link to '%s', which does not exist",
+                                                   link, target);
+                                if (used >= (int)n)
+                                        buf[0] = '\0';  /* a cut path would mislead */
+                                /* The names are the sandbox's (a link it left in the
+                                 * workspace): text on one line, no control bytes to
+                                 * forge a line of brig's own (the CLI escapes the rest). */
+                                for (char *c = buf; *c; c++)
+                                        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                                                *c = '?';
+                                return;
+                        }
+                        snprintf(at, sizeof at, "%s", target);
+                }
+                if (strchr(name, '/') || !*end)
+                        return;
+                dir = end + 1;
+        }
+}
+
+_Noreturn void command_exec(const struct run_plan *plan)
+{
+        brig_error *err = NULL;
+        reset_signals();
+        /* A session of its own: TIOCSTI reaches only a terminal that is
+         * this session's controlling terminal — its own pty, or none. */
+        if (setsid() < 0) {
+                brig_err(&err, errno, "setsid");
+                goto fail;
+        }
+        if (prepare_fds(plan, &err) < 0)
+                goto fail;
+        if (plan->policy->cwd && mounts_enter_cwd(plan->policy->cwd, &err) < 0)
+                goto fail;
+        if (rlimits_apply(plan, &err) < 0)
+                goto fail;
+        /* Nested user namespaces are off (max_user_namespaces is 0 inside):
+         * check it holds, as bwrap does, before handing over. */
+        if (unshare(CLONE_NEWUSER) == 0) {
+                brig_err(&err, EPERM, "a nested user namespace could still be created");
+                goto fail;
+        }
+        /* Landlock after the mounts it mirrors; it needs no_new_privs,
+         * which pid 1 set before forking us. */
+        if (landlock_apply(plan, &err) < 0)
+                goto fail;
+        /* seccomp last: the filter need not allow any setup call. */
+        if (seccomp_apply(plan, &err) < 0)
+                goto fail;
+        if (rlimits_apply_memory_fallback(plan, &err) < 0)
+                goto fail;
+        if (plan->fileop)
+                fileop_main(plan);  /* as confined as the command it stands for */
+        environ = plan->envp;  /* execvp searches the sandbox's PATH */
+        execvp(plan->argv[0], plan->argv);
+        int e = errno;
+        bool missing = e == ENOENT || e == ENOTDIR;
+        char hint[600] = "";
+        if (missing)
+                missing_link_hint(plan, hint, sizeof hint);
+        brig_err_code(&err, missing ? BRIG_EXIT_NOT_FOUND : BRIG_EXIT_NOT_EXECUTABLE, e, "%s '%s'%s",
+                      missing ? "command not found" : "cannot execute", plan->argv[0], hint);
+        sync_send_error(plan->sync_fd, SYNC_EXEC_FAILED, err);
+        _exit(err->exit_code);
+fail:
+        brig_err_prefix(&err, "command");
+        sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+        _exit(BRIG_EXIT_SETUP);
+}
+
+_Noreturn void child_main(struct run_plan *plan)
+{
+        brig_error *err = NULL;
+        closep(&plan->report_fd);  /* the supervisor's alone */
+        closep(&plan->audit_fd);
+        if (child_setup(plan, &err) < 0) {
+                sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        if (plan->persistent)
+                persist_init_main(plan);  /* brig create: commands come later, through brig exec */
+        pid_t pid = fork();
+        if (pid < 0) {
+                brig_err(&err, errno, "fork the command");
+                sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        if (pid == 0)
+                command_exec(plan);
+        init_main(plan, pid);
+}

@@ -1,0 +1,953 @@
+/* plan.c — turn a policy into the concrete plan of one run: the mount
+ * layout sorted parents first, the secrets to hide, the sandbox user and
+ * the environment. Everything here happens on the host before clone, so
+ * the child only carries out decisions already made and checked. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "net/egress.h"
+#include "persist/state.h"
+#include "tools/tools.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Read-only system directories; a symlink (merged /usr) is recreated as the
+ * same symlink inside. */
+static const char *const system_dirs[] = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", NULL,
+};
+
+/* Variables passed through from the caller when set: harmless, and what
+ * programs need to behave (terminal type, language, time zone). */
+static const char *const passthrough_env[] = { "TERM", "LANG", "LANGUAGE", "TZ", "COLORTERM", NULL };
+
+static int push_mount(struct run_plan *plan, struct mount_entry m)
+{
+        struct mount_entry *n = realloc(plan->mounts, (plan->n_mounts + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        plan->mounts = n;
+        m.src = m.src ? strdup(m.src) : NULL;
+        m.dst = strdup(m.dst);
+        plan->mounts[plan->n_mounts++] = m;
+        return 0;
+}
+
+static int by_depth(const void *a, const void *b)
+{
+        const struct mount_entry *x = a, *y = b;
+        int d = path_depth(x->dst) - path_depth(y->dst);
+        if (d)
+                return d;
+        /* qsort is not stable: keep the given order so a later entry for
+         * the same destination is mounted on top and wins. */
+        return x < y ? -1 : (x > y);
+}
+
+static int caller_home(char **out, brig_error **err)
+{
+        const char *home = getenv("HOME");
+        struct passwd *pw = NULL;
+        if (!home || home[0] != '/') {
+                pw = getpwuid(getuid());
+                home = pw ? pw->pw_dir : NULL;
+        }
+        if (!home || home[0] != '/')
+                return brig_err(err, ENOENT, "cannot tell the caller's home directory (set HOME)");
+        *out = path_normalize(home);
+        if (!*out)
+                return brig_err(err, errno, "home directory '%s'", home);
+        return 0;
+}
+
+/* The symlinks `path` goes through, resolved as realpath does but one link
+ * at a time, each noted in LINKS (host paths). A secret named through a
+ * symlink in a writable grant (~/.config -> dotfiles/config holding
+ * ~/.config/gcloud) is masked where it really lives; were the link itself
+ * left movable, a run could replace it and the next run's deny list would
+ * find nothing there to hide, while the secret stayed visible at its real
+ * path. The links get pinned too (plan_masks). */
+static int note_symlinks(const char *path, struct strv *links)
+{
+        _cleanup_free_ char *prefix = strdup(""), *pending = strdup(path);
+        for (int hops = 0; prefix && pending && *pending;) {
+                char *c = pending + strspn(pending, "/");
+                size_t n = strcspn(c, "/");
+                char *rest = c + n;
+                if (n == 0 || (n == 1 && c[0] == '.')) {
+                        memmove(pending, rest, strlen(rest) + 1);
+                        continue;
+                }
+                if (n == 2 && c[0] == '.' && c[1] == '.') {
+                        char *slash = strrchr(prefix, '/');
+                        if (slash)
+                                *slash = '\0';
+                        memmove(pending, rest, strlen(rest) + 1);
+                        continue;
+                }
+                char *cand = brig_strdup_printf("%s/%.*s", prefix, (int)n, c);
+                struct stat st;
+                if (!cand)
+                        return -ENOMEM;
+                if (lstat(cand, &st) < 0 || (S_ISLNK(st.st_mode) && ++hops > 40)) {
+                        free(cand);
+                        return 0;  /* nothing there: nothing to hide below */
+                }
+                if (!S_ISLNK(st.st_mode)) {
+                        free(prefix);
+                        prefix = cand;
+                        memmove(pending, rest, strlen(rest) + 1);
+                        continue;
+                }
+                char target[PATH_MAX];
+                ssize_t len = readlink(cand, target, sizeof target - 1);
+                int r = len > 0 && !strv_contains(links, cand) ? strv_push(links, cand) : 0;
+                free(cand);
+                if (len <= 0 || r < 0)
+                        return r;
+                target[len] = '\0';
+                char *next = brig_strdup_printf("%s/%s", target, rest);
+                if (!next)
+                        return -ENOMEM;
+                free(pending);
+                pending = next;
+                if (target[0] == '/')
+                        prefix[0] = '\0';
+        }
+        return prefix && pending ? 0 : -ENOMEM;
+}
+
+static int add_expanded(struct strv *out, struct strv *links, const char *pattern)
+{
+        glob_t g;
+        int r = glob(pattern, GLOB_NOSORT, NULL, &g);
+        if (r == GLOB_NOMATCH)
+                return 0;
+        if (r != 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+                /* The canonical location is what a bind source (always
+                 * symlink-free) can contain; a symlinked secret is hidden
+                 * where it really lives. */
+                char *real = realpath(g.gl_pathv[i], NULL);
+                if (!real)
+                        continue;
+                if (strcmp(real, g.gl_pathv[i]) != 0 && note_symlinks(g.gl_pathv[i], links) < 0) {
+                        free(real);
+                        globfree(&g);
+                        return -ENOMEM;
+                }
+                if (!strv_contains(out, real)) {
+                        if (strv_push_take(out, real) < 0) {
+                                globfree(&g);
+                                return -ENOMEM;
+                        }
+                } else {
+                        free(real);
+                }
+        }
+        globfree(&g);
+        return 0;
+}
+
+/* ---- one directory under two names ----------------------------------------
+ *
+ * The deny list is matched by path, but a host can show one directory under
+ * two names (a bind mount of /home at /srv/home, a filesystem mounted
+ * twice): a grant of /srv/home must hide the keys in /home too, and
+ * `--deny /srv/home/u/key` must hide it in a grant of /home. The mount
+ * table says which names a bind source's directories have (mountinfo.c);
+ * the tests below run on each of them as on the source itself. */
+struct grant_names {
+        struct path_alias *v;   /* v[0]: the source itself (rel "") */
+        size_t n;
+};
+
+static void grant_names_free(struct grant_names *g, size_t n_mounts)
+{
+        for (size_t m = 0; g && m < n_mounts; m++)
+                path_aliases_free(g[m].v, g[m].n);
+        free(g);
+}
+
+static int grant_names_init(const struct run_plan *plan, const struct mountinfo *mi, struct grant_names **out)
+{
+        struct grant_names *g = calloc(plan->n_mounts ? plan->n_mounts : 1, sizeof *g);
+        int r = g ? 0 : -ENOMEM;
+        for (size_t m = 0; r == 0 && m < plan->n_mounts; m++) {
+                if (plan->mounts[m].kind != MOUNT_BIND)
+                        continue;
+                struct path_alias *alias = NULL;
+                size_t n = 0;
+                r = mountinfo_aliases(mi, plan->mounts[m].src, &alias, &n);
+                struct path_alias *v = r == 0 ? calloc(n + 1, sizeof *v) : NULL;
+                char *self = v ? strdup(plan->mounts[m].src) : NULL, *empty = self ? strdup("") : NULL;
+                if (!empty) {
+                        free(self);
+                        free(v);
+                        path_aliases_free(alias, n);
+                        r = r ?: -ENOMEM;
+                        break;
+                }
+                v[0] = (struct path_alias){ .host = self, .rel = empty };
+                if (n)
+                        memcpy(v + 1, alias, n * sizeof *alias);
+                free(alias);
+                g[m] = (struct grant_names){ .v = v, .n = n + 1 };
+        }
+        if (r < 0) {
+                grant_names_free(g, plan->n_mounts);
+                return r;
+        }
+        *out = g;
+        return 0;
+}
+
+/* Can anything below `path` be visible inside? Only through a bind whose
+ * source (by any of its names) contains it or lies inside it. */
+static bool reachable_by_bind(const struct run_plan *plan, const struct grant_names *g, const char *path)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++)
+                for (size_t k = 0; k < g[m].n; k++)
+                        if (path_is_under(path, g[m].v[k].host) || path_is_under(g[m].v[k].host, path))
+                                return true;
+        return false;
+}
+
+/* Where host PATH shows inside through bind M: a new string, or NULL
+ * (*oom set when out of memory). */
+static char *inside_grant(const struct run_plan *plan, const struct grant_names *g, size_t m, const char *path,
+                          bool *oom)
+{
+        const char *dst = plan->mounts[m].dst;
+        for (size_t k = 0; k < g[m].n; k++) {
+                const char *rel = g[m].v[k].rel;
+                const char *below = path_below(path, g[m].v[k].host);
+                if (!below && *rel && path_is_under(g[m].v[k].host, path))
+                        below = "";  /* the part of the source at REL lies inside PATH */
+                if (!below || (!*below && !*rel))
+                        continue;
+                char *s = brig_strdup_printf("%s%s%s%s%s", strcmp(dst, "/") == 0 ? "" : dst, *rel ? "/" : "", rel,
+                                             *below ? "/" : "", below);
+                if (!s)
+                        *oom = true;
+                return s;
+        }
+        return NULL;
+}
+
+/* Is bind M's source (by a name that is all of it) inside one of DENIED? */
+static const char *grant_in_secret(const struct grant_names *g, size_t m, const struct strv *denied)
+{
+        for (size_t k = 0; k < g[m].n; k++)
+                for (size_t d = 0; !*g[m].v[k].rel && d < denied->n; d++)
+                        if (path_is_under(g[m].v[k].host, denied->items[d]))
+                                return denied->items[d];
+        return NULL;
+}
+
+/* The literal part of a pattern, before its first glob character. */
+static char *literal_prefix(const char *pattern)
+{
+        size_t n = strcspn(pattern, "*?[");
+        char *s = strndup(pattern, n);
+        if (s && n < strlen(pattern)) {
+                char *slash = strrchr(s, '/');
+                if (slash)
+                        slash[slash == s ? 1 : 0] = '\0';
+        }
+        return s;
+}
+
+/* A literal path made safe to glob: home directories may hold '[' or '*'. */
+static char *glob_escape(const char *s)
+{
+        char *out = malloc(2 * strlen(s) + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (; *s; s++) {
+                if (strchr("*?[]\\", *s))
+                        *o++ = '\\';
+                *o++ = *s;
+        }
+        *o = '\0';
+        return out;
+}
+
+static int expand_one(const struct run_plan *plan, const struct grant_names *g, const char *pattern,
+                      struct strv *out, struct strv *links)
+{
+        _cleanup_free_ char *prefix = literal_prefix(pattern);
+        if (!prefix)
+                return -ENOMEM;
+        /* Cheap test first: most secrets are nowhere near a grant. Homes
+         * are listed under their canonical names too, and the grants under
+         * all of theirs, so a textual test suffices here. */
+        if (!reachable_by_bind(plan, g, prefix))
+                return 0;
+        return add_expanded(out, links, pattern);
+}
+
+/* Expand the deny patterns into existing canonical host paths that some
+ * bind could expose. "~/x" is expanded for the caller's home and for every
+ * home in the passwd database, so granting /home hides everyone's keys. */
+static int expand_deny(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
+                       struct strv *out, struct strv *links)
+{
+        struct strv homes = {0};
+        int r = strv_push(&homes, plan->home);
+        /* /etc/passwd itself, not NSS: enumerating every user through
+         * nss-systemd and friends costs more than the rest of the start. */
+        FILE *f = fopen("/etc/passwd", "re");
+        struct passwd *pw;
+        while (r == 0 && f && (pw = fgetpwent(f)))
+                if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
+                    !strv_contains(&homes, pw->pw_dir))
+                        r = strv_push(&homes, pw->pw_dir);
+        if (f)
+                fclose(f);
+        /* A home reached through a symlink lives where it really is. */
+        for (size_t h = 0, n = homes.n; r == 0 && h < n; h++) {
+                char *real = realpath(homes.items[h], NULL);
+                if (real && !strv_contains(&homes, real))
+                        r = strv_push_take(&homes, real);
+                else
+                        free(real);
+        }
+        for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
+                const char *pat = p->deny.items[i];
+                if (pat[0] != '~') {
+                        r = expand_one(plan, g, pat, out, links);
+                        continue;
+                }
+                for (size_t h = 0; r == 0 && h < homes.n; h++) {
+                        _cleanup_free_ char *home = glob_escape(homes.items[h]);
+                        char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
+                        r = full ? expand_one(plan, g, full, out, links) : -ENOMEM;
+                        free(full);
+                }
+        }
+        strv_free(&homes);
+        return r;
+}
+
+static const char *deny_hit_containing(const struct strv *denied, const char *path)
+{
+        for (size_t i = 0; i < denied->n; i++)
+                if (path_is_under(path, denied->items[i]))
+                        return denied->items[i];
+        return NULL;
+}
+
+/* A symlink directly inside a denied directory sends the secret's bytes
+ * elsewhere: a run that made ~/.aws (absent when it started) can plant
+ * ~/.aws/credentials -> ~/notes, and what `aws configure` writes later
+ * lands in ~/notes. What such a link points to is hidden too, where it
+ * really lives, as a symlinked denied path is. Checked in the denied
+ * directories a grant shows and, since dotfiles often link out of them,
+ * in the caller's own home's (deeper links are not followed). */
+static int add_link_targets(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
+                            struct strv *denied)
+{
+        struct strv dirs = {0};
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < denied->n; i++) {
+                struct stat st;
+                if (lstat(denied->items[i], &st) == 0 && S_ISDIR(st.st_mode))
+                        r = strv_push(&dirs, denied->items[i]);
+        }
+        for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
+                const char *pat = p->deny.items[i];
+                struct stat st;
+                if (pat[0] != '~' || strpbrk(pat, "*?["))
+                        continue;
+                _cleanup_free_ char *dir = brig_strdup_printf("%s%s", plan->home, pat + 1);
+                if (!dir)
+                        r = -ENOMEM;
+                else if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && !strv_contains(&dirs, dir))
+                        r = strv_push(&dirs, dir);
+        }
+        for (size_t i = 0; r == 0 && i < dirs.n; i++) {
+                DIR *d = opendir(dirs.items[i]);
+                struct dirent *e;
+                while (r == 0 && d && (e = readdir(d))) {
+                        struct stat st;
+                        if ((e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) ||
+                            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+                                continue;
+                        _cleanup_free_ char *link = brig_strdup_printf("%s/%s", dirs.items[i], e->d_name);
+                        _cleanup_free_ char *real = link ? realpath(link, NULL) : NULL;
+                        if (!link)
+                                r = -ENOMEM;
+                        else if (real && !deny_hit_containing(denied, real) && reachable_by_bind(plan, g, real))
+                                r = strv_push(denied, real);
+                }
+                if (d)
+                        closedir(d);
+        }
+        strv_free(&dirs);
+        return r;
+}
+
+/* A mask hides a name, not the file: another hard link to a denied file
+ * shows its bytes under a name that is not denied. A run can plant one
+ * before the secret exists (`ln ~/notes ~/.netrc`), and the token the
+ * user writes into ~/.netrc later (in place: an editor keeps the link, so
+ * does `>>`) is then readable as ~/notes. Refuse a denied file with more
+ * than one name, and one directly inside a denied directory (where keys
+ * and credential files live), when it lies in a writable grant — where a
+ * sandbox could have planted the link; a link the host made itself is the
+ * host's (docs say so, and that deeper files are not checked). */
+static int check_link_count(const char *path, const struct stat *st, brig_error **err)
+{
+        if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
+                return 0;
+        return brig_err(err, EMLINK,
+                        "'%s' is hidden as a secret (deny list) but has %ju hard links: its other names would "
+                        "show it; remove them (find / -xdev -samefile '%s') or the file",
+                        path, (uintmax_t)st->st_nlink, path);
+}
+
+static bool in_writable_grant(const struct run_plan *plan, const struct grant_names *g, const char *path)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                if (plan->mounts[m].readonly)
+                        continue;
+                for (size_t k = 0; k < g[m].n; k++)
+                        if (path_is_under(path, g[m].v[k].host))
+                                return true;
+        }
+        return false;
+}
+
+/* How many of the names of `st` are entries of directory `dir` itself. */
+static nlink_t names_in_dir(int dir, const struct stat *st)
+{
+        int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *e;
+        nlink_t n = 0;
+        while (d && (e = readdir(d))) {
+                struct stat est;
+                if (e->d_ino == st->st_ino && fstatat(dirfd(d), e->d_name, &est, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    est.st_dev == st->st_dev && est.st_ino == st->st_ino)
+                        n++;
+        }
+        if (d)
+                closedir(d);
+        else if (fd >= 0)
+                close(fd);
+        return n;
+}
+
+static int check_denied_links(const struct run_plan *plan, const struct grant_names *g, const struct strv *denied,
+                              brig_error **err)
+{
+        for (size_t i = 0; i < denied->n; i++) {
+                const char *path = denied->items[i];
+                struct stat st;
+                if (!in_writable_grant(plan, g, path) || lstat(path, &st) < 0)
+                        continue;  /* no link planted there, or gone meanwhile */
+                int r = check_link_count(path, &st, err);
+                if (r < 0)
+                        return r;
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                DIR *d = opendir(path);
+                struct dirent *e;
+                while (r == 0 && d && (e = readdir(d))) {
+                        struct stat est;
+                        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
+                                continue;
+                        if (fstatat(dirfd(d), e->d_name, &est, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        /* Every name in this directory, hidden with it, shows
+                         * nothing: GnuPG's lock (pubring.kbx.lock, a link to
+                         * its .#lk0x... file) while a gpg runs or after one
+                         * was killed holding it. */
+                        if (S_ISREG(est.st_mode) && est.st_nlink > 1 && names_in_dir(dirfd(d), &est) >= est.st_nlink)
+                                continue;
+                        _cleanup_free_ char *full = brig_strdup_printf("%s/%s", path, e->d_name);
+                        r = full ? check_link_count(full, &est, err) : brig_err(err, ENOMEM, "deny list");
+                }
+                if (d)
+                        closedir(d);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* A mask hides a path, not a file: were the directory holding it renamed
+ * from inside, the next run would mask whatever took its name and show the
+ * secret at the new one. Every ancestor of a mask below the root of a
+ * writable grant is therefore made a mountpoint too (mounts.c), and the
+ * kernel refuses to rename, remove or replace a mountpoint (EBUSY) — by
+ * dentry, so through every other grant of the same tree as well. */
+static int plan_pins(struct run_plan *plan, const char *grant, const char *mask)
+{
+        _cleanup_free_ char *dir = strdup(mask);
+        if (!dir)
+                return -ENOMEM;
+        for (char *slash = strrchr(dir, '/'); slash && slash > dir; slash = strrchr(dir, '/')) {
+                *slash = '\0';
+                if (!path_is_under(dir, grant) || strcmp(dir, grant) == 0)
+                        break;
+                bool mountpoint = false;  /* another grant's destination already is one */
+                for (size_t i = 0; i < plan->n_mounts && !mountpoint; i++)
+                        mountpoint = strcmp(plan->mounts[i].dst, dir) == 0;
+                if (!mountpoint && !strv_contains(&plan->pins, dir) && strv_push(&plan->pins, dir) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int by_path_depth(const void *a, const void *b)
+{
+        const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+        int d = path_depth(x) - path_depth(y);
+        return d ? d : strcmp(x, y);
+}
+
+/* Hide every denied path that lies inside a bind; refuse a bind whose
+ * source is itself inside a secret. */
+/* A symlink a denied path was named through (note_symlinks), inside a
+ * writable grant: made a mountpoint itself, bound onto itself (mounts.c),
+ * so it can be neither removed nor replaced, and so are the directories
+ * above it up to the grant's root. */
+static int plan_link_pins(struct run_plan *plan, const struct grant_names *g, const struct strv *links)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                const struct mount_entry *e = &plan->mounts[m];
+                if (e->kind != MOUNT_BIND || e->readonly)
+                        continue;
+                for (size_t l = 0; l < links->n; l++) {
+                        bool oom = false;
+                        _cleanup_free_ char *inside = inside_grant(plan, g, m, links->items[l], &oom);
+                        if (oom)
+                                return -ENOMEM;
+                        bool mountpoint = false;
+                        for (size_t i = 0; inside && i < plan->n_mounts && !mountpoint; i++)
+                                mountpoint = strcmp(plan->mounts[i].dst, inside) == 0;
+                        if (!inside || mountpoint)
+                                continue;
+                        if (!strv_contains(&plan->pins, inside) && strv_push(&plan->pins, inside) < 0)
+                                return -ENOMEM;
+                        if (plan_pins(plan, e->dst, inside) < 0)
+                                return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+static int plan_masks(struct run_plan *plan, const struct grant_names *g, const struct strv *denied,
+                      const struct strv *links, brig_error **err)
+{
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                const struct mount_entry *e = &plan->mounts[m];
+                if (e->kind != MOUNT_BIND)
+                        continue;
+                const char *hit = grant_in_secret(g, m, denied);
+                if (hit)
+                        return brig_err(err, EACCES,
+                                        "bind '%s' is inside '%s', which is on the secret deny list "
+                                        "(remove the entry on purpose with --unsafe-allow-secret)",
+                                        e->src, hit);
+                for (size_t d = 0; d < denied->n; d++) {
+                        bool oom = false;
+                        char *inside = inside_grant(plan, g, m, denied->items[d], &oom);
+                        if (oom)
+                                return brig_err(err, ENOMEM, "mask");
+                        if (!inside)
+                                continue;
+                        /* Pinned even when an earlier grant masks the same
+                         * path: a writable grant nested in a read-only one
+                         * can move what the read-only one could not. */
+                        int r = e->readonly ? 0 : plan_pins(plan, e->dst, inside);
+                        if (r == 0 && !strv_contains(&plan->masks, inside)) {
+                                r = strv_push_take(&plan->masks, inside);
+                                inside = NULL;
+                        }
+                        free(inside);
+                        if (r < 0)
+                                return brig_err(err, ENOMEM, "mask");
+                }
+        }
+        /* A grant asked for inside a hidden secret would be made there on
+         * the host (its mount point) and then hidden by the mask. */
+        for (size_t m = 0; m < plan->n_mounts; m++) {
+                const struct mount_entry *e = &plan->mounts[m];
+                const char *hit = e->from_user ? deny_hit_containing(&plan->masks, e->dst) : NULL;
+                if (hit)
+                        return brig_err(err, EACCES,
+                                        "%s destination '%s' is inside '%s', which is hidden (secret deny list): "
+                                        "choose a destination outside it",
+                                        e->kind == MOUNT_TMPFS ? "--tmpfs" : e->readonly ? "--ro-bind" : "--bind",
+                                        e->dst, hit);
+        }
+        if (plan_link_pins(plan, g, links) < 0)
+                return brig_err(err, ENOMEM, "mask");
+        /* A masked directory is a mountpoint itself, and what lies below
+         * it is out of reach: no pin needed there. */
+        for (size_t i = plan->pins.n; i-- > 0;)
+                if (deny_hit_containing(&plan->masks, plan->pins.items[i]))
+                        strv_remove(&plan->pins, plan->pins.items[i]);
+        if (plan->pins.n)  /* items is NULL then, and qsort's argument must not be (UBSan) */
+                qsort(plan->pins.items, plan->pins.n, sizeof *plan->pins.items, by_path_depth);
+        return 0;
+}
+
+static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        for (size_t i = 0; system_dirs[i]; i++) {
+                struct stat st;
+                if (lstat(system_dirs[i], &st) < 0)
+                        continue;
+                if (S_ISLNK(st.st_mode)) {
+                        char target[4096];
+                        ssize_t n = readlink(system_dirs[i], target, sizeof target - 1);
+                        if (n < 0)
+                                return brig_err(err, errno, "readlink '%s'", system_dirs[i]);
+                        target[n] = '\0';
+                        if (strv_push(&plan->symlinks, system_dirs[i]) < 0 ||
+                            strv_push(&plan->symlinks, target) < 0)
+                                return brig_err(err, ENOMEM, "layout");
+                        continue;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                struct mount_entry m = { .kind = MOUNT_BIND, .src = (char *)system_dirs[i],
+                                         .dst = (char *)system_dirs[i], .readonly = true };
+                if (push_mount(plan, m) < 0)
+                        return brig_err(err, ENOMEM, "layout");
+        }
+        struct mount_entry tmp = { .kind = MOUNT_TMPFS, .dst = "/tmp", .size = p->tmp_size, .mode = 01777 };
+        struct mount_entry home = { .kind = MOUNT_TMPFS, .dst = plan->home, .size = p->home_size,
+                                    .mode = 0700, .user_owned = true };
+        struct mount_entry ws = { .kind = MOUNT_BIND, .src = plan->workspace, .dst = plan->workspace,
+                                  .readonly = p->workspace_readonly };
+        /* brig's own: the passwd entry, copied-in files, the agent socket (tools.c) */
+        struct mount_entry run = { .kind = MOUNT_TMPFS, .dst = BRIG_RUNTIME_DIR, .size = BRIG_RUNTIME_SIZE,
+                                   .mode = 0755 };
+        if (push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0 ||
+            push_mount(plan, run) < 0)
+                return brig_err(err, ENOMEM, "layout");
+        for (size_t i = 0; i < p->n_mounts; i++)
+                if (push_mount(plan, p->mounts[i]) < 0)
+                        return brig_err(err, ENOMEM, "layout");
+        for (size_t i = 0; i < plan->n_mounts; i++)
+                if (!plan->mounts[i].dst || (plan->mounts[i].src == NULL && plan->mounts[i].kind == MOUNT_BIND))
+                        return brig_err(err, ENOMEM, "layout");
+        qsort(plan->mounts, plan->n_mounts, sizeof *plan->mounts, by_depth);
+        return 0;
+}
+
+/* What a grant is called on the command line, for the refusal. */
+static void grant_name(const struct run_plan *plan, const struct mount_entry *m, char *buf, size_t n)
+{
+        if (m->from_user)
+                snprintf(buf, n, "%s %s", m->readonly ? "--ro-bind" : "--bind", m->src);
+        else if (strcmp(m->src, plan->workspace) == 0 && strcmp(m->dst, plan->workspace) == 0)
+                snprintf(buf, n, "the workspace %s%s", m->src, plan->policy->workspace ? "" : " (the current directory)");
+        else
+                snprintf(buf, n, "the system directory %s (always bound read-only)", m->src);
+}
+
+/* No grant of any kind may equal, contain or lie inside brig's state root
+ * (the one in use, or a default one a later run without XDG_RUNTIME_DIR
+ * would use):
+ * it holds every sandbox's control socket (a same-uid peer passes its
+ * check), the stored policies `brig start` runs again, the warm pools and
+ * the compiled syscall filter cache. A read-only grant is refused too: a
+ * socket connects through a read-only mount. Compared by identity, so no
+ * spelling (symlink, "..", another mount of it) gets through. */
+static int plan_guard_state(const struct run_plan *plan, const struct mountinfo *mi, brig_error **err)
+{
+        struct state_guard g;
+        int r = state_guard_init(&g, plan->host_uid, err);
+        for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                if (m->kind != MOUNT_BIND)
+                        continue;
+                const char *root = NULL, *via = m->src;
+                const char *how = state_guard_test(&g, m->src, &root);
+                /* A bind takes the mounts below its source along: another
+                 * mount of the root's directory (a bind of /run or /tmp
+                 * elsewhere) is compared as if granted itself. */
+                for (size_t k = 0; !how && k < mi->n; k++)
+                        if (strcmp(mi->v[k].mnt, m->src) != 0 && path_is_under(mi->v[k].mnt, m->src))
+                                how = state_guard_test(&g, via = mi->v[k].mnt, &root);
+                if (!how)
+                        continue;
+                char name[PATH_MAX + 64];
+                grant_name(plan, m, name, sizeof name);
+                char below[PATH_MAX + 64] = "";
+                if (via != m->src)
+                        snprintf(below, sizeof below, " (the mount at '%s' below it)", via);
+                bool inside = strcmp(how, "lies inside") == 0;
+                bool current = root == g.roots[0].path;
+                uid_t owner = geteuid();
+                for (size_t k = 0; k < g.n_roots; k++)
+                        owner = g.roots[k].path == root ? g.roots[k].uid : owner;
+                char whose[160] = "";
+                bool other = owner != geteuid();
+                if (other)
+                        snprintf(whose, sizeof whose, " (uid %u's default: this sandbox runs as uid %u, and "
+                                 "that user's brig would trust what it made there)", owner, owner);
+                else if (!current)
+                        snprintf(whose, sizeof whose, " (brig's when XDG_RUNTIME_DIR is not set)");
+                r = state_fail(err, EACCES,
+                               "%s: '%s'%s %s brig's state directory '%s'%s, with the control sockets and stored "
+                               "policies of %s sandboxes and brig's syscall filter cache, which a sandbox could "
+                               "use to take over %s sandboxes; %s",
+                               name, m->src, below, how, root, whose, other ? "that user's" : "your",
+                               other ? "that user's" : "your other",
+                               inside ? "grant a directory outside it"
+                               : current ? "grant a directory that does not contain it, or run brig with "
+                                           "XDG_RUNTIME_DIR set to a private directory outside every grant"
+                                         : "grant a directory that does not contain it");
+        }
+        state_guard_free(&g);
+        return r;
+}
+
+/* Who the command runs as. Rootless: the caller, mapped to itself. As root:
+ * the workspace's owner, so files it creates belong to that user; when the
+ * workspace is root's, an unprivileged uid with an idmapped workspace. */
+static int plan_user(struct run_plan *plan, brig_error **err)
+{
+        plan->rootful = geteuid() == 0;
+        if (!plan->rootful) {
+                plan->host_uid = plan->sandbox_uid = geteuid();
+                plan->host_gid = plan->sandbox_gid = getegid();
+                return 0;
+        }
+        struct stat st;
+        if (stat(plan->workspace, &st) < 0)
+                return brig_err(err, errno, "workspace '%s'", plan->workspace);
+        plan->map_root_for_setup = true;
+        if (st.st_uid != 0) {
+                plan->host_uid = plan->sandbox_uid = st.st_uid;
+                plan->host_gid = plan->sandbox_gid = st.st_gid != 0 ? st.st_gid : st.st_uid;
+        } else {
+                plan->host_uid = plan->sandbox_uid = BRIG_NOBODY_UID;
+                plan->host_gid = plan->sandbox_gid = BRIG_NOBODY_UID;
+                plan->idmap_workspace = true;
+        }
+        return 0;
+}
+
+static int envp_push(struct strv *env, const char *name, const char *value)
+{
+        for (size_t i = 0; i < env->n; i++) {
+                size_t n = strlen(name);
+                if (strncmp(env->items[i], name, n) == 0 && env->items[i][n] == '=') {
+                        char *s = brig_strdup_printf("%s=%s", name, value);
+                        if (!s)
+                                return -ENOMEM;
+                        free(env->items[i]);
+                        env->items[i] = s;
+                        return 0;
+                }
+        }
+        return strv_push_take(env, brig_strdup_printf("%s=%s", name, value));
+}
+
+/* The name of uid in /etc/passwd (what the sandbox sees), or "sandbox". */
+static char *user_name(uid_t uid)
+{
+        FILE *f = fopen("/etc/passwd", "re");
+        struct passwd *pw;
+        char *name = NULL;
+        while (f && !name && (pw = fgetpwent(f)))
+                if (pw->pw_uid == uid)
+                        name = strdup(pw->pw_name);
+        if (f)
+                fclose(f);
+        return name ? name : strdup("sandbox");
+}
+
+static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        struct strv env = {0};
+        _cleanup_free_ char *user = user_name(plan->host_uid);
+        const char *shell = getenv("SHELL");
+        int r = envp_push(&env, "PATH", BRIG_DEFAULT_PATH);
+        r = r ?: envp_push(&env, "HOME", plan->home);
+        r = r ?: envp_push(&env, "USER", user ? user : "sandbox");
+        r = r ?: envp_push(&env, "LOGNAME", user ? user : "sandbox");
+        r = r ?: envp_push(&env, "SHELL", shell && access(shell, X_OK) == 0 ? shell : "/bin/sh");
+        for (size_t i = 0; r == 0 && passthrough_env[i]; i++) {
+                const char *v = getenv(passthrough_env[i]);
+                if (v)
+                        r = envp_push(&env, passthrough_env[i], v);
+        }
+        extern char **environ;
+        for (char **e = environ; r == 0 && e && *e; e++)
+                if (strncmp(*e, "LC_", 3) == 0 && strchr(*e, '='))
+                        r = strv_push(&env, *e);
+        /* Network off: retrying cannot help, and package managers take a
+         * failed lookup for a passing one (npm retried for 70 s, pip 8 s).
+         * Before --keep-env and --env, which win. */
+        static const char *const no_retries[] = { "npm_config_fetch_retries", "PIP_RETRIES", "CARGO_NET_RETRY" };
+        for (size_t i = 0; r == 0 && plan->net_mode == BRIG_NET_NONE && i < ARRAY_SIZE(no_retries); i++)
+                r = envp_push(&env, no_retries[i], "0");
+        for (size_t i = 0; r == 0 && i < p->keep_env.n; i++) {
+                const char *v = getenv(p->keep_env.items[i]);
+                if (v)
+                        r = envp_push(&env, p->keep_env.items[i], v);
+        }
+        if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED) {
+                /* Filtered mode keeps them: clients that honour them get the
+                 * proxy's answers (403 with a reason) instead of resets.
+                 * Set before the user's --env, which may override them. The
+                 * names in both cases: curl reads lowercase http_proxy only. */
+                char http[64], socks[64];
+                snprintf(http, sizeof http, "http://127.0.0.1:%d", BRIG_HTTP_PROXY_PORT);
+                snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%d", BRIG_SOCKS_PROXY_PORT);
+                static const char *const http_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+                for (size_t i = 0; r == 0 && i < ARRAY_SIZE(http_vars); i++)
+                        r = envp_push(&env, http_vars[i], http);
+                r = r ?: envp_push(&env, "ALL_PROXY", socks);
+                r = r ?: envp_push(&env, "all_proxy", socks);
+                r = r ?: envp_push(&env, "NO_PROXY", "localhost,127.0.0.1,::1");
+                r = r ?: envp_push(&env, "no_proxy", "localhost,127.0.0.1,::1");
+        }
+        if (r == 0 && plan->tools && plan->tools->agent_upstream)
+                r = envp_push(&env, "SSH_AUTH_SOCK", BRIG_AGENT_SOCKET);
+        for (size_t i = 0; r == 0 && i < p->n_env; i++)
+                r = envp_push(&env, p->env[i].name, p->env[i].value);
+        if (r < 0) {
+                strv_free(&env);
+                return brig_err(err, -r, "environment");
+        }
+        if (!env.items && strv_push(&env, "PATH=" BRIG_DEFAULT_PATH) < 0)
+                return brig_err(err, ENOMEM, "environment");
+        plan->envp = env.items;
+        return 0;
+}
+
+static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        char *ws = NULL;
+        if (p->workspace) {
+                ws = strdup(p->workspace);
+        } else {
+                ws = getcwd(NULL, 0);
+                if (!ws)
+                        return brig_err(err, errno, "current directory (the default workspace)");
+        }
+        if (!ws)
+                return brig_err(err, ENOMEM, "workspace");
+        plan->workspace = path_normalize(ws);
+        free(ws);
+        if (!plan->workspace)
+                return brig_err(err, errno, "workspace");
+        struct stat st;
+        if (stat(plan->workspace, &st) < 0)
+                return brig_err(err, errno, "workspace '%s'", plan->workspace);
+        if (!S_ISDIR(st.st_mode))
+                return brig_err(err, ENOTDIR, "workspace '%s'", plan->workspace);
+        if (strcmp(plan->workspace, "/") == 0)
+                return brig_err(err, EINVAL, "workspace '/': the whole host cannot be the workspace");
+        return 0;
+}
+
+int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err)
+{
+        plan->policy = p;
+        plan->argv = argv;
+        if (!argv || !argv[0] || !*argv[0])
+                return brig_err(err, EINVAL, "no command given");
+        int r = plan_workspace(plan, p, err);
+        if (r < 0)
+                return r;
+        r = caller_home(&plan->home, err);
+        if (r < 0)
+                return r;
+        /* Any allow rule turns egress on, filtered where the host can,
+         * unless a mode was chosen. */
+        plan->net_mode = p->net_mode_set ? p->net_mode
+                         : egress_policy_has_allows(p->egress) ? BRIG_NET_FILTERED : BRIG_NET_NONE;
+        plan->net_filtered_required = p->net_mode_set && p->net_mode == BRIG_NET_FILTERED;
+        plan->limits = p->limits;
+        rlimits_clamp(&plan->limits);
+        r = plan_user(plan, err);
+        if (r < 0)
+                return r;
+        r = plan_layout(plan, p, err);
+        if (r < 0)
+                return r;
+        /* The mount table, read once: the state guard compares the mounts
+         * below each grant, the deny list the other names of its sources. */
+        struct mountinfo mi = { 0 };
+        r = mountinfo_load(&mi);
+        if (r < 0)
+                return brig_err(err, -r, "read /proc/self/mountinfo");
+        r = plan_guard_state(plan, &mi, err);
+        if (r < 0) {
+                mountinfo_clear(&mi);
+                return r;
+        }
+        struct strv denied = {0}, links = {0};
+        struct grant_names *g = NULL;
+        r = grant_names_init(plan, &mi, &g);
+        mountinfo_clear(&mi);
+        if (r == 0)
+                r = expand_deny(plan, g, p, &denied, &links);
+        if (r == 0)
+                r = add_link_targets(plan, g, p, &denied);
+        if (r < 0) {
+                grant_names_free(g, plan->n_mounts);
+                strv_free(&denied);
+                strv_free(&links);
+                return brig_err(err, -r, "expanding the secret deny list");
+        }
+        r = check_denied_links(plan, g, &denied, err);
+        if (r == 0)
+                r = plan_masks(plan, g, &denied, &links, err);
+        grant_names_free(g, plan->n_mounts);
+        strv_free(&denied);
+        strv_free(&links);
+        if (r < 0)
+                return r;
+        r = tools_plan_build(plan, err);
+        if (r < 0)
+                return r;
+        return plan_env(plan, p, err);
+}
+
+void plan_free(struct run_plan *plan)
+{
+        free(plan->workspace);
+        free(plan->home);
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                free(plan->mounts[i].src);
+                free(plan->mounts[i].dst);
+        }
+        free(plan->mounts);
+        strv_free(&plan->masks);
+        strv_free(&plan->pins);
+        strv_free(&plan->symlinks);
+        if (plan->envp) {
+                for (char **e = plan->envp; *e; e++)
+                        free(*e);
+                free(plan->envp);
+        }
+        closep(&plan->idmapped_workspace_fd);
+        closep(&plan->report_fd);
+        closep(&plan->audit_fd);
+        free(plan->seccomp_prog);
+        free(plan->seccomp_replies);
+        closep(&plan->pty_slave_fd);
+        tools_plan_free(plan->tools);
+        memset(plan, 0, sizeof *plan);
+}

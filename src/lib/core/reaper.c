@@ -1,0 +1,266 @@
+/* reaper.c — nothing left behind, whatever is killed when.
+ *
+ * What survives SIGKILL of each process brig runs: the kernel takes the
+ * sandbox's processes (pid 1 has a parent-death signal, and everything
+ * inside dies with pid 1), its namespaces, its mounts (they live in its
+ * own mount namespace) and every descriptor. What it does not take are
+ * names in filesystems: cgroup directories, files in the state root. So
+ * each is made only after a proof of who made it is on disk, and the next
+ * brig of the same user removes what it can prove is its own and dead:
+ *
+ *   cgroups     brig-PID-START-PIDNS-SEQ, listed in <root>/runs/ before
+ *               the first mkdir (owner checked again on the directory)
+ *   cache/      the filter cache's temporary files, NAME.PID-START-PIDNS.tmp
+ *   pools/KEY/  pool.json names the daemon; a pool whose daemon is gone
+ *               has its members removed
+ *
+ * Persistent sandboxes are the user's: one whose supervisor died stays,
+ * shown as dead by brig ls, until brig rm removes every trace. */
+#define _GNU_SOURCE
+#include "core/reaper.h"
+#include "controls/cgroup.h"
+#include "persist/state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static unsigned long long pidns_self(void)
+{
+        struct stat st;
+        return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+void owner_self(struct owner *o)
+{
+        o->pid = getpid();
+        o->start = state_process_start(o->pid);
+        o->pidns = pidns_self();
+}
+
+int owner_alive(const struct owner *o)
+{
+        if (o->pidns != pidns_self())
+                return -1;
+        return state_process_start(o->pid) == o->start;
+}
+
+int owner_format(const struct owner *o, char *buf, size_t n)
+{
+        int len = snprintf(buf, n, "%d-%llu-%llu", o->pid, o->start, o->pidns);
+        return len > 0 && (size_t)len < n ? 0 : -ENAMETOOLONG;
+}
+
+bool owner_parse(const char *s, struct owner *o, const char **rest)
+{
+        int pid, used = 0;
+        unsigned long long start, ns;
+        if (sscanf(s, "%d-%llu-%llu%n", &pid, &start, &ns, &used) != 3 || pid <= 0 || start == 0 ||
+            (s[used] != '\0' && s[used] != '-' && s[used] != '.'))
+                return false;
+        *o = (struct owner){ pid, start, ns };
+        if (rest)
+                *rest = s + used;
+        return true;
+}
+
+/* The boot a record was written in: after a reboot every pid names
+ * another process (a root in /tmp outlives one). */
+static char *boot_id(void)
+{
+        char buf[64] = "";
+        int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+                close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        return strdup(buf);
+}
+
+/* ---- run records ----------------------------------------------------------- */
+
+static int runs_dir_open(bool create, char **path, brig_error **err)
+{
+        _cleanup_free_ char *root = NULL;
+        _cleanup_close_ int rfd = state_root_open(create, &root, err);
+        if (rfd < 0)
+                return rfd;
+        if (create && mkdirat(rfd, "runs", 0700) < 0 && errno != EEXIST)
+                return brig_err(err, errno, "create '%s/runs'", root);
+        int fd = openat(rfd, "runs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+                return brig_err(err, errno, "open '%s/runs'", root);
+        if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+                close(fd);
+                return state_fail(err, EPERM, "'%s/runs' is not brig's (not yours, or open to others)", root);
+        }
+        if (path)
+                *path = brig_strdup_printf("%s/runs", root);
+        return fd;
+}
+
+int run_record_write(const char *name, const struct strv *cgroups, char **path, brig_error **err)
+{
+        *path = NULL;
+        _cleanup_free_ char *dir = NULL, *boot = boot_id();
+        _cleanup_close_ int dfd = runs_dir_open(true, &dir, err);
+        if (dfd < 0)
+                return brig_err_prefix(err, "cannot record this run's cgroups (brig makes them only once they are "
+                                            "recorded, so that the next brig can remove them if this one is killed)");
+        const char *file = name + strlen("brig-");
+        json_t *doc = json_pack("{s:s, s:s}", "boot", boot ? boot : "", "name", name);
+        json_t *list = json_array();
+        for (size_t i = 0; doc && list && i < cgroups->n; i++)
+                json_array_append_new(list, json_string(cgroups->items[i]));
+        json_object_set_new(doc, "cgroups", list);
+        _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        _cleanup_free_ char *full = brig_strdup_printf("%s/%s", dir, file);
+        if (!text || !full)
+                return brig_err(err, ENOMEM, "run record");
+        _cleanup_close_ int fd = openat(dfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        size_t len = strlen(text);
+        if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
+                int e = errno ? errno : EIO;
+                if (fd >= 0)
+                        unlinkat(dfd, file, 0);
+                /* Said with the way out: without the record a SIGKILLed
+                 * brig's cgroups could not be proven its own. */
+                return state_fail(err, e, "cannot record this run's cgroups in '%s': %s (brig makes the cgroups for "
+                                          "--memory, --pids and --cpus only once they are recorded, so that the next "
+                                          "brig can remove them if this one is killed); free space there, or set "
+                                          "XDG_RUNTIME_DIR to another directory", dir, strerror(e));
+        }
+        *path = TAKE_PTR(full);
+        return 0;
+}
+
+void run_record_remove(const char *path)
+{
+        if (path)
+                (void)unlink(path);
+}
+
+/* One record of a dead run: remove its groups, then the record (kept
+ * while a group stays busy: the next sweep tries again). */
+static void reap_record(int dfd, const char *file)
+{
+        _cleanup_close_ int fd = openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        char buf[16384];
+        ssize_t n = -1;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
+                n = read(fd, buf, sizeof buf - 1);
+        json_t *doc = n >= 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
+        /* A record cut short by the SIGKILL was being written: no group
+         * exists yet (the first mkdir waits for the whole record). */
+        bool all_gone = true;
+        char name[128];
+        snprintf(name, sizeof name, "brig-%s", file);
+        size_t i;
+        json_t *v;
+        /* A path through a detached hierarchy (/proc/self/fd/N, cgroup.c)
+         * means another descriptor here: the name, owner and filesystem
+         * checks still hold, and a miss leaves it to the stale sweep. */
+        json_array_foreach(json_object_get(doc, "cgroups"), i, v) {
+                const char *path = json_string_value(v);
+                if (path && !cgroup_remove_dead(path, name))
+                        all_gone = false;
+        }
+        json_decref(doc);
+        if (all_gone)
+                unlinkat(dfd, file, 0);
+}
+
+static bool same_boot(int dfd, const char *file)
+{
+        _cleanup_close_ int fd = openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        char buf[16384];
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        json_t *doc = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
+        _cleanup_free_ char *now = boot_id();
+        const char *then = json_string_value(json_object_get(doc, "boot"));
+        bool same = !doc || !then || !now || strcmp(then, now) == 0;
+        json_decref(doc);
+        return same;
+}
+
+static void sweep_runs(void)
+{
+        brig_error *e = NULL;
+        _cleanup_close_ int dfd = runs_dir_open(false, NULL, &e);
+        brig_error_free(&e);  /* no state root yet: nothing recorded */
+        if (dfd < 0)
+                return;
+        DIR *d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                struct owner o;
+                const char *rest;
+                if (!owner_parse(de->d_name, &o, &rest))
+                        continue;
+                /* alive: its brig removes it; another pid namespace: not ours to judge */
+                if (owner_alive(&o) != 0 && same_boot(dfd, de->d_name))
+                        continue;
+                reap_record(dfd, de->d_name);
+        }
+        if (d)
+                closedir(d);
+}
+
+/* ---- the filter cache's temporary files ------------------------------------- */
+
+static void sweep_cache(void)
+{
+        brig_error *e = NULL;
+        _cleanup_close_ int root = state_root_open(false, NULL, &e);
+        brig_error_free(&e);
+        _cleanup_close_ int dfd = root >= 0 ? openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                            : -EBADF;
+        DIR *d = dfd >= 0 ? fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3)) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                /* seccomp-HASH.bpf.PID-START-PIDNS.tmp (seccomp.c) */
+                const char *dot = strstr(de->d_name, ".bpf.");
+                size_t len = strlen(de->d_name);
+                struct owner o;
+                const char *rest;
+                if (!dot || len < 4 || strcmp(de->d_name + len - 4, ".tmp") != 0 ||
+                    !owner_parse(dot + 5, &o, &rest) || strcmp(rest, ".tmp") != 0)
+                        continue;
+                if (owner_alive(&o) == 0)
+                        unlinkat(dfd, de->d_name, 0);
+        }
+        if (d)
+                closedir(d);
+}
+
+void reaper_sweep(void)
+{
+        sweep_runs();
+        sweep_cache();
+}
+
+void test_pause(const char *step)
+{
+#ifdef BRIG_TEST_HOOKS
+        const char *want = getenv("BRIG_TEST_PAUSE_AT");
+        size_t n = strlen(step);
+        for (const char *p = want; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+                if (strncmp(p, step, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
+                        /* the test SIGKILLs us here (or SIGCONTs) */
+                        fprintf(stderr, "brig-test: paused at %s (pid %d)\n", step, getpid());
+                        raise(SIGSTOP);
+                        return;
+                }
+        }
+#else
+        (void)step;
+#endif
+}

@@ -1,0 +1,90 @@
+/* sync.c — messages between the supervisor and the sandbox's side over a
+ * SOCK_SEQPACKET socket: each message arrives whole or not at all, and may
+ * carry one file descriptor (the sandbox's pty master). */
+#define _GNU_SOURCE
+#include "core/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+int sync_send_fd(int fd, const struct sync_msg *m, int passed_fd)
+{
+        struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof *m };
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (passed_fd >= 0) {
+                memset(&control, 0, sizeof control);
+                msg.msg_control = control.buf;
+                msg.msg_controllen = sizeof control.buf;
+                struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &passed_fd, sizeof(int));
+        }
+        ssize_t n;
+        do
+                n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n == (ssize_t)sizeof *m ? 0 : -errno;
+}
+
+int sync_send(int fd, const struct sync_msg *m)
+{
+        return sync_send_fd(fd, m, -1);
+}
+
+int sync_send_error(int fd, int type, const brig_error *err)
+{
+        struct sync_msg m = { .type = type };
+        if (err) {
+                m.errnum = err->errnum;
+                m.exit_code = err->exit_code;
+                snprintf(m.text, sizeof m.text, "%s", err->msg ? err->msg : "unknown error");
+        } else {
+                m.exit_code = BRIG_EXIT_SETUP;
+                snprintf(m.text, sizeof m.text, "unknown error");
+        }
+        return sync_send(fd, &m);
+}
+
+/* Returns 1 for a message, 0 at end of stream, negative errno on error.
+ * A passed descriptor lands in *passed_fd (else it is closed). */
+int sync_recv(int fd, struct sync_msg *m, int *passed_fd)
+{
+        struct iovec iov = { .iov_base = m, .iov_len = sizeof *m };
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                              .msg_control = control.buf, .msg_controllen = sizeof control.buf };
+        if (passed_fd)
+                *passed_fd = -1;
+        ssize_t n;
+        do
+                n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n == 0)
+                return 0;
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                int got;
+                memcpy(&got, CMSG_DATA(c), sizeof got);
+                if (passed_fd && *passed_fd < 0)
+                        *passed_fd = got;
+                else
+                        close(got);
+        }
+        if (n != (ssize_t)sizeof *m || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+                return -EBADMSG;
+        m->text[sizeof m->text - 1] = '\0';
+        return 1;
+}

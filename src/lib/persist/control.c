@@ -1,0 +1,662 @@
+/* control.c — the supervisor of a persistent sandbox serves its control
+ * socket: `brig exec` (forwarded to the sandbox's pid 1, persist_init.c),
+ * stop, pause and resume. It runs inside the supervisor's event loop
+ * (supervise()), one more descriptor there, so the egress proxy and the
+ * audit stream of the sandbox keep running between and during execs.
+ *
+ * The socket lives in the sandbox's state directory (0700, the socket
+ * itself 0600) and every peer is checked with SO_PEERCRED: only the user
+ * who created the sandbox may drive it. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "controls/cgroup.h"
+#include "persist/control.h"
+#include "controls/unixguard.h"
+#include "core/refusals.h"
+#include "persist/state.h"
+#include "persist/sandbox.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <time.h>
+
+enum watch_kind { W_LISTEN, W_CLIENT, W_EXEC, W_TIMER, W_OWNER };
+
+struct watch {
+        enum watch_kind kind;
+        struct conn *conn;
+};
+
+struct conn {
+        struct watch client_w, exec_w;
+        int fd;                  /* the client */
+        int exec_fd;             /* our end of the exec's socket to pid 1, or -1 */
+        struct sync_msg failure; /* the exec's first failure, type 0 if none */
+        uint64_t notify_id;      /* its filter's listener in the unix socket guard, 0 if none */
+        struct sync_msg started; /* a detached exec's pid and log (SYNC_STARTED), type 0 until then */
+        struct refusals_mark mark; /* the sandbox's refusals when the exec began */
+        struct conn *next;
+};
+
+struct control {
+        char *dir, *name;
+        struct sandbox_create_opts opts;
+        char *upper, *work;      /* overlay layer (opts.overlay) */
+        int listen_fd, epfd, timer_fd, ready_fd;
+        int owner_fd;            /* pidfd of the pool daemon that owns us, or -1 */
+        bool orphaned;           /* that owner is gone: stop once no exec runs */
+        struct watch listen_w, timer_w, owner_w;
+        struct run_plan *plan;
+        struct cgroup *cg;
+        int pidfd, sync_fd;
+        bool ready, paused, stopping, kill_sent;
+        struct conn *conns;
+        struct conn *closed[16];  /* freed during this dispatch round (never dereferenced) */
+        int n_closed;
+        long long created;
+        json_t *summary;         /* policy figures for the state file, kept past the run */
+        struct unixguard *guard; /* answers each exec's seccomp listener */
+        struct refusals *refusals; /* what the sandbox was refused, for each exec's summary */
+};
+
+static int epoll_watch(struct control *c, int fd, struct watch *w)
+{
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = w };
+        return epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+int control_new(const char *dir, const char *name, const struct sandbox_create_opts *opts, int ready_fd,
+                struct control **ret, brig_error **err)
+{
+        struct control *c = calloc(1, sizeof *c);
+        if (!c)
+                return brig_err(err, ENOMEM, "control");
+        c->listen_fd = c->epfd = c->timer_fd = c->pidfd = c->sync_fd = c->owner_fd = -1;
+        c->ready_fd = ready_fd;
+        c->dir = strdup(dir);
+        c->name = strdup(name);
+        c->opts = *opts;
+        c->created = (long long)time(NULL);
+        c->listen_w.kind = W_LISTEN;
+        c->timer_w.kind = W_TIMER;
+        c->owner_w.kind = W_OWNER;
+        *ret = c;
+        if (!c->dir || !c->name)
+                return brig_err(err, ENOMEM, "control");
+        if (opts->overlay) {
+                c->upper = brig_strdup_printf("%s/upper", dir);
+                c->work = brig_strdup_printf("%s/work", dir);
+                if (!c->upper || !c->work)
+                        return brig_err(err, ENOMEM, "control");
+        }
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/ctl", dir) >= sizeof addr.sun_path)
+                return brig_err(err, ENAMETOOLONG, "control socket path '%s/ctl'", dir);
+        c->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (c->listen_fd < 0)
+                return brig_err(err, errno, "control socket");
+        unlink(addr.sun_path);
+        /* 0600 from the start (umask), not chmod after bind: no window in
+         * which another user could connect. */
+        mode_t old = umask(0177);
+        int r = bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr);
+        umask(old);
+        if (r < 0 || listen(c->listen_fd, 64) < 0)
+                return brig_err(err, errno, "control socket '%s'", addr.sun_path);
+        c->epfd = epoll_create1(EPOLL_CLOEXEC);
+        c->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (c->epfd < 0 || c->timer_fd < 0)
+                return brig_err(err, errno, "control event loop");
+        if ((r = epoll_watch(c, c->listen_fd, &c->listen_w)) < 0 || (r = epoll_watch(c, c->timer_fd, &c->timer_w)) < 0)
+                return brig_err(err, -r, "epoll");
+        if (opts->owner_pid > 0) {
+                /* The pidfd turns readable when the owner exits, SIGKILL
+                 * included; one whose start time differs is gone already. */
+                c->owner_fd = (int)syscall(SYS_pidfd_open, opts->owner_pid, 0);
+                c->orphaned = c->owner_fd < 0 || state_process_start(opts->owner_pid) != opts->owner_start;
+                if (c->owner_fd >= 0 && (r = epoll_watch(c, c->owner_fd, &c->owner_w)) < 0)
+                        return brig_err(err, -r, "epoll");
+                if (c->owner_fd >= 0)
+                        fcntl(c->owner_fd, F_SETFD, FD_CLOEXEC);
+        }
+        return 0;
+}
+
+int control_prepare(struct control *c, struct run_plan *plan, brig_error **err)
+{
+        plan->persistent = true;
+        plan->limits.want_freezer = true;
+        if (c->opts.overlay) {
+                plan->overlay_upper = c->upper;
+                plan->overlay_work = c->work;
+        }
+        return 0;
+}
+
+static json_t *state_doc(struct control *c, const char *status)
+{
+        json_t *doc = json_object();
+        json_object_set_new(doc, "name", json_string(c->name));
+        json_object_set_new(doc, "status", json_string(status));
+        json_object_set_new(doc, "supervisor_pid", json_integer(getpid()));
+        json_object_set_new(doc, "supervisor_start", json_integer((json_int_t)state_process_start(getpid())));
+        json_object_set_new(doc, "created", json_integer(c->created));
+        json_object_set_new(doc, "workspace_mode", json_string(c->opts.overlay ? "overlay" : "bind"));
+        if (c->summary)
+                json_object_update(doc, c->summary);
+        json_t *cgs = json_array();
+        struct strv paths = { 0 };
+        if (cgroup_paths(c->cg, &paths) == 0)
+                for (size_t i = 0; i < paths.n; i++)
+                        json_array_append_new(cgs, json_string(paths.items[i]));
+        strv_free(&paths);
+        json_object_set_new(doc, "cgroups", cgs);
+        return doc;
+}
+
+/* Record where we are; the log keeps a failure (nobody else would see it). */
+static void save_state(struct control *c, const char *status)
+{
+        json_t *doc = state_doc(c, status);
+        brig_error *err = NULL;
+        if (!doc || state_write(c->dir, doc, &err) < 0)
+                fprintf(stderr, "brig supervisor: %s\n", err ? err->msg : "state: out of memory");
+        brig_error_free(&err);
+        json_decref(doc);
+}
+
+int control_save_initial(struct control *c, brig_error **err)
+{
+        json_t *doc = state_doc(c, "creating");
+        int r = doc ? state_write(c->dir, doc, err) : brig_err(err, ENOMEM, "state");
+        json_decref(doc);
+        return r;
+}
+
+void control_set_unixguard(struct control *c, struct unixguard *g)
+{
+        c->guard = g;
+}
+
+void control_set_refusals(struct control *c, struct refusals *r)
+{
+        c->refusals = r;
+}
+
+int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd, int sync_fd,
+                   brig_error **err)
+{
+        c->plan = plan;
+        c->cg = cg;
+        c->pidfd = pidfd;
+        c->sync_fd = sync_fd;
+        static const char *const nets[] = { [BRIG_NET_NONE] = "none", [BRIG_NET_PROXY] = "proxy",
+                                            [BRIG_NET_HOST] = "host", [BRIG_NET_FILTERED] = "filtered" };
+        /* how --memory holds: "rlimit" is each process's private memory only (docs/limits.md) */
+        const char *mem = !plan->limits.memory      ? "none"
+                          : plan->memory_unbounded  ? "rlimit"
+                          : plan->memory_inherited  ? "inherited cgroup"
+                                                    : "cgroup";
+        c->summary = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I}", "workspace", plan->workspace,
+                               "net", nets[plan->net_mode], "memory", (json_int_t)plan->limits.memory,
+                               "memory_enforced_by", mem, "pids", (json_int_t)plan->limits.pids, "timeout_ms",
+                               (json_int_t)plan->limits.timeout_ms, "uid", (json_int_t)plan->sandbox_uid);
+        /* What brig run prints after the run, kept for brig create and
+         * start to print (the supervisor runs detached from them). */
+        if (c->summary && plan->memory_unbounded && !(plan->policy->allow_degraded & DEGRADE_MEMORY)) {
+                char text[512];
+                rlimits_memory_text(plan, text, sizeof text);
+                json_object_set_new(c->summary, "memory_warning", json_string(text));
+        }
+        struct strv lines = { 0 };
+        json_t *warnings = json_array();
+        if (c->summary && warnings && degraded_warnings(plan, &lines) == 0)
+                for (size_t i = 0; i < lines.n; i++)
+                        json_array_append_new(warnings, json_string(lines.items[i]));
+        strv_free(&lines);
+        if (c->summary)
+                json_object_set_new(c->summary, "warnings", warnings);
+        else
+                json_decref(warnings);
+        return c->summary ? 0 : brig_err(err, ENOMEM, "state");
+}
+
+int control_poll_fd(const struct control *c)
+{
+        return c->epfd;
+}
+
+struct ready_msg {
+        int exit_code;
+        int errnum;
+        char text[1024];
+};
+
+static void tell_creator(struct control *c, const brig_error *err)
+{
+        if (c->ready_fd < 0)
+                return;
+        struct ready_msg m = { 0 };
+        if (err) {
+                m.exit_code = err->exit_code ? err->exit_code : BRIG_EXIT_SETUP;
+                m.errnum = err->errnum;
+                snprintf(m.text, sizeof m.text, "%s", err->msg ? err->msg : "unknown error");
+        }
+        (void)!write(c->ready_fd, &m, sizeof m);
+        /* On failure the pipe stays open until we exit: brig create waits
+         * for that end of file before it removes the state directory, so
+         * our last state write cannot race its removal. */
+        if (!err)
+                closep(&c->ready_fd);
+}
+
+int control_wait_ready(int fd, brig_error **err)
+{
+        struct ready_msg m;
+        ssize_t n;
+        do
+                n = read(fd, &m, sizeof m);
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof m)
+                return brig_err(err, EPROTO, "the sandbox's supervisor ended during setup (see its log)");
+        if (m.exit_code == 0)
+                return 0;
+        m.text[sizeof m.text - 1] = '\0';
+        int r = brig_err_code(err, m.exit_code, 0, "%s", m.text);
+        if (err && *err)
+                (*err)->errnum = m.errnum;
+        return r;
+}
+
+static void begin_stop(struct control *c);
+
+void control_ready(struct control *c)
+{
+        c->ready = true;
+        save_state(c, "running");
+        tell_creator(c, NULL);
+        if (c->orphaned && !c->conns)
+                begin_stop(c);  /* its pool daemon died while it was being made */
+}
+
+void control_failed(struct control *c, const brig_error *err)
+{
+        tell_creator(c, err);
+}
+
+static void conn_close(struct control *c, struct conn *k)
+{
+        closep(&k->fd);     /* close() also drops it from the epoll set */
+        closep(&k->exec_fd);  /* pid 1 sees the hangup and kills the command */
+        for (struct conn **pp = &c->conns; *pp; pp = &(*pp)->next)
+                if (*pp == k) {
+                        *pp = k->next;
+                        break;
+                }
+        if (c->n_closed < (int)ARRAY_SIZE(c->closed))
+                c->closed[c->n_closed++] = k;
+        free(k);
+}
+
+static void reply_error(int fd, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
+static void reply_error(int fd, int errnum, const char *fmt, ...)
+{
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_ERROR, .exit_code = BRIG_EXIT_SETUP, .errnum = errnum };
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(h.text, sizeof h.text, fmt, ap);
+        va_end(ap);
+        (void)ctl_send(fd, &h, NULL, 0, NULL, 0);
+}
+
+/* SIGTERM to every process inside, SIGKILL to pid 1 after the grace. */
+static void begin_stop(struct control *c)
+{
+        if (c->stopping || c->pidfd < 0)
+                return;
+        c->stopping = true;
+        save_state(c, "stopping");
+        if (c->paused) {
+                /* Frozen processes cannot act on SIGTERM: thaw first. */
+                brig_error *e = NULL;
+                (void)cgroup_freeze(c->cg, false, &e);
+                brig_error_free(&e);
+                c->paused = false;
+        }
+        siginfo_t info = { .si_signo = SIGTERM, .si_code = SI_QUEUE };
+        info.si_int = BRIG_SIGNAL_EVERYONE;
+        info.si_pid = getpid();
+        info.si_uid = getuid();
+        if (sys_pidfd_send_siginfo(c->pidfd, SIGTERM, &info) < 0) {
+                (void)sys_pidfd_send_signal(c->pidfd, SIGKILL);
+                c->kill_sent = true;
+                return;
+        }
+        uint64_t ms = c->plan && c->plan->limits.kill_after_ms ? c->plan->limits.kill_after_ms : 5000;
+        struct itimerspec it = { .it_value = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 } };
+        timerfd_settime(c->timer_fd, 0, &it, NULL);
+}
+
+static void start_exec(struct control *c, struct conn *k, const char *buf, size_t len, int *fds, int nfds)
+{
+        struct exec_request req;
+        if (k->exec_fd >= 0)
+                return reply_error(k->fd, EBUSY, "one exec per connection");
+        if (c->stopping)
+                return reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is stopping", c->name);
+        if (!c->ready)
+                return reply_error(k->fd, EAGAIN, "sandbox '%s' is still being created", c->name);
+        if (c->paused)
+                return reply_error(k->fd, EAGAIN, "sandbox '%s' is paused (brig resume %s)", c->name, c->name);
+        if (exec_request_parse(buf, len, &req) < 0)
+                return reply_error(k->fd, EBADMSG, "malformed exec request");
+        bool tty = req.flags & CTL_EXEC_TTY, detach = req.flags & CTL_EXEC_DETACH;
+        exec_request_free(&req);
+        if (tty && detach)
+                return reply_error(k->fd, EINVAL, "a detached exec has no terminal");
+        if (detach && nfds != 0)
+                return reply_error(k->fd, EBADMSG, "a detached exec takes no stdio (its output goes to a log)");
+        tty |= detach;  /* no stdio of the client's to check or pass */
+        if (!tty && nfds != 3)
+                return reply_error(k->fd, EBADMSG, "exec request without stdin, stdout and stderr");
+        /* A directory (or O_PATH) descriptor as stdio would hand the
+         * command a handle on a host directory to openat() from, the
+         * CVE-2024-21626 pattern: stdio must be something to read or write. */
+        for (int i = 0; !tty && i < nfds; i++) {
+                struct stat st;
+                int fl = fcntl(fds[i], F_GETFL);
+                if (fstat(fds[i], &st) < 0 || S_ISDIR(st.st_mode) || fl < 0 || (fl & O_PATH))
+                        return reply_error(k->fd, EBADF, "exec: %s is a directory or a path-only descriptor",
+                                           i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr");
+        }
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return reply_error(k->fd, errno, "socketpair: %s", strerror(errno));
+        /* The request goes on verbatim; pid 1 checks it again. It is queued
+         * on the socket before pid 1 receives the socket itself. */
+        const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
+        int r = ctl_send(sv[0], h, buf + sizeof *h, len - sizeof *h, fds, tty ? 0 : nfds);
+        struct sync_msg m = { .type = SYNC_EXEC };
+        if (r == 0)
+                r = sync_send_fd(c->sync_fd, &m, sv[1]);
+        close(sv[1]);
+        if (r < 0) {
+                close(sv[0]);
+                return reply_error(k->fd, -r, "hand the command to the sandbox: %s", strerror(-r));
+        }
+        k->exec_fd = sv[0];
+        refusals_mark(c->refusals, &k->mark);
+        k->exec_w = (struct watch){ .kind = W_EXEC, .conn = k };
+        if ((r = epoll_watch(c, k->exec_fd, &k->exec_w)) < 0) {
+                reply_error(k->fd, -r, "epoll");
+                conn_close(c, k);
+        }
+}
+
+static void on_client(struct control *c, struct conn *k)
+{
+        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
+        int fds[CTL_MAX_FDS], nfds = 0;
+        ssize_t n = buf ? ctl_recv(k->fd, buf, CTL_MAX_MSG, fds, &nfds) : -ENOMEM;
+        if (n == -EAGAIN)
+                return;
+        if (n <= 0) {
+                conn_close(c, k);  /* the client left: so does its command */
+                return;
+        }
+        const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
+        brig_error *err = NULL;
+        switch (h->type) {
+        case CTL_EXEC:
+                start_exec(c, k, buf, (size_t)n, fds, nfds);
+                break;
+        case CTL_SIGNAL:
+                if (k->exec_fd >= 0)
+                        (void)ctl_send(k->exec_fd, h, NULL, 0, NULL, 0);
+                break;
+        case CTL_STOP:
+                begin_stop(c);
+                ctl_reply(k->fd, CTL_OK, 0, NULL);
+                break;
+        case CTL_PAUSE:
+        case CTL_RESUME: {
+                bool freeze = h->type == CTL_PAUSE;
+                if (c->stopping) {
+                        reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is stopping", c->name);
+                        break;
+                }
+                if (cgroup_freeze(c->cg, freeze, &err) < 0) {
+                        brig_err_prefix(&err, "%s '%s'", freeze ? "pause" : "resume", c->name);
+                        ctl_reply(k->fd, CTL_ERROR, 0, err);
+                        brig_error_free(&err);
+                        break;
+                }
+                c->paused = freeze;
+                save_state(c, freeze ? "paused" : "running");
+                ctl_reply(k->fd, CTL_OK, 0, NULL);
+                break;
+        }
+        default:
+                reply_error(k->fd, EBADMSG, "unknown request %u", h->type);
+                break;
+        }
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+}
+
+/* lines '\0' {"refusals": [...], "refusals_dropped": N} '\0': what was
+ * refused since the exec began, for its report as brig run's has it. The
+ * causes that do not fit one message are counted as dropped. NULL: out of
+ * memory (the lines go alone, the report then lists nothing). */
+static char *status_payload(struct control *c, struct conn *k, const char *lines, size_t *len)
+{
+        json_t *list = refusals_json_since(c->refusals, &k->mark);
+        uint64_t dropped = refusals_dropped_since(c->refusals, &k->mark);
+        size_t room = CTL_MAX_MSG - sizeof(struct ctl_hdr) - strlen(lines) - 2;
+        char *json = NULL;
+        for (;;) {
+                json_t *doc = json_pack("{s:O, s:I}", "refusals", list, "refusals_dropped", (json_int_t)dropped);
+                json = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+                json_decref(doc);
+                size_t n = json_array_size(list);
+                if (!json || strlen(json) < room || n == 0)
+                        break;
+                free(json);
+                json = NULL;
+                json_array_remove(list, n - 1);
+                dropped++;
+        }
+        json_decref(list);
+        char *out = NULL;
+        int n = json && strlen(json) < room ? asprintf(&out, "%s%c%s", lines, '\0', json) : -1;
+        free(json);
+        if (n < 0)
+                return NULL;
+        *len = (size_t)n + 1;
+        return out;
+}
+
+/* What pid 1 says about one exec goes to its client. */
+static void on_exec(struct control *c, struct conn *k)
+{
+        struct sync_msg m;
+        int passed = -1;
+        int r = sync_recv(k->exec_fd, &m, &passed);
+        if (r < 0 && r != -EBADMSG && r != -ECONNRESET)
+                return;
+        if (r > 0 && m.type == SYNC_PTY && passed >= 0) {
+                struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_PTY };
+                (void)ctl_send(k->fd, &h, NULL, 0, &passed, 1);
+                close(passed);
+                return;
+        }
+        if (r > 0 && m.type == SYNC_NOTIFY_FD && passed >= 0 && c->guard) {
+                k->notify_id = unixguard_add_listener(c->guard, passed);  /* the command's filter asks us */
+                return;
+        }
+        closep(&passed);
+        if (r > 0 && m.type == SYNC_STARTED) {
+                k->started = m;  /* it runs once the socket closes (execve) without a failure */
+                return;
+        }
+        if (r > 0 && (m.type == SYNC_ERROR || m.type == SYNC_EXEC_FAILED)) {
+                if (k->failure.type == 0)
+                        k->failure = m;
+                return;
+        }
+        if (r > 0 && m.type != SYNC_STATUS)
+                return;
+        struct ctl_hdr h = { .magic = CTL_MAGIC };
+        char lines[sizeof ((brig_result *)0)->refusals] = "";
+        if (k->failure.type) {
+                h.type = CTL_ERROR;
+                h.exit_code = k->failure.type == SYNC_EXEC_FAILED ? k->failure.exit_code : BRIG_EXIT_SETUP;
+                h.errnum = k->failure.errnum;
+                snprintf(h.text, sizeof h.text, "%s", k->failure.text);
+        } else if (r == 0 && k->started.type) {
+                h.type = CTL_STARTED;
+                h.arg = k->started.status;
+                snprintf(h.text, sizeof h.text, "%s", k->started.text);
+        } else if (r > 0) {
+                h.type = CTL_STATUS;
+                h.arg = m.status;
+                h.exit_code = m.exit_code;  /* 124: its timeout ran out */
+                /* what the unix socket guard refused this command, for the client to say */
+                uint64_t refused = unixguard_take_refused(c->guard, k->notify_id, h.text, sizeof h.text);
+                h.errnum = refused > INT32_MAX ? INT32_MAX : (int32_t)refused;
+                /* and every refusal since it began, as the summary's lines */
+                refusals_text_since(c->refusals, &k->mark, REFUSALS_LINES, lines, sizeof lines);
+        } else {
+                h.type = CTL_ERROR;
+                h.exit_code = BRIG_EXIT_SETUP;
+                snprintf(h.text, sizeof h.text, "sandbox '%s' ended while the command ran", c->name);
+        }
+        size_t len = lines[0] ? strlen(lines) + 1 : 0;
+        _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &len) : NULL;
+        (void)ctl_send(k->fd, &h, payload ? payload : lines, len, NULL, 0);
+        conn_close(c, k);
+}
+
+static void on_accept(struct control *c)
+{
+        int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return;
+        /* The directory is already 0700; check the peer anyway: a socket
+         * passed around must not let another user run commands in here. */
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
+                close(fd);
+                return;
+        }
+        struct conn *k = calloc(1, sizeof *k);
+        if (!k) {
+                close(fd);
+                return;
+        }
+        k->fd = fd;
+        k->exec_fd = -1;
+        k->client_w = (struct watch){ .kind = W_CLIENT, .conn = k };
+        k->next = c->conns;
+        c->conns = k;
+        if (epoll_watch(c, fd, &k->client_w) < 0)
+                conn_close(c, k);
+}
+
+void control_dispatch(struct control *c)
+{
+        struct epoll_event evs[ARRAY_SIZE(c->closed)];
+        int n = epoll_wait(c->epfd, evs, ARRAY_SIZE(evs), 0);
+        c->n_closed = 0;
+        /* One event may free a connection that a later event of this batch
+         * points into: skip those by address, without reading them (the
+         * connection's other descriptor is closed too, so nothing is lost;
+         * level-triggered epoll reports anything still pending again). */
+        for (int i = 0; i < n; i++) {
+                struct watch *w = evs[i].data.ptr;
+                bool gone = false;
+                for (int j = 0; j < c->n_closed && !gone; j++)
+                        gone = w == &c->closed[j]->client_w || w == &c->closed[j]->exec_w;
+                if (gone)
+                        continue;
+                switch (w->kind) {
+                case W_LISTEN:
+                        on_accept(c);
+                        break;
+                case W_CLIENT:
+                        on_client(c, w->conn);
+                        break;
+                case W_EXEC:
+                        on_exec(c, w->conn);
+                        break;
+                case W_TIMER: {
+                        uint64_t t;
+                        (void)!read(c->timer_fd, &t, sizeof t);
+                        if (c->pidfd >= 0 && !c->kill_sent) {
+                                (void)sys_pidfd_send_signal(c->pidfd, SIGKILL);
+                                c->kill_sent = true;
+                        }
+                        break;
+                }
+                case W_OWNER:
+                        closep(&c->owner_fd);  /* leaves the epoll set */
+                        c->orphaned = true;
+                        break;
+                }
+        }
+        /* A pool member whose daemon is gone serves nobody: it stops once
+         * the exec it may be serving (a claimed member) has ended. Its
+         * state goes with the next brig's sweep of the dead pool. */
+        if (c->orphaned && c->ready && !c->conns)
+                begin_stop(c);
+}
+
+bool control_on_signal(struct control *c, int sig)
+{
+        if (sig == SIGCHLD)
+                return false;
+        /* The supervisor is asked to end: stop the sandbox properly. */
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+                begin_stop(c);
+        return true;  /* nothing else concerns a sandbox without a command */
+}
+
+void control_finish(struct control *c)
+{
+        if (!c)
+                return;
+        _cleanup_free_ char *sock = brig_strdup_printf("%s/ctl", c->dir);
+        if (sock)
+                unlink(sock);
+        c->plan = NULL;  /* gone with spawn_run */
+        c->cg = NULL;
+        save_state(c, "stopped");  /* also when a start failed: nothing runs */
+}
+
+void control_free(struct control *c)
+{
+        if (!c)
+                return;
+        while (c->conns)
+                conn_close(c, c->conns);
+        closep(&c->listen_fd);
+        closep(&c->epfd);
+        closep(&c->timer_fd);
+        closep(&c->ready_fd);
+        closep(&c->owner_fd);
+        free(c->dir);
+        free(c->name);
+        free(c->upper);
+        free(c->work);
+        json_decref(c->summary);
+        free(c);
+}

@@ -1,0 +1,83 @@
+/* control.h — the messages of a persistent sandbox: `brig exec` and the
+ * other clients talk to the supervisor over its control socket, and the
+ * supervisor talks to the sandbox's pid 1 over one socket per exec. Every
+ * socket is AF_UNIX SOCK_SEQPACKET: a message arrives whole or not at all,
+ * with the descriptors it carries (SCM_RIGHTS). */
+#ifndef BRIG_CONTROL_H
+#define BRIG_CONTROL_H
+
+#include "core/internal.h"
+
+#include <stdint.h>
+
+#define CTL_MAGIC 0x62726731u      /* "brg1": refuse a stray peer's bytes early */
+#define CTL_MAX_MSG (128 * 1024)    /* argv + environment of one exec */
+#define CTL_MAX_FDS 3
+
+enum ctl_type {
+        /* client → supervisor (and exec requests on to pid 1) */
+        CTL_EXEC = 1,     /* hdr + cwd\0 argv...\0 env...\0; fds: stdin, stdout, stderr (none with a tty
+                           * or detached) */
+        CTL_SIGNAL,       /* arg = signal number, for the running exec */
+        CTL_STOP,
+        CTL_PAUSE,
+        CTL_RESUME,
+        /* supervisor → client */
+        CTL_OK = 100,
+        CTL_ERROR,        /* exit_code, errnum, text */
+        CTL_STATUS,       /* arg = the command's wait status; errnum, text: connections the unix
+                           * socket guard refused it, and the first one's path;
+                           * payload: the summary's lines of what was refused while
+                           * it ran, '\0', {"refusals": [...], "refusals_dropped": N}
+                           * for its report, '\0' (control.c, exec.c) */
+        CTL_PTY,          /* carries the master of the exec's pty */
+        CTL_STARTED,      /* a detached exec runs: arg = its pid, text = its log inside */
+};
+
+enum ctl_flags {
+        CTL_EXEC_TTY = 1 << 0,
+        CTL_EXEC_DETACH = 1 << 1,  /* no stdio: output to a log inside, CTL_STARTED once it runs */
+        CTL_EXEC_FILEOP = 1 << 2,  /* argv is a file operation (fileops.c) run by the confined child
+                                    * instead of execve; never with a tty or detached */
+};
+
+/* Where a detached exec's output goes, inside the sandbox: its own /tmp,
+ * named by the command's pid there (pid 1 and the command agree on it). */
+#define CTL_DETACH_LOG "/tmp/brig-exec-%d.log"
+
+struct ctl_hdr {
+        uint32_t magic;
+        uint32_t type;
+        uint32_t flags;
+        uint32_t argc;
+        uint32_t envc;
+        int32_t arg;          /* signal, wait status */
+        int32_t exit_code;
+        int32_t errnum;
+        uint64_t timeout_ms;  /* exec: 0 for none */
+        char text[1024];      /* errors */
+};
+
+/* Send one message (hdr followed by `len` payload bytes) with up to
+ * CTL_MAX_FDS descriptors. Returns 0 or -errno. */
+BRIG_INTERNAL int ctl_send(int fd, const struct ctl_hdr *h, const void *payload, size_t len, const int *fds,
+                           int nfds);
+/* Receive one message into buf (at least sizeof(struct ctl_hdr)); *nfds
+ * descriptors land in fds (CLOEXEC). Returns the message length, 0 at end
+ * of stream, or -errno (-EBADMSG for anything malformed). */
+BRIG_INTERNAL ssize_t ctl_recv(int fd, void *buf, size_t cap, int *fds, int *nfds);
+BRIG_INTERNAL int ctl_reply(int fd, enum ctl_type type, int arg, const brig_error *err);
+
+/* A parsed exec request; the strings point into the message buffer. */
+struct exec_request {
+        uint32_t flags;
+        uint64_t timeout_ms;
+        const char *cwd;      /* NULL: the sandbox's default */
+        char **argv;          /* NULL-terminated (allocated) */
+        char **env;           /* NAME=VALUE, NULL-terminated (allocated) */
+};
+/* Check and split an exec message; -EBADMSG when malformed. */
+BRIG_INTERNAL int exec_request_parse(const void *msg, size_t len, struct exec_request *req);
+BRIG_INTERNAL void exec_request_free(struct exec_request *req);
+
+#endif

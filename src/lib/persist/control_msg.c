@@ -1,0 +1,151 @@
+/* control_msg.c — framing of the control and exec messages (control.h):
+ * one SOCK_SEQPACKET message each, checked before anything trusts it. */
+#define _GNU_SOURCE
+#include "persist/control.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+int ctl_send(int fd, const struct ctl_hdr *h, const void *payload, size_t len, const int *fds, int nfds)
+{
+        struct iovec iov[2] = { { .iov_base = (void *)h, .iov_len = sizeof *h },
+                                { .iov_base = (void *)payload, .iov_len = len } };
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * CTL_MAX_FDS)];
+                struct cmsghdr align;
+        } control;
+        struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+        if (nfds < 0 || nfds > CTL_MAX_FDS || sizeof *h + len > CTL_MAX_MSG)
+                return -EINVAL;
+        if (nfds > 0) {
+                memset(&control, 0, sizeof control);
+                msg.msg_control = control.buf;
+                msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+        }
+        ssize_t n;
+        do
+                n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        return n == (ssize_t)(sizeof *h + len) ? 0 : -EMSGSIZE;
+}
+
+ssize_t ctl_recv(int fd, void *buf, size_t cap, int *fds, int *nfds)
+{
+        struct iovec iov = { .iov_base = buf, .iov_len = cap };
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * CTL_MAX_FDS)];
+                struct cmsghdr align;
+        } control;
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                              .msg_control = control.buf, .msg_controllen = sizeof control.buf };
+        *nfds = 0;
+        ssize_t n;
+        do
+                n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int got;
+                        memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+                        if (*nfds < CTL_MAX_FDS)
+                                fds[(*nfds)++] = got;
+                        else
+                                close(got);
+                }
+        }
+        if (n == 0)
+                return 0;
+        const struct ctl_hdr *h = buf;
+        if ((size_t)n < sizeof *h || h->magic != CTL_MAGIC || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                for (int i = 0; i < *nfds; i++)
+                        close(fds[i]);
+                *nfds = 0;
+                return -EBADMSG;
+        }
+        ((struct ctl_hdr *)buf)->text[sizeof h->text - 1] = '\0';
+        return n;
+}
+
+int ctl_reply(int fd, enum ctl_type type, int arg, const brig_error *err)
+{
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = type, .arg = arg };
+        if (err) {
+                h.exit_code = err->exit_code ? err->exit_code : BRIG_EXIT_SETUP;
+                h.errnum = err->errnum;
+                snprintf(h.text, sizeof h.text, "%s", err->msg ? err->msg : "unknown error");
+        }
+        return ctl_send(fd, &h, NULL, 0, NULL, 0);
+}
+
+/* n NUL-terminated strings from *p, within end; NULL when they do not fit. */
+static char **take_strings(const char **p, const char *end, uint32_t n)
+{
+        if (n > 65536)
+                return NULL;
+        char **v = calloc((size_t)n + 1, sizeof *v);
+        if (!v)
+                return NULL;
+        for (uint32_t i = 0; i < n; i++) {
+                const char *nul = memchr(*p, '\0', (size_t)(end - *p));
+                if (!nul) {
+                        free(v);
+                        return NULL;
+                }
+                v[i] = (char *)*p;
+                *p = nul + 1;
+        }
+        return v;
+}
+
+int exec_request_parse(const void *msg, size_t len, struct exec_request *req)
+{
+        memset(req, 0, sizeof *req);
+        const struct ctl_hdr *h = msg;
+        if (len < sizeof *h || h->type != CTL_EXEC || h->argc == 0)
+                return -EBADMSG;
+        const char *p = (const char *)msg + sizeof *h, *end = (const char *)msg + len;
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (!nul)
+                return -EBADMSG;
+        req->cwd = *p ? p : NULL;
+        p = nul + 1;
+        req->argv = take_strings(&p, end, h->argc);
+        req->env = req->argv ? take_strings(&p, end, h->envc) : NULL;
+        /* A file operation's argv[0] is empty (its words follow), which an
+         * older parser refuses: a sandbox started by an older brig fails
+         * the request instead of running the operation's name as a command. */
+        bool fileop = h->flags & CTL_EXEC_FILEOP;
+        if (!req->argv || !req->env || p != end || !req->argv[0][0] != fileop ||
+            (req->cwd && req->cwd[0] != '/')) {
+                exec_request_free(req);
+                return -EBADMSG;
+        }
+        for (uint32_t i = 0; i < h->envc; i++)
+                if (!strchr(req->env[i], '=') || req->env[i][0] == '=') {
+                        exec_request_free(req);
+                        return -EBADMSG;
+                }
+        req->flags = h->flags;
+        req->timeout_ms = h->timeout_ms;
+        return 0;
+}
+
+void exec_request_free(struct exec_request *req)
+{
+        free(req->argv);
+        free(req->env);
+        req->argv = req->env = NULL;
+}

@@ -1,0 +1,361 @@
+/* exec.c — `brig exec`, the client: send the command with our stdio (or
+ * ask for a pty) to the sandbox's supervisor, forward the signals we get,
+ * relay the terminal, and turn the status that comes back into a result
+ * with brig run's exit codes. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "persist/control.h"
+#include "persist/sandbox.h"
+#include "core/refusals.h"
+
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* hdr + cwd\0 argv...\0 env...\0 */
+static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len, brig_error **err)
+{
+        size_t n = sizeof(struct ctl_hdr) + (o->cwd ? strlen(o->cwd) : 0) + 1;
+        uint32_t argc = 0, envc = 0;
+        for (; o->argv[argc]; argc++)
+                n += strlen(o->argv[argc]) + 1;
+        for (; o->env && o->env[envc]; envc++)
+                n += strlen(o->env[envc]) + 1;
+        if (n > CTL_MAX_MSG) {
+                brig_err(err, E2BIG, "exec: arguments and environment exceed %d bytes", CTL_MAX_MSG);
+                return NULL;
+        }
+        char *buf = calloc(1, n);
+        if (!buf) {
+                brig_err(err, ENOMEM, "exec request");
+                return NULL;
+        }
+        struct ctl_hdr *h = (struct ctl_hdr *)buf;
+        *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC,
+                               .flags = flags | (tty ? CTL_EXEC_TTY : 0) | (o->detach ? CTL_EXEC_DETACH : 0),
+                               .argc = argc, .envc = envc, .timeout_ms = o->timeout_ms };
+        char *p = buf + sizeof *h;
+        p = stpcpy(p, o->cwd ? o->cwd : "") + 1;
+        for (uint32_t i = 0; i < argc; i++)
+                p = stpcpy(p, o->argv[i]) + 1;
+        for (uint32_t i = 0; i < envc; i++)
+                p = stpcpy(p, o->env[i]) + 1;
+        *len = n;
+        return buf;
+}
+
+int exec_check_opts(const brig_exec_opts *o, brig_error **err)
+{
+        if (!o || !o->argv || !o->argv[0] || !*o->argv[0])
+                return brig_err(err, EINVAL, "no command given");
+        if (o->cwd && o->cwd[0] != '/')
+                return brig_err(err, EINVAL, "--cwd '%s': give an absolute path inside the sandbox", o->cwd);
+        if (o->detach && o->tty == BRIG_TTY_ALWAYS)
+                return brig_err(err, EINVAL, "--detach runs the command without a terminal: drop --tty");
+        for (size_t i = 0; o->env && o->env[i]; i++)
+                if (!strchr(o->env[i], '=') || o->env[i][0] == '=')
+                        return brig_err(err, EINVAL, "--env '%s': expected NAME=VALUE", o->env[i]);
+        return 0;
+}
+
+static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_exec_opts *o)
+{
+        int status = h->arg;
+        if (h->exit_code == BRIG_EXIT_TIMEOUT) {
+                res->exit_code = BRIG_EXIT_TIMEOUT;
+                res->reason = BRIG_REASON_TIMEOUT;
+                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout reached (raise with --timeout)");
+        } else if (WIFSIGNALED(status)) {
+                res->signal = WTERMSIG(status);
+                res->exit_code = 128 + res->signal;
+                res->reason = res->signal == SIGSYS ? BRIG_REASON_SECCOMP : BRIG_REASON_SIGNALED;
+                if (res->signal == SIGSYS)
+                        snprintf(res->summary, sizeof res->summary,
+                                 "killed: a system call the policy forbids (seccomp kill, SIGSYS)");
+                else
+                        snprintf(res->summary, sizeof res->summary, "command killed by signal %d (%s)", res->signal,
+                                 sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
+        } else {
+                res->exit_code = WEXITSTATUS(status);
+                res->reason = BRIG_REASON_EXITED;
+        }
+        /* connections the unix socket guard refused this command (control.h) */
+        if (h->errnum > 0) {
+                res->unix_refused = (uint64_t)h->errnum;
+                snprintf(res->unix_refused_path, sizeof res->unix_refused_path, "%.*s",
+                         (int)sizeof res->unix_refused_path - 1, h->text);
+        }
+        (void)o;
+}
+
+/* What the supervisor or pid 1 said went wrong, as our error. */
+static int error_reply(const struct ctl_hdr *h, brig_result *res, brig_error **err)
+{
+        res->exit_code = h->exit_code ? h->exit_code : BRIG_EXIT_SETUP;
+        int r = brig_err_code(err, res->exit_code, 0, "%s", h->text);
+        if (err && *err)
+                (*err)->errnum = h->errnum;
+        return h->errnum > 0 ? -h->errnum : r;
+}
+
+struct exec_loop {
+        int fd, sfd;
+        struct terminal *term;
+        const char *name;
+        json_t *refusals;  /* {"refusals": [...], "refusals_dropped": N} of the status, or NULL */
+};
+
+/* A status's payload (control.h): the summary's lines into the result,
+ * and the same causes for the report into *refusals (NULL: not wanted). */
+static void status_take(brig_result *res, const char *payload, size_t n, json_t **refusals)
+{
+        size_t nl = strnlen(payload, n);
+        snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)nl, payload);
+        if (refusals && nl + 1 < n) {
+                json_decref(*refusals);
+                *refusals = refusals_json_parse(payload + nl + 1, strnlen(payload + nl + 1, n - nl - 1));
+        }
+}
+
+/* Returns 1 when the status (or an error) arrived, 0 to go on. */
+static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
+{
+        /* a status carries the summary's lines of what was refused, and
+         * the same for the report (control.h) */
+        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
+        if (!buf)
+                return brig_err(err, ENOMEM, "exec");
+        struct ctl_hdr h;
+        int fds[CTL_MAX_FDS], nfds;
+        ssize_t n = ctl_recv(l->fd, buf, CTL_MAX_MSG, fds, &nfds);
+        if (n > 0)
+                memcpy(&h, buf, sizeof h);
+        if (n > 0 && h.type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
+                terminal_attach(l->term, fds[0]);  /* it owns the master now */
+                return 0;
+        }
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        if (n <= 0)
+                return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", l->name);
+        if (h.type == CTL_STATUS) {
+                fill_result(res, &h, o);
+                status_take(res, buf + sizeof h, (size_t)n - sizeof h, &l->refusals);
+                return 1;
+        }
+        if (h.type == CTL_ERROR)
+                return error_reply(&h, res, err);
+        return 0;
+}
+
+static void on_signal(struct exec_loop *l)
+{
+        struct signalfd_siginfo si;
+        while (read(l->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if ((int)si.ssi_signo == SIGWINCH && terminal_is_pty(l->term)) {
+                        terminal_on_winch(l->term);  /* the kernel signals the pty's group */
+                        continue;
+                }
+                struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = (int32_t)si.ssi_signo };
+                (void)ctl_send(l->fd, &h, NULL, 0, NULL, 0);
+        }
+}
+
+static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
+{
+        enum { P_SOCK, P_SIG, P_TERM, P_N = P_TERM + TERMINAL_POLL_MAX };
+        for (;;) {
+                struct pollfd p[P_N] = {
+                        [P_SOCK] = { .fd = l->fd, .events = POLLIN },
+                        [P_SIG] = { .fd = l->sfd, .events = POLLIN },
+                };
+                int nterm = terminal_poll_fds(l->term, &p[P_TERM]);
+                if (poll(p, (nfds_t)(P_TERM + nterm), -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return brig_err(err, errno, "poll");
+                }
+                if (p[P_SIG].revents)
+                        on_signal(l);
+                if (nterm)
+                        terminal_dispatch(l->term, &p[P_TERM], nterm);
+                if (p[P_SOCK].revents) {
+                        int r = on_message(l, res, o, err);
+                        if (r != 0) {
+                                if (r > 0)
+                                        terminal_drain(l->term);  /* the last output still on its way */
+                                return r < 0 ? r : 0;
+                        }
+                }
+        }
+}
+
+/* brig exec --detach: the request without stdio, then one answer — the
+ * command runs (its pid; the log is named by it), or why it could not.
+ * Nothing of ours is handed in, so nothing (a pipe to `| cat`) is held
+ * open by what the command leaves running. */
+static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        size_t len;
+        _cleanup_free_ char *req = build_request(o, false, 0, &len, err);
+        if (!req)
+                return -ENOMEM;
+        const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+        int r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, NULL, 0);
+        if (r < 0)
+                return brig_err(err, -r, "send the command to sandbox '%s'", name);
+        for (;;) {
+                struct ctl_hdr a;
+                int fds[CTL_MAX_FDS], nfds;
+                ssize_t n = ctl_recv(fd, &a, sizeof a, fds, &nfds);
+                for (int i = 0; i < nfds; i++)
+                        close(fds[i]);
+                if (n == -EINTR || n == -EAGAIN)
+                        continue;
+                if (n > 0 && a.type == CTL_STARTED && a.arg > 1) {
+                        res->exit_code = 0;
+                        res->reason = BRIG_REASON_DETACHED;
+                        res->detached_pid = a.arg;
+                        /* named from the pid here, not copied from the answer */
+                        snprintf(res->detached_log, sizeof res->detached_log, CTL_DETACH_LOG, (int)a.arg);
+                        return 0;
+                }
+                if (n > 0 && a.type == CTL_ERROR)
+                        return error_reply(&a, res, err);
+                if (n <= 0)
+                        return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away while starting the command",
+                                        name);
+        }
+}
+
+int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res, json_t **refusals,
+              brig_error **err)
+{
+        return exec_over_flags(fd, name, o, stdio, 0, res, refusals, err);
+}
+
+int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio, uint32_t flags,
+                    brig_result *res, json_t **refusals, brig_error **err)
+{
+        if (o->detach) {
+                uint64_t start = now_ms();
+                int r = detach_over(fd, name, o, res, err);
+                res->duration_ms = now_ms() - start;
+                return r;
+        }
+        struct exec_loop l = { .fd = fd, .sfd = -1, .name = name };
+        uint64_t start = now_ms();
+        static const int std_fds[] = { 0, 1, 2 };
+        if (!stdio)
+                stdio = std_fds;
+        int r = terminal_prepare(o->tty, o->terminal_passthrough, stdio, &l.term, err);
+        if (r < 0)
+                return r;
+        bool pty = terminal_is_pty(l.term);
+        size_t len;
+        _cleanup_free_ char *req = build_request(o, pty, flags, &len, err);
+        if (!req) {
+                terminal_close(l.term);
+                return -ENOMEM;
+        }
+        /* Blocked before the request leaves, so no signal meant for the
+         * command is lost or kills us in between. */
+        sigset_t set, saved;
+        sigemptyset(&set);
+        for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+                sigaddset(&set, forwarded[i]);
+        sigprocmask(SIG_BLOCK, &set, &saved);
+        l.sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (l.sfd < 0) {
+                r = brig_err(err, errno, "signalfd");
+                goto out;
+        }
+        /* A terminal among them goes in as our pipe or socket instead. */
+        int fds[3] = { stdio[0], stdio[1], stdio[2] };
+        terminal_stdio(l.term, fds);
+        const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+        r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
+        terminal_handed_over(l.term);
+        if (r < 0) {
+                r = brig_err(err, -r, "send the command to sandbox '%s'", name);
+                goto out;
+        }
+        r = exec_loop(&l, res, o, err);
+        if (refusals)
+                *refusals = TAKE_PTR(l.refusals);
+        json_decref(l.refusals);
+out:
+        closep(&l.sfd);
+        terminal_close(l.term);
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        res->duration_ms = now_ms() - start;
+        return r;
+}
+
+char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err)
+{
+        return build_request(o, tty, 0, len, err);
+}
+
+void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n, json_t **refusals)
+{
+        fill_result(res, h, NULL);
+        status_take(res, payload, n, refusals);
+}
+
+char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res, const brig_error *error,
+                       const char *pool_member, json_t *refusals, brig_error **err)
+{
+        json_t *cmd = json_array();
+        for (size_t i = 0; o->argv[i]; i++)
+                json_array_append_new(cmd, json_string(o->argv[i]));
+        json_t *doc = json_object();
+        json_object_set_new(doc, "brig_version", json_string(brig_version()));
+        json_object_set_new(doc, "sandbox", json_string(name));
+        json_object_set_new(doc, "command", cmd);
+        json_object_set_new(doc, "exit_code", json_integer(res->exit_code));
+        json_object_set_new(doc, "signal", res->signal ? json_integer(res->signal) : json_null());
+        json_object_set_new(doc, "reason", json_string(error ? "error" : brig_reason_name(res->reason)));
+        json_object_set_new(doc, "duration_ms", json_integer((json_int_t)res->duration_ms));
+        if (res->summary[0])
+                json_object_set_new(doc, "summary", json_string(res->summary));
+        if (res->detached_pid > 0)
+                json_object_set_new(doc, "detached", json_pack("{s:i, s:s}", "pid", res->detached_pid, "log",
+                                                               res->detached_log));
+        if (error)
+                json_object_set_new(doc, "error", json_string(error->msg ? error->msg : "unknown error"));
+        /* what was refused while it ran, as brig run's report has it */
+        json_t *list = json_object_get(refusals, "refusals");
+        json_int_t dropped = json_integer_value(json_object_get(refusals, "refusals_dropped"));
+        json_object_set_new(doc, "refusals", list ? json_incref(list) : json_array());
+        if (dropped)
+                json_object_set_new(doc, "refusals_dropped", json_integer(dropped));
+        if (pool_member)  /* brig run --pooled, served by this member */
+                json_object_set_new(doc, "pool", json_pack("{s:b, s:s, s:n}", "served", 1, "member", pool_member,
+                                                           "reason"));
+        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(doc);
+        if (!text)
+                brig_err(err, ENOMEM, "report");
+        return text;
+}
+
+int exec_report_write(int fd, const char *what, const char *name, const brig_exec_opts *o, const brig_result *res,
+                      const brig_error *error, const char *pool_member, json_t *refusals, brig_error **err)
+{
+        return report_text_write(fd, exec_report_json(name, o, res, error, pool_member, refusals, err), what, err);
+}

@@ -1,0 +1,369 @@
+/* persist_init.c — pid 1 of a persistent sandbox (brig create).
+ *
+ * It has built the sandbox and dropped every privilege like the pid 1 of
+ * `brig run` (child.c); instead of one command it then waits for exec
+ * requests from the supervisor. Each request arrives as a socket of its
+ * own carrying argv, environment, cwd and the client's stdio; pid 1 forks
+ * and the child takes exactly the path of `brig run`'s command
+ * (command_exec: setsid, fds, cwd, rlimits, Landlock, seccomp, execve), so
+ * an exec is as confined as a run: same user, namespaces, cgroup, mounts,
+ * Landlock rules and syscall filter, with nothing re-entered from the host
+ * (no setns, no second privilege drop to get right). The command's wait
+ * status goes back on its socket; a client that goes away takes its
+ * command down. A detached exec (brig exec --detach) has no client to wait
+ * for it: its output goes to a log in the sandbox's /tmp, pid 1 says its
+ * pid and lets the socket go, and the command runs until it exits (its
+ * timeout still applies) or the sandbox stops. When pid 1 exits, the
+ * kernel kills everything left. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "persist/control.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+struct exec_slot {
+        pid_t pid;
+        int fd;                 /* the exec's socket to the supervisor, -1 once closed */
+        uint64_t deadline_ms;   /* SIGTERM (then SIGKILL) at this time; 0: none */
+        bool timed_out;
+};
+
+struct persist {
+        struct run_plan *plan;
+        struct exec_slot *slots;
+        size_t n;
+        bool stopping;
+};
+
+static const int handled[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
+
+static uint64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The create-time environment with the exec's --env on top. */
+static char **merge_env(char **base, char **extra)
+{
+        size_t nb = 0, ne = 0;
+        while (base && base[nb])
+                nb++;
+        while (extra && extra[ne])
+                ne++;
+        char **out = calloc(nb + ne + 1, sizeof *out);
+        if (!out)
+                return NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < nb; i++) {
+                size_t klen = strcspn(base[i], "=");
+                bool overridden = false;
+                for (size_t j = 0; j < ne && !overridden; j++)
+                        overridden = strncmp(extra[j], base[i], klen + 1) == 0;
+                if (!overridden)
+                        out[n++] = base[i];
+        }
+        for (size_t j = 0; j < ne; j++)
+                out[n++] = extra[j];
+        return out;
+}
+
+static void send_failure(int fd, const char *what, int errnum)
+{
+        brig_error *err = NULL;
+        brig_err(&err, errnum, "exec: %s", what);
+        sync_send_error(fd, SYNC_ERROR, err);
+        brig_error_free(&err);
+}
+
+/* A detached command's stdio, in the child (the sandbox user, inside):
+ * /dev/null in, the log out. The log is made new — O_EXCL, O_NOFOLLOW — so
+ * nothing planted at its name (a file, a symlink, a FIFO that would block
+ * the open) is written to or followed. What is at the name goes first:
+ * the log of an earlier process with this pid (a restored snapshot's /tmp
+ * comes back while pids start again, so `brig exec --detach` failed after
+ * `brig restore`) or a plant; unlink() follows no link. A name that is
+ * back at once (or a directory) fails the exec, saying so. */
+static int detach_stdio(int fd)
+{
+        char log[64], what[128];
+        snprintf(log, sizeof log, CTL_DETACH_LOG, (int)getpid());
+        _cleanup_close_ int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in < 0) {
+                send_failure(fd, "open /dev/null", errno);
+                return -1;
+        }
+        (void)unlink(log);  /* ENOENT mostly; any other failure shows as EEXIST below */
+        _cleanup_close_ int out = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (out < 0) {
+                snprintf(what, sizeof what, "the log %s (made new, never through a link)", log);
+                send_failure(fd, what, errno);
+                return -1;
+        }
+        if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) {
+                send_failure(fd, "stdio", errno);
+                return -1;
+        }
+        return 0;
+}
+
+/* The forked child: become the command (never returns). */
+static _Noreturn void exec_child(struct persist *ps, const struct exec_request *req, int fd, const int *stdio,
+                                 int slave)
+{
+        struct run_plan plan = *ps->plan;
+        brig_policy policy = *plan.policy;  /* our own copy after fork */
+        if (req->cwd)
+                policy.cwd = (char *)req->cwd;
+        policy.n_pass_fds = 0;  /* brig create refuses --pass-fd; nothing to keep */
+        plan.policy = &policy;
+        plan.argv = req->argv;
+        plan.envp = merge_env(ps->plan->envp, req->env);
+        plan.sync_fd = fd;
+        plan.pty_slave_fd = slave;
+        plan.fileop = req->flags & CTL_EXEC_FILEOP;
+        if (!plan.envp) {
+                send_failure(fd, "environment", ENOMEM);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        if (req->flags & CTL_EXEC_DETACH) {
+                if (detach_stdio(fd) < 0)
+                        _exit(BRIG_EXIT_SETUP);
+        } else if (slave < 0)
+                for (int i = 0; i < 3; i++)
+                        if (dup2(stdio[i], i) < 0) {
+                                send_failure(fd, "stdio", errno);
+                                _exit(BRIG_EXIT_SETUP);
+                        }
+        command_exec(&plan);
+}
+
+static void start_exec(struct persist *ps, int fd)
+{
+        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
+        int fds[CTL_MAX_FDS], nfds = 0, slave = -1;
+        struct exec_request req = { 0 };
+        ssize_t n = buf ? ctl_recv(fd, buf, CTL_MAX_MSG, fds, &nfds) : -ENOMEM;
+        if (n <= 0 || exec_request_parse(buf, (size_t)n, &req) < 0 ||
+            nfds != (req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH) ? 0 : 3) ||
+            ((req.flags & CTL_EXEC_TTY) && (req.flags & CTL_EXEC_DETACH)) ||
+            ((req.flags & CTL_EXEC_FILEOP) && (req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH)))) {
+                send_failure(fd, "malformed request", EBADMSG);
+                goto out;
+        }
+        struct exec_slot *grown = realloc(ps->slots, (ps->n + 1) * sizeof *grown);
+        if (!grown) {
+                send_failure(fd, "slot", ENOMEM);
+                goto out;
+        }
+        ps->slots = grown;
+        if (req.flags & CTL_EXEC_TTY) {
+                /* A pty in the sandbox's own devpts; the master goes out to
+                 * the client, the slave becomes the command's terminal. */
+                int master;
+                brig_error *err = NULL;
+                if (terminal_create_inside(&master, &slave, &err) < 0) {
+                        sync_send_error(fd, SYNC_ERROR, err);
+                        brig_error_free(&err);
+                        goto out;
+                }
+                struct sync_msg m = { .type = SYNC_PTY };
+                int r = sync_send_fd(fd, &m, master);
+                close(master);
+                if (r < 0)
+                        goto out;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                send_failure(fd, "fork", errno);
+                goto out;
+        }
+        if (pid == 0)
+                exec_child(ps, &req, fd, fds, slave);
+        uint64_t timeout = req.timeout_ms ? req.timeout_ms : ps->plan->limits.timeout_ms;
+        ps->slots[ps->n++] = (struct exec_slot){ .pid = pid, .fd = fd,
+                                                 .deadline_ms = timeout ? mono_ms() + timeout : 0 };
+        if (req.flags & CTL_EXEC_DETACH) {
+                /* Its pid and log for the client; the socket goes with the
+                 * command's own copy at execve, which tells the supervisor
+                 * it runs (or its failure comes first). No slot socket: no
+                 * client's going away can end it. */
+                struct sync_msg m = { .type = SYNC_STARTED, .status = pid };
+                snprintf(m.text, sizeof m.text, CTL_DETACH_LOG, (int)pid);
+                sync_send(fd, &m);
+                ps->slots[ps->n - 1].fd = -1;
+                goto out;
+        }
+        fd = -1;  /* the slot owns it */
+out:
+        exec_request_free(&req);
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        closep(&slave);
+        closep(&fd);
+}
+
+static void kill_exec(const struct exec_slot *s, int sig)
+{
+        /* The command leads its own session (command_exec), so its group
+         * holds what it started, unless something left on purpose. */
+        kill(-s->pid, sig);
+        kill(s->pid, sig);
+}
+
+static void reap(struct persist *ps)
+{
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                for (size_t i = 0; i < ps->n; i++) {
+                        struct exec_slot *s = &ps->slots[i];
+                        if (s->pid != pid)
+                                continue;
+                        if (s->fd >= 0) {
+                                struct sync_msg m = { .type = SYNC_STATUS, .status = status,
+                                                      .exit_code = s->timed_out ? BRIG_EXIT_TIMEOUT : 0 };
+                                sync_send(s->fd, &m);
+                                close(s->fd);
+                        }
+                        ps->slots[i] = ps->slots[--ps->n];
+                        break;
+                }
+        }
+        /* Stopping and nobody left: done (the supervisor reaps us). */
+        if (ps->stopping && pid < 0 && errno == ECHILD) {
+                struct sync_msg m = { .type = SYNC_STATUS, .status = 0 };  /* a clean end */
+                sync_send(ps->plan->sync_fd, &m);
+                _exit(0);
+        }
+}
+
+static void on_signal(struct persist *ps, const struct signalfd_siginfo *si)
+{
+        if ((int)si->ssi_signo == SIGCHLD) {
+                reap(ps);
+                return;
+        }
+        /* Only the supervisor's "everyone" signals mean anything here: the
+         * stop sequence. In a pid namespace kill(-1) from pid 1 reaches
+         * every other process of the sandbox. */
+        if (si->ssi_code == SI_QUEUE && si->ssi_int == BRIG_SIGNAL_EVERYONE) {
+                ps->stopping = true;
+                kill(-1, (int)si->ssi_signo);
+                reap(ps);
+        }
+}
+
+static void on_exec_socket(struct persist *ps, size_t i, short revents)
+{
+        struct exec_slot *s = &ps->slots[i];
+        if (revents & POLLIN) {
+                struct ctl_hdr h;
+                int fds[CTL_MAX_FDS], nfds;
+                ssize_t n = ctl_recv(s->fd, &h, sizeof h, fds, &nfds);
+                for (int k = 0; k < nfds; k++)
+                        close(fds[k]);
+                if (n > 0 && h.type == CTL_SIGNAL && h.arg > 0 && h.arg < NSIG) {
+                        kill(s->pid, h.arg);
+                        return;
+                }
+                if (n != 0 && n != -ECONNRESET)
+                        return;  /* anything else: ignored */
+        }
+        /* The client is gone (the supervisor closed our socket): the
+         * command must not run on unattended. */
+        kill_exec(s, SIGKILL);
+        closep(&s->fd);
+}
+
+static int next_timeout(struct persist *ps)
+{
+        uint64_t now = mono_ms(), next = 0;
+        for (size_t i = 0; i < ps->n; i++) {
+                struct exec_slot *s = &ps->slots[i];
+                if (!s->deadline_ms)
+                        continue;
+                if (s->deadline_ms <= now) {
+                        /* The wall clock ran out: SIGTERM, then SIGKILL after the grace. */
+                        kill_exec(s, s->timed_out ? SIGKILL : SIGTERM);
+                        s->deadline_ms = s->timed_out ? 0 : now + ps->plan->limits.kill_after_ms;
+                        s->timed_out = true;
+                        if (!s->deadline_ms)
+                                continue;
+                }
+                if (!next || s->deadline_ms < next)
+                        next = s->deadline_ms;
+        }
+        return next ? (int)(next - now) : -1;
+}
+
+_Noreturn void persist_init_main(struct run_plan *plan)
+{
+        struct persist ps = { .plan = plan };
+        closep(&plan->pty_slave_fd);
+        /* Only the sync socket stays: pid 1 lives as long as the sandbox and
+         * must hold nothing of the supervisor's (its pipe to brig create,
+         * its log) that a command could inherit through a bug. */
+        if (plan->sync_fd > 3)
+                syscall(SYS_close_range, 3, plan->sync_fd - 1, 0);
+        syscall(SYS_close_range, plan->sync_fd + 1, ~0U, 0);
+        init_detach_stdio();
+        init_hide_command_line();
+        sigset_t set;
+        sigemptyset(&set);
+        for (size_t i = 0; i < ARRAY_SIZE(handled); i++)
+                sigaddset(&set, handled[i]);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+                _exit(BRIG_EXIT_SETUP);
+        struct sync_msg ready = { .type = SYNC_READY };
+        if (sync_send(plan->sync_fd, &ready) < 0)
+                _exit(BRIG_EXIT_SETUP);
+        struct pollfd *p = NULL;
+        for (;;) {
+                struct pollfd *grown = realloc(p, (ps.n + 2) * sizeof *p);
+                if (!grown)
+                        _exit(BRIG_EXIT_SETUP);
+                p = grown;
+                p[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+                p[1] = (struct pollfd){ .fd = ps.stopping ? -1 : plan->sync_fd, .events = POLLIN };
+                for (size_t i = 0; i < ps.n; i++)
+                        p[i + 2] = (struct pollfd){ .fd = ps.slots[i].fd, .events = POLLIN };
+                size_t n = ps.n;
+                if (poll(p, n + 2, next_timeout(&ps)) < 0)
+                        continue;
+                /* Socket events first: the slots may move when reaped. */
+                for (size_t i = n; i-- > 0;)
+                        if (p[i + 2].fd >= 0 && p[i + 2].revents && i < ps.n && ps.slots[i].fd == p[i + 2].fd)
+                                on_exec_socket(&ps, i, p[i + 2].revents);
+                if (p[1].revents) {
+                        struct sync_msg m;
+                        int passed = -1;
+                        int r = sync_recv(plan->sync_fd, &m, &passed);
+                        if (r == 0 || (r < 0 && r != -EAGAIN && r != -EBADMSG)) {
+                                /* The supervisor is gone: so is the sandbox. */
+                                kill(-1, SIGKILL);
+                                _exit(BRIG_EXIT_SETUP);
+                        }
+                        if (r > 0 && m.type == SYNC_EXEC && passed >= 0)
+                                start_exec(&ps, passed);
+                        else
+                                closep(&passed);
+                }
+                if (p[0].revents) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                                on_signal(&ps, &si);
+                }
+        }
+}

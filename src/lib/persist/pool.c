@@ -1,0 +1,642 @@
+/* pool.c — a warm pool: ready persistent sandboxes for one policy and
+ * workspace, so that `brig run --pooled` skips building namespaces, mounts
+ * and the cgroup and only forks its command in one (exec), and a fresh
+ * one takes its place in the background.
+ *
+ * Each pooled sandbox serves exactly one run, then is removed: nothing a
+ * run leaves behind ($HOME, /tmp, processes) reaches the next one. A run
+ * whose policy or workspace differs from the pool's (or that finds no
+ * ready sandbox) runs as a plain brig run.
+ *
+ * State: ROOT/pools/KEY/ (KEY: a hash of the policy as JSON and the
+ * workspace) with the pool daemon's pid and start time in pool.json and
+ * one empty file per member in ready/, claimed/ and done/. A run claims a
+ * member by rename(ready/M, claimed/M.PID-START-PIDNS): atomic, so two runs
+ * never share one, and the claimed name says which run holds it. The
+ * daemon removes done/ members and creates new ones. A pool whose daemon
+ * is gone (SIGKILL) is removed by the next brig (pool_sweep): its ready
+ * and done members, those claimed by a run that is gone too, the pool's
+ * directory. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "persist/sandbox.h"
+#include "core/reaper.h"
+#include "persist/state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const char *const subdirs[] = { "ready", "claimed", "done" };
+
+/* FNV-1a: a name for the pool, not a security boundary (the member's own
+ * state says which policy it runs). */
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+        return h;
+}
+
+/* The policy a pool is for: what a run asks beside it (the report it
+ * writes, an exec's) does not choose another pool. */
+static char *pool_policy_json(const brig_policy *p, brig_error **err)
+{
+        brig_policy view = *p;  /* shallow: only read */
+        view.report_path = NULL;
+        view.report_fd = 0;
+        return brig_policy_to_json(&view, err);
+}
+
+static char *pool_key(const brig_policy *p, brig_error **err)
+{
+        _cleanup_free_ char *json = pool_policy_json(p, err);
+        _cleanup_free_ char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
+        _cleanup_free_ char *norm = ws ? path_normalize(ws) : NULL;
+        if (!json || !norm) {
+                brig_err(err, errno ? errno : ENOMEM, "pool key");
+                return NULL;
+        }
+        uint64_t h = fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL));
+        return brig_strdup_printf("%016llx", (unsigned long long)h);
+}
+
+struct pool {
+        char *key, *dir, *ws;
+};
+
+static void pool_free(struct pool *pl)
+{
+        free(pl->key);
+        free(pl->dir);
+        free(pl->ws);
+}
+
+static int pool_open(const brig_policy *p, bool create, struct pool *pl, brig_error **err)
+{
+        memset(pl, 0, sizeof *pl);
+        _cleanup_free_ char *root = NULL;
+        int r = state_root(create, &root, err);
+        if (r < 0)
+                return r;
+        pl->key = pool_key(p, err);
+        if (!pl->key)
+                return -ENOMEM;
+        _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
+        pl->dir = brig_strdup_printf("%s/pools/%s", root, pl->key);
+        if (!pools || !pl->dir)
+                return brig_err(err, ENOMEM, "pool");
+        if (!create)
+                return 0;
+        if ((mkdir(pools, 0700) < 0 && errno != EEXIST) || (mkdir(pl->dir, 0700) < 0 && errno != EEXIST))
+                return brig_err(err, errno, "create the pool directory '%s'", pl->dir);
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+                _cleanup_free_ char *d = brig_strdup_printf("%s/%s", pl->dir, subdirs[i]);
+                if (!d || (mkdir(d, 0700) < 0 && errno != EEXIST))
+                        return brig_err(err, d ? errno : ENOMEM, "create '%s/%s'", pl->dir, subdirs[i]);
+        }
+        return 0;
+}
+
+static char *member_path(const struct pool *pl, const char *sub, const char *name)
+{
+        return brig_strdup_printf("%s/%s/%s", pl->dir, sub, name);
+}
+
+static int touch(const char *path)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        return 0;
+}
+
+static size_t count_in(const struct pool *pl, const char *sub)
+{
+        _cleanup_free_ char *d = brig_strdup_printf("%s/%s", pl->dir, sub);
+        DIR *dir = d ? opendir(d) : NULL;
+        size_t n = 0;
+        struct dirent *e;
+        while (dir && (e = readdir(dir)))
+                n += state_name_valid(e->d_name);
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+/* Remove every member listed in `sub` (done/, or all of them at the end). */
+static void remove_members(const struct pool *pl, const char *sub)
+{
+        _cleanup_free_ char *d = brig_strdup_printf("%s/%s", pl->dir, sub);
+        DIR *dir = d ? opendir(d) : NULL;
+        struct dirent *e;
+        while (dir && (e = readdir(dir))) {
+                if (!state_name_valid(e->d_name))
+                        continue;
+                brig_error *err = NULL;
+                if (brig_sandbox_remove(e->d_name, &err) < 0 && err && err->errnum != ENOENT)
+                        fprintf(stderr, "brig pool: %s\n", err->msg);
+                brig_error_free(&err);
+                _cleanup_free_ char *m = member_path(pl, sub, e->d_name);
+                if (m)
+                        unlink(m);
+        }
+        if (dir)
+                closedir(dir);
+}
+
+static json_t *pool_state(const struct pool *pl);
+
+/* pool.json names the process that answers for the pool: brig pool while
+ * it starts the daemon, then the daemon. Written whole (a rename). */
+static int pool_state_write(const struct pool *pl, unsigned size)
+{
+        json_t *st = json_pack("{s:I, s:I, s:I}", "supervisor_pid", (json_int_t)getpid(), "supervisor_start",
+                               (json_int_t)state_process_start(getpid()), "size", (json_int_t)size);
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s/.pool.json.tmp", pl->dir);
+        _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
+        int r = st && tmp && path && json_dump_file(st, tmp, 0) == 0 && rename(tmp, path) == 0 ? 0 : -EIO;
+        int e = errno;
+        json_decref(st);
+        if (r < 0 && tmp)
+                unlink(tmp);
+        errno = r < 0 ? e : errno;  /* the failure's, for the message */
+        return r;
+}
+
+/* Still the daemon pool.json names? A sweep that found the pool dead
+ * (its starter killed just before we wrote) took it away: end. */
+static bool still_ours(const struct pool *pl)
+{
+        json_t *st = pool_state(pl);
+        bool ours = st && json_integer_value(json_object_get(st, "supervisor_pid")) == getpid();
+        json_decref(st);
+        return ours;
+}
+
+static bool stop_requested(int sfd, int timeout_ms)
+{
+        struct pollfd pf = { .fd = sfd, .events = POLLIN };
+        if (poll(&pf, 1, timeout_ms) <= 0)
+                return false;
+        struct signalfd_siginfo si;
+        return read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
+}
+
+static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
+{
+        signal(SIGPIPE, SIG_IGN);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+        unsigned long counter = 0;
+        bool told = false;
+        while (sfd >= 0 && still_ours(pl)) {
+                remove_members(pl, "done");
+                /* Members whose supervisor died cannot serve: replace them. */
+                _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
+                DIR *dir = rd ? opendir(rd) : NULL;
+                struct dirent *e;
+                while (dir && (e = readdir(dir))) {
+                        if (!state_name_valid(e->d_name))
+                                continue;
+                        _cleanup_free_ char *sd = NULL;
+                        brig_error *err = NULL;
+                        json_t *st = state_dir(e->d_name, false, &sd, &err) == 0 ? state_read(sd, &err) : NULL;
+                        brig_error_free(&err);
+                        if (!st || !state_supervisor_alive(st)) {
+                                _cleanup_free_ char *from = member_path(pl, "ready", e->d_name);
+                                _cleanup_free_ char *to = member_path(pl, "done", e->d_name);
+                                if (from && to)
+                                        (void)rename(from, to);
+                        }
+                        json_decref(st);
+                }
+                if (dir)
+                        closedir(dir);
+                bool failed = false;
+                while (count_in(pl, "ready") < size && !failed) {
+                        char name[64];
+                        snprintf(name, sizeof name, "pool-%.8s-%d-%lu", pl->key, getpid(), ++counter);
+                        brig_error *err = NULL;
+                        /* members stop when we are gone, however we went (control.c) */
+                        struct sandbox_create_opts opts = { .owner_pid = getpid(),
+                                                            .owner_start = state_process_start(getpid()) };
+                        if (sandbox_create(name, p, &opts, &err) < 0) {
+                                fprintf(stderr, "brig pool: %s\n", err && err->msg ? err->msg : "create failed");
+                                if (!told && ready_fd >= 0) {
+                                        /* the first one failed: say why, and end */
+                                        (void)!write(ready_fd, err && err->msg ? err->msg : "create failed",
+                                                     strlen(err && err->msg ? err->msg : "create failed"));
+                                        brig_error_free(&err);
+                                        goto out;
+                                }
+                                failed = true;
+                        } else {
+                                test_pause("pool-member-made");
+                                _cleanup_free_ char *m = member_path(pl, "ready", name);
+                                if (!m || touch(m) < 0) {
+                                        brig_error *rerr = NULL;
+                                        (void)brig_sandbox_remove(name, &rerr);
+                                        brig_error_free(&rerr);
+                                        failed = true;
+                                }
+                        }
+                        brig_error_free(&err);
+                }
+                if (!told && ready_fd >= 0) {
+                        (void)!write(ready_fd, "", 1);  /* all ready */
+                        closep(&ready_fd);
+                        told = true;
+                }
+                if (stop_requested(sfd, failed ? 1000 : 50))
+                        break;
+        }
+out:
+        remove_members(pl, "ready");
+        remove_members(pl, "done");
+        if (count_in(pl, "claimed") == 0) {
+                state_remove_tree(pl->dir, NULL);
+                _cleanup_free_ char *pools = strdup(pl->dir);
+                if (pools && strrchr(pools, '/')) {
+                        *strrchr(pools, '/') = '\0';
+                        (void)rmdir(pools);  /* only when no other pool is there */
+                }
+        }
+        pool_free(pl);
+        exit(0);
+}
+
+static json_t *pool_state(const struct pool *pl)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
+        return path ? json_load_file(path, 0, NULL) : NULL;
+}
+
+static bool pool_alive(const struct pool *pl)
+{
+        json_t *st = pool_state(pl);
+        bool alive = st && state_supervisor_alive(st);
+        json_decref(st);
+        return alive;
+}
+
+int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
+{
+        struct pool pl;
+        pool_sweep();
+        int r = pool_open(p, true, &pl, err);
+        if (r == 0 && (p->n_pass_fds || p->audit_path || p->report_path || p->audit_fd || p->report_fd))
+                r = brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd) or --json-report(-fd) (give "
+                                          "--json-report to brig run --pooled)");
+        if (r == 0 && pool_alive(&pl))
+                r = state_fail(err, EEXIST, "a pool for this policy and workspace already runs (brig pool --stop)");
+        if (r == 0 && size == 0)
+                r = brig_err(err, EINVAL, "pool size 0");
+        int pipefd[2] = { -1, -1 };
+        if (r == 0 && pipe2(pipefd, O_CLOEXEC) < 0)
+                r = brig_err(err, errno, "pipe");
+        if (r < 0) {
+                pool_free(&pl);
+                return r;
+        }
+        /* Ours from the start: a sweep finds the pool dead only once no
+         * process of ours answers for it. */
+        bool recorded = pool_state_write(&pl, size) == 0;
+        pid_t pid = recorded ? fork() : -1;
+        if (pid == 0) {
+                close(pipefd[0]);
+                if (setsid() < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                pid_t d = fork();
+                if (d != 0)
+                        _exit(d < 0 ? BRIG_EXIT_SETUP : 0);
+                _cleanup_free_ char *log = brig_strdup_printf("%s/log", pl.dir);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                int logfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+                if (null < 0 || logfd < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                dup2(null, 0);
+                dup2(logfd, 1);
+                dup2(logfd, 2);
+                if (pipefd[1] > 3)
+                        syscall(SYS_close_range, 3, pipefd[1] - 1, 0);
+                syscall(SYS_close_range, pipefd[1] + 1, ~0U, 0);
+                if (pool_state_write(&pl, size) < 0)
+                        _exit(BRIG_EXIT_SETUP);
+                pool_daemon(&pl, p, size, pipefd[1]);
+        }
+        if (pipefd[1] >= 0)
+                close(pipefd[1]);
+        if (pid > 0)
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        /* Wait until the pool is full (one NUL byte) or the reason it is not. */
+        char msg[1024] = "";
+        ssize_t n = pid > 0 ? read(pipefd[0], msg, sizeof msg - 1) : -1;
+        close(pipefd[0]);
+        if (!recorded)
+                r = brig_err(err, errno ? errno : EIO, "write the pool's state '%s/pool.json'", pl.dir);
+        else if (pid < 0)
+                r = brig_err(err, errno, "fork the pool daemon");
+        else if (n <= 0)
+                r = brig_err(err, EPROTO, "the pool daemon ended (see %s/log)", pl.dir);
+        if (r < 0 && pid != 0)
+                pool_sweep();  /* a daemon that ended leaves its pool to remove */
+        else if (msg[0]) {
+                msg[n] = '\0';
+                r = state_fail(err, EIO, "pool: %s", msg);
+        }
+        pool_free(&pl);
+        return r;
+}
+
+int brig_pool_stop(const brig_policy *p, brig_error **err)
+{
+        struct pool pl;
+        int r = pool_open(p, false, &pl, err);
+        json_t *st = r == 0 ? pool_state(&pl) : NULL;
+        if (r == 0 && (!st || !state_supervisor_alive(st)))
+                r = state_fail(err, ESRCH, "no pool runs for this policy and workspace");
+        if (r == 0) {
+                pid_t pid = (pid_t)json_integer_value(json_object_get(st, "supervisor_pid"));
+                int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+                if (pidfd >= 0 && state_supervisor_alive(st)) {
+                        (void)sys_pidfd_send_signal(pidfd, SIGTERM);
+                        struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+                        if (poll(&pf, 1, 60000) <= 0)
+                                r = state_fail(err, ETIMEDOUT, "the pool daemon did not end");
+                }
+                if (pidfd >= 0)
+                        close(pidfd);
+        }
+        json_decref(st);
+        pool_free(&pl);
+        return r;
+}
+
+/* Is `name` really a member of this pool, running this very policy in this
+ * workspace? Re-derived from the member's own state rather than believed
+ * from its entry in ready/: a pooled run execs into the member and then
+ * removes it, so a wrong name would run the command under another policy
+ * and delete someone else's sandbox. */
+static bool member_named(const struct pool *pl, const char *name)
+{
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "pool-%.8s-", pl->key);
+        return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+static bool member_matches(const struct pool *pl, const brig_policy *p, const char *name)
+{
+        if (!member_named(pl, name))
+                return false;
+        brig_error *e = NULL;
+        _cleanup_free_ char *dir = NULL, *stored = NULL;
+        _cleanup_free_ char *want = pool_policy_json(p, &e);
+        _cleanup_free_ char *cwd = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
+        _cleanup_free_ char *ws = cwd ? path_normalize(cwd) : NULL;
+        json_t *st = NULL;
+        if (want && ws && state_dir(name, false, &dir, &e) == 0 && (stored = state_read_file(dir, "policy.json", &e)))
+                st = state_read(dir, &e);
+        brig_error_free(&e);
+        const char *member_ws = json_string_value(json_object_get(st, "workspace"));
+        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0;
+        json_decref(st);
+        return same;
+}
+
+/* claimed/NAME.PID-START-PIDNS: the member and the run that holds it. */
+static char *claimed_path(const struct pool *pl, const char *name)
+{
+        struct owner o;
+        char id[96];
+        owner_self(&o);
+        return owner_format(&o, id, sizeof id) == 0 ? brig_strdup_printf("%s/claimed/%s.%s", pl->dir, name, id) : NULL;
+}
+
+static void remove_member(const char *name)
+{
+        brig_error *err = NULL;
+        if (brig_sandbox_remove(name, &err) < 0 && err && err->errnum != ENOENT)
+                fprintf(stderr, "brig: removing the member '%s' of a dead pool: %s\n", name, err->msg);
+        brig_error_free(&err);
+}
+
+/* One pool whose daemon is gone: what no live run holds goes. */
+static void sweep_one(const struct pool *pl)
+{
+        remove_members(pl, "ready");
+        remove_members(pl, "done");
+        _cleanup_free_ char *cd = brig_strdup_printf("%s/claimed", pl->dir);
+        DIR *dir = cd ? opendir(cd) : NULL;
+        struct dirent *e;
+        bool held = false;
+        while (dir && (e = readdir(dir))) {
+                char *dot = strchr(e->d_name, '.');
+                struct owner o;
+                if (!dot || e->d_name[0] == '.')
+                        continue;
+                if (owner_parse(dot + 1, &o, NULL) && owner_alive(&o) != 0) {
+                        held = true;  /* its run removes it when done */
+                        continue;
+                }
+                _cleanup_free_ char *name = strndup(e->d_name, (size_t)(dot - e->d_name));
+                if (name && member_named(pl, name))
+                        remove_member(name);
+                unlinkat(dirfd(dir), e->d_name, 0);
+        }
+        if (dir)
+                closedir(dir);
+        /* Members no list names: the one the daemon was making when it
+         * died. Still alive (stopping: its daemon is gone), they keep the
+         * pool for a later sweep; dead, they go now. */
+        _cleanup_free_ char *root = NULL;
+        brig_error *rerr = NULL;
+        DIR *sd = state_root(false, &root, &rerr) == 0 ? opendir(root) : NULL;
+        brig_error_free(&rerr);
+        while (sd && (e = readdir(sd))) {
+                if (!member_named(pl, e->d_name))
+                        continue;
+                _cleanup_free_ char *mdir = brig_strdup_printf("%s/%s", root, e->d_name);
+                json_t *st = mdir ? state_read(mdir, &rerr) : NULL;
+                brig_error_free(&rerr);
+                if (st && state_supervisor_alive(st))
+                        held = true;
+                else
+                        remove_member(e->d_name);
+                json_decref(st);
+        }
+        if (sd)
+                closedir(sd);
+        if (!held)
+                state_remove_tree(pl->dir, NULL);
+}
+
+void pool_sweep(void)
+{
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        if (state_root(false, &root, &e) < 0) {
+                brig_error_free(&e);
+                return;
+        }
+        _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
+        DIR *d = pools ? opendir(pools) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || strlen(de->d_name) != 16)
+                        continue;
+                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+                json_t *st = pl.dir ? pool_state(&pl) : NULL;
+                /* no pool.json: brig pool was killed before it wrote one */
+                if (pl.key && pl.dir && (!st || !state_supervisor_alive(st)))
+                        sweep_one(&pl);
+                json_decref(st);
+                pool_free(&pl);
+        }
+        if (d)
+                closedir(d);
+        if (pools)
+                (void)rmdir(pools);  /* only when no pool is left */
+}
+
+/* Not served by the pool: a fresh sandbox, whose report says why. */
+static int run_fresh(const brig_policy *p, char *const argv[], brig_result *res, const char *why, char *out,
+                     size_t out_size, brig_error **err)
+{
+        if (out)
+                snprintf(out, out_size, "%s", why);
+        brig_policy copy = *p;  /* shallow: the run only reads it */
+        copy.pool_note = why;
+        return brig_run(&copy, argv, res, err);
+}
+
+int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, brig_error **err)
+{
+        return brig_run_pooled_why(p, argv, res, pooled, NULL, 0, err);
+}
+
+int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, char *why,
+                        size_t why_size, brig_error **err)
+{
+        struct pool pl;
+        *pooled = false;
+        if (why && why_size)
+                why[0] = '\0';
+        /* What a pool member cannot give (brig pool refuses these): the
+         * audit stream and passed descriptors belong to a supervisor
+         * started with them. The report it can: the exec's. */
+        if (p->audit_path || p->audit_fd || p->n_pass_fds)
+                return run_fresh(p, argv, res, p->n_pass_fds ? "--pass-fd needs a new sandbox (a pool member's "
+                                                               "supervisor was started without the descriptor)"
+                                                             : "--audit needs a new sandbox (a pool member's "
+                                                               "supervisor was started without the audit stream)",
+                                 why, why_size, err);
+        /* Opened before a member is claimed, as brig run would (no member
+         * is used up by a bad path). */
+        _cleanup_close_ int report_fd = -EBADF;
+        if (p->report_path || p->report_fd) {
+                report_fd = p->report_fd ? output_fd(p->report_fd, "--json-report-fd", err)
+                                         : output_open(p->report_path, "--json-report", false, err);
+                if (report_fd < 0)
+                        return report_fd;
+        }
+        brig_error *perr = NULL;
+        int r = pool_open(p, false, &pl, &perr);
+        char name[256] = "", reason[512] = "";
+        if (r < 0)
+                snprintf(reason, sizeof reason, "the pool could not be looked up: %s",
+                         perr && perr->msg ? perr->msg : "?");
+        brig_error_free(&perr);
+        if (r == 0) {
+                /* Claim the first ready member: the rename succeeds for one run only. */
+                _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl.dir);
+                DIR *dir = rd ? opendir(rd) : NULL;
+                if (!dir && errno == ENOENT)
+                        snprintf(reason, sizeof reason, "no pool runs for this policy and workspace (brig pool "
+                                                        "--size N with the same options starts one)");
+                else if (!pool_alive(&pl))
+                        snprintf(reason, sizeof reason, "the pool for this policy and workspace is not running "
+                                                        "(brig pool --size N starts it again)");
+                else
+                        snprintf(reason, sizeof reason, "no member of the pool was ready (all in use or still "
+                                                        "starting; a larger brig pool --size keeps more ready)");
+                struct dirent *e;
+                while (dir && !name[0] && (e = readdir(dir))) {
+                        if (!state_name_valid(e->d_name))
+                                continue;
+                        _cleanup_free_ char *from = member_path(&pl, "ready", e->d_name);
+                        _cleanup_free_ char *to = claimed_path(&pl, e->d_name);
+                        if (!from || !to || rename(from, to) < 0)
+                                continue;
+                        _cleanup_free_ char *done = member_path(&pl, "done", e->d_name);
+                        if (member_matches(&pl, p, e->d_name))
+                                snprintf(name, sizeof name, "%s", e->d_name);
+                        else if (!member_named(&pl, e->d_name) || !done || rename(to, done) < 0)
+                                unlink(to);  /* not a member: not ours to use, nor to remove */
+                }
+                if (dir)
+                        closedir(dir);
+        }
+        if (!name[0]) {
+                pool_free(&pl);
+                return run_fresh(p, argv, res, reason, why, why_size, err);  /* no pool, or none ready */
+        }
+        brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough };
+        brig_error *xerr = NULL;
+        /* A member whose daemon is gone stops by itself (control.c): one
+         * claimed just then, or found stopping when the exec asks, has not
+         * run the command: a new sandbox runs it. */
+        json_t *refusals = NULL;
+        r = pool_alive(&pl) ? sandbox_exec(name, &o, res, report_fd >= 0 ? &refusals : NULL, &xerr) : -ESHUTDOWN;
+        if (r < 0 && (!xerr || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
+                brig_error_free(&xerr);
+                json_decref(refusals);
+                _cleanup_free_ char *claim = claimed_path(&pl, name);
+                remove_member(name);
+                if (claim)
+                        unlink(claim);
+                pool_free(&pl);
+                return run_fresh(p, argv, res, "the pool's daemon is gone (its members stop by themselves)", why,
+                                 why_size, err);
+        }
+        if (xerr && err && !*err)
+                *err = TAKE_PTR(xerr);
+        brig_error_free(&xerr);
+        *pooled = true;
+        if (report_fd >= 0) {
+                char what[PATH_MAX + 32];
+                report_what(p, what, sizeof what);
+                r = sandbox_exec_report(report_fd, what, name, &o, res, name, refusals, r, err);
+        }
+        json_decref(refusals);
+        /* Used once: hand it to the daemon to remove, or remove it here
+         * when the daemon is gone. */
+        _cleanup_free_ char *from = claimed_path(&pl, name);
+        _cleanup_free_ char *to = member_path(&pl, "done", name);
+        bool handed = from && to && pool_alive(&pl) && rename(from, to) == 0;
+        if (!handed) {
+                brig_error *rerr = NULL;
+                (void)brig_sandbox_remove(name, &rerr);
+                brig_error_free(&rerr);
+                if (from)
+                        unlink(from);
+        }
+        pool_free(&pl);
+        return r;
+}

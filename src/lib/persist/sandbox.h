@@ -1,0 +1,99 @@
+/* sandbox.h — persistent sandboxes inside libbrig (sandbox.c, control.c). */
+#ifndef BRIG_SANDBOX_H
+#define BRIG_SANDBOX_H
+
+#include "core/internal.h"
+
+#include <jansson.h>
+
+struct sandbox_create_opts {
+        bool overlay;   /* --workspace-mode overlay */
+        /* A pool member: the pool daemon (pid, start time). When it is
+         * gone, the member serves nobody: it stops once no exec runs. */
+        pid_t owner_pid;
+        unsigned long long owner_start;
+        bool ephemeral; /* removed when its owner closes it or ends (brig_sandbox_new) */
+        bool audit;     /* the audit stream to the state directory's audit.jsonl */
+};
+
+/* control.c: the supervisor's side */
+BRIG_INTERNAL int control_new(const char *dir, const char *name, const struct sandbox_create_opts *opts,
+                              int ready_fd, struct control **ret, brig_error **err);
+BRIG_INTERNAL int control_save_initial(struct control *c, brig_error **err);
+/* Setup failed before the sandbox was ready: tell `brig create`. */
+BRIG_INTERNAL void control_failed(struct control *c, const brig_error *err);
+/* The sandbox has ended: remove the socket, record "stopped". */
+BRIG_INTERNAL void control_finish(struct control *c);
+BRIG_INTERNAL void control_free(struct control *c);
+/* `brig create`'s side: wait for the supervisor's word (ready or error). */
+BRIG_INTERNAL int control_wait_ready(int fd, brig_error **err);
+
+/* sandbox.c: shared with snapshot.c */
+BRIG_INTERNAL int sandbox_launch(const char *dir, const char *name, const brig_policy *p,
+                                 const struct sandbox_create_opts *opts, int lock, brig_error **err);
+/* A connection to a running sandbox's control socket, or why not. */
+BRIG_INTERNAL int sandbox_connect(const char *name, brig_error **err);
+/* Run argv inside with these stdio descriptors; *exit_code gets its status. */
+BRIG_INTERNAL int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code,
+                                 brig_error **err);
+BRIG_INTERNAL int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err);
+/* brig_sandbox_create with the internal options (a pool's owner). */
+BRIG_INTERNAL int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
+                                 brig_error **err);
+BRIG_INTERNAL int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret,
+                                      struct sandbox_create_opts *opts, brig_error **err);
+
+/* exec.c: the client of one exec over a connected control socket. */
+BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
+/* stdio: the command's stdin, stdout, stderr (NULL: ours). */
+/* *refusals (NULL: not wanted) gets {"refusals": [...], "refusals_dropped": N}
+ * of what was refused while it ran (refusals_json_parse), or NULL. */
+BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
+                            json_t **refusals, brig_error **err);
+/* brig_sandbox_exec without the report: *refusals as exec_over's. */
+BRIG_INTERNAL int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
+                               brig_error **err);
+/* Its report to report_fd (`what`: the flag that gave it), after an exec
+ * that returned r: r, or the report's failure when r was 0 (then in *err). */
+BRIG_INTERNAL int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
+                                      const brig_result *res, const char *pool_member, json_t *refusals, int r,
+                                      brig_error **err);
+
+/* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_FILEOP). */
+BRIG_INTERNAL int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio,
+                                  uint32_t flags, brig_result *res, json_t **refusals, brig_error **err);
+/* fileops.c: the client of one file operation on sandbox NAME. */
+BRIG_INTERNAL int fileop_check(const brig_file_spec *s, brig_error **err);
+BRIG_INTERNAL int fileop_run(const char *name, const brig_file_spec *s, brig_error **err);
+BRIG_INTERNAL const char *fileop_name(uint32_t op);
+
+/* The exec request message (hdr + payload, *len bytes; free()). */
+struct ctl_hdr;
+BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err);
+/* A CTL_STATUS message as a result: its header, and the n bytes after it
+ * (the summary's lines of what was refused, then the same for the report:
+ * into *refusals as exec_over's; NULL: not wanted). */
+BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n,
+                                    json_t **refusals);
+/* The JSON report of one exec (free()). */
+BRIG_INTERNAL char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res,
+                                     const brig_error *error, const char *pool_member, json_t *refusals,
+                                     brig_error **err);
+/* The JSON report of one exec: the run report's outcome fields, and the
+ * refusals exec_over gave (or NULL: none known). */
+BRIG_INTERNAL int exec_report_write(int fd, const char *what, const char *name, const brig_exec_opts *o,
+                                    const brig_result *res, const brig_error *error, const char *pool_member,
+                                    json_t *refusals, brig_error **err);
+
+/* overlay.c: --workspace-mode overlay */
+/* At create, on the host: the layer's directories and the record of the
+ * workspace's files that commit checks for conflicts. */
+BRIG_INTERNAL int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err);
+/* The temporary names a killed brig commit left in the workspace of the
+ * sandbox in `dir` (state `st`), removed (overlay.c). */
+BRIG_INTERNAL void overlay_sweep_commits(const char *dir, json_t *st);
+/* A copy of a layer (or any tree) that keeps modes, owners (as root),
+ * whiteouts and user.* xattrs; reflinks where the filesystem can. */
+BRIG_INTERNAL int overlay_copy_tree(const char *src, const char *dst, brig_error **err);
+
+#endif

@@ -1,0 +1,416 @@
+/* state.c — the state of named sandboxes: one directory per sandbox under
+ * a per-user root that nobody else can write, a flock for create and rm,
+ * and a state.json the supervisor rewrites whole (rename) so a reader never
+ * sees half of it. */
+#define _GNU_SOURCE
+#include "persist/state.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+int state_fail(brig_error **err, int errnum, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        brig_err_code(err, BRIG_EXIT_SETUP, 0, "%s", msg);
+        if (err && *err && (*err)->errnum == 0)
+                (*err)->errnum = errnum;
+        return -errnum;
+}
+
+bool state_name_valid(const char *name)
+{
+        size_t n = name ? strlen(name) : 0;
+        /* the warm pools' directory (pool.c), the syscall filter cache
+         * (seccomp.c) and the run records (reaper.c) */
+        if (n == 0 || n > 64 || strcmp(name, "pools") == 0 || strcmp(name, "cache") == 0 || strcmp(name, "runs") == 0)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = name[i];
+                bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+                if (!alnum && (i == 0 || !strchr("_.-", c)))
+                        return false;
+        }
+        return true;
+}
+
+/* The root must be ours alone: another user who could write it could
+ * plant a socket or a symlink that brig would then trust. Checked on the
+ * open directory, not on a path that could change after the check. */
+static int check_private_fd(int fd, const char *path, brig_error **err)
+{
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return brig_err(err, errno, "state directory '%s'", path);
+        if (st.st_uid != geteuid())
+                return brig_err(err, EPERM, "state directory '%s' belongs to uid %u, not to us (uid %u)", path,
+                                st.st_uid, geteuid());
+        if (st.st_mode & 077)
+                return brig_err(err, EPERM, "state directory '%s' is open to other users (mode %03o; want 0700)",
+                                path, st.st_mode & 0777);
+        return 0;
+}
+
+char *state_root_path(void)
+{
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && xdg[0] == '/')
+                return brig_strdup_printf("%s/brig", xdg);
+        if (geteuid() == 0)
+                return strdup("/run/brig");
+        /* systemd's runtime directory for the user, when there is one and
+         * it is ours alone (it is not world-writable like /tmp, so no one
+         * can have made brig's directory in it before us). */
+        char run[64];
+        struct stat st;
+        snprintf(run, sizeof run, "/run/user/%u", geteuid());
+        if (lstat(run, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 0777) == 0700)
+                return brig_strdup_printf("%s/brig", run);
+        return brig_strdup_printf("/tmp/brig-%u", geteuid());
+}
+
+int state_root_open(bool create, char **out, brig_error **err)
+{
+        _cleanup_free_ char *root = state_root_path();
+        if (!root)
+                return brig_err(err, ENOMEM, "state directory");
+        if (create && mkdir(root, 0700) < 0 && errno != EEXIST)
+                return brig_err(err, errno, "create the state directory '%s'", root);
+        /* O_PATH: another user's root is refused by its owner, not by
+         * the EACCES that reading it would give. */
+        int fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+                return brig_err(err, ENOTDIR, "state directory '%s' is not a directory (a symlink?)", root);
+        if (fd < 0)
+                return brig_err(err, errno, "state directory '%s'", root);
+        int r = check_private_fd(fd, root, err);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        if (out)
+                *out = TAKE_PTR(root);
+        return fd;
+}
+
+int state_root(bool create, char **out, brig_error **err)
+{
+        int fd = state_root_open(create, out, err);
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return 0;
+}
+
+int state_dir(const char *name, bool create_root, char **out, brig_error **err)
+{
+        if (!state_name_valid(name))
+                return state_fail(err, EINVAL, "bad sandbox name '%s': use letters, digits, '_', '.', '-' "
+                                             "(at most 64, starting with a letter or digit)", name ? name : "");
+        _cleanup_free_ char *root = NULL;
+        int r = state_root(create_root, &root, err);
+        if (r < 0)
+                return r;
+        *out = brig_strdup_printf("%s/%s", root, name);
+        return *out ? 0 : brig_err(err, ENOMEM, "state directory");
+}
+
+int state_lock(const char *root, brig_error **err)
+{
+        int fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return brig_err(err, errno, "open the state directory '%s'", root);
+        /* The descriptor callers create in (mkdirat): checked itself, not
+         * only the path it was opened by. */
+        int r = check_private_fd(fd, root, err);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        while (flock(fd, LOCK_EX) < 0) {
+                if (errno == EINTR)
+                        continue;
+                int e = errno;
+                close(fd);
+                return brig_err(err, e, "lock the state directory '%s'", root);
+        }
+        return fd;
+}
+
+int state_write(const char *dir, json_t *doc, brig_error **err)
+{
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s/.state.json.tmp", dir);
+        _cleanup_free_ char *final = brig_strdup_printf("%s/state.json", dir);
+        _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        if (!tmp || !final || !text)
+                return brig_err(err, ENOMEM, "state file");
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return brig_err(err, errno, "write '%s'", tmp);
+        size_t n = strlen(text);
+        if (write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd) < 0) {
+                int e = errno ? errno : EIO;
+                unlink(tmp);
+                return brig_err(err, e, "write '%s'", tmp);
+        }
+        if (rename(tmp, final) < 0) {
+                int e = errno;
+                unlink(tmp);
+                return brig_err(err, e, "rename '%s'", tmp);
+        }
+        return 0;
+}
+
+char *state_read_file(const char *dir, const char *name, brig_error **err)
+{
+        _cleanup_free_ char *path = brig_strdup_printf("%s/%s", dir, name);
+        if (!path) {
+                brig_err(err, ENOMEM, "state file");
+                return NULL;
+        }
+        /* O_NONBLOCK: a FIFO put in its place must not hang brig */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                brig_err(err, errno, "read '%s'", path);
+                return NULL;
+        }
+        /* Only brig writes these (0600, a fresh file each time): anything
+         * else was not made by brig and is not believed. */
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) || st.st_nlink != 1 ||
+            st.st_size > STATE_FILE_MAX) {
+                state_fail(err, EPERM, "state file '%s' was not written by brig (type, owner, mode or link count "
+                                       "changed); remove the sandbox with brig rm", path);
+                return NULL;
+        }
+        char *text = malloc((size_t)st.st_size + 1);
+        ssize_t n = text ? read(fd, text, (size_t)st.st_size) : -1;
+        if (n != st.st_size) {
+                brig_err(err, n < 0 ? errno : EIO, "read '%s'", path);
+                free(text);
+                return NULL;
+        }
+        text[n] = '\0';
+        return text;
+}
+
+json_t *state_read(const char *dir, brig_error **err)
+{
+        _cleanup_free_ char *text = state_read_file(dir, "state.json", err);
+        if (!text)
+                return NULL;
+        json_error_t je;
+        json_t *doc = json_loads(text, 0, &je);
+        if (!doc || !json_is_object(doc)) {
+                json_decref(doc);
+                brig_err(err, EBADMSG, "state file '%s/state.json': %s", dir, je.text);
+                return NULL;
+        }
+        return doc;
+}
+
+unsigned long long state_process_start(pid_t pid)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');  /* comm may hold spaces and parentheses */
+        unsigned long long start = 0;
+        char state;
+        if (!p || sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                         &state, &start) != 2)
+                return 0;
+        return state == 'Z' || state == 'X' ? 0 : start;  /* a zombie supervises nothing */
+}
+
+bool state_supervisor_alive(json_t *st)
+{
+        json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));
+        json_int_t start = json_integer_value(json_object_get(st, "supervisor_start"));
+        if (pid <= 0 || start <= 0)
+                return false;
+        return state_process_start((pid_t)pid) == (unsigned long long)start;
+}
+
+int state_remove_tree(const char *path, brig_error **err)
+{
+        /* The trees removed here are a sandbox's work (an overlay layer, a
+         * snapshot of one): tree_remove_at takes any depth and follows
+         * nothing planted in them. */
+        _cleanup_free_ char *dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (!slash || !slash[1])
+                return brig_err(err, dir ? EINVAL : ENOMEM, "remove '%s'", path);
+        *slash = '\0';
+        _cleanup_close_ int parent = open(slash == dir ? "/" : dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (parent < 0)
+                return errno == ENOENT ? 0 : brig_err(err, errno, "remove '%s'", path);
+        int r = tree_remove_at(parent, slash + 1);
+        if (r == -EXDEV)
+                return state_fail(err, EXDEV, "remove '%s': another filesystem is mounted below it (unmount it, "
+                                              "then try again)", path);
+        if (r == -ESTALE)
+                return state_fail(err, ESTALE, "remove '%s': a directory in it moved while it was being removed "
+                                               "(try again)", path);
+        return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
+}
+
+/* ---- grants that would hand a sandbox brig's own state ----------------- */
+
+static bool same_ident(const struct stat *a, const struct state_ident *b)
+{
+        return a->st_dev == b->dev && a->st_ino == b->ino;
+}
+
+/* One root: its identity (or, while it does not exist, its deepest
+ * existing ancestor's: a grant of that ancestor would let the sandbox make
+ * the root itself) and every directory above it. Identities, not names:
+ * every spelling of a directory (symlinks, "..") has the same
+ * st_dev/st_ino, and ".." from an open directory leads to its real parent
+ * across mount points. */
+static int guard_root(struct state_guard_root *gr, char *path, brig_error **err)
+{
+        gr->path = path;
+        _cleanup_free_ char *p = path ? strdup(path) : NULL;
+        if (!p)
+                return brig_err(err, ENOMEM, "state directory");
+        int fd;
+        gr->exists = true;
+        while ((fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                char *slash = strrchr(p, '/');
+                if ((errno != ENOENT && errno != ENOTDIR && errno != EACCES) || !slash)
+                        return brig_err(err, errno, "state directory '%s'", gr->path);
+                slash[slash == p ? 1 : 0] = '\0';
+                gr->exists = false;
+        }
+        struct stat st;
+        while (fd >= 0 && fstat(fd, &st) == 0) {
+                if (gr->n > 0 && same_ident(&st, &gr->id[gr->n - 1]))
+                        break;  /* "/" is its own parent */
+                if (gr->n == ARRAY_SIZE(gr->id)) {
+                        close(fd);
+                        return brig_err(err, ELOOP, "state directory '%s' is too deep", gr->path);
+                }
+                gr->id[gr->n++] = (struct state_ident){ st.st_dev, st.st_ino };
+                int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                close(fd);
+                fd = up;
+        }
+        if (fd >= 0)
+                close(fd);
+        return gr->n > 0 ? 0 : brig_err(err, errno ? errno : EIO, "state directory '%s'", gr->path);
+}
+
+/* The root in use, and the default places brig uses without
+ * XDG_RUNTIME_DIR: a sandbox given one of those while XDG_RUNTIME_DIR
+ * points elsewhere must not be able to prepare a root (a planted filter
+ * cache, a policy) for a later run without it. As root, the sandbox runs
+ * as another user (`other`: the workspace's owner, or nobody), and what it
+ * makes in that user's default roots is that user's own — a later
+ * rootless run of theirs would trust it: those roots are guarded too. */
+int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
+{
+        memset(g, 0, sizeof *g);
+        char *paths[ARRAY_SIZE(g->roots)] = { state_root_path() };
+        uid_t uids[ARRAY_SIZE(g->roots)] = { geteuid() };
+        size_t n = 1;
+        uid_t users[2] = { geteuid(), other };
+        for (size_t u = 0; u < (other == geteuid() ? 1 : 2); u++) {
+                if (users[u] == 0) {
+                        uids[n] = 0;
+                        paths[n++] = strdup("/run/brig");
+                        continue;
+                }
+                uids[n] = uids[n + 1] = users[u];
+                paths[n++] = brig_strdup_printf("/run/user/%u/brig", users[u]);
+                paths[n++] = brig_strdup_printf("/tmp/brig-%u", users[u]);
+        }
+        int r = 0;
+        for (size_t i = 0; i < n; i++) {
+                bool dup = false;
+                for (size_t j = 0; paths[i] && j < g->n_roots; j++)
+                        dup = dup || strcmp(paths[i], g->roots[j].path) == 0;
+                if (dup || r < 0) {
+                        free(paths[i]);
+                        continue;
+                }
+                g->roots[g->n_roots].uid = uids[i];
+                r = guard_root(&g->roots[g->n_roots++], paths[i], err);
+        }
+        return r;
+}
+
+void state_guard_free(struct state_guard *g)
+{
+        for (size_t i = 0; i < g->n_roots; i++)
+                free(g->roots[i].path);
+        memset(g, 0, sizeof *g);
+}
+
+/* How `st` (a grant, its parent directory in `dirfd` or -1) meets one root. */
+static const char *guard_meets(const struct state_guard_root *gr, const struct stat *st, int dirfd)
+{
+        for (size_t i = 0; i < gr->n; i++)
+                if (same_ident(st, &gr->id[i]))
+                        return i == 0 && gr->exists ? "is" : "contains";
+        if (!gr->exists || dirfd < 0)
+                return NULL;
+        /* Inside the root? Walk up from the grant (from its directory when
+         * it is a file) and look for the root on the way to "/". */
+        int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        const char *hit = NULL;
+        struct stat now, prev = { 0 };
+        for (int depth = 0; cur >= 0 && !hit && depth < 4096 && fstat(cur, &now) == 0; depth++) {
+                if (depth > 0 && now.st_dev == prev.st_dev && now.st_ino == prev.st_ino)
+                        break;  /* reached "/" */
+                if (same_ident(&now, &gr->id[0]))
+                        hit = "lies inside";
+                prev = now;
+                int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                close(cur);
+                cur = up;
+        }
+        if (cur >= 0)
+                close(cur);
+        return hit;
+}
+
+const char *state_guard_test(const struct state_guard *g, const char *path, const char **root)
+{
+        _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return NULL;  /* nothing to bind: the mount says so */
+        _cleanup_close_ int dir = -EBADF;
+        if (S_ISDIR(st.st_mode)) {
+                dir = TAKE_FD(fd);
+        } else {
+                _cleanup_free_ char *d = strdup(path);
+                char *slash = d ? strrchr(d, '/') : NULL;
+                if (slash) {
+                        slash[slash == d ? 1 : 0] = '\0';
+                        dir = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                }
+        }
+        for (size_t i = 0; i < g->n_roots; i++) {
+                const char *how = guard_meets(&g->roots[i], &st, dir);
+                if (how) {
+                        *root = g->roots[i].path;
+                        return how;
+                }
+        }
+        return NULL;
+}

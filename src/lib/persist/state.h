@@ -1,0 +1,71 @@
+/* state.h — where persistent sandboxes keep their state, and how brig
+ * finds, locks, reads and removes it (state.c). */
+#ifndef BRIG_STATE_H
+#define BRIG_STATE_H
+
+#include "core/internal.h"
+
+#include <jansson.h>
+
+/* A complete sentence for the user (no ": strerror" added); errnum kept. */
+BRIG_INTERNAL int state_fail(brig_error **err, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
+/* [A-Za-z0-9][A-Za-z0-9_.-]{0,63} */
+BRIG_INTERNAL bool state_name_valid(const char *name);
+/* The per-user state root: $XDG_RUNTIME_DIR/brig, else /run/brig for
+ * root, else /run/user/UID/brig when that runtime directory exists and is
+ * ours alone (0700), else /tmp/brig-UID. Only the path: nothing checked. */
+BRIG_INTERNAL char *state_root_path(void);
+/* The root, opened (O_DIRECTORY, no symlink) and checked on the open
+ * descriptor: ours and 0700. Created 0700 when `create`. Returns the fd;
+ * *out (optional) gets the path. */
+BRIG_INTERNAL int state_root_open(bool create, char **out, brig_error **err);
+/* The same, for callers that want only the checked path. */
+BRIG_INTERNAL int state_root(bool create, char **out, brig_error **err);
+/* root/NAME, after checking the name. */
+BRIG_INTERNAL int state_dir(const char *name, bool create_root, char **out, brig_error **err);
+/* An exclusive flock on the state root (create and rm of any name);
+ * returns the fd that holds it, a directory checked ours and 0700. */
+BRIG_INTERNAL int state_lock(const char *root, brig_error **err);
+/* dir/state.json, written whole through a rename. */
+BRIG_INTERNAL int state_write(const char *dir, json_t *doc, brig_error **err);
+BRIG_INTERNAL json_t *state_read(const char *dir, brig_error **err);
+/* dir/NAME whole, if it is what brig writes: a regular file of ours, not
+ * writable by others, with one link, at most STATE_FILE_MAX bytes. */
+#define STATE_FILE_MAX (4 << 20)
+BRIG_INTERNAL char *state_read_file(const char *dir, const char *name, brig_error **err);
+/* Start time of a process (clock ticks after boot, /proc/PID/stat field
+ * 22), 0 when it does not exist: a pid plus its start time names a
+ * process for good, even after the pid is reused. */
+BRIG_INTERNAL unsigned long long state_process_start(pid_t pid);
+/* Is the supervisor recorded in this state alive? */
+BRIG_INTERNAL bool state_supervisor_alive(json_t *st);
+/* rm -rf that never follows a symlink and makes unreadable directories
+ * (overlay's work/work) readable first. */
+BRIG_INTERNAL int state_remove_tree(const char *path, brig_error **err);
+
+/* What a grant is compared with: each root brig may use (the one in use
+ * now, and the defaults without XDG_RUNTIME_DIR), as the root's st_dev/
+ * st_ino (or, while it does not exist, its deepest existing ancestor's)
+ * and those of every directory above it. */
+struct state_ident {
+        dev_t dev;
+        ino_t ino;
+};
+struct state_guard_root {
+        char *path;
+        uid_t uid;  /* whose root it is */
+        bool exists;
+        size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
+        struct state_ident id[128];
+};
+struct state_guard {
+        size_t n_roots;
+        struct state_guard_root roots[5];
+};
+BRIG_INTERNAL int state_guard_init(struct state_guard *g, uid_t other, brig_error **err);
+BRIG_INTERNAL void state_guard_free(struct state_guard *g);
+/* NULL when `path` (a grant's host path) keeps clear of every root; else
+ * how it meets one ("is", "contains" or "lies inside"), *root naming it. */
+BRIG_INTERNAL const char *state_guard_test(const struct state_guard *g, const char *path, const char **root);
+
+#endif
