@@ -52,14 +52,22 @@
  * request on the connection goes back to SNIFF and is judged (next_request).
  * A connection let through with no bytes (a server that speaks first) is
  * `late`: its client's first bytes are still judged in RELAY before any go
- * upstream. The stub itself (dnsstub.c) answers on UDP and TCP here. */
+ * upstream. The stub itself (dnsstub.c) answers on UDP and TCP
+ * (egress_dns.c).
+ *
+ * This file is the connection core: the event loop, a connection's life
+ * cycle, the judgement of a target (name, then every address), the
+ * upstream connect (directly or through --upstream-proxy) and the relay.
+ * Each protocol front end reads its own first bytes and hands the core a
+ * target: the HTTP proxy (egress_http.c), SOCKS (egress_socks.c), the
+ * redirected connections of filtered mode (egress_filtered.c) and the DNS
+ * stub's sockets (egress_dns.c); net/proxy.h is what they share. */
 #define _GNU_SOURCE
-#include "net/net.h"
+#include "net/proxy.h"
 #include "core/refusals.h"
 
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <linux/netfilter_ipv4.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -68,6 +76,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+
+static void target_text(struct conn *c, const struct net_addr *a, char *buf, size_t size);
 
 /* A proxy writes replies and rewritten heads in pieces: without this,
  * Nagle holds each small piece until the peer's delayed ACK (~40 ms),
@@ -78,154 +88,14 @@ static void no_delay(int fd)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-#define EGRESS_MAX_CONNS 8192
-#define HANDSHAKE_TIMEOUT_MS 30000   /* request head, DNS and connect, from accept */
-#define IDLE_TIMEOUT_MS 300000       /* a relay with no byte either way */
-#define DRAIN_TIMEOUT_MS 2000        /* reading what a refused client still sends */
-#define MAX_CANDIDATES 16
-#define MAX_DESTINATIONS 256
-#define SOCKS_IN_MAX 600             /* greeting (257) + request (262), with room */
-#define TUNNEL_HEAD_MAX 8192         /* the upstream proxy's answer to CONNECT */
-/* Filtered mode: how long the first bytes are awaited. For an address the
- * stub handed out (or a CIDR rule allows) the name is known or not needed,
- * and a server that speaks first (ssh banners come from both sides, but
- * SMTP, MySQL) must not wait long; for a bare address those bytes are the
- * only way to a name. A first message begun must be whole within
- * SNIFF_BARE_MS, or the connection is refused. */
-#define SNIFF_NAMED_MS 250
-#define SNIFF_BARE_MS 2000
-#define DNS_TCP_IDLE_MS 10000
-#define DNS_TCP_QUERY_MAX 1500       /* a question, even with EDNS options, is far smaller */
-#ifndef IP6T_SO_ORIGINAL_DST
-#define IP6T_SO_ORIGINAL_DST 80      /* linux/netfilter_ipv6/ip6_tables.h */
-#endif
-
-enum watch_kind { W_LISTENER, W_TIMER, W_CLIENT, W_UPSTREAM };
-
-struct watch {
-        enum watch_kind kind;
-        int fd;
-        uint32_t events;
-        bool registered;
-};
-
-struct listener {
-        struct watch w;
-        enum egress_listener_kind kind;
-        bool paused;          /* out of descriptors: resumed by the timer */
-        struct listener *next;
-};
-
-enum conn_state { C_REQUEST, C_SNIFF, C_DNS, C_RESOLVING, C_UPSTREAM_DNS, C_CONNECTING, C_TUNNEL, C_RELAY, C_REFUSING, C_DEAD };
-
-struct conn {
-        struct egress *e;
-        struct conn *prev, *next;
-        struct watch cw, uw;  /* client, upstream */
-        enum egress_listener_kind kind;  /* what it speaks: on a proxy port, known from its first byte */
-        enum egress_listener_kind port_kind;  /* the listener it reached */
-        bool detected;        /* proxy port: the first byte said which protocol */
-        bool socks4;          /* EGRESS_SOCKS: SOCKS4 or 4a, not SOCKS5 */
-        enum conn_state state;
-        const char *protocol;
-        char method[16];
-        char *in;             /* the request as read so far */
-        size_t in_len, in_cap, in_used;
-        bool greeted;         /* SOCKS: method selection done */
-        struct http_request req;
-        bool forward;         /* plain http: one request per upstream connection */
-        bool keep_alive;      /* plain http: the client connection may carry another request */
-        bool resp_head;       /* plain http: reading the response head (in `reply`) */
-        bool kept;            /* plain http: waiting for the next request on a kept connection */
-        char host[EGRESS_HOST_MAX + 1];  /* normalized name, "" for a literal */
-        char why[EGRESS_HOST_MAX + 160];  /* the host rule that allowed the name */
-        bool private_ok;      /* ... and it was an --allow-private-host rule */
-        bool at_limit;        /* refused for one of brig's own bounds: no flag lets it through */
-        uint16_t port;
-        struct net_addr cands[MAX_CANDIDATES];
-        size_t n_cands, next_cand;
-        int connected;        /* index into cands, -1 while none */
-        size_t next_up;       /* upstream proxy: the next of its addresses to try */
-        char *reply;          /* upstream proxy: its answer to CONNECT so far */
-        size_t reply_len, reply_used;
-        bool established;     /* relaying (directly or through the upstream) */
-        char failure[512];    /* why an allowed connection failed, for the close event */
-        int last_errno;
-        bool allowed;         /* an allow was logged: a close event follows */
-        void *dns;
-        struct flow up, down;
-        uint64_t started_ms, last_ms;
-        /* filtered mode (EGRESS_TRANSPARENT) */
-        struct net_addr orig;  /* where the program connected */
-        char mapped[EGRESS_HOST_MAX + 1];  /* the name orig was handed out for, or "" */
-        bool pinned;          /* a bare address named by SNI/Host: only orig may be used */
-        bool cidr_ok;         /* orig itself is allowed (--allow-cidr, or a host rule naming it) */
-        bool late;            /* allowed before the client said anything: its first bytes still judged */
-        uint64_t late_ms;     /* when those first bytes began */
-        size_t sniff_need;    /* a ClientHello: no verdict before in_len reaches this */
-        size_t sniffed;       /* in_len at the last look that said "more" */
-        bool client_eof;      /* the client shut its side while being sniffed */
-};
-
-struct dest {
-        char *host;
-        uint16_t port;
-        bool allowed;
-        uint64_t count;
-        char *reason;         /* of the first decision */
-};
-
-/* A name --allow-private-host let reach private addresses, and which:
- * those of its first lookup in this run (see pin_private). */
-struct private_pin {
-        char *host;
-        struct net_addr addrs[MAX_CANDIDATES];
-        size_t n;
-};
-#define PINS_MAX 256
-
-struct egress {
-        const struct egress_policy *policy;
-        egress_log_fn log;
-        void *log_ctx;
-        int epfd;
-        struct watch timer;
-        int timer_armed;      /* 0 off, 1 one second, 2 fast (sniffing) */
-        struct dns *dns;
-        struct listener *listeners;
-        struct conn *conns, *dead;
-        size_t n_conns;
-        uint64_t allowed, denied, bytes_up, bytes_down;
-        struct dest *dests;
-        size_t n_dests;
-        bool dests_truncated;
-        /* --upstream-proxy: NULL to connect directly */
-        const struct egress_upstream *upstream;
-        char up_text[EGRESS_HOST_MAX + 16];  /* "host:port" */
-        enum { UP_UNRESOLVED, UP_RESOLVING, UP_READY } up_state;
-        struct net_addr up_addrs[MAX_CANDIDATES];
-        size_t n_up;
-        void *up_dns;
-        struct refusals *refusals;  /* the run's, for the summary; or NULL */
-        struct private_pin *pins;
-        size_t n_pins;
-        bool offline;         /* network off: only the DNS stub (egress_new_offline) */
-        /* filtered mode */
-        bool filtered;        /* a redirect listener was added */
-        size_t in_held;       /* bytes of first-message buffers: sniffed first bytes, proxy request heads */
-        struct dns_stub stub;
-};
-
-#define conn_of(w, member) ((struct conn *)((char *)(w) - offsetof(struct conn, member)))
-
-static uint64_t now_ms(void)
+uint64_t now_ms(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void set_interest(struct egress *e, struct watch *w, uint32_t want)
+void set_interest(struct egress *e, struct watch *w, uint32_t want)
 {
         if (w->fd < 0)
                 return;
@@ -246,7 +116,7 @@ static void set_interest(struct egress *e, struct watch *w, uint32_t want)
         }
 }
 
-static void unwatch(struct egress *e, struct watch *w)
+void unwatch(struct egress *e, struct watch *w)
 {
         set_interest(e, w, 0);
         if (w->fd >= 0)
@@ -255,8 +125,6 @@ static void unwatch(struct egress *e, struct watch *w)
 }
 
 /* ---- log and summary ------------------------------------------------------- */
-
-static void target_text(struct conn *c, const struct net_addr *a, char *buf, size_t size);
 
 static void count_destination(struct egress *e, const char *name, uint16_t port, bool allowed, const char *reason)
 {
@@ -363,7 +231,7 @@ static void note_refusal(struct conn *c, const char *reason, const struct net_ad
         refusals_add(c->e->refusals, REFUSAL_CONNECTION, target, reason ? reason : "refused", fix[0] ? fix : NULL, 1);
 }
 
-static int proxy_port_number(enum egress_listener_kind kind)
+int proxy_port_number(enum egress_listener_kind kind)
 {
         return kind == EGRESS_SOCKS ? BRIG_SOCKS_PROXY_PORT : BRIG_HTTP_PROXY_PORT;
 }
@@ -397,7 +265,7 @@ static json_t *event_base(struct conn *c, const char *decision, const char *reas
 }
 
 /* Every attempt, allowed or not, is one "net" event and one count. */
-static void log_decision(struct conn *c, bool allow, const char *reason, const struct net_addr *addr)
+void log_decision(struct conn *c, bool allow, const char *reason, const struct net_addr *addr)
 {
         struct egress *e = c->e;
         allow ? e->allowed++ : e->denied++;
@@ -419,7 +287,7 @@ static void log_decision(struct conn *c, bool allow, const char *reason, const s
         e->log(e->log_ctx, o);
 }
 
-static void log_close(struct conn *c)
+void log_close(struct conn *c)
 {
         struct egress *e = c->e;
         e->bytes_up += c->up.bytes;
@@ -442,18 +310,7 @@ static void log_close(struct conn *c)
 
 /* ---- connection life cycle ------------------------------------------------ */
 
-/* A connection's first message is buffered until judged: a proxy
- * request head (1 KiB, grown fourfold up to HTTP_HEAD_MAX), a redirected
- * connection's first bytes (2 KiB, up to SNIFF_MAX). What all of them
- * hold beyond those first sizes is bounded too, or thousands of
- * connections each sending most of a big head or ClientHello would pin
- * the maximum apiece in the supervisor, outside the sandbox's memory
- * limit (8100 proxy connections held 16 KiB heads, 156 MiB, before). */
-#define HEAD_BUF_MIN 1024
-#define SNIFF_BUF_MIN 2048
-#define IN_BUDGET (32u << 20)
-
-static void in_free(struct conn *c)
+void in_free(struct conn *c)
 {
         if (c->kind != EGRESS_DNS_TCP)
                 c->e->in_held -= c->in_cap;
@@ -465,7 +322,7 @@ static void in_free(struct conn *c)
 /* Grow c->in to `cap` bytes: 0, -ENOBUFS when that would take the
  * first-message buffers past IN_BUDGET (the first `base` bytes of each
  * always fit), -ENOMEM. */
-static int in_grow(struct conn *c, size_t cap, size_t base)
+int in_grow(struct conn *c, size_t cap, size_t base)
 {
         struct egress *e = c->e;
         if (cap <= c->in_cap)
@@ -481,27 +338,7 @@ static int in_grow(struct conn *c, size_t cap, size_t base)
         return 0;
 }
 
-static void refuse(struct conn *c, const char *reason, const struct net_addr *a);
-static void conn_close(struct conn *c);
-
-/* Room for more first bytes; false when the connection was refused. */
-static bool sniff_room(struct conn *c)
-{
-        size_t cap = c->in_cap ? c->in_cap * 4 : SNIFF_BUF_MIN;
-        int r = in_grow(c, cap > SNIFF_MAX ? SNIFF_MAX : cap, SNIFF_BUF_MIN);
-        if (r == -ENOBUFS) {
-                c->at_limit = true;
-                refuse(c, "too many large first messages at once (brig holds at most 32 MiB of them)", &c->orig);
-                return false;
-        }
-        if (r < 0 || c->in_len == c->in_cap) {
-                conn_close(c);
-                return false;
-        }
-        return true;
-}
-
-static void conn_close(struct conn *c)
+void conn_close(struct conn *c)
 {
         if (c->state == C_DEAD)
                 return;
@@ -533,7 +370,7 @@ static void conn_close(struct conn *c)
 
 /* Send `reply` to the client, then close (after reading what it still
  * sends for a moment, so the close doesn't reset the reply away). */
-static void conn_refuse_with(struct conn *c, const char *reply, size_t len)
+void conn_refuse_with(struct conn *c, const char *reply, size_t len)
 {
         unwatch(c->e, &c->uw);
         dns_cancel(c->dns);
@@ -548,59 +385,6 @@ static void conn_refuse_with(struct conn *c, const char *reply, size_t len)
         c->state = C_REFUSING;
         c->last_ms = now_ms();
         set_interest(c->e, &c->cw, EPOLLOUT);
-}
-
-static const char *status_text(int status)
-{
-        switch (status) {
-        case 400: return "Bad Request";
-        case 403: return "Forbidden";
-        case 405: return "Method Not Allowed";
-        case 408: return "Request Timeout";
-        case 414: return "URI Too Long";
-        case 431: return "Request Header Fields Too Large";
-        case 501: return "Not Implemented";
-        case 502: return "Bad Gateway";
-        case 503: return "Service Unavailable";
-        case 504: return "Gateway Timeout";
-        case 505: return "HTTP Version Not Supported";
-        default: return "Error";
-        }
-}
-
-/* The readable answer an agent gets: status, a one-line body, and for a
- * policy refusal an X-Brig-Deny header naming the target and the reason.
- * Only validated text (normalized names, formatted addresses, brig's own
- * reasons) goes in, never bytes the client sent. */
-static void http_refuse(struct conn *c, int status, const char *target, const char *reason)
-{
-        char body[512], head[2048];
-        int bl = target ? snprintf(body, sizeof body, "brig: %s refused: %s\n", target, reason)
-                        : snprintf(body, sizeof body, "brig: %s\n", reason);
-        if (bl < 0 || (size_t)bl >= sizeof body)
-                bl = (int)strlen(body);
-        char deny[400] = "";
-        if (status == 403 && target)
-                snprintf(deny, sizeof deny, "X-Brig-Deny: %s; %s\r\n", target, reason);
-        int hl = snprintf(head, sizeof head,
-                          "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s"
-                          "Connection: close\r\n\r\n%s",
-                          status, status_text(status), bl, deny, body);
-        if (hl < 0 || (size_t)hl >= sizeof head)
-                hl = (int)strlen(head);
-        conn_refuse_with(c, head, (size_t)hl);
-}
-
-static void socks_refuse(struct conn *c, uint8_t code)
-{
-        uint8_t r[10];
-        if (c->socks4) {
-                socks4_reply(r, false);  /* SOCKS4 has one code for every failure */
-                conn_refuse_with(c, (const char *)r, 8);
-                return;
-        }
-        socks5_reply(r, code);
-        conn_refuse_with(c, (const char *)r, sizeof r);
 }
 
 static void target_text(struct conn *c, const struct net_addr *a, char *buf, size_t size)
@@ -619,9 +403,7 @@ static void target_text(struct conn *c, const struct net_addr *a, char *buf, siz
 }
 
 /* A policy refusal: logged, counted, answered. */
-static void reset_close(struct conn *c);
-
-static void refuse(struct conn *c, const char *reason, const struct net_addr *a)
+void refuse(struct conn *c, const char *reason, const struct net_addr *a)
 {
         log_decision(c, false, reason, a);
         if (c->kind == EGRESS_TRANSPARENT && strcmp(c->protocol, "http-direct") != 0) {
@@ -665,13 +447,6 @@ static void fail_upstream(struct conn *c, int err, bool timeout)
         snprintf(c->failure, sizeof c->failure, "%s", why);
         http_refuse(c, timeout ? 504 : 502, NULL, why);
 }
-
-static void relay(struct conn *c);
-static void next_request(struct conn *c);
-static void sniff_unread(struct conn *c, const char *how);
-static bool name_refused(struct conn *c, const char *name, char *why, size_t size);
-static void late_timeout(struct conn *c);
-static void sniff_timeout(struct conn *c);
 
 static void start_relay(struct conn *c)
 {
@@ -1014,7 +789,7 @@ static bool pin_private(struct conn *c, const bool *priv, char *why, size_t size
 }
 
 /* Every answer is judged; only the ones that pass are tried. */
-static void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n, bool named)
+void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n, bool named)
 {
         struct egress_verdict v, first_ok = { 0 }, first_refusal = { 0 };
         if (c->pinned) {
@@ -1112,7 +887,7 @@ static void on_resolved(void *ctx, int status, const struct net_addr *addrs, siz
 }
 
 /* The target of a request, as the client named it. */
-static void judge_target(struct conn *c, const char *host, uint16_t port)
+void judge_target(struct conn *c, const char *host, uint16_t port)
 {
         c->port = port;
         struct net_addr a;
@@ -1144,435 +919,7 @@ static void judge_target(struct conn *c, const char *host, uint16_t port)
         c->dns = dns_resolve(c->e->dns, c->host, on_resolved, c);
 }
 
-static void on_http_request(struct conn *c)
-{
-        const char *why;
-        int r = http_parse_request(c->in, c->in_len, &c->req, &why);
-        if (r == 0)
-                return;
-        if (r < 0) {
-                log_decision(c, false, why, NULL);
-                http_refuse(c, -r, NULL, why);
-                return;
-        }
-        c->in_used = c->req.head_len;
-        snprintf(c->method, sizeof c->method, "%s", c->req.method);
-        c->forward = c->req.kind == HTTP_FORWARD;
-        c->keep_alive = c->forward && c->req.keep_alive;
-        c->protocol = c->forward ? "http" : "http-connect";
-        set_interest(c->e, &c->cw, 0);
-        judge_target(c, c->req.host, c->req.port);
-}
-
-/* A SOCKS request, parsed: CONNECT is judged like every other target. */
-static void socks_connect(struct conn *c, const struct socks5_request *req)
-{
-        c->port = req->port;
-        if (req->cmd != 1) {
-                /* BIND and UDP ASSOCIATE would open paths the proxy does
-                 * not judge (an inbound port, datagrams): refused. */
-                const char *why = req->cmd == 2 ? (c->socks4 ? "SOCKS4 BIND not supported" : "SOCKS5 BIND not supported")
-                                  : c->socks4   ? "SOCKS4 command not supported"
-                                                : "SOCKS5 UDP ASSOCIATE not supported";
-                log_decision(c, false, why, req->is_name ? NULL : &req->addr);
-                socks_refuse(c, SOCKS_CMD_UNSUPPORTED);
-                return;
-        }
-        set_interest(c->e, &c->cw, 0);
-        if (req->is_name)
-                judge_target(c, req->host, req->port);
-        else
-                on_addresses(c, &req->addr, 1, false);
-}
-
-static void on_socks4_bytes(struct conn *c)
-{
-        struct socks5_request req;
-        int r = socks4_parse_request((const uint8_t *)c->in, c->in_len, &req);
-        if (r == 0)
-                return;
-        if (r < 0) {
-                log_decision(c, false, "malformed SOCKS4 request (a user id or name over 255 bytes, or no name)", NULL);
-                socks_refuse(c, SOCKS_GENERAL_FAILURE);
-                return;
-        }
-        c->in_used = (size_t)r;
-        socks_connect(c, &req);
-}
-
-static void on_socks_bytes(struct conn *c)
-{
-        const uint8_t *b = (const uint8_t *)c->in + c->in_used;
-        size_t len = c->in_len - c->in_used;
-        if (c->socks4) {
-                on_socks4_bytes(c);
-                return;
-        }
-        if (!c->greeted) {
-                bool no_auth;
-                int r = socks5_parse_greeting(b, len, &no_auth);
-                if (r == 0)
-                        return;
-                if (r < 0) {  /* cannot happen: the first byte said SOCKS5 */
-                        conn_close(c);
-                        return;
-                }
-                if (!no_auth) {
-                        log_decision(c, false, "SOCKS5 client offers no 'no authentication' method", NULL);
-                        conn_refuse_with(c, "\x05\xff", 2);
-                        return;
-                }
-                /* Two bytes on a fresh socket: the send buffer takes them. */
-                if (send(c->cw.fd, "\x05\x00", 2, MSG_NOSIGNAL | MSG_DONTWAIT) != 2) {
-                        conn_close(c);
-                        return;
-                }
-                c->greeted = true;
-                c->in_used += (size_t)r;
-                b += r;
-                len -= (size_t)r;
-        }
-        struct socks5_request req;
-        int r = socks5_parse_request(b, len, &req);
-        if (r == 0)
-                return;
-        if (r < 0) {
-                log_decision(c, false, r == -SOCKS_ATYP_UNSUPPORTED ? "SOCKS5 address type not supported"
-                                       : r == -SOCKS_CMD_UNSUPPORTED ? "SOCKS5 command not supported"
-                                                                     : "malformed SOCKS5 request",
-                             NULL);
-                socks_refuse(c, (uint8_t)-r);
-                return;
-        }
-        c->in_used += (size_t)r;
-        socks_connect(c, &req);
-}
-
-/* What a proxy port expects, for the reason a client that spoke
- * something else reads. */
-#define PROXY_PROTOCOLS "an HTTP proxy request, SOCKS5 or SOCKS4"
-
-static const char *proxy_port_name(enum egress_listener_kind kind)
-{
-        return kind == EGRESS_SOCKS ? "SOCKS port" : "HTTP proxy port";
-}
-
-/* The first byte is no proxy protocol's: refused at once, logged with
- * what the client seems to have spoken, and answered in words it may
- * show (a TLS alert for TLS, which could show nothing else). */
-static void unknown_protocol(struct conn *c)
-{
-        uint8_t b = (uint8_t)c->in[0];
-        bool tls = b == 0x16;
-        char reason[256];
-        snprintf(reason, sizeof reason,
-                 "the client spoke %s (first byte 0x%02x) to brig's %s %d, which expects " PROXY_PROTOCOLS "%s",
-                 tls ? "TLS" : "no proxy protocol", b, proxy_port_name(c->port_kind), proxy_port_number(c->port_kind),
-                 tls ? " (a proxy URL with https://? brig's proxy is http://127.0.0.1:3128)" : "");
-        c->protocol = tls ? "tls" : "unknown";
-        log_decision(c, false, reason, NULL);
-        if (tls) {
-                /* a fatal handshake_failure alert (RFC 8446 6.2) */
-                static const char alert[] = { 0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28 };
-                conn_refuse_with(c, alert, sizeof alert);
-                return;
-        }
-        http_refuse(c, 400, NULL, reason);
-}
-
-/* Which protocol a client of a proxy port speaks, from its first byte.
- * Either port serves an HTTP proxy request, SOCKS5 and SOCKS4 under the
- * same judgement: clients pick their proxy from variables each reads
- * differently (Chromium takes ALL_PROXY's socks5h:// for an HTTP proxy
- * and speaks HTTP to the SOCKS port), and a client cut off unread fails
- * without anyone knowing why. False when it was refused. */
-static bool detect_protocol(struct conn *c)
-{
-        uint8_t b = (uint8_t)c->in[0];
-        c->detected = true;
-        if (b == 5 || b == 4) {
-                c->kind = EGRESS_SOCKS;
-                c->socks4 = b == 4;
-                c->protocol = c->socks4 ? "socks4" : "socks5";
-                return true;
-        }
-        if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z')) {
-                c->kind = EGRESS_HTTP;  /* a method: the parser judges the rest */
-                c->protocol = "http";
-                return true;
-        }
-        unknown_protocol(c);
-        return false;
-}
-
-static void read_request(struct conn *c)
-{
-        size_t max = c->kind == EGRESS_HTTP ? HTTP_HEAD_MAX : SOCKS_IN_MAX;
-        if (c->in_len == c->in_cap) {
-                if (c->in_cap >= max) {
-                        if (c->kind == EGRESS_HTTP) {
-                                on_http_request(c);  /* reports 431 */
-                        } else {
-                                log_decision(c, false, "SOCKS request too long", NULL);
-                                socks_refuse(c, SOCKS_GENERAL_FAILURE);
-                        }
-                        return;
-                }
-                size_t cap = c->in_cap ? c->in_cap * 4 : HEAD_BUF_MIN;
-                int r = in_grow(c, cap > max ? max : cap, HEAD_BUF_MIN);
-                if (r == -ENOBUFS) {
-                        static const char why[] = "too many large request heads at once (brig holds at most 32 MiB "
-                                                  "of them)";
-                        c->at_limit = true;
-                        log_decision(c, false, why, NULL);
-                        if (c->kind == EGRESS_HTTP)
-                                http_refuse(c, 503, NULL, why);
-                        else
-                                socks_refuse(c, SOCKS_GENERAL_FAILURE);
-                        return;
-                }
-                if (r < 0) {
-                        conn_close(c);
-                        return;
-                }
-        }
-        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return;
-        if (n <= 0) {
-                conn_close(c);  /* gone before asking for anything */
-                return;
-        }
-        if (c->kept && !c->in_len)
-                c->started_ms = now_ms();  /* the next request's handshake time starts */
-        c->in_len += (size_t)n;
-        c->last_ms = now_ms();
-        if (!c->detected && !detect_protocol(c))
-                return;
-        /* a head is only complete at a line end: don't rescan for nothing
-         * (a byte-at-a-time sender would make parsing quadratic) */
-        if (c->kind == EGRESS_HTTP && !memchr(c->in + c->in_len - n, '\n', (size_t)n) && c->in_len < c->in_cap)
-                return;
-        if (c->kind == EGRESS_HTTP)
-                on_http_request(c);
-        else
-                on_socks_bytes(c);
-}
-
-static void on_http_request(struct conn *c);
-static void sniff_judge(struct conn *c);
-
-/* Plain http, the response over by its framing: the upstream connection
- * ends, the client's next request is read and judged from scratch. */
-static void next_request(struct conn *c)
-{
-        struct egress *e = c->e;
-        if (c->allowed)
-                log_close(c);
-        c->allowed = false;
-        unwatch(e, &c->uw);
-        flow_free(&c->up);
-        flow_free(&c->down);
-        flow_init(&c->up, -1, -1);
-        flow_init(&c->down, -1, -1);
-        free(c->reply);
-        c->reply = NULL;
-        c->reply_len = c->reply_used = 0;
-        c->method[0] = c->host[0] = c->why[0] = c->failure[0] = '\0';
-        if (c->kind != EGRESS_TRANSPARENT)
-                c->port = 0;  /* a redirected connection keeps its original destination */
-        c->n_cands = c->next_cand = c->next_up = 0;
-        c->connected = -1;
-        c->established = c->forward = c->keep_alive = c->resp_head = false;
-        c->last_errno = 0;
-        memset(&c->req, 0, sizeof c->req);
-        c->kept = true;
-        c->started_ms = c->last_ms = now_ms();
-        set_interest(e, &c->cw, EPOLLIN);
-        if (c->kind == EGRESS_TRANSPARENT) {
-                /* filtered mode: the next request is sniffed and judged
-                 * like the first (a name, deny rules, the mapped name) */
-                c->protocol = "http-direct";
-                c->pinned = c->late = false;
-                c->sniff_need = c->sniffed = 0;  /* what is in is new */
-                c->state = C_SNIFF;
-                if (c->in_len)
-                        sniff_judge(c);
-                return;
-        }
-        c->protocol = "http";
-        c->state = C_REQUEST;
-        if (c->in_len)
-                on_http_request(c);  /* pipelined */
-}
-
-/* Plain http: the upstream's response head, read whole so that its framing
- * is known. Returns true when the body relay may go on. */
-static bool read_response_head(struct conn *c)
-{
-        if (!c->reply && !(c->reply = malloc(HTTP_HEAD_MAX))) {
-                conn_close(c);
-                return false;
-        }
-        ssize_t n = recv(c->uw.fd, c->reply + c->reply_len, HTTP_HEAD_MAX - c->reply_len, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return false;
-        if (n <= 0) {
-                c->keep_alive = false;
-                snprintf(c->failure, sizeof c->failure, "upstream closed the connection without a response");
-                http_refuse(c, 502, NULL, c->failure);
-                return false;
-        }
-        c->reply_len += (size_t)n;
-        struct http_response resp;
-        const char *why;
-        int r = http_parse_response(c->reply, c->reply_len, &resp, &why);
-        if (r == 0)
-                return false;
-        if (r < 0) {
-                snprintf(c->failure, sizeof c->failure, "upstream sent a bad response: %s", why);
-                http_refuse(c, 502, NULL, c->failure);
-                return false;
-        }
-        const char *body = c->reply + resp.head_len;
-        size_t extra = c->reply_len - resp.head_len;
-        bool no_body = strcmp(c->method, "HEAD") == 0 || resp.status == 204 || resp.status == 304;
-        char *head = NULL;
-        size_t hlen = 0;
-        int err = 0;
-        if (resp.status < 200) {
-                /* an interim response (100 Continue) or 101: relayed as it
-                 * comes, to the end of the connection */
-                c->keep_alive = false;
-                err = flow_prepend(&c->down, c->reply, c->reply_len);
-                if (resp.status == 101 && c->req.upgrade) {
-                        /* the handshake it asked for: from here on the
-                         * client's bytes are the new protocol's, all of
-                         * them, to the end */
-                        c->up.limited = c->up.chunked = c->up.ended = false;
-                }
-        } else {
-                if (no_body) {
-                        extra = 0;
-                        c->down.limited = true;
-                } else if (resp.has_length) {
-                        if (extra > resp.length)
-                                extra = (size_t)resp.length;
-                        c->down.limited = true;
-                        c->down.remain = resp.length - extra;
-                } else if (resp.chunked) {
-                        c->down.chunked = true;
-                        ssize_t used = http_chunk_feed(&c->down.chunk, body, extra);
-                        if (used < 0) {
-                                snprintf(c->failure, sizeof c->failure, "upstream sent a bad chunked body");
-                                http_refuse(c, 502, NULL, c->failure);
-                                return false;
-                        }
-                        extra = (size_t)used;
-                        c->down.ended = c->down.chunk.done;
-                } else {
-                        c->keep_alive = false;  /* the response ends with the connection */
-                }
-                head = http_rewrite_response(c->reply, &resp, c->keep_alive, &hlen);
-                if (!head || (extra && flow_prepend(&c->down, body, extra) < 0) || flow_prepend(&c->down, head, hlen) < 0)
-                        err = -ENOMEM;
-        }
-        free(head);
-        free(c->reply);
-        c->reply = NULL;
-        c->reply_len = 0;
-        c->resp_head = false;
-        if (err < 0) {
-                conn_close(c);
-                return false;
-        }
-        return true;
-}
-
-/* ---- filtered mode: first bytes after a server spoke first ---------------- */
-
-static bool sniff_started(const struct conn *c);
-static bool http_method_seen(const struct conn *c);
-static bool sniff_worth(struct conn *c);
-static void sniff_more(struct conn *c, int tls);
-
-/* The late first bytes are judged: they go upstream, and the relay on. */
-static enum flow_state late_pass(struct conn *c)
-{
-        c->late = false;
-        int r = flow_prepend(&c->up, c->in, c->in_len);
-        in_free(c);
-        if (r < 0)
-                return FLOW_ERROR;
-        c->up.eof = c->client_eof;
-        return flow_pump(&c->up);
-}
-
-/* A connection decided before its client sent anything (its server was to
- * speak first, or its client is slow): the client's first bytes are read
- * here instead of relayed, and judged like any first bytes — a TLS SNI the
- * rules refuse ends the connection; plain HTTP starts over as a request of
- * its own, judged and forwarded like the first one (next_request). */
-static enum flow_state late_read(struct conn *c)
-{
-        if (c->in_len == c->in_cap && !sniff_room(c))
-                return FLOW_ERROR;
-        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? FLOW_WANT_READ : FLOW_ERROR;
-        if (!c->in_len)
-                c->late_ms = now_ms();
-        if (n == 0)
-                c->client_eof = true;
-        c->in_len += (size_t)n;
-        if (!sniff_worth(c))
-                return FLOW_WANT_READ;
-        char name[EGRESS_HOST_MAX + 1], why[2 * EGRESS_HOST_MAX + 160];
-        int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
-        if (r == SNIFF_NOT_THIS) {
-                int h = sniff_http_host(c->in, c->in_len, name);
-                if (h == SNIFF_NOT_THIS)
-                        return late_pass(c);
-                if (h == SNIFF_MORE && !http_method_seen(c))
-                        return c->client_eof ? late_pass(c) : FLOW_WANT_READ;  /* a method, or a word */
-                next_request(c);  /* a request: judged from scratch, on a new upstream connection */
-                return FLOW_DONE;
-        }
-        c->protocol = "tls";
-        if (r == SNIFF_MORE && c->client_eof) {
-                sniff_unread(c, "ended before it was whole");  /* as in sniff_judge */
-                return FLOW_ERROR;
-        }
-        if (r == SNIFF_MORE && c->in_len < SNIFF_MAX) {
-                sniff_more(c, 1);
-                return FLOW_WANT_READ;
-        }
-        if (r == SNIFF_NAME && !name_refused(c, name, why, sizeof why))
-                return late_pass(c);
-        if (r == SNIFF_NO_NAME)
-                return late_pass(c);
-        if (r == SNIFF_NAME)
-                refuse(c, why, &c->orig);
-        else
-                sniff_unread(c, r == SNIFF_BAD ? "is malformed (or names two hosts)" : "is too long");
-        return FLOW_ERROR;
-}
-
-static void late_timeout(struct conn *c)
-{
-        if (sniff_started(c)) {
-                char why[64];
-                snprintf(why, sizeof why, "was not whole within %d ms", SNIFF_BARE_MS);
-                sniff_unread(c, why);
-                return;
-        }
-        if (late_pass(c) == FLOW_ERROR)
-                conn_close(c);
-        else
-                relay(c);
-}
-
-static void relay(struct conn *c)
+void relay(struct conn *c)
 {
         enum flow_state su = c->late ? late_read(c) : flow_pump(&c->up), sd = FLOW_WANT_READ;
         if (c->state != C_RELAY)
@@ -1622,352 +969,6 @@ static void refusing(struct conn *c)
         ssize_t n = recv(c->cw.fd, sink, sizeof sink, MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                 conn_close(c);
-}
-
-/* ---- filtered mode: redirected connections and the DNS stub ---------------- */
-
-/* Close with a reset: the program sees ECONNRESET / ECONNREFUSED at once. */
-static void reset_close(struct conn *c)
-{
-        struct linger hard = { .l_onoff = 1, .l_linger = 0 };
-        (void)setsockopt(c->cw.fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
-        conn_close(c);
-}
-
-/* Where the program meant to connect, from the NAT entry of the redirect.
- * A connection made straight to the redirect port has none: refused. */
-static int original_destination(int fd, struct net_addr *a, uint16_t *port)
-{
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-                return -errno;
-        bool v6 = ss.ss_family == AF_INET6;
-        len = sizeof ss;
-        if (getsockopt(fd, v6 ? SOL_IPV6 : SOL_IP, v6 ? IP6T_SO_ORIGINAL_DST : SO_ORIGINAL_DST, &ss, &len) < 0)
-                return -errno;
-        net_addr_from_sockaddr(a, (struct sockaddr *)&ss);
-        *port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
-        return 0;
-}
-
-static void transparent_accept(struct conn *c)
-{
-        struct egress *e = c->e;
-        c->protocol = "tcp";
-        /* The rules never redirect loopback, so a loopback "original"
-         * destination is a connection made straight to this port. */
-        if (original_destination(c->cw.fd, &c->orig, &c->port) < 0 || egress_classify(&c->orig) == ADDR_LOOPBACK) {
-                log_decision(c, false, "no original destination (a direct connection to brig's redirect port)", NULL);
-                reset_close(c);
-                return;
-        }
-        const char *name = names_lookup(&e->stub.names, &c->orig);
-        if (name) {
-                snprintf(c->mapped, sizeof c->mapped, "%s", name);
-        } else if (names_in_pool(&c->orig)) {
-                refuse(c, "an address brig's DNS never handed out", &c->orig);
-                return;
-        } else {
-                /* A CIDR rule (or a host rule naming the literal) allows
-                 * the address itself — but the first bytes are read all
-                 * the same: a name they show is judged by the deny rules,
-                 * and recorded. */
-                struct egress_verdict v;
-                egress_judge_addr(e->policy, &c->orig, c->port, NULL, false, &v);
-                c->cidr_ok = v.allow;
-        }
-        c->state = C_SNIFF;
-        set_interest(e, &c->cw, EPOLLIN);
-}
-
-/* A name the first bytes show, against what the connection may carry
- * (sets why and the event's host when refused): brig's address for
- * another name does not carry it (domain fronting), and deny rules win
- * wherever a name is visible — over a CIDR rule for the address too. */
-static bool name_refused(struct conn *c, const char *name, char *why, size_t size)
-{
-        const char *what = strcmp(c->protocol, "tls") == 0 ? "TLS SNI" : "HTTP Host";
-        if (c->mapped[0] && strcmp(name, c->mapped) != 0) {
-                snprintf(why, size, "sent to brig's address for %s, but its %s names %s", c->mapped, what, name);
-                snprintf(c->host, sizeof c->host, "%s", c->mapped);
-                return true;
-        }
-        struct egress_verdict v;
-        snprintf(c->host, sizeof c->host, "%s", name);
-        if (egress_host_denied(c->e->policy, name, c->port, &v)) {
-                snprintf(why, size, "%s (its %s)", v.reason, what);
-                return true;
-        }
-        return false;
-}
-
-/* The first bytes are in (or none came in time, name == NULL): judge. */
-static void transparent_decide(struct conn *c, const char *name)
-{
-        struct net_addr literal;
-        set_interest(c->e, &c->cw, 0);
-        if (name && net_addr_parse_lenient(name, &literal))
-                name = NULL;  /* "Host: 192.0.2.1" names no host */
-        char why[2 * EGRESS_HOST_MAX + 160];
-        if (name && name_refused(c, name, why, sizeof why)) {
-                refuse(c, why, &c->orig);
-                return;
-        }
-        if (c->mapped[0]) {
-                judge_target(c, c->mapped, c->port);
-                return;
-        }
-        if (name) {
-                if (c->cidr_ok) {
-                        on_addresses(c, &c->orig, 1, false);
-                        return;
-                }
-                c->pinned = true;
-                judge_target(c, name, c->port);
-                return;
-        }
-        if (c->cidr_ok) {
-                on_addresses(c, &c->orig, 1, false);
-                return;
-        }
-        refuse(c, "a bare address with no TLS SNI or HTTP Host (allow it with --allow-cidr)", &c->orig);
-}
-
-/* A plain-HTTP request sent straight to an address, parsed whole by the
- * proxy's own parser: judged like any first bytes, then forwarded as the
- * proxy forwards (its body by its framing, "Connection: close" upstream),
- * so the next request on the connection is judged too (next_request). */
-static void transparent_http(struct conn *c)
-{
-        char name[EGRESS_HOST_MAX + 1];
-        struct net_addr literal;
-        c->in_used = c->req.head_len;
-        snprintf(c->method, sizeof c->method, "%s", c->req.method);
-        c->forward = true;
-        c->keep_alive = c->req.keep_alive;
-        if (!c->req.host[0] || net_addr_parse_lenient(c->req.host, &literal)) {
-                transparent_decide(c, NULL);
-                return;
-        }
-        if (!egress_host_normalize(c->req.host, strlen(c->req.host), name)) {
-                refuse(c, "the HTTP Host is not a valid host name", &c->orig);
-                return;
-        }
-        transparent_decide(c, name);
-}
-
-static bool http_begun(const struct conn *c)
-{
-        return sniff_http_host(c->in, c->in_len, (char[EGRESS_HOST_MAX + 1]){ 0 }) != SNIFF_NOT_THIS;
-}
-
-/* Past an HTTP method ("GET ", or a word as long as SNIFF_METHOD_MAX): a
- * request head is coming, and only a line end changes what it says. */
-static bool http_method_seen(const struct conn *c)
-{
-        size_t skip = 0;
-        while (skip < c->in_len && (c->in[skip] == '\r' || c->in[skip] == '\n'))
-                skip++;  /* empty lines before a request line count for nothing */
-        size_t n = c->in_len - skip;
-        return http_begun(c) &&
-               (memchr(c->in + skip, ' ', n) || memchr(c->in + skip, '\t', n) || n >= SNIFF_METHOD_MAX);
-}
-
-/* Any byte of a TLS record, or of what can still become an HTTP request
- * (empty lines, the first letters of a method): a first message that must
- * be read whole before anything is decided. A server waits far longer
- * than SNIFF_BARE_MS for the rest of a request line, so "G", a pause and
- * "ET / ..." is a request to it: decided as nameless bytes, it would go
- * upstream unjudged. */
-static bool sniff_started(const struct conn *c)
-{
-        return strcmp(c->protocol, "tls") == 0 || http_begun(c);
-}
-
-static void sniff_unread(struct conn *c, const char *how)
-{
-        char why[160];
-        snprintf(why, sizeof why, "the %s %s: no name could be read (refused, not guessed)",
-                 strcmp(c->protocol, "tls") == 0 ? "TLS ClientHello" : "HTTP request head", how);
-        refuse(c, why, &c->orig);
-}
-
-/* Whether new bytes can change a "more": a hello short of its declared
- * length, or a request head with no new line end, cannot — so a client
- * sending its first message a byte at a time costs one parse, not one a
- * byte (sniffing is otherwise quadratic in SNIFF_MAX). */
-static bool sniff_worth(struct conn *c)
-{
-        if (c->client_eof || c->in_len >= SNIFF_MAX)
-                return true;
-        if (c->in_len < c->sniff_need)
-                return false;
-        /* past the method, an HTTP verdict changes only at a line end */
-        return !(c->sniffed && !memchr(c->in + c->sniffed, '\n', c->in_len - c->sniffed));
-}
-
-static void sniff_more(struct conn *c, int tls)
-{
-        c->sniff_need = tls ? sniff_tls_need((const uint8_t *)c->in, c->in_len) : 0;
-        c->sniffed = !tls && http_method_seen(c) ? c->in_len : 0;
-}
-
-/* What the first bytes say; waits (returns) while more can decide. */
-static void sniff_judge(struct conn *c)
-{
-        char name[EGRESS_HOST_MAX + 1], why[160];
-        if (!sniff_worth(c))
-                return;
-        int r = sniff_tls_sni((const uint8_t *)c->in, c->in_len, name);
-        if (r != SNIFF_NOT_THIS) {
-                c->protocol = "tls";
-        } else if (sniff_http_host(c->in, c->in_len, name) != SNIFF_NOT_THIS) {
-                /* "http-direct" (refusals answered with a 403 or 400) */
-                c->protocol = "http-direct";
-                const char *bad;
-                int h = http_parse_direct(c->in, c->in_len, &c->req, &bad);
-                if (h < 0) {
-                        log_decision(c, false, bad, &c->orig);
-                        http_refuse(c, -h, NULL, bad);
-                        return;
-                }
-                if (h == 1) {
-                        transparent_http(c);
-                        return;
-                }
-                r = SNIFF_MORE;
-        } else {
-                c->protocol = "tcp";
-                transparent_decide(c, NULL);
-                return;
-        }
-        switch (r) {
-        case SNIFF_MORE:
-                if (c->client_eof && strcmp(c->protocol, "tls") == 0) {
-                        /* A hello cut short still shows what came of it: an
-                         * SNI router (nginx's ssl_preread) routes on a name
-                         * as soon as it has read one, and forwards the rest */
-                        sniff_unread(c, "ended before it was whole");
-                } else if (c->client_eof && !http_method_seen(c)) {
-                        /* it can never be a request now: the bytes, as bytes */
-                        c->protocol = "tcp";
-                        transparent_decide(c, NULL);
-                } else if (c->client_eof) {
-                        sniff_unread(c, "ended before its blank line");
-                } else if (c->in_len >= SNIFF_MAX) {
-                        snprintf(why, sizeof why, "was not whole within %d bytes", SNIFF_MAX);
-                        sniff_unread(c, why);
-                } else {
-                        sniff_more(c, strcmp(c->protocol, "tls") == 0);  /* on_timer bounds the wait */
-                }
-                return;
-        case SNIFF_BAD:
-                sniff_unread(c, "is malformed (or names two hosts)");
-                return;
-        case SNIFF_TOO_BIG:
-                snprintf(why, sizeof why, "is longer than %d bytes", SNIFF_HELLO_MAX);
-                sniff_unread(c, why);
-                return;
-        default:
-                transparent_decide(c, r == SNIFF_NAME ? name : NULL);
-        }
-}
-
-/* No whole first message in time. Nothing at all: a server that speaks
- * first (an address with a name or a CIDR rule) — decided without a name.
- * A message begun but not whole: refused. */
-static void sniff_timeout(struct conn *c)
-{
-        if (c->in_len && sniff_started(c)) {
-                char why[64];
-                snprintf(why, sizeof why, "was not whole within %d ms", SNIFF_BARE_MS);
-                sniff_unread(c, why);
-                return;
-        }
-        c->late = !c->in_len;  /* its first bytes, when they come, are still judged */
-        transparent_decide(c, NULL);
-}
-
-static void sniff_read(struct conn *c)
-{
-        if (c->in_len == c->in_cap && !sniff_room(c))
-                return;
-        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return;
-        if (n < 0 || (n == 0 && !c->in_len)) {
-                conn_close(c);  /* gone before saying anything */
-                return;
-        }
-        if (c->kept && !c->in_len)
-                c->started_ms = now_ms();  /* the next request's time starts */
-        c->in_len += (size_t)n;
-        c->last_ms = now_ms();
-        /* said something, then shut its side (a raw request and
-         * shutdown(SHUT_WR)): judged by what came, the end is passed on
-         * after the bytes */
-        if (n == 0)
-                c->client_eof = true;
-        sniff_judge(c);
-}
-
-/* DNS over UDP: one datagram, one answer, from the socket it came to (the
- * kernel turns the source back into the address the program asked). */
-static void dns_udp_serve(struct egress *e, struct listener *l)
-{
-        for (int i = 0; i < 64; i++) {
-                uint8_t query[1500], reply[512];
-                struct sockaddr_storage peer;
-                socklen_t plen = sizeof peer;
-                ssize_t n = recvfrom(l->w.fd, query, sizeof query, MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
-                if (n < 0)
-                        return;
-                size_t len = dns_stub_answer(&e->stub, query, (size_t)n, reply, sizeof reply, "udp");
-                if (len)
-                        (void)sendto(l->w.fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&peer, plen);
-        }
-}
-
-/* DNS over TCP: two-byte length, message; as many as the client sends. */
-static void dns_tcp_read(struct conn *c)
-{
-        if (!c->in && !(c->in = malloc(c->in_cap = 2 + DNS_TCP_QUERY_MAX))) {
-                conn_close(c);
-                return;
-        }
-        ssize_t n = recv(c->cw.fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return;
-        if (n <= 0) {
-                conn_close(c);
-                return;
-        }
-        c->in_len += (size_t)n;
-        c->last_ms = now_ms();
-        while (c->in_len >= 2) {
-                size_t mlen = (size_t)(uint8_t)c->in[0] << 8 | (uint8_t)c->in[1];
-                if (mlen > DNS_TCP_QUERY_MAX) {
-                        conn_close(c);  /* no resolver asks that much: not worth the memory */
-                        return;
-                }
-                if (c->in_len < 2 + mlen)
-                        return;
-                uint8_t reply[2 + 4096];
-                size_t len = dns_stub_answer(&c->e->stub, (const uint8_t *)c->in + 2, mlen, reply + 2,
-                                             sizeof reply - 2, "tcp");
-                reply[0] = (uint8_t)(len >> 8);
-                reply[1] = (uint8_t)len;
-                /* a small answer on a connection that reads its answers: if
-                 * the send buffer can't take it whole, the client is not a
-                 * resolver worth waiting for */
-                if (len && send(c->cw.fd, reply, len + 2, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(len + 2)) {
-                        conn_close(c);
-                        return;
-                }
-                memmove(c->in, c->in + 2 + mlen, c->in_len - 2 - mlen);
-                c->in_len -= 2 + mlen;
-        }
 }
 
 /* Past EGRESS_MAX_CONNS at once a new connection is refused, and counted
