@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 300
 # (it stood at ~31 with 20 s); each run replays its corpus first.
 CHECK_FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build build-asan build-hooks browser-deps demo check escape unit integration bench fuzz soak clean install
+.PHONY: all deps build build-asan build-hooks browser-deps mcp-deps demo check escape unit integration bench fuzz soak clean install
 
 all: build
 
@@ -61,6 +61,11 @@ demo: build
 browser-deps: deps
 	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund
 
+# The official MCP TypeScript SDK's client for tests/integration/test_mcp.py,
+# exactly as tests/mcp/package-lock.json pins it.
+mcp-deps: deps
+	cd tests/mcp && npm ci --ignore-scripts --no-audit --no-fund
+
 # The red-team catalogue (tests/escape/, docs/security.md): every attack
 # really attempted inside brig with the default profile, as root and
 # rootless; fails unless each is contained, and prints the per-attack
@@ -74,7 +79,7 @@ escape: build
 # tests/integration includes test_escape.py: `make escape` runs in CI too.
 # Then a representative sandbox under leak checkers (tests/leaks/run) and
 # every fuzz target for a short, bounded time.
-check: build build-asan build-hooks browser-deps
+check: build build-asan build-hooks browser-deps mcp-deps
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
 	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs tests/integration

@@ -6,9 +6,9 @@
 # compares what it offers with each command's --help.
 
 _brig_commands="run create exec cp files ls stop start rm pause resume diff commit reset
-        snapshot restore fork pool policy doctor version help"
+        snapshot restore fork pool mcp policy doctor version help"
 
-# brig run --help; create and pool take these too, less the run-only ones.
+# brig run --help; create, pool and mcp take these too, less the run-only ones.
 _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm-size
         --ro-bind --bind --tmpfs --tmp-size --home-size --sys --deny --unsafe-allow-secret
         --copy-in --copy-in-secret --ssh-agent --git-identity --carry-config
@@ -116,6 +116,11 @@ _brig()
                         _brig_has "$i" "$_brig_run_only" || opts+=" $i"
                 done
                 opts+=" --size --stop" ;;
+        mcp)
+                for i in $_brig_run_opts; do
+                        _brig_has "$i" "$_brig_run_only" || opts+=" $i"
+                done
+                opts+=" --overlay --keep" ;;
         policy)
                 if (( COMP_CWORD == 2 )); then
                         COMPREPLY=($(compgen -W "show check explain --help" -- "$cur"))

@@ -24,6 +24,8 @@ static const char usage[] =
         "  snapshot|restore NAME TAG       save the writable state as TAG / go back to it\n"
         "  fork NAME TAG NEW_NAME          start a second sandbox from a snapshot\n"
         "  pool --size N|--stop [options]  keep sandboxes ready for brig run --pooled\n"
+        "  mcp [--overlay] [--keep NAME] [options]\n"
+        "                                  serve one sandbox to an agent over MCP on stdio (brig mcp --help)\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  version                         print the version\n";
@@ -188,6 +190,8 @@ int main(int argc, char **argv)
                 return cmd_pool(argc - 1, argv + 1);
         if (strcmp(cmd, "snapshot") == 0 || strcmp(cmd, "restore") == 0 || strcmp(cmd, "fork") == 0)
                 return cmd_snapshot(argc - 1, argv + 1);
+        if (strcmp(cmd, "mcp") == 0)
+                return cmd_mcp(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -24,7 +24,7 @@ PREFIX = "usr/local"
 # policy show|explain refuse or ignore them too.
 RUN_ONLY = {"--pass-fd", "--json-report", "--json-report-fd", "--audit", "--audit-fd", "--quiet", "--pooled"}
 # The commands that take brig run's options after their own.
-TAKES_RUN_OPTIONS = {"create", "pool", "policy"}
+TAKES_RUN_OPTIONS = {"create", "pool", "policy", "mcp"}
 
 
 @pytest.fixture(scope="module")
