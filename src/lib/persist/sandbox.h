@@ -85,15 +85,16 @@ BRIG_INTERNAL int exec_report_write(int fd, const char *what, const char *name, 
                                     const brig_result *res, const brig_error *error, const char *pool_member,
                                     json_t *refusals, brig_error **err);
 
-/* overlay.c: --workspace-mode overlay */
+/* overlay*.c: --workspace-mode overlay */
 /* At create, on the host: the layer's directories and the record of the
  * workspace's files that commit checks for conflicts. */
 BRIG_INTERNAL int overlay_prepare(const brig_policy *p, const char *dir, brig_error **err);
 /* The temporary names a killed brig commit left in the workspace of the
- * sandbox in `dir` (state `st`), removed (overlay.c). */
+ * sandbox in `dir` (state `st`), removed (overlay_commit.c). */
 BRIG_INTERNAL void overlay_sweep_commits(const char *dir, json_t *st);
 /* A copy of a layer (or any tree) that keeps modes, owners (as root),
- * whiteouts and user.* xattrs; reflinks where the filesystem can. */
+ * whiteouts and user.* xattrs; reflinks where the filesystem can
+ * (overlay_copy.c). */
 BRIG_INTERNAL int overlay_copy_tree(const char *src, const char *dst, brig_error **err);
 
 #endif
