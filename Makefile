@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 300
 # (it stood at ~31 with 20 s); each run replays its corpus first.
 CHECK_FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build build-asan build-hooks browser-deps mcp-deps demo check escape unit integration bench fuzz soak clean install
+.PHONY: all deps build build-asan build-hooks browser-deps mcp-deps demo check escape unit integration bench fuzz soak clean install schema
 
 all: build
 
@@ -25,6 +25,11 @@ $(ASAN_BUILD)/build.ninja:
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
+
+# docs/policy.schema.json is generated from the table of settings
+# (src/lib/policy/settings.c); test_settings.py holds the file to it.
+schema: build
+	$(BUILD)/tests/brig-settings schema > docs/policy.schema.json
 
 # brig, libexec/brig/brig-supervisor, libbrig, brig.h, brig.pc, the man
 # pages and the bash and zsh completions under PREFIX (README: Install),

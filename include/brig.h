@@ -225,6 +225,40 @@ BRIG_PUBLIC int brig_policy_set_report_path(brig_policy *p, const char *path, br
 BRIG_PUBLIC int brig_policy_set_report_fd(brig_policy *p, int fd, brig_error **err);
 BRIG_PUBLIC int brig_policy_set_audit_fd(brig_policy *p, int fd, brig_error **err);
 
+/* ---- The settings, as a table ------------------------------------------ */
+
+/* Every policy setting has one descriptor in libbrig, which the command
+ * line, policy files, their schema and `brig policy explain` all follow
+ * (docs/policy.md, "Adding a setting"). A front end lists the flags with
+ * brig_policy_option_info and applies one as the command line does with
+ * brig_policy_set_option: the same parsing and the same messages. */
+enum brig_option_flags {
+        BRIG_OPTION_FIRST = 1 << 0,     /* --policy, --profile: applied before every other flag, in order */
+        BRIG_OPTION_RUN_ONLY = 1 << 1,  /* brig run's alone (descriptors, report files): a sandbox refuses it */
+};
+typedef struct brig_option_info {
+        uint32_t size;        /* sizeof(brig_option_info), set by the caller (fields are only ever added) */
+        const char *name;     /* "memory": the flag --memory */
+        const char *arg;      /* "SIZE" in --help; NULL: the flag takes no value */
+        const char *help;     /* its --help text ('\n' continues it); NULL: listed on the line of the flag before */
+        const char *section;  /* the --help heading it is listed under */
+        const char *key;      /* where a policy file holds it, a JSON pointer: "/limits/memory"; NULL: the
+                               * command line only */
+        unsigned flags;       /* enum brig_option_flags */
+} brig_option_info;
+/* Fill *info with the I-th flag (from 0): 0, or -ENOENT after the last;
+ * -EINVAL for a size smaller than the first release's struct, -E2BIG for
+ * one over 4096. A larger struct (a newer caller's) gets its tail zeroed. */
+BRIG_PUBLIC int brig_policy_option_info(size_t i, brig_option_info *info);
+/* Apply flag NAME ("memory", without the dashes) with VALUE (NULL for a
+ * flag without one) as brig run does: the error names the flag. A flag
+ * that weakens the sandbox (--net host, --unsafe-allow-secret) says so
+ * through the policy's notice (brig_policy_set_notice) when set. */
+BRIG_PUBLIC int brig_policy_set_option(brig_policy *p, const char *name, const char *value, brig_error **err);
+/* The JSON schema of policy files (docs/policy.schema.json), from the
+ * same table (free()); NULL when out of memory. */
+BRIG_PUBLIC char *brig_policy_schema(void);
+
 /* ---- Running ----------------------------------------------------------- */
 
 enum brig_reason {

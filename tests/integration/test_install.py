@@ -187,10 +187,16 @@ def test_man_pages_document_exactly_the_options_of_each_help(dest):
 
 def test_help_lists_every_option_the_parser_takes():
     """The other side of the pages: what brig run's and brig exec's getopt
-    tables (and run's take_flag) accept is what their --help lists."""
+    tables (and run's take_flag) accept is what their --help lists. brig
+    run's getopt table is libbrig's table of settings (brig-settings flags
+    lists it)."""
+    flags = subprocess.run([str(BUILD / "tests" / "brig-settings"), "flags"], capture_output=True, text=True,
+                           check=True).stdout
     for src, cmd in (("run.c", "run"), ("sandbox.c", "exec")):
         text = (REPO / "src" / "cli" / src).read_text()
         parsed = {"--" + o for o in re.findall(r'\{ "([a-z][\w-]*)", (?:no|required|optional)_argument', text)}
+        if cmd == "run":
+            parsed |= {"--" + line.split("\t")[0] for line in flags.splitlines()}
         parsed |= set(re.findall(r'take_flag\(&argc, argv, "(--[\w-]+)"\)', text))
         assert len(parsed) > 5, (src, parsed)
         assert parsed - {"--help"} == _help_options(_help(cmd)), (cmd, parsed ^ _help_options(_help(cmd)))

@@ -1,7 +1,7 @@
 /* explain.c — `brig policy explain`: what a run with this policy can and
  * cannot do, in plain words, from the same plan a run would use. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "policy/settings.h"
 #include "tools/tools.h"
 #include "net/egress.h"
 #include "controls/seccomp_filter.h"
@@ -76,15 +76,17 @@ static void network(FILE *out, const struct run_plan *plan)
                                 plan->net_filtered_required ? " (here: refuse to run instead)" : "");
                 fprintf(out, "  only through brig's logging proxy (HTTP_PROXY, ALL_PROXY are set inside);\n"
                              "  loopback, private, link-local and metadata addresses stay closed unless allowed\n");
-                json_t *rules = egress_policy_json(plan->policy->egress);
-                const char *key;
-                json_t *v;
-                json_object_foreach(rules, key, v) {
-                        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-                        fprintf(out, "  %s: %s\n", key, text ? text : "?");
+                /* the egress rules, each setting of the table that the proxy judges by */
+                for (size_t i = 0; i < n_settings; i++) {
+                        if (settings[i].dump != dump_egress)
+                                continue;
+                        json_t *v = setting_dump(plan->policy, &settings[i]);
+                        char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+                        if (v)
+                                fprintf(out, "  %s: %s\n", strrchr(settings[i].key, '/') + 1, text ? text : "?");
                         free(text);
+                        json_decref(v);
                 }
-                json_decref(rules);
                 break;
         }
         }

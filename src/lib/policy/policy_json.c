@@ -8,7 +8,7 @@
  * jansson parses; errors in the content are located by scanning the text
  * for the offending key or value (jansson keeps no positions). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "policy/settings.h"
 #include "net/egress.h"
 #include "controls/seccomp_filter.h"
 #include "tools/tools.h"
@@ -390,7 +390,13 @@ static int load_bind(const struct loader *L, const char *at, json_t *b, brig_pol
                                                        flags, &e), &e);
 }
 
-static int load_tmpfs(const struct loader *L, const char *at, json_t *t, brig_policy *p)
+int load_binds(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        static const char *const bind_keys[] = { "source", "destination", "readonly", NULL };
+        return load_objects(L, at, v, "an array of binds", bind_keys, p, load_bind);
+}
+
+static int load_one_tmpfs(const struct loader *L, const char *at, json_t *t, brig_policy *p)
 {
         json_t *dst = json_object_get(t, "destination"), *sz = json_object_get(t, "size");
         char fp[512];
@@ -401,6 +407,12 @@ static int load_tmpfs(const struct loader *L, const char *at, json_t *t, brig_po
         if (r == 0 && sz)
                 r = get_size(L, SUB(fp, at, "size"), sz, &size);
         return r ?: setter(L, at, brig_policy_add_tmpfs(p, json_string_value(dst), size, &e), &e);
+}
+
+int load_tmpfs(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        static const char *const tmpfs_keys[] = { "destination", "size", NULL };
+        return load_objects(L, at, v, "an array of tmpfs mounts", tmpfs_keys, p, load_one_tmpfs);
 }
 
 static int load_rule(const struct loader *L, const char *at, json_t *rule, brig_policy *p)
@@ -415,185 +427,52 @@ static int load_rule(const struct loader *L, const char *at, json_t *rule, brig_
                            &e);
 }
 
-static int unsafe_allow(brig_policy *p, const char *pattern, brig_error **err)
+int load_rules(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        static const char *const rule_keys[] = { "name", "action", NULL };
+        return load_objects(L, at, v, "an array of rules", rule_keys, p, load_rule);
+}
+
+int load_unsafe_allow(brig_policy *p, const char *pattern, brig_error **err)
 {
         if (strv_contains(&p->unsafe_allowed, pattern))
                 return 0;  /* removed already (an earlier file, or the scratch pass) */
         return brig_policy_unsafe_allow_secret(p, pattern, err);
 }
 
-static int load_filesystem(const struct loader *L, json_t *o, brig_policy *p)
+/* An object of NAME: "value" pairs, each handed to SET. */
+static int load_pairs(const struct loader *L, const char *at, json_t *v, brig_policy *p, const char *what,
+                      const char *value_what, int (*set)(brig_policy *, const char *, const char *, brig_error **))
 {
-        static const char *const keys[] = { "workspace", "workspace_readonly", "binds", "tmpfs", "tmp_size",
-                                            "home_size", "shm_size", "sys", "deny", "unsafe_allow_secrets", NULL };
-        const char *base = "/filesystem";
-        int r = want(L, base, o, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, base, o, keys);
-        char at[512];
-        json_t *v;
+        int r = want(L, at, v, JSON_OBJECT, what);
+        const char *name;
+        json_t *val;
         brig_error *e = NULL;
-        uint64_t size;
-        if (r == 0 && (v = json_object_get(o, "workspace"))) {
-                r = want(L, SUB(at, base, "workspace"), v, JSON_STRING, "a path");
-                r = r ?: setter(L, at, brig_policy_set_workspace(p, json_string_value(v), &e), &e);
-        }
-        if (r == 0 && (v = json_object_get(o, "workspace_readonly"))) {
-                r = want(L, SUB(at, base, "workspace_readonly"), v, JSON_TRUE, "true or false");
-                if (r == 0)
-                        brig_policy_set_workspace_readonly(p, json_is_true(v));
-        }
-        static const struct { const char *key; int (*set)(brig_policy *, uint64_t, brig_error **); } sizes[] = {
-                { "tmp_size", brig_policy_set_tmp_size }, { "home_size", brig_policy_set_home_size },
-                { "shm_size", brig_policy_set_shm_size },
-        };
-        for (size_t i = 0; r == 0 && i < ARRAY_SIZE(sizes); i++)
-                if ((v = json_object_get(o, sizes[i].key))) {
-                        r = get_size(L, SUB(at, base, sizes[i].key), v, &size);
-                        r = r ?: setter(L, at, sizes[i].set(p, size, &e), &e);
-                }
-        if (r == 0 && (v = json_object_get(o, "sys"))) {
-                r = want(L, SUB(at, base, "sys"), v, JSON_TRUE, "true or false");
-                if (r == 0)
-                        brig_policy_set_mount_sys(p, json_is_true(v));
-        }
-        static const char *const bind_keys[] = { "source", "destination", "readonly", NULL };
-        static const char *const tmpfs_keys[] = { "destination", "size", NULL };
-        if (r == 0 && (v = json_object_get(o, "binds")))
-                r = load_objects(L, SUB(at, base, "binds"), v, "an array of binds", bind_keys, p, load_bind);
-        if (r == 0 && (v = json_object_get(o, "tmpfs")))
-                r = load_objects(L, SUB(at, base, "tmpfs"), v, "an array of tmpfs mounts", tmpfs_keys, p, load_tmpfs);
-        /* Removals first, so a "deny" of the same entry in the same file
-         * puts it back (the deny list never loses by accident). */
-        if (r == 0 && (v = json_object_get(o, "unsafe_allow_secrets")))
-                r = load_strings(L, SUB(at, base, "unsafe_allow_secrets"), v, p, unsafe_allow);
-        if (r == 0 && (v = json_object_get(o, "deny")))
-                r = load_strings(L, SUB(at, base, "deny"), v, p, brig_policy_add_deny);
-        return r;
-}
-
-static int load_process(const struct loader *L, json_t *o, brig_policy *p)
-{
-        static const char *const keys[] = { "env", "keep_env", "cwd", "hostname", "tty", "terminal_passthrough", NULL };
-        const char *base = "/process";
-        int r = want(L, base, o, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, base, o, keys);
-        char at[512];
-        json_t *v;
-        brig_error *e = NULL;
-        if (r == 0 && (v = json_object_get(o, "env"))) {
-                r = want(L, SUB(at, base, "env"), v, JSON_OBJECT, "an object of NAME: value");
-                const char *name;
-                json_t *val;
-                json_object_foreach(v, name, val) {
-                        if (r < 0)
-                                break;
-                        char ep[512];
-                        snprintf(ep, sizeof ep, "%s/env/%s", base, name);
-                        r = want(L, ep, val, JSON_STRING, "a string");
-                        r = r ?: setter(L, ep, brig_policy_set_env(p, name, json_string_value(val), &e), &e);
-                }
-        }
-        if (r == 0 && (v = json_object_get(o, "keep_env")))
-                r = load_strings(L, SUB(at, base, "keep_env"), v, p, brig_policy_keep_env);
-        if (r == 0 && (v = json_object_get(o, "cwd"))) {
-                r = want(L, SUB(at, base, "cwd"), v, JSON_STRING, "a path");
-                r = r ?: setter(L, at, brig_policy_set_cwd(p, json_string_value(v), &e), &e);
-        }
-        if (r == 0 && (v = json_object_get(o, "hostname"))) {
-                r = want(L, SUB(at, base, "hostname"), v, JSON_STRING, "a string");
-                r = r ?: setter(L, at, brig_policy_set_hostname(p, json_string_value(v), &e), &e);
-        }
-        if (r == 0 && (v = json_object_get(o, "tty"))) {
-                r = want(L, SUB(at, base, "tty"), v, JSON_STRING, "\"auto\", \"always\" or \"never\"");
-                const char *t = r == 0 ? json_string_value(v) : "";
-                if (r == 0 && strcmp(t, "auto") == 0)
-                        brig_policy_set_tty(p, BRIG_TTY_AUTO);
-                else if (r == 0 && strcmp(t, "always") == 0)
-                        brig_policy_set_tty(p, BRIG_TTY_ALWAYS);
-                else if (r == 0 && strcmp(t, "never") == 0)
-                        brig_policy_set_tty(p, BRIG_TTY_NEVER);
-                else if (r == 0)
-                        r = fail_at(L, at, false, "tty '%s': expected \"auto\", \"always\" or \"never\"", t);
-        }
-        if (r == 0 && (v = json_object_get(o, "terminal_passthrough"))) {
-                r = want(L, SUB(at, base, "terminal_passthrough"), v, JSON_TRUE, "true or false");
-                if (r == 0)
-                        brig_policy_set_terminal_passthrough(p, json_is_true(v));
-        }
-        return r;
-}
-
-static const struct limit_key {
-        const char *key;
-        enum brig_limit which;
-        enum { K_SIZE, K_COUNT, K_DURATION, K_SECONDS, K_CPUS } kind;
-} limit_keys[] = {
-        { "memory", BRIG_LIMIT_MEMORY, K_SIZE }, { "pids", BRIG_LIMIT_PIDS, K_COUNT },
-        { "cpus", BRIG_LIMIT_CPUS_MILLI, K_CPUS }, { "io_weight", BRIG_LIMIT_IO_WEIGHT, K_COUNT },
-        { "timeout", BRIG_LIMIT_TIMEOUT_MS, K_DURATION }, { "kill_after", BRIG_LIMIT_KILL_AFTER_MS, K_DURATION },
-        { "cpu_time", BRIG_LIMIT_CPU_TIME_S, K_SECONDS }, { "nofile", BRIG_LIMIT_NOFILE, K_COUNT },
-        { "nproc", BRIG_LIMIT_NPROC, K_COUNT }, { "fsize", BRIG_LIMIT_FSIZE, K_SIZE },
-        { "stack", BRIG_LIMIT_STACK, K_SIZE },
-};
-
-static int load_limits(const struct loader *L, json_t *o, brig_policy *p)
-{
-        static const char *const keys[] = { "memory", "pids", "cpus", "io_weight", "timeout", "kill_after",
-                                            "cpu_time", "nofile", "nproc", "fsize", "stack", "required", NULL };
-        const char *base = "/limits";
-        int r = want(L, base, o, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, base, o, keys);
-        char at[512];
-        brig_error *e = NULL;
-        for (size_t i = 0; r == 0 && i < ARRAY_SIZE(limit_keys); i++) {
-                json_t *v = json_object_get(o, limit_keys[i].key);
-                if (!v)
-                        continue;
-                SUB(at, base, limit_keys[i].key);
-                uint64_t value = 0;
-                switch (limit_keys[i].kind) {
-                case K_SIZE: r = get_size(L, at, v, &value); break;
-                case K_COUNT: r = get_count(L, at, v, &value); break;
-                case K_DURATION: r = get_duration(L, at, v, &value); break;
-                case K_SECONDS:
-                        r = get_duration(L, at, v, &value);
-                        value = (value + 999) / 1000;
+        json_object_foreach(v, name, val) {
+                if (r < 0)
                         break;
-                case K_CPUS:
-                        if (!json_is_number(v))
-                                r = fail_at(L, at, false, "expected a number of cores such as 1.5, found %s",
-                                            type_name(v));
-                        else if (!(json_number_value(v) >= 0 && json_number_value(v) <= 4096))
-                                r = fail_at(L, at, false, "cpus %g: expected 0 to 4096 cores", json_number_value(v));
-                        else
-                                value = (uint64_t)(json_number_value(v) * 1000 + 0.5);
-                        break;
-                }
-                r = r ?: setter(L, at, brig_policy_set_limit(p, limit_keys[i].which, value, &e), &e);
-        }
-        json_t *v = json_object_get(o, "required");
-        if (r == 0 && v) {
-                r = want(L, SUB(at, base, "required"), v, JSON_TRUE, "true or false");
-                if (r == 0)
-                        brig_policy_require_limits(p, json_is_true(v));
+                char ep[512];
+                snprintf(ep, sizeof ep, "%s/%s", at, name);
+                r = want(L, ep, val, JSON_STRING, value_what);
+                r = r ?: setter(L, ep, set(p, name, json_string_value(val), &e), &e);
         }
         return r;
 }
 
-static int load_syscalls(const struct loader *L, json_t *o, brig_policy *p)
+int load_env(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
 {
-        static const char *const keys[] = { "rules", "allow_degraded", NULL };
-        const char *base = "/syscalls";
-        int r = want(L, base, o, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, base, o, keys);
-        char at[512];
-        json_t *v;
-        static const char *const rule_keys[] = { "name", "action", NULL };
-        if (r == 0 && (v = json_object_get(o, "rules")))
-                r = load_objects(L, SUB(at, base, "rules"), v, "an array of rules", rule_keys, p, load_rule);
-        if (r == 0 && (v = json_object_get(o, "allow_degraded")))
-                r = load_strings(L, SUB(at, base, "allow_degraded"), v, p, brig_policy_allow_degraded);
-        return r;
+        return load_pairs(L, at, v, p, "an object of NAME: value", "a string", brig_policy_set_env);
+}
+
+int load_cpus(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        brig_error *e = NULL;
+        if (!json_is_number(v))
+                return fail_at(L, at, false, "expected a number of cores such as 1.5, found %s", type_name(v));
+        if (!(json_number_value(v) >= 0 && json_number_value(v) <= 4096))
+                return fail_at(L, at, false, "cpus %g: expected 0 to 4096 cores", json_number_value(v));
+        uint64_t value = (uint64_t)(json_number_value(v) * 1000 + 0.5);
+        return setter(L, at, brig_policy_set_limit(p, s->limit, value, &e), &e);
 }
 
 static int add_resolve_pair(brig_policy *p, const char *host, const char *addr, brig_error **err)
@@ -604,78 +483,13 @@ static int add_resolve_pair(brig_policy *p, const char *host, const char *addr, 
         return r;
 }
 
-static int load_network(const struct loader *L, json_t *o, brig_policy *p)
+/* "resolve": ["HOST:ADDR", ...] as on the command line, or {"HOST": "ADDR"} */
+int load_resolve(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
 {
-        static const char *const keys[] = { "mode", "allow_hosts", "allow_private_hosts", "deny_hosts", "allow_cidrs",
-                                            "resolve", "upstream_proxy", "allow_unix", NULL };
-        const char *base = "/network";
-        int r = want(L, base, o, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, base, o, keys);
-        char at[512];
-        json_t *v;
-        brig_error *e = NULL;
-        if (r == 0 && (v = json_object_get(o, "mode"))) {
-                r = want(L, SUB(at, base, "mode"), v, JSON_STRING, "\"none\", \"proxy\", \"filtered\" or \"host\"");
-                const char *m = r == 0 ? json_string_value(v) : "";
-                if (r == 0 && strcmp(m, "none") == 0)
-                        brig_policy_set_net_mode(p, BRIG_NET_NONE);
-                else if (r == 0 && strcmp(m, "proxy") == 0)
-                        brig_policy_set_net_mode(p, BRIG_NET_PROXY);
-                else if (r == 0 && strcmp(m, "filtered") == 0)
-                        brig_policy_set_net_mode(p, BRIG_NET_FILTERED);
-                else if (r == 0 && strcmp(m, "host") == 0)
-                        brig_policy_set_net_mode(p, BRIG_NET_HOST);
-                else if (r == 0)
-                        r = fail_at(L, at, false,
-                                    "network mode '%s': expected \"none\", \"proxy\", \"filtered\" or \"host\"", m);
-        }
-        if (r == 0 && (v = json_object_get(o, "allow_hosts")))
-                r = load_strings(L, SUB(at, base, "allow_hosts"), v, p, brig_policy_allow_host);
-        if (r == 0 && (v = json_object_get(o, "allow_private_hosts")))
-                r = load_strings(L, SUB(at, base, "allow_private_hosts"), v, p, brig_policy_allow_private_host);
-        if (r == 0 && (v = json_object_get(o, "deny_hosts")))
-                r = load_strings(L, SUB(at, base, "deny_hosts"), v, p, brig_policy_deny_host);
-        if (r == 0 && (v = json_object_get(o, "allow_cidrs")))
-                r = load_strings(L, SUB(at, base, "allow_cidrs"), v, p, brig_policy_allow_cidr);
-        if (r == 0 && (v = json_object_get(o, "allow_unix")))
-                r = load_strings(L, SUB(at, base, "allow_unix"), v, p, brig_policy_allow_unix);
-        /* "resolve": ["HOST:ADDR", ...] as on the command line, or {"HOST": "ADDR"} */
-        if (r == 0 && (v = json_object_get(o, "resolve")) && json_is_array(v)) {
-                r = load_strings(L, SUB(at, base, "resolve"), v, p, brig_policy_add_resolve);
-        } else if (r == 0 && v) {
-                r = want(L, SUB(at, base, "resolve"), v, JSON_OBJECT, "[\"HOST:ADDR\", ...] or {\"HOST\": \"ADDR\"}");
-                const char *host;
-                json_t *addr;
-                json_object_foreach(v, host, addr) {
-                        if (r < 0)
-                                break;
-                        char rp[512];
-                        snprintf(rp, sizeof rp, "%s/resolve/%s", base, host);
-                        r = want(L, rp, addr, JSON_STRING, "an address");
-                        r = r ?: setter(L, rp, add_resolve_pair(p, host, json_string_value(addr), &e), &e);
-                }
-        }
-        if (r == 0 && (v = json_object_get(o, "upstream_proxy"))) {
-                r = want(L, SUB(at, base, "upstream_proxy"), v, JSON_STRING, "\"http://HOST:PORT\"");
-                r = r ?: setter(L, at, brig_policy_set_upstream_proxy(p, json_string_value(v), &e), &e);
-        }
-        return r;
-}
-
-static int load_files(const struct loader *L, json_t *o, const char *base, brig_policy *p,
-                      int (*set)(brig_policy *, const char *, brig_error **))
-{
-        static const char *const keys[] = { "file", NULL };
-        int r = want(L, base, o, JSON_OBJECT, "an object {\"file\": PATH}");
-        r = r ?: check_keys(L, base, o, keys);
-        json_t *v = json_object_get(o, "file");
-        char at[512];
-        brig_error *e = NULL;
-        if (r == 0 && v) {
-                r = want(L, SUB(at, base, "file"), v, JSON_STRING, "a path");
-                r = r ?: setter(L, at, set(p, json_string_value(v), &e), &e);
-        }
-        return r;
+        if (json_is_array(v))
+                return load_strings(L, at, v, p, brig_policy_add_resolve);
+        return load_pairs(L, at, v, p, "[\"HOST:ADDR\", ...] or {\"HOST\": \"ADDR\"}", "an address",
+                          add_resolve_pair);
 }
 
 static int load_copy_in(const struct loader *L, const char *at, json_t *c, brig_policy *p)
@@ -694,65 +508,161 @@ static int load_copy_in(const struct loader *L, const char *at, json_t *c, brig_
                            &e);
 }
 
-static int load_tools(const struct loader *L, json_t *o, brig_policy *p)
+int load_copy_ins(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
 {
-        static const char *const keys[] = { "copy_in", "ssh_agent", "git_identity", "carry_config", NULL };
         static const char *const copy_keys[] = { "source", "destination", "secret", NULL };
-        const char *base = "/tools";
-        int r = want(L, base, o, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, base, o, keys);
-        char at[512];
-        json_t *v;
-        brig_error *e = NULL;
-        if (r == 0 && (v = json_object_get(o, "copy_in")))
-                r = load_objects(L, SUB(at, base, "copy_in"), v, "an array of copy-ins", copy_keys, p, load_copy_in);
-        if (r == 0 && (v = json_object_get(o, "ssh_agent"))) {
-                r = want(L, SUB(at, base, "ssh_agent"), v, JSON_TRUE, "true or false");
-                r = r ?: setter(L, at, brig_policy_set_ssh_agent(p, json_is_true(v), &e), &e);
-        }
-        if (r == 0 && (v = json_object_get(o, "git_identity"))) {
-                r = want(L, SUB(at, base, "git_identity"), v, JSON_TRUE, "true or false");
-                r = r ?: setter(L, at, brig_policy_set_git_identity(p, json_is_true(v), &e), &e);
-        }
-        if (r == 0 && (v = json_object_get(o, "carry_config")))
-                r = load_strings(L, SUB(at, base, "carry_config"), v, p, brig_policy_carry_config);
-        return r;
+        return load_objects(L, at, v, "an array of copy-ins", copy_keys, p, load_copy_in);
 }
 
 static int apply_profile(brig_policy *p, const char *name, int depth, brig_error **err);
 
-/* Apply one parsed document. */
-static int apply(const struct loader *L, json_t *doc, brig_policy *p)
+int load_extends(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
 {
-        static const char *const keys[] = { "$schema", "extends", "filesystem", "process", "limits", "syscalls",
-                                            "network", "audit", "report", "tools", NULL };
-        int r = want(L, "", doc, JSON_OBJECT, "an object");
-        r = r ?: check_keys(L, "", doc, keys);
-        json_t *v;
-        if (r == 0 && (v = json_object_get(doc, "extends"))) {
-                r = want(L, "/extends", v, JSON_STRING, "a profile name");
-                brig_error *e = NULL;
-                if (r == 0 && apply_profile(p, json_string_value(v), L->depth + 1, &e) < 0) {
-                        r = fail_at(L, "/extends", false, "%s", e ? e->msg : "bad profile");
-                        brig_error_free(&e);
+        int r = want(L, at, v, JSON_STRING, "a profile name");
+        brig_error *e = NULL;
+        if (r == 0 && apply_profile(p, json_string_value(v), L->depth + 1, &e) < 0) {
+                r = fail_at(L, at, false, "%s", e ? e->msg : "bad profile");
+                brig_error_free(&e);
+        }
+        return r;
+}
+
+/* One setting's value from the file, by its kind. */
+static int load_setting(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        brig_error *e = NULL;
+        uint64_t value = 0;
+        int r;
+        char what[128];
+        switch (s->kind) {
+        case SK_BOOL:
+                r = want(L, at, v, JSON_TRUE, "true or false");
+                if (r == 0 && s->set_flag)
+                        s->set_flag(p, json_is_true(v));
+                else if (r == 0)
+                        r = setter(L, at, s->set_bool(p, json_is_true(v), &e), &e);
+                return r;
+        case SK_SIZE:
+                r = get_size(L, at, v, &value);
+                return r ?: setter(L, at, s->set_u64(p, value, &e), &e);
+        case SK_LIMIT:
+                switch (s->unit) {
+                case SU_SIZE: r = get_size(L, at, v, &value); break;
+                case SU_COUNT: r = get_count(L, at, v, &value); break;
+                case SU_DURATION: r = get_duration(L, at, v, &value); break;
+                case SU_SECONDS:
+                        r = get_duration(L, at, v, &value);
+                        value = (value + 999) / 1000;
+                        break;
+                default: return load_cpus(L, at, v, p, s);
+                }
+                return r ?: setter(L, at, brig_policy_set_limit(p, s->limit, value, &e), &e);
+        case SK_STRING:
+        case SK_PATH:
+                r = want(L, at, v, JSON_STRING, s->what);
+                return r ?: setter(L, at, s->set_str(p, json_string_value(v), &e), &e);
+        case SK_LIST:
+                return load_strings(L, at, v, p, s->set_str);
+        case SK_ENUM: {
+                setting_choices_what(s, what, sizeof what);
+                r = want(L, at, v, JSON_STRING, what);
+                for (const struct setting_choice *c = s->choices; r == 0 && c->name; c++)
+                        if (strcmp(c->name, json_string_value(v)) == 0) {
+                                s->set_enum(p, c->value);
+                                return 0;
+                        }
+                return r ?: fail_at(L, at, false, "%s '%s': expected %s", s->label, json_string_value(v), what);
+        }
+        case SK_CUSTOM:
+                return s->load ? s->load(L, at, v, p, s) : 0;
+        default:
+                return 0;  /* "$schema" */
+        }
+}
+
+/* "/limits/memory" -> "/limits" into buf */
+static const char *parent_of(const char *key, char *buf, size_t n)
+{
+        const char *leaf = strrchr(key, '/');
+        snprintf(buf, n, "%.*s", (int)(leaf - key), key);
+        return buf;
+}
+
+/* The keys one level below PARENT ("" or "/filesystem"), in table order,
+ * each once: what check_keys accepts there (and lists). */
+static void keys_under(const char *parent, char names[][64], const char **list, size_t max)
+{
+        size_t n = 0, plen = strlen(parent);
+        for (size_t i = 0; i < n_settings && n + 1 < max; i++) {
+                const char *k = settings[i].key;
+                if (!k || strncmp(k, parent, plen) != 0 || k[plen] != '/')
+                        continue;
+                int len = (int)strcspn(k + plen + 1, "/");
+                bool seen = false;
+                for (size_t j = 0; j < n; j++)
+                        seen |= (int)strlen(list[j]) == len && strncmp(list[j], k + plen + 1, (size_t)len) == 0;
+                if (seen)
+                        continue;
+                snprintf(names[n], 64, "%.*s", len, k + plen + 1);
+                list[n] = names[n];
+                n++;
+        }
+        list[n] = NULL;
+}
+
+/* The object at PARENT, checked as a whole (its type, its keys), then the
+ * settings it holds in table order, SETTING_EARLY ones first. */
+static int load_object(const struct loader *L, json_t *doc, const char *parent, brig_policy *p)
+{
+        json_t *o = *parent ? json_object_get(doc, parent + 1) : doc;
+        if (!o)
+                return 0;
+        const char *what = "an object";
+        for (const struct setting_object *so = setting_objects; so->path; so++)
+                if (strcmp(so->path, parent) == 0)
+                        what = so->what;
+        char names[32][64];
+        const char *keys[33];
+        keys_under(parent, names, keys, ARRAY_SIZE(keys));
+        int r = want(L, parent, o, JSON_OBJECT, what);
+        r = r ?: check_keys(L, parent, o, keys);
+        char buf[64];
+        for (int pass = 0; pass < 2; pass++) {
+                for (size_t i = 0; r == 0 && i < n_settings; i++) {
+                        const struct setting *s = &settings[i];
+                        if (!s->key || !!(s->flags & SETTING_EARLY) != (pass == 0) ||
+                            strcmp(parent_of(s->key, buf, sizeof buf), parent) != 0)
+                                continue;
+                        json_t *v = json_object_get(o, strrchr(s->key, '/') + 1);
+                        if (v)
+                                r = load_setting(L, s->key, v, p, s);
                 }
         }
-        if (r == 0 && (v = json_object_get(doc, "filesystem")))
-                r = load_filesystem(L, v, p);
-        if (r == 0 && (v = json_object_get(doc, "process")))
-                r = load_process(L, v, p);
-        if (r == 0 && (v = json_object_get(doc, "limits")))
-                r = load_limits(L, v, p);
-        if (r == 0 && (v = json_object_get(doc, "syscalls")))
-                r = load_syscalls(L, v, p);
-        if (r == 0 && (v = json_object_get(doc, "network")))
-                r = load_network(L, v, p);
-        if (r == 0 && (v = json_object_get(doc, "audit")))
-                r = load_files(L, v, "/audit", p, brig_policy_set_audit_path);
-        if (r == 0 && (v = json_object_get(doc, "report")))
-                r = load_files(L, v, "/report", p, brig_policy_set_report_path);
-        if (r == 0 && (v = json_object_get(doc, "tools")))
-                r = load_tools(L, v, p);
+        return r;
+}
+
+/* Apply one parsed document: each object that holds settings, in the
+ * order the table first names it. */
+static int apply(const struct loader *L, json_t *doc, brig_policy *p)
+{
+        char done[16][64];
+        size_t n_done = 0;
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < n_settings; i++) {
+                if (!settings[i].key)
+                        continue;
+                char parent[64];
+                parent_of(settings[i].key, parent, sizeof parent);
+                bool seen = false;
+                for (size_t j = 0; j < n_done; j++)
+                        seen |= strcmp(done[j], parent) == 0;
+                if (seen)
+                        continue;
+                if (n_done == ARRAY_SIZE(done))
+                        return brig_err(L->err, EOVERFLOW, "policy: too many objects in the table of settings");
+                snprintf(done[n_done++], sizeof done[0], "%s", parent);
+                r = load_object(L, doc, parent, p);
+        }
         return r;
 }
 
@@ -872,142 +782,213 @@ static bool is_default_deny(const char *pattern)
         return false;
 }
 
-static json_t *filesystem_json(const brig_policy *p)
+json_t *dump_binds(const brig_policy *p, const struct setting *s)
 {
-        json_t *fs = json_object();
-        if (p->workspace)
-                json_object_set_new(fs, "workspace", json_string(p->workspace));
-        json_object_set_new(fs, "workspace_readonly", json_boolean(p->workspace_readonly));
-        json_t *binds = json_array(), *tmpfs = json_array();
+        json_t *binds = json_array();
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct mount_entry *m = &p->mounts[i];
                 if (m->kind == MOUNT_BIND)
                         json_array_append_new(binds, json_pack("{s:s, s:s, s:b}", "source", m->src, "destination",
                                                                m->dst, "readonly", m->readonly));
-                else
+        }
+        return binds;
+}
+
+json_t *dump_tmpfs(const brig_policy *p, const struct setting *s)
+{
+        json_t *tmpfs = json_array();
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                const struct mount_entry *m = &p->mounts[i];
+                if (m->kind != MOUNT_BIND)
                         json_array_append_new(tmpfs, json_pack("{s:s, s:o}", "destination", m->dst, "size",
                                                                size_json(m->size)));
         }
-        json_object_set_new(fs, "binds", binds);
-        json_object_set_new(fs, "tmpfs", tmpfs);
-        json_object_set_new(fs, "tmp_size", size_json(p->tmp_size));
-        json_object_set_new(fs, "home_size", size_json(p->home_size));
-        json_object_set_new(fs, "shm_size", size_json(p->shm_size));
-        json_object_set_new(fs, "sys", json_boolean(p->mount_sys));
+        return tmpfs;
+}
+
+/* The entries added to the built-in list (a new policy holds those). */
+json_t *dump_deny(const brig_policy *p, const struct setting *s)
+{
         json_t *deny = json_array();
         for (size_t i = 0; i < p->deny.n; i++)
                 if (!is_default_deny(p->deny.items[i]))
                         json_array_append_new(deny, json_string(p->deny.items[i]));
-        json_object_set_new(fs, "deny", deny);
-        json_t *allowed = json_array();
-        for (size_t i = 0; i < p->unsafe_allowed.n; i++)
-                json_array_append_new(allowed, json_string(p->unsafe_allowed.items[i]));
-        json_object_set_new(fs, "unsafe_allow_secrets", allowed);
-        return fs;
+        return deny;
 }
 
-static json_t *process_json(const brig_policy *p)
+json_t *dump_env(const brig_policy *p, const struct setting *s)
 {
-        json_t *proc = json_object(), *env = json_object(), *keep = json_array();
+        json_t *env = json_object();
         for (size_t i = 0; i < p->n_env; i++)
                 json_object_set_new(env, p->env[i].name, json_string(p->env[i].value));
-        for (size_t i = 0; i < p->keep_env.n; i++)
-                json_array_append_new(keep, json_string(p->keep_env.items[i]));
-        json_object_set_new(proc, "env", env);
-        json_object_set_new(proc, "keep_env", keep);
-        if (p->cwd)
-                json_object_set_new(proc, "cwd", json_string(p->cwd));
-        if (p->hostname)
-                json_object_set_new(proc, "hostname", json_string(p->hostname));
-        static const char *const tty[] = { "auto", "always", "never" };
-        json_object_set_new(proc, "tty", json_string(tty[p->tty]));
-        json_object_set_new(proc, "terminal_passthrough", json_boolean(p->terminal_passthrough));
-        return proc;
+        return env;
 }
 
-static json_t *limits_json(const brig_policy *p)
+json_t *dump_rules(const brig_policy *p, const struct setting *s)
 {
-        const struct limits *l = &p->limits;
-        json_t *o = json_object();
-        const uint64_t values[] = {
-                [BRIG_LIMIT_MEMORY] = l->memory, [BRIG_LIMIT_PIDS] = l->pids, [BRIG_LIMIT_CPUS_MILLI] = l->cpus_millis,
-                [BRIG_LIMIT_IO_WEIGHT] = l->io_weight, [BRIG_LIMIT_TIMEOUT_MS] = l->timeout_ms,
-                [BRIG_LIMIT_KILL_AFTER_MS] = l->kill_after_ms, [BRIG_LIMIT_CPU_TIME_S] = l->cpu_time_s,
-                [BRIG_LIMIT_NOFILE] = l->nofile, [BRIG_LIMIT_NPROC] = l->nproc, [BRIG_LIMIT_FSIZE] = l->fsize,
-                [BRIG_LIMIT_STACK] = l->stack,
+        return seccomp_policy_json(p->seccomp);
+}
+
+json_t *dump_degraded(const brig_policy *p, const struct setting *s)
+{
+        static const struct { unsigned bit; const char *name; } names[] = {
+                { DEGRADE_LANDLOCK, "landlock" }, { DEGRADE_SECCOMP, "seccomp" }, { DEGRADE_MEMORY, "memory" },
+                { DEGRADE_PIDS, "pids" }, { DEGRADE_CPUS, "cpus" }, { DEGRADE_IO, "io" },
         };
-        for (size_t i = 0; i < ARRAY_SIZE(limit_keys); i++) {
-                uint64_t v = values[limit_keys[i].which];
-                json_t *j;
-                switch (limit_keys[i].kind) {
-                case K_SIZE: j = v ? size_json(v) : json_integer(0); break;
-                case K_DURATION: j = duration_json(v); break;
-                case K_SECONDS: j = json_sprintf("%llus", (unsigned long long)v); break;
-                case K_CPUS: j = json_real((double)v / 1000.0); break;
-                default: j = json_integer((json_int_t)v); break;
-                }
-                json_object_set_new(o, limit_keys[i].key, j);
-        }
-        json_object_set_new(o, "required", json_boolean(l->required));
-        return o;
+        json_t *degraded = json_array();
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                if (p->allow_degraded & names[i].bit)
+                        json_array_append_new(degraded, json_string(names[i].name));
+        return degraded;
 }
 
-static json_t *tools_json(const struct tools_policy *t)
+/* Only when set: unset, any allow rule turns egress on. */
+json_t *dump_net_mode(const brig_policy *p, const struct setting *s)
 {
-        json_t *o = json_object(), *copies = json_array(), *carry = json_array();
+        static const char *const modes[] = { "none", "proxy", "host", "filtered" };
+        return p->net_mode_set ? json_string(modes[p->net_mode]) : NULL;
+}
+
+/* The egress rules' own dump (net/policy.c), the key of this setting. */
+json_t *dump_egress(const brig_policy *p, const struct setting *s)
+{
+        json_t *rules = egress_policy_json(p->egress);
+        json_t *v = json_incref(json_object_get(rules, strrchr(s->key, '/') + 1));
+        json_decref(rules);
+        return v;
+}
+
+json_t *dump_copy_ins(const brig_policy *p, const struct setting *s)
+{
+        const struct tools_policy *t = p->tools;
+        if (!t)
+                return NULL;
+        json_t *copies = json_array();
         for (size_t i = 0; i < t->n_copy_ins; i++)
                 json_array_append_new(copies, json_pack("{s:s, s:s, s:b}", "source", t->copy_ins[i].src, "destination",
                                                         t->copy_ins[i].dst, "secret", t->copy_ins[i].secret));
-        if (t->carry & CARRY_NPM)
-                json_array_append_new(carry, json_string("npm"));
-        if (t->carry & CARRY_PIP)
-                json_array_append_new(carry, json_string("pip"));
-        json_object_set_new(o, "copy_in", copies);
-        json_object_set_new(o, "ssh_agent", json_boolean(t->ssh_agent));
-        json_object_set_new(o, "git_identity", json_boolean(t->git_identity));
-        json_object_set_new(o, "carry_config", carry);
-        return o;
+        return copies;
 }
 
+/* A bool of struct tools_policy at s->offset. */
+json_t *dump_tool_bool(const brig_policy *p, const struct setting *s)
+{
+        if (!p->tools)
+                return NULL;
+        bool on;
+        memcpy(&on, (const char *)p->tools + s->offset, sizeof on);
+        return json_boolean(on);
+}
+
+json_t *dump_carry(const brig_policy *p, const struct setting *s)
+{
+        if (!p->tools)
+                return NULL;
+        json_t *carry = json_array();
+        if (p->tools->carry & CARRY_NPM)
+                json_array_append_new(carry, json_string("npm"));
+        if (p->tools->carry & CARRY_PIP)
+                json_array_append_new(carry, json_string("pip"));
+        return carry;
+}
+
+static uint64_t limit_value(const struct limits *l, enum brig_limit which)
+{
+        switch (which) {
+        case BRIG_LIMIT_MEMORY: return l->memory;
+        case BRIG_LIMIT_PIDS: return l->pids;
+        case BRIG_LIMIT_CPUS_MILLI: return l->cpus_millis;
+        case BRIG_LIMIT_IO_WEIGHT: return l->io_weight;
+        case BRIG_LIMIT_TIMEOUT_MS: return l->timeout_ms;
+        case BRIG_LIMIT_KILL_AFTER_MS: return l->kill_after_ms;
+        case BRIG_LIMIT_CPU_TIME_S: return l->cpu_time_s;
+        case BRIG_LIMIT_NOFILE: return l->nofile;
+        case BRIG_LIMIT_NPROC: return l->nproc;
+        case BRIG_LIMIT_FSIZE: return l->fsize;
+        case BRIG_LIMIT_STACK: return l->stack;
+        }
+        return 0;
+}
+
+json_t *setting_dump(const brig_policy *p, const struct setting *s)
+{
+        if (s->dump)
+                return s->dump(p, s);
+        const char *at = (const char *)p + s->offset;
+        switch (s->kind) {
+        case SK_BOOL: {
+                bool on;
+                memcpy(&on, at, sizeof on);
+                return json_boolean(on);
+        }
+        case SK_SIZE: {
+                uint64_t v;
+                memcpy(&v, at, sizeof v);
+                return size_json(v);
+        }
+        case SK_LIMIT: {
+                uint64_t v = limit_value(&p->limits, s->limit);
+                switch (s->unit) {
+                case SU_SIZE: return v ? size_json(v) : json_integer(0);
+                case SU_DURATION: return duration_json(v);
+                case SU_SECONDS: return json_sprintf("%llus", (unsigned long long)v);
+                case SU_CPUS: return json_real((double)v / 1000.0);
+                default: return json_integer((json_int_t)v);
+                }
+        }
+        case SK_STRING:
+        case SK_PATH: {
+                const char *str;
+                memcpy(&str, at, sizeof str);
+                return str ? json_string(str) : NULL;
+        }
+        case SK_LIST: {
+                const struct strv *v = (const struct strv *)at;
+                if (s->omit_empty && v->n == 0)
+                        return NULL;
+                json_t *list = json_array();
+                for (size_t i = 0; i < v->n; i++)
+                        json_array_append_new(list, json_string(v->items[i]));
+                return list;
+        }
+        case SK_ENUM: {
+                int v;
+                memcpy(&v, at, sizeof v);
+                for (const struct setting_choice *c = s->choices; c->name; c++)
+                        if (c->value == v)
+                                return json_string(c->name);
+                return NULL;
+        }
+        default:
+                return NULL;
+        }
+}
+
+/* Every setting the dump holds, at its key, in table order
+ * (SETTING_DUMP_LATE ones after the rest). */
 static json_t *policy_json(const brig_policy *p)
 {
         json_t *doc = json_object();
-        json_object_set_new(doc, "filesystem", filesystem_json(p));
-        json_object_set_new(doc, "process", process_json(p));
-        json_object_set_new(doc, "limits", limits_json(p));
-        json_t *degraded = json_array();
-        if (p->allow_degraded & DEGRADE_LANDLOCK)
-                json_array_append_new(degraded, json_string("landlock"));
-        if (p->allow_degraded & DEGRADE_SECCOMP)
-                json_array_append_new(degraded, json_string("seccomp"));
-        if (p->allow_degraded & DEGRADE_MEMORY)
-                json_array_append_new(degraded, json_string("memory"));
-        if (p->allow_degraded & DEGRADE_PIDS)
-                json_array_append_new(degraded, json_string("pids"));
-        if (p->allow_degraded & DEGRADE_CPUS)
-                json_array_append_new(degraded, json_string("cpus"));
-        if (p->allow_degraded & DEGRADE_IO)
-                json_array_append_new(degraded, json_string("io"));
-        json_object_set_new(doc, "syscalls", json_pack("{s:o, s:o}", "rules", seccomp_policy_json(p->seccomp),
-                                                       "allow_degraded", degraded));
-        json_t *net = egress_policy_json(p->egress);
-        if (p->net_mode_set) {
-                static const char *const modes[] = { "none", "proxy", "host", "filtered" };
-                json_object_set_new(net, "mode", json_string(modes[p->net_mode]));
+        for (size_t k = 0; k < 2 * n_settings; k++) {
+                const struct setting *s = &settings[k % n_settings];
+                if (!!(s->flags & SETTING_DUMP_LATE) != (k >= n_settings))
+                        continue;
+                json_t *v = s->key ? setting_dump(p, s) : NULL;
+                if (!v)
+                        continue;
+                const char *leaf = strrchr(s->key, '/');
+                json_t *obj = doc;
+                if (leaf != s->key) {
+                        char name[64];
+                        snprintf(name, sizeof name, "%.*s", (int)(leaf - s->key - 1), s->key + 1);
+                        obj = json_object_get(doc, name);
+                        if (!obj) {
+                                obj = json_object();
+                                json_object_set_new(doc, name, obj);
+                        }
+                }
+                json_object_set_new(obj, leaf + 1, v);
         }
-        if (p->allow_unix.n) {
-                json_t *unix_paths = json_array();
-                for (size_t i = 0; i < p->allow_unix.n; i++)
-                        json_array_append_new(unix_paths, json_string(p->allow_unix.items[i]));
-                json_object_set_new(net, "allow_unix", unix_paths);
-        }
-        json_object_set_new(doc, "network", net);
-        if (p->audit_path)
-                json_object_set_new(doc, "audit", json_pack("{s:s}", "file", p->audit_path));
-        if (p->report_path)
-                json_object_set_new(doc, "report", json_pack("{s:s}", "file", p->report_path));
-        if (p->tools)
-                json_object_set_new(doc, "tools", tools_json(p->tools));
         return doc;
 }
 
