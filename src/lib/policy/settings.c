@@ -661,9 +661,9 @@ int brig_policy_set_option(brig_policy *p, const char *name, const char *value, 
         const struct setting *s = NULL;
         const struct setting_flag *f = name ? find_flag(name, &s) : NULL;
         if (!p || !f)
-                return brig_err(err, EINVAL, "unknown option '--%s'", name ? name : "");
+                return flag_err(err, "unknown option '--%s'", name ? name : "");
         if (!f->arg != !value)
-                return brig_err(err, EINVAL, "option '--%s' %s", name, f->arg ? "needs a value" : "takes no value");
+                return flag_err(err, "option '--%s' %s", name, f->arg ? "needs a value" : "takes no value");
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", f->name);
         int r = f->cli ? f->cli(p, s, f, value, err) : cli_by_kind(p, s, f, flag, value, err);
