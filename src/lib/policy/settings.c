@@ -18,26 +18,16 @@
 
 _Static_assert(sizeof(enum brig_tty_mode) == sizeof(int), "SK_ENUM reads an enum as an int");
 
+
 /* The --help headings. */
-static const char *const setting_sections[] = {
-        "Policy (applied first, in order; every other flag wins over them):",
-        "Filesystem:",
-        "Tools (docs/tools.md):",
-        "Process:",
-        "Network (default none: only the sandbox's own loopback):",
-        "Limits (sizes take K/M/G/T, times take ms/s/m/h, e.g. 1h30m; 0 removes a limit):",
-        "Syscalls and degradation:",
-        "Reporting:",
-        NULL,
-};
-#define S_POLICY setting_sections[0]
-#define S_FS setting_sections[1]
-#define S_TOOLS setting_sections[2]
-#define S_PROCESS setting_sections[3]
-#define S_NET setting_sections[4]
-#define S_LIMITS setting_sections[5]
-#define S_SYSCALLS setting_sections[6]
-#define S_REPORT setting_sections[7]
+#define S_POLICY "Policy (applied first, in order; every other flag wins over them):"
+#define S_FS "Filesystem:"
+#define S_TOOLS "Tools (docs/tools.md):"
+#define S_PROCESS "Process:"
+#define S_NET "Network (default none: only the sandbox's own loopback):"
+#define S_LIMITS "Limits (sizes take K/M/G/T, times take ms/s/m/h, e.g. 1h30m; 0 removes a limit):"
+#define S_SYSCALLS "Syscalls and degradation:"
+#define S_REPORT "Reporting:"
 
 const struct setting_object setting_objects[] = {
         { "/filesystem", "an object", NULL },
@@ -308,9 +298,11 @@ static const struct setting_choice net_choices[] = {
 const struct setting settings[] = {
         /* the command line's policy files, applied before every other flag */
         { .section = S_POLICY, .kind = SK_CUSTOM, .flags = BRIG_OPTION_FIRST,
-          .cli = { { "profile", "NAME", "a built-in profile: default, strict, build, browser", .cli = cli_profile } } },
+          .cli = { { .name = "profile", .arg = "NAME", .help = "a built-in profile: default, strict, build, browser",
+                     .cli = cli_profile } } },
         { .section = S_POLICY, .kind = SK_CUSTOM, .flags = BRIG_OPTION_FIRST,
-          .cli = { { "policy", "FILE", "a JSON policy file (repeatable; later files win; also $BRIG_POLICY)",
+          .cli = { { .name = "policy", .arg = "FILE",
+                     .help = "a JSON policy file (repeatable; later files win; also $BRIG_POLICY)",
                      .cli = cli_policy_file } } },
 
         { .key = "/$schema", .kind = SK_IGNORED,
@@ -321,15 +313,16 @@ const struct setting settings[] = {
         /* filesystem */
         { .key = "/filesystem/workspace", .section = S_FS, .kind = SK_PATH, .set_str = brig_policy_set_workspace,
           .offset = OFF(workspace), .what = "a path",
-          .cli = { { "workspace", "DIR", "read-write workspace (default: current directory)" } },
+          .cli = { { .name = "workspace", .arg = "DIR", .help = "read-write workspace (default: current directory)" } },
           .schema = "{\"$ref\": \"#/$defs/absolute_path\", \"description\": \"The read-write (or read-only) "
                     "workspace; default: the current directory at run time.\"}" },
         { .key = "/filesystem/workspace_readonly", .section = S_FS, .kind = SK_BOOL,
           .set_flag = brig_policy_set_workspace_readonly, .offset = OFF(workspace_readonly),
-          .cli = { { "read-only-workspace", NULL, "mount the workspace read-only" } } },
+          .cli = { { .name = "read-only-workspace", .arg = NULL, .help = "mount the workspace read-only" } } },
         { .key = "/filesystem/binds", .section = S_FS, .kind = SK_CUSTOM, .load = load_binds, .dump = dump_binds,
-          .cli = { { "ro-bind", "SRC[:DST]", "bind a host path read-only", BRIG_BIND_READONLY, cli_bind },
-                   { "bind", "SRC[:DST]", "bind a host path read-write", 0, cli_bind } },
+          .cli = { { .name = "ro-bind", .arg = "SRC[:DST]", .help = "bind a host path read-only",
+                     .param = BRIG_BIND_READONLY, .cli = cli_bind },
+                   { .name = "bind", .arg = "SRC[:DST]", .help = "bind a host path read-write", .cli = cli_bind } },
           .schema = "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"additionalProperties\": false,"
                     " \"required\": [\"source\"], \"properties\": {"
                     "\"source\": {\"$ref\": \"#/$defs/absolute_path\"},"
@@ -339,66 +332,75 @@ const struct setting settings[] = {
                     " \"if\": {\"not\": {\"required\": [\"destination\"]}},"
                     " \"then\": {\"properties\": {\"source\": {\"$ref\": \"#/$defs/mount_destination\"}}}}}" },
         { .key = "/filesystem/tmpfs", .section = S_FS, .kind = SK_CUSTOM, .load = load_tmpfs, .dump = dump_tmpfs,
-          .cli = { { "tmpfs", "DST[:SIZE]", "an empty tmpfs (default size 64M)", .cli = cli_tmpfs, .prefix = true } },
+          .cli = { { .name = "tmpfs", .arg = "DST[:SIZE]", .help = "an empty tmpfs (default size 64M)",
+                     .cli = cli_tmpfs, .prefix = true } },
           .schema = "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"additionalProperties\": false,"
                     " \"required\": [\"destination\"], \"properties\": {"
                     "\"destination\": {\"$ref\": \"#/$defs/mount_destination\"},"
                     " \"size\": {\"$ref\": \"#/$defs/size\", \"description\": \"0 or absent: brig's default tmpfs "
                     "size (64M).\"}}}}" },
         { .key = "/filesystem/tmp_size", .section = S_FS, .kind = SK_SIZE, .set_u64 = brig_policy_set_tmp_size,
-          .offset = OFF(tmp_size), .cli = { { "tmp-size", "SIZE", "size of /tmp (default 512M)", .prefix = true } } },
+          .offset = OFF(tmp_size), .cli = { { .name = "tmp-size", .arg = "SIZE", .help = "size of /tmp (default 512M)",
+                                              .prefix = true } } },
         { .key = "/filesystem/home_size", .section = S_FS, .kind = SK_SIZE, .set_u64 = brig_policy_set_home_size,
           .offset = OFF(home_size),
-          .cli = { { "home-size", "SIZE", "size of the empty $HOME (default 256M)", .prefix = true } } },
+          .cli = { { .name = "home-size", .arg = "SIZE", .help = "size of the empty $HOME (default 256M)",
+                     .prefix = true } } },
         { .key = "/filesystem/shm_size", .section = S_FS, .kind = SK_SIZE, .set_u64 = brig_policy_set_shm_size,
-          .offset = OFF(shm_size), .cli = { { "shm-size", "SIZE", "size of /dev/shm (default 64M)", .prefix = true } } },
+          .offset = OFF(shm_size), .cli = { { .name = "shm-size", .arg = "SIZE",
+                                              .help = "size of /dev/shm (default 64M)", .prefix = true } } },
         { .key = "/filesystem/sys", .section = S_FS, .kind = SK_BOOL, .set_flag = brig_policy_set_mount_sys,
-          .offset = OFF(mount_sys), .cli = { { "sys", NULL, "mount a read-only /sys" } } },
+          .offset = OFF(mount_sys), .cli = { { .name = "sys", .arg = NULL, .help = "mount a read-only /sys" } } },
         { .key = "/filesystem/deny", .section = S_FS, .kind = SK_LIST, .set_str = brig_policy_add_deny,
-          .dump = dump_deny, .cli = { { "deny", "PATH", "add a path to the secret deny list (~/ = every home)" } },
+          .dump = dump_deny, .cli = { { .name = "deny", .arg = "PATH",
+                                        .help = "add a path to the secret deny list (~/ = every home)" } },
           .schema = "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"pattern\": \"^(/|~/)\"}}" },
         /* Removals first, so a "deny" of the same entry in the same file
          * puts it back (the deny list never loses by accident). */
         { .key = "/filesystem/unsafe_allow_secrets", .section = S_FS, .kind = SK_LIST, .flags = SETTING_EARLY,
           .set_str = load_unsafe_allow, .offset = OFF(unsafe_allowed),
-          .cli = { { "unsafe-allow-secret", "PATH", "remove a built-in entry from the deny list",
+          .cli = { { .name = "unsafe-allow-secret", .arg = "PATH", .help = "remove a built-in entry from the deny list",
                      .cli = cli_unsafe_allow } } },
 
         /* process */
         { .key = "/process/env", .section = S_PROCESS, .kind = SK_CUSTOM, .load = load_env, .dump = dump_env,
-          .cli = { { "env", "NAME=VALUE", "set a variable inside", .cli = cli_env } },
+          .cli = { { .name = "env", .arg = "NAME=VALUE", .help = "set a variable inside", .cli = cli_env } },
           .schema = "{\"type\": \"object\", \"propertyNames\": {\"$ref\": \"#/$defs/env_name\"},"
                     " \"additionalProperties\": {\"type\": \"string\"}}" },
         { .key = "/process/keep_env", .section = S_PROCESS, .kind = SK_LIST, .set_str = brig_policy_keep_env,
-          .offset = OFF(keep_env), .cli = { { "keep-env", "NAME", "pass the caller's value of NAME" } },
+          .offset = OFF(keep_env), .cli = { { .name = "keep-env", .arg = "NAME",
+                                              .help = "pass the caller's value of NAME" } },
           .schema = "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/env_name\"}}" },
         { .key = "/process/cwd", .section = S_FS, .kind = SK_STRING, .set_str = brig_policy_set_cwd,
           .offset = OFF(cwd), .what = "a path",
-          .cli = { { "cwd", "DIR", "start the command in DIR inside (default: the workspace)", .prefix = true } },
+          .cli = { { .name = "cwd", .arg = "DIR", .help = "start the command in DIR inside (default: the workspace)",
+                     .prefix = true } },
           .schema = "{\"$ref\": \"#/$defs/absolute_path\"}" },
         { .key = "/process/hostname", .section = S_PROCESS, .kind = SK_STRING, .set_str = brig_policy_set_hostname,
           .offset = OFF(hostname), .what = "a string",
-          .cli = { { "hostname", "NAME", "hostname inside (default brig)" } },
+          .cli = { { .name = "hostname", .arg = "NAME", .help = "hostname inside (default brig)" } },
           .schema = "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9.-]{1,64}$\", \"default\": \"brig\"}" },
         { .key = "/process/tty", .section = S_PROCESS, .kind = SK_ENUM, .set_enum = set_tty, .choices = tty_choices,
           .offset = OFF(tty), .label = "tty",
-          .cli = { { "tty", NULL, "force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)",
-                     BRIG_TTY_ALWAYS },
-                   { "no-tty", NULL, NULL, BRIG_TTY_NEVER } } },
+          .cli = { { .name = "tty", .arg = NULL,
+                     .help = "force or forbid a pseudo-terminal (default: when stdin and stdout are terminals)",
+                     .param = BRIG_TTY_ALWAYS },
+                   { .name = "no-tty", .arg = NULL, .help = NULL, .param = BRIG_TTY_NEVER } } },
         { .key = "/process/terminal_passthrough", .section = S_PROCESS, .kind = SK_BOOL,
           .set_flag = brig_policy_set_terminal_passthrough, .offset = OFF(terminal_passthrough),
-          .cli = { { "terminal-passthrough", NULL,
-                     "let the command's escape sequences reach the terminal unfiltered\n"
+          .cli = { { .name = "terminal-passthrough", .arg = NULL,
+                     .help = "let the command's escape sequences reach the terminal unfiltered\n"
                      "(clipboard OSC 52, titles, queries; dropped by default)" } } },
         { .section = S_PROCESS, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
-          .cli = { { "pass-fd", "N", "keep inherited fd N open inside", 0, cli_fd } } },
+          .cli = { { .name = "pass-fd", .arg = "N", .help = "keep inherited fd N open inside", .cli = cli_fd } } },
 
         /* limits */
         LIMIT("memory", "memory", "SIZE", "memory, no swap (default 4G; cgroup)", BRIG_LIMIT_MEMORY, SU_SIZE),
         LIMIT("pids", "pids", "N", "processes and threads (default 1024; cgroup)", BRIG_LIMIT_PIDS, SU_COUNT),
         LIMIT("cpus", "cpus", "N", "CPU share in cores, e.g. 1.5 (cgroup)", BRIG_LIMIT_CPUS_MILLI, SU_CPUS),
         { .key = "/limits/io_weight", .section = S_LIMITS, .kind = SK_LIMIT, .limit = BRIG_LIMIT_IO_WEIGHT,
-          .unit = SU_COUNT, .cli = { { "io-weight", "N", "IO weight 1-10000 (cgroup, where present)", .prefix = true } },
+          .unit = SU_COUNT, .cli = { { .name = "io-weight", .arg = "N",
+                                       .help = "IO weight 1-10000 (cgroup, where present)", .prefix = true } },
           .schema = "{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 10000}" },
         LIMIT("timeout", "timeout", "TIME", "wall clock: SIGTERM to everything, exit 124", BRIG_LIMIT_TIMEOUT_MS,
               SU_DURATION),
@@ -411,15 +413,18 @@ const struct setting settings[] = {
         LIMIT("stack", "stack", "SIZE", "stack size per process (RLIMIT_STACK)", BRIG_LIMIT_STACK, SU_SIZE),
         { .key = "/limits/required", .section = S_LIMITS, .kind = SK_BOOL, .set_flag = brig_policy_require_limits,
           .offset = OFF(limits.required),
-          .cli = { { "require-limits", NULL, "refuse to run when cgroups cannot enforce the limits" } } },
+          .cli = { { .name = "require-limits", .arg = NULL,
+                     .help = "refuse to run when cgroups cannot enforce the limits" } } },
 
         /* syscalls */
         { .key = "/syscalls/rules", .section = S_SYSCALLS, .kind = SK_CUSTOM, .load = load_rules, .dump = dump_rules,
-          .cli = { { "seccomp-allow", "NAME", "allow a syscall or @group the default profile refuses", .cli = cli_seccomp_allow },
-                   { "seccomp-deny", "NAME[:ERRNO]", "refuse a syscall or @group (default errno EPERM)",
+          .cli = { { .name = "seccomp-allow", .arg = "NAME",
+                     .help = "allow a syscall or @group the default profile refuses", .cli = cli_seccomp_allow },
+                   { .name = "seccomp-deny", .arg = "NAME[:ERRNO]",
+                     .help = "refuse a syscall or @group (default errno EPERM)",
                      .cli = cli_seccomp_deny },
-                   { "seccomp-rule", "NAME[(COND,...)]=ACTION",
-                     "ACTION: allow, kill, log, deny-log or errno:N;\n"
+                   { .name = "seccomp-rule", .arg = "NAME[(COND,...)]=ACTION",
+                     .help = "ACTION: allow, kill, log, deny-log or errno:N;\n"
                      "NAME: syscall or @group; COND: aN==V, !=, <, <=, >, >=, aN&MASK==V",
                      .cli = cli_seccomp_rule, .prefix = true } },
           .schema = "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"additionalProperties\": false,"
@@ -427,18 +432,21 @@ const struct setting settings[] = {
                     "\"name\": {\"description\": \"A syscall, a @group, or a syscall with argument conditions: "
                     "\\\"getpriority(a0==0)\\\", \\\"kcmp(a2&0x3==0x1)\\\".\", \"type\": \"string\","
                     " \"pattern\": \"^@?[a-z0-9_]+(\\\\(.*\\\\))?$\"},"
-                    " \"action\": {\"type\": \"string\", \"pattern\": \"^(allow|kill|log|deny-log|errno:[A-Za-z0-9]+)$\"}}}}" },
+                    " \"action\": {\"type\": \"string\","
+                    " \"pattern\": \"^(allow|kill|log|deny-log|errno:[A-Za-z0-9]+)$\"}}}}" },
         { .key = "/syscalls/allow_degraded", .section = S_SYSCALLS, .kind = SK_LIST,
           .set_str = brig_policy_allow_degraded, .dump = dump_degraded,
-          .cli = { { "allow-degraded", "CONTROL", "run even if the host lacks landlock or seccomp (the report says so)" } },
+          .cli = { { .name = "allow-degraded", .arg = "CONTROL",
+                     .help = "run even if the host lacks landlock or seccomp (the report says so)" } },
           .schema = "{\"type\": \"array\", \"items\": {\"enum\": [\"landlock\", \"seccomp\", \"memory\", \"pids\","
                     " \"cpus\", \"io\"]}}" },
 
         /* network */
-        { .key = "/network/mode", .section = S_NET, .kind = SK_ENUM, .flags = SETTING_DUMP_LATE, .set_enum = set_net, .choices = net_choices,
+        { .key = "/network/mode", .section = S_NET, .kind = SK_ENUM, .flags = SETTING_DUMP_LATE, .set_enum = set_net,
+          .choices = net_choices,
           .dump = dump_net_mode, .label = "network mode",
-          .cli = { { "net", "none|proxy|filtered|host",
-                     "proxy: brig's logging proxy reaches only what is allowed;\n"
+          .cli = { { .name = "net", .arg = "none|proxy|filtered|host",
+                     .help = "proxy: brig's logging proxy reaches only what is allowed;\n"
                      "filtered: the proxy, and every other TCP connection and DNS query\n"
                      "sent to brig by the kernel (the default with allow rules; proxy\n"
                      "where the host can't, unless asked for explicitly);\n"
@@ -447,13 +455,14 @@ const struct setting settings[] = {
           .schema = "{\"default\": \"none\"}" },
         { .key = "/network/allow_hosts", .section = S_NET, .kind = SK_LIST, .set_str = brig_policy_allow_host,
           .dump = dump_egress,
-          .cli = { { "allow-host", "PATTERN", "allow pypi.org, *.pythonhosted.org, host:port (turns on filtered)",
+          .cli = { { .name = "allow-host", .arg = "PATTERN",
+                     .help = "allow pypi.org, *.pythonhosted.org, host:port (turns on filtered)",
                      .prefix = true } },
           .schema = "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/host_pattern\"}}" },
         { .key = "/network/allow_private_hosts", .section = S_NET, .kind = SK_LIST,
           .set_str = brig_policy_allow_private_host, .dump = dump_egress,
-          .cli = { { "allow-private-host", "PATTERN",
-                     "allow it as --allow-host does, and let its names resolve to\n"
+          .cli = { { .name = "allow-private-host", .arg = "PATTERN",
+                     .help = "allow it as --allow-host does, and let its names resolve to\n"
                      "private addresses (LAN, fc00::/7, 100.64/10; never loopback or metadata)",
                      .prefix = true } },
           .schema = "{\"description\": \"Allowed like allow_hosts, and these names may resolve to private "
@@ -461,23 +470,27 @@ const struct setting settings[] = {
                     "only; loopback, link-local and cloud metadata stay refused (--allow-private-host).\","
                     " \"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/host_pattern\"}}" },
         { .key = "/network/deny_hosts", .section = S_NET, .kind = SK_LIST, .set_str = brig_policy_deny_host,
-          .dump = dump_egress, .cli = { { "deny-host", "PATTERN", "deny (wins over allow)", .prefix = true } },
+          .dump = dump_egress, .cli = { { .name = "deny-host", .arg = "PATTERN", .help = "deny (wins over allow)",
+                                          .prefix = true } },
           .schema = "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/host_pattern\"}}" },
         { .key = "/network/allow_cidrs", .section = S_NET, .kind = SK_LIST, .set_str = brig_policy_allow_cidr,
           .dump = dump_egress,
-          .cli = { { "allow-cidr", "CIDR[:PORT]", "allow addresses the classification refuses (private, loopback...)",
+          .cli = { { .name = "allow-cidr", .arg = "CIDR[:PORT]",
+                     .help = "allow addresses the classification refuses (private, loopback...)",
                      .prefix = true } },
           .schema = "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"minLength\": 1}}" },
         { .key = "/network/resolve", .section = S_NET, .kind = SK_CUSTOM, .set_str = brig_policy_add_resolve,
           .load = load_resolve, .dump = dump_egress,
-          .cli = { { "resolve", "HOST:ADDR", "resolve HOST to ADDR without DNS", .prefix = true } },
+          .cli = { { .name = "resolve", .arg = "HOST:ADDR", .help = "resolve HOST to ADDR without DNS",
+                     .prefix = true } },
           .schema = "{\"description\": \"Names answered without DNS (like curl --resolve): [\\\"HOST:ADDR\\\", ...] "
                     "or {\\\"HOST\\\": \\\"ADDR\\\"}.\", \"oneOf\": [{\"type\": \"array\", \"items\": {\"type\": "
                     "\"string\", \"minLength\": 3}}, {\"type\": \"object\", \"additionalProperties\": {\"type\": "
                     "\"string\", \"minLength\": 1}}]}" },
         { .key = "/network/upstream_proxy", .section = S_NET, .kind = SK_STRING,
           .set_str = brig_policy_set_upstream_proxy, .dump = dump_egress, .what = "\"http://HOST:PORT\"",
-          .cli = { { "upstream-proxy", "http://HOST:PORT", "reach allowed hosts through this HTTP proxy (CONNECT)",
+          .cli = { { .name = "upstream-proxy", .arg = "http://HOST:PORT",
+                     .help = "reach allowed hosts through this HTTP proxy (CONNECT)",
                      .prefix = true } },
           .schema = "{\"description\": \"Reach allowed destinations through this HTTP proxy with CONNECT "
                     "(--upstream-proxy): \\\"http://HOST:PORT\\\", HOST a name, an IPv4 address or a bracketed IPv6 "
@@ -485,8 +498,8 @@ const struct setting settings[] = {
                     " \"pattern\": \"^[Hh][Tt][Tt][Pp]://[^@/?#]+:[0-9]+/?$\"}" },
         { .key = "/network/allow_unix", .section = S_NET, .kind = SK_LIST, .flags = SETTING_DUMP_LATE,
           .set_str = brig_policy_allow_unix, .offset = OFF(allow_unix), .omit_empty = true,
-          .cli = { { "allow-unix", "PATH",
-                     "let the sandbox reach this unix socket of the host, on a read-only\n"
+          .cli = { { .name = "allow-unix", .arg = "PATH",
+                     .help = "let the sandbox reach this unix socket of the host, on a read-only\n"
                      "grant (its own sockets always work; every other one is refused)",
                      .prefix = true } },
           .schema = "{\"description\": \"Pathname unix sockets whose listener is outside the sandbox that it may "
@@ -497,28 +510,30 @@ const struct setting settings[] = {
         /* the run's outputs */
         { .key = "/audit/file", .section = S_REPORT, .kind = SK_PATH, .flags = BRIG_OPTION_RUN_ONLY,
           .set_str = brig_policy_set_audit_path, .offset = OFF(audit_path), .what = "a path",
-          .cli = { { "audit", "FILE", "write every refused (or logged) syscall as JSON lines" } },
+          .cli = { { .name = "audit", .arg = "FILE",
+                     .help = "write every refused (or logged) syscall as JSON lines" } },
           .schema = "{\"type\": \"string\", \"minLength\": 1}" },
         { .section = S_REPORT, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
-          .cli = { { "audit-fd", "N", "the audit stream to descriptor N (as --json-report-fd)", 2, cli_fd } } },
+          .cli = { { .name = "audit-fd", .arg = "N", .help = "the audit stream to descriptor N (as --json-report-fd)",
+                     .param = 2, .cli = cli_fd } } },
         { .key = "/report/file", .section = S_REPORT, .kind = SK_PATH, .flags = BRIG_OPTION_RUN_ONLY,
           .set_str = brig_policy_set_report_path, .offset = OFF(report_path), .what = "a path",
-          .cli = { { "json-report", "FILE", "write a JSON report of the run" } },
+          .cli = { { .name = "json-report", .arg = "FILE", .help = "write a JSON report of the run" } },
           .schema = "{\"type\": \"string\", \"minLength\": 1}" },
         { .section = S_REPORT, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
-          .cli = { { "json-report-fd", "N",
-                     "the report to descriptor N, open in brig for writing (a pipe; never the sandbox's)", 1, cli_fd } } },
+          .cli = { { .name = "json-report-fd", .arg = "N",
+                     .help = "the report to descriptor N, open in brig for writing (a pipe; never the sandbox's)",
+                     .param = 1, .cli = cli_fd } } },
 
         /* tools */
         { .key = "/tools/copy_in", .section = S_TOOLS, .kind = SK_CUSTOM, .load = load_copy_ins,
           .dump = dump_copy_ins,
-          .cli = { { "copy-in", "SRC:DST",
-                     "copy a host file in at start for the sandbox user (mode 0400; DST in\n"
-                     "$HOME (~/...), /tmp or a --tmpfs; never saved by a snapshot)",
-                     0, cli_copy_in },
-                   { "copy-in-secret", "SRC:DST",
-                     "the same for a file on the secret deny list (a deploy key in ~/.ssh)", BRIG_COPY_IN_SECRET,
-                     cli_copy_in } },
+          .cli = { { .name = "copy-in", .arg = "SRC:DST",
+                     .help = "copy a host file in at start for the sandbox user (mode 0400; DST in\n"
+                     "$HOME (~/...), /tmp or a --tmpfs; never saved by a snapshot)", .cli = cli_copy_in },
+                   { .name = "copy-in-secret", .arg = "SRC:DST",
+                     .help = "the same for a file on the secret deny list (a deploy key in ~/.ssh)",
+                     .param = BRIG_COPY_IN_SECRET, .cli = cli_copy_in } },
           .schema = "{\"description\": \"Host files copied in at start for the sandbox user (--copy-in, "
                     "--copy-in-secret): mode 0400 in brig's tmpfs, a symlink at the destination, which must lie in "
                     "$HOME, /tmp or a --tmpfs.\", \"type\": \"array\", \"items\": {\"type\": \"object\","
@@ -531,18 +546,21 @@ const struct setting settings[] = {
                     "purpose (--copy-in-secret).\", \"type\": \"boolean\"}}}}" },
         { .key = "/tools/ssh_agent", .section = S_TOOLS, .kind = SK_BOOL, .set_bool = brig_policy_set_ssh_agent,
           .dump = dump_tool_bool, .offset = offsetof(struct tools_policy, ssh_agent),
-          .cli = { { "ssh-agent", NULL, "relay the host's $SSH_AUTH_SOCK: list keys and sign only" } },
+          .cli = { { .name = "ssh-agent", .arg = NULL,
+                     .help = "relay the host's $SSH_AUTH_SOCK: list keys and sign only" } },
           .schema = "{\"description\": \"Relay the host's $SSH_AUTH_SOCK (--ssh-agent): listing keys and signing "
                     "only.\"}" },
         { .key = "/tools/git_identity", .section = S_TOOLS, .kind = SK_BOOL,
           .set_bool = brig_policy_set_git_identity, .dump = dump_tool_bool,
           .offset = offsetof(struct tools_policy, git_identity),
-          .cli = { { "git-identity", NULL, "a ~/.gitconfig with the host's user.name and user.email" } },
+          .cli = { { .name = "git-identity", .arg = NULL,
+                     .help = "a ~/.gitconfig with the host's user.name and user.email" } },
           .schema = "{\"description\": \"A ~/.gitconfig with the host's user.name and user.email "
                     "(--git-identity).\"}" },
         { .key = "/tools/carry_config", .section = S_TOOLS, .kind = SK_LIST, .set_str = brig_policy_carry_config,
           .dump = dump_carry,
-          .cli = { { "carry-config", "npm|pip", "the host's ~/.npmrc or pip.conf, keys on an allow list only (no tokens)",
+          .cli = { { .name = "carry-config", .arg = "npm|pip",
+                     .help = "the host's ~/.npmrc or pip.conf, keys on an allow list only (no tokens)",
                      .prefix = true } },
           .schema = "{\"description\": \"Host config files carried in with keys on an allow list only, never "
                     "credentials (--carry-config).\", \"type\": \"array\", \"items\": {\"enum\": [\"npm\", "
