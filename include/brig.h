@@ -548,6 +548,28 @@ typedef struct brig_file_spec {
  * has exit code 1. WRITE leaves nothing behind when it fails. */
 BRIG_PUBLIC int brig_sandbox_file(brig_sandbox *sb, const brig_file_spec *spec, brig_error **err);
 
+/* Egress rules of a running sandbox, changed live (docs/api.md): an allow
+ * or deny host rule, as brig_policy_allow_host / _deny_host take it
+ * ("pypi.org", "*.example.org:8443"), added — or with BRIG_NET_RULE_REMOVE
+ * taken out again (-ENOENT when there is no such rule) — for every new
+ * connection and DNS query from now on; connections already open stay.
+ * Each change is an event in the sandbox's audit stream ("net_rule").
+ * Only a sandbox whose network runs through brig's proxy (mode proxy or
+ * filtered) has rules to change: -EOPNOTSUPP otherwise. The rules last
+ * while the sandbox runs; a start (or restore) runs the stored policy. */
+enum brig_net_rule {
+        BRIG_NET_RULE_ALLOW_HOST = 1,
+        BRIG_NET_RULE_DENY_HOST,
+};
+enum brig_net_rule_flags {
+        BRIG_NET_RULE_REMOVE = 1 << 0,
+};
+BRIG_PUBLIC int brig_sandbox_net_rule(brig_sandbox *sb, unsigned rule, const char *pattern, unsigned flags,
+                                      brig_error **err);
+/* The rules in force now as JSON (free()): {"mode", "allow_hosts",
+ * "deny_hosts", "allow_cidrs", "resolve", ...} as the report has them. */
+BRIG_PUBLIC char *brig_sandbox_net_json(brig_sandbox *sb, brig_error **err);
+
 /* ---- Host probe -------------------------------------------------------- */
 
 /* Probe the host and return a JSON document (caller frees with free()).

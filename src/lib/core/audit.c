@@ -501,6 +501,15 @@ void audit_net(void *audit, json_t *event)
                 json_decref(event);
                 return;
         }
+        const char *kind = json_string_value(json_object_get(event, "event"));
+        if (kind && strcmp(kind, "net_rule") == 0) {
+                /* a live rule change (control.c) is the operator's act, not
+                 * the sandbox's: never lost to the rate limit its own
+                 * attempts fill */
+                a->events++;
+                emit(a, "net_rule", event);
+                return;
+        }
         uint64_t now = now_ms();
         if (now - a->net_start >= RATE_WINDOW_MS) {
                 emit_net_dropped(a);
@@ -516,7 +525,6 @@ void audit_net(void *audit, json_t *event)
         a->events++;
         /* "net" for connections, "dns" for the filtered mode's stub, "unix"
          * for the unix socket guard (unixguard.c) */
-        const char *kind = json_string_value(json_object_get(event, "event"));
         emit(a, kind && strcmp(kind, "dns") == 0 ? "dns" : kind && strcmp(kind, "unix") == 0 ? "unix" : "net", event);
 }
 

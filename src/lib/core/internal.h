@@ -497,6 +497,11 @@ struct unixguard;
 BRIG_INTERNAL void control_set_unixguard(struct control *c, struct unixguard *g);
 struct refusals;
 BRIG_INTERNAL void control_set_refusals(struct control *c, struct refusals *r);
+/* The proxy whose rules CTL_NET_RULE changes, and the audit stream that
+ * records each change (either may be NULL). */
+struct egress;
+struct audit;
+BRIG_INTERNAL void control_set_egress(struct control *c, struct egress *e, struct audit *a);
 BRIG_INTERNAL int control_poll_fd(const struct control *c);
 BRIG_INTERNAL void control_dispatch(struct control *c);
 BRIG_INTERNAL void control_ready(struct control *c);

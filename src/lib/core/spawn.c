@@ -463,8 +463,10 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         sup.guard = guard;
         if (guard && ctl)
                 control_set_unixguard(ctl, guard);
-        if (ctl)
+        if (ctl) {
                 control_set_refusals(ctl, refusals);
+                control_set_egress(ctl, egress, audit);
+        }
         sup.egress = egress;
         sup.control = ctl;
         sup.agent = agent;

@@ -1128,6 +1128,12 @@ static void update_timer(struct egress *e)
 
 /* ---- the contract ---------------------------------------------------------- */
 
+void egress_set_policy(struct egress *e, const struct egress_policy *ep)
+{
+        e->policy = ep;
+        e->stub.policy = ep;
+}
+
 static struct egress *egress_make(const struct egress_policy *ep, egress_log_fn log, void *log_ctx, bool offline,
                                   brig_error **err)
 {

@@ -47,6 +47,10 @@ BRIG_INTERNAL bool egress_policy_has_allows(const struct egress_policy *ep);
 /* For the report: the rules as JSON ({"allow_hosts": [...], ...}). */
 BRIG_INTERNAL json_t *egress_policy_json(const struct egress_policy *ep);
 BRIG_INTERNAL void egress_policy_free(struct egress_policy *ep);
+/* Take one allow (or deny) host rule out again, as PATTERN names it;
+ * -ENOENT when the policy has none such. */
+BRIG_INTERNAL int egress_policy_remove_host(struct egress_policy *ep, const char *pattern, bool deny,
+                                            brig_error **err);
 
 /* ---- inside the sandbox (pid 1, before it drops privileges) ------------- */
 
@@ -90,6 +94,9 @@ BRIG_INTERNAL int egress_poll_fd(const struct egress *e);
 BRIG_INTERNAL void egress_dispatch(struct egress *e);
 /* Counts for the report: {"allowed": N, "denied": M, "destinations": [...]} */
 BRIG_INTERNAL json_t *egress_summary_json(const struct egress *e);
+/* The rules changed live (brig_sandbox_net_rule): judge by EP from now on
+ * (the proxy and the DNS stub; connections already made stay). */
+BRIG_INTERNAL void egress_set_policy(struct egress *e, const struct egress_policy *ep);
 /* Close every connection and listener. */
 BRIG_INTERNAL void egress_free(struct egress *e);
 

@@ -446,6 +446,31 @@ json_t *egress_policy_json(const struct egress_policy *ep)
         return o;
 }
 
+int egress_policy_remove_host(struct egress_policy *ep, const char *pattern, bool deny, brig_error **err)
+{
+        if (!pattern)
+                return brig_err(err, EINVAL, "empty host pattern");
+        /* the rule as add_host_rule would have stored it */
+        struct host_rule want;
+        int rc = parse_host_rule(pattern, &want, err);
+        if (rc < 0)
+                return rc;
+        struct host_rule *v = ep ? (deny ? ep->deny : ep->allow) : NULL;
+        size_t *n = ep ? (deny ? &ep->n_deny : &ep->n_allow) : NULL;
+        for (size_t i = 0; n && i < *n; i++) {
+                if (strcmp(v[i].pattern, want.pattern) != 0 || v[i].port != want.port)
+                        continue;
+                free(v[i].pattern);
+                memmove(&v[i], &v[i + 1], (*n - i - 1) * sizeof *v);
+                (*n)--;
+                free(want.pattern);
+                return 0;
+        }
+        rc = brig_err(err, ENOENT, "no %s rule '%s'", deny ? "deny" : "allow", pattern);
+        free(want.pattern);
+        return rc;
+}
+
 void egress_policy_free(struct egress_policy *ep)
 {
         if (!ep)

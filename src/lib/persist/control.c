@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "controls/cgroup.h"
+#include "core/audit.h"
+#include "net/egress.h"
 #include "persist/control.h"
 #include "controls/unixguard.h"
 #include "core/refusals.h"
@@ -65,6 +67,8 @@ struct control {
         json_t *summary;         /* policy figures for the state file, kept past the run */
         struct unixguard *guard; /* answers each exec's seccomp listener */
         struct refusals *refusals; /* what the sandbox was refused, for each exec's summary */
+        struct egress *egress;   /* its proxy: CTL_NET_RULE changes what it allows */
+        struct audit *audit;     /* records each such change */
 };
 
 static int epoll_watch(struct control *c, int fd, struct watch *w)
@@ -150,6 +154,8 @@ static json_t *state_doc(struct control *c, const char *status)
         json_object_set_new(doc, "supervisor_start", json_integer((json_int_t)state_process_start(getpid())));
         json_object_set_new(doc, "created", json_integer(c->created));
         json_object_set_new(doc, "workspace_mode", json_string(c->opts.overlay ? "overlay" : "bind"));
+        /* kept across a start, restore or fork (sandbox_load_policy) */
+        json_object_set_new(doc, "audit", json_boolean(c->opts.audit));
         if (c->summary)
                 json_object_update(doc, c->summary);
         json_t *cgs = json_array();
@@ -189,6 +195,12 @@ void control_set_unixguard(struct control *c, struct unixguard *g)
 void control_set_refusals(struct control *c, struct refusals *r)
 {
         c->refusals = r;
+}
+
+void control_set_egress(struct control *c, struct egress *e, struct audit *a)
+{
+        c->egress = e;
+        c->audit = a;
 }
 
 int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd, int sync_fd,
@@ -401,6 +413,77 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
         }
 }
 
+static json_t *net_rules_json(struct control *c)
+{
+        static const char *const nets[] = { [BRIG_NET_NONE] = "none", [BRIG_NET_PROXY] = "proxy",
+                                            [BRIG_NET_HOST] = "host", [BRIG_NET_FILTERED] = "filtered" };
+        json_t *doc = egress_policy_json(c->plan ? c->plan->policy->egress : NULL);
+        if (doc && c->plan)
+                json_object_set_new(doc, "mode", json_string(nets[c->plan->net_mode]));
+        return doc;
+}
+
+/* A live rule change (brig_sandbox_net_rule). The rules are the policy's
+ * own, which the proxy and the DNS stub judge by on every new connection
+ * and query; this process is single-threaded, so the change lands
+ * between two judgements. The policy is this supervisor's copy (read
+ * from its configuration), never anyone else's: writable here though the
+ * plan holds it const for the run sequence. */
+static void net_rule(struct control *c, struct conn *k, const struct ctl_hdr *h)
+{
+        int what = h->arg & 0xff;
+        bool remove = h->arg & CTL_NET_REMOVE;
+        char pattern[sizeof h->text];
+        memcpy(pattern, h->text, sizeof pattern);
+        pattern[sizeof pattern - 1] = '\0';
+        if ((what != CTL_NET_ALLOW && what != CTL_NET_DENY) || (h->arg & ~(0xff | CTL_NET_REMOVE))) {
+                reply_error(k->fd, EINVAL, "unknown network rule %d", h->arg);
+                return;
+        }
+        if (!c->plan || !c->egress || (c->plan->net_mode != BRIG_NET_PROXY && c->plan->net_mode != BRIG_NET_FILTERED)) {
+                reply_error(k->fd, EOPNOTSUPP, "sandbox '%s' has no egress proxy to judge by rules (its network is "
+                                               "'%s'): create it with network mode proxy or filtered",
+                            c->name, !c->plan ? "not ready" : c->plan->net_mode == BRIG_NET_HOST ? "host" : "none");
+                return;
+        }
+        brig_policy *pol = (brig_policy *)c->plan->policy;
+        brig_error *err = NULL;
+        int r = remove ? egress_policy_remove_host(pol->egress, pattern, what == CTL_NET_DENY, &err)
+                : what == CTL_NET_DENY ? egress_policy_deny_host(&pol->egress, pattern, &err)
+                                       : egress_policy_allow_host(&pol->egress, pattern, &err);
+        if (r < 0) {
+                brig_err_prefix(&err, "sandbox '%s'", c->name);
+                ctl_reply(k->fd, CTL_ERROR, 0, err);
+                brig_error_free(&err);
+                return;
+        }
+        /* a policy that had no rules at all has its first one now */
+        egress_set_policy(c->egress, pol->egress);
+        if (c->audit)
+                audit_net(c->audit, json_pack("{s:s, s:s, s:s, s:s}", "event", "net_rule", "change",
+                                              remove ? "remove" : "add", "action", what == CTL_NET_DENY ? "deny" : "allow",
+                                              "host", pattern));
+        ctl_reply(k->fd, CTL_OK, 0, NULL);
+}
+
+static void net_rules(struct control *c, struct conn *k)
+{
+        json_t *doc = net_rules_json(c);
+        _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        if (!text) {
+                reply_error(k->fd, ENOMEM, "network rules");
+                return;
+        }
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_OK };
+        size_t len = strlen(text) + 1;
+        if (len > CTL_MAX_MSG - sizeof h) {
+                reply_error(k->fd, E2BIG, "network rules: more than fits one message");
+                return;
+        }
+        (void)ctl_send(k->fd, &h, text, len, NULL, 0);
+}
+
 static void on_client(struct control *c, struct conn *k)
 {
         _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
@@ -421,6 +504,12 @@ static void on_client(struct control *c, struct conn *k)
         case CTL_SIGNAL:
                 if (k->exec_fd >= 0)
                         (void)ctl_send(k->exec_fd, h, NULL, 0, NULL, 0);
+                break;
+        case CTL_NET_RULE:
+                net_rule(c, k, h);
+                break;
+        case CTL_NET_RULES:
+                net_rules(c, k);
                 break;
         case CTL_STOP:
                 begin_stop(c);

@@ -22,6 +22,8 @@ enum ctl_type {
         CTL_STOP,
         CTL_PAUSE,
         CTL_RESUME,
+        CTL_NET_RULE,     /* arg = CTL_NET_* | CTL_NET_REMOVE; text = the host pattern (brig_sandbox_net_rule) */
+        CTL_NET_RULES,    /* answered with CTL_OK and the rules in force as JSON after the header */
         /* supervisor → client */
         CTL_OK = 100,
         CTL_ERROR,        /* exit_code, errnum, text */
@@ -39,6 +41,12 @@ enum ctl_flags {
         CTL_EXEC_DETACH = 1 << 1,  /* no stdio: output to a log inside, CTL_STARTED once it runs */
         CTL_EXEC_FILEOP = 1 << 2,  /* argv is a file operation (fileops.c) run by the confined child
                                     * instead of execve; never with a tty or detached */
+};
+
+enum ctl_net_rule {
+        CTL_NET_ALLOW = 1,
+        CTL_NET_DENY = 2,
+        CTL_NET_REMOVE = 1 << 8,
 };
 
 /* Where a detached exec's output goes, inside the sandbox: its own /tmp,

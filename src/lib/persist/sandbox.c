@@ -233,6 +233,9 @@ int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret, struct s
                 return r;
         }
         opts->overlay = mode && strcmp(mode, "overlay") == 0;
+        /* a sandbox made with BRIG_SANDBOX_AUDIT keeps its stream when it
+         * runs again (was: a start or restore ran it without one) */
+        opts->audit = json_is_true(json_object_get(st, "audit"));
         *ret = p;
         return 0;
 }
