@@ -6,7 +6,7 @@
 # compares what it offers with each command's --help.
 
 _brig_commands="run create exec cp files ls stop start rm pause resume diff commit reset
-        snapshot restore fork pool mcp policy doctor version help"
+        snapshot restore fork pool mcp policy doctor serve version help"
 
 # brig run --help; create, pool and mcp take these too, less the run-only ones.
 _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm-size
@@ -107,6 +107,8 @@ _brig()
                         return
                 fi ;;
         ls|doctor) opts="--json" ;;
+        serve) opts="--socket --socket-mode --listen --token-file --policy --max-sandboxes --max-execs --max-body
+                --max-output --idle-timeout --client-timeout --remove-on-exit" ;;
         stop|start|rm|pause|resume) names=-1 ;;
         diff|commit) opts="--exclude --json"; names=1 ;;
         reset|restore|fork) names=1 ;;

@@ -26,6 +26,8 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 /* src/mcp/server.c: brig mcp */
 int cmd_mcp(int argc, char **argv);
+/* src/serve/main.c: brig serve */
+int cmd_serve(int argc, char **argv);
 int cli_policy_from_args(const char *cmd, int argc, char **argv, brig_policy **ret, int *rest);
 
 /* The usage text of a command without an option parser of its own (ls,

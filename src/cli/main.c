@@ -28,6 +28,7 @@ static const char usage[] =
         "                                  serve one sandbox to an agent over MCP on stdio (brig mcp --help)\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  doctor [--json]                 which controls this host supports\n"
+        "  serve [options]                 the sandbox API over HTTP (brig serve --help)\n"
         "  version                         print the version\n";
 
 /* The commands without an option parser of their own: what `brig CMD
@@ -194,6 +195,8 @@ int main(int argc, char **argv)
                 return cmd_mcp(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
+        if (strcmp(cmd, "serve") == 0)
+                return cmd_serve(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
                 printf("brig %s\n", brig_version());
                 return 0;

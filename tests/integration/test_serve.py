@@ -1,0 +1,213 @@
+"""brig serve (docs/serve.md): every route of docs/api/openapi.json walked
+against a live server, root and rootless, each JSON answer checked against
+the document's schema; the server's lifetime (restart, SIGTERM, limits)."""
+import base64
+import io
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import tarfile
+import time
+
+import pytest
+
+from serve_helpers import NOBODY, Server, brig_as, routes, serve_dir
+
+IS_ROOT = os.geteuid() == 0
+
+
+@pytest.fixture(scope="module", params=["root", "rootless"])
+def server(request, bindir):
+    mode = request.param
+    if not IS_ROOT:
+        pytest.skip("BRIG SERVE NOT TESTED: the server runs as root and as nobody, which needs root")
+    with serve_dir(mode) as d:
+        s = Server(bindir, mode, d, "--max-output", "1M").start()
+        yield s
+        s.stop()
+        # a failed test's sandboxes (the tests themselves check their removal)
+        for n in sandboxes_of(s):
+            if n.startswith("sv-"):
+                brig_as(bindir, mode, "rm", n)
+
+
+def sandboxes_of(server):
+    r = brig_as(server.bindir, server.mode, "ls", "--json")
+    return [s["name"] for s in json.loads(r.stdout or "[]")]
+
+
+def workspace(server, name):
+    ws = server.dir / name
+    ws.mkdir()
+    if server.uid:
+        os.chown(ws, NOBODY, NOBODY)
+    return ws
+
+
+def test_every_route_of_the_document(server):
+    """Each (method, path) of openapi.json once at least, against the live
+    server: statuses and bodies as the document says; what the API did is
+    checked on the host (files committed to the workspace, the sandbox's
+    supervisor, its state directory gone after the delete)."""
+    used = set()
+    c = server.client(used=used)
+    mode = server.mode
+    assert c.get("/v1/health").json == {"status": "ok"}
+    assert c.get("/v1/version").json["api"] == "1"
+    doc = c.get("/v1/doctor").json
+    assert "ok" in doc and isinstance(doc["doctor"], dict)
+
+    ws = workspace(server, "ws-routes")
+    (ws / "host.txt").write_text("from the host\n")
+    a = f"sv-{mode}-a"
+    r = c.post("/v1/sandboxes", {"name": a, "workspace": str(ws), "workspace_mode": "overlay",
+                                 "policy": {"network": {"mode": "proxy"}, "limits": {"pids": 256}}})
+    assert r.status == 201, r
+    assert r.json["status"] == "running" and r.json["owner_uid"] == server.uid
+    assert r.json["policy"]["limits"]["pids"] == 256
+    assert a in [s["name"] for s in c.get("/v1/sandboxes").json["sandboxes"]]
+    assert c.get(f"/v1/sandboxes/{a}").json["workspace_mode"] == "overlay"
+
+    # exec: waited for, streamed, in the background with stdin, a tty, a signal
+    res = c.run(a, ["sh", "-c", "cat host.txt; echo oops >&2; exit 3"], cwd=str(ws))
+    assert (res["stdout"], res["stderr"], res["result"]["exit_code"]) == ("from the host\n", "oops\n", 3), res
+    evs = c.lines("POST", f"/v1/sandboxes/{a}/execs", {"cmd": "echo one; sleep 0.1; echo two", "stream": True})
+    assert [e["type"] for e in evs] == ["start", "stdout", "stdout", "exit"], evs
+    assert "".join(e["data"] for e in evs if e["type"] == "stdout") == "one\ntwo\n"
+
+    x = c.post(f"/v1/sandboxes/{a}/execs", {"argv": ["cat"], "stdin": True})
+    assert x.status == 201 and x.json["state"] == "running", x
+    xid = x.json["id"]
+    assert xid in [e["id"] for e in c.get(f"/v1/sandboxes/{a}/execs").json["execs"]]
+    assert c.get(f"/v1/sandboxes/{a}/execs/{xid}").json["state"] == "running"
+    w = c.post(f"/v1/sandboxes/{a}/execs/{xid}/stdin", {"data": "typed in\n"})
+    assert w.json == {"written": 9, "eof": False}, w
+    w = c.post(f"/v1/sandboxes/{a}/execs/{xid}/stdin", {"data_b64": "AAE=", "eof": True})
+    assert w.json["eof"], w
+    done = c.post(f"/v1/sandboxes/{a}/execs/{xid}/wait", {"timeout_ms": 10000}).json
+    assert done["state"] == "exited" and done["result"]["exit_code"] == 0, done
+    out = c.lines("GET", f"/v1/sandboxes/{a}/execs/{xid}/output?follow=false")
+    assert out[-1]["type"] == "exit", out
+    assert b"".join(base64.b64decode(e["data_b64"]) for e in out if e["type"] == "stdout") == b"typed in\n\x00\x01"
+    assert "".join(e["data"] for e in out[:-1]).startswith("typed in\n\ufffd"), out  # NUL as U+FFFD in text
+    # a reader that comes back with the count it has gets the rest only
+    rest = c.lines("GET", f"/v1/sandboxes/{a}/execs/{xid}/output?offset={len(out) - 1}")
+    assert [e["type"] for e in rest] == ["exit"], rest
+    assert c.delete(f"/v1/sandboxes/{a}/execs/{xid}").json == {"removed": xid}
+    assert c.get(f"/v1/sandboxes/{a}/execs/{xid}").status == 404
+
+    t = c.post(f"/v1/sandboxes/{a}/execs", {"cmd": "read x; stty size; echo got $x", "tty": True,
+                                            "rows": 20, "cols": 70})
+    tid = t.json["id"]
+    assert c.post(f"/v1/sandboxes/{a}/execs/{tid}/resize", {"rows": 33, "cols": 111}).status == 200
+    c.post(f"/v1/sandboxes/{a}/execs/{tid}/stdin", {"data": "yes\n"})
+    assert c.post(f"/v1/sandboxes/{a}/execs/{tid}/wait", {}).json["state"] == "exited"
+    tty_out = "".join(e.get("data", "") for e in c.lines("GET", f"/v1/sandboxes/{a}/execs/{tid}/output"))
+    assert "33 111" in tty_out and "got yes" in tty_out, tty_out
+
+    s = c.post(f"/v1/sandboxes/{a}/execs", {"argv": ["sleep", "60"]}).json["id"]
+    assert c.post(f"/v1/sandboxes/{a}/execs/{s}/signal", {"signal": "TERM"}).status == 200
+    res = c.post(f"/v1/sandboxes/{a}/execs/{s}/wait", {"timeout_ms": 10000}).json["result"]
+    assert (res["reason"], res["signal"]) == ("signaled", 15), res
+
+    # files, inside, as the sandbox sees them; the overlay keeps them off the host
+    f = str(ws / "from-api.txt")
+    assert c.put(f"/v1/sandboxes/{a}/files?path={f}&mode=0600", b"api bytes\n",
+                 ctype="application/octet-stream").json == {"path": f, "bytes": 10}
+    assert c.get(f"/v1/sandboxes/{a}/files?path={f}").body == b"api bytes\n"
+    st = c.get(f"/v1/sandboxes/{a}/files/stat?path={f}").json
+    assert (st["type"], st["size"], st["mode"]) == ("file", 10, 0o600), st
+    d = str(ws / "sub")
+    assert c.post(f"/v1/sandboxes/{a}/files/mkdir?path={d}").status == 200
+    names = [e["name"] for e in c.get(f"/v1/sandboxes/{a}/files/list?path={ws}").json["entries"]]
+    assert {"host.txt", "from-api.txt", "sub"} <= set(names), names
+    assert c.delete(f"/v1/sandboxes/{a}/files?path={d}").status == 200
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        data = b"in a tar\n"
+        info = tarfile.TarInfo("untarred.txt")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    assert c.put(f"/v1/sandboxes/{a}/files/tar?path=/tmp", buf.getvalue(), ctype="application/x-tar").status == 200
+    tar = c.get(f"/v1/sandboxes/{a}/files/tar?path=/tmp")
+    assert tar.ctype == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(tar.body)) as tf:
+        assert tf.extractfile("./untarred.txt").read() == b"in a tar\n"
+    assert not (ws / "from-api.txt").exists(), "an overlay sandbox wrote through to the host before the commit"
+    changes = c.get(f"/v1/sandboxes/{a}/diff?path=from-api.txt").json["changes"]
+    assert [ch["path"] for ch in changes] == ["from-api.txt"], changes
+    applied = c.post(f"/v1/sandboxes/{a}/commit", {"paths": ["from-api.txt"]}).json["changes"]
+    assert [ch["path"] for ch in applied] == ["from-api.txt"], applied
+    assert (ws / "from-api.txt").read_bytes() == b"api bytes\n"
+
+    # lifecycle
+    p = c.post(f"/v1/sandboxes/{a}/pause")
+    if p.status == 409:
+        # rootless without a delegated cgroup v2 group: no freezer, and it says so
+        assert mode == "rootless" and "freezer" in p.json["error"]["message"], p
+        assert c.post(f"/v1/sandboxes/{a}/resume").status == 409
+    else:
+        assert p.json["status"] == "paused", p
+        assert c.post(f"/v1/sandboxes/{a}/resume").json["status"] == "running"
+    c.put(f"/v1/sandboxes/{a}/files?path={ws}/discarded.txt", b"x", ctype="application/octet-stream")
+    assert c.post(f"/v1/sandboxes/{a}/stop").json["status"] == "stopped"
+    assert c.post(f"/v1/sandboxes/{a}/reset").status == 200
+    assert c.post(f"/v1/sandboxes/{a}/start").json["status"] == "running"
+    assert c.get(f"/v1/sandboxes/{a}/files/stat?path={ws}/discarded.txt").status == 404
+
+    # snapshots and a fork
+    c.put(f"/v1/sandboxes/{a}/files?path=/tmp/state", b"v1", ctype="application/octet-stream")
+    assert c.post(f"/v1/sandboxes/{a}/snapshots", {"tag": "t1"}).status == 201
+    assert [s["tag"] for s in c.get(f"/v1/sandboxes/{a}/snapshots").json["snapshots"]] == ["t1"]
+    c.put(f"/v1/sandboxes/{a}/files?path=/tmp/state", b"v2", ctype="application/octet-stream")
+    assert c.post(f"/v1/sandboxes/{a}/snapshots/t1/restore").json["status"] == "running"
+    assert c.get(f"/v1/sandboxes/{a}/files?path=/tmp/state").body == b"v1"
+    b = f"sv-{mode}-b"
+    assert c.post(f"/v1/sandboxes/{a}/snapshots/t1/fork", {"name": b}).json["name"] == b
+    assert c.get(f"/v1/sandboxes/{b}/files?path=/tmp/state").body == b"v1"
+    assert c.delete(f"/v1/sandboxes/{a}/snapshots/t1").json == {"removed": "t1"}
+
+    # network rules, live, each one an audit event
+    net = c.get(f"/v1/sandboxes/{a}/network").json
+    assert (net["mode"], net["allow_hosts"]) == ("proxy", []), net
+    net = c.post(f"/v1/sandboxes/{a}/network/rules", {"action": "allow", "host": "pypi.org"}).json
+    assert net["allow_hosts"] == ["pypi.org"], net
+    net = c.post(f"/v1/sandboxes/{a}/network/rules", {"action": "deny", "host": "*.evil.example"}).json
+    assert net["deny_hosts"] == ["*.evil.example"], net
+    assert c.delete(f"/v1/sandboxes/{a}/network/rules", {"action": "allow", "host": "pypi.org"}).json[
+        "allow_hosts"] == []
+    # the supervisor's audit writer is a thread of its own: the lines land soon after
+    deadline = time.monotonic() + 10
+    while True:
+        evs = c.lines("GET", f"/v1/sandboxes/{a}/events?follow=false")
+        rules = [(e["change"], e["action"], e["host"]) for e in evs if e["event"] == "net_rule"]
+        if len(rules) >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert rules == [("add", "allow", "pypi.org"), ("add", "deny", "*.evil.example"),
+                     ("remove", "allow", "pypi.org")], rules
+
+    # remove: every trace on the host
+    for n in (a, b):
+        sup = c.get(f"/v1/sandboxes/{n}").json["supervisor_pid"]
+        assert c.delete(f"/v1/sandboxes/{n}").json == {"removed": n}
+        assert c.get(f"/v1/sandboxes/{n}").status == 404
+        assert not os.path.exists(f"/proc/{sup}") or open(f"/proc/{sup}/stat").read().split()[2] == "Z"
+    assert a not in sandboxes_of(server) and b not in sandboxes_of(server)
+
+    missing = routes() - used
+    assert not missing, f"routes of openapi.json this walk did not reach: {sorted(missing)}"
+
+
+def test_default_workspace_is_the_servers_and_goes_with_the_sandbox(server):
+    c = server.client()
+    name = c.create(name=f"sv-{server.mode}-ws")
+    ws = pathlib.Path(c.get(f"/v1/sandboxes/{name}").json["workspace"])
+    assert ws.is_dir() and ws.parent.name == "workspaces", ws
+    assert oct(ws.stat().st_mode & 0o777) == "0o700"
+    c.run(name, "echo made > made.txt")
+    assert (ws / "made.txt").read_text() == "made\n"
+    c.delete(f"/v1/sandboxes/{name}")
+    assert not ws.exists(), "the server's own workspace outlived its sandbox"
