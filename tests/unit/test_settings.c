@@ -58,6 +58,9 @@ static void test_every_entry_is_complete(void **state)
                 }
                 if (!settable)
                         fail_msg("%s: no setter for its kind", name);
+                if (s->kind == SK_LIST && !s->dump && !s->noun)
+                        fail_msg("%s: a list the dump reads from its struct strv needs a noun (its strings are "
+                                 "checked for UTF-8 before a dump, which would drop them)", name);
                 if (s->key && s->kind == SK_CUSTOM && strcmp(s->key, "/extends") != 0 && !s->dump)
                         fail_msg("%s: a setting with structure needs a dump hook (or the dump loses it)", name);
                 for (const struct setting_flag *f = s->cli; f->name; f++) {

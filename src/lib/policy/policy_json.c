@@ -1013,31 +1013,33 @@ static int check_text(const char *what, const char *s, brig_error **err)
                         what, s);
 }
 
+/* Every string a setting keeps where the table says (SK_STRING, SK_PATH,
+ * an SK_LIST with its noun), then those of the settings with structure. */
 static int check_texts(const brig_policy *p, brig_error **err)
 {
-        int r = check_text("--workspace", p->workspace, err);
-        if (r == 0)
-                r = check_text("--cwd", p->cwd, err);
-        if (r == 0)
-                r = check_text("--hostname", p->hostname, err);
-        if (r == 0)
-                r = check_text("--json-report", p->report_path, err);
-        if (r == 0)
-                r = check_text("--audit", p->audit_path, err);
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < n_settings; i++) {
+                const struct setting *s = &settings[i];
+                const char *at = (const char *)p + s->offset;
+                char what[96];
+                if (s->key && (s->kind == SK_STRING || s->kind == SK_PATH) && !s->dump) {
+                        const char *str;
+                        memcpy(&str, at, sizeof str);
+                        snprintf(what, sizeof what, "--%s", s->cli[0].name ? s->cli[0].name : s->key);
+                        r = check_text(what, str, err);
+                } else if (s->kind == SK_LIST && s->noun) {
+                        const struct strv *v = (const struct strv *)at;
+                        snprintf(what, sizeof what, "the --%s %s", s->cli[0].name, s->noun);
+                        for (size_t k = 0; r == 0 && k < v->n; k++)
+                                r = check_text(what, v->items[k], err);
+                }
+        }
         for (size_t i = 0; r == 0 && i < p->n_mounts; i++)
                 if ((r = check_text("the --bind or --ro-bind source", p->mounts[i].src, err)) == 0)
                         r = check_text("the --bind, --ro-bind or --tmpfs destination", p->mounts[i].dst, err);
-        for (size_t i = 0; r == 0 && i < p->deny.n; i++)
-                r = check_text("the --deny pattern", p->deny.items[i], err);
-        for (size_t i = 0; r == 0 && i < p->unsafe_allowed.n; i++)
-                r = check_text("the --unsafe-allow-secret pattern", p->unsafe_allowed.items[i], err);
         for (size_t i = 0; r == 0 && i < p->n_env; i++)
                 if ((r = check_text("the --env name", p->env[i].name, err)) == 0)
                         r = check_text("the --env value", p->env[i].value, err);
-        for (size_t i = 0; r == 0 && i < p->keep_env.n; i++)
-                r = check_text("the --keep-env name", p->keep_env.items[i], err);
-        for (size_t i = 0; r == 0 && i < p->allow_unix.n; i++)
-                r = check_text("the --allow-unix path", p->allow_unix.items[i], err);
         for (size_t i = 0; r == 0 && p->tools && i < p->tools->n_copy_ins; i++)
                 if ((r = check_text("the --copy-in source", p->tools->copy_ins[i].src, err)) == 0)
                         r = check_text("the --copy-in destination", p->tools->copy_ins[i].dst, err);

@@ -352,13 +352,13 @@ const struct setting settings[] = {
         { .key = "/filesystem/sys", .section = S_FS, .kind = SK_BOOL, .set_flag = brig_policy_set_mount_sys,
           .offset = OFF(mount_sys), .cli = { { .name = "sys", .arg = NULL, .help = "mount a read-only /sys" } } },
         { .key = "/filesystem/deny", .section = S_FS, .kind = SK_LIST, .set_str = brig_policy_add_deny,
-          .dump = dump_deny, .cli = { { .name = "deny", .arg = "PATH",
+          .dump = dump_deny, .offset = OFF(deny), .noun = "pattern", .cli = { { .name = "deny", .arg = "PATH",
                                         .help = "add a path to the secret deny list (~/ = every home)" } },
           .schema = "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"pattern\": \"^(/|~/)\"}}" },
         /* Removals first, so a "deny" of the same entry in the same file
          * puts it back (the deny list never loses by accident). */
         { .key = "/filesystem/unsafe_allow_secrets", .section = S_FS, .kind = SK_LIST, .flags = SETTING_EARLY,
-          .set_str = load_unsafe_allow, .offset = OFF(unsafe_allowed),
+          .set_str = load_unsafe_allow, .offset = OFF(unsafe_allowed), .noun = "pattern",
           .cli = { { .name = "unsafe-allow-secret", .arg = "PATH", .help = "remove a built-in entry from the deny list",
                      .cli = cli_unsafe_allow } } },
 
@@ -368,8 +368,8 @@ const struct setting settings[] = {
           .schema = "{\"type\": \"object\", \"propertyNames\": {\"$ref\": \"#/$defs/env_name\"},"
                     " \"additionalProperties\": {\"type\": \"string\"}}" },
         { .key = "/process/keep_env", .section = S_PROCESS, .kind = SK_LIST, .set_str = brig_policy_keep_env,
-          .offset = OFF(keep_env), .cli = { { .name = "keep-env", .arg = "NAME",
-                                              .help = "pass the caller's value of NAME" } },
+          .offset = OFF(keep_env), .noun = "name",
+          .cli = { { .name = "keep-env", .arg = "NAME", .help = "pass the caller's value of NAME" } },
           .schema = "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/env_name\"}}" },
         { .key = "/process/cwd", .section = S_FS, .kind = SK_STRING, .set_str = brig_policy_set_cwd,
           .offset = OFF(cwd), .what = "a path",
@@ -497,7 +497,7 @@ const struct setting settings[] = {
                     "address; no credentials, no path.\", \"type\": \"string\","
                     " \"pattern\": \"^[Hh][Tt][Tt][Pp]://[^@/?#]+:[0-9]+/?$\"}" },
         { .key = "/network/allow_unix", .section = S_NET, .kind = SK_LIST, .flags = SETTING_DUMP_LATE,
-          .set_str = brig_policy_allow_unix, .offset = OFF(allow_unix), .omit_empty = true,
+          .set_str = brig_policy_allow_unix, .offset = OFF(allow_unix), .omit_empty = true, .noun = "path",
           .cli = { { .name = "allow-unix", .arg = "PATH",
                      .help = "let the sandbox reach this unix socket of the host, on a read-only\n"
                      "grant (its own sockets always work; every other one is refused)",

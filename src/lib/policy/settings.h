@@ -93,6 +93,8 @@ struct setting {
          * bool, a uint64_t, a char *, a struct strv or an enum (by kind) */
         size_t offset;
         bool omit_empty;       /* SK_LIST: left out of the dump when empty */
+        const char *noun;      /* SK_LIST kept as a struct strv at offset: "pattern" in "the --deny pattern
+                                * ... is not valid UTF-8" (brig_policy_to_json refuses what JSON cannot hold) */
         const char *what;      /* SK_STRING, SK_PATH: the loader's "expected ..." ("a path") */
         const char *label;     /* SK_ENUM: "tty" in "tty 'x': expected ..." */
         /* structure */
