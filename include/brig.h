@@ -164,6 +164,19 @@ BRIG_PUBLIC int brig_policy_add_resolve(brig_policy *p, const char *host_addr, b
  * (CONNECT tunnels) instead of directly; brig still judges every request.
  * No credentials in the URL. Setting it again replaces it. */
 BRIG_PUBLIC int brig_policy_set_upstream_proxy(brig_policy *p, const char *url, brig_error **err);
+/* Scoped credentials (docs/secrets.md): "NAME=@FILE" or "NAME=env:VAR",
+ * read when the run starts; inside, $NAME holds a placeholder that the
+ * proxy swaps for the value only in requests to a bound host over TLS it
+ * verified. */
+BRIG_PUBLIC int brig_policy_add_secret(brig_policy *p, const char *spec, brig_error **err);
+/* "NAME=PATTERN": a host the secret may go to (patterns as in allow rules). */
+BRIG_PUBLIC int brig_policy_secret_host(brig_policy *p, const char *spec, brig_error **err);
+/* "NAME=HEADER": the header it goes in (Authorization by default). */
+BRIG_PUBLIC int brig_policy_secret_header(brig_policy *p, const char *spec, brig_error **err);
+/* A PEM file of CAs trusted for upstreams besides the host's store. */
+BRIG_PUBLIC int brig_policy_add_upstream_ca(brig_policy *p, const char *path, brig_error **err);
+/* "HOST METHOD[,METHOD] [PATH[,PATH]]": the only requests HOST takes. */
+BRIG_PUBLIC int brig_policy_add_http_rule(brig_policy *p, const char *rule, brig_error **err);
 
 /* The tools agents use (docs/tools.md). A host file copied in at start
  * for the sandbox user: read by brig (a regular file, no symlink in the

@@ -9,6 +9,7 @@
 #include "controls/landlock.h"
 #include "controls/seccomp_filter.h"
 #include "net/egress.h"
+#include "net/intercept.h"
 #include "tools/tools.h"
 
 #include <fcntl.h>
@@ -364,6 +365,9 @@ fail:
 _Noreturn void child_main(struct run_plan *plan)
 {
         brig_error *err = NULL;
+        /* A copy of brig's memory: an env:VAR secret's value is in the
+         * environment it inherited (the vault itself reads as zeros here). */
+        intercept_scrub_environ(egress_policy_intercept_of(plan->policy->egress));
         closep(&plan->report_fd);  /* the supervisor's alone */
         closep(&plan->audit_fd);
         if (child_setup(plan, &err) < 0) {

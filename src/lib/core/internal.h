@@ -295,6 +295,7 @@ struct run_plan {
         const char *overlay_upper;  /* --workspace-mode overlay: the layer's directories in the state dir (the control owns them), or NULL */
         const char *overlay_work;
         struct tools_plan *tools;    /* files made inside at start, passwd, agent (tools.h) */
+        struct intercept *intercept; /* secrets and http rules: values, placeholders, CA (net/intercept.h) */
 };
 
 /* Every plan starts like this: no descriptors held. */

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "net/egress.h"
+#include "net/intercept.h"
 #include "persist/state.h"
 #include "tools/tools.h"
 
@@ -823,6 +824,18 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
         }
         if (r == 0 && plan->tools && plan->tools->agent_upstream)
                 r = envp_push(&env, "SSH_AUTH_SOCK", BRIG_AGENT_SOCKET);
+        /* Secrets: placeholders only; and the sandbox's CA trusted by what
+         * reads these rather than the system bundle (bound over too). */
+        for (size_t i = 0; r == 0 && i < intercept_secret_count(plan->intercept); i++) {
+                const struct secret *s = intercept_secret(plan->intercept, i);
+                r = envp_push(&env, s->spec->name, s->placeholder);
+        }
+        static const char *const ca_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                                               "GIT_SSL_CAINFO", "PIP_CERT" };
+        for (size_t i = 0; r == 0 && plan->intercept && i < ARRAY_SIZE(ca_vars); i++)
+                r = envp_push(&env, ca_vars[i], BRIG_CA_BUNDLE);
+        if (r == 0 && plan->intercept)
+                r = envp_push(&env, "NODE_EXTRA_CA_CERTS", BRIG_CA_CERT);
         for (size_t i = 0; r == 0 && i < p->n_env; i++)
                 r = envp_push(&env, p->env[i].name, p->env[i].value);
         if (r < 0) {
@@ -859,6 +872,23 @@ static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_erro
         if (strcmp(plan->workspace, "/") == 0)
                 return brig_err(err, EINVAL, "workspace '/': the whole host cannot be the workspace");
         return 0;
+}
+
+/* Secrets and http rules: the values read, the placeholders and the CA
+ * made, before clone (the vault is not inherited: net/secrets.c). */
+static int plan_intercept(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        const struct intercept_policy *ip = egress_policy_intercept_of(p->egress);
+        if (!ip || (!ip->n_secrets && !ip->n_rules))
+                return 0;
+        if (plan->net_mode != BRIG_NET_PROXY && plan->net_mode != BRIG_NET_FILTERED)
+                return brig_err(err, EINVAL, "%s: the network is %s, and only brig's proxy can %s; allow the hosts "
+                                "with --allow-host (or choose --net proxy or --net filtered)",
+                                ip->n_secrets ? "--secret" : "--http-rule",
+                                plan->net_mode == BRIG_NET_HOST ? "the host's (--net host)" : "off",
+                                ip->n_secrets ? "swap a placeholder for its value" : "enforce request rules");
+        plan->intercept = intercept_new(ip, p->egress, err);
+        return plan->intercept ? 0 : -EINVAL;
 }
 
 int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err)
@@ -919,6 +949,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         strv_free(&links);
         if (r < 0)
                 return r;
+        r = plan_intercept(plan, p, err);
+        if (r < 0)
+                return r;
         r = tools_plan_build(plan, err);
         if (r < 0)
                 return r;
@@ -949,5 +982,6 @@ void plan_free(struct run_plan *plan)
         free(plan->seccomp_replies);
         closep(&plan->pty_slave_fd);
         tools_plan_free(plan->tools);
+        intercept_free(plan->intercept);
         memset(plan, 0, sizeof *plan);
 }

@@ -385,6 +385,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         }
         if (egress)
                 egress_set_refusals(egress, refusals);
+        if (egress && plan.intercept)
+                egress_set_intercept(egress, plan.intercept);
         if (guard)
                 unixguard_set_refusals(guard, refusals);
         if (plan.tools && plan.tools->agent_upstream && !(agent = sshagent_new(plan.tools->agent_upstream))) {

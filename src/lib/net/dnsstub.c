@@ -11,6 +11,7 @@
  * lookup happens when a connection to the handed-out address is made. */
 #define _GNU_SOURCE
 #include "net/net.h"
+#include "net/intercept.h"
 #include "core/refusals.h"
 
 #include <stdio.h>
@@ -69,6 +70,18 @@ size_t dns_stub_answer(struct dns_stub *s, const uint8_t *query, size_t len, uin
         struct net_addr answer;
         size_t n = 0;
         int rcode = DNS_RCODE_NOERROR;
+        const struct secret *leak = intercept_in_name(s->intercept, q.name);
+        if (leak) {
+                /* a name that carries a placeholder out: refused, and logged
+                 * by the secret's name, never as it was asked */
+                char why[160], shown[SECRET_NAME_MAX + 3];
+                snprintf(why, sizeof why, "exfiltration: the placeholder of secret %s in a DNS name",
+                         leak->spec->name);
+                snprintf(shown, sizeof shown, "{%s}", leak->spec->name);
+                log_query(s, shown, q.qtype, false, why, NULL, 0, transport);
+                refusals_add(s->refusals, REFUSAL_DNS, shown, why, NULL, 1);
+                return dns_build_reply(&q, DNS_RCODE_NXDOMAIN, NULL, 0, 0, out, cap);
+        }
         if (!egress_host_normalize(q.name, strlen(q.name), host)) {
                 log_query(s, NULL, q.qtype, false, "not a valid host name", NULL, 0, transport);
                 return dns_build_reply(&q, DNS_RCODE_NXDOMAIN, NULL, 0, 0, out, cap);

@@ -64,6 +64,7 @@
  * stub's sockets (egress_dns.c); net/proxy.h is what they share. */
 #define _GNU_SOURCE
 #include "net/proxy.h"
+#include "net/intercept.h"
 #include "core/refusals.h"
 
 #include <fcntl.h>
@@ -448,8 +449,63 @@ static void fail_upstream(struct conn *c, int err, bool timeout)
         http_refuse(c, timeout ? 504 : 502, NULL, why);
 }
 
+/* A host whose requests must be seen (intercept.h): both sockets go to
+ * the interceptor's thread, which verifies the upstream, answers the
+ * client with a minted leaf and judges every request. */
+static bool hand_over(struct conn *c)
+{
+        struct egress *e = c->e;
+        if (!e->ic || c->forward || c->kind == EGRESS_DNS_TCP || !intercept_wants(e->ic, c->host, c->port))
+                return false;
+        if (c->kind == EGRESS_TRANSPARENT && strcmp(c->protocol, "tls") != 0)
+                return false;  /* plain http there is judged by the proxy itself */
+        struct intercept_conn_args a = { .port = c->port, .protocol = c->protocol };
+        snprintf(a.host, sizeof a.host, "%s", c->host);
+        if (c->connected >= 0)
+                net_addr_format(&c->cands[c->connected], a.address, sizeof a.address);
+        a.connect_reply = c->kind == EGRESS_HTTP;
+        if (c->kind == EGRESS_SOCKS) {
+                uint8_t ok[10];
+                if (c->socks4)
+                        socks4_reply(ok, true);
+                else
+                        socks5_reply(ok, SOCKS_OK);
+                if (send(c->cw.fd, ok, c->socks4 ? 8 : sizeof ok, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                    (ssize_t)(c->socks4 ? 8 : sizeof ok)) {
+                        conn_close(c);
+                        return true;
+                }
+        }
+        size_t extra = c->in_len > c->in_used ? c->in_len - c->in_used : 0;
+        if (extra && (a.early = malloc(extra))) {
+                memcpy(a.early, c->in + c->in_used, extra);
+                a.early_len = extra;
+        } else if (extra) {
+                conn_close(c);
+                return true;
+        }
+        set_interest(e, &c->cw, 0);
+        set_interest(e, &c->uw, 0);
+        a.client_fd = c->cw.fd;
+        a.upstream_fd = c->uw.fd;
+        int r = intercept_start(e->ic, &a);
+        if (r < 0) {
+                free(a.early);
+                snprintf(c->failure, sizeof c->failure, "the interceptor could not take the connection: %s",
+                         strerror(-r));
+                conn_close(c);
+                return true;
+        }
+        c->cw.fd = c->uw.fd = -1;  /* the interceptor's now; it logs the close */
+        c->allowed = false;
+        conn_close(c);
+        return true;
+}
+
 static void start_relay(struct conn *c)
 {
+        if (hand_over(c))
+                return;
         flow_init(&c->up, c->cw.fd, c->uw.fd);
         flow_init(&c->down, c->uw.fd, c->cw.fd);
         c->up.eof = c->client_eof;
@@ -887,12 +943,41 @@ static void on_resolved(void *ctx, int status, const struct net_addr *addrs, siz
 }
 
 /* The target of a request, as the client named it. */
+/* Plain http, judged before its name: the http rules, and a placeholder,
+ * which never goes out unencrypted and unverified (intercept.h). */
+bool plain_http_refused(struct conn *c)
+{
+        if (!c->e->ic)
+                return false;
+        struct intercept_verdict v;
+        intercept_judge_head(c->e->ic, intercept_policy_of(c->e->ic), NULL, false, c->in, &c->req, &v);
+        free(v.head);
+        if (!v.status)
+                return false;
+        if (c->req.host[0] && !egress_host_normalize(c->req.host, strlen(c->req.host), c->host))
+                c->host[0] = '\0';
+        if (c->kind != EGRESS_TRANSPARENT)
+                c->port = c->req.port ? c->req.port : 80;
+        refuse(c, v.reason, c->kind == EGRESS_TRANSPARENT ? &c->orig : NULL);
+        return true;
+}
+
 void judge_target(struct conn *c, const char *host, uint16_t port)
 {
         c->port = port;
         struct net_addr a;
         if (net_addr_parse_lenient(host, &a)) {
                 on_addresses(c, &a, 1, false);
+                return;
+        }
+        const struct secret *leak = intercept_in_name(c->e->ic, host);
+        if (leak) {
+                /* never resolved, never named in a log as it was sent */
+                char why[160];
+                snprintf(why, sizeof why, "exfiltration: the placeholder of secret %s in a host name",
+                         leak->spec->name);
+                snprintf(c->host, sizeof c->host, "{%s}", leak->spec->name);
+                refuse(c, why, NULL);
                 return;
         }
         if (!egress_host_normalize(host, strlen(host), c->host)) {
@@ -1230,6 +1315,45 @@ int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind
         return 0;
 }
 
+/* The interceptor's events, into the log and the summary from here: the
+ * audit stream is this loop's alone. */
+static void drain_intercept(struct egress *e)
+{
+        json_t *ev;
+        bool refusal;
+        while ((ev = intercept_next_event(e->ic, &refusal))) {
+                const char *decision = json_string_value(json_object_get(ev, "decision"));
+                const char *host = json_string_value(json_object_get(ev, "host"));
+                json_int_t port = json_integer_value(json_object_get(ev, "port"));
+                if (refusal) {
+                        e->denied++;
+                        char target[EGRESS_HOST_MAX + 16];
+                        snprintf(target, sizeof target, "%s:%d", host ? host : "?", (int)port);
+                        const char *why = json_string_value(json_object_get(ev, "reason"));
+                        count_destination(e, host ? host : "?", (uint16_t)port, false, why);
+                        refusals_add(e->refusals, REFUSAL_CONNECTION, target, why ? why : "refused", NULL, 1);
+                } else if (decision && strcmp(decision, "allow") == 0 &&
+                           strcmp(json_string_value(json_object_get(ev, "phase")) ?: "", "close") == 0) {
+                        e->bytes_up += (uint64_t)json_integer_value(json_object_get(ev, "bytes_up"));
+                        e->bytes_down += (uint64_t)json_integer_value(json_object_get(ev, "bytes_down"));
+                }
+                if (e->log)
+                        e->log(e->log_ctx, ev);
+                else
+                        json_decref(ev);
+        }
+}
+
+void egress_set_intercept(struct egress *e, struct intercept *ic)
+{
+        e->ic = ic;
+        e->stub.intercept = ic;
+        if (!ic)
+                return;
+        e->icw = (struct watch){ .kind = W_INTERCEPT, .fd = intercept_event_fd(ic) };
+        set_interest(e, &e->icw, EPOLLIN);
+}
+
 int egress_poll_fd(const struct egress *e)
 {
         return e ? e->epfd : -1;
@@ -1270,6 +1394,9 @@ void egress_dispatch(struct egress *e)
                                 relay(c);
                         else if (c->state == C_REFUSING)
                                 refusing(c);
+                        break;
+                case W_INTERCEPT:
+                        drain_intercept(e);
                         break;
                 case W_UPSTREAM:
                         c = conn_of(w, uw);
@@ -1318,6 +1445,8 @@ void egress_free(struct egress *e)
          * are closed without further events; the summary has their counts. */
         e->log = NULL;
         e->stub.log = NULL;
+        if (e->ic)
+                set_interest(e, &e->icw, 0);  /* the fd is the interceptor's */
         while (e->conns)
                 conn_close(e->conns);
         while (e->dead) {

@@ -42,6 +42,10 @@ BRIG_INTERNAL int egress_policy_add_resolve(struct egress_policy **ep, const cha
 /* "http://HOST:PORT": tunnel every allowed connection through that HTTP
  * proxy with CONNECT (the policy decision stays brig's). No credentials. */
 BRIG_INTERNAL int egress_policy_set_upstream(struct egress_policy **ep, const char *url, brig_error **err);
+/* Secrets, http rules and upstream CAs (net/intercept.h). */
+struct intercept_policy;
+BRIG_INTERNAL struct intercept_policy **egress_policy_intercept(struct egress_policy **ep);
+BRIG_INTERNAL const struct intercept_policy *egress_policy_intercept_of(const struct egress_policy *ep);
 /* True when the policy allows anything at all (any allow rule). */
 BRIG_INTERNAL bool egress_policy_has_allows(const struct egress_policy *ep);
 /* For the report: the rules as JSON ({"allow_hosts": [...], ...}). */
@@ -86,6 +90,10 @@ BRIG_INTERNAL struct egress *egress_new_offline(egress_log_fn log, void *log_ctx
 /* Where refusals go for the end-of-run summary (refusals.h), or NULL. */
 struct refusals;
 BRIG_INTERNAL void egress_set_refusals(struct egress *e, struct refusals *r);
+/* Secrets and http rules (net/intercept.h): the hosts whose requests the
+ * proxy sees. The caller keeps ic (the run's plan owns it). */
+struct intercept;
+BRIG_INTERNAL void egress_set_intercept(struct egress *e, struct intercept *ic);
 /* Take ownership of a listening socket the sandbox sent. */
 BRIG_INTERNAL int egress_add_listener(struct egress *e, int fd, enum egress_listener_kind kind, brig_error **err);
 /* One fd (epoll) to poll for readability; then call egress_dispatch. */

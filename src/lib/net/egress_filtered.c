@@ -242,6 +242,8 @@ static void transparent_http(struct conn *c)
         snprintf(c->method, sizeof c->method, "%s", c->req.method);
         c->forward = true;
         c->keep_alive = c->req.keep_alive;
+        if (plain_http_refused(c))
+                return;
         if (!c->req.host[0] || net_addr_parse_lenient(c->req.host, &literal)) {
                 transparent_decide(c, NULL);
                 return;

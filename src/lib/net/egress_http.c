@@ -69,6 +69,8 @@ static void on_http_request(struct conn *c)
         c->keep_alive = c->forward && c->req.keep_alive;
         c->protocol = c->forward ? "http" : "http-connect";
         set_interest(c->e, &c->cw, 0);
+        if (c->forward && plain_http_refused(c))
+                return;
         judge_target(c, c->req.host, c->req.port);
 }
 

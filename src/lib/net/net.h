@@ -342,6 +342,7 @@ struct dns_stub {
         egress_log_fn log;
         void *log_ctx;
         struct refusals *refusals;  /* the run's summary (refusals.h), or NULL */
+        struct intercept *intercept;  /* secrets: a placeholder in a name is refused (intercept.h), or NULL */
         uint64_t allowed, denied;
 };
 /* The reply to one query (its length), or 0: send nothing. Logs a "dns"

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "net/net.h"
+#include "net/intercept.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct egress_policy {
         size_t n_resolves;
         struct egress_upstream upstream;
         bool has_upstream;
+        struct intercept_policy *intercept;  /* secrets, http rules, upstream CAs (intercept.h) */
 };
 
 /* Names that reach a cloud metadata service from inside a VM: refused
@@ -377,6 +379,17 @@ int egress_policy_set_upstream(struct egress_policy **ep, const char *url, brig_
         return 0;
 }
 
+struct intercept_policy **egress_policy_intercept(struct egress_policy **ep)
+{
+        struct egress_policy *p = policy_get(ep);
+        return p ? &p->intercept : NULL;
+}
+
+const struct intercept_policy *egress_policy_intercept_of(const struct egress_policy *ep)
+{
+        return ep ? ep->intercept : NULL;
+}
+
 const struct egress_upstream *egress_policy_upstream(const struct egress_policy *ep)
 {
         return ep && ep->has_upstream ? &ep->upstream : NULL;
@@ -443,6 +456,7 @@ json_t *egress_policy_json(const struct egress_policy *ep)
                 json_object_set_new(o, "upstream_proxy", json_string(url ? url : "?"));
                 free(url);
         }
+        intercept_policy_json(ep ? ep->intercept : NULL, o);
         return o;
 }
 
@@ -475,6 +489,7 @@ void egress_policy_free(struct egress_policy *ep)
 {
         if (!ep)
                 return;
+        intercept_policy_free(ep->intercept);
         for (size_t i = 0; i < ep->n_allow; i++)
                 free(ep->allow[i].pattern);
         for (size_t i = 0; i < ep->n_deny; i++)

@@ -30,7 +30,7 @@
 #define SNIFF_BARE_MS 2000
 #define DNS_TCP_IDLE_MS 10000
 
-enum watch_kind { W_LISTENER, W_TIMER, W_CLIENT, W_UPSTREAM };
+enum watch_kind { W_LISTENER, W_TIMER, W_CLIENT, W_UPSTREAM, W_INTERCEPT };
 
 struct watch {
         enum watch_kind kind;
@@ -144,6 +144,9 @@ struct egress {
         bool filtered;        /* a redirect listener was added */
         size_t in_held;       /* bytes of first-message buffers: sniffed first bytes, proxy request heads */
         struct dns_stub stub;
+        /* secrets and http rules (intercept.h): the hosts whose requests are seen */
+        struct intercept *ic;
+        struct watch icw;     /* its event fd */
 };
 
 #define conn_of(w, member) ((struct conn *)((char *)(w) - offsetof(struct conn, member)))
@@ -173,6 +176,8 @@ BRIG_INTERNAL void conn_refuse_with(struct conn *c, const char *reply, size_t le
 BRIG_INTERNAL void refuse(struct conn *c, const char *reason, const struct net_addr *a);
 BRIG_INTERNAL void on_addresses(struct conn *c, const struct net_addr *addrs, size_t n, bool named);
 BRIG_INTERNAL void judge_target(struct conn *c, const char *host, uint16_t port);
+/* Plain http with secrets or http rules: refused (and answered) here? */
+BRIG_INTERNAL bool plain_http_refused(struct conn *c);
 BRIG_INTERNAL void relay(struct conn *c);
 
 /* the HTTP proxy front end (egress_http.c) */

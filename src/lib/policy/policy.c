@@ -3,6 +3,7 @@
 #include "core/internal.h"
 #include "controls/seccomp_filter.h"
 #include "net/egress.h"
+#include "net/intercept.h"
 #include "tools/tools.h"
 
 #include <ctype.h>
@@ -472,6 +473,44 @@ int brig_policy_add_resolve(brig_policy *p, const char *host_addr, brig_error **
 int brig_policy_set_upstream_proxy(brig_policy *p, const char *url, brig_error **err)
 {
         return egress_policy_set_upstream(&p->egress, url, err);
+}
+
+static struct intercept_policy **intercept_of(brig_policy *p, brig_error **err)
+{
+        struct intercept_policy **ip = egress_policy_intercept(&p->egress);
+        if (!ip)
+                brig_err(err, ENOMEM, "policy");
+        return ip;
+}
+
+int brig_policy_add_secret(brig_policy *p, const char *spec, brig_error **err)
+{
+        struct intercept_policy **ip = intercept_of(p, err);
+        return ip ? intercept_policy_add_secret(ip, spec, err) : -ENOMEM;
+}
+
+int brig_policy_secret_host(brig_policy *p, const char *spec, brig_error **err)
+{
+        struct intercept_policy **ip = intercept_of(p, err);
+        return ip ? intercept_policy_secret_host(ip, spec, err) : -ENOMEM;
+}
+
+int brig_policy_secret_header(brig_policy *p, const char *spec, brig_error **err)
+{
+        struct intercept_policy **ip = intercept_of(p, err);
+        return ip ? intercept_policy_secret_header(ip, spec, err) : -ENOMEM;
+}
+
+int brig_policy_add_upstream_ca(brig_policy *p, const char *path, brig_error **err)
+{
+        struct intercept_policy **ip = intercept_of(p, err);
+        return ip ? intercept_policy_add_upstream_ca(ip, path, err) : -ENOMEM;
+}
+
+int brig_policy_add_http_rule(brig_policy *p, const char *rule, brig_error **err)
+{
+        struct intercept_policy **ip = intercept_of(p, err);
+        return ip ? intercept_policy_add_rule_text(ip, rule, err) : -ENOMEM;
 }
 
 int brig_policy_add_syscall_rule(brig_policy *p, const char *name, const char *action, brig_error **err)

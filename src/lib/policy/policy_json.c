@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "policy/settings.h"
 #include "net/egress.h"
+#include "net/intercept.h"
 #include "controls/seccomp_filter.h"
 #include "tools/tools.h"
 
@@ -490,6 +491,95 @@ int load_resolve(const struct loader *L, const char *at, json_t *v, brig_policy 
                 return load_strings(L, at, v, p, brig_policy_add_resolve);
         return load_pairs(L, at, v, p, "[\"HOST:ADDR\", ...] or {\"HOST\": \"ADDR\"}", "an address",
                           add_resolve_pair);
+}
+
+/* "NAME=TEXT" through a NAME=... setter (a secret's hosts and header). */
+static int named(const struct loader *L, const char *at, brig_policy *p, const char *name, const char *text,
+                 int (*set)(brig_policy *, const char *, brig_error **))
+{
+        brig_error *e = NULL;
+        _cleanup_free_ char *spec = brig_strdup_printf("%s=%s", name, text);
+        return setter(L, at, spec ? set(p, spec, &e) : brig_err(&e, ENOMEM, "secret"), &e);
+}
+
+/* {"name": N, "source": "@FILE" | "env:VAR", "hosts": [...], "header": H} */
+static int load_secret(const struct loader *L, const char *at, json_t *o, brig_policy *p)
+{
+        json_t *name = json_object_get(o, "name"), *src = json_object_get(o, "source");
+        json_t *hosts = json_object_get(o, "hosts"), *header = json_object_get(o, "header");
+        char fp[560];
+        int r = name && src && hosts ? 0 : fail_at(L, at, false, "a secret needs a \"name\", a \"source\" and \"hosts\"");
+        r = r ?: want(L, SUB(fp, at, "name"), name, JSON_STRING, "a variable name");
+        r = r ?: want(L, SUB(fp, at, "source"), src, JSON_STRING, "\"@FILE\" or \"env:VAR\"");
+        r = r ?: want(L, SUB(fp, at, "hosts"), hosts, JSON_ARRAY, "an array of host patterns");
+        if (r == 0 && header)
+                r = want(L, SUB(fp, at, "header"), header, JSON_STRING, "a header name");
+        const char *n = r ? NULL : json_string_value(name);
+        r = r ?: named(L, at, p, n, json_string_value(src), brig_policy_add_secret);
+        size_t i;
+        json_t *h;
+        json_array_foreach(hosts, i, h) {
+                if (r < 0)
+                        break;
+                snprintf(fp, sizeof fp, "%s/hosts/%zu", at, i);
+                r = want(L, fp, h, JSON_STRING, "a host pattern");
+                r = r ?: named(L, fp, p, n, json_string_value(h), brig_policy_secret_host);
+        }
+        if (r == 0 && header)
+                r = named(L, SUB(fp, at, "header"), p, n, json_string_value(header), brig_policy_secret_header);
+        return r;
+}
+
+int load_secrets(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        static const char *const keys[] = { "name", "source", "hosts", "header", NULL };
+        return load_objects(L, at, v, "an array of secrets", keys, p, load_secret);
+}
+
+/* JSON strings into v[0..max) (pointers into the JSON). */
+static int string_list(const struct loader *L, const char *at, json_t *a, char **v, size_t max, size_t *n)
+{
+        *n = 0;
+        if (!a)
+                return 0;
+        int r = want(L, at, a, JSON_ARRAY, "an array of strings");
+        size_t i;
+        json_t *s;
+        json_array_foreach(a, i, s) {
+                char fp[560];
+                snprintf(fp, sizeof fp, "%s/%zu", at, i);
+                r = r ?: want(L, fp, s, JSON_STRING, "a string");
+                if (r == 0 && *n == max)
+                        r = fail_at(L, fp, false, "at most %zu entries", max);
+                if (r < 0)
+                        return r;
+                v[(*n)++] = (char *)json_string_value(s);
+        }
+        return r;
+}
+
+/* {"host": H, "methods": [...], "paths": [...]} */
+static int load_http_rule(const struct loader *L, const char *at, json_t *o, brig_policy *p)
+{
+        json_t *host = json_object_get(o, "host");
+        char fp[560], *mv[32], *pv[64];
+        size_t nm = 0, np = 0;
+        brig_error *e = NULL;
+        int r = host ? 0 : fail_at(L, at, false, "an http rule needs a \"host\"");
+        r = r ?: want(L, SUB(fp, at, "host"), host, JSON_STRING, "a host pattern");
+        r = r ?: string_list(L, SUB(fp, at, "methods"), json_object_get(o, "methods"), mv, ARRAY_SIZE(mv), &nm);
+        r = r ?: string_list(L, SUB(fp, at, "paths"), json_object_get(o, "paths"), pv, ARRAY_SIZE(pv), &np);
+        if (r < 0)
+                return r;
+        struct intercept_policy **ip = egress_policy_intercept(&p->egress);
+        return setter(L, at, ip ? intercept_policy_add_rule(ip, json_string_value(host), mv, nm, pv, np, &e)
+                                : brig_err(&e, ENOMEM, "http rule"), &e);
+}
+
+int load_http_rules(const struct loader *L, const char *at, json_t *v, brig_policy *p, const struct setting *s)
+{
+        static const char *const keys[] = { "host", "methods", "paths", NULL };
+        return load_objects(L, at, v, "an array of http rules", keys, p, load_http_rule);
 }
 
 static int load_copy_in(const struct loader *L, const char *at, json_t *c, brig_policy *p)

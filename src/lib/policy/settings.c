@@ -56,6 +56,16 @@ static char *absolute(const char *path)
         return brig_strdup_printf("%s/%s", cwd, path);
 }
 
+/* --secret, --secret-host, --secret-header (f->param 0, 1, 2). */
+static int cli_secret(brig_policy *p, const struct setting *s, const struct setting_flag *f, const char *arg,
+                      brig_error **err)
+{
+        (void)s;
+        return f->param == 0 ? brig_policy_add_secret(p, arg, err)
+               : f->param == 1 ? brig_policy_secret_host(p, arg, err)
+                               : brig_policy_secret_header(p, arg, err);
+}
+
 static int split_last_colon(const char *spec, char **left, char **right)
 {
         const char *colon = strrchr(spec, ':');
@@ -496,6 +506,44 @@ const struct setting settings[] = {
                     "(--upstream-proxy): \\\"http://HOST:PORT\\\", HOST a name, an IPv4 address or a bracketed IPv6 "
                     "address; no credentials, no path.\", \"type\": \"string\","
                     " \"pattern\": \"^[Hh][Tt][Tt][Pp]://[^@/?#]+:[0-9]+/?$\"}" },
+        /* scoped credentials and request rules (net/intercept.h, docs/secrets.md) */
+        { .key = "/network/secrets", .section = S_NET, .kind = SK_CUSTOM, .load = load_secrets, .dump = dump_egress,
+          .cli = { { "secret", "NAME=@FILE|NAME=env:VAR",
+                     "a credential the sandbox never sees: $NAME holds a placeholder\n"
+                     "the proxy swaps for the value toward bound hosts only", .cli = cli_secret, .prefix = true },
+                   { "secret-host", "NAME=PATTERN", "a host the secret may go to, over TLS the proxy verified",
+                     .param = 1, .cli = cli_secret, .prefix = true },
+                   { "secret-header", "NAME=HEADER", "the header it goes in (default Authorization; Basic decoded)",
+                     .param = 2, .cli = cli_secret, .prefix = true } },
+          .schema = "{\"description\": \"Scoped credentials (--secret, --secret-host, --secret-header; "
+                    "docs/secrets.md): inside, $NAME holds a placeholder that the proxy swaps for the value only "
+                    "in the header named, toward the hosts named, over TLS whose certificate it verified.\", "
+                    "\"type\": \"array\", \"items\": {\"type\": \"object\", \"additionalProperties\": false, "
+                    "\"required\": [\"name\", \"source\", \"hosts\"], \"properties\": {"
+                    "\"name\": {\"type\": \"string\", \"pattern\": \"^[A-Za-z_][A-Za-z0-9_]{0,63}$\"}, "
+                    "\"source\": {\"description\": \"Read when the run starts, never stored in the policy.\", "
+                    "\"type\": \"string\", \"pattern\": \"^(@/.*|env:[A-Za-z_][A-Za-z0-9_]*)$\"}, "
+                    "\"hosts\": {\"type\": \"array\", \"minItems\": 1, \"items\": {\"type\": \"string\"}}, "
+                    "\"header\": {\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9-]{1,64}$\"}}}}" },
+        { .key = "/network/http_rules", .section = S_NET, .kind = SK_CUSTOM, .load = load_http_rules,
+          .dump = dump_egress, .set_str = brig_policy_add_http_rule,
+          .cli = { { "http-rule", "'HOST METHODS [PATHS]'",
+                     "the only requests HOST takes, e.g.\n"
+                     "'api.example.com POST /v1/messages,/v1/models/*' (METHODS '*': any)", .prefix = true } },
+          .schema = "{\"description\": \"Request-level rules (--http-rule): a host named here takes only requests "
+                    "some rule for it allows ('*' within one path segment, a trailing '/**' everything below).\", "
+                    "\"type\": \"array\", \"items\": {\"type\": \"object\", \"additionalProperties\": false, "
+                    "\"required\": [\"host\"], \"properties\": {\"host\": {\"type\": \"string\"}, "
+                    "\"methods\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \"pattern\": "
+                    "\"^[A-Z-]{1,15}$\"}}, \"paths\": {\"type\": \"array\", \"items\": {\"type\": \"string\", "
+                    "\"pattern\": \"^/\"}}}}}" },
+        { .key = "/network/upstream_ca", .section = S_NET, .kind = SK_LIST, .set_str = brig_policy_add_upstream_ca,
+          .dump = dump_egress,
+          .cli = { { "upstream-ca", "FILE", "trust these CAs (PEM) for intercepted upstreams, besides the host's",
+                     .prefix = true } },
+          .schema = "{\"description\": \"PEM files of CAs trusted for intercepted upstreams, besides the host's "
+                    "store (--upstream-ca).\", \"type\": \"array\", \"items\": {\"type\": \"string\", "
+                    "\"pattern\": \"^/\"}}" },
         { .key = "/network/allow_unix", .section = S_NET, .kind = SK_LIST, .flags = SETTING_DUMP_LATE,
           .set_str = brig_policy_allow_unix, .offset = OFF(allow_unix), .omit_empty = true, .noun = "path",
           .cli = { { .name = "allow-unix", .arg = "PATH",

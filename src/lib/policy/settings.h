@@ -125,7 +125,7 @@ BRIG_INTERNAL json_t *setting_dump(const brig_policy *p, const struct setting *s
 /* ---- hooks of the settings with structure (policy_json.c) ---------------- */
 
 BRIG_INTERNAL setting_load_fn load_extends, load_binds, load_tmpfs, load_env, load_rules, load_resolve,
-        load_copy_ins, load_cpus;
+        load_copy_ins, load_cpus, load_secrets, load_http_rules;
 BRIG_INTERNAL int load_unsafe_allow(brig_policy *p, const char *pattern, brig_error **err);
 
 BRIG_INTERNAL setting_dump_fn dump_binds, dump_tmpfs, dump_deny, dump_env, dump_rules, dump_degraded, dump_net_mode,

@@ -26,6 +26,7 @@
  * policy or a sandbox can spell leads the writes anywhere else. */
 #define _GNU_SOURCE
 #include "tools/tools.h"
+#include "net/intercept.h"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -594,6 +595,30 @@ static int plan_passwd(struct run_plan *plan, brig_error **err)
         return 0;
 }
 
+/* The sandbox's CA, trusted inside: its own file, and the host's bundle
+ * with it appended, bound over the system path (and named by the
+ * environment: plan.c). */
+static int plan_ca(struct run_plan *plan, brig_error **err)
+{
+        const char *ca = intercept_ca_pem(plan->intercept);
+        if (!ca)
+                return 0;
+        _cleanup_free_ char *host = NULL;
+        size_t len = 0;
+        int r = read_host_file("CA bundle", BRIG_SYSTEM_CA_BUNDLE, false, 8 << 20, &host, &len, err);
+        if (r == -ENOENT) {
+                brig_error_free(err);
+                r = 0;
+        }
+        if (r < 0)
+                return r;
+        struct tools_plan *t = plan->tools;
+        t->ca_pem = strdup(ca);
+        t->ca_bundle = brig_strdup_printf("%.*s%s%s", (int)len, host ? host : "",
+                                          len && host[len - 1] != '\n' ? "\n" : "", ca);
+        return t->ca_pem && t->ca_bundle ? 0 : brig_err(err, ENOMEM, "CA bundle");
+}
+
 int tools_plan_build(struct run_plan *plan, brig_error **err)
 {
         plan->tools = calloc(1, sizeof *plan->tools);
@@ -617,6 +642,7 @@ int tools_plan_build(struct run_plan *plan, brig_error **err)
                                       : "choose another destination");
         }
         int r = plan_passwd(plan, err);
+        r = r ?: plan_ca(plan, err);
         const struct tools_policy *tp = plan->policy->tools;
         if (r < 0 || !tp)
                 return r;
@@ -638,6 +664,7 @@ int tools_plan_build(struct run_plan *plan, brig_error **err)
         return r;
 }
 
+
 void tools_plan_free(struct tools_plan *t)
 {
         if (!t)
@@ -651,6 +678,8 @@ void tools_plan_free(struct tools_plan *t)
         free(t->files);
         free(t->passwd);
         free(t->agent_upstream);
+        free(t->ca_pem);
+        free(t->ca_bundle);
         free(t);
 }
 
@@ -764,25 +793,26 @@ static int populate_file(int root_fd, int copy_dir, size_t index, const struct i
         return 0;
 }
 
-/* /etc/passwd inside: the generated one, bound read-only over the host's. */
-static int bind_passwd(int root_fd, int run_dir, brig_error **err)
+/* A file of brig's tmpfs, bound read-only over `path` inside (the
+ * generated /etc/passwd, the CA bundle); nothing when the host has none. */
+static int bind_over(int root_fd, int run_dir, const char *name, const char *path, brig_error **err)
 {
         struct open_how how = { .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
                                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-        _cleanup_close_ int target = sys_openat2(root_fd, "etc/passwd", &how);
+        _cleanup_close_ int target = sys_openat2(root_fd, path + 1, &how);
         if (target < 0 && errno == ENOENT)
-                return 0;  /* no /etc/passwd on this host: nothing to correct */
+                return 0;  /* not on this host: nothing to correct */
         if (target < 0)
-                return brig_err(err, errno, "/etc/passwd");
-        _cleanup_close_ int tree = sys_open_tree(run_dir, "passwd", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                return brig_err(err, errno, "%s", path);
+        _cleanup_close_ int tree = sys_open_tree(run_dir, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (tree < 0)
-                return brig_err(err, errno, "open_tree passwd");
+                return brig_err(err, errno, "open_tree %s", name);
         struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                                MOUNT_ATTR_NOEXEC, .propagation = MS_PRIVATE };
         if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &attr) < 0)
-                return brig_err(err, errno, "mount_setattr passwd");
+                return brig_err(err, errno, "mount_setattr %s", name);
         if (sys_move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                return brig_err(err, errno, "move_mount passwd over /etc/passwd");
+                return brig_err(err, errno, "move_mount %s over %s", name, path);
         return 0;
 }
 
@@ -802,9 +832,19 @@ int tools_populate(int root_fd, const struct run_plan *plan, brig_error **err)
         int r = create_file(run_dir, "passwd", t->passwd, t->passwd_len, 0444, plan, false);
         if (r < 0)
                 return brig_err(err, -r, "write %s/passwd", BRIG_RUNTIME_DIR);
-        r = bind_passwd(root_fd, run_dir, err);
+        r = bind_over(root_fd, run_dir, "passwd", "/etc/passwd", err);
         if (r < 0)
                 return r;
+        if (t->ca_pem) {
+                r = create_file(run_dir, "brig-ca.pem", t->ca_pem, strlen(t->ca_pem), 0444, plan, false);
+                r = r ?: create_file(run_dir, "ca-certificates.crt", t->ca_bundle, strlen(t->ca_bundle), 0444, plan,
+                                     false);
+                if (r < 0)
+                        return brig_err(err, -r, "write %s", BRIG_CA_BUNDLE);
+                r = bind_over(root_fd, run_dir, "ca-certificates.crt", BRIG_SYSTEM_CA_BUNDLE, err);
+                if (r < 0)
+                        return r;
+        }
         if (mkdirat(run_dir, "copy-in", 0755) < 0)
                 return brig_err(err, errno, "create %s", BRIG_COPY_IN_DIR);
         _cleanup_close_ int copy_dir = open_here(run_dir, "copy-in", O_PATH | O_DIRECTORY, 0);

