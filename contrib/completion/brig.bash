@@ -15,6 +15,7 @@ _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm
         --env --keep-env --pass-fd --hostname --tty --no-tty --terminal-passthrough
         --net --allow-host --allow-private-host --deny-host --allow-cidr --resolve
         --allow-unix --upstream-proxy
+        --secret --secret-host --secret-header --upstream-ca --http-rule
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile
         --nproc --fsize --stack --require-limits
         --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
@@ -24,13 +25,14 @@ _brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --j
 
 # The options whose value is a host path.
 _brig_path_opts="--policy --workspace --ro-bind --bind --deny --unsafe-allow-secret
-        --copy-in --copy-in-secret --allow-unix --json-report --audit"
+        --copy-in --copy-in-secret --allow-unix --upstream-ca --json-report --audit"
 
 # Every option that takes a value, so its value is not taken for a name.
 _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bind --tmpfs
         --tmp-size --home-size --deny --unsafe-allow-secret --copy-in --copy-in-secret
         --carry-config --env --keep-env --pass-fd --hostname --net --allow-host
         --allow-private-host --deny-host --allow-cidr --resolve --allow-unix --upstream-proxy
+        --secret --secret-host --secret-header --upstream-ca --http-rule
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile --nproc
         --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
         --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode"

@@ -368,7 +368,8 @@ static void test_error_unknown_key_no_suggestion(void **state)
                      "p.json:1:12: unknown key 'path' in audit (expected one of: file)");
         expect_error("{\"network\": {\"allow\": [\"x\"]}}",
                      "p.json:1:14: unknown key 'allow' in network (expected one of: mode, allow_hosts, "
-                     "allow_private_hosts, deny_hosts, allow_cidrs, resolve, upstream_proxy, allow_unix)");
+                     "allow_private_hosts, deny_hosts, allow_cidrs, resolve, upstream_proxy, secrets, http_rules, "
+                     "upstream_ca, allow_unix)");
 }
 
 static void test_error_wrong_type(void **state)

@@ -4,6 +4,7 @@
 #include "policy/settings.h"
 #include "tools/tools.h"
 #include "net/egress.h"
+#include "net/intercept.h"
 #include "controls/seccomp_filter.h"
 
 #include <jansson.h>
@@ -56,6 +57,42 @@ static void files(FILE *out, const struct run_plan *plan)
                         "every key it holds can sign)\n", BRIG_AGENT_SOCKET, t->agent_upstream);
 }
 
+static void join(FILE *out, char *const *v, size_t n, const char *none)
+{
+        for (size_t i = 0; i < n; i++)
+                fprintf(out, "%s%s", i ? ", " : "", v[i]);
+        if (!n)
+                fprintf(out, "%s", none);
+}
+
+/* Secrets and http rules, in words (docs/secrets.md). */
+static void intercepted(FILE *out, const struct intercept_policy *ip)
+{
+        if (!ip || (!ip->n_secrets && !ip->n_rules))
+                return;
+        for (size_t i = 0; i < ip->n_secrets; i++) {
+                const struct secret_spec *s = &ip->secrets[i];
+                fprintf(out, "  secret %s (read from %s when the run starts): $%s inside holds only a placeholder;\n"
+                             "    the proxy puts the value in the %s header of requests to ", s->name, s->source,
+                        s->name, s->header);
+                join(out, s->hosts, s->n_hosts, "(no host)");
+                fprintf(out, ",\n    only over TLS whose certificate it verified for that name; the placeholder\n"
+                             "    anywhere else (another host, the URL, a body, a DNS name, plain http) is\n"
+                             "    refused and audited as exfiltration\n");
+        }
+        for (size_t i = 0; i < ip->n_rules; i++) {
+                const struct http_rule *r = &ip->rules[i];
+                fprintf(out, "  http rule for %s: only ", r->host);
+                join(out, r->methods, r->n_methods, "any method");
+                fprintf(out, " to ");
+                join(out, r->paths, r->n_paths, "any path");
+                fprintf(out, " (paths with dot or empty segments, ';' or encoded separators refused)\n");
+        }
+        fprintf(out, "  TLS to these hosts is opened by brig (a CA made for this sandbox, trusted inside;\n"
+                     "  upstreams verified against the host's store%s); every other connection stays\n"
+                     "  end-to-end\n", ip->n_upstream_cas ? " and --upstream-ca" : "");
+}
+
 static void network(FILE *out, const struct run_plan *plan)
 {
         fprintf(out, "Network\n");
@@ -78,8 +115,9 @@ static void network(FILE *out, const struct run_plan *plan)
                              "  loopback, private, link-local and metadata addresses stay closed unless allowed\n");
                 /* the egress rules, each setting of the table that the proxy judges by */
                 for (size_t i = 0; i < n_settings; i++) {
-                        if (settings[i].dump != dump_egress)
-                                continue;
+                        if (settings[i].dump != dump_egress || settings[i].load == load_secrets ||
+                            settings[i].load == load_http_rules || !strcmp(settings[i].key, "/network/upstream_ca"))
+                                continue;  /* secrets and http rules: in words below */
                         json_t *v = setting_dump(plan->policy, &settings[i]);
                         char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
                         if (v)
@@ -87,6 +125,7 @@ static void network(FILE *out, const struct run_plan *plan)
                         free(text);
                         json_decref(v);
                 }
+                intercepted(out, egress_policy_intercept_of(plan->policy->egress));
                 break;
         }
         }
