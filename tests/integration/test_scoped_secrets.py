@@ -386,3 +386,32 @@ EOF
                    ("POST", "/v1/messages")], got
     denied = [e for e in ev if e.get("phase") == "request" and e["decision"] == "deny"]
     assert any(e["method"] == "DELETE" and e["path"] == "/v1/messages" for e in denied), denied
+
+
+def test_filtered_mode_hands_tls_to_the_interceptor(ws, up):
+    """Programs that ignore the proxy settings (Node's fetch; curl told so):
+    the SNI sniffer hands the connection over with the ClientHello it read.
+    A placeholder in a DNS question is refused at the stub."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+node -e 'fetch("https://api.test/whoami", {headers: {Authorization: "Bearer " + process.env.API_TOKEN}}).then(r => r.text()).then(t => console.log("node", t.trim()), e => console.log("node failed", e.cause || e))'
+curl --noproxy '*' -sS -H "Authorization: Bearer $API_TOKEN" https://api.test/whoami
+python3 -c '
+import os, socket
+try:
+    socket.getaddrinfo(os.environ["API_TOKEN"].lower().replace("_", "-") + ".api.test", 443)
+    print("resolved")
+except OSError as e:
+    print("dns refused")
+'
+'''
+    r, ev, path = audited(brig, script, *up.args(mode="filtered"))
+    if "filtered mode is not available" in r.stderr:
+        pytest.skip("FILTERED MODE UNAVAILABLE ON THIS HOST: " + r.stderr.strip()[-200:])
+    assert "node hi\nhi\ndns refused\n" in r.stdout, r
+    got = [q for q in up.seen(mark) if q["path"] == "/whoami"]
+    assert len(got) == 2 and all(q["headers"]["Authorization"] == f"Bearer {up.value}" for q in got), got
+    dns = [e for e in ev if e.get("event") == "dns" and "API_TOKEN" in e.get("reason", "")]
+    assert dns and dns[0]["name"] == "{API_TOKEN}", ev
+    assert_never_leaked(up, r, path)
