@@ -215,6 +215,7 @@ def assert_never_leaked(up, r, audit_path):
     """The value reached nothing of the sandbox's nor the run's records."""
     assert up.value not in r.stdout and up.value not in r.stderr, r
     assert up.value not in audit_path.read_text()
+    assert "Sanitizer" not in r.stderr, r   # the ASan build: no leak, no error in the supervisor
 
 
 def test_bound_secret_reaches_its_host_only_over_verified_tls(ws, up):

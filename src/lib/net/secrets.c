@@ -689,7 +689,11 @@ void intercept_judge_head(const struct intercept *ic, const struct intercept_pol
                 return;
         }
         struct head_out o = { 0 };
-        out_add(&o, buf + req->line_off, line_end + 1 - req->line_off);
+        size_t rl = line_end - req->line_off;
+        if (rl && buf[req->line_off + rl - 1] == '\r')
+                rl--;
+        out_add(&o, buf + req->line_off, rl);
+        out_add(&o, "\r\n", 2);  /* every line ends as RFC 9112 writes it */
         for (size_t pos = line_end + 1; pos < req->head_len;) {
                 const char *nl = memchr(buf + pos, '\n', req->head_len - pos);
                 size_t end = nl ? (size_t)(nl - buf) + 1 : req->head_len;

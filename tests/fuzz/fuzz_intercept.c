@@ -1,0 +1,127 @@
+/* fuzz_intercept.c — libFuzzer target for the interceptor's request path
+ * (src/lib/net/secrets.c, httprules.c): a request head from inside the
+ * sandbox, parsed as a direct request, judged for a host with a bound
+ * secret and http rules, and rewritten with the placeholders swapped.
+ *
+ * Checks, beyond "no crash":
+ *   - a forwarded head holds no placeholder, ends in a blank line, and
+ *     holds the value only when the request named the placeholder in the
+ *     secret's header, to its bound host, over verified TLS;
+ *   - a refusal says why, and a refusal for a placeholder names a secret;
+ *   - nothing is ever forwarded for the unverified (plain http) judgement
+ *     when the head holds a placeholder;
+ *   - a normalised path starts with '/', holds no ';', '\', "//", and no
+ *     "." or ".." segment, and fits its buffer.
+ *
+ * Build and run with tests/fuzz/run-fuzz-net; without -DBRIG_LIBFUZZER a
+ * main() replays the files named on the command line. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/intercept.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char *hosts[] = { "api.example.com" };
+static char *methods[] = { "GET", "POST" };
+static char *paths[] = { "/v1/messages", "/v1/models/*", "/files/**" };
+static struct secret_spec spec = { .name = "TOKEN", .source = "env:X", .hosts = hosts, .n_hosts = 1,
+                                   .header = "authorization" };
+static struct http_rule rule = { .host = "api.example.com", .methods = methods, .n_methods = 2, .paths = paths,
+                                 .n_paths = 3 };
+static struct intercept_policy policy = { .secrets = &spec, .n_secrets = 1, .rules = &rule, .n_rules = 1 };
+static char value[] = "VALUE-0123456789";
+
+static struct intercept *make(void)
+{
+        static struct intercept ic;
+        if (!ic.n) {
+                ic.policy = &policy;
+                ic.n = 1;
+                ic.secrets[0].spec = &spec;
+                /* what the corpus spells: brig-secret-TOKEN-00112233445566778899aabbccddeeff */
+                memcpy(ic.secrets[0].token, "00112233445566778899aabbccddeeff", 33);
+                snprintf(ic.secrets[0].placeholder, sizeof ic.secrets[0].placeholder, "brig-secret-TOKEN-%s",
+                         "00112233445566778899aabbccddeeff");
+                ic.secrets[0].value = value;
+                ic.secrets[0].value_len = strlen(value);
+        }
+        return &ic;
+}
+
+static void check_path(const char *p, size_t n)
+{
+        char out[1024];
+        const char *bad = http_path_normalize(p, n, out, sizeof out);
+        if (bad)
+                return;
+        size_t len = strlen(out);
+        if (len >= sizeof out || out[0] != '/' || strchr(out, ';') || strchr(out, '\\') || strstr(out, "//") ||
+            strstr(out, "/./") || strstr(out, "/../"))
+                abort();
+        if ((len >= 2 && strcmp(out + len - 2, "/.") == 0) || (len >= 3 && strcmp(out + len - 3, "/..") == 0))
+                abort();
+}
+
+static void judge(const struct intercept *ic, const char *buf, const struct http_request *req, bool verified,
+                  const char *host)
+{
+        struct intercept_verdict v;
+        intercept_judge_head(ic, &policy, host, verified, buf, req, &v);
+        bool had = intercept_find(ic, buf, req->head_len, NULL) != NULL;
+        if (v.status) {
+                if (!v.reason[0] || v.head)
+                        abort();
+                if (v.secret && v.secret != &ic->secrets[0])
+                        abort();
+                return;
+        }
+        if (!v.head || v.head_len < 4 || memcmp(v.head + v.head_len - 4, "\r\n\r\n", 4) != 0)
+                abort();
+        if (intercept_find(ic, v.head, v.head_len, NULL))
+                abort();  /* a placeholder went on */
+        if (had && (!verified || !host))
+                abort();  /* swapped where nothing was verified */
+        bool valued = memmem(v.head, v.head_len, value, strlen(value)) != NULL;
+        bool basic = memmem(v.head, v.head_len, "VkFMVUUtMDEyMzQ1Njc4OQ", 22) != NULL;  /* base64 of it */
+        if ((valued || basic) && !had && !memmem(buf, req->head_len, value, strlen(value)) &&
+            !memmem(buf, req->head_len, "VkFMVUUtMDEyMzQ1Njc4OQ", 22))
+                abort();  /* a value from nowhere */
+        if (had && !secret_bound_to(&ic->secrets[0], host))
+                abort();
+        free(v.head);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        const struct intercept *ic = make();
+        const char *buf = (const char *)data;
+        struct http_request req;
+        const char *why = NULL;
+        check_path(buf, size < 2048 ? size : 2048);
+        if (http_parse_direct(buf, size, &req, &why) != 1)
+                return 0;
+        check_path(buf + req.path_off, req.path_len);
+        judge(ic, buf, &req, true, "api.example.com");
+        judge(ic, buf, &req, true, "other.example.com");
+        judge(ic, buf, &req, false, NULL);
+        return 0;
+}
+
+#ifndef BRIG_LIBFUZZER
+int main(int argc, char **argv)
+{
+        for (int i = 1; i < argc; i++) {
+                FILE *f = fopen(argv[i], "rb");
+                if (!f)
+                        continue;
+                static uint8_t buf[1 << 16];
+                size_t n = fread(buf, 1, sizeof buf, f);
+                fclose(f);
+                LLVMFuzzerTestOneInput(buf, n);
+        }
+        return 0;
+}
+#endif
