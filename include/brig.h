@@ -247,7 +247,8 @@ BRIG_PUBLIC int brig_policy_set_audit_fd(brig_policy *p, int fd, brig_error **er
  * brig_policy_set_option: the same parsing and the same messages. */
 enum brig_option_flags {
         BRIG_OPTION_FIRST = 1 << 0,     /* --policy, --profile: applied before every other flag, in order */
-        BRIG_OPTION_RUN_ONLY = 1 << 1,  /* brig run's alone (descriptors, report files): a sandbox refuses it */
+        BRIG_OPTION_RUN_ONLY = 1 << 1,  /* brig run's alone (the caller's descriptors, the audit stream):
+                                         * brig create and brig pool refuse it */
 };
 typedef struct brig_option_info {
         uint32_t size;        /* sizeof(brig_option_info), set by the caller (fields are only ever added) */

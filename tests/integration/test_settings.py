@@ -4,10 +4,12 @@ those is held to the table here, so a setting added as one entry is also
 documented (man page, completions) and round-trips. `brig-settings` (built
 in tests/, not installed) prints the table through libbrig's public API."""
 import json
+import os
 import re
 import subprocess
 
 from conftest import BUILD, REPO
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
 
 SETTINGS = BUILD / "tests" / "brig-settings"
 
@@ -105,3 +107,26 @@ def test_every_setting_of_a_file_round_trips():
                            capture_output=True, text=True, timeout=10)
     assert again.returncode == 0, again
     assert again.stdout == first.stdout
+
+
+def test_run_only_flags_are_refused_by_create_and_pool(brig, sandboxes):
+    """What the table marks BRIG_OPTION_RUN_ONLY (the caller's descriptors,
+    the audit stream) brig create and brig pool refuse, naming the flag,
+    and make nothing."""
+    rows = [r for r in _table() if "run-only" in r["flags"]]
+    assert {r["name"] for r in rows} == {"pass-fd", "audit", "audit-fd", "json-report-fd"}, rows
+    rd, wr = os.pipe()
+    try:
+        for row in rows:
+            value = str(wr) if row["arg"] == "N" else str(brig.base / "out.jsonl")
+            name = sandboxes.new_name()
+            for cmd in (["create", name], ["pool", "--size", "1"]):
+                r = sandboxes.brig_cmd(*cmd, f"--{row['name']}", value, pass_fds=(wr,))
+                stem = "--" + row["name"].removesuffix("-fd")
+                assert r.returncode == 125 and stem in r.stderr, (cmd, row, r)
+            assert not (sandboxes.root / name).exists(), (row, "a refused create left its state")
+            pools = sandboxes.root / "pools"
+            assert not pools.exists() or not any(pools.iterdir()), (row, "a refused pool left its state")
+    finally:
+        os.close(rd)
+        os.close(wr)

@@ -297,12 +297,13 @@ static bool pool_alive(const struct pool *pl)
 
 int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
 {
+        /* before the pool's directories are made: a refused pool leaves nothing */
+        if (p->n_pass_fds || p->audit_path || p->report_path || p->audit_fd || p->report_fd)
+                return brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd) or --json-report(-fd) (give "
+                                             "--json-report to brig run --pooled)");
         struct pool pl;
         pool_sweep();
         int r = pool_open(p, true, &pl, err);
-        if (r == 0 && (p->n_pass_fds || p->audit_path || p->report_path || p->audit_fd || p->report_fd))
-                r = brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd) or --json-report(-fd) (give "
-                                          "--json-report to brig run --pooled)");
         if (r == 0 && pool_alive(&pl))
                 r = state_fail(err, EEXIST, "a pool for this policy and workspace already runs (brig pool --stop)");
         if (r == 0 && size == 0)

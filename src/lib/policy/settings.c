@@ -564,7 +564,7 @@ const struct setting settings[] = {
         { .section = S_REPORT, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
           .cli = { { .name = "audit-fd", .arg = "N", .help = "the audit stream to descriptor N (as --json-report-fd)",
                      .param = 2, .cli = cli_fd } } },
-        { .key = "/report/file", .section = S_REPORT, .kind = SK_PATH, .flags = BRIG_OPTION_RUN_ONLY,
+        { .key = "/report/file", .section = S_REPORT, .kind = SK_PATH,
           .set_str = brig_policy_set_report_path, .offset = OFF(report_path), .what = "a path",
           .cli = { { .name = "json-report", .arg = "FILE", .help = "write a JSON report of the run" } },
           .schema = "{\"type\": \"string\", \"minLength\": 1}" },
