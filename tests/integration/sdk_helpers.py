@@ -36,10 +36,14 @@ def prefix_for(uid):
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
 
+_MADE = []
+
+
 def user_dir(prefix, uid, mode=0o700):
-    """A scratch directory owned by uid (removed at the session's end)."""
+    """A scratch directory owned by uid (removed by remove_dirs())."""
     d = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     _OURS["dirs"].append(str(d))
+    _MADE.append(d)
     d.chmod(mode)
     if uid != os.geteuid():
         os.chown(d, uid, uid)
@@ -99,6 +103,18 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+def remove_dirs():
+    """Remove what user_dir() made (a module's fixture calls it at its end)."""
+    while _MADE:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(_MADE.pop())], check=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_user_dirs():
+    yield
+    remove_dirs()
 
 
 def run_as(uid, fn, *args):

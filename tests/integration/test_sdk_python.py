@@ -11,11 +11,10 @@ planted server received.
 import os
 import stat
 import sys
-import threading
-import time
-
 import pytest
 
+from conftest import IS_ROOT
+from sdk_helpers import _remove_user_dirs  # noqa: F401 - the module's cleanup fixture
 from sdk_helpers import (OTHER_UID, SDK_PY, LyingServer, Serve, crafted_tar, links_leaving, mode_uid, run_as,
                          sandbox_json, tree, user_dir)
 from test_escape import attack
@@ -145,3 +144,292 @@ def test_sdk_refuses_a_server_of_another_user(mode):
     assert out["liar"] == "untrusted_server", out
     assert f"uid {OTHER_UID}" in out["message"] and "socket=" in out["message"]
     assert liar.requests() == [], "the planted server received a request"
+
+
+# ---- against a live brig serve ---------------------------------------------
+
+@pytest.fixture(scope="module", params=["root", "rootless"])
+def serve(request, bindir):
+    if request.param == "root" and not IS_ROOT:
+        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
+    s = Serve(bindir, request.param)
+    yield s
+    s.stop()
+    assert s.proc.returncode == 0, s.output()
+
+
+def in_mode(serve, fn, *args):
+    """fn(client, *args) as the server's user, on a client of its socket."""
+    def body():
+        with sdk.Client(socket=serve.socket) as c:
+            return fn(c, *args)
+    return run_as(serve.uid, body)
+
+
+def _commands(c):
+    out = {}
+    with sdk.Sandbox.create(client=c) as sb:
+        out["listed"] = sb.name in [s.name for s in sdk.Sandbox.list(client=c)]
+        out["connect"] = sdk.Sandbox.connect(sb.name, client=c).info["status"]
+        r = sb.run("echo out; echo err >&2; exit 3")
+        out["shell"] = (r.exit_code, r.reason, r.stdout, r.stderr, r.ok)
+        r = sb.run(["printf", "%s|", "a b", "c"])
+        out["argv"] = r.stdout
+        r = sb.run(["sh", "-c", 'echo "$X"; pwd'], env={"X": "from-env"}, cwd="/tmp")
+        out["env_cwd"] = r.stdout
+        out["input"] = sb.run(["cat"], input=b"\x00\xffbytes").stdout_bytes
+        r = sb.run(["sleep", "30"], timeout=0.3)
+        out["timeout"] = (r.exit_code, r.reason)
+        out["missing"] = sb.run(["/nonexistent/cmd"]).exit_code
+        st = sb.stream("echo one; sleep 0.2; echo two >&2; exit 4")
+        out["stream"] = [(ch.stream, ch.text) for ch in st]
+        out["stream_result"] = st.result.exit_code
+        p = sb.start(["sh", "-c", "read line; echo got:$line; cat"])
+        p.write("hello\n")
+        p.stdin.write(b"more\n")
+        p.close_stdin()
+        r = p.wait()
+        out["process"] = (r.exit_code, b"".join(ch.data for ch in p.output()).decode())
+        p = sb.start(["sleep", "30"], stdin=False)
+        out["poll"] = p.poll()
+        p.kill()
+        r = p.wait()
+        out["killed"] = (r.exit_code, r.signal, r.reason)
+        p = sb.exec(["sh", "-c", "sleep 30"], stdin=False)
+        out["wait_timeout"] = p.wait(timeout=0.1)
+        out["listed_execs"] = p.id in [x.id for x in sb.processes()]
+        p.forget()
+        try:
+            sb.run([])
+        except sdk.BadRequest as e:
+            out["empty"] = e.code
+        try:
+            sdk.Sandbox.connect("no-such-sandbox", client=c)
+        except sdk.NotFound as e:
+            out["not_found"] = (e.code, e.status)
+        name = sb.name
+    try:
+        sdk.Sandbox.connect(name, client=c)
+        out["removed"] = False
+    except sdk.NotFound:
+        out["removed"] = True
+    return out
+
+
+def test_commands(serve):
+    out = in_mode(serve, _commands)
+    assert out["listed"] and out["connect"] == "running"
+    assert out["shell"] == (3, "exited", "out\n", "err\n", False)
+    assert out["argv"] == "a b|c|"
+    assert out["env_cwd"] == "from-env\n/tmp\n"
+    assert out["input"] == b"\x00\xffbytes"
+    assert out["timeout"] == (124, "timeout")
+    assert out["missing"] == 127
+    assert out["stream"] == [("stdout", "one\n"), ("stderr", "two\n")]
+    assert out["stream_result"] == 4
+    assert out["process"] == (0, "got:hello\nmore\n")
+    assert out["poll"] is None
+    assert out["killed"][1] == 9 and out["killed"][2] == "signaled", out["killed"]
+    assert out["wait_timeout"] is None and out["listed_execs"]
+    assert out["empty"] == "bad_request"
+    assert out["not_found"] == ("not_found", 404)
+    assert out["removed"], "the context manager did not remove the sandbox"
+
+
+def _files(c, host_src, host_dst):
+    out = {}
+    with sdk.Sandbox.create(client=c) as sb:
+        f = sb.files
+        out["write"] = f.write("/tmp/a.txt", "héllo\n", mode=0o600)
+        out["read"] = f.read_text("/tmp/a.txt")
+        st = f.stat("/tmp/a.txt")
+        out["stat"] = (st["type"], st["size"], st["mode"] & 0o777)
+        f.mkdir("/tmp/d")
+        f.write("/tmp/d/b.bin", bytes(range(256)))
+        out["bytes"] = f.read("/tmp/d/b.bin") == bytes(range(256))
+        out["list"] = sorted((e["name"], e["type"]) for e in f.list("/tmp") if e["name"] in ("a.txt", "d"))
+        out["exists"] = (f.exists("/tmp/d/b.bin"), f.exists("/tmp/nope"))
+        f.remove("/tmp/d/b.bin")
+        out["removed"] = f.exists("/tmp/d/b.bin")
+        try:
+            f.read("/tmp/nope")
+        except sdk.NotFound as e:
+            out["read_missing"] = e.code
+        try:
+            f.write("/etc/brig-sdk-test", "x")
+        except sdk.BrigError as e:
+            out["read_only"] = e.status
+        f.upload(host_src, "/tmp/up")
+        out["uploaded"] = sb.run("cat /tmp/up/top.txt /tmp/up/sub/deep.txt /tmp/up/rel; "
+                                 "readlink /tmp/up/secret").stdout
+        f.remove("/tmp/up/secret")
+        d = f.download("/tmp/up", host_dst)
+        out["downloaded"] = sorted(d.paths)
+    return out
+
+
+def test_files(serve):
+    uid = serve.uid
+    base = user_dir("brig-sdk-files-", uid, 0o755)
+    src = base / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "top.txt").write_text("top\n")
+    (src / "sub" / "deep.txt").write_text("deep\n")
+    os.symlink("top.txt", src / "rel")
+    os.symlink("/etc/shadow", src / "secret")  # goes as a link, never as the file's contents
+    if uid != os.geteuid():
+        for p in (src, src / "sub", src / "top.txt", src / "sub" / "deep.txt"):
+            os.chown(p, uid, uid)
+    out = in_mode(serve, _files, str(src), str(base / "dst"))
+    assert out["write"] == len("héllo\n".encode())
+    assert out["read"] == "héllo\n" and out["bytes"]
+    assert out["stat"] == ("file", 7, 0o600)
+    assert out["list"] == [("a.txt", "file"), ("d", "dir")]
+    assert out["exists"] == (True, False) and out["removed"] is False
+    assert out["read_missing"] == "not_found"
+    assert 400 <= out["read_only"] < 500, out["read_only"]
+    assert out["uploaded"] == "top\ndeep\ntop\n/etc/shadow\n"
+    assert out["downloaded"] == ["rel", "sub/", "sub/deep.txt", "top.txt"]
+    assert (base / "dst" / "sub" / "deep.txt").read_text() == "deep\n"
+    assert os.readlink(base / "dst" / "rel") == "top.txt"
+
+
+def _state(c, ws):
+    out = {}
+    with sdk.Sandbox.create(client=c, workspace=ws, overlay=True) as sb:
+        sb.run(["sh", "-c", "echo new > new.txt; echo changed > old.txt"], cwd=ws)
+        out["diff"] = sorted((x["path"], x["change"]) for x in sb.diff())
+        out["diff_sel"] = [x["path"] for x in sb.diff(paths=["new.txt"])]
+        out["commit"] = sorted(x["path"] for x in sb.commit(paths=["new.txt"]))
+        out["left"] = [x["path"] for x in sb.diff()]
+        sb.run("echo before > /tmp/state")
+        out["snapshot"] = sb.snapshot("t1")["tag"]
+        out["snapshots"] = [s["tag"] for s in sb.snapshots()]
+        sb.run("echo after > /tmp/state")
+        sb.restore("t1")
+        out["restored"] = sb.run("cat /tmp/state").stdout
+        with sb.fork("t1") as other:
+            out["fork"] = (other.name != sb.name, other.run("cat /tmp/state").stdout)
+            fork_name = other.name
+        out["fork_removed"] = fork_name not in [s.name for s in sdk.Sandbox.list(client=c)]
+        sb.remove_snapshot("t1")
+        out["snapshots_after"] = sb.snapshots()
+        out["net"] = sb.network.get()["mode"]
+        try:
+            out["allow"] = [r["host"] for r in sb.network.allow("example.org").get("live", [])]
+            out["deny"] = [(r["action"], r["host"]) for r in sb.network.deny("bad.example.org").get("live", [])]
+            out["net_removed"] = [r["host"] for r in sb.network.remove("example.org").get("live", [])]
+        except sdk.Conflict as e:  # network mode none: no proxy to judge by rules
+            out["allow"] = ("conflict", e.message)
+        events = list(sb.events(follow=False))
+        out["events"] = sorted({e.get("event") or e.get("type") for e in events if isinstance(e, dict)} - {None})
+        out["paused"] = sb.pause().info["status"]
+        out["resumed"] = sb.resume().info["status"]
+        out["stopped"] = sb.stop().info["status"]
+        try:
+            sb.run("true")
+        except sdk.Conflict as e:
+            out["exec_stopped"] = e.code
+        sb.reset()
+        out["reset"] = sb.diff()
+        out["started"] = sb.start_sandbox().info["status"]
+    return out
+
+
+def test_overlay_snapshots_network_events(serve):
+    ws = user_dir("brig-sdk-ws-", serve.uid, 0o755)
+    (ws / "old.txt").write_text("old\n")
+    if serve.uid != os.geteuid():
+        os.chown(ws / "old.txt", serve.uid, serve.uid)
+    out = in_mode(serve, _state, str(ws))
+    assert out["diff"] == [("new.txt", "added"), ("old.txt", "modified")]
+    assert out["diff_sel"] == ["new.txt"] and out["commit"] == ["new.txt"]
+    assert out["left"] == ["old.txt"]
+    assert (ws / "new.txt").read_text() == "new\n" and (ws / "old.txt").read_text() == "old\n"
+    assert out["snapshot"] == "t1" and out["snapshots"] == ["t1"]
+    assert out["restored"] == "before\n"
+    assert out["fork"] == (True, "before\n") and out["fork_removed"]
+    assert out["snapshots_after"] == []
+    assert out["events"], "no audit events"
+    assert (out["paused"], out["resumed"], out["stopped"]) == ("paused", "running", "stopped")
+    assert out["exec_stopped"] in ("not_running", "conflict")
+    assert out["reset"] == [] and out["started"] == "running"
+    if out["net"] == "none":
+        assert out["allow"][0] == "conflict"
+    else:
+        assert out["allow"] == ["example.org"] and ("deny", "bad.example.org") in out["deny"]
+        assert "example.org" not in out["net_removed"]
+
+
+FORGED = ('{"type":"exit","result":{"exit_code":0,"signal":0,"reason":"exited","refusals":[]}}\n'
+          '{"type":"stdout","data":"forged"}\n')
+
+
+def _forged(c):
+    out = {}
+    script = f"printf '%s' '{FORGED}'; printf '%s' '{FORGED}' >&2; exit 7"
+    with sdk.Sandbox.create(client=c) as sb:
+        r = sb.run(["sh", "-c", script])
+        out["run"] = (r.exit_code, r.stdout, r.stderr)
+        st = sb.stream(["sh", "-c", script])
+        chunks = list(st)
+        out["stream"] = (st.result.exit_code, "".join(ch.text for ch in chunks if ch.stream == "stdout"))
+        p = sb.start(["sh", "-c", script], stdin=False)
+        text = "".join(ch.text for ch in p.output() if ch.stream == "stdout")
+        out["process"] = (p.wait().exit_code, text)
+    return out
+
+
+@attack("sdk-forged-output", "a command prints lines shaped as the output stream's own events (an exit with "
+        "status 0, stdout chunks) to pass for them in run(), stream() and a process's output", "sdk stream")
+def test_output_cannot_forge_events(serve):
+    out = in_mode(serve, _forged)
+    assert out["run"] == (7, FORGED, FORGED)
+    assert out["stream"] == (7, FORGED)
+    assert out["process"] == (7, FORGED)
+
+
+HOSTILE = r'''
+set -e
+mkdir -p /tmp/out/d
+echo hi > /tmp/out/f
+chmod 4755 /tmp/out/f 2>/dev/null || chmod 0755 /tmp/out/f
+chmod 0777 /tmp/out/d
+mkfifo /tmp/out/fifo
+ln -s .. /tmp/out/d/up
+ln -s up/../outside /tmp/out/d/esc
+ln -s ../outside /tmp/out/plain
+mkdir -p /tmp/modes && cp /tmp/out/f /tmp/modes/f && mkfifo /tmp/modes/fifo
+stat -c '%a' /tmp/out/f
+'''
+
+
+def _hostile(c, dest, dest2):
+    out = {}
+    with sdk.Sandbox.create(client=c) as sb:
+        out["made"] = sb.run(["sh", "-c", HOSTILE]).stdout.strip()
+        try:
+            sb.files.download("/tmp/out", dest)
+            out["download"] = "unpacked"
+        except sdk.UnsafeArchive as e:
+            out["download"] = e.code
+        d = sb.files.download("/tmp/modes", dest2)
+        out["modes"] = (sorted(d.paths), sorted(n for n, _ in d.skipped))
+    return out
+
+
+@attack("sdk-hostile-sandbox-download", "a sandbox fills the directory a caller downloads: links out of the target "
+        "(through a link to '..', and plain), a setuid file, a world-writable directory, a FIFO", "sdk download")
+def test_download_from_a_hostile_sandbox(serve):
+    base = user_dir("brig-sdk-hostile-", serve.uid, 0o755)
+    (base / "outside").mkdir()
+    if serve.uid != os.geteuid():
+        os.chown(base / "outside", serve.uid, serve.uid)
+    out = in_mode(serve, _hostile, str(base / "dest"), str(base / "dest2"))
+    assert out["download"] == "unsafe_archive", out
+    assert os.listdir(base / "outside") == []
+    assert not links_leaving(base / "dest") and not links_leaving(base / "dest2")
+    assert out["modes"] == (["f"], ["fifo"]), out
+    m = os.stat(base / "dest2" / "f").st_mode
+    assert stat.S_IMODE(m) == 0o755, (oct(m), "made inside:", out["made"])
+    assert os.stat(base / "dest2" / "f").st_uid == serve.uid

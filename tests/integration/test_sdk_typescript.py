@@ -1,0 +1,93 @@
+"""The TypeScript SDK (sdk/typescript): its `node --test` suite, which
+starts its own `brig serve`, run once as root and once as nobody (from a
+copy the user can read), each of its tests reported here; the catalogue's
+SDK attacks are marked on the tests that attempt them, and what only the
+host can see (the planted server received nothing) is checked here."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import IS_ROOT
+from sdk_helpers import _remove_user_dirs  # noqa: F401 - the module's cleanup fixture
+from sdk_helpers import OTHER_UID, SDK_TS, LyingServer, copy_tree_for, mode_uid, prefix_for, sandbox_json
+from test_escape import attack
+
+NODE = shutil.which("node")
+
+
+@pytest.fixture(scope="module", params=["root", "rootless"])
+def suite(request, bindir):
+    """{test name: (ok, TAP details)} of one run of the node suite."""
+    if request.param == "root" and not IS_ROOT:
+        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
+    if NODE is None:
+        pytest.fail("node is missing: scripts/install-deps installs nodejs")
+    uid = mode_uid(request.param)
+    tree = copy_tree_for(uid, SDK_TS, "brig-sdk-ts-")
+    liar = LyingServer(OTHER_UID, {"/v1/sandboxes/box": (200, "application/json", sandbox_json("box")),
+                                   "/v1/sandboxes": (201, "application/json", sandbox_json("box"))})
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tree.parent),
+           "BRIG_BIN": str(bindir / "brig"), "BRIG_TEST_FOREIGN_SOCKET": liar.socket}
+    files = sorted(str(p.relative_to(tree)) for p in (tree / "test").glob("*.test.js"))
+    try:
+        cp = subprocess.run(prefix_for(uid) + [NODE, "--test", "--test-reporter=tap", *files], cwd=str(tree), env=env,
+                            capture_output=True, text=True, timeout=300)
+        received = liar.requests()
+    finally:
+        liar.stop()
+    results = {}
+    blocks = re.split(r"^# Subtest: ", cp.stdout, flags=re.M)
+    for block in blocks[1:]:
+        m = re.search(r"^(not ok|ok) \d+ - (.*?)(?: # (SKIP|TODO).*)?$", block, re.M)
+        if m:
+            results[m.group(2)] = (m.group(1) == "ok" and not m.group(3), block[:6000])
+    return {"results": results, "rc": cp.returncode, "out": cp.stdout[-8000:] + cp.stderr[-4000:],
+            "foreign_requests": received, "mode": request.param}
+
+
+def _check(suite, tag):
+    hits = {k: v for k, v in suite["results"].items() if tag in k}
+    assert hits, f"no test named {tag!r} ran (node exit {suite['rc']}):\n{suite['out']}"
+    for name, (ok, block) in hits.items():
+        assert ok, f"{name} ({suite['mode']}):\n{block}"
+
+
+def test_typescript_suite_passes(suite):
+    assert suite["results"], suite["out"]
+    failed = [k for k, (ok, _) in suite["results"].items() if not ok]
+    assert not failed and suite["rc"] == 0, f"{failed}:\n{suite['out']}"
+
+
+@attack("sdk-download-outside", "a tar from the server or the sandbox (names with '..' or absolute, links out, "
+        "a link then a file through it, link chains, hard links out) unpacked by files.download()",
+        "sdk download")
+def test_ts_download_outside(suite):
+    _check(suite, "[sdk-download-outside]")
+
+
+@attack("sdk-download-modes", "a sandbox's tar with a setuid-root, world-writable file, a device node and a FIFO, "
+        "owned by another uid, unpacked by files.download()", "sdk download")
+def test_ts_download_modes(suite):
+    _check(suite, "[sdk-download-modes]")
+
+
+@attack("sdk-planted-socket", "another local user's server at the socket the SDK connects to",
+        "sdk transport")
+def test_ts_planted_socket(suite):
+    _check(suite, "[sdk-planted-socket]")
+    assert suite["foreign_requests"] == [], "the planted server received a request"
+
+
+@attack("sdk-forged-output", "a command prints lines shaped as the output stream's own events",
+        "sdk stream")
+def test_ts_forged_output(suite):
+    _check(suite, "[sdk-forged-output]")
+
+
+@attack("sdk-hostile-sandbox-download", "a sandbox fills the directory a caller downloads: links out of the target, "
+        "a setuid file, a FIFO", "sdk download")
+def test_ts_hostile_sandbox_download(suite):
+    _check(suite, "[sdk-hostile-sandbox-download]")
