@@ -148,6 +148,7 @@ export class Files {
   exists(path: string): Promise<boolean>;
   mkdir(path: string, opts?: { mode?: number }): Promise<void>;
   remove(path: string): Promise<void>;
+  makedirs(path: string, opts?: { mode?: number }): Promise<void>;
   upload(local: string, remoteDir: string): Promise<void>;
   downloadTar(remoteDir: string): Promise<Buffer>;
   /** nothing is written outside localDir: UnsafeArchive otherwise */

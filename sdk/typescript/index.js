@@ -246,9 +246,25 @@ class Files {
 
   async remove(p) { await this._t.request('DELETE', this._path, { query: { path: p } }); }
 
-  // Copy a host file or directory into the sandbox directory remoteDir.
+  // The directory and its missing parents (an existing one is fine).
+  async makedirs(p, { mode = 0o755 } = {}) {
+    const parts = p.split('/').filter(Boolean);
+    for (let i = 1; i <= parts.length; i++) {
+      const d = `/${parts.slice(0, i).join('/')}`;
+      try {
+        if ((await this.stat(d)).type === 'dir') continue;
+      } catch (e) {
+        if (!(e instanceof errors.NotFound)) throw e;
+      }
+      await this.mkdir(d, { mode });
+    }
+  }
+
+  // Copy a host file or directory into the sandbox directory remoteDir
+  // (made if missing). Host links go as links, never followed.
   async upload(local, remoteDir) {
     const arc = fs.statSync(local).isDirectory() ? '.' : path.basename(local);
+    await this.makedirs(remoteDir);
     const body = tar.pack(local, arc);
     await this._t.request('PUT', `${this._path}/tar`, { query: { path: remoteDir }, body, headers: { 'Content-Type': 'application/x-tar' }, timeout: 0 });
   }

@@ -25,6 +25,23 @@ SDK_TS = REPO / "sdk" / "typescript"
 # Another unprivileged user than the sandbox's (the planted server's).
 OTHER_UID = 65533
 
+# The catalogue's SDK rows (docs/security.md, 236-240): id -> (technique,
+# control), marked on the Python and the TypeScript test of each.
+ATTACKS = {
+    "sdk-download-outside": ("a tar from the server or the sandbox (names with '..' or absolute, links out, a link "
+                             "then a file through it, link chains, hard links out) unpacked by files.download()",
+                             "sdk download"),
+    "sdk-download-modes": ("a tar with a setuid-root and world-writable file, a setgid directory, a device node and "
+                           "a FIFO, owned by another uid, unpacked by files.download()", "sdk download"),
+    "sdk-planted-socket": ("another local user's server at the socket the SDK connects to (a stale BRIG_SOCKET, a "
+                           "shared /tmp): it would receive commands, files and tokens", "sdk transport"),
+    "sdk-unbounded-answer": ("a server (or a sandbox's bytes relayed by it) answers without end: a body declared "
+                             "10 GiB, a chunked body that never ends, an NDJSON line that never ends", "sdk transport"),
+    "sdk-hostile-sandbox-download": ("a sandbox fills the directory a caller downloads: links out of the target "
+                                     "(through a link to '..', and plain), a setuid file, a world-writable "
+                                     "directory, a FIFO", "sdk download"),
+}
+
 
 def mode_uid(mode):
     return 0 if mode == "root" else (NOBODY if IS_ROOT else os.geteuid())
@@ -40,7 +57,8 @@ _MADE = []
 
 
 def user_dir(prefix, uid, mode=0o700):
-    """A scratch directory owned by uid (removed by remove_dirs())."""
+    """A scratch directory owned by uid (removed by remove_dirs(), which
+    the test modules' mode fixture calls at its end)."""
     d = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     _OURS["dirs"].append(str(d))
     _MADE.append(d)
@@ -111,12 +129,6 @@ def remove_dirs():
         subprocess.run(["rm", "-rf", "--one-file-system", str(_MADE.pop())], check=False)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _remove_user_dirs():
-    yield
-    remove_dirs()
-
-
 def run_as(uid, fn, *args):
     """fn(*args) in a child process running as uid (the caller's own
     process when uid is ours); its return value, or its failure re-raised
@@ -163,6 +175,7 @@ import http.server, json, socketserver, sys, os
 sock, answers_path, log_path = sys.argv[1:4]
 answers = json.load(open(answers_path))
 log = open(log_path, "a", buffering=1)
+LIMIT = 512 << 20
 
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -177,6 +190,8 @@ class H(http.server.BaseHTTPRequestHandler):
         for prefix, (status, ctype, data_file) in answers.items():
             if path.endswith(prefix):
                 data = open(data_file, "rb").read()
+                if data.startswith(b"ENDLESS "):
+                    return self._endless(status, ctype, data.split()[1].decode())
                 break
         else:
             status, ctype = 404, "application/json"
@@ -187,6 +202,28 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
     do_GET = do_POST = do_PUT = do_DELETE = _any
+
+    def _endless(self, status, ctype, how):
+        # An answer that never ends (up to LIMIT): a declared 10 GiB
+        # body, a chunked one, or one NDJSON line without its newline.
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        if how == "length":
+            self.send_header("Content-Length", str(10 << 30))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        block = (b'{"type":"stdout","data":"' if how == "line" else b"") + b"A" * (1 << 20)
+        sent = 0
+        try:
+            while sent < LIMIT:
+                piece = block if sent == 0 else b"A" * (1 << 20)
+                self.wfile.write(piece if how == "length" else b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent += len(piece)
+        except OSError:
+            pass
+        log.write(json.dumps({"endless": how, "sent": sent}) + "\n")
+        self.close_connection = True
 
 class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True

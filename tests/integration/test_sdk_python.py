@@ -11,16 +11,45 @@ planted server received.
 import os
 import stat
 import sys
+import time
+
 import pytest
 
 from conftest import IS_ROOT
-from sdk_helpers import _remove_user_dirs  # noqa: F401 - the module's cleanup fixture
-from sdk_helpers import (OTHER_UID, SDK_PY, LyingServer, Serve, crafted_tar, links_leaving, mode_uid, run_as,
-                         sandbox_json, tree, user_dir)
+from sdk_helpers import (ATTACKS, OTHER_UID, SDK_PY, LyingServer, Serve, crafted_tar, links_leaving, mode_uid, remove_dirs,
+                         run_as, sandbox_json, tree, user_dir)
 from test_escape import attack
 
 sys.path.insert(0, str(SDK_PY))
 import brig as sdk  # noqa: E402
+
+
+# ---- one server per mode -----------------------------------------------------
+
+@pytest.fixture(scope="module", params=["root", "rootless"])
+def mode(request):
+    """conftest's, for a whole module: one server per mode; then the
+    directories the module made go."""
+    if request.param == "root" and not IS_ROOT:
+        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
+    yield request.param
+    remove_dirs()
+
+
+@pytest.fixture(scope="module")
+def serve(mode, bindir):
+    s = Serve(bindir, mode)
+    yield s
+    s.stop()
+    assert s.proc.returncode == 0, s.output()
+
+
+def in_mode(serve, fn, *args):
+    """fn(client, *args) as the server's user, on a client of its socket."""
+    def body():
+        with sdk.Client(socket=serve.socket) as c:
+            return fn(c, *args)
+    return run_as(serve.uid, body)
 
 
 # ---- attacks through the download path (no server needed: one that lies) --
@@ -45,9 +74,7 @@ def _outside_cases(outside):
     ]
 
 
-@attack("sdk-download-outside", "a tar from the server or the sandbox (names with '..' or absolute, links out, "
-        "a link then a file through it, link chains, hard links out) unpacked by files.download()",
-        "sdk download")
+@attack("sdk-download-outside", *ATTACKS["sdk-download-outside"])
 def test_download_never_writes_outside_target(mode):
     uid = mode_uid(mode)
     base = user_dir("brig-sdk-dl-", uid, 0o755)
@@ -86,8 +113,7 @@ def test_download_never_writes_outside_target(mode):
     assert set(refused) == {label for label, _ in cases}, results
 
 
-@attack("sdk-download-modes", "a sandbox's tar with a setuid-root, world-writable file, a device node and a FIFO, "
-        "owned by another uid, unpacked by files.download()", "sdk download")
+@attack("sdk-download-modes", *ATTACKS["sdk-download-modes"])
 def test_download_drops_setuid_owner_and_devices(mode):
     uid = mode_uid(mode)
     base = user_dir("brig-sdk-dl-", uid, 0o755)
@@ -117,8 +143,7 @@ def test_download_drops_setuid_owner_and_devices(mode):
     assert stat.S_IMODE(got["suid"][0]) == 0o755
 
 
-@attack("sdk-planted-socket", "another local user's server at the socket the SDK connects to (a stale "
-        "BRIG_SOCKET, a shared /tmp): the SDK would send it commands, files and the token", "sdk transport")
+@attack("sdk-planted-socket", *ATTACKS["sdk-planted-socket"])
 def test_sdk_refuses_a_server_of_another_user(mode):
     uid = mode_uid(mode)
     liar = LyingServer(OTHER_UID, {"/v1/sandboxes/box": (200, "application/json", sandbox_json("box")),
@@ -146,25 +171,69 @@ def test_sdk_refuses_a_server_of_another_user(mode):
     assert liar.requests() == [], "the planted server received a request"
 
 
-# ---- against a live brig serve ---------------------------------------------
+def _unbounded(c_sock, what):
+    import resource
+    c = sdk.Client(socket=c_sock)
+    sb = c.connect("box")
+    try:
+        if what == "events":
+            for _ in sb.events():
+                pass
+        else:
+            sb.files.read("/big")
+        out = "read it all"
+    except sdk.ProtocolError as e:
+        out = e.code
+    return out, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-@pytest.fixture(scope="module", params=["root", "rootless"])
-def serve(request, bindir):
-    if request.param == "root" and not IS_ROOT:
-        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
-    s = Serve(bindir, request.param)
-    yield s
-    s.stop()
-    assert s.proc.returncode == 0, s.output()
+
+@attack("sdk-unbounded-answer", *ATTACKS["sdk-unbounded-answer"])
+def test_sdk_bounds_what_it_buffers(mode):
+    uid = mode_uid(mode)
+    cases = {"length": ("/files", "application/octet-stream", "files"),
+             "chunked": ("/files", "application/octet-stream", "files"),
+             "line": ("/events", "application/x-ndjson", "events")}
+    for how, (suffix, ctype, what) in cases.items():
+        liar = LyingServer(uid, {"/v1/sandboxes/box": (200, "application/json", sandbox_json("box")),
+                                 suffix: (200, ctype, b"ENDLESS " + how.encode())})
+        try:
+            code, rss = run_as(uid, _unbounded, liar.socket, what)
+            deadline = time.monotonic() + 10
+            while not [r for r in liar.requests() if "endless" in r] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            sent = [r["sent"] for r in liar.requests() if "endless" in r]
+        finally:
+            liar.stop()
+        assert code == "too_large" if how != "line" else code == "protocol", (how, code)
+        # the SDK stopped reading at its cap (80 MiB of body, 16 MiB of
+        # line); the server could have sent 512 MiB
+        assert sent and sent[0] < 200 << 20, (how, sent)
+        assert rss < 400 << 20, (how, rss)
 
 
-def in_mode(serve, fn, *args):
-    """fn(client, *args) as the server's user, on a client of its socket."""
-    def body():
-        with sdk.Client(socket=serve.socket) as c:
-            return fn(c, *args)
-    return run_as(serve.uid, body)
+def test_connection_arguments_are_checked(tmp_path):
+    """Where the SDK would talk: a url that is not loopback (the token would
+    cross a network), a url without a token, socket and url at once, a
+    socket where no server listens — each a ConnectionError naming the fix,
+    before anything is sent."""
+    cases = {"not-loopback": dict(url="http://10.1.2.3:7000", token="t"),
+             "no-token": dict(url="http://127.0.0.1:7000"),
+             "https": dict(url="https://127.0.0.1:7000", token="t"),
+             "both": dict(socket="/x", url="http://127.0.0.1:1", token="t")}
+    for label, kw in cases.items():
+        with pytest.raises(sdk.ConnectionError) as ei:
+            sdk.Client(**kw)
+        assert ei.value.code in ("bad_url", "no_token"), label
+    with pytest.raises(sdk.ConnectionError) as ei:
+        sdk.Client(url="http://10.1.2.3:7000", token="t")
+    assert "loopback" in ei.value.message
+    with pytest.raises(sdk.ConnectionError) as ei:
+        sdk.Client(socket=str(tmp_path / "none.sock")).health()
+    assert "brig serve" in ei.value.message and "BRIG_SOCKET" in ei.value.message
+    assert sdk.Client(url="http://[::1]:7000", token="t") and sdk.Client(url="http://localhost:7000", token="t")
 
+
+# ---- against the live server ------------------------------------------------
 
 def _commands(c):
     out = {}
@@ -323,8 +392,11 @@ def _state(c, ws):
             out["allow"] = ("conflict", e.message)
         events = list(sb.events(follow=False))
         out["events"] = sorted({e.get("event") or e.get("type") for e in events if isinstance(e, dict)} - {None})
-        out["paused"] = sb.pause().info["status"]
-        out["resumed"] = sb.resume().info["status"]
+        try:
+            out["paused"] = sb.pause().info["status"]
+            out["resumed"] = sb.resume().info["status"]
+        except sdk.BrigError as e:  # rootless on a host without a delegated cgroup v2 freezer
+            out["paused"] = out["resumed"] = e.message
         out["stopped"] = sb.stop().info["status"]
         try:
             sb.run("true")
@@ -351,7 +423,11 @@ def test_overlay_snapshots_network_events(serve):
     assert out["fork"] == (True, "before\n") and out["fork_removed"]
     assert out["snapshots_after"] == []
     assert out["events"], "no audit events"
-    assert (out["paused"], out["resumed"], out["stopped"]) == ("paused", "running", "stopped")
+    if "freezer" in out["paused"] and serve.mode == "rootless":
+        print("PAUSE NOT TESTED ROOTLESS: no delegated cgroup v2 freezer on this host:", out["paused"])
+    else:
+        assert (out["paused"], out["resumed"]) == ("paused", "running")
+    assert out["stopped"] == "stopped"
     assert out["exec_stopped"] in ("not_running", "conflict")
     assert out["reset"] == [] and out["started"] == "running"
     if out["net"] == "none":
@@ -380,9 +456,10 @@ def _forged(c):
     return out
 
 
-@attack("sdk-forged-output", "a command prints lines shaped as the output stream's own events (an exit with "
-        "status 0, stdout chunks) to pass for them in run(), stream() and a process's output", "sdk stream")
 def test_output_cannot_forge_events(serve):
+    """A command prints lines shaped as the stream's own events (an exit
+    with status 0, stdout chunks): they stay its output, in run(),
+    stream() and a process's output, and its own status is the result."""
     out = in_mode(serve, _forged)
     assert out["run"] == (7, FORGED, FORGED)
     assert out["stream"] == (7, FORGED)
@@ -418,8 +495,7 @@ def _hostile(c, dest, dest2):
     return out
 
 
-@attack("sdk-hostile-sandbox-download", "a sandbox fills the directory a caller downloads: links out of the target "
-        "(through a link to '..', and plain), a setuid file, a world-writable directory, a FIFO", "sdk download")
+@attack("sdk-hostile-sandbox-download", *ATTACKS["sdk-hostile-sandbox-download"])
 def test_download_from_a_hostile_sandbox(serve):
     base = user_dir("brig-sdk-hostile-", serve.uid, 0o755)
     (base / "outside").mkdir()

@@ -3,7 +3,6 @@ starts its own `brig serve`, run once as root and once as nobody (from a
 copy the user can read), each of its tests reported here; the catalogue's
 SDK attacks are marked on the tests that attempt them, and what only the
 host can see (the planted server received nothing) is checked here."""
-import os
 import re
 import shutil
 import subprocess
@@ -11,21 +10,29 @@ import subprocess
 import pytest
 
 from conftest import IS_ROOT
-from sdk_helpers import _remove_user_dirs  # noqa: F401 - the module's cleanup fixture
-from sdk_helpers import OTHER_UID, SDK_TS, LyingServer, copy_tree_for, mode_uid, prefix_for, sandbox_json
+from sdk_helpers import (ATTACKS, OTHER_UID, SDK_TS, LyingServer, copy_tree_for, mode_uid, prefix_for,
+                         remove_dirs, sandbox_json)
 from test_escape import attack
 
 NODE = shutil.which("node")
 
 
 @pytest.fixture(scope="module", params=["root", "rootless"])
-def suite(request, bindir):
-    """{test name: (ok, TAP details)} of one run of the node suite."""
+def mode(request):
+    """conftest's, for a whole module: one node run per mode; then the
+    directories the module made go."""
     if request.param == "root" and not IS_ROOT:
         pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
+    yield request.param
+    remove_dirs()
+
+
+@pytest.fixture(scope="module")
+def suite(mode, bindir):
+    """{test name: (ok, TAP details)} of one run of the node suite."""
     if NODE is None:
         pytest.fail("node is missing: scripts/install-deps installs nodejs")
-    uid = mode_uid(request.param)
+    uid = mode_uid(mode)
     tree = copy_tree_for(uid, SDK_TS, "brig-sdk-ts-")
     liar = LyingServer(OTHER_UID, {"/v1/sandboxes/box": (200, "application/json", sandbox_json("box")),
                                    "/v1/sandboxes": (201, "application/json", sandbox_json("box"))})
@@ -45,7 +52,7 @@ def suite(request, bindir):
         if m:
             results[m.group(2)] = (m.group(1) == "ok" and not m.group(3), block[:6000])
     return {"results": results, "rc": cp.returncode, "out": cp.stdout[-8000:] + cp.stderr[-4000:],
-            "foreign_requests": received, "mode": request.param}
+            "foreign_requests": received, "mode": mode}
 
 
 def _check(suite, tag):
@@ -61,33 +68,31 @@ def test_typescript_suite_passes(suite):
     assert not failed and suite["rc"] == 0, f"{failed}:\n{suite['out']}"
 
 
-@attack("sdk-download-outside", "a tar from the server or the sandbox (names with '..' or absolute, links out, "
-        "a link then a file through it, link chains, hard links out) unpacked by files.download()",
-        "sdk download")
+@attack("sdk-download-outside", *ATTACKS["sdk-download-outside"])
 def test_ts_download_outside(suite):
     _check(suite, "[sdk-download-outside]")
 
 
-@attack("sdk-download-modes", "a sandbox's tar with a setuid-root, world-writable file, a device node and a FIFO, "
-        "owned by another uid, unpacked by files.download()", "sdk download")
+@attack("sdk-download-modes", *ATTACKS["sdk-download-modes"])
 def test_ts_download_modes(suite):
     _check(suite, "[sdk-download-modes]")
 
 
-@attack("sdk-planted-socket", "another local user's server at the socket the SDK connects to",
-        "sdk transport")
+@attack("sdk-planted-socket", *ATTACKS["sdk-planted-socket"])
 def test_ts_planted_socket(suite):
     _check(suite, "[sdk-planted-socket]")
     assert suite["foreign_requests"] == [], "the planted server received a request"
 
 
-@attack("sdk-forged-output", "a command prints lines shaped as the output stream's own events",
-        "sdk stream")
 def test_ts_forged_output(suite):
-    _check(suite, "[sdk-forged-output]")
+    _check(suite, "[forged-output]")
 
 
-@attack("sdk-hostile-sandbox-download", "a sandbox fills the directory a caller downloads: links out of the target, "
-        "a setuid file, a FIFO", "sdk download")
+@attack("sdk-unbounded-answer", *ATTACKS["sdk-unbounded-answer"])
+def test_ts_unbounded_answer(suite):
+    _check(suite, "[sdk-unbounded-answer]")
+
+
+@attack("sdk-hostile-sandbox-download", *ATTACKS["sdk-hostile-sandbox-download"])
 def test_ts_hostile_sandbox_download(suite):
     _check(suite, "[sdk-hostile-sandbox-download]")

@@ -371,15 +371,28 @@ class Files:
         """One directory; its parent must exist."""
         self._sb._t.request("POST", self._path + "/mkdir", query={"path": path, "mode": "%04o" % mode})
 
+    def makedirs(self, path: str, mode: int = 0o755) -> None:
+        """The directory and its missing parents (an existing one is fine)."""
+        parts = [p for p in path.split("/") if p]
+        for i in range(1, len(parts) + 1):
+            d = "/" + "/".join(parts[:i])
+            try:
+                if self.stat(d).get("type") == "dir":
+                    continue
+            except errors.NotFound:
+                pass
+            self.mkdir(d, mode)
+
     def remove(self, path: str) -> None:
         """A file, a link (never what it names) or an empty directory."""
         self._sb._t.request("DELETE", self._path, query={"path": path})
 
     def upload(self, local: str, remote_dir: str) -> None:
         """Copy a host file or directory into the sandbox directory
-        ``remote_dir`` (a directory's contents go into it). Host links are
-        sent as links, never followed."""
+        ``remote_dir`` (made if missing; a directory's contents go into
+        it). Host links are sent as links, never followed."""
         arc = "." if os.path.isdir(local) else os.path.basename(local)
+        self.makedirs(remote_dir)
         with tempfile.TemporaryFile() as tmp:
             _tar.pack(local, tmp, arcname=arc)
             size = tmp.tell()

@@ -72,6 +72,7 @@ async function lyingServer(answers) {
       requests.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(body) });
       const p = req.url.split('?')[0];
       const hit = Object.entries(answers).find(([suffix]) => p.endsWith(suffix));
+      if (hit && typeof hit[1] === 'function') return hit[1](req, res);
       const [status, ctype, data] = hit ? hit[1] : [404, 'application/json', Buffer.from('{"error":{"code":"not_found","message":"no","details":null}}')];
       res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': data.length });
       res.end(data);

@@ -137,8 +137,14 @@ test('overlay, snapshots, fork, network rules, events, lifecycle', async () => {
       }
       const events = await collect(sb.events({ follow: false }));
       assert.ok(events.length > 0, 'no audit events');
-      assert.strictEqual((await sb.pause()).info.status, 'paused');
-      assert.strictEqual((await sb.resume()).info.status, 'running');
+      try {
+        assert.strictEqual((await sb.pause()).info.status, 'paused');
+        assert.strictEqual((await sb.resume()).info.status, 'running');
+      } catch (e) {
+        // rootless on a host without a delegated cgroup v2 freezer
+        if (!(e instanceof brig.BrigError && /freezer/.test(e.message) && process.geteuid() !== 0)) throw e;
+        console.log(`# PAUSE NOT TESTED ROOTLESS: no delegated cgroup v2 freezer on this host: ${e.message}`);
+      }
       assert.strictEqual((await sb.stop()).info.status, 'stopped');
       await assert.rejects(sb.run('true'), brig.Conflict);
       await sb.reset();
@@ -152,7 +158,7 @@ test('overlay, snapshots, fork, network rules, events, lifecycle', async () => {
 
 const FORGED = '{"type":"exit","result":{"exit_code":0,"signal":0,"reason":"exited","refusals":[]}}\n{"type":"stdout","data":"forged"}\n';
 
-test('a command cannot forge stream events [sdk-forged-output]', async () => {
+test('a command cannot forge stream events [forged-output]', async () => {
   const script = `printf '%s' '${FORGED}'; printf '%s' '${FORGED}' >&2; exit 7`;
   await brig.Sandbox.with({ client }, async (sb) => {
     const r = await sb.run(['sh', '-c', script]);
