@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 300
 # (it stood at ~31 with 20 s); each run replays its corpus first.
 CHECK_FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build build-asan build-hooks browser-deps mcp-deps demo check escape unit integration bench fuzz soak clean install schema
+.PHONY: all deps build build-asan build-hooks browser-deps mcp-deps demo check escape sdk unit integration bench fuzz soak clean install schema
 
 all: build
 
@@ -81,7 +81,8 @@ escape: build
 # Every test: unit and integration, on the normal build and under
 # AddressSanitizer + UndefinedBehaviorSanitizer; as root and as an
 # unprivileged user (the integration tests run both modes themselves).
-# tests/integration includes test_escape.py: `make escape` runs in CI too.
+# tests/integration includes test_escape.py: `make escape` runs in CI too,
+# and test_sdk_python.py / test_sdk_typescript.py (`make sdk`).
 # Then a representative sandbox under leak checkers (tests/leaks/run) and
 # every fuzz target for a short, bounded time.
 check: build build-asan build-hooks browser-deps mcp-deps
@@ -91,6 +92,14 @@ check: build build-asan build-hooks browser-deps mcp-deps
 	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs tests/integration
 	tests/leaks/run $(BUILD) $(ASAN_BUILD)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+
+# The SDKs (sdk/python, sdk/typescript) against a live brig serve they
+# start themselves, as root and rootless: pytest for Python, `node --test`
+# (run by test_sdk_typescript.py) for TypeScript. Neither SDK has a
+# dependency to install: the TypeScript one is plain JavaScript with
+# hand-written types and an empty package-lock.json.
+sdk: build
+	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs tests/integration/test_sdk_python.py tests/integration/test_sdk_typescript.py
 
 # Every libFuzzer target (clang, ASan+UBSan) for FUZZ_SECONDS each, on a
 # scratch copy of tests/fuzz/corpus/; crashing inputs land in build-fuzz/.
