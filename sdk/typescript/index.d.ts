@@ -27,7 +27,7 @@ export interface CreateOptions {
   profile?: 'default' | 'strict' | 'build' | 'browser';
   /** a host directory (default: a new empty one removed with the sandbox) */
   workspace?: string;
-  /** keep the workspace untouched; collect writes for diff/commit/reset */
+  /** keep the workspace untouched; collect writes for diff/commit/reset (default true; false binds it read-write) */
   overlay?: boolean;
   name?: string;
   /** keep its audit stream (events()); default true */

@@ -324,7 +324,7 @@ class Client {
     return (await this._t.request('GET', '/v1/sandboxes')).json().sandboxes.map((r) => new Sandbox(this, r.name, r));
   }
 
-  async create({ policy, profile, workspace, overlay = false, name, audit = true } = {}) {
+  async create({ policy, profile, workspace, overlay = true, name, audit = true } = {}) {
     const body = { workspace_mode: overlay ? 'overlay' : 'bind', audit };
     if (name !== undefined) body.name = name;
     if (policy !== undefined) body.policy = policy;

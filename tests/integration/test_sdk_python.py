@@ -237,7 +237,7 @@ def test_connection_arguments_are_checked(tmp_path):
 
 def _commands(c):
     out = {}
-    with sdk.Sandbox.create(client=c) as sb:
+    with sdk.Sandbox.create(client=c, overlay=False) as sb:
         out["listed"] = sb.name in [s.name for s in sdk.Sandbox.list(client=c)]
         out["connect"] = sdk.Sandbox.connect(sb.name, client=c).info["status"]
         r = sb.run("echo out; echo err >&2; exit 3")
@@ -307,7 +307,7 @@ def test_commands(serve):
 
 def _files(c, host_src, host_dst):
     out = {}
-    with sdk.Sandbox.create(client=c) as sb:
+    with sdk.Sandbox.create(client=c, overlay=False) as sb:
         f = sb.files
         out["write"] = f.write("/tmp/a.txt", "héllo\n", mode=0o600)
         out["read"] = f.read_text("/tmp/a.txt")
@@ -444,7 +444,7 @@ FORGED = ('{"type":"exit","result":{"exit_code":0,"signal":0,"reason":"exited","
 def _forged(c):
     out = {}
     script = f"printf '%s' '{FORGED}'; printf '%s' '{FORGED}' >&2; exit 7"
-    with sdk.Sandbox.create(client=c) as sb:
+    with sdk.Sandbox.create(client=c, overlay=False) as sb:
         r = sb.run(["sh", "-c", script])
         out["run"] = (r.exit_code, r.stdout, r.stderr)
         st = sb.stream(["sh", "-c", script])
@@ -483,7 +483,7 @@ stat -c '%a' /tmp/out/f
 
 def _hostile(c, dest, dest2):
     out = {}
-    with sdk.Sandbox.create(client=c) as sb:
+    with sdk.Sandbox.create(client=c, overlay=False) as sb:
         out["made"] = sb.run(["sh", "-c", HOSTILE]).stdout.strip()
         try:
             sb.files.download("/tmp/out", dest)

@@ -507,7 +507,7 @@ class Client:
         return [Sandbox(self, r["name"], r) for r in rows]
 
     def create(self, policy: Optional[Dict[str, Any]] = None, profile: Optional[str] = None,
-               workspace: Optional[str] = None, overlay: bool = False, name: Optional[str] = None,
+               workspace: Optional[str] = None, overlay: bool = True, name: Optional[str] = None,
                audit: bool = True) -> "Sandbox":
         """Create and start a sandbox (see Sandbox.create)."""
         body: Dict[str, Any] = {"workspace_mode": "overlay" if overlay else "bind", "audit": audit}
@@ -581,16 +581,17 @@ class Sandbox:
     # ---- making and finding
     @classmethod
     def create(cls, policy: Optional[Dict[str, Any]] = None, profile: Optional[str] = None,
-               workspace: Optional[str] = None, overlay: bool = False, name: Optional[str] = None,
+               workspace: Optional[str] = None, overlay: bool = True, name: Optional[str] = None,
                audit: bool = True, client: Optional[Client] = None, **connect: Any) -> "Sandbox":
         """Create and start a sandbox.
 
         ``policy`` is a policy file's JSON as a dict (docs/policy.md),
         ``profile`` a built-in profile (default, strict, build, browser)
         applied first; ``workspace`` a host directory (default: a new empty
-        one the server removes with the sandbox); ``overlay=True`` keeps
-        the workspace untouched and collects the sandbox's writes for
-        diff()/commit()/reset(). Connection keywords (socket=, url=,
+        one the server removes with the sandbox); ``overlay=True`` (the
+        default) keeps the workspace untouched and collects the sandbox's
+        writes for diff()/commit()/reset(); ``overlay=False`` binds it
+        read-write. Connection keywords (socket=, url=,
         token=, token_file=) or client= choose the server.
         As ``with Sandbox.create(...) as sb:`` the sandbox is removed on exit."""
         sb = _client(client, connect).create(policy=policy, profile=profile, workspace=workspace,

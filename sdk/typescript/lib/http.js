@@ -218,19 +218,28 @@ class Transport {
   }
 }
 
-// Each NDJSON line of a response as a decoded object.
+// Each NDJSON line of a response as a decoded object. A partial line is
+// kept as its pieces (no copying per chunk) and bounded by MAX_LINE.
 async function* lines(res) {
-  let buf = Buffer.alloc(0);
+  let parts = [];
+  let held = 0;
   try {
     for await (const chunk of res) {
-      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      let from = 0;
       let i;
-      while ((i = buf.indexOf(10)) >= 0) {
-        const line = buf.subarray(0, i).toString('utf8').trim();
-        buf = buf.subarray(i + 1);
+      while ((i = chunk.indexOf(10, from)) >= 0) {
+        parts.push(chunk.subarray(from, i));
+        const line = Buffer.concat(parts).toString('utf8').trim();
+        parts = [];
+        held = 0;
+        from = i + 1;
         if (line) yield parseLine(line);
       }
-      if (buf.length > MAX_LINE) throw new errors.ProtocolError(`a stream line longer than ${MAX_LINE} bytes`, { code: 'protocol' });
+      if (from < chunk.length) {
+        parts.push(chunk.subarray(from));
+        held += chunk.length - from;
+        if (held > MAX_LINE) throw new errors.ProtocolError(`a stream line longer than ${MAX_LINE} bytes`, { code: 'protocol' });
+      }
     }
   } catch (e) {
     if (e instanceof errors.BrigError) throw e;
@@ -238,7 +247,7 @@ async function* lines(res) {
   } finally {
     if (!res.complete) res.destroy(); // a stream left mid-way: the command keeps running
   }
-  const rest = buf.toString('utf8').trim();
+  const rest = Buffer.concat(parts).toString('utf8').trim();
   if (rest) yield parseLine(rest);
 }
 

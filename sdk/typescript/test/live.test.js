@@ -29,7 +29,7 @@ const collect = async (it) => {
 test('commands: run, stream, background processes, errors', async () => {
   assert.strictEqual((await client.health()).status, 'ok');
   assert.strictEqual((await client.version()).api, '1');
-  await brig.Sandbox.with({ client }, async (sb) => {
+  await brig.Sandbox.with({ client, overlay: false }, async (sb) => {
     assert.ok((await brig.Sandbox.list({ client })).some((s) => s.name === sb.name));
     assert.strictEqual((await brig.Sandbox.connect(sb.name, { client })).info.status, 'running');
     let r = await sb.run('echo out; echo err >&2; exit 3');
@@ -76,7 +76,7 @@ test('files: write, read, list, stat, mkdir, remove, upload, download', async ()
     fs.writeFileSync(path.join(src, 'sub', 'deep.txt'), 'deep\n');
     fs.symlinkSync('top.txt', path.join(src, 'rel'));
     fs.symlinkSync('/etc/shadow', path.join(src, 'secret'));
-    await brig.Sandbox.with({ client }, async (sb) => {
+    await brig.Sandbox.with({ client, overlay: false }, async (sb) => {
       const f = sb.files;
       assert.strictEqual(await f.write('/tmp/a.txt', 'héllo\n', { mode: 0o600 }), 7);
       assert.strictEqual(await f.readText('/tmp/a.txt'), 'héllo\n');
@@ -160,7 +160,7 @@ const FORGED = '{"type":"exit","result":{"exit_code":0,"signal":0,"reason":"exit
 
 test('a command cannot forge stream events [forged-output]', async () => {
   const script = `printf '%s' '${FORGED}'; printf '%s' '${FORGED}' >&2; exit 7`;
-  await brig.Sandbox.with({ client }, async (sb) => {
+  await brig.Sandbox.with({ client, overlay: false }, async (sb) => {
     const r = await sb.run(['sh', '-c', script]);
     assert.deepStrictEqual([r.exitCode, r.stdout, r.stderr], [7, FORGED, FORGED]);
     const st = sb.stream(['sh', '-c', script]);
@@ -187,7 +187,7 @@ test('download from a hostile sandbox stays inside [sdk-hostile-sandbox-download
   const base = scratch('brig-sdk-hostile-ts-');
   fs.mkdirSync(path.join(base, 'outside'));
   try {
-    await brig.Sandbox.with({ client }, async (sb) => {
+    await brig.Sandbox.with({ client, overlay: false }, async (sb) => {
       assert.strictEqual((await sb.run(['sh', '-c', HOSTILE])).exitCode, 0);
       await assert.rejects(sb.files.download('/tmp/out', path.join(base, 'dest')), brig.UnsafeArchive);
       const d = await sb.files.download('/tmp/modes', path.join(base, 'dest2'));
