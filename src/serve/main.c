@@ -368,16 +368,18 @@ int cmd_serve(int argc, char **argv)
         char default_sock[PATH_MAX + 32];
         snprintf(default_sock, sizeof default_sock, "%s/serve.sock", serve_cfg.dir);
         const char *sock_path = serve_cfg.socket_path ? serve_cfg.socket_path : default_sock;
-        if (serve_cfg.token_file && read_token(serve_cfg.token_file))
-                return BRIG_EXIT_SETUP;
-        int ufd = unix_listen(sock_path, serve_cfg.socket_mode);
-        if (ufd < 0)
-                return BRIG_EXIT_SETUP;
+        /* the address first: a name or 0.0.0.0 is refused as such, whatever the token */
         bool v6 = false;
         int tfd = serve_cfg.listen ? tcp_listen(serve_cfg.listen, &v6) : -1;
-        if (serve_cfg.listen && tfd < 0) {
-                close(ufd);
-                unlink(sock_path);
+        if (serve_cfg.listen && (tfd < 0 || read_token(serve_cfg.token_file))) {
+                if (tfd >= 0)
+                        close(tfd);
+                return BRIG_EXIT_SETUP;
+        }
+        int ufd = unix_listen(sock_path, serve_cfg.socket_mode);
+        if (ufd < 0) {
+                if (tfd >= 0)
+                        close(tfd);
                 return BRIG_EXIT_SETUP;
         }
         /* SIGTERM and SIGINT are taken by this thread alone (sigtimedwait):

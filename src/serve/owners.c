@@ -105,8 +105,12 @@ unsigned owner_count(uid_t uid)
         size_t i;
         json_t *row;
         json_array_foreach(arr, i, row) {
+                /* what a server created for them (a record); the server's
+                 * user's own `brig create`s are not the server's to count */
                 const char *name = json_string_value(json_object_get(row, "name"));
-                if (name && owner_of(name) == uid)
+                _serve_json_ json_t *rec = name ? owner_read(name) : NULL;
+                json_t *u = rec ? json_object_get(rec, "uid") : NULL;
+                if (json_is_integer(u) && (uid_t)json_integer_value(u) == uid)
                         n++;
         }
         return n;

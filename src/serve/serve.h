@@ -153,6 +153,7 @@ json_t *owner_read(const char *name);
 int owner_update(const char *name, json_t *record);
 /* May this caller see NAME? (exists and is theirs, or they are root) */
 bool owner_visible(const struct req *r, const char *name);
+/* NAME's sandboxes a server created for UID (--max-sandboxes) */
 unsigned owner_count(uid_t uid);
 /* A caller who is not the server's user (nor root): refuse in the policy
  * they sent what would reach beyond their own rights (docs/serve.md):

@@ -19,8 +19,13 @@ IS_ROOT = os.geteuid() == 0
 
 
 @pytest.fixture(scope="module", params=["root", "rootless"])
-def server(request, bindir):
-    mode = request.param
+def mode(request):
+    """One server per module and mode (the catalogue's columns read this name)."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def server(mode, bindir):
     if not IS_ROOT:
         pytest.skip("BRIG SERVE NOT TESTED: the server runs as root and as nobody, which needs root")
     with serve_dir(mode) as d:
