@@ -173,6 +173,11 @@ ssize_t b64_decode(const char *text, size_t len, char **out)
                                 return -1;
                         }
                 }
+                /* the bits padding leaves over are zero: one spelling per byte string */
+                if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15))) {
+                        free(buf);
+                        return -1;
+                }
                 buf[n++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
                 if (pad < 2)
                         buf[n++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
