@@ -91,6 +91,11 @@ void idle_sweep(void)
                 const char *status = json_string_value(json_object_get(row, "status"));
                 if (!name || !status || strcmp(status, "running") != 0)
                         continue;
+                if (exec_running(name)) {
+                        /* a command of ours runs in it: not idle */
+                        sandbox_touch(name);
+                        continue;
+                }
                 pthread_mutex_lock(&lock);
                 if (!touched)
                         touched = json_object();
@@ -101,7 +106,6 @@ void idle_sweep(void)
                 pthread_mutex_unlock(&lock);
                 if (now - last < serve_cfg.idle_timeout_ms)
                         continue;
-                exec_close_sandbox(name);
                 if (brig_sandbox_stop(name, &e) == 0)
                         fprintf(stderr, "brig serve: %s: stopped after --idle-timeout without a request\n", name);
                 brig_error_free(&e);
@@ -383,7 +387,7 @@ static int lifecycle(struct req *r)
         const char *what;
         switch (r->route) {
         case R_SANDBOX_STOP:
-                exec_close_sandbox(name);
+                /* its commands are killed with it: their results say so */
                 rc = brig_sandbox_stop(name, &e), what = "stop";
                 break;
         case R_SANDBOX_START:
@@ -511,7 +515,6 @@ static int snapshots(struct req *r)
                         return reply_brig(r, rc, e, "remove the snapshot");
                 return reply_json(r, 200, json_pack("{s:s}", "removed", r->p.tag));
         case R_SNAPSHOT_RESTORE:
-                exec_close_sandbox(name);
                 if ((rc = brig_sandbox_restore(name, r->p.tag, &e)) < 0)
                         return reply_brig(r, rc, e, "restore");
                 return reply_sandbox(r, 200, name);

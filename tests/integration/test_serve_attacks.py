@@ -432,3 +432,21 @@ def test_live_network_rules_decide_what_reaches_the_host(server):
             assert c.delete(f"/v1/sandboxes/{n}").status == 200
     finally:
         up.close()
+
+
+@attack("serve-socket-from-inside", "a command in a sandbox of the server's connects to the server's own socket "
+        "(its directory bound in read-only so the path is there) and asks it for a new sandbox with the host's "
+        "network — as the server's own uid when rootless",
+        "the unix socket guard refuses a connect(2) to a pathname socket whose listener is outside the sandbox "
+        "(EACCES); the host checks the server made no sandbox")
+def test_a_sandbox_cannot_drive_the_server(server):
+    c = server.client()
+    name = c.create(name=f"sa-inside-{server.mode}", policy={"filesystem": {"binds": [
+        {"source": str(server.dir), "destination": "/mnt/serve", "readonly": True}]}})
+    res = c.run(name, "curl -sS -m 5 --unix-socket /mnt/serve/serve.sock -H 'Content-Type: application/json' "
+                      "-d '{\"name\": \"sa-made-inside\", \"policy\": {\"network\": {\"mode\": \"host\"}}}' "
+                      "http://x/v1/sandboxes; echo rc=$?")
+    assert "rc=0" not in res["stdout"], res
+    assert "sa-made-inside" not in sandboxes_of(server)
+    assert any("serve.sock" in line for line in res["result"]["refusals"]), res["result"]
+    assert c.delete(f"/v1/sandboxes/{name}").status == 200
