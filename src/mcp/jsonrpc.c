@@ -35,7 +35,7 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
         json_error_t e;
         /* Duplicate keys refused: two "method"s are two readings of one
          * message, and whoever reads it after us may take the other. */
-        m->doc = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+        m->doc = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &e);
         if (!m->doc) {
                 char why[200];
                 snprintf(why, sizeof why, "parse error: %s (line 1, column %d)", e.text, e.column);

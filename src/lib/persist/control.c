@@ -45,6 +45,7 @@ struct conn {
         uint64_t notify_id;      /* its filter's listener in the unix socket guard, 0 if none */
         struct sync_msg started; /* a detached exec's pid and log (SYNC_STARTED), type 0 until then */
         struct refusals_mark mark; /* the sandbox's refusals when the exec began */
+        long long oom_kills;     /* the cgroup's OOM kills then */
         struct conn *next;
 };
 
@@ -406,6 +407,9 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
         }
         k->exec_fd = sv[0];
         refusals_mark(c->refusals, &k->mark);
+        struct cgroup_stats st;
+        cgroup_stats(c->cg, &st);
+        k->oom_kills = st.oom_kills;
         k->exec_w = (struct watch){ .kind = W_EXEC, .conn = k };
         if ((r = epoll_watch(c, k->exec_fd, &k->exec_w)) < 0) {
                 reply_error(k->fd, -r, "epoll");
@@ -573,6 +577,25 @@ static char *status_payload(struct control *c, struct conn *k, const char *lines
         return out;
 }
 
+/* A command SIGKILLed while the cgroup's OOM kill count rose was ended by
+ * the memory limit, as brig run's explain() says: one summarized refusal
+ * (control.h's payload carries it; the client makes the reason "oom" of
+ * it, exec.c), so the exec's result names --memory instead of "signal 9". */
+static void oom_check(struct control *c, struct conn *k, int status)
+{
+        struct cgroup_stats st;
+        cgroup_stats(c->cg, &st);
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL || st.oom_kills <= k->oom_kills || !c->plan)
+                return;
+        long long n = st.oom_kills - k->oom_kills;
+        char v[64], what[96], why[160];
+        size_text(v, sizeof v, c->plan->limits.memory);
+        snprintf(what, sizeof what, "memory limit %s", v);
+        snprintf(why, sizeof why, "killed: memory limit %s reached (%lld process%s killed; raise with --memory)", v,
+                 n, n == 1 ? "" : "es");
+        refusals_add_summarized(c->refusals, what, why, "--memory", 1);
+}
+
 /* What pid 1 says about one exec goes to its client. */
 static void on_exec(struct control *c, struct conn *k)
 {
@@ -621,6 +644,7 @@ static void on_exec(struct control *c, struct conn *k)
                 /* what the unix socket guard refused this command, for the client to say */
                 uint64_t refused = unixguard_take_refused(c->guard, k->notify_id, h.text, sizeof h.text);
                 h.errnum = refused > INT32_MAX ? INT32_MAX : (int32_t)refused;
+                oom_check(c, k, m.status);
                 /* and every refusal since it began, as the summary's lines */
                 refusals_text_since(c->refusals, &k->mark, REFUSALS_LINES, lines, sizeof lines);
         } else {

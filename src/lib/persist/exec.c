@@ -125,9 +125,24 @@ static void status_take(brig_result *res, const char *payload, size_t n, json_t 
 {
         size_t nl = strnlen(payload, n);
         snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)nl, payload);
-        if (refusals && nl + 1 < n) {
+        json_t *list = nl + 1 < n ? refusals_json_parse(payload + nl + 1, strnlen(payload + nl + 1, n - nl - 1)) : NULL;
+        /* A SIGKILL the supervisor put down to the memory limit (control.c
+         * oom_check): the reason and words brig run would give. */
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(list, "refusals"), i, f)
+                if (res->reason == BRIG_REASON_SIGNALED && res->signal == SIGKILL &&
+                    strcmp(json_string_value(json_object_get(f, "kind")), "limit") == 0 &&
+                    strcmp(json_string_value(json_object_get(f, "allow_with")) ?: "", "--memory") == 0 &&
+                    json_is_string(json_object_get(f, "why"))) {
+                        res->reason = BRIG_REASON_OOM;
+                        snprintf(res->summary, sizeof res->summary, "%s", json_string_value(json_object_get(f, "why")));
+                }
+        if (refusals) {
                 json_decref(*refusals);
-                *refusals = refusals_json_parse(payload + nl + 1, strnlen(payload + nl + 1, n - nl - 1));
+                *refusals = list;
+        } else {
+                json_decref(list);
         }
 }
 
