@@ -38,17 +38,27 @@ def server():
     s.close()
 
 
+def state_env(brig):
+    """brig's state root in the test's scratch directory (as persist_helpers
+    has it): the test's sandboxes only, whatever else runs on the host."""
+    run = brig.base / "run"
+    if not run.exists():
+        run.mkdir(mode=0o700)
+        brig.chown(run)
+    return brig.env({"XDG_RUNTIME_DIR": str(run)})
+
+
 def drive(brig, sdk, steps, *flags):
     """brig mcp FLAGS under the SDK's client, STEPS in order; the client's
     close ends the session."""
-    plan = {"command": brig.cmd("mcp", *flags), "cwd": str(brig.workspace), "env": brig.env(), "steps": steps}
+    plan = {"command": brig.cmd("mcp", *flags), "cwd": str(brig.workspace), "env": state_env(brig), "steps": steps}
     r = subprocess.run(["node", str(sdk)], input=json.dumps(plan), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     return json.loads(r.stdout)
 
 
 def sandboxes(brig):
-    r = brig.run("ls", "--json")
+    r = brig.run("ls", "--json", env=state_env(brig))
     assert r.returncode == 0, r
     return {s["name"] for s in json.loads(r.stdout)}
 
@@ -149,7 +159,7 @@ def test_sdk_client_every_tool(brig, sdk, server):
     assert any("refused" in (m["data"] if isinstance(m["data"], str) else "") for m in out["logs"]), out["logs"]
     # the host's workspace: as it was (an overlay session); the sandbox: gone with the session
     assert sorted(p.name for p in brig.workspace.iterdir()) == ["keep.txt"]
-    assert not [n for n in sandboxes(brig) if n.startswith("mcp-")], sandboxes(brig)
+    assert f"mcp-{out['pid']}" not in sandboxes(brig), (sandboxes(brig), out["stderr"])
 
 
 def test_memory_limit_kill_in_the_result(brig, sdk):
@@ -177,7 +187,7 @@ class Session:
     def __init__(self, brig, *flags):
         self.brig = brig
         self.err = open(brig.reports / f"mcp-stderr-{time.monotonic_ns()}", "w+")
-        self.p = subprocess.Popen(brig.cmd("mcp", *flags), cwd=brig.workspace, env=brig.env(), stdin=subprocess.PIPE,
+        self.p = subprocess.Popen(brig.cmd("mcp", *flags), cwd=brig.workspace, env=state_env(brig), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=self.err)
         self.buf = b""
         self.next_id = 1000
@@ -492,7 +502,7 @@ def test_session_end_removes_the_sandbox(brig):
     try:
         assert keep in sandboxes(brig) and pids_with(mark)
     finally:
-        assert brig.run("rm", keep).returncode == 0
+        assert brig.run("rm", keep, env=state_env(brig)).returncode == 0
     assert wait_gone(mark, timeout=20)
 
 
@@ -542,12 +552,12 @@ def test_search_patterns_are_never_options(brig):
 def test_keep_never_adopts_an_existing_sandbox(brig, scratch):
     out = _outside(brig, scratch)
     name = f"wide-{os.getpid()}-{brig.mode}"
-    assert brig.run("create", name, "--bind", str(out)).returncode == 0
+    assert brig.run("create", name, "--bind", str(out), env=state_env(brig)).returncode == 0
     try:
-        r = brig.run("mcp", "--keep", name, input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                                             "params": {"protocolVersion": "2025-11-25"}}) + "\n")
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+        r = brig.run("mcp", "--keep", name, env=state_env(brig), input=json.dumps(init) + "\n")
         assert r.returncode == 125 and r.stdout == "" and f"--keep {name}" in r.stderr, r
         assert name in sandboxes(brig)
     finally:
-        assert brig.run("rm", name).returncode == 0
+        assert brig.run("rm", name, env=state_env(brig)).returncode == 0
     assert (out / "victim").read_text() == SECRET and sorted(p.name for p in out.iterdir()) == ["victim"]
