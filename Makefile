@@ -6,7 +6,7 @@ PYTEST     ?= /usr/bin/python3 -m pytest
 # Fuzzing: `make fuzz` runs every target this long (seconds); `make check`
 # runs each for CHECK_FUZZ_SECONDS on the corpus in tests/fuzz/corpus/.
 FUZZ_SECONDS ?= 300
-# 10 s of each of the 13 targets keeps `make check` under its 30 minutes
+# 10 s of each target keeps `make check` under its 30 minutes
 # (it stood at ~31 with 20 s); each run replays its corpus first.
 CHECK_FUZZ_SECONDS ?= 10
 
