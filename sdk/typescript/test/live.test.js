@@ -3,7 +3,7 @@
 // the tree's build/brig), as whoever runs it: tests/integration/
 // test_sdk_typescript.py runs this file as root and as nobody.
 
-const test = require('node:test');
+const { test, before, after } = require('node:test');
 const fs = require('node:fs');
 const path = require('node:path');
 const brig = require('..');
@@ -11,11 +11,11 @@ const { startServe, scratch, linksLeaving, assert } = require('./helpers');
 
 let serve;
 let client;
-test.before(async () => {
+before(async () => {
   serve = await startServe();
   client = new brig.Client({ socket: serve.socket });
 });
-test.after(async () => {
+after(async () => {
   client.close();
   await serve.stop();
 });
