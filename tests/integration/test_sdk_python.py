@@ -468,29 +468,29 @@ def test_output_cannot_forge_events(serve):
 
 HOSTILE = r'''
 set -e
-mkdir -p /tmp/out/d
-echo hi > /tmp/out/f
-chmod 4755 /tmp/out/f 2>/dev/null || chmod 0755 /tmp/out/f
-chmod 0777 /tmp/out/d
-mkfifo /tmp/out/fifo
-ln -s .. /tmp/out/d/up
-ln -s up/../outside /tmp/out/d/esc
-ln -s ../outside /tmp/out/plain
-mkdir -p /tmp/modes && cp /tmp/out/f /tmp/modes/f && mkfifo /tmp/modes/fifo
-stat -c '%a' /tmp/out/f
+mkdir -p /tmp/chain/d /tmp/plain /tmp/modes/w
+ln -s .. /tmp/chain/d/up
+ln -s up/../outside /tmp/chain/d/esc
+ln -s ../outside /tmp/plain/out
+echo hi > /tmp/modes/f
+chmod 4777 /tmp/modes/f 2>/dev/null || chmod 0777 /tmp/modes/f
+chmod 0777 /tmp/modes/w
+mkfifo /tmp/modes/fifo
+stat -c '%a' /tmp/modes/f
 '''
 
 
-def _hostile(c, dest, dest2):
+def _hostile(c, base):
     out = {}
     with sdk.Sandbox.create(client=c, overlay=False) as sb:
         out["made"] = sb.run(["sh", "-c", HOSTILE]).stdout.strip()
-        try:
-            sb.files.download("/tmp/out", dest)
-            out["download"] = "unpacked"
-        except sdk.UnsafeArchive as e:
-            out["download"] = e.code
-        d = sb.files.download("/tmp/modes", dest2)
+        for what in ("chain", "plain"):
+            try:
+                sb.files.download(f"/tmp/{what}", f"{base}/dest-{what}")
+                out[what] = "unpacked"
+            except sdk.UnsafeArchive as e:
+                out[what] = e.code
+        d = sb.files.download("/tmp/modes", f"{base}/dest-modes")
         out["modes"] = (sorted(d.paths), sorted(n for n, _ in d.skipped))
     return out
 
@@ -501,11 +501,14 @@ def test_download_from_a_hostile_sandbox(serve):
     (base / "outside").mkdir()
     if serve.uid != os.geteuid():
         os.chown(base / "outside", serve.uid, serve.uid)
-    out = in_mode(serve, _hostile, str(base / "dest"), str(base / "dest2"))
-    assert out["download"] == "unsafe_archive", out
+    out = in_mode(serve, _hostile, str(base))
+    # each link out alone: through d/up -> .. (inside by itself), and plain
+    assert (out["chain"], out["plain"]) == ("unsafe_archive", "unsafe_archive"), out
     assert os.listdir(base / "outside") == []
-    assert not links_leaving(base / "dest") and not links_leaving(base / "dest2")
-    assert out["modes"] == (["f"], ["fifo"]), out
-    m = os.stat(base / "dest2" / "f").st_mode
-    assert stat.S_IMODE(m) == 0o755, (oct(m), "made inside:", out["made"])
-    assert os.stat(base / "dest2" / "f").st_uid == serve.uid
+    for what in ("chain", "plain", "modes"):
+        assert not links_leaving(base / f"dest-{what}"), what
+    assert out["modes"] == (["f", "w/"], ["fifo"]), out
+    for name, want in (("f", 0o755), ("w", 0o755)):
+        st = os.stat(base / "dest-modes" / name)
+        assert stat.S_IMODE(st.st_mode) == want, (name, oct(st.st_mode), "made inside:", out["made"])
+        assert st.st_uid == serve.uid

@@ -173,15 +173,14 @@ test('a command cannot forge stream events [forged-output]', async () => {
 });
 
 const HOSTILE = `set -e
-mkdir -p /tmp/out/d
-echo hi > /tmp/out/f
-chmod 4755 /tmp/out/f 2>/dev/null || chmod 0755 /tmp/out/f
-chmod 0777 /tmp/out/d
-mkfifo /tmp/out/fifo
-ln -s .. /tmp/out/d/up
-ln -s up/../outside /tmp/out/d/esc
-ln -s ../outside /tmp/out/plain
-mkdir -p /tmp/modes && cp /tmp/out/f /tmp/modes/f && mkfifo /tmp/modes/fifo`;
+mkdir -p /tmp/chain/d /tmp/plain /tmp/modes/w
+ln -s .. /tmp/chain/d/up
+ln -s up/../outside /tmp/chain/d/esc
+ln -s ../outside /tmp/plain/out
+echo hi > /tmp/modes/f
+chmod 4777 /tmp/modes/f 2>/dev/null || chmod 0777 /tmp/modes/f
+chmod 0777 /tmp/modes/w
+mkfifo /tmp/modes/fifo`;
 
 test('download from a hostile sandbox stays inside [sdk-hostile-sandbox-download]', async () => {
   const base = scratch('brig-sdk-hostile-ts-');
@@ -189,15 +188,20 @@ test('download from a hostile sandbox stays inside [sdk-hostile-sandbox-download
   try {
     await brig.Sandbox.with({ client, overlay: false }, async (sb) => {
       assert.strictEqual((await sb.run(['sh', '-c', HOSTILE])).exitCode, 0);
-      await assert.rejects(sb.files.download('/tmp/out', path.join(base, 'dest')), brig.UnsafeArchive);
-      const d = await sb.files.download('/tmp/modes', path.join(base, 'dest2'));
-      assert.deepStrictEqual([d.paths.sort(), d.skipped.map(([n]) => n)], [['f'], ['fifo']]);
+      // each link out alone: through d/up -> .. (inside by itself), and plain
+      for (const what of ['chain', 'plain']) {
+        await assert.rejects(sb.files.download(`/tmp/${what}`, path.join(base, `dest-${what}`)), brig.UnsafeArchive, what);
+      }
+      const d = await sb.files.download('/tmp/modes', path.join(base, 'dest-modes'));
+      assert.deepStrictEqual([d.paths.sort(), d.skipped.map(([n]) => n)], [['f', 'w/'], ['fifo']]);
     });
     assert.deepStrictEqual(fs.readdirSync(path.join(base, 'outside')), []);
-    assert.deepStrictEqual(linksLeaving(path.join(base, 'dest')), []);
-    const st = fs.statSync(path.join(base, 'dest2', 'f'));
-    assert.strictEqual(st.mode & 0o7777, 0o755);
-    assert.strictEqual(st.uid, process.geteuid());
+    for (const what of ['chain', 'plain', 'modes']) assert.deepStrictEqual(linksLeaving(path.join(base, `dest-${what}`)), [], what);
+    for (const name of ['f', 'w']) {
+      const st = fs.statSync(path.join(base, 'dest-modes', name));
+      assert.strictEqual(st.mode & 0o7777, 0o755, name);
+      assert.strictEqual(st.uid, process.geteuid());
+    }
   } finally {
     fs.rmSync(base, { recursive: true, force: true });
   }
