@@ -129,6 +129,17 @@ def remove_dirs():
         subprocess.run(["rm", "-rf", "--one-file-system", str(_MADE.pop())], check=False)
 
 
+@pytest.fixture(scope="module", params=["root", "rootless"], name="mode")
+def module_mode(request):
+    """conftest's `mode`, for a whole module (one server, one node run per
+    mode); then the directories the module made go. A test module takes
+    it with `mode = module_mode`."""
+    if request.param == "root" and not IS_ROOT:
+        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
+    yield request.param
+    remove_dirs()
+
+
 def run_as(uid, fn, *args):
     """fn(*args) in a child process running as uid (the caller's own
     process when uid is ours); its return value, or its failure re-raised

@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-from conftest import IS_ROOT
-from sdk_helpers import (ATTACKS, OTHER_UID, SDK_PY, LyingServer, Serve, crafted_tar, links_leaving, mode_uid, remove_dirs,
+from sdk_helpers import (ATTACKS, OTHER_UID, SDK_PY, LyingServer, Serve, crafted_tar, links_leaving, mode_uid, module_mode,
                          run_as, sandbox_json, tree, user_dir)
 from test_escape import attack
 
@@ -26,14 +25,7 @@ import brig as sdk  # noqa: E402
 
 # ---- one server per mode -----------------------------------------------------
 
-@pytest.fixture(scope="module", params=["root", "rootless"])
-def mode(request):
-    """conftest's, for a whole module: one server per mode; then the
-    directories the module made go."""
-    if request.param == "root" and not IS_ROOT:
-        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
-    yield request.param
-    remove_dirs()
+mode = module_mode  # conftest's, for the whole module
 
 
 @pytest.fixture(scope="module")

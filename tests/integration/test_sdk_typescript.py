@@ -9,22 +9,14 @@ import subprocess
 
 import pytest
 
-from conftest import IS_ROOT
-from sdk_helpers import (ATTACKS, OTHER_UID, SDK_TS, LyingServer, copy_tree_for, mode_uid, prefix_for,
-                         remove_dirs, sandbox_json)
+from sdk_helpers import (ATTACKS, OTHER_UID, SDK_TS, LyingServer, copy_tree_for, mode_uid, module_mode,
+                         prefix_for, sandbox_json)
 from test_escape import attack
 
 NODE = shutil.which("node")
 
 
-@pytest.fixture(scope="module", params=["root", "rootless"])
-def mode(request):
-    """conftest's, for a whole module: one node run per mode; then the
-    directories the module made go."""
-    if request.param == "root" and not IS_ROOT:
-        pytest.skip("ROOT MODE NOT TESTED: the suite is not running as root")
-    yield request.param
-    remove_dirs()
+mode = module_mode  # conftest's, for the whole module
 
 
 @pytest.fixture(scope="module")
