@@ -9,6 +9,7 @@ asserted on the host: what exists outside the download target, what the
 planted server received.
 """
 import os
+import socket
 import stat
 import sys
 import time
@@ -446,6 +447,48 @@ def _forged(c):
         text = "".join(ch.text for ch in p.output() if ch.stream == "stdout")
         out["process"] = (p.wait().exit_code, text)
     return out
+
+
+def test_loopback_tcp_with_a_token(mode, bindir):
+    """url= + token= (and token_file=) against `brig serve --listen`; a wrong
+    token is Unauthorized, carrying the server's code."""
+    uid = mode_uid(mode)
+    d = user_dir("brig-sdk-tcp-", uid, 0o700)
+    token = d / "token"
+    token.write_text("s3cret-" + os.urandom(8).hex() + "\n")
+    token.chmod(0o600)
+    if uid != os.geteuid():
+        os.chown(token, uid, uid)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = Serve(bindir, mode, extra=("--listen", f"127.0.0.1:{port}", "--token-file", str(token)))
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, srv.output()
+                time.sleep(0.05)
+
+        def body():
+            out = {}
+            url = f"http://127.0.0.1:{port}"
+            c = sdk.Client(url=url, token_file=str(token))
+            out["health"] = c.health()["status"]
+            with sdk.Sandbox.create(client=c, overlay=False) as sb:
+                out["run"] = sb.run("echo over tcp").stdout
+            try:
+                sdk.Client(url=url, token="wrong").list()
+            except sdk.Unauthorized as e:
+                out["wrong"] = (e.status, e.code)
+            return out
+        out = run_as(uid, body)
+    finally:
+        srv.stop()
+    assert out == {"health": "ok", "run": "over tcp\n", "wrong": (401, "unauthorized")}, out
 
 
 def test_output_cannot_forge_events(serve):

@@ -206,3 +206,37 @@ test('download from a hostile sandbox stays inside [sdk-hostile-sandbox-download
     fs.rmSync(base, { recursive: true, force: true });
   }
 });
+
+test('loopback TCP with a token (url, tokenFile); a wrong token is Unauthorized', async () => {
+  const dir = scratch('brig-sdk-tcp-ts-');
+  fs.chmodSync(dir, 0o700);
+  const tokenFile = path.join(dir, 'token');
+  fs.writeFileSync(tokenFile, `s3cret-${Date.now()}\n`, { mode: 0o600 });
+  const port = await new Promise((resolve) => {
+    const s = require('node:net').createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+  const tcp = await startServe(['--listen', `127.0.0.1:${port}`, '--token-file', tokenFile]);
+  const url = `http://127.0.0.1:${port}`;
+  const c = new brig.Client({ url, tokenFile });
+  try {
+    for (let i = 0; ; i++) {
+      try {
+        assert.strictEqual((await c.health()).status, 'ok');
+        break;
+      } catch (e) {
+        if (i > 200) throw e;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+    await brig.Sandbox.with({ client: c, overlay: false }, async (sb) => {
+      assert.strictEqual((await sb.run('echo over tcp')).stdout, 'over tcp\n');
+    });
+    const wrong = new brig.Client({ url, token: 'wrong' });
+    await assert.rejects(wrong.list(), (e) => e instanceof brig.Unauthorized && e.status === 401 && e.code === 'unauthorized');
+    wrong.close();
+  } finally {
+    c.close();
+    await tcp.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
