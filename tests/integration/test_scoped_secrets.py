@@ -218,6 +218,10 @@ def assert_never_leaked(up, r, audit_path):
     assert "Sanitizer" not in r.stderr, r   # the ASan build: no leak, no error in the supervisor
 
 
+@attack("secret-value-in-sandbox", "read the real value of a bound secret from inside: the environment, brig's "
+        "files, the trust store, pid 1's environ and memory, and an upstream that echoes the header back",
+        "placeholders only inside; the value in the supervisor's vault (MADV_DONTDUMP|MADV_WIPEONFORK), swapped "
+        "in on the way out; a response holding a value is cut before it reaches the sandbox")
 def test_bound_secret_reaches_its_host_only_over_verified_tls(ws, up):
     """curl, urllib and requests through CONNECT; the upstream gets the
     value, the sandbox only ever the placeholder (environment, files,
@@ -258,6 +262,10 @@ head -c 100000 /proc/1/mem >/dev/null 2>&1; echo mem1=$?
     assert_never_leaked(up, r, path)
 
 
+@attack("placeholder-exfiltration", "send the placeholder to another allowed host (plain http, intercepted https), "
+        "in the URL, the body, another header, plain http to the bound host, a host name, after a 3xx to another "
+        "host", "every head and body the proxy sees is searched for every placeholder: refused 403 with X-Brig-Deny, "
+        "audited naming the secret; the upstream logs no such request")
 def test_placeholder_to_another_host_is_refused_as_exfiltration(ws, up):
     """Another allowed host (plain http, and https when it is intercepted),
     the URL, the body, another header, a DNS name: each refused and
@@ -294,6 +302,9 @@ curl -sS -i -L --location-trusted -H "$A" https://api.test/redirect | grep -i '^
     assert_never_leaked(up, r, path)
 
 
+@attack("secret-to-unverified-peer", "point the bound name at a server with another name's certificate; reach a "
+        "CIDR-allowed address with the bound host's SNI", "the value is swapped in only after the upstream's certificate "
+        "verified for the bound name (trust store + --upstream-ca); a literal address is never intercepted")
 def test_unverified_peers_never_get_the_value(ws, up):
     """A server whose certificate is for another name (--resolve points the
     bound host at it): 502 with the reason, nothing sent. An address
@@ -341,6 +352,10 @@ def test_git_clone_over_https_with_a_scoped_token(ws, up):
     assert_never_leaked(up, r, path)
 
 
+@attack("http-rule-evasion", "reach a refused method or path through %2e%2e, //, ;, %2f, case, ../, a pipelined "
+        "request after an allowed one, a Host header naming another host inside the TLS connection",
+        "paths normalised or refused when ambiguous (httprules.c); each request on a connection judged; the Host "
+        "must name the connection's host")
 def test_http_rules_judge_every_request(ws, up):
     """Methods and paths, normalisation tricks, keep-alive and pipelining:
     each request judged; the upstream receives only the allowed ones."""
@@ -371,6 +386,15 @@ while True:
     out += d
 import re
 print("pipelined", re.findall(r"HTTP/1\.1 \d\d\d|X-Brig-Deny: [^\r]*", out.decode()))
+# a Host naming another host inside api.test's TLS (domain fronting)
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+t.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: other.test\r\nContent-Length: 0\r\n\r\n")
+print("fronted", t.recv(4096).split(b"\r\n")[0].decode())
 EOF
 '''
     r, ev, path = audited(brig, script, *up.args("--http-rule", "api.test POST /v1/messages,/v1/models/*"))
@@ -382,6 +406,7 @@ EOF
     assert "GET 403" in r.stdout, r
     assert "pipelined ['HTTP/1.1 200', 'HTTP/1.1 403', 'X-Brig-Deny: api.test; http_rules for api.test: DELETE " \
         "/v1/messages matches none of its 1 rule']" in r.stdout, r
+    assert "fronted HTTP/1.1 403 Forbidden" in r.stdout, r
     got = [(q["method"], q["path"]) for q in up.seen(mark)]
     assert got == [("POST", "/v1/messages"), ("POST", "/v1/models/a"), ("POST", "/v1/m%65ssages"),
                    ("POST", "/v1/messages")], got
@@ -389,6 +414,9 @@ EOF
     assert any(e["method"] == "DELETE" and e["path"] == "/v1/messages" for e in denied), denied
 
 
+@attack("placeholder-exfiltration-filtered", "programs that ignore the proxy (Node's fetch, curl --noproxy) "
+        "and a placeholder as a DNS label asked of the stub", "the SNI sniffer hands bound hosts to the interceptor "
+        "with the ClientHello it read; the stub refuses a name holding a placeholder (NXDOMAIN, audited)")
 def test_filtered_mode_hands_tls_to_the_interceptor(ws, up):
     """Programs that ignore the proxy settings (Node's fetch; curl told so):
     the SNI sniffer hands the connection over with the ClientHello it read.
@@ -416,3 +444,31 @@ except OSError as e:
     dns = [e for e in ev if e.get("event") == "dns" and "API_TOKEN" in e.get("reason", "")]
     assert dns and dns[0]["name"] == "{API_TOKEN}", ev
     assert_never_leaked(up, r, path)
+
+
+def test_bad_secret_settings_are_refused_before_anything_runs(brig):
+    """Bad input: a located error naming the flag, exit 125, no run."""
+    tmp_path = brig.base   # 0755: the rootless brig reads it too
+    tok = tmp_path / "tok"
+    tok.write_text("value\n")
+    tok.chmod(0o644)
+    allow = ["--allow-host", "api.example.com"]
+    cases = [
+        (["--secret", "API_TOKEN=value"], "--secret: 'API_TOKEN=value': the value comes from @FILE"),
+        (["--secret", "1X=@/etc/hostname"], "expected NAME=@FILE or NAME=env:VAR"),
+        (["--secret", f"T=@{tok}", *allow], "--secret T: bound to no host; add --secret-host T=HOST"),
+        (["--secret-host", "T=api.example.com"], "no secret T (give --secret T=@FILE before --secret-host)"),
+        (["--secret", f"T=@{tok}", "--secret-host", "T=api.example.com:443"], "is not a host name"),
+        (["--secret", "T=env:BRIG_TEST_UNSET_VAR", "--secret-host", "T=api.example.com", *allow],
+         "--secret T: environment variable BRIG_TEST_UNSET_VAR is not set"),
+        (["--secret", f"T=@{tmp_path}/missing", "--secret-host", "T=api.example.com", *allow],
+         "--secret T: cannot read"),
+        (["--secret", f"T=@{tok}", "--secret-host", "T=api.example.com"], "--secret: the network is off"),
+        (["--secret", f"T=@{tok}", "--secret-host", "T=api.example.com", "--upstream-ca", str(tok), *allow],
+         "--upstream-ca " + str(tok) + ": not a readable PEM file"),
+        (["--http-rule", "api.example.com GET /a/../b"], "a dot segment"),
+        (["--http-rule", "api.example.com get /"], "method 'get'"),
+    ]
+    for args, message in cases:
+        r = brig.sh("echo RAN", *args)
+        assert r.returncode == 125 and message in r.stderr and "RAN" not in r.stdout, (args, r)
