@@ -33,6 +33,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -272,7 +274,7 @@ static int relay_body(struct ic_conn *c, const struct http_request *req)
 /* ---- the response: framed, checked for a value, sent back ------------------- */
 
 struct held {
-        char buf[IC_BUF + SECRET_VALUE_HOLD];
+        char buf[SECRET_VALUE_HOLD];
         size_t len;
 };
 
@@ -305,31 +307,40 @@ static void value_echoed(struct ic_conn *c, const struct secret *s)
         queue(c, o, true);
 }
 
-/* Send what is held but the last hold-1 bytes (all of it when `end`),
- * after checking held + new for every value. */
+/* Send p[0..n) to the client after checking it for every value, holding
+ * back the last (longest value - 1) bytes, so that a value split across
+ * two pieces is found before any of it leaves; `end` sends all. */
 static int pass_down(struct ic_conn *c, struct held *h, const char *p, size_t n, bool end)
 {
-        size_t hold = c->ic->n ? longest_value(c->ic) - 1 : 0;
-        while (n || end) {
-                size_t take = n < IC_BUF ? n : IC_BUF;
-                memcpy(h->buf + h->len, p, take);
-                h->len += take;
-                p += take;
-                n -= take;
-                const struct secret *s = c->ic->n ? value_in(c->ic, h->buf, h->len) : NULL;
-                if (s) {
-                        value_echoed(c, s);
-                        return -1;
-                }
-                size_t send = end && !n ? h->len : h->len > hold ? h->len - hold : 0;
-                if (send && !write_all(c->client, h->buf, send))
-                        return -1;
-                c->bytes_down += send;
-                memmove(h->buf, h->buf + send, h->len - send);
-                h->len -= send;
-                if (!n)
-                        break;
+        const struct intercept *ic = c->ic;
+        size_t hold = ic->n ? longest_value(ic) - 1 : 0;
+        const struct secret *s = ic->n ? value_in(ic, p, n) : NULL;
+        if (!s && h->len) {
+                /* the seam: what is held, and the first bytes of p */
+                char seam[2 * SECRET_VALUE_HOLD];
+                size_t k = n < hold ? n : hold;
+                memcpy(seam, h->buf, h->len);
+                memcpy(seam + h->len, p, k);
+                s = value_in(ic, seam, h->len + k);
         }
+        if (s) {
+                value_echoed(c, s);
+                return -1;
+        }
+        size_t total = h->len + n, keep = end ? 0 : total < hold ? total : hold;
+        size_t send = total - keep;
+        /* what is held goes first; then p, but its last `keep` bytes */
+        size_t from_held = send < h->len ? send : h->len;
+        if (from_held && !write_all(c->client, h->buf, from_held))
+                return -1;
+        size_t from_p = send - from_held;
+        if (from_p && !write_all(c->client, p, from_p))
+                return -1;
+        c->bytes_down += send;
+        memmove(h->buf, h->buf + from_held, h->len - from_held);
+        h->len -= from_held;
+        memcpy(h->buf + h->len, p + from_p, n - from_p);
+        h->len += n - from_p;
         return 0;
 }
 
@@ -476,6 +487,10 @@ static void set_blocking(int fd)
         int fl = fcntl(fd, F_GETFL);
         if (fl >= 0)
                 (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        /* TLS writes its records in pieces: without this, Nagle holds each
+         * small one until the peer's delayed ACK (40 ms a connection) */
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct timeval tv = { .tv_sec = IC_IDLE_S };
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

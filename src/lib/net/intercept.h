@@ -159,6 +159,8 @@ BRIG_INTERNAL void tls_ca_free(struct tls_ca *ca);
 /* After clone, on first use: the server context for `host` (cached). */
 BRIG_INTERNAL void *tls_server_ctx(struct tls_ca *ca, const char *host);
 /* The client context: the host's trust store and the --upstream-ca files. */
+/* Does this PEM file hold certificates OpenSSL can load? */
+BRIG_INTERNAL bool tls_cafile_ok(const char *path);
 BRIG_INTERNAL void *tls_client_ctx(struct tls_ca *ca, char *const *cas, size_t n, char *why, size_t size);
 BRIG_INTERNAL struct tls_ca *intercept_ca(struct intercept *ic);
 BRIG_INTERNAL const struct intercept_policy *intercept_policy_of(const struct intercept *ic);

@@ -25,7 +25,6 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <openssl/ssl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -375,15 +374,14 @@ struct intercept *intercept_new(const struct intercept_policy *ip, const struct 
                 goto fail;
         }
         k->ca_pem = pem;
-        /* The upstream's trust, now: a bad --upstream-ca is an error before
-         * anything runs, not a 502 later. */
-        char why[256] = "";
-        void *client = tls_client_ctx(k->ca, ip->upstream_cas, ip->n_upstream_cas, why, sizeof why);
-        if (!client) {
-                brig_err(err, EINVAL, "%s", why);
-                goto fail;
-        }
-        SSL_CTX_free(client);
+        /* A bad --upstream-ca is an error before anything runs, not a 502
+         * later (the host's store itself is loaded on first use). */
+        for (size_t i = 0; i < ip->n_upstream_cas; i++)
+                if (!tls_cafile_ok(ip->upstream_cas[i])) {
+                        brig_err(err, EINVAL, "--upstream-ca %s: not a readable PEM file of certificates",
+                                 ip->upstream_cas[i]);
+                        goto fail;
+                }
         return ic;
 fail:
         intercept_free(ic);

@@ -233,6 +233,15 @@ void *tls_server_ctx(struct tls_ca *ca, const char *host)
         return ctx;
 }
 
+bool tls_cafile_ok(const char *path)
+{
+        X509_STORE *st = X509_STORE_new();
+        bool ok = st && X509_STORE_load_file(st, path) == 1;
+        X509_STORE_free(st);
+        ERR_clear_error();
+        return ok;
+}
+
 void *tls_client_ctx(struct tls_ca *ca, char *const *cas, size_t n, char *why, size_t size)
 {
         pthread_mutex_lock(&ca->lock);
