@@ -362,7 +362,7 @@ def test_http_rules_judge_every_request(ws, up):
     brig = ws
     mark = up.mark()
     script = r'''
-for p in /v1/messages /v1/models/a /v1/models/a/b /v1/%2e%2e/admin /v1//messages "/v1/messages;x" /v1%2fmessages /V1/messages /v1/models/../../admin /v1/m%65ssages; do
+for p in /v1/messages /v1/models/a /v1/files/a/b /v1/files//x /v1/models/a/b /v1/%2e%2e/admin /v1//messages "/v1/messages;x" /v1%2fmessages /V1/messages /v1/models/../../admin /v1/m%65ssages; do
   printf '%s ' "$p"; curl -sS -o /dev/null -w '%{http_code}\n' --path-as-is -X POST "https://api.test$p"
 done
 curl -sS -o /dev/null -w 'GET %{http_code}\n' https://api.test/v1/messages
@@ -397,9 +397,10 @@ t.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: other.test\r\nContent-Length: 0\
 print("fronted", t.recv(4096).split(b"\r\n")[0].decode())
 EOF
 '''
-    r, ev, path = audited(brig, script, *up.args("--http-rule", "api.test POST /v1/messages,/v1/models/*"))
+    r, ev, path = audited(brig, script, *up.args("--http-rule", "api.test POST /v1/messages,/v1/models/*,/v1/files/**"))
     codes = dict(l.split(" ", 1) for l in r.stdout.splitlines() if l.startswith("/"))
-    assert codes == {"/v1/messages": "200", "/v1/models/a": "200", "/v1/models/a/b": "403",
+    assert codes == {"/v1/messages": "200", "/v1/models/a": "200", "/v1/files/a/b": "200", "/v1/files//x": "403",
+                     "/v1/models/a/b": "403",
                      "/v1/%2e%2e/admin": "403", "/v1//messages": "403", "/v1/messages;x": "403",
                      "/v1%2fmessages": "403", "/V1/messages": "403", "/v1/models/../../admin": "403",
                      "/v1/m%65ssages": "200"}, r
@@ -408,7 +409,7 @@ EOF
         "/v1/messages matches none of its 1 rule']" in r.stdout, r
     assert "fronted HTTP/1.1 403 Forbidden" in r.stdout, r
     got = [(q["method"], q["path"]) for q in up.seen(mark)]
-    assert got == [("POST", "/v1/messages"), ("POST", "/v1/models/a"), ("POST", "/v1/m%65ssages"),
+    assert got == [("POST", "/v1/messages"), ("POST", "/v1/models/a"), ("POST", "/v1/files/a/b"), ("POST", "/v1/m%65ssages"),
                    ("POST", "/v1/messages")], got
     denied = [e for e in ev if e.get("phase") == "request" and e["decision"] == "deny"]
     assert any(e["method"] == "DELETE" and e["path"] == "/v1/messages" for e in denied), denied
