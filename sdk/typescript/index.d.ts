@@ -230,7 +230,9 @@ export class Sandbox {
   fork(tag: string, name?: string): Promise<Sandbox>;
   removeSnapshot(tag: string): Promise<void>;
   events(opts?: { follow?: boolean }): AsyncGenerator<Record<string, unknown>>;
-  [Symbol.asyncDispose](): Promise<void>;
+  // Where the runtime has Symbol.asyncDispose (Node 20.4+), Sandbox has it
+  // too (`await using`); not declared here, so that the types compile
+  // without lib esnext.disposable.
 }
 
 export function defaultSocket(): string;
