@@ -251,7 +251,9 @@ def _commands(c):
         p.stdin.write(b"more\n")
         p.close_stdin()
         r = p.wait()
-        out["process"] = (r.exit_code, b"".join(ch.data for ch in p.output()).decode())
+        chunks = list(p.output())
+        out["process"] = (r.exit_code, b"".join(ch.data for ch in chunks).decode())
+        out["offset"] = [ch.data for ch in p.output(offset=1)] == [ch.data for ch in chunks[1:]]
         p = sb.start(["sleep", "30"], stdin=False)
         out["poll"] = p.poll()
         p.kill()
@@ -289,7 +291,7 @@ def test_commands(serve):
     assert out["missing"] == 127
     assert out["stream"] == [("stdout", "one\n"), ("stderr", "two\n")]
     assert out["stream_result"] == 4
-    assert out["process"] == (0, "got:hello\nmore\n")
+    assert out["process"] == (0, "got:hello\nmore\n") and out["offset"]
     assert out["poll"] is None
     assert out["killed"][1] == 9 and out["killed"][2] == "signaled", out["killed"]
     assert out["wait_timeout"] is None and out["listed_execs"]
@@ -384,6 +386,9 @@ def _state(c, ws):
         except sdk.Conflict as e:  # network mode none: no proxy to judge by rules
             out["allow"] = ("conflict", e.message)
         events = list(sb.events(follow=False))
+        live = sb.events()  # followed: the first event, then closed mid-way
+        out["live_first"] = next(live) == events[0]
+        live.close()
         out["events"] = sorted({e.get("event") or e.get("type") for e in events if isinstance(e, dict)} - {None})
         try:
             out["paused"] = sb.pause().info["status"]
@@ -416,6 +421,7 @@ def test_overlay_snapshots_network_events(serve):
     assert out["fork"] == (True, "before\n") and out["fork_removed"]
     assert out["snapshots_after"] == []
     assert out["events"], "no audit events"
+    assert out["live_first"]
     if "freezer" in out["paused"] and serve.mode == "rootless":
         print("PAUSE NOT TESTED ROOTLESS: no delegated cgroup v2 freezer on this host:", out["paused"])
     else:
