@@ -151,7 +151,7 @@ static int allow_system(const struct ruleset *rs, const struct run_plan *plan, b
         r = allow_path(rs, "/proc", FS_READ, err);
         if (r < 0)
                 return r;
-        if (plan->policy->mount_sys)
+        if (plan->mount_sys)
                 r = allow_path(rs, "/sys", FS_READ, err);
         return r;
 }

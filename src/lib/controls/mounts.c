@@ -292,7 +292,7 @@ static int hosts_file(int root_fd, const struct run_plan *plan, brig_error **err
         struct stat st;
         if (target < 0 || fstat(target, &st) < 0 || !S_ISREG(st.st_mode))
                 return 0;
-        const char *name = plan->policy->hostname ? plan->policy->hostname : BRIG_DEFAULT_HOSTNAME;
+        const char *name = plan->hostname;
         _cleanup_close_ int fd = openat(root_fd, HOSTS_FILE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
         if (fd < 0 || dprintf(fd, "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
                                   "127.0.1.1\t%s\n", name) < 0)
@@ -435,7 +435,7 @@ static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_f
         r = attach(pts, pts_target, "/dev/pts", err);
         if (r < 0)
                 return r;
-        _cleanup_close_ int shm = new_tmpfs(plan->policy->shm_size, 01777, owner_uid(plan), owner_gid(plan),
+        _cleanup_close_ int shm = new_tmpfs(plan->shm_size, 01777, owner_uid(plan), owner_gid(plan),
                                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
         if (shm < 0)
                 return shm;
@@ -548,7 +548,7 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         r = mount_proc(root, err);
         if (r < 0)
                 return r;
-        if (plan->policy->mount_sys) {
+        if (plan->mount_sys) {
                 r = mount_sys(root, err);
                 if (r < 0)
                         return r;

@@ -146,8 +146,7 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         /* Leave the caller's session: no controlling terminal to inject into. */
         if (setsid() < 0)
                 return brig_err(err, errno, "setsid");
-        const char *hostname = plan->policy->hostname ? plan->policy->hostname : BRIG_DEFAULT_HOSTNAME;
-        if (sethostname(hostname, strlen(hostname)) < 0)
+        if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
                 return brig_err(err, errno, "sethostname");
         if (plan->net_mode != BRIG_NET_HOST)
                 STEP(netns_loopback_up(err), "network");
@@ -210,8 +209,8 @@ static int prepare_fds(const struct run_plan *plan, brig_error **err)
          * --pass-fd keeps one on purpose. */
         if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 return brig_err(err, errno, "close_range");
-        for (size_t i = 0; i < plan->policy->n_pass_fds; i++) {
-                int fd = plan->policy->pass_fds[i];
+        for (size_t i = 0; i < plan->n_pass_fds; i++) {
+                int fd = plan->pass_fds[i];
                 int flags = fcntl(fd, F_GETFD);
                 if (flags < 0 || fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0)
                         return brig_err(err, errno, "--pass-fd %d", fd);
@@ -324,7 +323,7 @@ _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
-        if (plan->policy->cwd && mounts_enter_cwd(plan->policy->cwd, &err) < 0)
+        if (plan->cwd && mounts_enter_cwd(plan->cwd, &err) < 0)
                 goto fail;
         if (rlimits_apply(plan, &err) < 0)
                 goto fail;

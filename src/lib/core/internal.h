@@ -247,10 +247,18 @@ struct brig_policy {
 /* ---- the resolved plan of one run --------------------------------------- */
 
 /* Everything the child needs, computed by the parent before clone so the
- * child only executes decisions. */
+ * child only executes decisions: the child's side (child.c, init.c,
+ * persist_init.c, the controls it applies) reads the plan, never the
+ * policy — they do not include core/model.h. */
 struct run_plan {
-        const brig_policy *policy;
+        const brig_policy *policy;   /* the supervisor's side only (report, warnings, the control) */
         char *const *argv;
+        const char *hostname;    /* the sandbox's: the policy's, or BRIG_DEFAULT_HOSTNAME */
+        const char *cwd;         /* where the command starts; NULL: the workspace */
+        const int *pass_fds;     /* --pass-fd: kept open across execve */
+        size_t n_pass_fds;
+        uint64_t shm_size;       /* /dev/shm's tmpfs */
+        bool mount_sys;          /* --mount-sys: a read-only /sys */
         char *workspace;         /* absolute, normalized */
         char *home;              /* the caller's $HOME path (an empty tmpfs inside) */
         struct mount_entry *mounts;  /* full layout, sorted parents first */

@@ -895,6 +895,14 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
 {
         plan->policy = p;
         plan->argv = argv;
+        /* what the child applies of the policy as it is, beside what is
+         * resolved below: the child reads only the plan */
+        plan->hostname = p->hostname ? p->hostname : BRIG_DEFAULT_HOSTNAME;
+        plan->cwd = p->cwd;
+        plan->pass_fds = p->pass_fds;
+        plan->n_pass_fds = p->n_pass_fds;
+        plan->shm_size = p->shm_size;
+        plan->mount_sys = p->mount_sys;
         if (!argv || !argv[0] || !*argv[0])
                 return brig_err(err, EINVAL, "no command given");
         int r = plan_workspace(plan, p, err);

@@ -120,12 +120,10 @@ static int detach_stdio(int fd)
 static _Noreturn void exec_child(struct persist *ps, const struct exec_request *req, int fd, const int *stdio,
                                  int slave)
 {
-        struct run_plan plan = *ps->plan;
-        brig_policy policy = *plan.policy;  /* our own copy after fork */
+        struct run_plan plan = *ps->plan;  /* our own copy after fork */
         if (req->cwd)
-                policy.cwd = (char *)req->cwd;
-        policy.n_pass_fds = 0;  /* brig create refuses --pass-fd; nothing to keep */
-        plan.policy = &policy;
+                plan.cwd = req->cwd;
+        plan.n_pass_fds = 0;  /* brig create refuses --pass-fd; nothing to keep */
         plan.argv = req->argv;
         plan.envp = merge_env(ps->plan->envp, req->env);
         plan.sync_fd = fd;
