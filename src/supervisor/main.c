@@ -8,8 +8,6 @@
  * control socket, until the sandbox stops. It is not meant to be run by
  * hand. */
 #define _GNU_SOURCE
-#include "core/internal.h"
-#include "persist/sandbox.h"
 #include "persist/state.h"
 #include "engine/supervisor_exec.h"
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/model.h"
 #include "policy/settings.h"
 
 /* ---- the table itself ------------------------------------------------------ */

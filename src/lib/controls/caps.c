@@ -1,6 +1,6 @@
 /* caps.c — dropping every capability, for good. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "controls/caps.h"
 
 #include <linux/capability.h>
 #include <linux/securebits.h>

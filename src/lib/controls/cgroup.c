@@ -12,9 +12,9 @@
  * in the state root before it is made (reaper.c); a later brig removes
  * groups whose supervisor is gone (it was SIGKILLed) — its own only. */
 #define _GNU_SOURCE
+#include "core/syscalls.h"
 #include "controls/cgroup.h"
 #include "core/reaper.h"
-#include "persist/state.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 #ifndef BRIG_CGROUP_H
 #define BRIG_CGROUP_H
 
-#include "core/internal.h"
+#include "core/plan.h"
 
 enum { CG_MEMORY, CG_PIDS, CG_CPU, CG_IO, CG_COUNT };
 

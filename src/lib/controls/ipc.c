@@ -13,7 +13,7 @@
  * is unmapped, so the files are read-only to it — the report then lists
  * System V memory as unbounded where no memory cgroup charges it. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "controls/rlimit.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 #ifndef BRIG_LANDLOCK_H
 #define BRIG_LANDLOCK_H
 
-#include "core/internal.h"
+#include "core/plan.h"
 
 /* The host's Landlock ABI version, 0 when unavailable. */
 BRIG_INTERNAL int landlock_abi_version(void);

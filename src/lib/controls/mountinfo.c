@@ -8,7 +8,8 @@
  * have made, so the reader is strict and has a fuzz target
  * (tests/fuzz/fuzz_mountinfo.c). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/error.h"
+#include "controls/mountinfo.h"
 
 #include <stdio.h>
 #include <string.h>

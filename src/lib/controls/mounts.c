@@ -7,7 +7,8 @@
  * while we work — can neither redirect a source nor make us mount over
  * anything outside the new root. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/syscalls.h"
+#include "controls/mounts.h"
 #include "tools/tools.h"
 
 #include <fcntl.h>

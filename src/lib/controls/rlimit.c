@@ -2,7 +2,7 @@
  * before execve. They back up the cgroup limits (and stand in for them,
  * degraded, where no cgroup can be made). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "controls/rlimit.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -27,6 +27,8 @@
  * guard judges and makes them (unixguard.c). So every filter has a
  * listener, handed to the supervisor right after it is loaded. */
 #define _GNU_SOURCE
+#include "core/model.h"
+#include "core/sync.h"
 #include "controls/seccomp_filter.h"
 #include "core/reaper.h"
 #include "persist/state.h"

@@ -3,7 +3,9 @@
 #ifndef BRIG_SECCOMP_H
 #define BRIG_SECCOMP_H
 
-#include "core/internal.h"
+#include "core/plan.h"
+
+struct seccomp_policy;  /* the user's rules (seccomp.c), held by the policy */
 
 /* Validate and record one user rule (see brig_policy_add_syscall_rule). */
 BRIG_INTERNAL int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char *action,

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "core/util.h"
 
 /* The longest escape or control sequence the filter holds back while it
  * decides; a longer one is dropped whole. */

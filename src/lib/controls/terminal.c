@@ -19,7 +19,7 @@
  * relays it unfiltered, and without a pty hands the terminals in as they
  * are, as before. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "controls/terminal.h"
 #include "controls/term_filter.h"
 
 #include <fcntl.h>

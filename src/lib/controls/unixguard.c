@@ -58,6 +58,9 @@
  * they are not intercepted (see docs/security.md: a datagram to a host
  * unix datagram socket by sendmsg with msg_name is the residual). */
 #define _GNU_SOURCE
+#include "core/model.h"
+#include "core/syscalls.h"
+#include "controls/mountinfo.h"
 #include "controls/unixguard.h"
 #include "tools/tools.h"
 #include "core/refusals.h"

@@ -4,7 +4,7 @@
 #ifndef BRIG_UNIXGUARD_H
 #define BRIG_UNIXGUARD_H
 
-#include "core/internal.h"
+#include "core/plan.h"
 
 struct audit;
 struct seccomp_replies;

@@ -2,7 +2,8 @@
  * and the idmapped workspace used when root runs brig on a root-owned
  * workspace. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "controls/userns.h"
+#include "core/syscalls.h"
 
 #include <fcntl.h>
 #include <grp.h>

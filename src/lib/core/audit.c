@@ -29,6 +29,7 @@
  * ending. The writer never blocks in a write (write_out), so giving up
  * needs no cancellation. */
 #define _GNU_SOURCE
+#include "core/hostfs.h"
 #include "core/audit.h"
 #include "controls/seccomp_filter.h"
 

@@ -2,7 +2,7 @@
 #ifndef BRIG_AUDIT_H
 #define BRIG_AUDIT_H
 
-#include "core/internal.h"
+#include "core/plan.h"
 
 #include <jansson.h>
 

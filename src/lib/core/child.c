@@ -5,10 +5,16 @@
  * forks the command and stays behind as its init (init.c). Any failure is
  * sent to the supervisor as one message and the process exits 125. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/sync.h"
+#include "core/sequence.h"
+#include "controls/userns.h"
+#include "controls/mounts.h"
+#include "controls/rlimit.h"
+#include "controls/caps.h"
+#include "controls/terminal.h"
+#include "net/netns.h"
 #include "controls/landlock.h"
 #include "controls/seccomp_filter.h"
-#include "net/egress.h"
 #include "net/intercept.h"
 #include "tools/tools.h"
 
@@ -366,7 +372,7 @@ _Noreturn void child_main(struct run_plan *plan)
         brig_error *err = NULL;
         /* A copy of brig's memory: an env:VAR secret's value is in the
          * environment it inherited (the vault itself reads as zeros here). */
-        intercept_scrub_environ(egress_policy_intercept_of(plan->policy->egress));
+        intercept_scrub_environ(plan->intercept_policy);
         closep(&plan->report_fd);  /* the supervisor's alone */
         closep(&plan->audit_fd);
         if (child_setup(plan, &err) < 0) {

@@ -1,7 +1,8 @@
 /* error.c — brig_error: an errno plus a message that callers extend. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/error.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 

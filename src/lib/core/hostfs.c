@@ -8,7 +8,8 @@
  * never cross into another filesystem, and never depend on the sandbox's
  * tree being small. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/hostfs.h"
+#include "core/syscalls.h"
 #include "persist/state.h"
 
 #include <dirent.h>

@@ -3,7 +3,8 @@
  * When it exits the kernel kills everything left in the pid namespace, so
  * nothing the command started can outlive it. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/sequence.h"
+#include "core/sync.h"
 
 #include <fcntl.h>
 #include <stdio.h>

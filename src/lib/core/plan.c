@@ -3,8 +3,9 @@
  * the environment. Everything here happens on the host before clone, so
  * the child only carries out decisions already made and checked. */
 #define _GNU_SOURCE
-#include "core/internal.h"
-#include "net/egress.h"
+#include "core/model.h"
+#include "controls/mountinfo.h"
+#include "controls/rlimit.h"
 #include "net/intercept.h"
 #include "persist/state.h"
 #include "tools/tools.h"
@@ -903,6 +904,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         plan->n_pass_fds = p->n_pass_fds;
         plan->shm_size = p->shm_size;
         plan->mount_sys = p->mount_sys;
+        plan->intercept_policy = egress_policy_intercept_of(p->egress);
         if (!argv || !argv[0] || !*argv[0])
                 return brig_err(err, EINVAL, "no command given");
         int r = plan_workspace(plan, p, err);

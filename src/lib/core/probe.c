@@ -1,7 +1,9 @@
 /* probe.c — what this host can do, probed once per process (host_probe)
  * or in depth for `brig doctor`. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/syscalls.h"
+#include "core/host.h"
+#include "net/netns.h"
 #include "controls/cgroup.h"
 
 #include <fcntl.h>

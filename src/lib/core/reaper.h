@@ -3,7 +3,7 @@
 #ifndef BRIG_REAPER_H
 #define BRIG_REAPER_H
 
-#include "core/internal.h"
+#include "core/error.h"
 
 /* The process that made something, named for good: its pid, its start
  * time (clock ticks after boot) and its pid namespace's inode. A pid is

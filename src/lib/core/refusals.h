@@ -4,7 +4,7 @@
 #ifndef BRIG_REFUSALS_H
 #define BRIG_REFUSALS_H
 
-#include "core/internal.h"
+#include "core/util.h"
 
 #include <jansson.h>
 

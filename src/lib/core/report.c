@@ -1,7 +1,10 @@
 /* report.c — the JSON run report (--json-report FILE), schema in
  * docs/report.md. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/hostfs.h"
+#include "core/model.h"
+#include "core/report.h"
+#include "controls/rlimit.h"
 #include "tools/tools.h"
 #include "core/audit.h"
 #include "net/egress.h"

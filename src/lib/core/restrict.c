@@ -20,7 +20,7 @@
  * brig-seccomp also stand for what the kernel would answer; a release
  * build reads the host's only. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/host.h"
 
 #include <stdio.h>
 #include <string.h>

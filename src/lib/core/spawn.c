@@ -1,7 +1,16 @@
 /* spawn.c — the run sequence, supervisor side (DESIGN.md §3). Read
  * brig_run() top to bottom: it is the whole story on the host. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/model.h"
+#include "core/hostfs.h"
+#include "core/syscalls.h"
+#include "core/host.h"
+#include "core/sequence.h"
+#include "core/supervisor.h"
+#include "core/report.h"
+#include "controls/userns.h"
+#include "controls/rlimit.h"
+#include "controls/terminal.h"
 #include "core/audit.h"
 #include "controls/cgroup.h"
 #include "controls/landlock.h"

@@ -2,8 +2,9 @@
  * pid 1 through its pidfd, forwards signals, relays the terminal and
  * collects what the sandbox reports over the sync socket. */
 #define _GNU_SOURCE
-#include "core/internal.h"
-#include "core/audit.h"
+#include "core/syscalls.h"
+#include "core/supervisor.h"
+#include "controls/terminal.h"
 #include "controls/unixguard.h"
 #include "tools/tools.h"
 #include "net/egress.h"

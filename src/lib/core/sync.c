@@ -2,7 +2,7 @@
  * SOCK_SEQPACKET socket: each message arrives whole or not at all, and may
  * carry one file descriptor (the sandbox's pty master). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/sync.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* syscalls.c — thin wrappers for system calls glibc 2.36 does not wrap. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/syscalls.h"
 
 #include <linux/mount.h>
 #include <linux/openat2.h>

@@ -1,7 +1,7 @@
 /* util.c — string lists and path arithmetic. Pure functions, no side
  * effects on the system; unit-tested in tests/unit/test_util.c. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,6 @@
  * it does: a close from another thread meanwhile frees it only once that
  * call is done with it. */
 #define _GNU_SOURCE
-#include "core/internal.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
 #include "persist/state.h"

@@ -3,7 +3,6 @@
  * supervisor changes the rules its proxy and DNS stub judge by, and its
  * audit stream records each change (control.c). */
 #define _GNU_SOURCE
-#include "core/internal.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
 

@@ -22,9 +22,8 @@
  * program there could already replace the library itself. It is opened
  * once, checked on that descriptor, and executed through it. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/model.h"
 #include "core/reaper.h"
-#include "persist/sandbox.h"
 #include "engine/supervisor_exec.h"
 
 #include <dlfcn.h>

@@ -3,7 +3,6 @@
 #ifndef BRIG_SUPERVISOR_EXEC_H
 #define BRIG_SUPERVISOR_EXEC_H
 
-#include "core/internal.h"
 #include "persist/sandbox.h"
 
 /* The program's descriptors: 0 /dev/null, 1 and 2 the log in the state

@@ -10,7 +10,6 @@
  * refused name leaks nowhere and DNS cannot carry data out; the real
  * lookup happens when a connection to the handed-out address is made. */
 #define _GNU_SOURCE
-#include "net/net.h"
 #include "net/intercept.h"
 #include "core/refusals.h"
 

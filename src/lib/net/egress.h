@@ -9,7 +9,7 @@
 #ifndef BRIG_EGRESS_H
 #define BRIG_EGRESS_H
 
-#include "core/internal.h"
+#include "core/error.h"
 
 #include <jansson.h>
 

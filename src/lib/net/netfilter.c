@@ -20,7 +20,7 @@
  * that escaped them would have nowhere to go. The sandboxed command has no
  * CAP_NET_ADMIN and cannot change them. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "net/netns.h"
 #include "net/egress.h"
 
 #include <arpa/inet.h>

@@ -1,7 +1,7 @@
 /* netns.c — the sandbox's own network namespace: only loopback, up; in
  * filtered mode also a default route through it (see netfilter.c). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "net/netns.h"
 
 #include <arpa/inet.h>
 #include <libmnl/libmnl.h>

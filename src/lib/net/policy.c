@@ -12,7 +12,6 @@
  *   --upstream-proxy http://HOST:PORT connect through that HTTP proxy (CONNECT)
  */
 #define _GNU_SOURCE
-#include "net/net.h"
 #include "net/intercept.h"
 
 #include <ctype.h>

@@ -8,7 +8,10 @@
  * itself 0600) and every peer is checked with SO_PEERCRED: only the user
  * who created the sandbox may drive it. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/supervisor.h"
+#include "core/syscalls.h"
+#include "core/model.h"
+#include "controls/rlimit.h"
 #include "controls/cgroup.h"
 #include "core/audit.h"
 #include "net/egress.h"

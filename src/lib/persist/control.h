@@ -6,7 +6,7 @@
 #ifndef BRIG_CONTROL_H
 #define BRIG_CONTROL_H
 
-#include "core/internal.h"
+#include "core/error.h"
 
 #include <stdint.h>
 

@@ -3,7 +3,8 @@
  * relay the terminal, and turn the status that comes back into a result
  * with brig run's exit codes. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/report.h"
+#include "controls/terminal.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
 #include "core/refusals.h"

@@ -18,7 +18,7 @@
  * sandbox made; unpacking it on the host is the caller's business and must
  * treat it as untrusted (brig does not). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/sync.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
 

@@ -24,6 +24,10 @@
  * applying it (overlay_commit.c) and copies of a layer for snapshots
  * (overlay_copy.c); persist/overlay.h is what they share. */
 #define _GNU_SOURCE
+#include "controls/mounts.h"
+#include "core/hostfs.h"
+#include "core/syscalls.h"
+#include "core/model.h"
 #include "persist/overlay.h"
 #include "persist/sandbox.h"
 #include "persist/state.h"

@@ -1,11 +1,11 @@
 /* overlay.h — the overlay workspace's inside (src/lib/persist/), shared
  * by its parts: overlay.c (resolving, the layer), overlay_manifest.c,
  * overlay_diff.c, overlay_commit.c, overlay_copy.c. Nothing else includes
- * it: the rest of libbrig sees sandbox.h and core/internal.h. */
+ * it: the rest of libbrig sees sandbox.h and controls/mounts.h. */
 #ifndef BRIG_PERSIST_OVERLAY_H
 #define BRIG_PERSIST_OVERLAY_H
 
-#include "core/internal.h"
+#include "core/error.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -4,6 +4,7 @@
  * a journal that a later call sweeps — and the record rebased on what it
  * touched. Every path resolved with openat2, never through a symlink. */
 #define _GNU_SOURCE
+#include "core/hostfs.h"
 #include "persist/overlay.h"
 #include "core/reaper.h"
 #include "persist/sandbox.h"

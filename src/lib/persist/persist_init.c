@@ -16,7 +16,9 @@
  * timeout still applies) or the sandbox stops. When pid 1 exits, the
  * kernel kills everything left. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/sync.h"
+#include "core/sequence.h"
+#include "controls/terminal.h"
 #include "persist/control.h"
 
 #include <fcntl.h>

@@ -18,7 +18,10 @@
  * and done members, those claimed by a run that is gone too, the pool's
  * directory. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/hostfs.h"
+#include "core/syscalls.h"
+#include "core/model.h"
+#include "core/report.h"
 #include "persist/sandbox.h"
 #include "core/reaper.h"
 #include "persist/state.h"

@@ -12,11 +12,12 @@
  * from the host could not be pid 1's child (it would escape its reaping
  * and the kill when the sandbox ends). */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/hostfs.h"
+#include "core/syscalls.h"
+#include "core/model.h"
 #include "controls/cgroup.h"
 #include "persist/control.h"
 #include "core/reaper.h"
-#include "persist/sandbox.h"
 #include "persist/state.h"
 #include "engine/supervisor_exec.h"
 

@@ -2,7 +2,7 @@
 #ifndef BRIG_SANDBOX_H
 #define BRIG_SANDBOX_H
 
-#include "core/internal.h"
+#include "core/sequence.h"
 
 #include <jansson.h>
 

@@ -15,7 +15,6 @@
  * directory and renamed into place; any failure (a full disk) removes the
  * temporary directory and leaves the sandbox as it was. */
 #define _GNU_SOURCE
-#include "core/internal.h"
 #include "persist/sandbox.h"
 #include "persist/state.h"
 

@@ -3,6 +3,7 @@
  * and a state.json the supervisor rewrites whole (rename) so a reader never
  * sees half of it. */
 #define _GNU_SOURCE
+#include "core/hostfs.h"
 #include "persist/state.h"
 
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 #ifndef BRIG_STATE_H
 #define BRIG_STATE_H
 
-#include "core/internal.h"
+#include "core/error.h"
 
 #include <jansson.h>
 

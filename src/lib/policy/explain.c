@@ -1,9 +1,9 @@
 /* explain.c — `brig policy explain`: what a run with this policy can and
  * cannot do, in plain words, from the same plan a run would use. */
 #define _GNU_SOURCE
+#include "core/model.h"
 #include "policy/settings.h"
 #include "tools/tools.h"
-#include "net/egress.h"
 #include "net/intercept.h"
 #include "controls/seccomp_filter.h"
 

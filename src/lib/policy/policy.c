@@ -1,8 +1,8 @@
 /* policy.c — the policy model: defaults, setters, the secret deny list. */
 #define _GNU_SOURCE
-#include "core/internal.h"
+#include "core/model.h"
+#include "core/hostfs.h"
 #include "controls/seccomp_filter.h"
-#include "net/egress.h"
 #include "net/intercept.h"
 #include "tools/tools.h"
 

@@ -8,8 +8,8 @@
  * jansson parses; errors in the content are located by scanning the text
  * for the offending key or value (jansson keeps no positions). */
 #define _GNU_SOURCE
+#include "core/model.h"
 #include "policy/settings.h"
-#include "net/egress.h"
 #include "net/intercept.h"
 #include "controls/seccomp_filter.h"
 #include "tools/tools.h"

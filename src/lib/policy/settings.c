@@ -6,6 +6,7 @@
  * lists the flags by section, each section where the table first names
  * it, in table order within each. */
 #define _GNU_SOURCE
+#include "core/model.h"
 #include "policy/settings.h"
 #include "tools/tools.h"
 

@@ -13,7 +13,7 @@
 #ifndef BRIG_POLICY_SETTINGS_H
 #define BRIG_POLICY_SETTINGS_H
 
-#include "core/internal.h"
+#include "core/error.h"
 
 #include <jansson.h>
 #include <stddef.h>

@@ -25,6 +25,11 @@
  * with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV: no path a
  * policy or a sandbox can spell leads the writes anywhere else. */
 #define _GNU_SOURCE
+#include "core/hostfs.h"
+#include "core/syscalls.h"
+#include "core/model.h"
+#include "core/sync.h"
+#include "controls/mountinfo.h"
 #include "tools/tools.h"
 #include "net/intercept.h"
 

@@ -6,7 +6,7 @@
 #ifndef BRIG_TOOLS_H
 #define BRIG_TOOLS_H
 
-#include "core/internal.h"
+#include "core/plan.h"
 
 #include <stdint.h>
 

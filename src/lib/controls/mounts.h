@@ -1,0 +1,16 @@
+/* mounts.h — the sandbox's root (mounts.c), and the overlay workspace
+ * mounted into it (persist/overlay.c). */
+#ifndef BRIG_CONTROLS_MOUNTS_H
+#define BRIG_CONTROLS_MOUNTS_H
+
+#include "core/plan.h"
+
+BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int mounts_enter_cwd(const char *cwd, brig_error **err);
+BRIG_INTERNAL int mounts_check_stdio(brig_error **err);
+/* overlay.c: the workspace entry becomes an overlay (persistent sandboxes
+ * with --workspace-mode overlay); returns the detached mount. */
+BRIG_INTERNAL bool overlay_is_workspace(const struct run_plan *plan, const struct mount_entry *m);
+BRIG_INTERNAL int overlay_workspace_tree(const struct run_plan *plan, int src_fd, brig_error **err);
+
+#endif

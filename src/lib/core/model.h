@@ -1,0 +1,79 @@
+/* model.h — the policy model: struct brig_policy as the setters
+ * (policy/policy.c), the JSON loader and dumper and explain fill and read
+ * it, and its defaults. The supervisor's side only: the child reads the
+ * plan (core/plan.h). */
+#ifndef BRIG_CORE_MODEL_H
+#define BRIG_CORE_MODEL_H
+
+#include "core/plan.h"
+
+struct env_setting {
+        char *name;
+        char *value;
+};
+
+struct seccomp_policy;  /* seccomp_filter.h */
+struct tools_policy;    /* tools.h */
+struct tools_plan;
+struct egress_policy;   /* net/egress.h */
+struct sock_filter;
+
+
+enum degradable {
+        DEGRADE_LANDLOCK = 1 << 0,
+        DEGRADE_SECCOMP = 1 << 1,
+        DEGRADE_MEMORY = 1 << 2,  /* no memory cgroup: say so in the report only, not on stderr */
+        DEGRADE_PIDS = 1 << 3,    /* no pids cgroup (RLIMIT_NPROC holds): the same */
+        DEGRADE_CPUS = 1 << 4,    /* no cpu cgroup (--cpus not enforced): the same */
+        DEGRADE_IO = 1 << 5,      /* no io/blkio cgroup (--io-weight not enforced): the same */
+};
+
+struct brig_policy {
+        char *workspace;             /* NULL: current directory at run time */
+        bool workspace_readonly;
+        char *cwd;                   /* NULL: the workspace */
+        uint64_t shm_size;
+        struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
+        size_t n_mounts;
+        uint64_t tmp_size;
+        uint64_t home_size;
+        bool mount_sys;
+        struct strv deny;            /* secret deny patterns */
+        struct strv unsafe_allowed;  /* built-in entries removed on purpose */
+        struct env_setting *env;
+        size_t n_env;
+        struct strv keep_env;
+        int *pass_fds;
+        size_t n_pass_fds;
+        char *hostname;
+        enum brig_tty_mode tty;
+        bool terminal_passthrough;   /* the output filter off */
+        char *report_path;
+        char *audit_path;
+        int report_fd;               /* --json-report-fd: the caller's descriptor (3 and up), 0: none */
+        int audit_fd;                /* --audit-fd, the same */
+        const char *pool_note;       /* brig run --pooled ran a new sandbox: why (the report's pool.reason) */
+        struct seccomp_policy *seccomp;  /* user syscall rules, NULL: none */
+        struct strv allow_unix;          /* pathname unix sockets outside the sandbox it may reach */
+        struct egress_policy *egress;    /* network rules, NULL: none */
+        enum brig_net_mode net_mode;
+        bool net_mode_set;               /* else: proxy when any allow rule exists */
+        struct limits limits;
+        unsigned allow_degraded;         /* enum degradable */
+        brig_notice_fn notice;           /* brig_policy_set_notice: the caller's, never copied */
+        void *notice_data;
+        struct tools_policy *tools;      /* copy-ins, ssh agent, carried config (tools.h); NULL: none */
+};
+
+#define BRIG_DEFAULT_TMP_SIZE (512ULL << 20)
+#define BRIG_DEFAULT_HOME_SIZE (256ULL << 20)
+#define BRIG_DEFAULT_TMPFS_SIZE (64ULL << 20)
+#define BRIG_DEV_SHM_SIZE (64ULL << 20)
+#define BRIG_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define BRIG_DEFAULT_HOSTNAME "brig"
+
+/* Two lines saying what a policy runs with (explain.c): network mode and
+ * rules; workspace and its mode, binds, limits, syscall rules. */
+BRIG_INTERNAL char *policy_summary(const brig_policy *p, bool overlay);
+
+#endif

@@ -1,0 +1,55 @@
+/* supervisor.h — the supervisor's event loop (supervisor.c) and the
+ * control of a persistent sandbox it serves (persist/control.c). */
+#ifndef BRIG_CORE_SUPERVISOR_H
+#define BRIG_CORE_SUPERVISOR_H
+
+#include "core/plan.h"
+#include "core/sync.h"
+
+/* control.c: a persistent sandbox's control socket (brig exec, stop,
+ * pause); NULL for brig run. */
+struct control;
+struct cgroup;
+/* Before clone: mark the plan persistent, add the overlay layer, ask for a freezer. */
+BRIG_INTERNAL int control_prepare(struct control *c, struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd,
+                                 int sync_fd, brig_error **err);
+struct unixguard;
+/* Each exec's seccomp listener goes to the supervisor's guard (unixguard.c). */
+BRIG_INTERNAL void control_set_unixguard(struct control *c, struct unixguard *g);
+struct refusals;
+BRIG_INTERNAL void control_set_refusals(struct control *c, struct refusals *r);
+/* The proxy whose rules CTL_NET_RULE changes, and the audit stream that
+ * records each change (either may be NULL). */
+struct egress;
+struct audit;
+BRIG_INTERNAL void control_set_egress(struct control *c, struct egress *e, struct audit *a);
+BRIG_INTERNAL int control_poll_fd(const struct control *c);
+BRIG_INTERNAL void control_dispatch(struct control *c);
+BRIG_INTERNAL void control_ready(struct control *c);
+/* A signal the supervisor received; true when the control consumed it. */
+BRIG_INTERNAL bool control_on_signal(struct control *c, int sig);
+
+/* supervisor.c */
+struct supervision {
+        int pidfd;
+        int sync_fd;
+        struct terminal *term;
+        uint64_t timeout_ms;     /* 0: none */
+        uint64_t kill_after_ms;
+        struct audit *audit;     /* NULL without --audit */
+        struct unixguard *guard; /* answers the seccomp listeners (unixguard.c) */
+        struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
+        struct control *control; /* persistent sandbox: serves brig exec and friends */
+        struct sshagent *agent;  /* --ssh-agent: relays the sandbox's agent socket (sshagent.c) */
+        bool timed_out;          /* out */
+        char net_fallback[256];  /* out: SYNC_NET_FALLBACK's text */
+        /* out */
+        int wait_status;         /* of the command, as pid 1 reported it */
+        bool have_status;
+        struct sync_msg failure; /* SYNC_ERROR / SYNC_EXEC_FAILED, type 0 if none */
+        int init_status;
+};
+BRIG_INTERNAL int supervise(struct supervision *s, brig_error **err);
+
+#endif

@@ -1,0 +1,40 @@
+/* sync.h — the messages between the supervisor and the sandbox's side
+ * (sync.c), and the signal protocol of pid 1. */
+#ifndef BRIG_CORE_SYNC_H
+#define BRIG_CORE_SYNC_H
+
+#include "core/error.h"
+
+/* si_int of a signal the supervisor queues to pid 1 meaning "to every
+ * process of the sandbox", not only the command (the timeout's SIGTERM). */
+#define BRIG_SIGNAL_EVERYONE 0x62726967
+
+/* sync.c: messages from the child side to the supervisor */
+enum sync_type {
+        SYNC_GO = 1,       /* parent → child: uid maps are written */
+        SYNC_ERROR,        /* setup failed: step, errno, message */
+        SYNC_EXEC_FAILED,  /* execve failed: errno, message, exit code */
+        SYNC_STATUS,       /* the command's wait status, from pid 1 */
+        SYNC_PTY,          /* carries the master of the sandbox's own pty */
+        SYNC_NOTIFY_FD,    /* carries the seccomp listener (audit mode) */
+        SYNC_LISTENER,     /* carries a proxy listening socket; status = its kind */
+        SYNC_READY,        /* persistent sandbox: pid 1 is set up and waits for execs */
+        SYNC_EXEC,         /* supervisor → pid 1: carries one exec's socket (persist_init.c) */
+        SYNC_NET_FALLBACK, /* filtered mode unavailable, proxy mode instead: text = why */
+        SYNC_UNIX_DIAG,    /* carries a NETLINK_SOCK_DIAG socket of the sandbox's network namespace */
+        SYNC_AGENT,        /* carries the listening socket of the ssh-agent relay (--ssh-agent) */
+        SYNC_STARTED,      /* pid 1: a detached exec was forked; status = its pid, text = its log */
+};
+struct sync_msg {
+        int type;
+        int errnum;
+        int exit_code;
+        int status;
+        char text[1024];
+};
+BRIG_INTERNAL int sync_send(int fd, const struct sync_msg *m);
+BRIG_INTERNAL int sync_send_fd(int fd, const struct sync_msg *m, int passed_fd);
+BRIG_INTERNAL int sync_send_error(int fd, int type, const brig_error *err);
+BRIG_INTERNAL int sync_recv(int fd, struct sync_msg *m, int *passed_fd);
+
+#endif
