@@ -15,11 +15,32 @@
 
 atomic_uint serve_inflight;
 
+enum deny { DENY_NONE, DENY_WHO, DENY_TOKEN, DENY_UID };
+
 struct conn_state {
         struct req r;
         bool too_large;
-        bool refused;           /* answered before the body (401, 413): the body is dropped */
+        bool refused;           /* answered before the body (413): the body is dropped */
+        enum deny deny;         /* answered once the body is in (dropped as it comes): a client
+                                 * still sending would see a reset instead of the answer */
 };
+
+static int reply_denied(struct req *r, enum deny deny)
+{
+        switch (deny) {
+        case DENY_WHO:
+                return reply_error(r, 500, "internal", NULL, "who is calling: SO_PEERCRED failed");
+        case DENY_TOKEN:
+                return reply_error(r, 401, "unauthorized", NULL,
+                                   "a TCP request needs Authorization: Bearer and the token of brig serve --token-file");
+        default:
+                /* a caller the server cannot act for: a non-root server has
+                 * no way to check a path as another user (owners.c) */
+                return reply_error(r, 403, "forbidden", json_pack("{s:i}", "server_uid", serve_cfg.uid),
+                                   "this brig serve runs as uid %u and serves that user only (uid %u asked); run "
+                                   "brig serve as root to serve several users", serve_cfg.uid, r->uid);
+        }
+}
 
 int reply_bytes(struct req *r, unsigned status, const char *ctype, char *data, size_t len)
 {
@@ -301,29 +322,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 struct req *r = &cs->r;
                 r->conn = conn, r->url = url, r->method = method;
                 if (!caller_of(r)) {
-                        cs->refused = true;
-                        return reply_error(r, 500, "internal", NULL, "who is calling: %s", strerror(errno)) ? MHD_YES
-                                                                                                          : MHD_NO;
-                }
-                if (r->tcp) {
+                        cs->deny = DENY_WHO;
+                } else if (r->tcp) {
                         const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                                        MHD_HTTP_HEADER_AUTHORIZATION);
-                        bool ok = auth && strncmp(auth, "Bearer ", 7) == 0 && token_ok(auth + 7, strlen(auth + 7));
-                        if (!ok) {
-                                cs->refused = true;
-                                return reply_error(r, 401, "unauthorized", NULL,
-                                                   "a TCP request needs Authorization: Bearer and the token of "
-                                                   "brig serve --token-file") ? MHD_YES : MHD_NO;
-                        }
-                }
-                /* a caller the server cannot act for: a non-root server
-                 * has no way to check a path as another user (owners.c) */
-                if (r->uid != serve_cfg.uid && r->uid != 0 && serve_cfg.uid != 0) {
-                        cs->refused = true;
-                        return reply_error(r, 403, "forbidden", json_pack("{s:i}", "server_uid", serve_cfg.uid),
-                                           "this brig serve runs as uid %u and serves that user only (uid %u asked); "
-                                           "run brig serve as root to serve several users", serve_cfg.uid, r->uid)
-                                       ? MHD_YES : MHD_NO;
+                        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || !token_ok(auth + 7, strlen(auth + 7)))
+                                cs->deny = DENY_TOKEN;
+                } else if (r->uid != serve_cfg.uid && r->uid != 0 && serve_cfg.uid != 0) {
+                        cs->deny = DENY_UID;
                 }
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (cl && strtoull(cl, NULL, 10) > serve_cfg.max_body) {
@@ -340,7 +346,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (*upload_data_size) {
                 size_t n = *upload_data_size;
                 *upload_data_size = 0;
-                if (cs->refused || cs->too_large)
+                if (cs->refused || cs->too_large || cs->deny)
                         return MHD_YES;
                 if (r->body_len + n > serve_cfg.max_body) {
                         /* chunked, without a length to refuse it by: stop here */
@@ -361,6 +367,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         if (cs->refused || r->answered)
                 return MHD_YES;
+        if (cs->deny)
+                return reply_denied(r, cs->deny) ? MHD_YES : MHD_NO;
         /* the path without its query (MHD has split it off already) */
         int route = route_match(method, url, &r->p);
         if (route == ROUTE_NOT_FOUND)

@@ -244,6 +244,9 @@ class Server:
             self.proc.wait(timeout=timeout)
         if self.proc:
             self.logf.close()
+            # an ASan build (BRIG_BUILD=build-asan) reports leaks and errors at exit
+            log = self.log.read_text(errors="replace")
+            assert "Sanitizer" not in log and "runtime error" not in log, log[-6000:]
         return self.proc.returncode if self.proc else None
 
     def fds(self):

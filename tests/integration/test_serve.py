@@ -127,7 +127,9 @@ def test_every_route_of_the_document(server):
     assert (st["type"], st["size"], st["mode"]) == ("file", 10, 0o600), st
     d = str(ws / "sub")
     assert c.post(f"/v1/sandboxes/{a}/files/mkdir?path={d}").status == 200
-    names = [e["name"] for e in c.get(f"/v1/sandboxes/{a}/files/list?path={ws}").json["entries"]]
+    listing = c.get(f"/v1/sandboxes/{a}/files/list?path={ws}")
+    assert listing.status == 200, listing
+    names = [e["name"] for e in listing.json["entries"]]
     assert {"host.txt", "from-api.txt", "sub"} <= set(names), names
     assert c.delete(f"/v1/sandboxes/{a}/files?path={d}").status == 200
     buf = io.BytesIO()
