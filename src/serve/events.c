@@ -20,12 +20,6 @@ struct events {
         size_t len, cap, sent;
 };
 
-static bool gone(int fd)
-{
-        struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
-        return fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 static ssize_t events_fill(void *cls, char *out, size_t max)
 {
         struct events *ev = cls;
@@ -71,7 +65,7 @@ static ssize_t events_fill(void *cls, char *out, size_t max)
                         char drain[4096];
                         (void)!read(ev->ino, drain, sizeof drain);
                 }
-                if (gone(ev->conn_fd))
+                if (conn_hung_up(ev->conn_fd))
                         return -1;
         }
 }
@@ -95,13 +89,13 @@ int handle_events(struct req *r)
                 return reply_error(r, 400, "bad_field", json_pack("{s:s}", "field", "follow"), "follow: true or false");
         brig_sandbox *sb = NULL;
         brig_error *e = NULL;
-        int rc = brig_sandbox_open(r->p.name, &sb, &e);
-        int fd = rc < 0 ? rc : brig_sandbox_audit_fd(sb, &e);
-        if (sb)
-                brig_sandbox_close(sb, NULL);
+        if (sandbox_open_running(r, &sb) < 0)
+                return MHD_YES;
+        int fd = brig_sandbox_audit_fd(sb, &e);
+        brig_sandbox_close(sb, NULL);
         if (fd < 0) {
-                int ret = reply_error(r, 409, rc < 0 ? "not_running" : "conflict", NULL, "events of '%s': %s",
-                                      r->p.name, e && e->msg ? e->msg : strerror(-fd));
+                int ret = reply_error(r, 409, "conflict", NULL, "events of '%s': %s", r->p.name,
+                                      e && e->msg ? e->msg : strerror(-fd));
                 brig_error_free(&e);
                 return ret;
         }

@@ -341,12 +341,6 @@ static void reader_set_line(struct reader *rd, json_t *doc)
         }
 }
 
-static bool conn_gone(int fd)
-{
-        struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
-        return fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 static ssize_t reader_fill(void *cls, char *buf, size_t max)
 {
         struct reader *rd = cls;
@@ -403,7 +397,7 @@ static ssize_t reader_fill(void *cls, char *buf, size_t max)
                         ts.tv_sec++, ts.tv_nsec -= 1000000000L;
                 pthread_cond_timedwait(&e->cond, &e->mu, &ts);
                 pthread_mutex_unlock(&e->mu);
-                if (conn_gone(rd->conn_fd))
+                if (conn_hung_up(rd->conn_fd))
                         return -1;
         }
 }
@@ -551,19 +545,13 @@ static int start_exec(struct req *r)
                         ev[--ne] = NULL, oom = true;
         brig_sandbox *sb = NULL;
         brig_error *e = NULL;
-        int rc = oom ? -ENOMEM : brig_sandbox_open(r->p.name, &sb, &e);
-        if (rc < 0) {
+        if (oom || sandbox_open_running(r, &sb) < 0) {
                 strv_free(av);
                 strv_free(ev);
                 json_decref(argv);
-                if (oom)
-                        return reply_error(r, 500, "internal", NULL, "out of memory");
-                json_t *d = json_pack("{s:s}", "sandbox", r->p.name);
-                int ret = reply_error(r, 409, "not_running", d, "sandbox '%s' is not running (POST .../start): %s",
-                                      r->p.name, e && e->msg ? e->msg : strerror(-rc));
-                brig_error_free(&e);
-                return ret;
+                return oom ? reply_error(r, 500, "internal", NULL, "out of memory") : MHD_YES;
         }
+        int rc;
         brig_exec_spec spec = { .size = sizeof spec, .stdio = tty ? BRIG_STDIO_PTY : BRIG_STDIO_PIPES, .argv = av,
                                 .env = ne ? ev : NULL, .cwd = cwd,
                                 .timeout_ms = (uint64_t)json_integer_value(json_object_get(body, "timeout_ms")),

@@ -74,20 +74,6 @@ static int reply_fd(struct req *r, int fd, const char *ctype)
         return ret;
 }
 
-static int open_sandbox(struct req *r, brig_sandbox **sb)
-{
-        brig_error *e = NULL;
-        int rc = brig_sandbox_open(r->p.name, sb, &e);
-        if (rc < 0) {
-                /* visible (sandbox_visible said so) but not running */
-                json_t *d = json_pack("{s:s}", "sandbox", r->p.name);
-                reply_error(r, 409, "not_running", d, "sandbox '%s' is not running (POST .../start): %s", r->p.name,
-                            e && e->msg ? e->msg : strerror(-rc));
-                brig_error_free(&e);
-        }
-        return rc;
-}
-
 int handle_files(struct req *r)
 {
         if (!sandbox_visible(r))
@@ -137,7 +123,7 @@ int handle_files(struct req *r)
                 return reply_error(r, 500, "internal", NULL, "files: route %d", r->route);
         }
         brig_sandbox *sb = NULL;
-        if (open_sandbox(r, &sb) < 0)
+        if (sandbox_open_running(r, &sb) < 0)
                 return MHD_YES;
         _serve_close_ int fd = data_in ? memfd_with(r->body, r->body_len)
                                        : data_out ? memfd_create("brig-serve-file", MFD_CLOEXEC) : -1;

@@ -58,22 +58,27 @@ int reply_bytes(struct req *r, unsigned status, const char *ctype, char *data, s
         return ret;
 }
 
-int reply_json(struct req *r, unsigned status, json_t *doc)
+/* DOC (taken) as the answer; a newline ends it: curl and people read it
+ * as a line. -1: out of memory, nothing queued. */
+static int reply_doc(struct req *r, unsigned status, json_t *doc)
 {
         char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         json_decref(doc);
-        if (!text)
-                return reply_error(r, 500, "internal", NULL, "out of memory for the answer");
-        size_t len = strlen(text);
-        /* a newline ends each answer: curl and people read it as a line */
-        char *nl = realloc(text, len + 2);
+        size_t len = text ? strlen(text) : 0;
+        char *nl = text ? realloc(text, len + 2) : NULL;
         if (!nl) {
                 free(text);
-                return MHD_NO;
+                return -1;
         }
         nl[len] = '\n';
         nl[len + 1] = '\0';
         return reply_bytes(r, status, "application/json", nl, len + 1);
+}
+
+int reply_json(struct req *r, unsigned status, json_t *doc)
+{
+        int ret = reply_doc(r, status, doc);
+        return ret >= 0 ? ret : reply_error(r, 500, "internal", NULL, "out of memory for the answer");
 }
 
 int reply_error(struct req *r, unsigned status, const char *code, json_t *details, const char *fmt, ...)
@@ -90,19 +95,8 @@ int reply_error(struct req *r, unsigned status, const char *code, json_t *detail
                                 "details", details ? details : json_null());
         if (status >= 500)
                 fprintf(stderr, "brig serve: %s %s: %s\n", r->method, r->url, msg);
-        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        json_decref(doc);
-        if (!text)
-                return MHD_NO;
-        size_t len = strlen(text);
-        char *nl = realloc(text, len + 2);
-        if (!nl) {
-                free(text);
-                return MHD_NO;
-        }
-        nl[len] = '\n';
-        nl[len + 1] = '\0';
-        return reply_bytes(r, status, "application/json", nl, len + 1);
+        int ret = reply_doc(r, status, doc);
+        return ret >= 0 ? ret : MHD_NO;
 }
 
 int reply_brig(struct req *r, int rc, brig_error *e, const char *what)
@@ -264,10 +258,15 @@ json_t *req_json(struct req *r, bool allow_empty, const struct field *fields)
         return doc;
 }
 
+bool conn_hung_up(int fd)
+{
+        struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+        return fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 bool req_client_gone(struct req *r)
 {
-        struct pollfd pf = { .fd = r->conn_fd, .events = POLLRDHUP };
-        return r->conn_fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+        return conn_hung_up(r->conn_fd);
 }
 
 /* Constant-time: the time taken says nothing about how much of a guess

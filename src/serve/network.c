@@ -37,16 +37,10 @@ int handle_network(struct req *r)
                                    "action '%.20s': allow or deny", action);
         brig_sandbox *sb = NULL;
         brig_error *e = NULL;
-        int rc = brig_sandbox_open(r->p.name, &sb, &e);
-        if (rc < 0) {
-                int ret = reply_error(r, 409, "not_running", json_pack("{s:s}", "sandbox", r->p.name),
-                                      "sandbox '%s' is not running (POST .../start): %s", r->p.name,
-                                      e && e->msg ? e->msg : strerror(-rc));
-                brig_error_free(&e);
-                return ret;
-        }
+        if (sandbox_open_running(r, &sb) < 0)
+                return MHD_YES;
         if (body) {
-                rc = brig_sandbox_net_rule(sb, strcmp(action, "deny") == 0 ? BRIG_NET_RULE_DENY_HOST
+                int rc = brig_sandbox_net_rule(sb, strcmp(action, "deny") == 0 ? BRIG_NET_RULE_DENY_HOST
                                                                             : BRIG_NET_RULE_ALLOW_HOST,
                                            json_string_value(json_object_get(body, "host")),
                                            r->route == R_NETWORK_REMOVE ? BRIG_NET_RULE_REMOVE : 0, &e);

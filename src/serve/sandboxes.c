@@ -158,6 +158,20 @@ bool sandbox_visible(struct req *r)
         return true;
 }
 
+int sandbox_open_running(struct req *r, brig_sandbox **sb)
+{
+        brig_error *e = NULL;
+        int rc = brig_sandbox_open(r->p.name, sb, &e);
+        if (rc < 0) {
+                /* visible (sandbox_visible said so) but not running */
+                reply_error(r, 409, "not_running", json_pack("{s:s}", "sandbox", r->p.name),
+                            "sandbox '%s' is not running (POST .../start): %s", r->p.name,
+                            e && e->msg ? e->msg : strerror(-rc));
+                brig_error_free(&e);
+        }
+        return rc;
+}
+
 static int reply_sandbox(struct req *r, unsigned status, const char *name)
 {
         json_t *row = sandbox_row(name, true);

@@ -141,6 +141,8 @@ const char **req_query_all(struct req *r, const char *key);
 json_t *req_json(struct req *r, bool allow_empty, const struct field *fields);
 /* Has the client gone (its connection hung up)? */
 bool req_client_gone(struct req *r);
+/* The same for a connection's descriptor (a stream's, after its request). */
+bool conn_hung_up(int fd);
 
 /* ---- owners.c: who owns which sandbox; what a caller's policy may name -- */
 
@@ -174,6 +176,9 @@ int handle_events(struct req *r);
 int handle_network(struct req *r);
 /* The caller's sandbox from the route, or false (answered 404). */
 bool sandbox_visible(struct req *r);
+/* A handle on the route's sandbox, or a negative errno answered 409
+ * not_running (it is visible but not running). */
+int sandbox_open_running(struct req *r, brig_sandbox **sb);
 /* The sandbox was touched now (for --idle-timeout). */
 void sandbox_touch(const char *name);
 /* The execs of NAME end (the sandbox is removed, stopped or restored). */

@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import jsonschema
+import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OPENAPI = json.loads((REPO / "docs" / "api" / "openapi.json").read_text())
@@ -275,3 +276,31 @@ def serve_dir(mode):
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def sandboxes_of(server):
+    """{name: row} of `brig ls --json` as the server's user."""
+    r = brig_as(server.bindir, server.mode, "ls", "--json")
+    return {s["name"]: s for s in json.loads(r.stdout or "[]")}
+
+
+def module_server(prefix, *args):
+    """The fixtures `mode` (root, rootless: the catalogue's columns read
+    this name) and `server`: one brig serve per module and mode, started
+    with ARGS; what a failed test left named PREFIX* is removed after."""
+    @pytest.fixture(scope="module", params=["root", "rootless"])
+    def mode(request):
+        return request.param
+
+    @pytest.fixture(scope="module")
+    def server(mode, bindir):
+        if os.geteuid() != 0:
+            pytest.skip("BRIG SERVE NOT TESTED: the server runs as root and as nobody, which needs root")
+        with serve_dir(mode) as d:
+            s = Server(bindir, mode, d, *args).start()
+            yield s
+            s.stop()
+            for n in sandboxes_of(s):
+                if n.startswith(prefix):
+                    brig_as(bindir, mode, "rm", n)
+    return mode, server

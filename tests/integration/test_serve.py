@@ -14,34 +14,12 @@ import time
 
 import pytest
 
-from serve_helpers import NOBODY, Server, brig_as, routes, serve_dir
+from serve_helpers import NOBODY, Server, brig_as, module_server, routes, sandboxes_of, serve_dir
 
 IS_ROOT = os.geteuid() == 0
 
 
-@pytest.fixture(scope="module", params=["root", "rootless"])
-def mode(request):
-    """One server per module and mode (the catalogue's columns read this name)."""
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def server(mode, bindir):
-    if not IS_ROOT:
-        pytest.skip("BRIG SERVE NOT TESTED: the server runs as root and as nobody, which needs root")
-    with serve_dir(mode) as d:
-        s = Server(bindir, mode, d, "--max-output", "1M").start()
-        yield s
-        s.stop()
-        # a failed test's sandboxes (the tests themselves check their removal)
-        for n in sandboxes_of(s):
-            if n.startswith("sv-"):
-                brig_as(bindir, mode, "rm", n)
-
-
-def sandboxes_of(server):
-    r = brig_as(server.bindir, server.mode, "ls", "--json")
-    return [s["name"] for s in json.loads(r.stdout or "[]")]
+mode, server = module_server("sv-", "--max-output", "1M")
 
 
 def workspace(server, name):

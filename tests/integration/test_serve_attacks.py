@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from serve_helpers import NOBODY, Client, Server, brig_as, connect_as, serve_dir
+from serve_helpers import NOBODY, Client, Server, connect_as, module_server, sandboxes_of, serve_dir
 
 IS_ROOT = os.geteuid() == 0
 OTHER = 1  # daemon: a second real uid
@@ -24,29 +24,8 @@ def attack(ident, technique, control):
     return pytest.mark.escape(ident, technique, control)
 
 
-@pytest.fixture(scope="module", params=["root", "rootless"])
-def mode(request):
-    """One server per module and mode (the catalogue's columns read this name)."""
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def server(mode, bindir):
-    if not IS_ROOT:
-        pytest.skip("BRIG SERVE NOT TESTED: the server runs as root and as nobody, which needs root")
-    with serve_dir(mode) as d:
-        s = Server(bindir, mode, d, "--socket-mode", "0666", "--max-sandboxes", "3", "--max-execs", "4",
-                   "--max-body", "1M", "--max-output", "1M", "--client-timeout", "1s").start()
-        yield s
-        s.stop()
-        for n in sandboxes_of(s):
-            if n.startswith("sa-"):
-                brig_as(bindir, mode, "rm", n)
-
-
-def sandboxes_of(server):
-    r = brig_as(server.bindir, server.mode, "ls", "--json")
-    return {s["name"]: s for s in json.loads(r.stdout or "[]")}
+mode, server = module_server("sa-", "--socket-mode", "0666", "--max-sandboxes", "3", "--max-execs", "4",
+                              "--max-body", "1M", "--max-output", "1M", "--client-timeout", "1s")
 
 
 def raw(server, data, uid=None, read=True):
