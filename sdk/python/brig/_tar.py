@@ -253,7 +253,8 @@ def extract(fileobj: IO[bytes], dest: str, max_bytes: int = 1 << 30,
             with tarfile.open(fileobj=fileobj, mode="r|") as tf:
                 for m in tf:
                     u.member(tf, m)
-        except tarfile.TarError as e:
+        except (tarfile.TarError, EOFError, ValueError, UnicodeError) as e:
+            # what tarfile says of a broken stream (a sandbox's garbage)
             raise UnsafeArchive(f"not a readable tar stream: {e}", code="bad_archive") from None
         u.finish()
     finally:
