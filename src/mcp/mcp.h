@@ -6,6 +6,7 @@
 #define BRIG_MCP_H
 
 #include "brig.h"
+#include "mcp/jsonrpc.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -30,6 +31,19 @@ struct mcp {
         json_t *reports;          /* [{"n", "command", "report"}], the last MCP_REPORTS_KEPT commands' */
         unsigned runs;
         json_t *refusals;         /* what brig refused this session: [{kind, what, why, allow_with, count}] */
+        /* The client's lines: read while a command runs too, so that a
+         * notifications/cancelled for it is seen; the others wait here. */
+        struct rpc_reader rd;
+        struct mcp_line *pending, **pending_tail;
+        json_t *current_id;       /* the request being handled, or NULL */
+        bool cancelled;           /* the client cancelled it: no answer */
+        bool eof;                 /* stdin ended: the session is over */
+};
+
+struct mcp_line {
+        struct mcp_line *next;
+        size_t len;               /* SIZE_MAX: a line over RPC_MAX_LINE, skipped */
+        char data[];
 };
 
 #define MCP_REPORTS_KEPT 64
@@ -44,6 +58,10 @@ static inline void mcp_freep(void *p)
 void mcp_send(struct mcp *m, char *line);
 /* notifications/message at LEVEL ("info", "warning", ...), and on stderr. */
 void mcp_log(struct mcp *m, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Read what stdin has (once; it is readable): complete lines are queued,
+ * a cancellation of the current request sets m->cancelled. EOF or an
+ * error sets m->eof. */
+void mcp_read_input(struct mcp *m);
 /* The session's sandbox, made from the command line's policy on first use. */
 int mcp_sandbox(struct mcp *m, brig_error **err);
 

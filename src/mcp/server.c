@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -411,12 +412,71 @@ static void handle_line(struct mcp *m, const char *line, size_t len)
         case RPC_REQUEST: {
                 int code = RPC_INTERNAL_ERROR;
                 char why[512] = "internal error";
+                m->current_id = msg.id;
+                m->cancelled = false;
                 json_t *res = dispatch(m, msg.method, msg.params ? msg.params : NULL, &code, why, sizeof why);
-                mcp_send(m, res ? rpc_result(msg.id, res) : rpc_error(msg.id, code, why, NULL));
+                m->current_id = NULL;
+                /* A cancelled request gets no answer (MCP: the client has
+                 * stopped waiting for it). */
+                if (m->cancelled)
+                        json_decref(res);
+                else
+                        mcp_send(m, res ? rpc_result(msg.id, res) : rpc_error(msg.id, code, why, NULL));
                 break;
         }
         }
         rpc_msg_clear(&msg);
+}
+
+static void queue_line(struct mcp *m, const char *data, size_t len)
+{
+        struct mcp_line *l = malloc(sizeof *l + (len == SIZE_MAX ? 0 : len));
+        if (!l) {
+                fprintf(stderr, "brig mcp: out of memory: a message dropped\n");
+                return;
+        }
+        l->next = NULL;
+        l->len = len;
+        if (len != SIZE_MAX)
+                memcpy(l->data, data, len);
+        *m->pending_tail = l;
+        m->pending_tail = &l->next;
+}
+
+/* notifications/cancelled for the request being handled? */
+static bool cancels_current(struct mcp *m, const char *line, size_t len)
+{
+        if (!m->current_id || !memmem(line, len, "notifications/cancelled", 23))
+                return false;
+        struct rpc_msg msg;
+        rpc_parse(line, len, &msg);
+        bool yes = msg.kind == RPC_NOTIFICATION && msg.method && strcmp(msg.method, "notifications/cancelled") == 0 &&
+                   json_equal(json_object_get(msg.params, "requestId"), m->current_id);
+        rpc_msg_clear(&msg);
+        return yes;
+}
+
+void mcp_read_input(struct mcp *m)
+{
+        char buf[65536];
+        ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                return;
+        if (n <= 0 || rpc_reader_feed(&m->rd, buf, (size_t)n) < 0) {
+                if (n > 0)
+                        fprintf(stderr, "brig mcp: out of memory\n");
+                m->eof = true;
+                return;
+        }
+        const char *line;
+        size_t len;
+        enum rpc_take t;
+        while ((t = rpc_reader_take(&m->rd, &line, &len)) != RPC_TAKE_NONE) {
+                if (t == RPC_TAKE_LINE && cancels_current(m, line, len))
+                        m->cancelled = true;
+                else
+                        queue_line(m, line, t == RPC_TAKE_TOO_LONG ? SIZE_MAX : len);
+        }
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -541,9 +601,22 @@ int cmd_mcp(int argc, char **argv)
                 code = BRIG_EXIT_SETUP;
                 goto out;
         }
-        struct rpc_reader rd = { 0 };
-        char buf[65536];
+        m.pending_tail = &m.pending;
         while (!m.stop) {
+                struct mcp_line *l = m.pending;
+                if (l) {
+                        if (!(m.pending = l->next))
+                                m.pending_tail = &m.pending;
+                        if (l->len == SIZE_MAX)
+                                mcp_send(&m, rpc_error(NULL, RPC_INVALID_REQUEST,
+                                                       "invalid request: a message longer than 16 MiB", NULL));
+                        else if (l->len)
+                                handle_line(&m, l->data, l->len);
+                        free(l);
+                        continue;
+                }
+                if (m.eof)
+                        break;  /* the client closed our stdin: the session is over */
                 struct pollfd pfd[2] = { { .fd = STDIN_FILENO, .events = POLLIN }, { .fd = m.sig_fd, .events = POLLIN } };
                 if (poll(pfd, 2, -1) < 0) {
                         if (errno == EINTR)
@@ -552,27 +625,15 @@ int cmd_mcp(int argc, char **argv)
                 }
                 if (pfd[1].revents)
                         break;
-                ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-                if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                        continue;
-                if (n <= 0)
-                        break;  /* the client closed our stdin: the session is over */
-                if (rpc_reader_feed(&rd, buf, (size_t)n) < 0) {
-                        fprintf(stderr, "brig mcp: out of memory\n");
-                        break;
-                }
-                const char *line;
-                size_t len;
-                enum rpc_take t;
-                while (!m.stop && (t = rpc_reader_take(&rd, &line, &len)) != RPC_TAKE_NONE) {
-                        if (t == RPC_TAKE_TOO_LONG)
-                                mcp_send(&m, rpc_error(NULL, RPC_INVALID_REQUEST,
-                                                       "invalid request: a message longer than 16 MiB", NULL));
-                        else if (len)
-                                handle_line(&m, line, len);
-                }
+                if (pfd[0].revents)
+                        mcp_read_input(&m);
         }
-        rpc_reader_free(&rd);
+        rpc_reader_free(&m.rd);
+        while (m.pending) {
+                struct mcp_line *l = m.pending;
+                m.pending = l->next;
+                free(l);
+        }
         session_end(&m);
         if (watchdog >= 0)
                 close(watchdog);

@@ -283,21 +283,28 @@ static int run_captured(struct mcp *m, char *const *argv, char *const *env, cons
         brig_error_free(&e);
         bool open1 = true, open2 = true;
         for (;;) {
-                struct pollfd p[4] = {
+                struct pollfd p[5] = {
                         { .fd = brig_exec_fd(x), .events = POLLIN },
                         { .fd = open1 ? brig_exec_stdio_fd(x, 1) : -1, .events = POLLIN },
                         { .fd = open2 ? brig_exec_stdio_fd(x, 2) : -1, .events = POLLIN },
                         { .fd = m->sig_fd, .events = POLLIN },
+                        /* the client: a cancellation of this request */
+                        { .fd = m->eof ? -1 : 0, .events = POLLIN },
                 };
-                if (poll(p, 4, -1) < 0 && errno != EINTR)
+                if (poll(p, 5, -1) < 0 && errno != EINTR)
                         break;
                 if (p[1].revents)
                         open1 = !drain(p[1].fd, &ran->out);
                 if (p[2].revents)
                         open2 = !drain(p[2].fd, &ran->errs);
-                if (p[3].revents) {
+                if (p[4].revents)
+                        mcp_read_input(m);
+                /* The end of stdin lets the command finish (what was sent
+                 * before it is still answered); a signal ends the session. */
+                if (p[3].revents || m->cancelled) {
+                        /* brig_exec_close below kills the command */
                         ran->interrupted = true;
-                        m->stop = true;
+                        m->stop |= !m->cancelled;
                         break;
                 }
                 if (p[0].revents) {
@@ -320,7 +327,8 @@ static int run_captured(struct mcp *m, char *const *argv, char *const *env, cons
         }
         brig_exec_close(x);
         if (ran->interrupted)
-                return tool_fail(err, EINTR, "the session ended while the command ran: it was killed");
+                return tool_fail(err, EINTR, m->cancelled ? "cancelled by the client: the command was killed"
+                                                          : "the session ended while the command ran: it was killed");
         return 0;
 }
 

@@ -305,6 +305,28 @@ def test_protocol_conformance(brig):
     assert s2.close() == 0
 
 
+def test_cancelled_command_is_killed_and_not_answered(brig):
+    """notifications/cancelled for a running run_command: the command is
+    killed (its process gone on the host), the request gets no answer, the
+    next one does; what the client sent meanwhile is answered in order."""
+    mark = marker("mcpcancel")
+    s = Session(brig)
+    s.init()
+    result_of(s.call("run_command", command="true"))           # the sandbox is up
+    ident = s.next_id = s.next_id + 1
+    s.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"command": ["sh", "-c", "sleep 3600", mark]}}})
+    assert wait_until(lambda: pids_with(mark), timeout=20), s.stderr()
+    s.send({"jsonrpc": "2.0", "id": ident + 1, "method": "ping"})             # queued behind it
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": ident, "reason": "test"}})
+    a = s.answer()
+    assert a == {"jsonrpc": "2.0", "id": ident + 1, "result": {}}, a
+    assert wait_gone(mark, timeout=20)
+    s.next_id = ident + 1
+    assert result_of(s.call("run_command", command="echo next"))["stdout"] == "next\n"
+    assert s.close() == 0
+
+
 def test_bad_options_exit_125_before_the_protocol(brig):
     for args, words in ((["--memory", "lots"], "--memory"), (["--keep", "../x"], "--keep"),
                         (["--", "sh"], "run_command"), (["extra"], "unexpected argument")):
