@@ -4,6 +4,8 @@
 
 #include "brig.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -24,6 +26,8 @@ int cmd_reset(int argc, char **argv);
 /* snapshot, restore, fork (argv[0] names which) */
 int cmd_snapshot(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
+/* NAME's row of brig ls --json (json_decref it), or NULL (sandbox.c). */
+json_t *cli_sandbox_row(const char *name);
 /* src/mcp/server.c: brig mcp */
 int cmd_mcp(int argc, char **argv);
 /* src/serve/main.c: brig serve */

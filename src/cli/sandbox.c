@@ -46,8 +46,7 @@ static const char *name_arg(int argc, char **argv, const char *cmd, const char *
         return argv[1];
 }
 
-/* NAME's row of brig ls --json (json_decref it), or NULL. */
-static json_t *list_row(const char *name)
+json_t *cli_sandbox_row(const char *name)
 {
         brig_error *err = NULL;
         char *text = brig_sandbox_list_json(&err);
@@ -71,7 +70,7 @@ static json_t *list_row(const char *name)
  * its supervisor, detached, cannot. */
 static void put_memory_warning(const char *verb, const char *name)
 {
-        json_t *row = list_row(name);
+        json_t *row = cli_sandbox_row(name);
         json_t *all = json_object_get(row, "warnings");
         size_t j;
         json_t *w;
@@ -87,7 +86,7 @@ static void put_memory_warning(const char *verb, const char *name)
  * happens, so nobody is surprised that a server or a shell inside is gone. */
 static void put_restore_stops(const char *name, const char *tag)
 {
-        json_t *row = list_row(name);
+        json_t *row = cli_sandbox_row(name);
         const char *status = json_string_value(json_object_get(row, "status"));
         brig_error *err = NULL;
         char *text = brig_sandbox_snapshots_json(name, &err);

@@ -96,21 +96,6 @@ void mcp_log(struct mcp *m, const char *level, const char *fmt, ...)
 
 /* ---- the sandbox ------------------------------------------------------- */
 
-static json_t *list_row(const char *name)
-{
-        brig_error *err = NULL;
-        char *text = brig_sandbox_list_json(&err);
-        brig_error_free(&err);
-        json_t *list = text ? json_loads(text, 0, NULL) : NULL, *row, *found = NULL;
-        free(text);
-        size_t i;
-        json_array_foreach(list, i, row)
-                if (strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) == 0)
-                        found = json_incref(row);
-        json_decref(list);
-        return found;
-}
-
 int mcp_sandbox(struct mcp *m, brig_error **err)
 {
         if (m->sb)
@@ -124,7 +109,7 @@ int mcp_sandbox(struct mcp *m, brig_error **err)
         int r = brig_sandbox_new(m->policy, &o, &m->sb, err);
         if (r < 0)
                 return r;
-        json_t *row = list_row(m->name);
+        json_t *row = cli_sandbox_row(m->name);
         const char *ws = json_string_value(json_object_get(row, "workspace"));
         if (ws) {
                 free(m->workspace);
@@ -554,7 +539,7 @@ static int setup(struct mcp *m, int argc, char **argv)
                 snprintf(m->name, sizeof m->name, "%s", m->keep);
                 /* Made from this command line, never an existing one whose
                  * policy may be wider than what the user gave here. */
-                json_t *row = list_row(m->name);
+                json_t *row = cli_sandbox_row(m->name);
                 if (row) {
                         json_decref(row);
                         fprintf(stderr, "brig mcp: --keep %s: a sandbox '%s' exists already; brig mcp makes its "

@@ -338,6 +338,14 @@ def test_bad_options_exit_125_before_the_protocol(brig):
 
 # ---- attacks (docs/security.md, rows 241-250) --------------------------------
 
+def _planted(brig, scratch):
+    """_outside, and links to it and to its secret planted in the workspace."""
+    out = _outside(brig, scratch)
+    (brig.workspace / "link").symlink_to(out / "victim")
+    (brig.workspace / "dirlink").symlink_to(out)
+    return out
+
+
 def _outside(brig, scratch):
     """A host directory outside the workspace, with a secret in it."""
     d = scratch / "outside"
@@ -382,9 +390,7 @@ def test_arguments_never_widen_the_policy(brig, server):
 @attack("mcp-read-host-file", "read_file, list_directory and search_files of a host file outside the workspace: by its "
         "absolute path, ../, /proc/1/root, and a link planted in the workspace", "mcp")
 def test_file_tools_read_no_host_file(brig, scratch):
-    out = _outside(brig, scratch)
-    (brig.workspace / "link").symlink_to(out / "victim")
-    (brig.workspace / "dirlink").symlink_to(out)
+    out = _planted(brig, scratch)
     s = Session(brig)
     s.init()
     answers = []
@@ -405,9 +411,7 @@ def test_file_tools_read_no_host_file(brig, scratch):
 @attack("mcp-write-host-path", "write_file and edit_file to a host path outside the workspace: absolute, ../, through "
         "a link to a host file and one to a host directory planted in the workspace, into /etc", "mcp")
 def test_file_tools_write_no_host_file(brig, scratch):
-    out = _outside(brig, scratch)
-    (brig.workspace / "link").symlink_to(out / "victim")
-    (brig.workspace / "dirlink").symlink_to(out)
+    out = _planted(brig, scratch)
     before = _tree(out)
     s = Session(brig)
     s.init()
