@@ -390,6 +390,11 @@ static int relay_response(struct ic_conn *c, const struct http_request *req)
                                         return -1;
                                 }
                                 len = got;
+                                /* the records already read ahead, in the same piece: fewer,
+                                 * bigger writes to the client */
+                                while (len < HTTP_HEAD_MAX + IC_BUF && SSL_pending(c->up) > 0 &&
+                                       SSL_read_ex(c->up, buf + len, HTTP_HEAD_MAX + IC_BUF - len, &got) == 1)
+                                        len += got;
                         }
                         size_t n = len;
                         if (resp.chunked) {
@@ -526,6 +531,7 @@ static bool upstream_tls(struct ic_conn *c, char *why, size_t size)
                 return false;
         }
         SSL_set_hostflags(c->up, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        SSL_set_read_ahead(c->up, 1);  /* whole socket reads, not one record header at a time */
         if (SSL_connect(c->up) == 1 && SSL_get_verify_result(c->up) == X509_V_OK)
                 return true;
         long v = SSL_get_verify_result(c->up);
