@@ -367,13 +367,16 @@ for p in /v1/messages /v1/models/a /v1/files/a/b /v1/files//x /v1/models/a/b /v1
 done
 curl -sS -o /dev/null -w 'GET %{http_code}\n' https://api.test/v1/messages
 python3 - <<'EOF'
-import socket, ssl
-s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head:
-    head += s.recv(1)
-t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+import re, socket, ssl
+def tunnel():
+    """TLS to api.test through a CONNECT of our own."""
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    return ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+t = tunnel()
 # pipelined: an allowed request, then a refused one, then one never read
 t.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: api.test\r\nContent-Length: 2\r\n\r\nhi"
           b"DELETE /v1/messages HTTP/1.1\r\nHost: api.test\r\n\r\n"
@@ -384,15 +387,9 @@ while True:
     if not d:
         break
     out += d
-import re
 print("pipelined", re.findall(r"HTTP/1\.1 \d\d\d|X-Brig-Deny: [^\r]*", out.decode()))
 # a Host naming another host inside api.test's TLS (domain fronting)
-s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head:
-    head += s.recv(1)
-t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+t = tunnel()
 t.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: other.test\r\nContent-Length: 0\r\n\r\n")
 print("fronted", t.recv(4096).split(b"\r\n")[0].decode())
 EOF
