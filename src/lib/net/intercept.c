@@ -40,7 +40,9 @@
 
 #define IC_IDLE_S 300
 #define IC_BUF (64u << 10)
-#define IC_MAX_CONNS 1024
+/* Each holds up to ~230 KiB of buffers in the supervisor, outside the
+ * sandbox's memory limit: at most this many at once (~60 MiB). */
+#define IC_MAX_CONNS 256
 
 struct ic_conn {
         struct intercept *ic;
