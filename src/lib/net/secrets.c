@@ -579,12 +579,22 @@ static void audit_path(const struct intercept *ic, const char *path, size_t n, c
 {
         size_t o = 0;
         for (size_t i = 0; i < n && o + 1 < size;) {
-                size_t at;
-                const struct secret *s = intercept_find(ic, path + i, n - i, &at);
-                if (s && at == 0) {
+                /* a whole placeholder, or its token alone, at i */
+                size_t skip = 0;
+                const struct secret *s = NULL;
+                for (size_t k = 0; ic && k < ic->n && !skip; k++) {
+                        const struct secret *c = &ic->secrets[k];
+                        size_t pl = strlen(c->placeholder), tl = sizeof c->token - 1;
+                        if (n - i >= pl && strncasecmp(path + i, c->placeholder, pl) == 0)
+                                skip = pl;
+                        else if (n - i >= tl && strncasecmp(path + i, c->token, tl) == 0)
+                                skip = tl;
+                        s = skip ? c : NULL;
+                }
+                if (s) {
                         int w = snprintf(out + o, size - o, "{%s}", s->spec->name);
                         o = w > 0 && (size_t)w < size - o ? o + (size_t)w : size - 1;
-                        i += sizeof s->token - 1;
+                        i += skip;
                         continue;
                 }
                 unsigned char c = (unsigned char)path[i++];
