@@ -35,6 +35,7 @@ struct mcp {
          * notifications/cancelled for it is seen; the others wait here. */
         struct rpc_reader rd;
         struct mcp_line *pending, **pending_tail;
+        size_t pending_bytes;     /* past MCP_PENDING_MAX stdin is not read until they are handled */
         json_t *current_id;       /* the request being handled, or NULL */
         bool cancelled;           /* the client cancelled it: no answer */
         bool eof;                 /* stdin ended: the session is over */
@@ -47,6 +48,7 @@ struct mcp_line {
 };
 
 #define MCP_REPORTS_KEPT 64
+#define MCP_PENDING_MAX (32u << 20)
 
 static inline void mcp_freep(void *p)
 {

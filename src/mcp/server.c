@@ -426,6 +426,7 @@ static void queue_line(struct mcp *m, const char *data, size_t len)
                 memcpy(l->data, data, len);
         *m->pending_tail = l;
         m->pending_tail = &l->next;
+        m->pending_bytes += len == SIZE_MAX ? 0 : len;
 }
 
 /* notifications/cancelled for the request being handled? */
@@ -592,6 +593,7 @@ int cmd_mcp(int argc, char **argv)
                 if (l) {
                         if (!(m.pending = l->next))
                                 m.pending_tail = &m.pending;
+                        m.pending_bytes -= l->len == SIZE_MAX ? 0 : l->len;
                         if (l->len == SIZE_MAX)
                                 mcp_send(&m, rpc_error(NULL, RPC_INVALID_REQUEST,
                                                        "invalid request: a message longer than 16 MiB", NULL));

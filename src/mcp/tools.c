@@ -288,8 +288,10 @@ static int run_captured(struct mcp *m, char *const *argv, char *const *env, cons
                         { .fd = open1 ? brig_exec_stdio_fd(x, 1) : -1, .events = POLLIN },
                         { .fd = open2 ? brig_exec_stdio_fd(x, 2) : -1, .events = POLLIN },
                         { .fd = m->sig_fd, .events = POLLIN },
-                        /* the client: a cancellation of this request */
-                        { .fd = m->eof ? -1 : 0, .events = POLLIN },
+                        /* the client: a cancellation of this request (what else
+                         * it sends waits, up to MCP_PENDING_MAX: then it waits
+                         * in the pipe) */
+                        { .fd = m->eof || m->pending_bytes > MCP_PENDING_MAX ? -1 : 0, .events = POLLIN },
                 };
                 if (poll(p, 5, -1) < 0 && errno != EINTR)
                         break;
