@@ -75,7 +75,7 @@ int rlimits_apply(const struct run_plan *plan, brig_error **err)
         return r;
 }
 
-int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
+int rlimits_apply_memory_fallback(const struct run_plan *plan, uint64_t inherited, brig_error **err)
 {
         /* Stand-in for the memory cgroup: RLIMIT_DATA, the private
          * writable memory of each process (heap and anonymous mappings).
@@ -83,11 +83,38 @@ int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err)
          * space than they ever touch (PROT_NONE), which DATA does not
          * count. Coarser than a cgroup: per process, not for the sandbox.
          * Set as the very last step before execve, because it binds brig's
-         * own code too (a sanitizer build maps terabytes of shadow). */
+         * own code too. A file operation runs brig's code without an
+         * execve, in a fork of pid 1 that keeps pid 1's mappings
+         * (`inherited`; in a sanitizer build terabytes of shadow): it may
+         * map --memory more than those, and lowers the limit to --memory
+         * itself before it execs anything (rlimits_lower_memory_fallback). */
         const struct limits *l = &plan->limits;
         if (!plan->memory_unbounded)
                 return 0;
-        return set_limit(RLIMIT_DATA, "data (memory fallback)", l->memory, l->memory, err);
+        uint64_t limit = l->memory > UINT64_MAX - inherited ? UINT64_MAX : l->memory + inherited;
+        return set_limit(RLIMIT_DATA, "data (memory fallback)", limit, limit, err);
+}
+
+int rlimits_lower_memory_fallback(const struct run_plan *plan, brig_error **err)
+{
+        if (!plan->memory_unbounded)
+                return 0;
+        return set_limit(RLIMIT_DATA, "data (memory fallback)", plan->limits.memory, plan->limits.memory, err);
+}
+
+/* The private writable memory this process maps now, as RLIMIT_DATA
+ * counts it (statm's data: data and stack, in pages); 0 if unknown, which
+ * gives the plain limit. */
+uint64_t rlimits_data_in_use(void)
+{
+        FILE *f = fopen("/proc/self/statm", "re");
+        unsigned long long pages[6] = { 0 };
+        bool ok = f && fscanf(f, "%llu %llu %llu %llu %llu %llu", &pages[0], &pages[1], &pages[2], &pages[3],
+                              &pages[4], &pages[5]) == 6;
+        if (f)
+                fclose(f);
+        long page = sysconf(_SC_PAGESIZE);
+        return ok && page > 0 ? (uint64_t)pages[5] * (uint64_t)page : 0;
 }
 
 /* RLIMIT_DATA counts a process's private writable mappings, and nothing

@@ -7,7 +7,9 @@
 
 BRIG_INTERNAL void rlimits_clamp(struct limits *l);
 BRIG_INTERNAL int rlimits_apply(const struct run_plan *plan, brig_error **err);
-BRIG_INTERNAL int rlimits_apply_memory_fallback(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL int rlimits_apply_memory_fallback(const struct run_plan *plan, uint64_t inherited, brig_error **err);
+BRIG_INTERNAL int rlimits_lower_memory_fallback(const struct run_plan *plan, brig_error **err);
+BRIG_INTERNAL uint64_t rlimits_data_in_use(void);
 /* What --memory leaves unbounded without a memory cgroup: stable names
  * for the report (NULL-terminated), and one sentence for people. */
 BRIG_INTERNAL extern const char *const rlimits_memory_unbounded[];

@@ -339,6 +339,10 @@ _Noreturn void command_exec(const struct run_plan *plan)
                 brig_err(&err, EPERM, "a nested user namespace could still be created");
                 goto fail;
         }
+        /* A file operation goes on in this fork of pid 1 without an
+         * execve: what it inherited counts toward RLIMIT_DATA (rlimit.c).
+         * Read while /proc/self is still ours to read. */
+        uint64_t inherited = plan->fileop ? rlimits_data_in_use() : 0;
         /* Landlock after the mounts it mirrors; it needs no_new_privs,
          * which pid 1 set before forking us. */
         if (landlock_apply(plan, &err) < 0)
@@ -346,7 +350,7 @@ _Noreturn void command_exec(const struct run_plan *plan)
         /* seccomp last: the filter need not allow any setup call. */
         if (seccomp_apply(plan, &err) < 0)
                 goto fail;
-        if (rlimits_apply_memory_fallback(plan, &err) < 0)
+        if (rlimits_apply_memory_fallback(plan, inherited, &err) < 0)
                 goto fail;
         if (plan->fileop)
                 fileop_main(plan);  /* as confined as the command it stands for */

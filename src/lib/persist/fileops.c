@@ -18,6 +18,7 @@
  * sandbox made; unpacking it on the host is the caller's business and must
  * treat it as untrusted (brig does not). */
 #define _GNU_SOURCE
+#include "controls/rlimit.h"
 #include "core/sync.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
@@ -315,6 +316,12 @@ static _Noreturn void op_tar(const struct run_plan *plan, bool out, const char *
         snprintf(dir, sizeof dir, "--directory=%s", path);
         char *create[] = { "tar", "--create", "--file=-", dir, ".", NULL };
         char *extract[] = { "tar", "--extract", "--file=-", dir, "--no-same-owner", "--no-same-permissions", NULL };
+        /* tar gets --memory itself, not what this fork of pid 1 was
+         * allowed above its inherited mappings (rlimit.c). */
+        brig_error *err = NULL;
+        if (rlimits_lower_memory_fallback(plan, &err) < 0)
+                op_fail(plan, err->errnum, "%s '%s': %s", out ? "tar-out" : "tar-in", path,
+                        err->msg);
         environ = plan->envp;
         execvp("tar", out ? create : extract);
         op_fail(plan, errno, "%s '%s': the sandbox has no runnable tar", out ? "tar-out" : "tar-in", path);
