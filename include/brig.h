@@ -57,6 +57,11 @@ enum brig_bind_flags {
 /* Bind host path `src` at `dst` inside (dst NULL: same path). */
 BRIG_PUBLIC int brig_policy_add_bind(brig_policy *p, const char *src, const char *dst, unsigned flags,
                                      brig_error **err);
+/* A root filesystem (an OCI bundle's, an unpacked image) that is "/"
+ * inside instead of brig's layout of the host's system directories; the
+ * workspace is then this directory (workspace_readonly makes it read-only)
+ * and $HOME is not mounted. Symlinks in the path are refused at the run. */
+BRIG_PUBLIC int brig_policy_set_rootfs(brig_policy *p, const char *dir, brig_error **err);
 /* Mount the workspace read-only (the "strict" profile). */
 BRIG_PUBLIC void brig_policy_set_workspace_readonly(brig_policy *p, bool readonly);
 /* Start the command in this directory inside (default: the workspace). */

@@ -11,8 +11,10 @@
 #define _GNU_SOURCE
 #include "controls/landlock.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -109,6 +111,33 @@ static int allow_path(const struct ruleset *rs, const char *path, uint64_t acces
         return 0;
 }
 
+/* A writable rootfs (an OCI bundle's): everything in it but the /dev,
+ * /proc and /sys brig mounts there, which keep their own rules below — a
+ * rule on "/" itself would reach into them (rules are inherited), /proc's
+ * writable files act on processes. New names right in "/" stay refused. */
+static int allow_rootfs_writes(const struct ruleset *rs, brig_error **err)
+{
+        _cleanup_close_ int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return brig_err(err, errno, "landlock: open /");
+        DIR *d = fdopendir(fd);
+        if (!d)
+                return brig_err(err, errno, "landlock: list /");
+        fd = -EBADF;  /* the DIR owns it now */
+        int r = 0;
+        struct dirent *e;
+        while (r == 0 && (e = readdir(d))) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "dev") ||
+                    !strcmp(e->d_name, "proc") || !strcmp(e->d_name, "sys") || e->d_type == DT_LNK)
+                        continue;
+                char path[NAME_MAX + 2];
+                snprintf(path, sizeof path, "/%s", e->d_name);
+                r = allow_path(rs, path, FS_READ_EXEC | FS_WRITE, err);
+        }
+        closedir(d);
+        return r;
+}
+
 /* The grants: the same list the mounts were built from. Masked secrets
  * need nothing: they lie under these rules and are empty. */
 static int allow_mounts(const struct ruleset *rs, const struct run_plan *plan, brig_error **err)
@@ -116,7 +145,9 @@ static int allow_mounts(const struct ruleset *rs, const struct run_plan *plan, b
         /* Listing "/" is what an agent does first. READ_DIR is inherited
          * by the whole tree, so names (never contents) stay listable even
          * where no grant reads: an accepted cost. */
-        int r = allow_path(rs, "/", LANDLOCK_ACCESS_FS_READ_DIR, err);
+        int r = allow_path(rs, "/", plan->rootfs ? FS_READ_EXEC : LANDLOCK_ACCESS_FS_READ_DIR, err);
+        if (r == 0 && plan->rootfs && !plan->rootfs_readonly)
+                r = allow_rootfs_writes(rs, err);
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
                 bool writable = m->kind == MOUNT_TMPFS || !m->readonly;

@@ -29,7 +29,7 @@ static const char *const proc_masked[] = {
 static const char *const proc_readonly[] = { "bus", "fs", "irq", "pressure", "sys", "sysrq-trigger", NULL };
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty", NULL };
 
-#define MASK_FILE ".brig-mask"  /* unlinked before the command runs */
+#define MASK_FILE "dev/.brig-mask"  /* in brig's own /dev; unlinked before the command runs */
 #define HOSTS_FILE ".brig-hosts"  /* the same */
 
 /* ---- resolving ---------------------------------------------------------- */
@@ -525,11 +525,6 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
 static int build_tree(int root, const struct run_plan *plan, const int *src_fds, const int *node_fds,
                       brig_error **err)
 {
-        /* An empty file to bind over hidden files (/proc's and secrets). */
-        int mask_file = openat(root, MASK_FILE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
-        if (mask_file < 0)
-                return brig_err(err, errno, "create mask file");
-        close(mask_file);  /* a writer left open would keep "/" from turning read-only */
         int r = make_symlinks(root, plan, err);
         if (r < 0)
                 return r;
@@ -546,6 +541,12 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         r = mount_dev(root, plan, node_fds, err);
         if (r < 0)
                 return r;
+        /* An empty file to bind over hidden files (/proc's and secrets),
+         * in brig's /dev: a rootfs may not be writable by brig. */
+        int mask_file = openat(root, MASK_FILE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+        if (mask_file < 0)
+                return brig_err(err, errno, "create mask file");
+        close(mask_file);  /* a writer left open would keep /dev from turning read-only */
         r = mount_proc(root, err);
         if (r < 0)
                 return r;
@@ -590,6 +591,10 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         r = set_readonly(devfd, "/dev", err);
         if (r < 0)
                 return r;
+        /* A rootfs is the sandbox's to write unless it asked otherwise
+         * (OCI root.readonly). */
+        if (plan->rootfs && !plan->rootfs_readonly)
+                return 0;
         return set_readonly(root, "/", err);
 }
 
@@ -608,8 +613,19 @@ int mounts_build_root(const struct run_plan *plan, brig_error **err)
                 return r;
 
         /* The new root is an empty tmpfs, attached over "/" of our private
-         * namespace (some kernels refuse mounts onto a detached tree). */
-        _cleanup_close_ int root = new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+         * namespace (some kernels refuse mounts onto a detached tree) —
+         * or a copy of the rootfs (an OCI bundle's), opened without
+         * following a symlink anywhere in its path; the layout's mounts
+         * land on it as on the tmpfs, each mount point walked without
+         * symlinks (make_mountpoint), so a link in the image cannot
+         * redirect one to the host. */
+        _cleanup_close_ int root = -EBADF;
+        if (plan->rootfs) {
+                _cleanup_close_ int src = open_host_source(plan->workspace, err);
+                root = src < 0 ? brig_err_prefix(err, "rootfs") : clone_tree(src, false, true, plan->workspace, err);
+        } else {
+                root = new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+        }
         if (root < 0) {
                 r = brig_err_prefix(err, "new root");
                 goto out;

@@ -170,7 +170,8 @@ static int child_setup(struct run_plan *plan, brig_error **err)
          * ipc sysctls to uid 0 there, not to a capability. */
         STEP(ipc_limits_apply(plan, err), "IPC limits");
         STEP(mounts_build_root(plan, err), "filesystem");
-        if (chdir(plan->workspace) < 0)
+        /* a rootfs workspace is "/" here */
+        if (chdir(plan->rootfs ? "/" : plan->workspace) < 0)
                 return brig_err(err, errno, "enter workspace '%s'", plan->workspace);
         STEP(tools_finish_inside(plan, err), "tools");
         /* Privileges, in the only order that works: the bounding set needs

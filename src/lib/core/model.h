@@ -46,6 +46,7 @@ struct brig_policy {
         int *pass_fds;
         size_t n_pass_fds;
         char *hostname;
+        char *rootfs;                /* an OCI bundle's root filesystem: "/" inside, instead of the host's directories */
         enum brig_tty_mode tty;
         bool terminal_passthrough;   /* the output filter off */
         char *report_path;

@@ -609,7 +609,9 @@ static int plan_masks(struct run_plan *plan, const struct grant_names *g, const 
 
 static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error **err)
 {
-        for (size_t i = 0; system_dirs[i]; i++) {
+        /* A rootfs is the root itself (mounts.c): none of the host's
+         * directories, no $HOME, no workspace bind; /tmp is the image's. */
+        for (size_t i = 0; !plan->rootfs && system_dirs[i]; i++) {
                 struct stat st;
                 if (lstat(system_dirs[i], &st) < 0)
                         continue;
@@ -639,8 +641,9 @@ static int plan_layout(struct run_plan *plan, const brig_policy *p, brig_error *
         /* brig's own: the passwd entry, copied-in files, the agent socket (tools.c) */
         struct mount_entry run = { .kind = MOUNT_TMPFS, .dst = BRIG_RUNTIME_DIR, .size = BRIG_RUNTIME_SIZE,
                                    .mode = 0755 };
-        if (push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0 ||
-            push_mount(plan, run) < 0)
+        if (plan->rootfs ? push_mount(plan, run) < 0
+                         : push_mount(plan, tmp) < 0 || push_mount(plan, home) < 0 || push_mount(plan, ws) < 0 ||
+                                   push_mount(plan, run) < 0)
                 return brig_err(err, ENOMEM, "layout");
         for (size_t i = 0; i < p->n_mounts; i++)
                 if (push_mount(plan, p->mounts[i]) < 0)
@@ -742,7 +745,8 @@ static int plan_user(struct run_plan *plan, brig_error **err)
         } else {
                 plan->host_uid = plan->sandbox_uid = BRIG_NOBODY_UID;
                 plan->host_gid = plan->sandbox_gid = BRIG_NOBODY_UID;
-                plan->idmap_workspace = true;
+                /* a root-owned rootfs stays root's: the sandbox user reads it */
+                plan->idmap_workspace = !plan->rootfs;
         }
         return 0;
 }
@@ -852,7 +856,11 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
 static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_error **err)
 {
         char *ws = NULL;
-        if (p->workspace) {
+        plan->rootfs = p->rootfs != NULL;
+        plan->rootfs_readonly = p->rootfs && p->workspace_readonly;
+        if (p->rootfs) {
+                ws = strdup(p->rootfs);
+        } else if (p->workspace) {
                 ws = strdup(p->workspace);
         } else {
                 ws = getcwd(NULL, 0);
@@ -872,6 +880,8 @@ static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_erro
                 return brig_err(err, ENOTDIR, "workspace '%s'", plan->workspace);
         if (strcmp(plan->workspace, "/") == 0)
                 return brig_err(err, EINVAL, "workspace '/': the whole host cannot be the workspace");
+        if (plan->rootfs && !plan->cwd)
+                plan->cwd = "/";
         return 0;
 }
 

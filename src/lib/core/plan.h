@@ -72,7 +72,10 @@ struct run_plan {
         size_t n_pass_fds;
         uint64_t shm_size;       /* /dev/shm's tmpfs */
         bool mount_sys;          /* --mount-sys: a read-only /sys */
-        char *workspace;         /* absolute, normalized */
+        char *workspace;         /* absolute, normalized; with a rootfs, the rootfs */
+        bool rootfs;             /* the workspace is "/" inside, in place of brig's layout of the host's
+                                  * system directories (an OCI bundle's root: mounts.c) */
+        bool rootfs_readonly;    /* ... mounted read-only (workspace_readonly) */
         char *home;              /* the caller's $HOME path (an empty tmpfs inside) */
         struct mount_entry *mounts;  /* full layout, sorted parents first */
         size_t n_mounts;

@@ -91,6 +91,7 @@ void brig_policy_free(brig_policy *p)
         strv_free(&p->allow_unix);
         free(p->pass_fds);
         free(p->hostname);
+        free(p->rootfs);
         free(p->report_path);
         free(p->audit_path);
         seccomp_policy_free(p->seccomp);
@@ -119,6 +120,21 @@ int brig_policy_set_workspace(brig_policy *p, const char *dir, brig_error **err)
                 return r;
         free(p->workspace);
         p->workspace = n;
+        return 0;
+}
+
+int brig_policy_set_rootfs(brig_policy *p, const char *dir, brig_error **err)
+{
+        char *n = NULL;
+        int r = absolute_path("rootfs", dir, &n, err);
+        if (r < 0)
+                return r;
+        if (strcmp(n, "/") == 0) {
+                free(n);
+                return brig_err(err, EINVAL, "rootfs '/': the host's own root cannot be the sandbox's");
+        }
+        free(p->rootfs);
+        p->rootfs = n;
         return 0;
 }
 

@@ -327,6 +327,12 @@ const struct setting settings[] = {
           .cli = { { .name = "workspace", .arg = "DIR", .help = "read-write workspace (default: current directory)" } },
           .schema = "{\"$ref\": \"#/$defs/absolute_path\", \"description\": \"The read-write (or read-only) "
                     "workspace; default: the current directory at run time.\"}" },
+        /* no flag: brig oci sets it from an OCI bundle (docs/oci.md) */
+        { .key = "/filesystem/rootfs", .section = S_FS, .kind = SK_PATH, .set_str = brig_policy_set_rootfs,
+          .offset = OFF(rootfs), .what = "a path",
+          .schema = "{\"$ref\": \"#/$defs/absolute_path\", \"description\": \"A root filesystem that is / "
+                    "inside instead of the host's system directories (an OCI bundle's); it is then the "
+                    "workspace, and $HOME is not mounted.\"}" },
         { .key = "/filesystem/workspace_readonly", .section = S_FS, .kind = SK_BOOL,
           .set_flag = brig_policy_set_workspace_readonly, .offset = OFF(workspace_readonly),
           .cli = { { .name = "read-only-workspace", .arg = NULL, .help = "mount the workspace read-only" } } },
