@@ -667,7 +667,7 @@ void intercept_judge_head(const struct intercept *ic, const struct intercept_pol
         char claimed[EGRESS_HOST_MAX + 1] = "";
         if (req->host[0] && !egress_host_normalize(req->host, strlen(req->host), claimed))
                 claimed[0] = '\0';
-        if (host && req->kind == HTTP_ORIGIN && strcmp(claimed, host) != 0) {
+        if (host && strcmp(claimed, host) != 0) {  /* Host, or an absolute-form target's */
                 v->status = 403;
                 snprintf(v->reason, sizeof v->reason, "the request names host '%s', not %s, the host of its TLS "
                          "connection", claimed[0] ? claimed : "?", host);
