@@ -109,7 +109,7 @@ _brig()
                         return
                 fi ;;
         ls|doctor) opts="--json" ;;
-        serve) opts="--socket --socket-mode --listen --token-file --policy --max-sandboxes --max-execs --max-body
+        serve) opts="--socket --socket-mode --state --listen --token-file --policy --max-sandboxes --max-execs --max-body
                 --max-output --idle-timeout --client-timeout --remove-on-exit" ;;
         stop|start|rm|pause|resume) names=-1 ;;
         diff|commit) opts="--exclude --json"; names=1 ;;

@@ -418,6 +418,5 @@ struct MHD_Daemon *http_start(int listen_fd, bool ipv6)
                                 MHD_OPTION_CONNECTION_TIMEOUT, serve_cfg.client_timeout_s,
                                 MHD_OPTION_CONNECTION_LIMIT, 512u,
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-                                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_END);
 }

@@ -32,6 +32,9 @@ static const char usage[] =
         "                           root: /run/brig-serve/serve.sock)\n"
         "  --socket-mode MODE       its permission bits (default 0600; 0666 lets every user of a\n"
         "                           root server connect: each sees only its own sandboxes)\n"
+        "  --state DIR              the server's own directory: who owns which sandbox, the workspaces\n"
+        "                           it made (default: the default socket's directory); a restarted\n"
+        "                           server given the same one knows its sandboxes' owners\n"
         "  --listen ADDR:PORT       also TCP, on a loopback address only (127.0.0.1:8080, [::1]:8080);\n"
         "                           needs --token-file\n"
         "  --token-file FILE        the bearer token TCP requests must carry (a file only you can read)\n"
@@ -104,11 +107,13 @@ static int own_dir(const char *path, mode_t mode)
         return 0;
 }
 
-static int setup_dirs(void)
+static int setup_dirs(const char *state)
 {
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         int n;
-        if (geteuid() == 0)
+        if (state)
+                n = snprintf(serve_cfg.dir, sizeof serve_cfg.dir, "%s", state);
+        else if (geteuid() == 0)
                 n = snprintf(serve_cfg.dir, sizeof serve_cfg.dir, "/run/brig-serve");
         else if (xdg && xdg[0] == '/')
                 n = snprintf(serve_cfg.dir, sizeof serve_cfg.dir, "%s/brig-serve", xdg);
@@ -247,11 +252,12 @@ static int read_token(const char *path)
 
 static int parse_args(int argc, char **argv)
 {
-        enum { O_SOCKET = 256, O_SOCKET_MODE, O_LISTEN, O_TOKEN, O_POLICY, O_MAX_SB, O_MAX_EXECS, O_MAX_BODY,
+        enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_LISTEN, O_TOKEN, O_POLICY, O_MAX_SB, O_MAX_EXECS, O_MAX_BODY,
                O_MAX_OUTPUT, O_IDLE, O_CLIENT_TIMEOUT, O_REMOVE, O_HELP };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, O_SOCKET },
                 { "socket-mode", required_argument, NULL, O_SOCKET_MODE },
+                { "state", required_argument, NULL, O_STATE },
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "token-file", required_argument, NULL, O_TOKEN },
                 { "policy", required_argument, NULL, O_POLICY },
@@ -281,6 +287,11 @@ static int parse_args(int argc, char **argv)
                         if (optarg[0] != '/')
                                 return fail("--socket %s: an absolute path", optarg);
                         serve_cfg.socket_path = optarg;
+                        break;
+                case O_STATE:
+                        if (optarg[0] != '/')
+                                return fail("--state %s: an absolute path", optarg);
+                        serve_cfg.state_dir = optarg;
                         break;
                 case O_SOCKET_MODE: {
                         int m = mode_parse(optarg);
@@ -357,13 +368,20 @@ static int parse_args(int argc, char **argv)
         return 0;
 }
 
+static unsigned open_connections(struct MHD_Daemon *ud, struct MHD_Daemon *td)
+{
+        const union MHD_DaemonInfo *ui = MHD_get_daemon_info(ud, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        const union MHD_DaemonInfo *ti = td ? MHD_get_daemon_info(td, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
+        return (ui ? ui->num_connections : 0) + (ti ? ti->num_connections : 0);
+}
+
 int cmd_serve(int argc, char **argv)
 {
         int r = parse_args(argc, argv);
         if (r)
                 return r;
         serve_cfg.uid = geteuid();
-        if (setup_dirs())
+        if (setup_dirs(serve_cfg.state_dir))
                 return BRIG_EXIT_SETUP;
         char default_sock[PATH_MAX + 32];
         snprintf(default_sock, sizeof default_sock, "%s/serve.sock", serve_cfg.dir);
@@ -414,15 +432,21 @@ int cmd_serve(int argc, char **argv)
         /* drain: no new connection; what is in flight finishes (streams
          * that follow end with an "unavailable" event) */
         serve_draining = true;
-        fprintf(stderr, "brig serve: %s: finishing %u request%s in flight\n", strsignal(sig),
-                (unsigned)serve_inflight, serve_inflight == 1 ? "" : "s");
+        unsigned conns = open_connections(ud, td);
+        fprintf(stderr, "brig serve: %s: finishing what %u connection%s asked\n", strsignal(sig), conns,
+                conns == 1 ? "" : "s");
         int q = MHD_quiesce_daemon(ud);
         if (q >= 0)
                 close(q);
         unlink(sock_path);
         if (td && (q = MHD_quiesce_daemon(td)) >= 0)
                 close(q);
-        for (int i = 0; i < 200 && serve_inflight; i++) {
+        /* a connection accepted whose request is not parsed yet is in
+         * flight too: it has a second to become a request (a keep-alive
+         * connection with nothing more to ask is closed after it) */
+        for (int i = 0; i < 200; i++) {
+                if (!serve_inflight && (!open_connections(ud, td) || i >= 20))
+                        break;
                 struct timespec ts = { .tv_nsec = 50 * 1000000L };
                 nanosleep(&ts, NULL);
         }

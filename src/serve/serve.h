@@ -90,6 +90,7 @@ int mode_parse(const char *s);
 
 struct serve_config {
         char *socket_path;
+        char *state_dir;        /* --state, or NULL: the default */
         mode_t socket_mode;
         char *listen;
         char *token_file;

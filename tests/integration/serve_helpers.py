@@ -215,10 +215,17 @@ class Server:
 
     def cmd(self, *extra):
         pre = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if self.uid else []
-        return pre + [str(self.bindir / "brig"), "serve", "--socket", str(self.sock), *self.args, *extra]
+        # --state: this test's own owners and workspaces, not those of every root server on the host
+        return pre + [str(self.bindir / "brig"), "serve", "--socket", str(self.sock), "--state", str(self.dir),
+                      *self.args, *extra]
 
     def env(self):
-        return {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(self.dir), "LANG": "C.UTF-8"}
+        return state_env(self.mode, self.dir, {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                                               "HOME": str(self.dir), "LANG": "C.UTF-8"})
+
+    def brig(self, *args, timeout=60):
+        """The brig CLI as the server's user, seeing the same sandboxes."""
+        return brig_as(self.bindir, self.mode, *args, timeout=timeout, d=self.dir)
 
     def start(self, *extra, wait=True):
         self.logf = open(self.log, "ab")
@@ -260,11 +267,24 @@ class Server:
         return Client(self, self.uid if uid is None else uid, used)
 
 
-def brig_as(bindir, mode, *args, timeout=60):
+def state_env(mode, d, env):
+    """Rootless: a state directory of the test's own (XDG_RUNTIME_DIR), as
+    persist_helpers gives each test: /tmp/brig-65534 is every rootless
+    run's on this host, its filter cache included."""
+    if mode == "rootless":
+        run = pathlib.Path(f"{d}-run")
+        if not run.exists():
+            run.mkdir(mode=0o700)
+            os.chown(run, NOBODY, NOBODY)
+        env = {**env, "XDG_RUNTIME_DIR": str(run)}
+    return env
+
+
+def brig_as(bindir, mode, *args, timeout=60, d):
     """The brig CLI as the server's user (what it sees of the sandboxes)."""
     pre = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if mode == "rootless" else []
     return subprocess.run(pre + [str(bindir / "brig"), *args], capture_output=True, text=True, timeout=timeout,
-                          env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+                          env=state_env(mode, d, {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}))
 
 
 @contextlib.contextmanager
@@ -276,11 +296,12 @@ def serve_dir(mode):
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(f"{d}-run", ignore_errors=True)
 
 
 def sandboxes_of(server):
     """{name: row} of `brig ls --json` as the server's user."""
-    r = brig_as(server.bindir, server.mode, "ls", "--json")
+    r = server.brig("ls", "--json")
     return {s["name"]: s for s in json.loads(r.stdout or "[]")}
 
 
@@ -302,5 +323,5 @@ def module_server(prefix, *args):
             s.stop()
             for n in sandboxes_of(s):
                 if n.startswith(prefix):
-                    brig_as(bindir, mode, "rm", n)
+                    s.brig("rm", n)
     return mode, server
