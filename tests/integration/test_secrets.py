@@ -20,7 +20,7 @@ from fs_helpers import (WRITE_REFUSED, assert_refused, assert_worked, field, mar
 
 
 def builtin_deny():
-    src = (REPO / "src" / "lib" / "policy.c").read_text()
+    src = (REPO / "src" / "lib" / "policy" / "policy.c").read_text()
     body = re.search(r"default_deny\[\]\s*=\s*\{(.*?)NULL", src, re.S)
     assert body, "default_deny[] not found in src/lib/policy/policy.c"
     entries = re.findall(r'"([^"]+)"', body.group(1))
