@@ -1142,7 +1142,11 @@ def test_audit_stream_flood(brig):
     audit = brig.base / "reports" / f"{uuid.uuid4().hex}.jsonl"
     audit.parent.mkdir(exist_ok=True)
     audit.parent.chmod(0o1777)
-    r, out = run_probe(brig, "probe_attack", "syscall-flood", 100000, brig_args=("--audit", audit), timeout=300)
+    # 30000 refused calls: each is a round trip to the supervisor (~0.5 ms
+    # on a 2-core VM), so the flood lasts seconds — several of the rate
+    # limit's 1 s windows, the most lines it may let through each. 300000
+    # (100000 rounds) took 150 s a run and showed nothing more.
+    r, out = run_probe(brig, "probe_attack", "syscall-flood", 10000, brig_args=("--audit", audit), timeout=300)
     assert r.returncode == 0 and out["refused"] == out["calls"], r
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     end = events[-1]
