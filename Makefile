@@ -9,6 +9,10 @@ FUZZ_SECONDS ?= 300
 # 10 s of each target keeps `make check` under its 30 minutes
 # (it stood at ~31 with 20 s); each run replays its corpus first.
 CHECK_FUZZ_SECONDS ?= 10
+# `make check` runs the integration suite in this many pytest-xdist workers:
+# it mostly waits (sandbox setup, give-ups, servers), so 4 fit on 2 cores.
+# Tests marked whole_host run while no other does (conftest.py).
+CHECK_JOBS ?= 4
 
 .PHONY: all deps build build-asan build-hooks browser-deps mcp-deps demo check escape sdk unit integration bench fuzz soak clean install schema
 
@@ -88,8 +92,8 @@ escape: build
 check: build build-asan build-hooks browser-deps mcp-deps
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
-	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs tests/integration
-	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs tests/integration
+	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) tests/integration
+	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) tests/integration
 	tests/leaks/run $(BUILD) $(ASAN_BUILD)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 

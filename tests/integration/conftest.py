@@ -5,6 +5,7 @@ Every test that takes the `brig` fixture runs twice: as root, and rootless
 copied into a world-readable directory first, so the unprivileged user can
 run them wherever the checkout lives.
 """
+import fcntl
 import json
 import os
 import pathlib
@@ -175,11 +176,28 @@ sys.path.insert(0, str(REPO / "tests"))
 import leftovers  # noqa: E402
 from proc_helpers import SESSION_MARK  # noqa: E402
 
-_OURS = {"exe_dirs": [], "dirs": [], "before": None}
+_OURS = {"exe_dirs": [], "dirs": [], "marks": [SESSION_MARK], "before": None}
+
+
+def _xdist_worker(config):
+    """True in a pytest-xdist worker (`pytest -n N`, make check): the
+    controller counts, once every worker has ended."""
+    return hasattr(config, "workerinput")
 
 
 def pytest_sessionstart(session):
-    _OURS["before"] = leftovers.snapshot(exe_dirs=["/nonexistent"])
+    if not _xdist_worker(session.config):
+        _OURS["before"] = leftovers.snapshot(exe_dirs=["/nonexistent"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: what an ended worker's session made (its binary
+    and scratch directories, its marker) is this session's."""
+    theirs = getattr(node, "workeroutput", {}).get("brig_ours")
+    if theirs:
+        for k in ("exe_dirs", "dirs", "marks"):
+            _OURS[k].extend(theirs[k])
 
 
 def _own_cgroup_paths():
@@ -190,7 +208,8 @@ def _own_cgroup_paths():
 def _session_leftovers():
     before = _OURS["before"]
     exe_dirs = [str(d) for d in _OURS["exe_dirs"]] or ["/nonexistent"]
-    new = leftovers.new_since(before, exe_dirs=exe_dirs, markers=[SESSION_MARK])
+    marks = _OURS["marks"]
+    new = leftovers.new_since(before, exe_dirs=exe_dirs, markers=marks)
     own = _own_cgroup_paths()
     names = {os.path.basename(c) for c in new["cgroups"] if not own or any(p + "/" in c for p in own)}
     cgroups = {c for c in new["cgroups"] if os.path.basename(c) in names}
@@ -203,17 +222,21 @@ def _session_leftovers():
             groups = open(f"/proc/{pid}/cgroup").read()
         except OSError:
             return False
-        return (os.path.dirname(exe) in exe_dirs or SESSION_MARK.encode() in cmd or
+        return (os.path.dirname(exe) in exe_dirs or any(m.encode() in cmd for m in marks) or
                 any(f"/{n}" in groups for n in names))
     procs = {p for p in new["processes"] if ours(p)}
-    mounts = {m for m in new["mounts"] if SESSION_MARK in m or any(d in m for d in _OURS["dirs"])}
-    files = {f for f in new["files"] if SESSION_MARK in f or any(f.startswith(d) for d in _OURS["dirs"])}
+    mounts = {m for m in new["mounts"] if any(k in m for k in marks) or any(d in m for d in _OURS["dirs"])}
+    files = {f for f in new["files"] if any(k in f for k in marks) or any(f.startswith(d) for d in _OURS["dirs"])}
     # the network namespaces those hold, but the session's own (a CI job may run in one)
     netns = leftovers._netns(procs) - {f"net:[{os.stat('/proc/self/ns/net').st_ino}]"}
     return {"mounts": mounts, "cgroups": cgroups, "netns": netns, "processes": procs, "files": files}
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if _xdist_worker(session.config):
+        session.config.workeroutput["brig_ours"] = {
+            "exe_dirs": [str(d) for d in _OURS["exe_dirs"]], "dirs": list(_OURS["dirs"]), "marks": [SESSION_MARK]}
+        return
     if _OURS["before"] is None or not _OURS["exe_dirs"]:
         return  # no brig ran
     left = _session_leftovers()
@@ -235,6 +258,38 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "escape(id, technique, control): an attack of the red-team catalogue")
+    config.addinivalue_line("markers", "whole_host: asserts on what the whole host holds (its mount table, every "
+                            "brig cgroup, the shared temporary places): runs while no other test does")
+
+
+# ---- tests that look at the whole host run alone ------------------------------
+#
+# make check runs the suite in parallel workers (pytest -n, pytest-xdist),
+# and the lead or another suite may run beside it. A test marked whole_host
+# (the mount table before and after, every dead brig's cgroup, what appeared
+# in /tmp) would see the others' sandboxes come and go: it holds HOST_LOCK
+# exclusively, every other test holds it shared, from its first fixture's
+# setup to its last one's teardown (a module's fixtures included: they are
+# set up and torn down within its first and last test's protocol). A gate
+# taken first keeps new tests from starting while a whole_host test waits,
+# so it waits only for the ones already running.
+HOST_LOCK = f"/tmp/brig-test-host-{os.geteuid()}.lock"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    alone = item.get_closest_marker("whole_host") is not None
+    gate = os.open(HOST_LOCK + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(lock)
+        os.close(gate)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -247,8 +302,19 @@ def pytest_runtest_makereport(item, call):
     params = dict(getattr(item, "callspec", None).params) if hasattr(item, "callspec") else {}
     mode = params.pop("mode", "-")
     extra = ",".join(f"{v}" for k, v in params.items() if isinstance(v, (str, int)))
-    ident = m.args[0] + (f"[{extra}]" if extra else "")
-    row = _ESCAPE_ROWS.setdefault(ident, {"technique": m.args[1], "control": m.args[2], "test": item.originalname})
+    # The row travels in the report: an xdist worker's reports are what its
+    # controller sees (pytest_runtest_logreport runs there).
+    rep.user_properties.append(("brig_escape", {"ident": m.args[0] + (f"[{extra}]" if extra else ""),
+                                                "technique": m.args[1], "control": m.args[2],
+                                                "test": item.originalname, "mode": mode}))
+
+
+def pytest_runtest_logreport(report):
+    esc = next((v for k, v in report.user_properties if k == "brig_escape"), None)
+    if esc is None:
+        return
+    rep, mode = report, esc["mode"]
+    row = _ESCAPE_ROWS.setdefault(esc["ident"], {k: esc[k] for k in ("technique", "control", "test")})
     if rep.skipped:
         row[mode] = "SKIPPED"
     elif rep.failed:

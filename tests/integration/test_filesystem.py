@@ -384,6 +384,7 @@ def test_dev_is_minimal(brig):
 # ---- traces ---------------------------------------------------------------
 
 
+@pytest.mark.whole_host  # the host's whole mount table, before and after
 def test_no_mounts_left_on_the_host(brig):
     before = mountinfo()
     (brig.base / "src").mkdir()

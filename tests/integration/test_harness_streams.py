@@ -112,6 +112,7 @@ def reader_exits_early(brig, *brig_args, script=UNTIL_GONE, env=None, stderr=Non
 
 @attack("stderr-reader-gone", "`brig run ... 2>&1 | head -1`: the command writes on until the reader has gone, "
         "then is refused a name, so brig's end-of-run summary meets the closed pipe", "process")
+@pytest.mark.whole_host  # leftovers.new_since: the whole host's
 def test_stderr_reader_gone_keeps_the_commands_status(brig):
     """brig's own lines fail with EPIPE instead of killing it with SIGPIPE:
     the exit status is the command's 7 (was 141), and nothing of the run
@@ -136,6 +137,7 @@ def test_the_command_still_gets_sigpipe(brig):
     assert rc == 128 + 13, rc
 
 
+@pytest.mark.whole_host  # leftovers.new_since: the whole host's
 def test_tty_relay_to_a_gone_reader_hangs_the_command_up(brig):
     """--tty with stdout a pipe: brig relays the pty's output itself; when
     that write meets EPIPE the relay ends and the pty is hung up, as a
@@ -164,6 +166,7 @@ def full_pipe():
 
 @attack("report-reader-never-reads", "--json-report-fd given a pipe that no one reads (its buffer full): brig's "
         "report write after the cleanup would block for ever", "supervisor")
+@pytest.mark.whole_host  # leftovers.new_since: the whole host's
 def test_report_fd_never_read_gives_up_and_says_so(brig):
     """brig waits 5 s for the reader to take something, then gives up: 125,
     a line naming --json-report-fd and what to do; the command ran and the

@@ -14,6 +14,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import leftovers  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
+# Every test here counts what the whole host holds (leftovers.py, the soak).
+pytestmark = pytest.mark.whole_host
 
 
 def _dead_pid():

@@ -195,6 +195,7 @@ def _mounts_settled(before, timeout=2.0):
     return wait_until(lambda: mountinfo() == before, timeout, 0.1)
 
 
+@pytest.mark.whole_host  # the host's mount table and temporary places
 def test_no_leftover_mounts_or_files(brig):
     before_mounts = mountinfo()
     before_tmp = _tmp_snapshot()
@@ -252,6 +253,7 @@ def test_exit_code_does_not_wait_for_lingering_pipe_holders(brig):
         kill_own(pids_with(m))
 
 
+@pytest.mark.whole_host  # the host's mount table and temporary places
 def test_many_short_runs_leave_nothing(brig):
     m = marker("many")
     before = mountinfo()

@@ -441,6 +441,7 @@ def test_units_parsed(brig):
 
 # ---- cgroup lifecycle ---------------------------------------------------------
 
+@pytest.mark.whole_host  # every new cgroup whose brig is dead
 def test_no_cgroup_left_after_50_runs(brig):
     before = brig_cgroups()
     pids = []

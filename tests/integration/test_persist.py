@@ -29,6 +29,7 @@ def _mounts_of_ours(brig):
     return [m for m in mountinfo() if m[0].startswith(roots)]
 
 
+@pytest.mark.whole_host  # every mount below /tmp/brig-*, /run/brig
 def test_create_exec_rm_leaves_nothing(brig, sandboxes):
     assert _mounts_of_ours(brig) == []
     name, r = sandboxes.create()
