@@ -42,7 +42,7 @@ TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/run/user")
 # the soak), never brig's: brig makes no temporary file outside its root
 OWN_TEMP = ("brig-test-", "brig-bin-", "brig-hooks-", "brig-soak-", "brig-lan-", "brig-netns-", "brig-unix-",
             "brig-unit-", "brig-hostfs-", "brig-esc-", "brig-mutation-", "brig-pw-", "brig-seccomp-", "brig-t-",
-            "brig-bench", "brig-leaks", "brigstage", "brig-install-")
+            "brig-bench", "brig-leaks", "brigstage", "brig-install-", "brig-secrets-")
 GROUP_NAME = re.compile(r"^brig-(\d+)-(\d+)(?:-(\d+))?$")
 
 

@@ -363,6 +363,7 @@ def test_unsafe_allow_secret_removes_an_entry_loudly(brig):
     assert res.returncode == 125 and "ran" not in res.stdout, res
 
 
+@pytest.mark.whole_host  # the host's whole mount table, before and after
 def test_bind_source_inside_a_secret_is_refused(brig):
     planted = Planted(brig.home)
     h = brig.home
@@ -435,6 +436,7 @@ def test_bind_source_trailing_symlink_is_refused(brig):
         assert "symlink" in res.stderr, res.stderr
 
 
+@pytest.mark.whole_host  # the host's whole mount table, before and after
 def test_destination_symlink_in_workspace_cannot_redirect_a_mount(brig):
     outside = brig.base / "outside"
     outside.mkdir()
