@@ -458,7 +458,7 @@ def test_bad_secret_settings_are_refused_before_anything_runs(brig):
     """Bad input: a located error naming the flag, exit 125, no run."""
     tmp_path = brig.base   # 0755: the rootless brig reads it too
     tok = tmp_path / "tok"
-    tok.write_text("value\n")
+    tok.write_text("tok-s3cr3t-xyz\n")
     tok.chmod(0o644)
     allow = ["--allow-host", "api.example.com"]
     cases = [
@@ -480,3 +480,10 @@ def test_bad_secret_settings_are_refused_before_anything_runs(brig):
     for args, message in cases:
         r = brig.sh("echo RAN", *args)
         assert r.returncode == 125 and message in r.stderr and "RAN" not in r.stdout, (args, r)
+    # the good twin, in words: brig policy explain
+    r = brig.run("policy", "explain", "--secret", f"T=@{tok}", "--secret-host", "T=api.example.com",
+                 "--http-rule", "api.example.com POST /v1/messages", *allow)
+    assert r.returncode == 0, r
+    assert f"secret T (read from @{tok} when the run starts): $T inside holds only a placeholder" in r.stdout, r
+    assert "http rule for api.example.com: only POST to /v1/messages" in r.stdout, r
+    assert "every other connection stays\n  end-to-end" in r.stdout and "tok-s3cr3t-xyz" not in r.stdout, r
