@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -207,8 +208,41 @@ static int new_name(char *buf, size_t size)
         return 0;
 }
 
-/* Is there a record of another sandbox that uses this workspace (a fork)? */
 static void workspace_hand_on(const char *name, json_t *rec);
+
+/* Does a live sandbox's record name the server's workspace of NAME (a fork's)? */
+static bool workspace_used(const char *name)
+{
+        char ws[PATH_MAX + 96];
+        if ((size_t)snprintf(ws, sizeof ws, "%s/workspaces/%.72s", serve_cfg.dir, name) >= sizeof ws)
+                return true;  /* cannot be ours: refuse the name */
+        _serve_json_ json_t *rows = list_rows();
+        size_t i;
+        json_t *row;
+        json_array_foreach(rows, i, row) {
+                _serve_json_ json_t *rec = owner_read(json_string_value(json_object_get(row, "name")) ?: "");
+                const char *used = json_string_value(json_object_get(rec, "workspace"));
+                if (used && strcmp(used, ws) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* A brig_error of our own (the library's are made by it). */
+static int brig_err_none(brig_error **e, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int brig_err_none(brig_error **e, int errnum, const char *fmt, ...)
+{
+        if (e && !*e && (*e = calloc(1, sizeof **e))) {
+                va_list ap;
+                va_start(ap, fmt);
+                if (vasprintf(&(*e)->msg, fmt, ap) < 0)
+                        (*e)->msg = NULL;
+                va_end(ap);
+                (*e)->exit_code = BRIG_EXIT_SETUP;
+                (*e)->errnum = errnum;
+        }
+        return -errnum;
+}
 
 static const struct field create_fields[] = {
         { "name", F_STRING, false }, { "profile", F_STRING, false }, { "policy", F_OBJECT, false },
@@ -222,6 +256,65 @@ static int limit_hit(struct req *r)
                            json_pack("{s:s, s:i}", "limit", "max_sandboxes", "value", (int)serve_cfg.max_sandboxes),
                            "uid %u has %u sandboxes, the most brig serve --max-sandboxes allows: remove one first",
                            r->uid, serve_cfg.max_sandboxes);
+}
+
+/* Creates (and forks) one at a time: the name's check, its owner's record
+ * and the create are one step, so two callers asking for one name never
+ * both pass the check, and a taken name is never re-assigned — neither
+ * its record nor its workspace is touched by a create that fails. */
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool name_taken(const char *name)
+{
+        json_t *row = sandbox_row(name, false);
+        json_decref(row);
+        return row != NULL;
+}
+
+static int create_locked(struct req *r, const char *name, brig_policy *p, const brig_sandbox_opts *o,
+                         const char *workspace, brig_error **e)
+{
+        if (name_taken(name))
+                return -EEXIST;
+        /* no sandbox has the name: a workspace of that name is a dead
+         * one's (a server killed at the wrong moment) — unless a fork of a
+         * removed sandbox of that name still runs on it */
+        if (workspace_used(name))
+                return brig_err_none(e, EEXIST, "the workspace of a removed sandbox named '%s' is still its fork's: "
+                                               "choose another name", name);
+        owner_workspace_remove(name);
+        _serve_free_ char *own_ws = NULL;
+        if (!workspace) {
+                own_ws = owner_workspace_make(name, e);
+                if (!own_ws)
+                        return -EIO;
+                int rc = brig_policy_set_workspace(p, own_ws, e);
+                if (rc < 0) {
+                        owner_workspace_remove(name);
+                        return rc;
+                }
+        }
+        /* the record first: a server killed during the create leaves a
+         * sandbox whose owner the next server still knows */
+        _serve_free_ char *effective = brig_policy_to_json(p, NULL);
+        int rc = owner_record(name, r->uid, own_ws != NULL, effective, e);
+        if (rc == 0) {
+                _serve_json_ json_t *rec = owner_read(name);
+                json_object_set_new(rec, "workspace", json_string(own_ws ? own_ws : workspace));
+                rc = owner_update(name, rec);
+        }
+        brig_sandbox *sb = NULL;
+        if (rc == 0)
+                rc = brig_sandbox_new(p, o, &sb, e);
+        if (rc < 0) {
+                /* EEXIST too: one made meanwhile by someone else keeps its owner */
+                owner_forget(name);
+                if (own_ws)
+                        owner_workspace_remove(name);
+                return rc;
+        }
+        brig_sandbox_close(sb, NULL);
+        return 0;
 }
 
 static int create_sandbox(struct req *r)
@@ -275,19 +368,10 @@ static int create_sandbox(struct req *r)
                 rc = text ? brig_policy_load_string(p, "policy", text, &e) : -ENOMEM;
                 what = "policy";
         }
-        _serve_free_ char *own_ws = NULL;
-        if (rc == 0 && !workspace) {
-                own_ws = owner_workspace_make(name, &e);
-                if (!own_ws)
-                        rc = -EIO, what = "the server's workspace";
-                workspace = own_ws;
-        }
-        if (rc == 0)
+        if (rc == 0 && workspace)
                 rc = brig_policy_set_workspace(p, workspace, &e), what = "workspace";
         if (rc < 0) {
                 brig_policy_free(p);
-                if (own_ws)
-                        owner_workspace_remove(name);
                 unsigned status = strcmp(what, "brig serve --policy") == 0 ? 500 : 400;
                 int ret = reply_error(r, status, status == 500 ? "internal" : "bad_field",
                                       json_pack("{s:s}", "field", what), "%s: %s", what,
@@ -295,49 +379,19 @@ static int create_sandbox(struct req *r)
                 brig_error_free(&e);
                 return ret;
         }
-        _serve_free_ char *effective = brig_policy_to_json(p, NULL);
-        /* the record first: a server killed during the create leaves a
-         * sandbox whose owner the next server still knows */
-        json_t *oldrec = owner_read(name);
-        if (oldrec && serve_name_valid(name)) {
-                /* a record of a removed sandbox of that name is stale only if
-                 * no sandbox has the name: else the create below says EEXIST */
-                json_t *row = sandbox_row(name, false);
-                json_decref(oldrec);
-                if (row) {
-                        json_decref(row);
-                        brig_policy_free(p);
-                        if (own_ws)
-                                owner_workspace_remove(name);
-                        return reply_error(r, 409, "conflict", json_pack("{s:s}", "field", "name"),
-                                           "a sandbox named '%s' exists: choose another name", name);
-                }
-        }
-        rc = owner_record(name, r->uid, own_ws != NULL, effective, &e);
-        if (rc == 0) {
-                _serve_json_ json_t *rec = owner_read(name);
-                json_object_set_new(rec, "workspace", json_string(workspace));
-                owner_update(name, rec);
-        }
         brig_sandbox_opts o = { .size = sizeof o, .name = name,
                                 .flags = json_is_false(json_object_get(body, "audit")) ? 0 : BRIG_SANDBOX_AUDIT,
                                 .workspace_mode = mode && strcmp(mode, "overlay") == 0 ? BRIG_WORKSPACE_OVERLAY
                                                                                         : BRIG_WORKSPACE_BIND };
-        brig_sandbox *sb = NULL;
-        if (rc == 0)
-                rc = brig_sandbox_new(p, &o, &sb, &e);
+        pthread_mutex_lock(&create_lock);
+        rc = create_locked(r, name, p, &o, workspace, &e);
+        pthread_mutex_unlock(&create_lock);
         brig_policy_free(p);
-        if (rc < 0) {
-                if (rc != -EEXIST) {
-                        owner_forget(name);
-                        if (own_ws)
-                                owner_workspace_remove(name);
-                } else if (own_ws) {
-                        owner_workspace_remove(name);
-                }
+        if (rc == -EEXIST && !e)
+                return reply_error(r, 409, "conflict", json_pack("{s:s}", "field", "name"),
+                                   "a sandbox named '%s' exists: choose another name", name);
+        if (rc < 0)
                 return reply_brig(r, rc, e, "create");
-        }
-        brig_sandbox_close(sb, NULL);
         serve_created_add(name);
         sandbox_touch(name);
         return reply_sandbox(r, 201, name);
@@ -493,6 +547,8 @@ static json_t *snapshot_list(const char *name, brig_error **e)
         return arr;
 }
 
+static int fork_locked(struct req *r, const char *name, const char *new_name, brig_error **e);
+
 static int snapshots(struct req *r)
 {
         brig_error *e = NULL;
@@ -543,22 +599,14 @@ static int snapshots(struct req *r)
                                            new_name);
                 if (owner_count(r->uid) >= serve_cfg.max_sandboxes)
                         return limit_hit(r);
-                _serve_json_ json_t *row = sandbox_row(new_name, false);
-                if (row)
+                pthread_mutex_lock(&create_lock);
+                rc = fork_locked(r, name, new_name, &e);
+                pthread_mutex_unlock(&create_lock);
+                if (rc == -EEXIST && !e)
                         return reply_error(r, 409, "conflict", json_pack("{s:s}", "field", "name"),
                                            "a sandbox named '%s' exists: choose another name", new_name);
-                /* the fork's record: the caller's, the same policy and
-                 * workspace, which stays the original's to remove */
-                _serve_json_ json_t *rec = owner_read(name);
-                json_t *nrec = rec ? json_deep_copy(rec) : json_object();
-                json_object_set_new(nrec, "uid", json_integer(r->uid));
-                json_object_set_new(nrec, "workspace_ours", json_false());
-                owner_update(new_name, nrec);
-                json_decref(nrec);
-                if ((rc = brig_sandbox_fork(name, r->p.tag, new_name, &e)) < 0) {
-                        owner_forget(new_name);
+                if (rc < 0)
                         return reply_brig(r, rc, e, "fork");
-                }
                 serve_created_add(new_name);
                 sandbox_touch(new_name);
                 return reply_sandbox(r, 201, new_name);
@@ -566,6 +614,24 @@ static int snapshots(struct req *r)
         default:
                 return reply_error(r, 500, "internal", NULL, "snapshots: route %d", r->route);
         }
+}
+
+static int fork_locked(struct req *r, const char *name, const char *new_name, brig_error **e)
+{
+        if (name_taken(new_name))
+                return -EEXIST;
+        /* the fork's record: the caller's, the same policy and workspace,
+         * which stays the original's to remove */
+        _serve_json_ json_t *rec = owner_read(name);
+        json_t *nrec = rec ? json_deep_copy(rec) : json_object();
+        json_object_set_new(nrec, "uid", json_integer(r->uid));
+        json_object_set_new(nrec, "workspace_ours", json_false());
+        owner_update(new_name, nrec);
+        json_decref(nrec);
+        int rc = brig_sandbox_fork(name, r->p.tag, new_name, e);
+        if (rc < 0)
+                owner_forget(new_name);
+        return rc;
 }
 
 /* ---- dispatch ----------------------------------------------------------- */

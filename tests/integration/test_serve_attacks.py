@@ -429,3 +429,39 @@ def test_a_sandbox_cannot_drive_the_server(server):
     assert "sa-made-inside" not in sandboxes_of(server)
     assert any("serve.sock" in line for line in res["result"]["refusals"]), res["result"]
     assert c.delete(f"/v1/sandboxes/{name}").status == 200
+
+
+@attack("serve-name-takeover", "a caller asks for a sandbox by the name of one that exists: one the server's user "
+        "made with brig create, and one another caller made through the server (whose workspace is the "
+        "server's); then, as another uid, touches the first",
+        "the name's check, the owner's record and the create are one step under a lock; a taken name is 409 and "
+        "neither the record nor the workspace of what exists is touched: the host checks the sandbox's owner, "
+        "its workspace and a file in it unchanged")
+def test_a_taken_name_is_never_reassigned(server, scratch):
+    c = server.client()
+    ws = scratch / "cli-ws"
+    ws.mkdir()
+    if server.uid:
+        os.chown(ws, NOBODY, NOBODY)
+    cli = f"sa-cli-{server.mode}"
+    r = server.brig("create", cli, "--workspace", str(ws))
+    assert r.returncode == 0, r
+    try:
+        made = c.create(name=f"sa-made-{server.mode}")
+        own_ws = pathlib.Path(c.get(f"/v1/sandboxes/{made}").json["workspace"])
+        c.run(made, "echo kept > kept.txt")
+        callers = [c] + ([server.client(uid=NOBODY)] if server.mode == "root" else [])
+        for caller in callers:
+            for name in (cli, made):
+                r = caller.post("/v1/sandboxes", {"name": name})
+                assert r.status in (404, 409), (caller.uid, name, r)
+        assert (own_ws / "kept.txt").read_text() == "kept\n", "a refused create touched the workspace"
+        assert c.get(f"/v1/sandboxes/{cli}").json["owner_uid"] == server.uid
+        assert c.get(f"/v1/sandboxes/{made}").json["owner_uid"] == server.uid
+        if server.mode == "root":
+            other = server.client(uid=NOBODY)
+            assert other.get(f"/v1/sandboxes/{cli}").status == 404
+            assert other.post(f"/v1/sandboxes/{cli}/execs", {"argv": ["true"], "wait": True}).status == 404
+        assert c.delete(f"/v1/sandboxes/{made}").status == 200
+    finally:
+        server.brig("rm", cli)
