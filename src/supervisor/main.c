@@ -79,7 +79,9 @@ int main(int argc, char **argv)
         }
         if (pid > 0)
                 _exit(0);
-        for (int fd = SUPERVISOR_FD_READY; fd <= SUPERVISOR_FD_CONFIG; fd++)
+        /* SUPERVISOR_FD_HOLD stays open as long as we live: its lock says
+         * so to the reaper (an ephemeral sandbox's state is ours to remove). */
+        for (int fd = SUPERVISOR_FD_READY; fd <= SUPERVISOR_FD_HOLD; fd++)
                 fcntl(fd, F_SETFD, FD_CLOEXEC);
 
         char *text = read_config(SUPERVISOR_FD_CONFIG);

@@ -233,3 +233,49 @@ def test_owner_killed_as_its_supervisor_starts_leaves_nothing(brig, sandboxes, h
     p.wait(timeout=10)
     assert wait_until(lambda: not (sandboxes.root / name).exists(), 20), os.listdir(sandboxes.root / name)
     assert wait_until(lambda: not _host_cmdlines_with(name), 10), "a process of the sandbox outlived its owner"
+
+
+def _hooked_demo(brig, hooks_bindir):
+    demo = hooks_bindir / "engine-demo"
+    if not demo.exists():
+        shutil.copy2(HOOKS / "engine-demo", demo)
+        demo.chmod(0o755)
+    return Brig(hooks_bindir, brig.mode, brig.base), demo
+
+
+@attack("ephemeral-dir-orphaned", "the front end making an ephemeral sandbox is SIGKILLed after the state "
+        "directory's mkdir and before its supervisor starts (a test hook stops it there, before and after the "
+        "directory has its name): nobody was left to remove that directory; the next brig must, and must not take "
+        "a live ephemeral sandbox (held by another front end) or a persistent one for such a leftover", "traces")
+def test_owner_killed_before_the_spawn_leaves_a_directory_the_reaper_sweeps(brig, sandboxes, hooks_bindir):
+    hooked, demo = _hooked_demo(brig, hooks_bindir)
+    live, keep = sandboxes.new_name("live"), sandboxes.new_name("keep")
+    sandboxes.names += [live, keep]
+    holder = _hold(brig, sandboxes, live, "ephemeral")
+    sandboxes.create(name=keep)
+    sandboxes.brig_cmd("stop", keep)
+    left = {}
+    for step in ("ephemeral-dir-new", "ephemeral-dir-made"):
+        name = sandboxes.new_name("orph")
+        sandboxes.names.append(name)
+        p = subprocess.Popen(hooked.prefix() + [str(demo), "hold", name, "ephemeral"], cwd=str(brig.workspace),
+                             env=hooked.env(sandboxes.env({"BRIG_TEST_PAUSE_AT": step})),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p.stderr.readline()
+        assert f"paused at {step}" in line, (line, p.stderr.read() if p.poll() is not None else "")
+        p.kill()
+        p.wait(timeout=10)
+        left[step] = [d for d in os.listdir(sandboxes.root) if d.endswith(name)]
+    # what the SIGKILL left, on the host: one directory each
+    assert all(len(v) == 1 for v in left.values()), left
+    assert left["ephemeral-dir-new"][0].startswith(".eph-") and left["ephemeral-dir-made"][0] != "", left
+    r = sandboxes.brig_cmd("ls")  # sweeps what dead brigs left
+    assert r.returncode == 0, r
+    for step, (d,) in left.items():
+        assert not (sandboxes.root / d).exists(), f"{step}: {d} was left in the state root"
+    # the live ephemeral one, and the stopped persistent one, stay
+    r = sandboxes.brig_cmd("exec", live, "--", "sh", "-c", "echo alive")
+    assert r.returncode == 0 and r.stdout == "alive\n", r
+    assert (sandboxes.root / keep / "state.json").exists(), os.listdir(sandboxes.root)
+    holder.kill()
+    holder.wait(timeout=10)

@@ -13,12 +13,18 @@
  *   cache/      the filter cache's temporary files, NAME.PID-START-PIDNS.tmp
  *   pools/KEY/  pool.json names the daemon; a pool whose daemon is gone
  *               has its members removed
+ *   .eph-OWNER-NAME, NAME/hold
+ *               an ephemeral sandbox's state directory while its creator
+ *               makes it, then its hold: flocked by the creator, and from
+ *               its start by the supervisor, for life (sandbox.c). One
+ *               nobody holds has nobody left to remove it.
  *
  * Persistent sandboxes are the user's: one whose supervisor died stays,
  * shown as dead by brig ls, until brig rm removes every trace. */
 #define _GNU_SOURCE
 #include "core/reaper.h"
 #include "controls/cgroup.h"
+#include "persist/sandbox.h"
 #include "persist/state.h"
 
 #include <dirent.h>
@@ -27,6 +33,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 static unsigned long long pidns_self(void)
@@ -241,10 +248,68 @@ static void sweep_cache(void)
                 closedir(d);
 }
 
+/* ---- ephemeral sandboxes whose creator was killed before the start ------- */
+
+/* NAME with a hold nobody holds: its creator died before the supervisor
+ * took it over, or the supervisor died. Only a directory that has a hold
+ * is ever looked at (a persistent sandbox, dead or not, is the user's),
+ * and the lock taken here stays held while it is removed. */
+static void sweep_unheld(int rfd, const char *root, const char *name)
+{
+        _cleanup_close_ int dfd = openat(rfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int hold = dfd >= 0 ? openat(dfd, SANDBOX_HOLD, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                                            : -EBADF;
+        struct stat st;
+        if (hold < 0 || fstat(hold, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+            flock(hold, LOCK_EX | LOCK_NB) < 0)
+                return;
+        _cleanup_free_ char *dir = brig_strdup_printf("%s/%s", root, name);
+        brig_error *e = NULL;
+        json_t *state = dir ? state_read(dir, &e) : NULL;
+        brig_error_free(&e);
+        /* a supervisor of a brig before holds (none has a hold) or one
+         * that lives on regardless: never removed under it */
+        bool alive = state && state_supervisor_alive(state);
+        json_decref(state);
+        if (dir && !alive)
+                (void)state_remove_tree(dir, NULL);
+}
+
+static void sweep_ephemeral(void)
+{
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_close_ int rfd = state_root_open(false, &root, &e);
+        brig_error_free(&e);
+        /* the checked root is an O_PATH descriptor: read it through a new one */
+        int lfd = rfd >= 0 ? openat(rfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+        if (lfd >= 0 && !d)
+                close(lfd);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                struct owner o;
+                const char *rest;
+                if (strncmp(de->d_name, SANDBOX_NEW_PREFIX, strlen(SANDBOX_NEW_PREFIX)) == 0) {
+                        /* .eph-PID-START-PIDNS-NAME: gone with its maker */
+                        if (owner_parse(de->d_name + strlen(SANDBOX_NEW_PREFIX), &o, &rest) && rest[0] == '-' &&
+                            owner_alive(&o) == 0) {
+                                _cleanup_free_ char *dir = brig_strdup_printf("%s/%s", root, de->d_name);
+                                if (dir)
+                                        (void)state_remove_tree(dir, NULL);
+                        }
+                } else if (state_name_valid(de->d_name) && de->d_type == DT_DIR)
+                        sweep_unheld(rfd, root, de->d_name);
+        }
+        if (d)
+                closedir(d);
+}
+
 void reaper_sweep(void)
 {
         sweep_runs();
         sweep_cache();
+        sweep_ephemeral();
 }
 
 void test_pause(const char *step)

@@ -210,7 +210,11 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
                 return cfg;
         cfg = high_fd(cfg);
         _cleanup_close_ int ready = high_fd(fcntl(ready_w, F_DUPFD_CLOEXEC, SUPERVISOR_FD_MAX));
-        if (cfg < 0 || ready < 0)
+        /* The hold's lock is the open file's: the supervisor's copy keeps
+         * it locked when we close ours or are killed. */
+        _cleanup_close_ int hold = high_fd(fcntl(opts->has_hold ? opts->hold_fd : null, F_DUPFD_CLOEXEC,
+                                                 SUPERVISOR_FD_MAX));
+        if (cfg < 0 || ready < 0 || hold < 0)
                 return brig_err(err, errno, "supervisor descriptors");
 
         posix_spawn_file_actions_t fa;
@@ -222,6 +226,7 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
         posix_spawn_file_actions_adddup2(&fa, logfd, 2);
         posix_spawn_file_actions_adddup2(&fa, ready, SUPERVISOR_FD_READY);
         posix_spawn_file_actions_adddup2(&fa, cfg, SUPERVISOR_FD_CONFIG);
+        posix_spawn_file_actions_adddup2(&fa, hold, SUPERVISOR_FD_HOLD);
         /* Executed through /proc/self/fd/N after the closefrom: N must be
          * below it; the program closes it first thing. */
         posix_spawn_file_actions_adddup2(&fa, exe, SUPERVISOR_FD_EXE);

@@ -10,7 +10,9 @@
 enum {
         SUPERVISOR_FD_READY = 3,   /* control_wait_ready's pipe: ready, or the error */
         SUPERVISOR_FD_CONFIG = 4,  /* a sealed memfd: the configuration (JSON), whole before the start */
-        SUPERVISOR_FD_EXE = 5,     /* the program itself, closed at once */
+        SUPERVISOR_FD_HOLD = 5,    /* an ephemeral sandbox's flocked hold file, kept for life (reaper.c);
+                                    * /dev/null for any other */
+        SUPERVISOR_FD_EXE = 6,     /* the program itself, closed at once */
         SUPERVISOR_FD_MAX = 10,    /* what the caller moves its sources above */
 };
 

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/signalfd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -161,6 +162,62 @@ int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error 
         return 0;
 }
 
+/* An ephemeral sandbox's directory comes to its name with its hold
+ * already flocked inside: made as .eph-OWNER-NAME (the owner in the name:
+ * the reaper removes one whose owner is gone), the hold made and locked
+ * in it, then renamed to NAME (never over one that exists). So whenever
+ * the creator is killed, what is left can be told from a sandbox that
+ * lives: a .eph- directory of a dead owner, or a NAME whose hold nobody
+ * holds (neither the creator nor, once started, the supervisor). */
+int sandbox_new_dir_held(const char *name, char **dir_out, int *lock_out, int *hold_out, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL, *root = NULL;
+        int r = state_dir(name, true, &dir, err);
+        if (r == 0)
+                r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        if (faccessat(lock, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return explain_taken(dir, name, err);
+        struct owner me;
+        char own[96], tmp[200];
+        owner_self(&me);
+        if (owner_format(&me, own, sizeof own) < 0)
+                return brig_err(err, ENAMETOOLONG, "ephemeral sandbox '%s'", name);
+        snprintf(tmp, sizeof tmp, SANDBOX_NEW_PREFIX "%s-%s", own, name);
+        if (mkdirat(lock, tmp, 0700) < 0)
+                return brig_err(err, errno, "create the state directory '%s/%s'", root, tmp);
+        _cleanup_close_ int tfd = openat(lock, tmp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int hold = tfd >= 0 ? openat(tfd, SANDBOX_HOLD, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                            : -1;
+        if (hold < 0 || flock(hold, LOCK_EX) < 0) {
+                r = brig_err(err, errno, "the hold of the ephemeral sandbox '%s' in '%s/%s'", name, root, tmp);
+                if (tfd >= 0)
+                        (void)unlinkat(tfd, SANDBOX_HOLD, 0);
+                (void)unlinkat(lock, tmp, AT_REMOVEDIR);
+                if (hold >= 0)
+                        close(hold);
+                return r;
+        }
+        test_pause("ephemeral-dir-new");
+        if (renameat2(lock, tmp, lock, name, RENAME_NOREPLACE) < 0) {
+                int e = errno;
+                (void)unlinkat(tfd, SANDBOX_HOLD, 0);
+                (void)unlinkat(lock, tmp, AT_REMOVEDIR);
+                close(hold);
+                return e == EEXIST ? explain_taken(dir, name, err)
+                                   : brig_err(err, e, "create the state directory '%s'", dir);
+        }
+        test_pause("ephemeral-dir-made");
+        *dir_out = TAKE_PTR(dir);
+        *lock_out = TAKE_FD(lock);
+        *hold_out = hold;
+        return 0;
+}
+
 static void save_policy(const brig_policy *p, const char *dir)
 {
         _cleanup_free_ char *policy = brig_policy_to_json(p, NULL);
@@ -182,12 +239,16 @@ int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_
 {
         struct sandbox_create_opts opts = *o;
         _cleanup_free_ char *dir = NULL;
-        _cleanup_close_ int lock = -EBADF;
+        _cleanup_close_ int lock = -EBADF, hold = -EBADF;
         int r = refuse_for_create(p, err);
-        if (r == 0)
+        if (r == 0 && opts.ephemeral)
+                r = sandbox_new_dir_held(name, &dir, &lock, &hold, err);
+        else if (r == 0)
                 r = sandbox_new_dir(name, &dir, &lock, err);
         if (r < 0)
                 return r;
+        opts.has_hold = hold >= 0;
+        opts.hold_fd = hold;
         save_policy(p, dir);
         if (opts.overlay)
                 r = overlay_prepare(p, dir, err);

@@ -14,6 +14,12 @@ struct sandbox_create_opts {
         unsigned long long owner_start;
         bool ephemeral; /* removed when its owner closes it or ends (brig_sandbox_new) */
         bool audit;     /* the audit stream to the state directory's audit.jsonl */
+        /* An ephemeral sandbox's hold (sandbox_new_dir): flocked by its
+         * creator, then by its supervisor for its whole life, so that the
+         * reaper can tell a state directory nobody will ever finish or
+         * remove (its creator killed before the supervisor started). */
+        bool has_hold;
+        int hold_fd;
 };
 
 /* control.c: the supervisor's side */
@@ -37,6 +43,13 @@ BRIG_INTERNAL int sandbox_connect(const char *name, brig_error **err);
 BRIG_INTERNAL int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code,
                                  brig_error **err);
 BRIG_INTERNAL int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err);
+/* The same for an ephemeral sandbox: *hold_out gets the flocked hold
+ * file SANDBOX_HOLD inside it (reaper.c). */
+BRIG_INTERNAL int sandbox_new_dir_held(const char *name, char **dir_out, int *lock_out, int *hold_out,
+                                       brig_error **err);
+#define SANDBOX_HOLD "hold"
+/* ".eph-OWNER-NAME": an ephemeral sandbox's directory until it has its hold */
+#define SANDBOX_NEW_PREFIX ".eph-"
 /* brig_sandbox_create with the internal options (a pool's owner). */
 BRIG_INTERNAL int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
                                  brig_error **err);
