@@ -390,8 +390,12 @@ int main(int argc, char **argv)
                               j->text[0]);
                         CHECK(j->res.exit_code == i % 5, "exec %d: exit %d, want %d", i, j->res.exit_code, i % 5);
                 }
+                /* the exec's own figures (pid 1's wait4 of it): a shell has some memory */
+                CHECK(j->res.memory_peak_bytes > 0, "exec %d: no memory figure (%lld)", i,
+                      (long long)j->res.memory_peak_bytes);
                 char *rep = brig_exec_report_json(j->x, &err);
-                CHECK(rep && strstr(rep, "\"exit_code\"") && strstr(rep, names[i % N_SANDBOXES]),
+                CHECK(rep && strstr(rep, "\"exit_code\"") && strstr(rep, names[i % N_SANDBOXES]) &&
+                              strstr(rep, "\"memory_peak_bytes\""),
                       "exec %d: report %s", i, rep ? rep : err && err->msg ? err->msg : "?");
                 free(rep);
                 brig_error_free(&err);

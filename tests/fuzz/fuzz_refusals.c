@@ -3,6 +3,8 @@
  * refusals_json_parse: {"refusals": [...], "refusals_dropped": N}). What
  * it accepts is exactly that shape: an object of the two fields, at most
  * REFUSALS_MAX entries, each of the five fields with a kind of brig's.
+ * The same bytes go to exec_usage_parse, the reader of the status's third
+ * part (an exec's CPU and memory): three non-negative integers or nothing.
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -36,6 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 abort();
         }
         json_decref(doc);
+        struct exec_usage u = { 0 };
+        if (exec_usage_parse(buf, size, &u) == 0 && u.memory_peak_bytes < 0)
+                abort();
         free(buf);
         return 0;
 }

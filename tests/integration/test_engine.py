@@ -279,3 +279,20 @@ def test_owner_killed_before_the_spawn_leaves_a_directory_the_reaper_sweeps(brig
     assert (sandboxes.root / keep / "state.json").exists(), os.listdir(sandboxes.root)
     holder.kill()
     holder.wait(timeout=10)
+
+
+def test_exec_result_and_report_have_the_execs_own_cpu_and_memory(brig, sandboxes):
+    """Per exec, not the sandbox's: pid 1 reaps each command with wait4, and
+    its CPU time and peak memory travel with the status (docs/api.md)."""
+    name, _ = sandboxes.create()
+    reports = {}
+    for tag, cmd in (("big", "b = b'x' * (96 << 20)\nn = 0\nfor i in range(2000000): n += i"), ("small", "pass")):
+        rep = brig.reports / f"{marker(tag)}.json"
+        r = sandboxes.exec(name, "--json-report", str(rep), "--", "python3", "-c", cmd)
+        assert r.returncode == 0, r
+        reports[tag] = json.loads(rep.read_text())
+    big, small = reports["big"], reports["small"]
+    assert big["memory_peak_bytes"] >= 96 << 20, big
+    assert 0 < small["memory_peak_bytes"] < 64 << 20, small  # not the sandbox's, nor the last exec's
+    assert big["cpu_user_ms"] + big["cpu_system_ms"] >= 50, big
+    assert small["cpu_user_ms"] + small["cpu_system_ms"] < big["cpu_user_ms"] + big["cpu_system_ms"], (small, big)

@@ -251,6 +251,30 @@ json_t *refusals_json_parse(const char *buf, size_t len)
         return ok ? doc : NULL;
 }
 
+char *exec_usage_json(const struct exec_usage *u)
+{
+        json_t *doc = json_pack("{s:I, s:I, s:I}", "cpu_user_ms", (json_int_t)u->cpu_user_ms, "cpu_system_ms",
+                                (json_int_t)u->cpu_system_ms, "memory_peak_bytes", (json_int_t)u->memory_peak_bytes);
+        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        return text;
+}
+
+int exec_usage_parse(const char *buf, size_t len, struct exec_usage *u)
+{
+        json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+        json_t *user = json_object_get(doc, "cpu_user_ms"), *sys = json_object_get(doc, "cpu_system_ms"),
+               *mem = json_object_get(doc, "memory_peak_bytes");
+        bool ok = json_is_object(doc) && json_object_size(doc) == 3 && json_is_integer(user) && json_is_integer(sys) &&
+                  json_is_integer(mem) && json_integer_value(user) >= 0 && json_integer_value(sys) >= 0 &&
+                  json_integer_value(mem) >= 0;
+        if (ok)
+                *u = (struct exec_usage){ (uint64_t)json_integer_value(user), (uint64_t)json_integer_value(sys),
+                                          (int64_t)json_integer_value(mem) };
+        json_decref(doc);
+        return ok ? 0 : -EBADMSG;
+}
+
 void refusals_free(struct refusals *r)
 {
         for (size_t i = 0; r && i < r->n; i++) {

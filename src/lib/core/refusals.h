@@ -67,4 +67,17 @@ BRIG_INTERNAL uint64_t refusals_dropped_since(const struct refusals *r, const st
 BRIG_INTERNAL json_t *refusals_json_parse(const char *buf, size_t len);
 BRIG_INTERNAL void refusals_free(struct refusals *r);
 
+/* One exec's own CPU time and memory, as pid 1 saw them when it reaped
+ * the command (wait4: the command and the descendants it waited for), the
+ * third part of a status message (control.c):
+ * {"cpu_user_ms": N, "cpu_system_ms": N, "memory_peak_bytes": N}. */
+struct exec_usage {
+        uint64_t cpu_user_ms, cpu_system_ms;
+        int64_t memory_peak_bytes;  /* the largest resident set of one of its processes (ru_maxrss) */
+};
+BRIG_INTERNAL char *exec_usage_json(const struct exec_usage *u);
+/* 0 with *u filled when the bytes are exactly that object (three
+ * non-negative integers, nothing else: fuzz_refusals), else -EBADMSG. */
+BRIG_INTERNAL int exec_usage_parse(const char *buf, size_t len, struct exec_usage *u);
+
 #endif

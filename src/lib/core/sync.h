@@ -31,6 +31,9 @@ struct sync_msg {
         int exit_code;
         int status;
         char text[1024];
+        /* SYNC_STATUS of an exec (persist_init.c): its wait4 figures */
+        uint64_t cpu_user_us, cpu_system_us;
+        int64_t maxrss_kb;
 };
 BRIG_INTERNAL int sync_send(int fd, const struct sync_msg *m);
 BRIG_INTERNAL int sync_send_fd(int fd, const struct sync_msg *m, int passed_fd);

@@ -548,15 +548,22 @@ static void on_client(struct control *c, struct conn *k)
                 close(fds[i]);
 }
 
-/* lines '\0' {"refusals": [...], "refusals_dropped": N} '\0': what was
- * refused since the exec began, for its report as brig run's has it. The
+/* lines '\0' {"refusals": [...], "refusals_dropped": N} '\0' usage '\0':
+ * what was refused since the exec began, for its report as brig run's has
+ * it, and the exec's CPU and memory (exec_usage_json). The
  * causes that do not fit one message are counted as dropped. NULL: out of
  * memory (the lines go alone, the report then lists nothing). */
-static char *status_payload(struct control *c, struct conn *k, const char *lines, size_t *len)
+static char *status_payload(struct control *c, struct conn *k, const char *lines, const struct sync_msg *m,
+                            size_t *len)
 {
         json_t *list = refusals_json_since(c->refusals, &k->mark);
         uint64_t dropped = refusals_dropped_since(c->refusals, &k->mark);
-        size_t room = CTL_MAX_MSG - sizeof(struct ctl_hdr) - strlen(lines) - 2;
+        struct exec_usage u = { m->cpu_user_us / 1000, m->cpu_system_us / 1000,
+                                m->maxrss_kb > 0 ? m->maxrss_kb * 1024 : 0 };
+        _cleanup_free_ char *usage = exec_usage_json(&u);
+        if (!usage)
+                return NULL;
+        size_t room = CTL_MAX_MSG - sizeof(struct ctl_hdr) - strlen(lines) - strlen(usage) - 3;
         char *json = NULL;
         for (;;) {
                 json_t *doc = json_pack("{s:O, s:I}", "refusals", list, "refusals_dropped", (json_int_t)dropped);
@@ -572,7 +579,8 @@ static char *status_payload(struct control *c, struct conn *k, const char *lines
         }
         json_decref(list);
         char *out = NULL;
-        int n = json && strlen(json) < room ? asprintf(&out, "%s%c%s", lines, '\0', json) : -1;
+        /* the exec's usage third: a client of before it reads two parts */
+        int n = json && strlen(json) < room ? asprintf(&out, "%s%c%s%c%s", lines, '\0', json, '\0', usage) : -1;
         free(json);
         if (n < 0)
                 return NULL;
@@ -656,7 +664,7 @@ static void on_exec(struct control *c, struct conn *k)
                 snprintf(h.text, sizeof h.text, "sandbox '%s' ended while the command ran", c->name);
         }
         size_t len = lines[0] ? strlen(lines) + 1 : 0;
-        _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &len) : NULL;
+        _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &m, &len) : NULL;
         (void)ctl_send(k->fd, &h, payload ? payload : lines, len, NULL, 0);
         conn_close(c, k);
 }

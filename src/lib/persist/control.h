@@ -31,7 +31,8 @@ enum ctl_type {
                            * socket guard refused it, and the first one's path;
                            * payload: the summary's lines of what was refused while
                            * it ran, '\0', {"refusals": [...], "refusals_dropped": N}
-                           * for its report, '\0' (control.c, exec.c) */
+                           * for its report, '\0', the exec's CPU and memory as
+                           * exec_usage_json writes them, '\0' (control.c, exec.c) */
         CTL_PTY,          /* carries the master of the exec's pty */
         CTL_STARTED,      /* a detached exec runs: arg = its pid, text = its log inside */
 };

@@ -126,7 +126,10 @@ static void status_take(brig_result *res, const char *payload, size_t n, json_t 
 {
         size_t nl = strnlen(payload, n);
         snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)nl, payload);
-        json_t *list = nl + 1 < n ? refusals_json_parse(payload + nl + 1, strnlen(payload + nl + 1, n - nl - 1)) : NULL;
+        if (nl + 1 >= n)
+                return;
+        size_t jl = strnlen(payload + nl + 1, n - nl - 1);
+        json_t *list = refusals_json_parse(payload + nl + 1, jl);
         /* A SIGKILL the supervisor put down to the memory limit (control.c
          * oom_check): the reason and words brig run would give. */
         size_t i;
@@ -144,6 +147,15 @@ static void status_take(brig_result *res, const char *payload, size_t n, json_t 
                 *refusals = list;
         } else {
                 json_decref(list);
+        }
+        /* the exec's own figures (a supervisor of before them sends none:
+         * they stay unknown, -1 and 0) */
+        size_t at = nl + 1 + jl + 1;
+        struct exec_usage u;
+        if (at < n && exec_usage_parse(payload + at, strnlen(payload + at, n - at), &u) == 0) {
+                res->cpu_user_ms = u.cpu_user_ms;
+                res->cpu_system_ms = u.cpu_system_ms;
+                res->memory_peak_bytes = u.memory_peak_bytes;
         }
 }
 
@@ -347,6 +359,11 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
         json_object_set_new(doc, "signal", res->signal ? json_integer(res->signal) : json_null());
         json_object_set_new(doc, "reason", json_string(error ? "error" : brig_reason_name(res->reason)));
         json_object_set_new(doc, "duration_ms", json_integer((json_int_t)res->duration_ms));
+        /* this exec's own, as pid 1 reaped it (docs/api.md): not the sandbox's */
+        json_object_set_new(doc, "cpu_user_ms", json_integer((json_int_t)res->cpu_user_ms));
+        json_object_set_new(doc, "cpu_system_ms", json_integer((json_int_t)res->cpu_system_ms));
+        json_object_set_new(doc, "memory_peak_bytes",
+                            res->memory_peak_bytes >= 0 ? json_integer(res->memory_peak_bytes) : json_null());
         if (res->summary[0])
                 json_object_set_new(doc, "summary", json_string(res->summary));
         if (res->detached_pid > 0)

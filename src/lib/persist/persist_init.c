@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -224,14 +225,24 @@ static void reap(struct persist *ps)
 {
         int status;
         pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        struct rusage ru;
+        /* wait4: the exec's own CPU time and peak memory (the command and
+         * every descendant it waited for), for its result and report */
+        while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
                 for (size_t i = 0; i < ps->n; i++) {
                         struct exec_slot *s = &ps->slots[i];
                         if (s->pid != pid)
                                 continue;
                         if (s->fd >= 0) {
-                                struct sync_msg m = { .type = SYNC_STATUS, .status = status,
-                                                      .exit_code = s->timed_out ? BRIG_EXIT_TIMEOUT : 0 };
+                                struct sync_msg m = {
+                                        .type = SYNC_STATUS, .status = status,
+                                        .exit_code = s->timed_out ? BRIG_EXIT_TIMEOUT : 0,
+                                        .cpu_user_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 +
+                                                       (uint64_t)ru.ru_utime.tv_usec,
+                                        .cpu_system_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 +
+                                                         (uint64_t)ru.ru_stime.tv_usec,
+                                        .maxrss_kb = ru.ru_maxrss,
+                                };
                                 sync_send(s->fd, &m);
                                 close(s->fd);
                         }
