@@ -440,6 +440,53 @@ int main(int argc, char **argv)
                 brig_exec_close(rx);
         }
 
+        /* A file operation from the poll loop: a write fed from our pipe,
+         * then the file read back into another, each polled on its exec fd. */
+        {
+                int in[2], back[2];
+                die_on(pipe2(in, O_CLOEXEC) == 0 && pipe2(back, O_CLOEXEC) == 0 ? 0 : -errno, NULL, "pipe");
+                brig_file_spec ws = { .size = sizeof ws, .op = BRIG_FILE_WRITE, .path = "/tmp/polled.txt",
+                                      .fd = in[0] };
+                brig_exec *fx = NULL;
+                die_on(brig_file_start(sb[0], &ws, &fx, &err), &err, "brig_file_start");
+                close(in[0]);
+                CHECK(brig_file_wait(fx, BRIG_WAIT_NOHANG, &err) == -EAGAIN, "a write still fed is done");
+                brig_result wrong;
+                CHECK(brig_exec_wait(fx, 0, &wrong, &err) == -EINVAL, "brig_exec_wait took a file operation");
+                brig_error_free(&err);
+                CHECK(write(in[1], "polled\n", 7) == 7, "write");
+                close(in[1]);
+                struct pollfd pf = { .fd = brig_exec_fd(fx), .events = POLLIN };
+                CHECK(poll(&pf, 1, 30000) == 1, "the write's exec fd never became readable");
+                int fr = brig_file_wait(fx, BRIG_WAIT_NOHANG, &err);
+                CHECK(fr == 0, "the write: %d %s", fr, err && err->msg ? err->msg : "");
+                brig_error_free(&err);
+                CHECK(brig_file_wait(fx, 0, &err) == -ECHILD, "a second brig_file_wait");
+                brig_error_free(&err);
+                brig_exec_close(fx);
+                brig_file_spec rs = { .size = sizeof rs, .op = BRIG_FILE_READ, .path = "/tmp/polled.txt",
+                                      .fd = back[1] };
+                die_on(brig_file_start(sb[0], &rs, &fx, &err), &err, "brig_file_start");
+                close(back[1]);
+                char got[32] = "";
+                ssize_t n = 0, k;
+                while ((k = read(back[0], got + n, sizeof got - 1 - (size_t)n)) > 0)
+                        n += k;
+                close(back[0]);
+                fr = brig_file_wait(fx, 0, &err);
+                CHECK(fr == 0 && strcmp(got, "polled\n") == 0, "read back: %d '%s' %s", fr, got,
+                      err && err->msg ? err->msg : "");
+                brig_error_free(&err);
+                brig_exec_close(fx);
+                /* a command's handle is not a file operation's */
+                char *tr[] = { "true", NULL };
+                brig_exec_spec ts = { .size = sizeof ts, .stdio = BRIG_STDIO_PIPES, .argv = tr };
+                die_on(brig_exec_start(sb[0], &ts, &fx, &err), &err, "brig_exec_start");
+                CHECK(brig_file_wait(fx, 0, &err) == -EINVAL, "brig_file_wait took a command");
+                brig_error_free(&err);
+                brig_exec_close(fx);
+        }
+
         /* A closed handle stays dead when a new one takes its memory. */
         {
                 char *tr[] = { "true", NULL };

@@ -556,7 +556,8 @@ typedef struct brig_file_spec {
         int fd;                   /* the data: read from (WRITE, TAR_IN) or written to (READ, TAR_OUT,
                                    * LIST, STAT); -1 for MKDIR and REMOVE */
         uint32_t mode;            /* WRITE, MKDIR: permission bits (0: 0644, 0755) */
-        uint64_t max_bytes;       /* READ, WRITE: the cap, -EFBIG past it (0: 64 MiB) */
+        uint64_t max_bytes;       /* the cap, -EFBIG past it: READ, WRITE the file (0: 64 MiB);
+                                   * TAR_OUT, TAR_IN the stream (0: 1 GiB) */
         uint64_t timeout_ms;      /* 0: 60 s; then -ETIMEDOUT */
 } brig_file_spec;
 
@@ -566,6 +567,14 @@ typedef struct brig_file_spec {
  * device where a regular file was asked for; a failed operation's error
  * has exit code 1. WRITE leaves nothing behind when it fails. */
 BRIG_PUBLIC int brig_sandbox_file(brig_sandbox *sb, const brig_file_spec *spec, brig_error **err);
+/* The same without blocking, for a poll loop: start the operation; its
+ * handle is an exec handle whose brig_exec_fd becomes readable when the
+ * operation is done; brig_file_wait (BRIG_WAIT_NOHANG: -EAGAIN while it
+ * runs) returns what brig_sandbox_file would; brig_exec_kill stops it,
+ * brig_exec_close frees it. brig_exec_wait is refused for it (-EINVAL),
+ * and brig_file_wait for a command's handle. */
+BRIG_PUBLIC int brig_file_start(brig_sandbox *sb, const brig_file_spec *spec, brig_exec **ret, brig_error **err);
+BRIG_PUBLIC int brig_file_wait(brig_exec *x, unsigned flags, brig_error **err);
 
 /* Egress rules of a running sandbox, changed live (docs/api.md): an allow
  * or deny host rule, as brig_policy_allow_host / _deny_host take it

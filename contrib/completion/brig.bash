@@ -102,7 +102,7 @@ _brig()
         exec) opts=$_brig_exec_opts; names=1 ;;
         cp) opts="--max-size --mode --timeout" ;;
         files)
-                opts="--mode --timeout"; names=1
+                opts="--max-size --mode --timeout"; names=1
                 # brig files NAME OP: the operation
                 if [[ $cur != -* && ${COMP_WORDS[2]} != -* ]] && (( COMP_CWORD == 3 )); then
                         COMPREPLY=($(compgen -W "list stat mkdir rm tar-out tar-in" -- "$cur"))

@@ -24,7 +24,7 @@ static const char cp_usage[] =
         "  --timeout DURATION   give up after DURATION (default 60s)\n";
 
 static const char files_usage[] =
-        "usage: brig files NAME OP PATH [--mode MODE] [--timeout DURATION]\n"
+        "usage: brig files NAME OP PATH [--max-size SIZE] [--mode MODE] [--timeout DURATION]\n"
         "\n"
         "File operations inside a running sandbox, as the sandbox sees them:\n"
         "  list PATH      a directory's entries, as a JSON array\n"
@@ -32,7 +32,11 @@ static const char files_usage[] =
         "  mkdir PATH     one directory (--mode, default 0755)\n"
         "  rm PATH        a file, a link or an empty directory\n"
         "  tar-out DIR    DIR as a tar stream on stdout (made by the sandbox's tar)\n"
-        "  tar-in DIR     unpack the tar stream on stdin into DIR (the sandbox's tar)\n";
+        "  tar-in DIR     unpack the tar stream on stdin into DIR (the sandbox's tar)\n"
+        "\n"
+        "  --max-size SIZE      tar-out, tar-in: cut the stream off past SIZE and fail (default 1G)\n"
+        "  --mode MODE          permission bits of a directory made (default 0755)\n"
+        "  --timeout DURATION   give up after DURATION (default 60s)\n";
 
 struct file_flags {
         uint64_t max_bytes, timeout_ms;
@@ -163,10 +167,6 @@ int cmd_files(int argc, char **argv)
         int first = parse_flags(argc, argv, "files", files_usage, &f);
         if (first < 0)
                 return BRIG_EXIT_SETUP;
-        if (f.max_bytes) {
-                fprintf(stderr, "brig files: --max-size is brig cp's (a read or write of one file)\n");
-                return BRIG_EXIT_SETUP;
-        }
         if (argc - first != 3) {
                 fprintf(stderr, "brig files: give NAME, an operation and a path\n%s", files_usage);
                 return BRIG_EXIT_SETUP;
@@ -183,8 +183,15 @@ int cmd_files(int argc, char **argv)
         const char *word = argv[first + 1];
         for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
                 if (strcmp(word, ops[i].word) == 0) {
+                        bool tar = ops[i].op == BRIG_FILE_TAR_OUT || ops[i].op == BRIG_FILE_TAR_IN;
+                        if (f.max_bytes && !tar) {
+                                fprintf(stderr, "brig files: --max-size bounds tar-out and tar-in (brig cp takes it "
+                                                "for one file)\n");
+                                return BRIG_EXIT_SETUP;
+                        }
                         brig_file_spec s = { .size = sizeof s, .op = ops[i].op, .path = argv[first + 2],
-                                             .fd = ops[i].fd, .mode = f.mode, .timeout_ms = f.timeout_ms };
+                                             .fd = ops[i].fd, .mode = f.mode, .max_bytes = f.max_bytes,
+                                             .timeout_ms = f.timeout_ms };
                         return run_op(argv[first], &s);
                 }
         fprintf(stderr, "brig files: unknown operation '%s'\n%s", word, files_usage);

@@ -207,3 +207,31 @@ def test_operations_have_only_the_sandbox_users_rights(brig, sandboxes):
     r = _cp(sandboxes, "-", f"{name}:/etc/brig-fileops-pwned", input="x")
     assert r.returncode == 1, r
     assert not os.path.exists("/etc/brig-fileops-pwned")
+
+
+@attack("fileops-tar-unbounded", "tar-out of a directory the sandbox filled with an 8M (sparse) file, and a 3M "
+        "tar stream unpacked by tar-in, each with --max-size 1M: a tar stream, in or out, was as long as the "
+        "sandbox or the caller made it",
+        "op_tar: the stream passes through brig's non-dumpable confined child, which counts it and kills tar past "
+        "the cap (EFBIG naming --max-size; default 1G)")
+def test_tar_streams_are_capped(brig, sandboxes):
+    ws = brig.workspace
+    name, _ = sandboxes.create()
+    assert sandboxes.sh(name, f"mkdir {ws}/big && truncate -s 8M {ws}/big/sparse").returncode == 0
+    r = _fs(sandboxes, name, "--max-size", "1M", "tar-out", f"{ws}/big", text=False)
+    assert r.returncode == 1 and b"--max-size" in r.stderr and b"cap of 1048576" in r.stderr, r.stderr
+    assert len(r.stdout) <= 1 << 20, len(r.stdout)  # the host got no byte past the cap
+    assert _fs(sandboxes, name, "tar-out", f"{ws}/big", text=False).returncode == 0  # 1G by default
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("in.bin")
+        info.size = 3 << 20
+        t.addfile(info, io.BytesIO(b"y" * info.size))
+    assert sandboxes.sh(name, f"mkdir {ws}/into").returncode == 0
+    r = _fs(sandboxes, name, "--max-size", "1M", "tar-in", f"{ws}/into", input=buf.getvalue(), text=False)
+    assert r.returncode == 1 and b"--max-size" in r.stderr, r.stderr
+    got = ws / "into" / "in.bin"
+    assert not got.exists() or got.stat().st_size <= 1 << 20, got.stat().st_size  # cut off on the host side
+    # --max-size is no other operation's
+    r = _fs(sandboxes, name, "--max-size", "1M", "list", str(ws))
+    assert r.returncode == 125 and "--max-size bounds tar-out and tar-in" in r.stderr, r

@@ -56,6 +56,11 @@ struct brig_exec {
         json_t *refusals;       /* what it was refused, for the report (control.h), or NULL */
         unsigned users;         /* calls using it now (exec_get); under handles_lock */
         bool closing;           /* brig_exec_close took it out of the table; the last user frees it */
+        /* brig_file_start: a file operation, its outcome by brig_file_wait */
+        bool fileop;
+        uint32_t file_op;
+        uint64_t file_timeout_ms;
+        int file_errfd;         /* what tar said (a memfd), or -1 */
 };
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -161,6 +166,7 @@ static int check_size(const void *o, uint32_t size, size_t first, size_t known, 
 static void exec_free(struct brig_exec *x)
 {
         closep(&x->fd);
+        closep(&x->file_errfd);
         for (int i = 0; i < 3; i++)
                 closep(&x->stdio[i]);
         strv_free(&x->argv);
@@ -417,24 +423,6 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
-int brig_sandbox_file(brig_sandbox *handle, const brig_file_spec *spec, brig_error **err)
-{
-        /* held for the call: a close meanwhile leaves the free to us */
-        struct brig_sandbox *sb = sandbox_get(handle);
-        if (!sb)
-                return dead_handle(err, "brig_sandbox_file");
-        int r = spec ? check_size(spec, spec->size, offsetof(brig_file_spec, timeout_ms) + sizeof spec->timeout_ms,
-                                  sizeof *spec, "brig_file_spec", err)
-                     : brig_err(err, EINVAL, "brig_sandbox_file: no spec");
-        if (r == 0) {
-                brig_file_spec copy = { 0 };
-                memcpy(&copy, spec, spec->size < sizeof copy ? spec->size : sizeof copy);
-                r = fileop_run(sb->name, &copy, err);
-        }
-        sandbox_put(sb);
-        return r;
-}
-
 static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err);
 
 int brig_exec_start(brig_sandbox *handle, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
@@ -448,6 +436,64 @@ int brig_exec_start(brig_sandbox *handle, const brig_exec_spec *spec, brig_exec 
         int r = exec_start(sb, spec, ret, err);
         sandbox_put(sb);
         return r;
+}
+
+static void exec_register(struct brig_sandbox *sb, struct brig_exec *x, brig_exec **ret)
+{
+        pthread_mutex_lock(&handles_lock);
+        x->token = ++last_token;
+        x->next = execs;
+        execs = x;
+        sb->n_execs++;
+        pthread_mutex_unlock(&handles_lock);
+        *ret = (brig_exec *)x->token;
+}
+
+/* The request on a new connection: o checked, s a checked copy (its fds
+ * for BRIG_STDIO_FDS), flags CTL_EXEC_*; the handle is not registered yet. */
+static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const brig_exec_spec *s, uint32_t flags,
+                       struct brig_exec **out, brig_error **err)
+{
+        bool pty = s->stdio == BRIG_STDIO_PTY;
+        struct brig_exec *x = calloc(1, sizeof *x);
+        if (!x)
+                return brig_err(err, ENOMEM, "exec handle");
+        x->fd = x->stdio[0] = x->stdio[1] = x->stdio[2] = x->file_errfd = -1;
+        x->sb = sb;
+        x->mode = (enum brig_stdio)s->stdio;
+        x->res.memory_peak_bytes = x->res.pids_peak = -1;
+        int r = 0;
+        for (size_t i = 0; o->argv[i] && r == 0; i++)
+                r = strv_push(&x->argv, o->argv[i]);
+        int theirs[3] = { -1, -1, -1 };
+        if (r < 0)
+                r = brig_err(err, ENOMEM, "exec handle");
+        if (r == 0 && s->stdio == BRIG_STDIO_PIPES)
+                r = make_pipes(theirs, x->stdio, err);
+        size_t len = 0;
+        _cleanup_free_ char *req = r == 0 ? exec_request_build(o, pty, flags, &len, err) : NULL;
+        if (r == 0 && !req)
+                r = -ENOMEM;
+        if (r == 0 && (x->fd = sandbox_connect(sb->name, err)) < 0)
+                r = x->fd;
+        if (r == 0) {
+                const int *fds = s->stdio == BRIG_STDIO_FDS ? s->fds : theirs;
+                const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+                r = ctl_send(x->fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
+                if (r < 0)
+                        r = brig_err(err, -r, "send the command to sandbox '%s'", sb->name);
+        }
+        for (int i = 0; i < 3; i++)
+                closep(&theirs[i]);  /* the command has its copies */
+        x->start_ms = now_ms();
+        if (r == 0 && pty)
+                r = receive_pty(x, s, err);
+        if (r < 0) {
+                exec_free(x);
+                return r;
+        }
+        *out = x;
+        return 0;
 }
 
 static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
@@ -470,50 +516,92 @@ static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_
                              .tty = pty ? BRIG_TTY_ALWAYS : BRIG_TTY_NEVER };
         if ((r = exec_check_opts(&o, err)) < 0 || (s->stdio == BRIG_STDIO_FDS && (r = check_fds(s, err)) < 0))
                 return r;
-        struct brig_exec *x = calloc(1, sizeof *x);
-        if (!x)
-                return brig_err(err, ENOMEM, "exec handle");
-        x->fd = x->stdio[0] = x->stdio[1] = x->stdio[2] = -1;
-        x->sb = sb;
-        x->mode = (enum brig_stdio)s->stdio;
-        x->res.memory_peak_bytes = x->res.pids_peak = -1;
-        for (size_t i = 0; s->argv[i] && r == 0; i++)
-                r = strv_push(&x->argv, s->argv[i]);
-        int theirs[3] = { -1, -1, -1 };
+        struct brig_exec *x = NULL;
+        r = exec_launch(sb, &o, s, 0, &x, err);
+        if (r == 0)
+                exec_register(sb, x, ret);
+        return r;
+}
+
+/* ---- file operations --------------------------------------------------------- */
+
+static int file_start(struct brig_sandbox *sb, const brig_file_spec *spec, brig_exec **ret, brig_error **err)
+{
+        int r = spec ? check_size(spec, spec->size, offsetof(brig_file_spec, timeout_ms) + sizeof spec->timeout_ms,
+                                  sizeof *spec, "brig_file_spec", err)
+                     : brig_err(err, EINVAL, "brig_file_start: no spec");
         if (r < 0)
-                r = brig_err(err, ENOMEM, "exec handle");
-        if (r == 0 && s->stdio == BRIG_STDIO_PIPES)
-                r = make_pipes(theirs, x->stdio, err);
-        size_t len = 0;
-        _cleanup_free_ char *req = r == 0 ? exec_request_build(&o, pty, &len, err) : NULL;
-        if (r == 0 && !req)
-                r = -ENOMEM;
-        if (r == 0 && (x->fd = sandbox_connect(sb->name, err)) < 0)
-                r = x->fd;
-        if (r == 0) {
-                const int *fds = s->stdio == BRIG_STDIO_FDS ? s->fds : theirs;
-                const struct ctl_hdr *h = (const struct ctl_hdr *)req;
-                r = ctl_send(x->fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
-                if (r < 0)
-                        r = brig_err(err, -r, "send the command to sandbox '%s'", sb->name);
-        }
-        for (int i = 0; i < 3; i++)
-                closep(&theirs[i]);  /* the command has its copies */
-        x->start_ms = now_ms();
-        if (r == 0 && pty)
-                r = receive_pty(x, s, err);
-        if (r < 0) {
-                exec_free(x);
                 return r;
+        brig_file_spec copy = { 0 };
+        memcpy(&copy, spec, spec->size < sizeof copy ? spec->size : sizeof copy);
+        struct fileop_call c;
+        if ((r = fileop_prepare(&copy, &c, err)) < 0)
+                return r;
+        /* the data descriptor is the caller's, checked as an exec's are:
+         * never one of the library's own (a read written into an exec's
+         * connection would speak its control protocol) */
+        brig_exec_spec es = { .size = sizeof es, .stdio = BRIG_STDIO_FDS,
+                              .fds = { c.stdio[0], c.stdio[1], c.stdio[2] } };
+        struct brig_exec *x = NULL;
+        r = check_fds(&es, err);
+        if (r == 0)
+                r = exec_launch(sb, &c.opts, &es, CTL_EXEC_FILEOP, &x, err);
+        if (r == 0) {
+                x->fileop = true;
+                x->file_op = copy.op;
+                x->file_timeout_ms = copy.timeout_ms;
+                x->file_errfd = TAKE_FD(c.errfd);
+                exec_register(sb, x, ret);
         }
-        pthread_mutex_lock(&handles_lock);
-        x->token = ++last_token;
-        x->next = execs;
-        execs = x;
-        sb->n_execs++;
-        pthread_mutex_unlock(&handles_lock);
-        *ret = (brig_exec *)x->token;
-        return 0;
+        fileop_call_free(&c);
+        return r;
+}
+
+int brig_file_start(brig_sandbox *handle, const brig_file_spec *spec, brig_exec **ret, brig_error **err)
+{
+        if (!ret)
+                return brig_err(err, EINVAL, "brig_file_start: ret is NULL");
+        *ret = NULL;
+        struct brig_sandbox *sb = sandbox_get(handle);
+        if (!sb)
+                return dead_handle(err, "brig_file_start");
+        int r = file_start(sb, spec, ret, err);
+        sandbox_put(sb);
+        return r;
+}
+
+static int wait_exec(struct brig_exec *x, unsigned flags, brig_result *res, brig_error **err);
+
+int brig_file_wait(brig_exec *handle, unsigned flags, brig_error **err)
+{
+        struct brig_exec *x = exec_get(handle);
+        if (!x)
+                return dead_handle(err, "brig_file_wait");
+        int r;
+        if (!x->fileop)
+                r = brig_err(err, EINVAL, "brig_file_wait: not a file operation (brig_exec_wait takes a command's)");
+        else {
+                brig_result res;
+                r = wait_exec(x, flags, &res, err);
+                if (r != -EAGAIN && r != -ECHILD)
+                        r = fileop_outcome(x->sb->name, x->file_op, x->argv.n > 2 ? x->argv.items[2] : "",
+                                           x->file_timeout_ms, x->file_errfd, r, &res, err);
+        }
+        exec_put(x);
+        return r;
+}
+
+int brig_sandbox_file(brig_sandbox *handle, const brig_file_spec *spec, brig_error **err)
+{
+        /* brig_file_start and a blocking wait: nothing of the process's
+         * (its signal mask) is touched while it runs */
+        brig_exec *x = NULL;
+        int r = brig_file_start(handle, spec, &x, err);
+        if (r < 0)
+                return r;
+        r = brig_file_wait(x, 0, err);
+        brig_exec_close(x);
+        return r;
 }
 
 int brig_exec_fd(const brig_exec *handle)
@@ -680,7 +768,8 @@ int brig_exec_wait(brig_exec *handle, unsigned flags, brig_result *res, brig_err
         struct brig_exec *x = exec_get(handle);
         if (!x)
                 return dead_handle(err, "brig_exec_wait");
-        int r = wait_exec(x, flags, res, err);
+        int r = x->fileop ? brig_err(err, EINVAL, "brig_exec_wait: a file operation (brig_file_wait takes its outcome)")
+                          : wait_exec(x, flags, res, err);
         exec_put(x);
         return r;
 }

@@ -334,9 +334,9 @@ out:
         return r;
 }
 
-char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err)
+char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len, brig_error **err)
 {
-        return build_request(o, tty, 0, len, err);
+        return build_request(o, tty, flags, len, err);
 }
 
 void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n, json_t **refusals)

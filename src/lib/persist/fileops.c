@@ -28,15 +28,18 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define FILEOP_DEFAULT_MAX (64ull << 20)   /* read and write, unless max_bytes says otherwise */
+#define FILEOP_DEFAULT_TAR_MAX (1ull << 30) /* a tar stream, in or out */
 #define FILEOP_DEFAULT_TIMEOUT_MS 60000
 #define FILEOP_MAX_ENTRIES 100000           /* list */
 #define FILEOP_ERR_TEXT 512                 /* of tar's stderr, in the error */
@@ -305,26 +308,68 @@ static void op_list(const struct run_plan *plan, const char *path)
         put_json(plan, "list", path, arr);
 }
 
-static _Noreturn void op_tar(const struct run_plan *plan, bool out, const char *path)
+/* tar-out and tar-in: the sandbox's tar, on a pipe of ours. The stream
+ * passes through this process, which counts it: past `max` bytes tar is
+ * killed and the operation fails, naming the cap (EFBIG). This process is
+ * brig's code, confined like tar but never executed anew: it stays
+ * non-dumpable (command_exec), so nothing the sandbox runs can ptrace it
+ * or reach its descriptors to write past the count; tar (dumpable again
+ * after its execve) holds only its end of the pipe. */
+static _Noreturn void op_tar(const struct run_plan *plan, bool out, const char *path, uint64_t max)
 {
+        const char *op = out ? "tar-out" : "tar-in";
         /* The directory is checked here so its error is the sandbox's own
          * errno, not a line of tar's. */
         _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                op_fail(plan, errno, "%s '%s'", out ? "tar-out" : "tar-in", path);
-        char dir[PATH_MAX + 16];
-        snprintf(dir, sizeof dir, "--directory=%s", path);
-        char *create[] = { "tar", "--create", "--file=-", dir, ".", NULL };
-        char *extract[] = { "tar", "--extract", "--file=-", dir, "--no-same-owner", "--no-same-permissions", NULL };
-        /* tar gets --memory itself, not what this fork of pid 1 was
-         * allowed above its inherited mappings (rlimit.c). */
-        brig_error *err = NULL;
-        if (rlimits_lower_memory_fallback(plan, &err) < 0)
-                op_fail(plan, err->errnum, "%s '%s': %s", out ? "tar-out" : "tar-in", path,
-                        err->msg);
-        environ = plan->envp;
-        execvp("tar", out ? create : extract);
-        op_fail(plan, errno, "%s '%s': the sandbox has no runnable tar", out ? "tar-out" : "tar-in", path);
+                op_fail(plan, errno, "%s '%s'", op, path);
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                op_fail(plan, errno, "%s '%s': pipe", op, path);
+        pid_t pid = fork();
+        if (pid < 0)
+                op_fail(plan, errno, "%s '%s': fork", op, path);
+        if (pid == 0) {
+                if (dup2(out ? p[1] : p[0], out ? 1 : 0) < 0)
+                        op_fail(plan, errno, "%s '%s': the pipe", op, path);
+                char dir[PATH_MAX + 16];
+                snprintf(dir, sizeof dir, "--directory=%s", path);
+                char *create[] = { "tar", "--create", "--file=-", dir, ".", NULL };
+                char *extract[] = { "tar", "--extract", "--file=-", dir, "--no-same-owner", "--no-same-permissions",
+                                    NULL };
+                /* tar gets --memory itself, not what this fork of pid 1 was
+                 * allowed above its inherited mappings (rlimit.c). */
+                brig_error *lerr = NULL;
+                if (rlimits_lower_memory_fallback(plan, &lerr) < 0)
+                        op_fail(plan, lerr->errnum, "%s '%s': %s", op, path, lerr->msg);
+                environ = plan->envp;
+                execvp("tar", out ? create : extract);
+                op_fail(plan, errno, "%s '%s': the sandbox has no runnable tar", op, path);
+        }
+        close(out ? p[1] : p[0]);
+        int r = out ? copy_bounded(p[0], 1, max) : copy_bounded(0, p[1], max);
+        close(out ? p[0] : p[1]);  /* tar-in: its end of file */
+        if (r == -EFBIG)
+                kill(pid, SIGKILL);
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (r == -EFBIG)
+                op_fail(plan, EFBIG, "%s '%s': the tar stream passed the cap of %" PRIu64 " bytes and was cut off "
+                        "(raise it with --max-size)%s", op, path, max,
+                        out ? "" : "; what tar unpacked before stays");
+        /* tar's own end is the operation's: its status and what it said */
+        if (WIFSIGNALED(status)) {
+                signal(WTERMSIG(status), SIG_DFL);
+                raise(WTERMSIG(status));
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+                _exit(WEXITSTATUS(status));
+        /* tar ended well but the other side failed (tar-in: it stopped
+         * reading early, EPIPE; tar-out: the reader went away) */
+        if (r < 0)
+                op_fail(plan, -r, "%s '%s': the stream", op, path);
+        _exit(0);
 }
 
 _Noreturn void fileop_main(const struct run_plan *plan)
@@ -368,7 +413,7 @@ _Noreturn void fileop_main(const struct run_plan *plan)
                 break;
         case BRIG_FILE_TAR_OUT:
         case BRIG_FILE_TAR_IN:
-                op_tar(plan, op == BRIG_FILE_TAR_OUT, path);
+                op_tar(plan, op == BRIG_FILE_TAR_OUT, path, max);
         }
         _exit(0);
 }
@@ -421,45 +466,65 @@ static void read_back(int fd, char *buf, size_t cap)
                 buf[i] = '\0';
 }
 
-int fileop_run(const char *name, const brig_file_spec *s, brig_error **err)
+int fileop_prepare(const brig_file_spec *s, struct fileop_call *c, brig_error **err)
 {
+        memset(c, 0, sizeof *c);
+        c->null = c->errfd = -1;
         int r = fileop_check(s, err);
         if (r < 0)
                 return r;
         const char *op = fileop_name(s->op);
-        _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        _cleanup_close_ int errfd = memfd_create("brig-fileop-stderr", MFD_CLOEXEC);
-        if (null < 0 || errfd < 0)
-                return brig_err(err, errno, "%s: descriptors", op);
-        int stdio[3] = { reads_from_fd(s->op) ? s->fd : null, writes_to_fd(s->op) ? s->fd : null, errfd };
-        char max[32], mode[16];
-        snprintf(max, sizeof max, "%" PRIu64, (uint64_t)(s->max_bytes ? s->max_bytes : FILEOP_DEFAULT_MAX));
-        snprintf(mode, sizeof mode, "%o", s->mode ? s->mode : s->op == BRIG_FILE_MKDIR ? 0755u : 0644u);
-        char *argv[] = { "", (char *)op, (char *)s->path, max, mode, NULL };
-        brig_exec_opts o = { .argv = argv, .tty = BRIG_TTY_NEVER,
-                             .timeout_ms = s->timeout_ms ? s->timeout_ms : FILEOP_DEFAULT_TIMEOUT_MS };
-        brig_result res;
-        memset(&res, 0, sizeof res);
-        _cleanup_close_ int fd = sandbox_connect(name, err);
-        if (fd < 0)
-                return fd;
-        r = exec_over_flags(fd, name, &o, stdio, CTL_EXEC_FILEOP, &res, NULL, err);
+        c->null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        c->errfd = memfd_create("brig-fileop-stderr", MFD_CLOEXEC);
+        if (c->null < 0 || c->errfd < 0) {
+                r = brig_err(err, errno, "%s: descriptors", op);
+                fileop_call_free(c);
+                return r;
+        }
+        c->stdio[0] = reads_from_fd(s->op) ? s->fd : c->null;
+        c->stdio[1] = writes_to_fd(s->op) ? s->fd : c->null;
+        c->stdio[2] = c->errfd;
+        bool tar = s->op == BRIG_FILE_TAR_OUT || s->op == BRIG_FILE_TAR_IN;
+        snprintf(c->max, sizeof c->max, "%" PRIu64,
+                 (uint64_t)(s->max_bytes ? s->max_bytes : tar ? FILEOP_DEFAULT_TAR_MAX : FILEOP_DEFAULT_MAX));
+        snprintf(c->mode, sizeof c->mode, "%o", s->mode ? s->mode : s->op == BRIG_FILE_MKDIR ? 0755u : 0644u);
+        c->argv[0] = "";
+        c->argv[1] = (char *)op;
+        c->argv[2] = (char *)s->path;
+        c->argv[3] = c->max;
+        c->argv[4] = c->mode;
+        c->argv[5] = NULL;
+        c->opts = (brig_exec_opts){ .argv = c->argv, .tty = BRIG_TTY_NEVER,
+                                    .timeout_ms = s->timeout_ms ? s->timeout_ms : FILEOP_DEFAULT_TIMEOUT_MS };
+        return 0;
+}
+
+void fileop_call_free(struct fileop_call *c)
+{
+        closep(&c->null);
+        closep(&c->errfd);
+}
+
+int fileop_outcome(const char *name, uint32_t op_num, const char *path, uint64_t timeout_ms, int errfd, int r,
+                   const brig_result *res, brig_error **err)
+{
+        const char *op = fileop_name(op_num);
         if (r == -EBADMSG)
                 brig_err_prefix(err, "sandbox '%s' (started by an older brig? brig stop %s && brig start %s)", name,
                                 name, name);
         else if (r < 0)
                 brig_err_prefix(err, "sandbox '%s'", name);
-        if (r < 0) {
+        if (r < 0)
                 return r;
-        }
-        if (res.exit_code == 0)
+        if (res->exit_code == 0)
                 return 0;
         char said[FILEOP_ERR_TEXT];
         read_back(errfd, said, sizeof said);
-        if (res.reason == BRIG_REASON_TIMEOUT)
+        if (res->reason == BRIG_REASON_TIMEOUT)
                 return brig_err_code(err, 1, ETIMEDOUT, "sandbox '%s': %s '%s': not done in %" PRIu64
-                                     " ms (raise it with --timeout)", name, op, s->path, o.timeout_ms);
-        return brig_err_code(err, 1, EIO, "sandbox '%s': %s '%s': tar %s %d%s%s", name, op, s->path,
-                             res.signal ? "was killed by signal" : "exited", res.signal ? res.signal : res.exit_code,
+                                     " ms (raise it with --timeout)", name, op, path,
+                                     timeout_ms ? timeout_ms : (uint64_t)FILEOP_DEFAULT_TIMEOUT_MS);
+        return brig_err_code(err, 1, EIO, "sandbox '%s': %s '%s': tar %s %d%s%s", name, op, path,
+                             res->signal ? "was killed by signal" : "exited", res->signal ? res->signal : res->exit_code,
                              said[0] ? ": " : "", said);
 }

@@ -77,12 +77,27 @@ BRIG_INTERNAL int exec_over_flags(int fd, const char *name, const brig_exec_opts
                                   uint32_t flags, brig_result *res, json_t **refusals, brig_error **err);
 /* fileops.c: the client of one file operation on sandbox NAME. */
 BRIG_INTERNAL int fileop_check(const brig_file_spec *s, brig_error **err);
-BRIG_INTERNAL int fileop_run(const char *name, const brig_file_spec *s, brig_error **err);
+/* One operation as an exec request: argv, options and the command's
+ * stdio (the caller's fd, /dev/null, and a memfd for tar's stderr). */
+struct fileop_call {
+        int null, errfd;
+        int stdio[3];
+        char max[32], mode[16];
+        char *argv[6];
+        brig_exec_opts opts;
+};
+BRIG_INTERNAL int fileop_prepare(const brig_file_spec *s, struct fileop_call *c, brig_error **err);
+BRIG_INTERNAL void fileop_call_free(struct fileop_call *c);
+/* What the exec that ran it (returned r, filled *res) means for the
+ * operation: 0, or -errno with *err naming the path and why. */
+BRIG_INTERNAL int fileop_outcome(const char *name, uint32_t op, const char *path, uint64_t timeout_ms, int errfd,
+                                 int r, const brig_result *res, brig_error **err);
 BRIG_INTERNAL const char *fileop_name(uint32_t op);
 
 /* The exec request message (hdr + payload, *len bytes; free()). */
 struct ctl_hdr;
-BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, size_t *len, brig_error **err);
+BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len,
+                                       brig_error **err);
 /* A CTL_STATUS message as a result: its header, and the n bytes after it
  * (the summary's lines of what was refused, then the same for the report:
  * into *refusals as exec_over's; NULL: not wanted). */
