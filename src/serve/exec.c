@@ -46,8 +46,10 @@ struct sexec {
 };
 
 static pthread_mutex_t execs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t execs_freed = PTHREAD_COND_INITIALIZER;
 static struct sexec *execs;
 static unsigned long exec_counter;
+static unsigned execs_live;     /* made and not yet freed (a pump may run on); under execs_lock */
 
 static struct sexec *exec_find(const char *sandbox, const char *id)
 {
@@ -68,6 +70,10 @@ static void exec_unref(struct sexec *e)
         pthread_mutex_unlock(&execs_lock);
         if (!last)
                 return;
+        pthread_mutex_lock(&execs_lock);
+        execs_live--;
+        pthread_cond_broadcast(&execs_freed);
+        pthread_mutex_unlock(&execs_lock);
         brig_exec_close(e->x);
         brig_error *err = NULL;
         if (brig_sandbox_close(e->sb, &err) < 0)
@@ -143,6 +149,15 @@ void exec_close_sandbox(const char *name) { forget_where(name); }
 void exec_close_all(void)
 {
         forget_where(NULL);
+        /* their commands are killed: the pumps take the results and let
+         * go; the process does not end under them (bounded: 5 s) */
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 5;
+        pthread_mutex_lock(&execs_lock);
+        while (execs_live && pthread_cond_timedwait(&execs_freed, &execs_lock, &deadline) == 0)
+                ;
+        pthread_mutex_unlock(&execs_lock);
 }
 
 /* ---- the result --------------------------------------------------------- */
@@ -580,6 +595,7 @@ static int start_exec(struct req *r)
         se->refs = 2;  /* the table's, the pump's */
         pthread_mutex_lock(&execs_lock);
         snprintf(se->id, sizeof se->id, "x%lu", ++exec_counter);
+        execs_live++;
         se->next = execs;
         execs = se;
         pthread_mutex_unlock(&execs_lock);
