@@ -418,7 +418,7 @@ static int relay_response(struct ic_conn *c, const struct http_request *req)
                                 len = got;
                                 /* the records already read ahead, in the same piece: fewer,
                                  * bigger writes to the client */
-                                while (len < HTTP_HEAD_MAX + IC_BUF && SSL_pending(c->up) > 0 &&
+                                while (len < HTTP_HEAD_MAX + IC_BUF && SSL_has_pending(c->up) &&
                                        SSL_read_ex(c->up, buf + len, HTTP_HEAD_MAX + IC_BUF - len, &got) == 1)
                                         len += got;
                         }

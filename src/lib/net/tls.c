@@ -209,6 +209,8 @@ static SSL_CTX *leaf_ctx(struct tls_ca *ca, const char *host)
         }
         SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
         SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+        /* an idle connection keeps no record buffer (nor the plaintext that was in it) */
+        SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
         return ctx;
 }
 
@@ -261,6 +263,7 @@ void *tls_client_ctx(struct tls_ca *ca, char *const *cas, size_t n, char *why, s
                         }
                 if (ok) {
                         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+                        SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
                         ca->client = ctx;
                 } else {
                         SSL_CTX_free(ctx);
