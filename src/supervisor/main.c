@@ -112,11 +112,9 @@ int main(int argc, char **argv)
                 r = audit ? brig_policy_set_audit_path(p, audit, &err) : brig_err(&err, ENOMEM, "audit");
         free(pol_text);
         if (r < 0) {
-                /* As control_wait_ready reads it. */
-                struct { int code, errnum; char text[1024]; } m = { BRIG_EXIT_SETUP, err ? err->errnum : 0, "" };
-                snprintf(m.text, sizeof m.text, "brig-supervisor: %s", err && err->msg ? err->msg : "failed");
-                fprintf(stderr, "%s\n", m.text);  /* the log: it says who already */
-                (void)!write(SUPERVISOR_FD_READY, &m, sizeof m);
+                /* the log says who already; the creator hears it located */
+                fprintf(stderr, "brig-supervisor: %s\n", err && err->msg ? err->msg : "failed");
+                control_tell_ready(SUPERVISOR_FD_READY, err, "brig-supervisor");
                 return BRIG_EXIT_SETUP;
         }
         /* The strings live in doc, which lives as long as we do. */

@@ -353,7 +353,8 @@ def test_state_root_must_be_private(brig, sandboxes, scratch):
     assert list((evil / "brig").iterdir()) == []
 
 
-CTL_STOP_MSG = struct.pack("=IIIIIiii Q 1024s", 0x62726731, 3, 0, 0, 0, 0, 0, 0, 0, b"")  # control.h ctl_hdr
+# control.h ctl_hdr: its fields, text, and the wire_error of CTL_ERROR (error.h, 976 bytes)
+CTL_STOP_MSG = struct.pack("=IIIIIiii Q 1024s 976s", 0x62726732, 3, 0, 0, 0, 0, 0, 0, 0, b"", b"")
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="CROSS-USER TEST NOT RUN: needs root to act as a second user")

@@ -447,9 +447,10 @@ def test_state_root_of_another_user_refused(brig, bindir, scratch):
 CLIENT = r'''
 import array, os, socket, struct, sys
 path, what = sys.argv[1], sys.argv[2]
-MAGIC = 0x62726731
+MAGIC = 0x62726732
+# control.h ctl_hdr: its fields, text[1024], the wire_error of CTL_ERROR (error.h: 976 bytes)
 def hdr(type_, argc=0, envc=0, flags=0, arg=0, timeout=0, magic=MAGIC):
-    return struct.pack("=IIIIIiiiQ", magic, type_, flags, argc, envc, arg, 0, 0, timeout) + bytes(1024)
+    return struct.pack("=IIIIIiiiQ", magic, type_, flags, argc, envc, arg, 0, 0, timeout) + bytes(1024 + 976)
 def conn():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(5)
@@ -468,7 +469,11 @@ def reply(s):
     if len(d) < 40:
         return "short %d" % len(d)
     m, t, _, _, _, arg, code, errnum = struct.unpack("=IIIIIiii", d[:32])
-    return "type=%d code=%d errnum=%d %s" % (t, code, errnum, d[40:].split(b"\0")[0].decode(errors="replace"))
+    text = d[40:1064]
+    if t == 101 and len(d) >= 1064 + 976:  # CTL_ERROR: the wire_error
+        _, code, errnum = struct.unpack_from("=Iii", d, 1064)
+        text = d[1064 + 12 + 64:]
+    return "type=%d code=%d errnum=%d %s" % (t, code, errnum, text.split(b"\0")[0].decode(errors="replace"))
 std = [0, 1, 2]
 cases = {
     "empty": [b""],

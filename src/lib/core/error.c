@@ -88,3 +88,80 @@ void brig_error_free(brig_error **err)
         free(*err);
         *err = NULL;
 }
+
+/* ---- the wire form (error.h) ------------------------------------------- */
+
+void wire_error_encode(struct wire_error *w, const brig_error *err, const char *where)
+{
+        memset(w, 0, sizeof *w);
+        w->magic = WIRE_ERROR_MAGIC;
+        w->exit_code = err && err->exit_code > 0 && err->exit_code <= 255 ? err->exit_code : BRIG_EXIT_SETUP;
+        w->errnum = err && err->errnum > 0 && err->errnum <= WIRE_ERRNO_MAX ? err->errnum : 0;
+        snprintf(w->where, sizeof w->where, "%s", where ? where : "");
+        snprintf(w->text, sizeof w->text, "%s", err && err->msg && err->msg[0] ? err->msg : "unknown error");
+}
+
+/* A place is a plain word or two: letters, digits and " _-.:/'" — what
+ * brig's own steps and program names are made of. */
+static bool place_ok(const char *s)
+{
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                      strchr(" _-.:/'", *s)))
+                        return false;
+        return true;
+}
+
+/* The text with C0 controls but '\n', DEL and UTF-8's C1 controls
+ * (0xC2 0x80..0x9F; xterm takes U+009B as CSI) written as \xNN: the same
+ * bytes the CLI's cli_put_safe shows, for every front end. */
+static char *escaped(const char *s)
+{
+        size_t n = strlen(s);
+        char *out = malloc(4 * n + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+                if (*c == '\n') {
+                        *o++ = '\n';
+                } else if (*c < 0x20 || *c == 0x7f) {
+                        o += sprintf(o, "\\x%02x", *c);
+                } else if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) {
+                        o += sprintf(o, "\\x%02x\\x%02x", c[0], c[1]);
+                        c++;
+                } else {
+                        *o++ = (char)*c;
+                }
+        }
+        *o = '\0';
+        return out;
+}
+
+int wire_error_decode(const void *buf, size_t len, int *exit_code, brig_error **err)
+{
+        struct wire_error w;
+        if (exit_code)
+                *exit_code = BRIG_EXIT_SETUP;
+        if (!buf || len != sizeof w)
+                return brig_err(err, EPROTO, "a malformed error message (%zu bytes, not %zu) from the other side",
+                                len, sizeof w);
+        memcpy(&w, buf, sizeof w);
+        if (w.magic != WIRE_ERROR_MAGIC)
+                return brig_err(err, EPROTO, "a malformed error message (no magic) from the other side");
+        if (w.errnum < 0 || w.errnum > WIRE_ERRNO_MAX)
+                return brig_err(err, EPROTO, "a malformed error message (errno %d) from the other side", (int)w.errnum);
+        if (!memchr(w.text, '\0', sizeof w.text) || !memchr(w.where, '\0', sizeof w.where))
+                return brig_err(err, EPROTO, "a malformed error message (text without its end) from the other side");
+        if (!place_ok(w.where))
+                return brig_err(err, EPROTO, "a malformed error message (a place that is no plain word) from the "
+                                             "other side");
+        int code = w.exit_code > 0 && w.exit_code <= 255 ? w.exit_code : BRIG_EXIT_SETUP;
+        if (exit_code)
+                *exit_code = code;
+        _cleanup_free_ char *text = escaped(w.text[0] ? w.text : "unknown error (an empty message)");
+        int r = brig_err_code(err, code, 0, w.where[0] ? "%s: %s" : "%s%s", w.where,
+                              text ? text : "out of memory while reporting an error");
+        if (err && *err)
+                (*err)->errnum = w.errnum;
+        return w.errnum > 0 ? -w.errnum : r;
+}

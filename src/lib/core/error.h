@@ -16,4 +16,37 @@ BRIG_INTERNAL int brig_err_code(brig_error **err, int exit_code, int errnum, con
 BRIG_INTERNAL int brig_err_prefix(brig_error **err, const char *fmt, ...) BRIG_PRINTF(2, 3);
 BRIG_INTERNAL char *brig_strdup_printf(const char *fmt, ...) BRIG_PRINTF(1, 2);
 
+/* ---- an error crossing a process boundary ------------------------------ */
+
+/* The one form in which a brig_error leaves its process: the child's and
+ * pid 1's failures to the supervisor (sync.h), the control socket's
+ * CTL_ERROR answers (persist/control.h), the supervisor program's word on
+ * its ready pipe (control.c). Fixed size, so it fits any carrier whole.
+ * The sending side may be the sandbox's: the decoder takes nothing on
+ * trust. */
+#define WIRE_ERROR_MAGIC 0x62657231u  /* "ber1" */
+#define WIRE_ERROR_WHERE 64           /* bytes, with the NUL */
+#define WIRE_ERROR_TEXT 900           /* bytes, with the NUL */
+#define WIRE_ERRNO_MAX 4095           /* the kernel's errno range */
+struct wire_error {
+        uint32_t magic;
+        int32_t exit_code;            /* 1..255 */
+        int32_t errnum;               /* 0 or 1..WIRE_ERRNO_MAX */
+        char where[WIRE_ERROR_WHERE]; /* optional: what it is located at (a step, a program) */
+        char text[WIRE_ERROR_TEXT];   /* the message, cut to fit */
+};
+/* Fill w from err (NULL: "unknown error"), located at `where` (NULL:
+ * none). Every byte of w is written: nothing of the sender's memory goes
+ * along. */
+BRIG_INTERNAL void wire_error_encode(struct wire_error *w, const brig_error *err, const char *where);
+/* The error `len` bytes at buf say, into *err (as brig_err_code would),
+ * and its exit code into *exit_code (may be NULL): -errnum, -EIO when it
+ * names none, -EPROTO when the bytes are no error of this form (wrong
+ * size or magic, an errno out of range, text or place not terminated, a
+ * place that is not a plain word). An exit code outside 1..255 becomes
+ * 125: an error never reads as success. Control characters in the text
+ * (but new lines) and the place are escaped as \xNN, as the CLI prints
+ * them: nothing from the other side acts on a terminal. */
+BRIG_INTERNAL int wire_error_decode(const void *buf, size_t len, int *exit_code, brig_error **err);
+
 #endif

@@ -239,12 +239,10 @@ static int release_child(struct run_plan *plan, struct cgroup *cg, pid_t pid, in
 static int collect(const struct supervision *s, brig_result *res, brig_error **err)
 {
         if (s->failure.type != 0) {
-                int code = s->failure.type == SYNC_EXEC_FAILED ? s->failure.exit_code : BRIG_EXIT_SETUP;
+                int code;
+                int r = sync_failure(&s->failure, &code, err);
                 res->exit_code = code;
-                int r = brig_err_code(err, code, 0, "%s", s->failure.text);
-                if (err && *err)
-                        (*err)->errnum = s->failure.errnum;
-                return s->failure.errnum > 0 ? -s->failure.errnum : r;
+                return r;
         }
         int status = s->have_status ? s->wait_status : s->init_status;
         /* No word from pid 1 and no signal: it ended on its own before the

@@ -41,15 +41,25 @@ int sync_send(int fd, const struct sync_msg *m)
 int sync_send_error(int fd, int type, const brig_error *err)
 {
         struct sync_msg m = { .type = type };
-        if (err) {
-                m.errnum = err->errnum;
-                m.exit_code = err->exit_code;
-                snprintf(m.text, sizeof m.text, "%s", err->msg ? err->msg : "unknown error");
-        } else {
-                m.exit_code = BRIG_EXIT_SETUP;
-                snprintf(m.text, sizeof m.text, "unknown error");
-        }
+        wire_error_encode(&m.error, err, NULL);
         return sync_send(fd, &m);
+}
+
+int sync_failure(const struct sync_msg *m, int *exit_code, brig_error **err)
+{
+        int code;
+        bool filled = err && !*err;  /* an earlier error stays as it is */
+        int r = wire_error_decode(&m->error, sizeof m->error, &code, err);
+        /* only an exec's failure says how the command fails (126, 127,
+         * a file operation's 1); anything else is brig's own */
+        if (m->type != SYNC_EXEC_FAILED) {
+                code = BRIG_EXIT_SETUP;
+                if (filled && *err)
+                        (*err)->exit_code = code;
+        }
+        if (exit_code)
+                *exit_code = code;
+        return r;
 }
 
 /* Returns 1 for a message, 0 at end of stream, negative errno on error.

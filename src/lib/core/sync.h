@@ -27,17 +27,21 @@ enum sync_type {
 };
 struct sync_msg {
         int type;
-        int errnum;
         int exit_code;
         int status;
         char text[1024];
         /* SYNC_STATUS of an exec (persist_init.c): its wait4 figures */
         uint64_t cpu_user_us, cpu_system_us;
         int64_t maxrss_kb;
+        struct wire_error error;  /* SYNC_ERROR, SYNC_EXEC_FAILED (error.h) */
 };
 BRIG_INTERNAL int sync_send(int fd, const struct sync_msg *m);
 BRIG_INTERNAL int sync_send_fd(int fd, const struct sync_msg *m, int passed_fd);
 BRIG_INTERNAL int sync_send_error(int fd, int type, const brig_error *err);
+/* The error a SYNC_ERROR or SYNC_EXEC_FAILED message carries, checked
+ * (wire_error_decode): into *err, its exit code into *exit_code — 125 for
+ * a setup failure whatever the message says. Returns -errno. */
+BRIG_INTERNAL int sync_failure(const struct sync_msg *m, int *exit_code, brig_error **err);
 BRIG_INTERNAL int sync_recv(int fd, struct sync_msg *m, int *passed_fd);
 
 #endif

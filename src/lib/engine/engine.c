@@ -413,13 +413,8 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         }
         for (int i = 0; i < nfds; i++)
                 close(fds[i]);
-        if (n > 0 && h.type == CTL_ERROR) {
-                h.text[sizeof h.text - 1] = '\0';
-                int r = brig_err_code(err, h.exit_code ? h.exit_code : BRIG_EXIT_SETUP, 0, "%s", h.text);
-                if (err && *err)
-                        (*err)->errnum = h.errnum;
-                return h.errnum > 0 ? -h.errnum : r;
-        }
+        if (n > 0 && h.type == CTL_ERROR)
+                return ctl_error(&h, NULL, err);
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
@@ -718,12 +713,7 @@ static int take_message(struct brig_exec *x, brig_error **err)
                 }
                 int r;
                 if (n > 0 && h.type == CTL_ERROR) {
-                        h.text[sizeof h.text - 1] = '\0';
-                        x->res.exit_code = h.exit_code ? h.exit_code : BRIG_EXIT_SETUP;
-                        r = brig_err_code(&x->error, x->res.exit_code, 0, "%s", h.text);
-                        x->error->errnum = h.errnum;
-                        if (h.errnum > 0)
-                                r = -h.errnum;
+                        r = ctl_error(&h, &x->res.exit_code, &x->error);
                 } else if (exec_closing(x)) {
                         /* brig_exec_close from another thread woke us */
                         x->res.exit_code = BRIG_EXIT_SETUP;

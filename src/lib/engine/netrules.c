@@ -30,13 +30,8 @@ static int ask(brig_sandbox *sb, const char *what, struct ctl_hdr *h, char **pay
         if (n < (ssize_t)sizeof *h)
                 return brig_err(err, n < 0 ? (int)-n : EPIPE, "%s: no answer from sandbox '%s'", what, name);
         memcpy(h, buf, sizeof *h);
-        if (h->type == CTL_ERROR) {
-                h->text[sizeof h->text - 1] = '\0';
-                r = brig_err_code(err, h->exit_code ? h->exit_code : BRIG_EXIT_SETUP, 0, "%s", h->text);
-                if (err && *err)
-                        (*err)->errnum = h->errnum;
-                return h->errnum > 0 ? -h->errnum : r;
-        }
+        if (h->type == CTL_ERROR)
+                return ctl_error(h, NULL, err);
         if (h->type != CTL_OK)
                 return brig_err(err, EBADMSG, "%s: sandbox '%s' answered %u", what, name, h->type);
         if (payload) {

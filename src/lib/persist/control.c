@@ -250,23 +250,26 @@ int control_poll_fd(const struct control *c)
         return c->epfd;
 }
 
+/* What the supervisor says on its ready pipe, once: ready, or why not. One
+ * write well below PIPE_BUF: the reader gets it whole or not at all. */
 struct ready_msg {
-        int exit_code;
-        int errnum;
-        char text[1024];
+        uint32_t failed;
+        struct wire_error error;
 };
+
+void control_tell_ready(int fd, const brig_error *err, const char *where)
+{
+        struct ready_msg m = { .failed = err != NULL };
+        if (err)
+                wire_error_encode(&m.error, err, where);
+        (void)!write(fd, &m, sizeof m);
+}
 
 static void tell_creator(struct control *c, const brig_error *err)
 {
         if (c->ready_fd < 0)
                 return;
-        struct ready_msg m = { 0 };
-        if (err) {
-                m.exit_code = err->exit_code ? err->exit_code : BRIG_EXIT_SETUP;
-                m.errnum = err->errnum;
-                snprintf(m.text, sizeof m.text, "%s", err->msg ? err->msg : "unknown error");
-        }
-        (void)!write(c->ready_fd, &m, sizeof m);
+        control_tell_ready(c->ready_fd, err, NULL);
         /* On failure the pipe stays open until we exit: brig create waits
          * for that end of file before it removes the state directory, so
          * our last state write cannot race its removal. */
@@ -283,13 +286,9 @@ int control_wait_ready(int fd, brig_error **err)
         while (n < 0 && errno == EINTR);
         if (n != (ssize_t)sizeof m)
                 return brig_err(err, EPROTO, "the sandbox's supervisor ended during setup (see its log)");
-        if (m.exit_code == 0)
+        if (!m.failed)
                 return 0;
-        m.text[sizeof m.text - 1] = '\0';
-        int r = brig_err_code(err, m.exit_code, 0, "%s", m.text);
-        if (err && *err)
-                (*err)->errnum = m.errnum;
-        return r;
+        return wire_error_decode(&m.error, sizeof m.error, NULL, err);
 }
 
 static void begin_stop(struct control *c);
@@ -325,11 +324,14 @@ static void conn_close(struct control *c, struct conn *k)
 static void reply_error(int fd, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
 static void reply_error(int fd, int errnum, const char *fmt, ...)
 {
-        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_ERROR, .exit_code = BRIG_EXIT_SETUP, .errnum = errnum };
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_ERROR };
+        char text[WIRE_ERROR_TEXT];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(h.text, sizeof h.text, fmt, ap);
+        vsnprintf(text, sizeof text, fmt, ap);
         va_end(ap);
+        brig_error e = { .exit_code = BRIG_EXIT_SETUP, .errnum = errnum, .msg = text };
+        wire_error_encode(&h.error, &e, NULL);
         (void)ctl_send(fd, &h, NULL, 0, NULL, 0);
 }
 
@@ -640,10 +642,13 @@ static void on_exec(struct control *c, struct conn *k)
         struct ctl_hdr h = { .magic = CTL_MAGIC };
         char lines[sizeof ((brig_result *)0)->refusals] = "";
         if (k->failure.type) {
+                /* checked here, where it crosses from the sandbox's side,
+                 * and passed on in the same form */
+                brig_error *e = NULL;
                 h.type = CTL_ERROR;
-                h.exit_code = k->failure.type == SYNC_EXEC_FAILED ? k->failure.exit_code : BRIG_EXIT_SETUP;
-                h.errnum = k->failure.errnum;
-                snprintf(h.text, sizeof h.text, "%s", k->failure.text);
+                (void)sync_failure(&k->failure, NULL, &e);
+                wire_error_encode(&h.error, e, NULL);
+                brig_error_free(&e);
         } else if (r == 0 && k->started.type) {
                 h.type = CTL_STARTED;
                 h.arg = k->started.status;
@@ -660,8 +665,10 @@ static void on_exec(struct control *c, struct conn *k)
                 refusals_text_since(c->refusals, &k->mark, REFUSALS_LINES, lines, sizeof lines);
         } else {
                 h.type = CTL_ERROR;
-                h.exit_code = BRIG_EXIT_SETUP;
-                snprintf(h.text, sizeof h.text, "sandbox '%s' ended while the command ran", c->name);
+                brig_error *e = NULL;
+                brig_err(&e, 0, "sandbox '%s' ended while the command ran", c->name);
+                wire_error_encode(&h.error, e, NULL);
+                brig_error_free(&e);
         }
         size_t len = lines[0] ? strlen(lines) + 1 : 0;
         _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &m, &len) : NULL;

@@ -10,7 +10,8 @@
 
 #include <stdint.h>
 
-#define CTL_MAGIC 0x62726731u      /* "brg1": refuse a stray peer's bytes early */
+#define CTL_MAGIC 0x62726732u      /* "brg2": refuse a stray peer's bytes early (brg1: before the
+                                     * errors' wire form) */
 #define CTL_MAX_MSG (128 * 1024)    /* argv + environment of one exec */
 #define CTL_MAX_FDS 3
 
@@ -26,7 +27,7 @@ enum ctl_type {
         CTL_NET_RULES,    /* answered with CTL_OK and the rules in force as JSON after the header */
         /* supervisor → client */
         CTL_OK = 100,
-        CTL_ERROR,        /* exit_code, errnum, text */
+        CTL_ERROR,        /* error (wire_error, error.h) */
         CTL_STATUS,       /* arg = the command's wait status; errnum, text: connections the unix
                            * socket guard refused it, and the first one's path;
                            * payload: the summary's lines of what was refused while
@@ -64,7 +65,8 @@ struct ctl_hdr {
         int32_t exit_code;
         int32_t errnum;
         uint64_t timeout_ms;  /* exec: 0 for none */
-        char text[1024];      /* errors */
+        char text[1024];      /* CTL_STATUS, CTL_STARTED */
+        struct wire_error error;  /* CTL_ERROR: checked by ctl_error */
 };
 
 /* Send one message (hdr followed by `len` payload bytes) with up to
@@ -76,6 +78,9 @@ BRIG_INTERNAL int ctl_send(int fd, const struct ctl_hdr *h, const void *payload,
  * of stream, or -errno (-EBADMSG for anything malformed). */
 BRIG_INTERNAL ssize_t ctl_recv(int fd, void *buf, size_t cap, int *fds, int *nfds);
 BRIG_INTERNAL int ctl_reply(int fd, enum ctl_type type, int arg, const brig_error *err);
+/* A CTL_ERROR's error, checked (wire_error_decode): into *err, its exit
+ * code into *exit_code (may be NULL). Returns -errno. */
+BRIG_INTERNAL int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error **err);
 
 /* A parsed exec request; the strings point into the message buffer. */
 struct exec_request {

@@ -82,12 +82,14 @@ ssize_t ctl_recv(int fd, void *buf, size_t cap, int *fds, int *nfds)
 int ctl_reply(int fd, enum ctl_type type, int arg, const brig_error *err)
 {
         struct ctl_hdr h = { .magic = CTL_MAGIC, .type = type, .arg = arg };
-        if (err) {
-                h.exit_code = err->exit_code ? err->exit_code : BRIG_EXIT_SETUP;
-                h.errnum = err->errnum;
-                snprintf(h.text, sizeof h.text, "%s", err->msg ? err->msg : "unknown error");
-        }
+        if (err)
+                wire_error_encode(&h.error, err, NULL);
         return ctl_send(fd, &h, NULL, 0, NULL, 0);
+}
+
+int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error **err)
+{
+        return wire_error_decode(&h->error, sizeof h->error, exit_code, err);
 }
 
 /* n NUL-terminated strings from *p, within end; NULL when they do not fit. */

@@ -106,11 +106,7 @@ static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_ex
 /* What the supervisor or pid 1 said went wrong, as our error. */
 static int error_reply(const struct ctl_hdr *h, brig_result *res, brig_error **err)
 {
-        res->exit_code = h->exit_code ? h->exit_code : BRIG_EXIT_SETUP;
-        int r = brig_err_code(err, res->exit_code, 0, "%s", h->text);
-        if (err && *err)
-                (*err)->errnum = h->errnum;
-        return h->errnum > 0 ? -h->errnum : r;
+        return ctl_error(h, &res->exit_code, err);
 }
 
 struct exec_loop {

@@ -59,12 +59,8 @@ _Noreturn void sandbox_supervise(const char *dir, const char *name, const brig_p
                 fprintf(stderr, "brig supervisor: %s\n", err && err->msg ? err->msg : "failed");
                 if (ctl)
                         control_failed(ctl, err);
-                else if (ready_fd >= 0) {
-                        /* no control yet: the same message by hand */
-                        struct { int code, errnum; char text[1024]; } m = { BRIG_EXIT_SETUP, 0, "" };
-                        snprintf(m.text, sizeof m.text, "%s", err && err->msg ? err->msg : "failed");
-                        (void)!write(ready_fd, &m, sizeof m);
-                }
+                else if (ready_fd >= 0)
+                        control_tell_ready(ready_fd, err, NULL);  /* no control yet: the same word */
         }
         control_finish(ctl);
         control_free(ctl);
@@ -424,12 +420,8 @@ static int simple_request(const char *name, enum ctl_type type, brig_error **err
                 close(fds[i]);
         if (n <= 0)
                 return brig_err(err, n < 0 ? (int)-n : EPIPE, "no answer from sandbox '%s'", name);
-        if (h.type == CTL_ERROR) {
-                r = brig_err_code(err, h.exit_code ? h.exit_code : BRIG_EXIT_SETUP, 0, "%s", h.text);
-                if (err && *err)
-                        (*err)->errnum = h.errnum;
-                return h.errnum > 0 ? -h.errnum : r;
-        }
+        if (h.type == CTL_ERROR)
+                return ctl_error(&h, NULL, err);
         return 0;
 }
 

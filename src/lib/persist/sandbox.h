@@ -33,6 +33,9 @@ BRIG_INTERNAL void control_finish(struct control *c);
 BRIG_INTERNAL void control_free(struct control *c);
 /* `brig create`'s side: wait for the supervisor's word (ready or error). */
 BRIG_INTERNAL int control_wait_ready(int fd, brig_error **err);
+/* The supervisor's side of that pipe: ready (err NULL) or the error, in
+ * its wire form (error.h), located at `where` (NULL: none). */
+BRIG_INTERNAL void control_tell_ready(int fd, const brig_error *err, const char *where);
 
 /* sandbox.c: shared with snapshot.c */
 BRIG_INTERNAL int sandbox_launch(const char *dir, const char *name, const brig_policy *p,
