@@ -318,11 +318,14 @@ curl -sS -i --data-binary @/tmp/big https://api.test/bigbody | grep -i '^x-brig-
 def test_unverified_peers_never_get_the_value(ws, up):
     """A server whose certificate is for another name (--resolve points the
     bound host at it): 502 with the reason, nothing sent. An address
-    allowed by CIDR with the bound host's SNI: end to end, placeholder only."""
+    allowed by CIDR with the bound host's SNI: end to end, placeholder only.
+    A host with no secret and no rule: end to end (its own certificate)."""
     brig = ws
     mark = up.mark()
     script = r'''
 curl -sS -i -H "Authorization: Bearer $API_TOKEN" https://api.test:8443/whoami | grep -i -e '^HTTP/' -e '^x-brig-deny'
+# a host with neither a secret nor a rule stays end to end: only the test CA's certificate verifies
+curl -sS --cacert "$CA" https://other.test/e2e && echo e2e-ok
 python3 - "$ADDR" <<'EOF'
 import os, socket, ssl, sys
 s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
@@ -339,10 +342,11 @@ EOF
     shutil.copy(up.tmp / "ca.pem", brig.workspace / "test-ca.pem")
     r, ev, path = audited(brig, script, *up.args("--env", f"ADDR={up.addr}", "--env", "CA=test-ca.pem"))
     assert "HTTP/1.1 502" in r.stdout and "not valid for api.test" in r.stdout, r
-    assert "cidr HTTP/1.1 200 OK" in r.stdout, r
+    assert "cidr HTTP/1.1 200 OK" in r.stdout and "ok\ne2e-ok" in r.stdout, r
     seen = up.seen(mark)
-    assert [q["path"] for q in seen] == ["/cidr"], seen
-    assert seen[0]["headers"]["Authorization"].startswith("Bearer brig-secret-API_TOKEN-"), seen
+    assert [q["path"] for q in seen] == ["/e2e", "/cidr"], seen
+    assert seen[1]["headers"]["Authorization"].startswith("Bearer brig-secret-API_TOKEN-"), seen
+    assert not any(e.get("protocol") == "https-intercepted" and e.get("host") == "other.test" for e in ev), ev
     tls = [e for e in ev if e.get("phase") == "tls" and e["decision"] == "deny"]
     assert tls and "not valid for api.test" in tls[0]["reason"], ev
     assert_never_leaked(up, r, path)
