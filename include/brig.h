@@ -222,6 +222,8 @@ BRIG_PUBLIC char *brig_policy_explain(const brig_policy *p, brig_error **err);
 /* Write the audit stream (JSON lines: start, every refused or logged
  * syscall, end; docs/audit.md) to this file during the run. */
 BRIG_PUBLIC int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err);
+/* No exec and exit events in the audit stream (docs/audit.md#exec-events). */
+BRIG_PUBLIC void brig_policy_set_audit_no_exec(brig_policy *p, bool on);
 
 /* Called at the start of a run, once per control that runs weaker than the
  * policy asks (cgroup limits on rlimits, Landlock or seccomp missing under
@@ -597,6 +599,43 @@ BRIG_PUBLIC int brig_sandbox_net_rule(brig_sandbox *sb, unsigned rule, const cha
 /* The rules in force now as JSON (free()): {"mode", "allow_hosts",
  * "deny_hosts", "allow_cidrs", "resolve", ...} as the report has them. */
 BRIG_PUBLIC char *brig_sandbox_net_json(brig_sandbox *sb, brig_error **err);
+
+/* ---- Reading an audit stream (docs/audit.md) --------------------------- */
+
+typedef struct brig_audit_verdict {
+        uint32_t size;            /* sizeof(brig_audit_verdict), set by the caller */
+        uint64_t lines;           /* lines read */
+        uint64_t bad_line;        /* the first line where it was altered; 0: intact */
+        bool ended;               /* an end event closes it */
+        uint64_t streams;         /* runs in it (--audit FILE appends one stream per run) */
+        char sha256[65];          /* the last stream's SHA-256, hex (that run's report's audit.sha256) */
+        char what[512];           /* where and how it was altered, in words; "" intact */
+} brig_audit_verdict;
+/* Check the hash chain of a whole stream: 0 when intact, -EBADMSG when it
+ * was altered (v says where: a line changed, removed, reordered, added
+ * after the end, or the stream cut short), -EINVAL, -ENOMEM. The end line
+ * itself is held only by its hash elsewhere: compare v->sha256 with the
+ * run report's audit.sha256. */
+BRIG_PUBLIC int brig_audit_verify(const char *buf, size_t len, brig_audit_verdict *v);
+
+/* A reader making the timeline: each line in words, and a summary. */
+typedef struct brig_audit_reader brig_audit_reader;
+enum brig_audit_flags {
+        BRIG_AUDIT_COLOUR = 1 << 0,   /* ANSI colours (a terminal) */
+        BRIG_AUDIT_DENIED = 1 << 1,   /* only what was refused */
+};
+/* only: a comma list of kinds shown (start, exec, net, syscall, files,
+ * limit, approval, end), NULL for all; -EINVAL names the bad one. */
+BRIG_PUBLIC int brig_audit_reader_new(unsigned flags, const char *only, brig_audit_reader **ret, brig_error **err);
+/* One line of the stream: *text (the caller frees; NULL when filtered
+ * out) is the event in words, every string of the stream with its control
+ * characters shown as \xNN. -EBADMSG: not an event (still counted). */
+BRIG_PUBLIC int brig_audit_reader_line(brig_audit_reader *r, const char *line, size_t len, char **text);
+/* What the lines read so far add up to, in one line a model can take as
+ * context ("ran 14 programs (...); 2 connections refused: evil.example:443
+ * (not allowed); ..."); the caller frees it. NULL: out of memory. */
+BRIG_PUBLIC char *brig_audit_reader_summary(const brig_audit_reader *r);
+BRIG_PUBLIC void brig_audit_reader_free(brig_audit_reader *r);
 
 /* ---- Host probe -------------------------------------------------------- */
 

@@ -6,7 +6,7 @@
 # compares what it offers with each command's --help.
 
 _brig_commands="run create exec cp files ls stop start rm pause resume diff commit reset
-        snapshot restore fork pool mcp policy doctor serve version help"
+        snapshot restore fork pool mcp policy doctor log serve version help"
 
 # brig run --help; create, pool and mcp take these too, less the run-only ones.
 _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm-size
@@ -19,7 +19,7 @@ _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile
         --nproc --fsize --stack --require-limits
         --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
-        --json-report --json-report-fd --audit --audit-fd --quiet --pooled"
+        --json-report --json-report-fd --audit --audit-fd --audit-no-exec --quiet --pooled"
 _brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --quiet --pooled"
 _brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --json-report --detach --quiet"
 
@@ -35,7 +35,8 @@ _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bi
         --secret --secret-host --secret-header --upstream-ca --http-rule
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile --nproc
         --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
-        --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode"
+        --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode
+        --only --sha256"
 
 _brig_has()
 {
@@ -109,6 +110,18 @@ _brig()
                         return
                 fi ;;
         ls|doctor) opts="--json" ;;
+        log)
+                if (( COMP_CWORD == 2 )) && [[ $cur != -* ]]; then
+                        COMPREPLY=($(compgen -W "verify" -- "$cur") $(compgen -f -- "$cur"))
+                        return
+                fi
+                # --sha256 is verify's; the rest the timeline's (brig log --help lists both)
+                opts="--follow --only --denied --json --summary --no-color --sha256"
+                if [[ $prev == --only ]]; then
+                        COMPREPLY=($(compgen -W "start exec net syscall files limit approval end" -- "$cur"))
+                        return
+                fi
+                [[ $cur != -* && $prev != --sha256 ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
         serve) opts="--socket --socket-mode --state --listen --token-file --policy --max-sandboxes --max-execs --max-body
                 --max-output --idle-timeout --client-timeout --remove-on-exit" ;;
         stop|start|rm|pause|resume) names=-1 ;;

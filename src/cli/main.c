@@ -27,6 +27,7 @@ static const char usage[] =
         "  mcp [--overlay] [--keep NAME] [options]\n"
         "                                  serve one sandbox to an agent over MCP on stdio (brig mcp --help)\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
+        "  log FILE|NAME [options]         an audit stream as a timeline; log verify FILE (brig log --help)\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  serve [options]                 the sandbox API over HTTP (brig serve --help)\n"
         "  version                         print the version\n";
@@ -195,6 +196,8 @@ int main(int argc, char **argv)
                 return cmd_mcp(argc - 1, argv + 1);
         if (strcmp(cmd, "doctor") == 0)
                 return cmd_doctor(argc - 1, argv + 1);
+        if (strcmp(cmd, "log") == 0)
+                return cmd_log(argc - 1, argv + 1);
         if (strcmp(cmd, "serve") == 0)
                 return cmd_serve(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -251,6 +251,8 @@ static bool is_deny_log(uint32_t a)
 
 /* Set while one filter is compiled (per thread: brig_run may run in many). */
 static _Thread_local bool compiling_for_audit, compiling_for_refusals;
+/* ... with exec events (audit.c): execve and execveat notify. */
+static _Thread_local bool compiling_exec_events;
 /* ... or the supervisor's answers (build_replies): a "log" of connect or
  * sendto stays SCMP_ACT_LOG there, so the answer tells it from an allow. */
 static _Thread_local bool compiling_for_replies;
@@ -638,6 +640,11 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, co
 {
         action = resolve(action);
         bool passes = action == SCMP_ACT_ALLOW || (action == SCMP_ACT_LOG && !compiling_for_replies);
+        /* An exec the policy lets run stops for the supervisor, which
+         * records it and lets it go on (unixguard.c, exec_observe): the
+         * kernel reports it, so nothing inside can skip or fake the event. */
+        if (passes && compiling_exec_events && (nr == SCMP_SYS(execve) || nr == SCMP_SYS(execveat)))
+                return add_exact(ctx, SCMP_ACT_NOTIFY, nr, n, cmp);
         if (passes && nr == SCMP_SYS(connect))
                 return add_exact(ctx, SCMP_ACT_NOTIFY, nr, n, cmp);
         if (!passes || nr != SCMP_SYS(sendto))
@@ -985,9 +992,9 @@ static int cache_key(const struct run_plan *plan, bool refusals, char **key, siz
         FILE *f = open_memstream(key, len);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%s %s build-%s libseccomp-%u.%u.%u arch-%u audit-%d refusals-%d;", CACHE_MAGIC, BRIG_VERSION,
-                build.hex[0] ? build.hex : "unknown", v->major, v->minor, v->micro, SCMP_ARCH_NATIVE,
-                plan->audit_fd >= 0, refusals);
+        fprintf(f, "%s %s build-%s libseccomp-%u.%u.%u arch-%u audit-%d exec-%d refusals-%d;", CACHE_MAGIC,
+                BRIG_VERSION, build.hex[0] ? build.hex : "unknown", v->major, v->minor, v->micro, SCMP_ARCH_NATIVE,
+                plan->audit_fd >= 0, plan->audit_exec, refusals);
         for (size_t i = 0; p && i < p->n; i++)
                 fprintf(f, "%s=%u;", p->rules[i].name, p->rules[i].action);
         return fclose(f) == 0 ? 0 : -ENOMEM;
@@ -1248,8 +1255,9 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
         if (r == 0 && !from_cache(plan, dir, refusals, &key, &len)) {
                 compiling_for_audit = audit;
                 compiling_for_refusals = refusals;
+                compiling_exec_events = audit && plan->audit_exec;
                 r = compile(&t, &plan->seccomp_prog, &plan->seccomp_len, err);
-                compiling_for_audit = compiling_for_refusals = false;
+                compiling_for_audit = compiling_for_refusals = compiling_exec_events = false;
                 _cleanup_free_ char *name = key ? cache_name(key, len) : NULL;
                 if (r == 0 && name)
                         cache_store(dir, name, key, len, plan->seccomp_prog, plan->seccomp_len);
@@ -1314,6 +1322,8 @@ int seccomp_reply_for(const struct seccomp_replies *rep, const struct seccomp_da
                 return 0;  /* "log": only recorded (a connect or sendto: recorded, and the guard's) */
         case SECCOMP_RET_USER_NOTIF:
                 return SECCOMP_REPLY_GUARD;  /* allowed: notified for the unix socket guard */
+        case SECCOMP_RET_ALLOW:
+                return SECCOMP_REPLY_ALLOW;  /* allowed: notified only to be seen (an exec event) */
         default:
                 return EPERM;  /* a call that should never notify: refuse */
         }

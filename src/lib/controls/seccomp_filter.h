@@ -30,6 +30,8 @@ BRIG_INTERNAL int seccomp_apply(const struct run_plan *plan, brig_error **err);
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #define SECCOMP_REPLY_GUARD (-2)
+/* ... or an allowed call notified to be recorded (execve with exec events) */
+#define SECCOMP_REPLY_ALLOW (-3)
 struct seccomp_replies {
         size_t len;
         struct sock_filter prog[];  /* refusals as plain errnos */

@@ -66,6 +66,7 @@
 #include "core/refusals.h"
 #include "core/audit.h"
 #include "controls/seccomp_filter.h"
+#include "controls/exectrace.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -124,6 +125,7 @@ struct unixguard {
         const char *agent_socket; /* --ssh-agent: brig's relay socket inside (tools.h), or NULL */
         const struct strv *allow;  /* --allow-unix, paths inside */
         struct audit *audit;
+        struct exectrace *exec;      /* exec events, or NULL */
         const struct seccomp_replies *replies;
         struct seccomp_notif *req;
         struct seccomp_notif_resp *resp;
@@ -170,6 +172,10 @@ int unixguard_new(const struct run_plan *plan, struct audit *audit, const struct
         g->plan = plan;
         g->audit = audit;
         g->replies = replies;
+        if (audit && plan->audit_exec && !(g->exec = exectrace_new(audit, g->epfd))) {
+                unixguard_free(g);
+                return brig_err(err, ENOMEM, "exec events");
+        }
         *ret = g;
         return 0;
 }
@@ -275,7 +281,14 @@ void unixguard_free(struct unixguard *g)
         seccomp_notify_free(g->req, g->resp);
         free(g->diag_buf);
         free(g->own_replies);
+        exectrace_free(g->exec);
         free(g);
+}
+
+void unixguard_finish(struct unixguard *g)
+{
+        if (g)
+                exectrace_finish(g->exec);
 }
 
 /* ---- one call, copied out of the target ---------------------------------- */
@@ -1110,6 +1123,11 @@ static void on_listener(struct unixguard *g, int fd)
                 guard_call(g, fd, g->req);  /* allowed or "log": the guard does it, never "continue" */
                 return;
         }
+        bool exec = nr == __NR_execve || nr == __NR_execveat;
+        if (g->exec && exec && (reply == 0 || reply == SECCOMP_REPLY_ALLOW)) {
+                exectrace_seen(g->exec, fd, g->req);  /* recorded only: it runs as the policy says */
+                reply = 0;
+        }
         if (reply < 0)
                 reply = EPERM;  /* a call that should not notify */
         if (reply > 0) {
@@ -1168,6 +1186,10 @@ void unixguard_dispatch(struct unixguard *g)
         int n = epoll_wait(g->epfd, ev, ARRAY_SIZE(ev), 0);
         for (int i = 0; i < n; i++) {
                 int fd = ev[i].data.fd;
+                if (exectrace_owns(g->exec, fd)) {
+                        exectrace_on_exit(g->exec, fd);  /* a process an exec event named ended */
+                        continue;
+                }
                 if (ev[i].events & EPOLLIN) {
                         g->current = listener_by_fd(g, fd);
                         on_listener(g, fd);

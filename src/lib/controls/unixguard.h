@@ -34,6 +34,9 @@ BRIG_INTERNAL uint64_t unixguard_refused(const struct unixguard *g, const char *
 /* Where refusals go for the run's summary (refusals.h), or NULL. */
 struct refusals;
 BRIG_INTERNAL void unixguard_set_refusals(struct unixguard *g, struct refusals *r);
+/* The run is over: what is still owed to the audit stream (exec events'
+ * exits). */
+BRIG_INTERNAL void unixguard_finish(struct unixguard *g);
 BRIG_INTERNAL void unixguard_free(struct unixguard *g);
 
 /* What the sock_diag dump is searched for: a socket file (device in the

@@ -30,12 +30,14 @@
  * needs no cancellation. */
 #define _GNU_SOURCE
 #include "core/hostfs.h"
+#include "core/host.h"
 #include "core/audit.h"
 #include "controls/seccomp_filter.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +46,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <time.h>
 
 #define RATE_BURST 10
@@ -51,6 +54,7 @@
 #define RATE_SLOTS 64
 #define RATE_TOTAL 100
 #define RATE_NET 100
+#define RATE_EXEC 100
 #define QUEUE_MAX (1024 * 1024)  /* bytes not yet written; more are dropped */
 #define DRAIN_IDLE_MS 5000
 
@@ -91,6 +95,17 @@ struct audit {
         uint64_t net_start;     /* the window of RATE_NET */
         unsigned net_lines;
         uint64_t net_dropped, net_suppressed;
+        uint64_t exec_start;    /* the window of RATE_EXEC: exec and exit events */
+        unsigned exec_lines;
+        uint64_t exec_dropped, exec_suppressed, execs;
+        /* the hash chain (docs/audit.md#tamper-evidence): `chain` orders
+         * emit() — any thread that records — with the queue, so the seq
+         * and prev of each line are those of the line queued before it */
+        pthread_mutex_t chain;
+        uint64_t seq;           /* lines queued so far */
+        char prev[AUDIT_HASH_HEX];   /* the hash of the last one queued */
+        EVP_MD_CTX *stream;     /* every line queued, for end's "stream" and the report */
+        char stream_hex[AUDIT_HASH_HEX];  /* the whole stream's, once the end is queued */
 };
 
 struct audit *audit_new(int fd, const char *what, brig_notice_fn notice, void *notice_data)
@@ -104,6 +119,15 @@ struct audit *audit_new(int fd, const char *what, brig_notice_fn notice, void *n
         a->wake = -1;
         a->notice = notice;
         a->notice_data = notice_data;
+        a->stream = EVP_MD_CTX_new();
+        if (!a->stream || !EVP_DigestInit_ex(a->stream, EVP_sha256(), NULL)) {
+                EVP_MD_CTX_free(a->stream);
+                free(a->what);
+                free(a);
+                return NULL;
+        }
+        memset(a->prev, '0', AUDIT_HASH_HEX - 1);  /* the first line follows nothing */
+        pthread_mutex_init(&a->chain, NULL);
         pthread_mutex_init(&a->lock, NULL);
         pthread_cond_init(&a->more, NULL);
         pthread_cond_init(&a->progress, NULL);
@@ -150,10 +174,10 @@ static void say_error(struct audit *a, int e)
 
 /* Append one line for the writer; never waits on the descriptor. `end`
  * (the last line) is kept even over QUEUE_MAX: it is one line. */
-static void queue(struct audit *a, const char *line, size_t len, bool end)
+static bool queue(struct audit *a, const char *line, size_t len, bool end)
 {
         int stopped;
-        bool full = false;
+        bool full = false, queued = false;
         pthread_mutex_lock(&a->lock);
         if (!(stopped = a->error) && (a->pending_len + len <= QUEUE_MAX || end)) {
                 if (a->pending_len + len > a->pending_cap) {
@@ -169,6 +193,7 @@ static void queue(struct audit *a, const char *line, size_t len, bool end)
                 if (a->pending_len + len <= a->pending_cap) {
                         memcpy(a->pending + a->pending_len, line, len);
                         a->pending_len += len;
+                        queued = true;
                         pthread_cond_signal(&a->more);
                 } else {
                         a->lost++;
@@ -185,6 +210,7 @@ static void queue(struct audit *a, const char *line, size_t len, bool end)
                 say(a, "%s: the reader is not keeping up (%d KiB unread): events are dropped and counted (the "
                        "end event's and the report's audit.lost); read it while brig runs", a->what, QUEUE_MAX / 1024);
         }
+        return queued;
 }
 
 /* Write it all: 0, or the errno; *gave_up when audit_flush gave up. Never a
@@ -342,7 +368,19 @@ static void audit_flush(struct audit *a)
         a->n_notes = 0;
 }
 
-/* Write one event, stamped with the wall-clock time (UTC, milliseconds). */
+static void hex_of(const unsigned char *md, unsigned n, char out[AUDIT_HASH_HEX])
+{
+        for (unsigned i = 0; i < n && 2 * i + 2 < AUDIT_HASH_HEX; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Write one event, stamped with the wall-clock time (UTC, milliseconds),
+ * the schema's version and its place in the hash chain: `seq` (its line,
+ * from 1) and `prev` (the SHA-256 of the line before it, as written, its
+ * newline left out). The end event also carries `stream`, the hash of
+ * every line before it. A line the queue drops (a reader left behind) is
+ * not in the chain: the next one follows the last one written, and `lost`
+ * counts it — the stream stays verifiable, and says it is not complete. */
 static void emit(struct audit *a, const char *event, json_t *o)
 {
         struct timespec ts;
@@ -354,14 +392,56 @@ static void emit(struct audit *a, const char *event, json_t *o)
         snprintf(stamp + n, sizeof stamp - n, ".%03ldZ", ts.tv_nsec / 1000000);
         json_object_set_new(o, "time", json_string(stamp));
         json_object_set_new(o, "event", json_string(event));
+        json_object_set_new(o, "v", json_integer(AUDIT_SCHEMA_VERSION));
+        bool end = strcmp(event, "end") == 0;
+        pthread_mutex_lock(&a->chain);
+        json_object_set_new(o, "seq", json_integer((json_int_t)(a->seq + 1)));
+        json_object_set_new(o, "prev", json_string(a->prev));
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned mdlen = 0;
+        if (end) {
+                EVP_MD_CTX *copy = EVP_MD_CTX_new();
+                char hex[AUDIT_HASH_HEX] = "";
+                if (copy && EVP_MD_CTX_copy_ex(copy, a->stream) && EVP_DigestFinal_ex(copy, md, &mdlen))
+                        hex_of(md, mdlen, hex);
+                EVP_MD_CTX_free(copy);
+                json_object_set_new(o, "stream", json_string(hex));
+        }
         char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(o);
-        if (!text)
-                return;
-        size_t len = strlen(text);
-        text[len] = '\n';  /* a whole line queued or none */
-        queue(a, text, len + 1, strcmp(event, "end") == 0);
+        if (text) {
+                size_t len = strlen(text);
+                text[len] = '\n';  /* a whole line queued or none */
+                if (queue(a, text, len + 1, end)) {
+                        a->seq++;
+                        if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL))
+                                hex_of(md, mdlen, a->prev);
+                        EVP_DigestUpdate(a->stream, text, len + 1);
+                        if (end) {
+                                EVP_MD_CTX *copy = EVP_MD_CTX_new();
+                                if (copy && EVP_MD_CTX_copy_ex(copy, a->stream) &&
+                                    EVP_DigestFinal_ex(copy, md, &mdlen))
+                                        hex_of(md, mdlen, a->stream_hex);
+                                EVP_MD_CTX_free(copy);
+                        }
+                }
+                free(text);
+        }
+        pthread_mutex_unlock(&a->chain);
+}
+
+/* The policy as brig_policy_to_json writes it, hashed: two runs with the
+ * same digest ran under the same effective policy. */
+static json_t *policy_digest(const brig_policy *p)
+{
+        char *text = p ? brig_policy_to_json(p, NULL) : NULL;
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned n = 0;
+        char hex[AUDIT_HASH_HEX] = "";
+        if (text && EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL))
+                hex_of(md, n, hex);
         free(text);
+        return hex[0] ? json_string(hex) : json_null();
 }
 
 void audit_start(struct audit *a, const struct run_plan *plan)
@@ -369,25 +449,55 @@ void audit_start(struct audit *a, const struct run_plan *plan)
         json_t *cmd = json_array();
         for (char *const *p = plan->argv; p && *p; p++)
                 json_array_append_new(cmd, json_string(*p));
-        emit(a, "start", json_pack("{s:o, s:s, s:i, s:s}", "command", cmd, "workspace", plan->workspace,
-                                   "uid", (int)plan->sandbox_uid, "brig_version", brig_version()));
+        const struct host_features *h = host_probe();
+        static const char *const modes[] = { [BRIG_NET_NONE] = "none", [BRIG_NET_PROXY] = "proxy",
+                                             [BRIG_NET_HOST] = "host", [BRIG_NET_FILTERED] = "filtered" };
+        struct utsname u;
+        /* what decides what this stream can show: a control that degraded
+         * records nothing, exec events need user notification */
+        json_t *host = json_pack("{s:b, s:i, s:b, s:b, s:b, s:b, s:s}", "seccomp", !plan->seccomp_degraded,
+                                 "landlock_abi", plan->landlock_abi, "cgroup", !plan->cgroup_degraded,
+                                 "ns_time", h && h->ns_time, "userns", h && h->userns, "exec_events",
+                                 plan->audit_exec, "kernel", uname(&u) == 0 ? u.release : "?");
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        emit(a, "start", json_pack("{s:o, s:s, s:i, s:s, s:o, s:s, s:o, s:I, s:o}", "command", cmd, "workspace",
+                                   plan->workspace, "uid", (int)plan->sandbox_uid, "brig_version", brig_version(),
+                                   "policy_sha256", policy_digest(plan->policy), "net",
+                                   (unsigned)plan->net_mode < ARRAY_SIZE(modes) ? modes[plan->net_mode] : "?", "host", host, "wall_ms",
+                                   (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, "cwd",
+                                   plan->cwd ? json_string(plan->cwd) : json_null()));
+}
+
+/* A field of /proc/PID/status: its last number ("NSpid:" ends with the
+ * pid in the innermost namespace). */
+static long status_field(pid_t host_pid, const char *field)
+{
+        char path[64], line[256];
+        size_t n = strlen(field);
+        snprintf(path, sizeof path, "/proc/%d/status", host_pid);
+        FILE *f = fopen(path, "re");
+        long v = -1;
+        while (f && fgets(line, sizeof line, f))
+                if (strncmp(line, field, n) == 0) {
+                        char *last = strrchr(line, '\t');
+                        v = last ? strtol(last + 1, NULL, 10) : -1;
+                }
+        if (f)
+                fclose(f);
+        return v;
 }
 
 /* The pid as the sandbox sees it: the last NSpid of the host pid. */
 static long inside_pid(pid_t host_pid)
 {
-        char path[64], line[256];
-        snprintf(path, sizeof path, "/proc/%d/status", host_pid);
-        FILE *f = fopen(path, "re");
-        long pid = -1;
-        while (f && fgets(line, sizeof line, f))
-                if (strncmp(line, "NSpid:", 6) == 0) {
-                        char *last = strrchr(line, '\t');
-                        pid = last ? strtol(last + 1, NULL, 10) : -1;
-                }
-        if (f)
-                fclose(f);
-        return pid;
+        return status_field(host_pid, "NSpid:");
+}
+
+pid_t audit_thread_group(pid_t tid)
+{
+        long tgid = status_field(tid, "Tgid:");
+        return tgid > 0 ? (pid_t)tgid : tid;
 }
 
 static void emit_dropped(struct audit *a)
@@ -529,6 +639,60 @@ void audit_net(void *audit, json_t *event)
         emit(a, kind && strcmp(kind, "dns") == 0 ? "dns" : kind && strcmp(kind, "unix") == 0 ? "unix" : "net", event);
 }
 
+static void emit_exec_dropped(struct audit *a)
+{
+        if (!a->exec_dropped)
+                return;
+        emit(a, "suppressed", json_pack("{s:s, s:I}", "exec", "*", "count", (json_int_t)a->exec_dropped));
+        a->exec_dropped = 0;
+}
+
+/* exec and exit events share RATE_EXEC lines a second: a fork-exec storm
+ * is counted, not written line by line. */
+static bool exec_budget(struct audit *a)
+{
+        uint64_t now = now_ms();
+        if (now - a->exec_start >= RATE_WINDOW_MS) {
+                emit_exec_dropped(a);
+                a->exec_start = now;
+                a->exec_lines = 0;
+        }
+        if (a->exec_lines++ < RATE_EXEC)
+                return true;
+        a->exec_dropped++;
+        a->exec_suppressed++;
+        return false;
+}
+
+long audit_exec(struct audit *a, pid_t host_pid, json_t *event)
+{
+        a->execs++;
+        if (!exec_budget(a)) {
+                json_decref(event);
+                return AUDIT_NOT_RECORDED;
+        }
+        long pid = inside_pid(host_pid);
+        pid_t ppid = (pid_t)status_field(host_pid, "PPid:");
+        json_object_set_new(event, "pid", json_integer(pid));
+        json_object_set_new(event, "host_pid", json_integer(host_pid));
+        /* the parent as the sandbox sees it; null for pid 1's (outside) */
+        long inside_ppid = ppid > 0 ? inside_pid(ppid) : -1;
+        json_object_set_new(event, "ppid", inside_ppid > 0 && pid != 1 ? json_integer(inside_ppid) : json_null());
+        a->events++;
+        emit(a, "exec", event);
+        return pid;
+}
+
+void audit_exit(struct audit *a, json_t *event)
+{
+        if (!exec_budget(a)) {
+                json_decref(event);
+                return;
+        }
+        a->events++;
+        emit(a, "exit", event);
+}
+
 void audit_end(struct audit *a, const brig_result *res)
 {
         for (int i = 0; i < RATE_SLOTS; i++)
@@ -536,14 +700,37 @@ void audit_end(struct audit *a, const brig_result *res)
                         emit_suppressed_line(a, &a->slots[i]);  /* the last counts: at most RATE_SLOTS lines */
         emit_dropped(a);
         emit_net_dropped(a);
+        emit_exec_dropped(a);
+        /* a limit that ended the run, in its own event (--only limit) */
+        static const struct {
+                enum brig_reason reason;
+                const char *limit, *detail;
+        } limits[] = {
+                { BRIG_REASON_TIMEOUT, "timeout", "the wall-clock limit ended the run (--timeout)" },
+                { BRIG_REASON_OOM, "memory", "the memory limit ended the run (--memory)" },
+                { BRIG_REASON_PIDS, "pids", "the process limit was reached (--pids)" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
+                if (res->reason == limits[i].reason)
+                        emit(a, "limit", json_pack("{s:s, s:s}", "limit", limits[i].limit, "detail", limits[i].detail));
         pthread_mutex_lock(&a->lock);
         uint64_t lost = a->lost;
         pthread_mutex_unlock(&a->lock);
-        emit(a, "end", json_pack("{s:i, s:o, s:s, s:I, s:I, s:I, s:I, s:I}", "exit_code", res->exit_code, "signal",
-                                 res->signal ? json_integer(res->signal) : json_null(), "reason",
-                                 brig_reason_name(res->reason), "duration_ms", (json_int_t)res->duration_ms,
-                                 "syscall_events", (json_int_t)a->events, "suppressed", (json_int_t)a->suppressed,
-                                 "net_suppressed", (json_int_t)a->net_suppressed, "lost", (json_int_t)lost));
+        json_t *end = json_pack("{s:i, s:o, s:s, s:I, s:I, s:I, s:I, s:I}", "exit_code", res->exit_code, "signal",
+                                res->signal ? json_integer(res->signal) : json_null(), "reason",
+                                brig_reason_name(res->reason), "duration_ms", (json_int_t)res->duration_ms,
+                                "syscall_events", (json_int_t)a->events, "suppressed", (json_int_t)a->suppressed,
+                                "net_suppressed", (json_int_t)a->net_suppressed, "lost", (json_int_t)lost);
+        json_object_set_new(end, "execs", json_integer((json_int_t)a->execs));
+        json_object_set_new(end, "exec_suppressed", json_integer((json_int_t)a->exec_suppressed));
+        json_object_set_new(end, "usage", json_pack("{s:I, s:I, s:o, s:o}", "cpu_user_ms",
+                                                    (json_int_t)res->cpu_user_ms, "cpu_system_ms",
+                                                    (json_int_t)res->cpu_system_ms, "memory_peak_bytes",
+                                                    res->memory_peak_bytes >= 0 ? json_integer(res->memory_peak_bytes)
+                                                                                : json_null(),
+                                                    "pids_peak", res->pids_peak >= 0 ? json_integer(res->pids_peak)
+                                                                                     : json_null()));
+        emit(a, "end", end);
         audit_flush(a);
 }
 
@@ -562,6 +749,11 @@ uint64_t audit_lost(const struct audit *a)
         return a ? a->lost : 0;
 }
 
+const char *audit_sha256(const struct audit *a)
+{
+        return a && a->stream_hex[0] ? a->stream_hex : NULL;
+}
+
 const char *audit_stopped(const struct audit *a)
 {
         return a && a->stopped[0] ? a->stopped : NULL;
@@ -573,6 +765,8 @@ void audit_free(struct audit *a)
                 return;
         if (a->started)
                 audit_flush(a);
+        EVP_MD_CTX_free(a->stream);
+        pthread_mutex_destroy(&a->chain);
         pthread_cond_destroy(&a->more);
         pthread_cond_destroy(&a->progress);
         pthread_mutex_destroy(&a->lock);

@@ -8,6 +8,11 @@
 
 struct audit;
 
+/* The schema's version, in every line's "v" (docs/audit.schema.json). */
+#define AUDIT_SCHEMA_VERSION 1
+/* A SHA-256 in hex, with its NUL. */
+#define AUDIT_HASH_HEX 65
+
 /* `what` names the flag in messages ("--audit-fd 5"); `notice` says on
  * the caller's stderr when lines are lost (may be NULL). */
 BRIG_INTERNAL struct audit *audit_new(int fd, const char *what, brig_notice_fn notice, void *notice_data);
@@ -19,11 +24,23 @@ BRIG_INTERNAL void audit_start(struct audit *a, const struct run_plan *plan);
 BRIG_INTERNAL void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[6], int reply);
 /* A network attempt from the proxy (egress_log_fn); takes the object. */
 BRIG_INTERNAL void audit_net(void *audit, json_t *event);
+/* An exec event (exectrace.c; takes the object): adds the pids as the
+ * sandbox sees them and returns the process's inside pid, or
+ * AUDIT_NOT_RECORDED when the rate limit held it back (counted). */
+#define AUDIT_NOT_RECORDED (-2L)
+BRIG_INTERNAL long audit_exec(struct audit *a, pid_t host_pid, json_t *event);
+/* The end of a process an exec event named (takes the object). */
+BRIG_INTERNAL void audit_exit(struct audit *a, json_t *event);
+/* The thread group (process) of a host thread id. */
+BRIG_INTERNAL pid_t audit_thread_group(pid_t tid);
 /* The end event; then writes out what is queued (audit_flush). */
 BRIG_INTERNAL void audit_end(struct audit *a, const brig_result *res);
 /* Lines not written (queue full, the stream stopped) and why ("" none). */
 BRIG_INTERNAL uint64_t audit_lost(const struct audit *a);
 BRIG_INTERNAL const char *audit_stopped(const struct audit *a);
+/* The SHA-256 of the whole stream queued, end line included, once the end
+ * event is queued (the report's audit.sha256), else NULL. */
+BRIG_INTERNAL const char *audit_sha256(const struct audit *a);
 BRIG_INTERNAL uint64_t audit_events(const struct audit *a);
 BRIG_INTERNAL uint64_t audit_suppressed(const struct audit *a);
 /* Does not close the fd (the plan owns it). */

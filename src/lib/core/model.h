@@ -32,6 +32,7 @@ struct brig_policy {
         char *workspace;             /* NULL: current directory at run time */
         bool workspace_readonly;
         char *cwd;                   /* NULL: the workspace */
+        bool audit_no_exec;          /* --audit-no-exec: no exec events in the audit stream */
         uint64_t shm_size;
         struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
         size_t n_mounts;

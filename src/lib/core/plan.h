@@ -103,6 +103,7 @@ struct run_plan {
         size_t seccomp_len;
         struct seccomp_replies *seccomp_replies;  /* answers per syscall to notified refusals (and audit's logs) */
         int audit_fd;            /* the audit stream (supervisor's), or -1 */
+        bool audit_exec;         /* exec events: execve/execveat notify the supervisor (audit_fd, not --audit-no-exec) */
         struct limits limits;    /* the policy's, with rlimits clamped to what the caller may set */
         bool cgroup_degraded;    /* limits fell back to rlimits */
         bool memory_unbounded;   /* --memory set but no memory cgroup: per-process RLIMIT_DATA only */

@@ -300,6 +300,10 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
                                               "lost", (json_int_t)audit_lost(r->audit), "stopped",
                                               audit_stopped(r->audit) ? json_string(audit_stopped(r->audit))
                                                                       : json_null()));
+        /* the stream's hash, kept apart from it: `brig log verify --sha256`
+         * then also holds its end line to what was written */
+        if (json_object_get(doc, "audit") && audit_sha256(r->audit))
+                json_object_set_new(json_object_get(doc, "audit"), "sha256", json_string(audit_sha256(r->audit)));
         if (plan->policy->pool_note)  /* brig run --pooled, not served by the pool */
                 json_object_set_new(doc, "pool", json_pack("{s:b, s:n, s:s}", "served", 0, "member", "reason",
                                                            plan->policy->pool_note));

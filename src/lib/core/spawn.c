@@ -296,6 +296,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
 
         struct audit *audit = NULL;
         r = refusals ? open_outputs(&plan, p, &audit, err) : brig_err(err, ENOMEM, "refusals");
+        plan.audit_exec = plan.audit_fd >= 0 && !p->audit_no_exec;
         if (r < 0) {
                 plan_free(&plan);
                 refusals_free(refusals);
@@ -522,6 +523,7 @@ out:
                 result->unix_refused = unixguard_refused(guard, &first);
                 snprintf(result->unix_refused_path, sizeof result->unix_refused_path, "%s", first);
         }
+        unixguard_finish(guard);
         if (audit)
                 audit_end(audit, result);
         if (agent)

@@ -38,7 +38,7 @@ const struct setting_object setting_objects[] = {
         { "/network", "an object",
           "Egress controls. Any allow rule turns egress on: filtered mode where the host supports it (else proxy, "
           "reported); \"filtered\" given explicitly is required." },
-        { "/audit", "an object {\"file\": PATH}", NULL },
+        { "/audit", "an object {\"file\": PATH, \"no_exec\": BOOL}", NULL },
         { "/report", "an object {\"file\": PATH}", NULL },
         { "/tools", "an object", "What the tools agents use are handed at start (docs/tools.md)." },
         { NULL, NULL, NULL },
@@ -568,6 +568,13 @@ const struct setting settings[] = {
           .cli = { { .name = "audit", .arg = "FILE",
                      .help = "write every refused (or logged) syscall as JSON lines" } },
           .schema = "{\"type\": \"string\", \"minLength\": 1}" },
+        { .key = "/audit/no_exec", .section = S_REPORT, .kind = SK_BOOL, .set_flag = brig_policy_set_audit_no_exec,
+          .offset = OFF(audit_no_exec),
+          .cli = { { .name = "audit-no-exec", .arg = NULL,
+                     .help = "leave exec and exit events out of the audit stream (each exec then\n"
+                     "costs no round trip to brig)" } },
+          .schema = "{\"description\": \"Leave exec and exit events out of the audit stream (--audit-no-exec; "
+                    "docs/audit.md#exec-events).\", \"type\": \"boolean\"}" },
         { .section = S_REPORT, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
           .cli = { { .name = "audit-fd", .arg = "N", .help = "the audit stream to descriptor N (as --json-report-fd)",
                      .param = 2, .cli = cli_fd } } },

@@ -1,0 +1,177 @@
+"""The audit stream as a record of what ran (issue 22): exec and exit events
+from seccomp user notification, the hash chain and `brig log verify`, the
+timeline `brig log` prints. Every check reads the stream the HOST got from
+brig's supervisor; what the sandbox writes itself never becomes an event.
+docs/audit.md."""
+import json
+import subprocess
+
+import pytest
+
+
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (test_escape.py's marker)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
+def audit(brig, script, *args, timeout=60, name=None):
+    path = brig.reports / (name or f"audit-{len(list(brig.reports.iterdir()))}.jsonl")
+    r = brig.sh(script, "--audit", str(path), *args, timeout=timeout)
+    text = path.read_text() if path.exists() else ""
+    return r, path, [json.loads(line) for line in text.splitlines()]
+
+
+def execs(events):
+    return [e for e in events if e["event"] == "exec"]
+
+
+def log(brig, *args):
+    """`brig log ...` on the host (it reads a file: no sandbox)."""
+    return subprocess.run([str(brig.bindir / "brig"), "log", *map(str, args)], capture_output=True, text=True,
+                          timeout=30)
+
+
+PIPELINE = "ls / | wc -l >/dev/null; /bin/true; sh -c 'exit 3'; exec /proc/self/exe -c 'echo hi' x"
+MEMFD = ("import os; fd = os.memfd_create('hidden'); "
+         "os.write(fd, open('/bin/echo', 'rb').read()); os.execve(fd, ['innocent', 'from-memfd'], {})")
+
+
+def test_exec_events_pipeline_self_exe_memfd_and_exits(brig):
+    r, path, ev = audit(brig, PIPELINE + "; true")
+    assert r.returncode == 0 and "hi" in r.stdout, r
+    by_argv = {tuple(e["argv"]): e for e in execs(ev)}
+    for argv in (("ls", "/"), ("wc", "-l"), ("/bin/true",), ("sh", "-c", "exit 3")):
+        assert argv in by_argv, (argv, execs(ev))
+    ls = by_argv[("ls", "/")]
+    assert ls["path"].endswith("/ls") and ls["pid"] > 1 and ls["host_pid"] != ls["pid"], ls
+    assert ls["cwd"] == "/work" or ls["cwd"].startswith("/"), ls
+    assert ls["ppid"] == by_argv[("/bin/true",)]["ppid"], ev          # the same shell started both
+    # /proc/self/exe: the event says which program the kernel will run
+    self_exe = by_argv[("/proc/self/exe", "-c", "echo hi", "x")]
+    assert self_exe["path"] == "/proc/self/exe" and self_exe["file"].endswith("dash"), self_exe
+    exits = {e["host_pid"]: e for e in ev if e["event"] == "exit"}
+    assert exits[ls["host_pid"]]["exit_code"] == 0, exits
+    assert exits[by_argv[("sh", "-c", "exit 3")]["host_pid"]]["exit_code"] == 3, exits
+    assert all(e["duration_ms"] >= 0 for e in exits.values()), exits
+    # memfd: fexecve names no path; the event names the descriptor's file
+    r, path, ev = audit(brig, f"python3 -c \"{MEMFD}\"")
+    assert r.returncode == 0 and "from-memfd" in r.stdout, r
+    m = [e for e in execs(ev) if e["argv"] == ["innocent", "from-memfd"]]
+    assert m and m[0]["call"] == "execveat" and m[0]["path"] == "", execs(ev)
+    assert m[0]["file"].startswith("/memfd:hidden"), m[0]
+    assert ev[-1]["event"] == "end" and ev[-1]["execs"] >= 2, ev[-1]
+
+
+@attack("audit-forged-from-inside", "event-shaped JSON on stdout, stderr, in files, as a program name and inside an argv with a newline",
+        "exec events come from seccomp user notification, the stream from the supervisor alone")
+def test_forged_events_from_inside_are_not_events(brig):
+    """The command prints event-shaped JSON to stdout and stderr, writes it
+    into files (the workspace, /tmp), names a program like an event, and
+    puts a newline and a whole forged line into an argv: the stream the
+    host reads holds only brig's events, one per line, the forgery as the
+    argv text of a real exec event, and the hash chain holds."""
+    forged = '{"event":"exec","argv":["FORGED"],"pid":1,"seq":2}'
+    script = (f"echo '{forged}'; echo '{forged}' >&2; echo '{forged}' > forged.jsonl; "
+              f"echo '{forged}' > /tmp/audit.jsonl; "
+              f"cp /bin/true '/tmp/{{\"event\":\"end\"}}' && '/tmp/{{\"event\":\"end\"}}'; "
+              f"/bin/true \"$(printf 'x\\n{forged}')\"")
+    r, path, ev = audit(brig, script)
+    assert r.returncode == 0, r
+    lines = path.read_text().splitlines()
+    assert len(lines) == len(ev) and all(json.loads(line)["seq"] == i + 1 for i, line in enumerate(lines)), lines
+    assert not [e for e in ev if e.get("argv") == ["FORGED"]], ev
+    assert [e["event"] for e in ev].count("end") == 1 and ev[-1]["event"] == "end", ev
+    planted = [e for e in execs(ev) if e["path"] == '/tmp/{"event":"end"}']
+    assert planted, execs(ev)                      # the planted name is a path of a real exec event
+    newline = [e for e in execs(ev) if len(e["argv"]) == 2 and e["argv"][0] == "/bin/true"]
+    assert newline and newline[0]["argv"][1] == "x\n" + forged, execs(ev)
+    assert log(brig, "verify", path).returncode == 0
+    # the timeline shows the forged text escaped, on the exec's own line
+    out = log(brig, "--only", "exec", path).stdout
+    assert "x\\x0a{" in out and "\n{" not in out, out
+
+
+@attack("audit-log-terminal-injection", "an argv holding OSC 52 and CSI sequences, for the terminal of whoever reads brig log",
+        "brig log shows every string of the stream with control characters as \\xNN")
+def test_log_does_not_pass_escape_sequences_to_the_terminal(brig):
+    """A program run with an OSC 52 (clipboard) sequence and a CSI in its
+    argv: `brig log` prints them as text, never as bytes a terminal
+    acts on."""
+    r, path, ev = audit(brig, "/bin/true \"$(printf '\\033]52;c;ZXZpbA==\\a\\033[2J')\"")
+    assert r.returncode == 0, r
+    assert any("\x1b]52" in a for e in execs(ev) for a in e["argv"]), execs(ev)
+    out = log(brig, path).stdout
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]52;c;" in out, repr(out)
+
+
+@attack("audit-exec-storm", "a fork-exec loop of 600 programs, to flood the disk or bury what ran",
+        "exec and exit events share 100 lines a second; the rest are counted (suppressed, end's exec_suppressed)")
+def test_fork_exec_storm_is_rate_limited_and_counted(brig):
+    n = 600
+    r, path, ev = audit(brig, f"i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done")
+    assert r.returncode == 0, r
+    recorded = len([e for e in execs(ev) if e["argv"] == ["/bin/true"]])
+    end = ev[-1]
+    suppressed = sum(e["count"] for e in ev if e["event"] == "suppressed" and e.get("exec") == "*")
+    assert end["exec_suppressed"] == suppressed, (end, suppressed)
+    assert recorded < n and suppressed > 0, (recorded, suppressed)
+    # the shell's own exec and each /bin/true are counted, written or not
+    assert end["execs"] >= n + 1, end
+    per_second = max(1, end["duration_ms"] / 1000 + 1)
+    assert len([e for e in ev if e["event"] in ("exec", "exit")]) <= 100 * per_second + 100, len(ev)
+    assert log(brig, "verify", path).returncode == 0
+
+
+@attack("audit-stream-tampered", "after the run: alter, remove, reorder, truncate, append lines; alter the end event",
+        "a hash chain: each line carries seq and the previous line's SHA-256, end the stream's; brig log verify")
+def test_tampering_is_found_and_located(brig):
+    rep = brig.reports / "tamper-report.json"
+    r, path, ev = audit(brig, "ls / >/dev/null; /bin/true; cat /nonexistent; true", "--json-report", str(rep),
+                        name="tamper.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) >= 6, lines
+    ok = log(brig, "verify", path, "--sha256", json.loads(rep.read_text())["audit"]["sha256"])
+    assert ok.returncode == 0 and "intact" in ok.stdout, ok
+
+    def check(name, new_lines, where, words):
+        p = brig.reports / name
+        p.write_text("".join(new_lines))
+        v = log(brig, "verify", p)
+        assert v.returncode == 1, (name, v)
+        assert f"{p}:{where}:" in v.stderr and words in v.stderr, (name, v.stderr)
+
+    altered = list(lines)
+    altered[2] = altered[2].replace('"pid":', '"pid":1', 1)
+    check("altered.jsonl", altered, 3, "line 3 was altered")
+    check("removed.jsonl", lines[:3] + lines[4:], 4, "seq 4 of this stream is missing")
+    check("reordered.jsonl", lines[:2] + [lines[3], lines[2]] + lines[4:], 3, "reordered")
+    check("truncated.jsonl", lines[:-2], len(lines) - 1, "without an end event")
+    check("added.jsonl", lines + [lines[1]], len(lines) + 1, "after the end event")
+    end = list(lines)
+    end[-1] = end[-1].replace('"exit_code":0', '"exit_code":1')
+    p = brig.reports / "end.jsonl"
+    p.write_text("".join(end))
+    v = log(brig, "verify", p, "--sha256", json.loads(rep.read_text())["audit"]["sha256"])
+    assert v.returncode == 1 and "end event" in v.stderr, v
+
+
+def test_log_timeline_filters_json_and_summary(brig):
+    r, path, ev = audit(brig, "/bin/true; unshare -r true 2>/dev/null; exit 0")
+    out = log(brig, path)
+    assert out.returncode == 0, out
+    assert "exec" in out.stdout and "syscall  deny   unshare" in out.stdout, out.stdout
+    assert out.stdout.splitlines()[-1].startswith("summary: ran ") and "1 system call refused: unshare" in \
+        out.stdout, out.stdout
+    denied = log(brig, "--denied", path).stdout.splitlines()
+    assert denied[:-1] and all("deny" in line for line in denied[:-1]), denied
+    only = [json.loads(line) for line in log(brig, "--only", "exec", "--json", path).stdout.splitlines()]
+    assert only and {e["event"] for e in only} <= {"exec", "exit"}, only
+    assert log(brig, "--summary", path).stdout.startswith("ran "), out
+    bad = log(brig, "--only", "exec,bogus", path)
+    assert bad.returncode == 125 and "--only: 'bogus'" in bad.stderr, bad
+
+
+def test_audit_no_exec_leaves_them_out(brig):
+    r, path, ev = audit(brig, "/bin/true", "--audit-no-exec")
+    assert r.returncode == 0, r
+    assert not execs(ev) and ev[0]["host"]["exec_events"] is False, ev
