@@ -4,9 +4,20 @@ timeline `brig log` prints. Every check reads the stream the HOST got from
 brig's supervisor; what the sandbox writes itself never becomes an event.
 docs/audit.md."""
 import json
+import pathlib
 import subprocess
 
+import jsonschema
 import pytest
+
+SCHEMA = json.loads((pathlib.Path(__file__).resolve().parents[2] / "docs" / "audit.schema.json").read_text())
+
+
+def valid(events):
+    """Every line is one event of docs/audit.schema.json."""
+    v = jsonschema.Draft202012Validator(SCHEMA)
+    for e in events:
+        v.validate(e)
 
 
 def attack(ident, technique, control):
@@ -60,6 +71,7 @@ def test_exec_events_pipeline_self_exe_memfd_and_exits(brig):
     assert m and m[0]["call"] == "execveat" and m[0]["path"] == "", execs(ev)
     assert m[0]["file"].startswith("/memfd:hidden"), m[0]
     assert ev[-1]["event"] == "end" and ev[-1]["execs"] >= 2, ev[-1]
+    valid(ev)
 
 
 @attack("audit-forged-from-inside", "event-shaped JSON on stdout, stderr, in files, as a program name and inside an argv with a newline",
@@ -157,6 +169,7 @@ def test_tampering_is_found_and_located(brig):
 
 def test_log_timeline_filters_json_and_summary(brig):
     r, path, ev = audit(brig, "/bin/true; unshare -r true 2>/dev/null; exit 0")
+    valid(ev)
     out = log(brig, path)
     assert out.returncode == 0, out
     assert "exec" in out.stdout and "syscall  deny   unshare" in out.stdout, out.stdout

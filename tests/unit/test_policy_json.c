@@ -365,7 +365,7 @@ static void test_error_unknown_key_no_suggestion(void **state)
                      "p.json:1:46: unknown key 'ro' in filesystem.binds[0] (expected one of: source, destination, "
                      "readonly)");
         expect_error("{\"audit\": {\"path\": \"/tmp/a\"}}",
-                     "p.json:1:12: unknown key 'path' in audit (expected one of: file)");
+                     "p.json:1:12: unknown key 'path' in audit (expected one of: file, no_exec)");
         expect_error("{\"network\": {\"allow\": [\"x\"]}}",
                      "p.json:1:14: unknown key 'allow' in network (expected one of: mode, allow_hosts, "
                      "allow_private_hosts, deny_hosts, allow_cidrs, resolve, upstream_proxy, secrets, http_rules, "
@@ -394,7 +394,7 @@ static void test_error_wrong_type(void **state)
         expect_error("{\"process\": {\"hostname\": null}}", "p.json:1:26: expected a string, found null");
         expect_error("{\"process\": {\"keep_env\": [\"A\", 2]}}", "p.json:1:32: expected a string, found an integer");
         expect_error("{\"process\": {\"env\": {\"A\": 1}}}", "p.json:1:27: expected a string, found an integer");
-        expect_error("{\"audit\": \"/tmp/a\"}", "p.json:1:11: expected an object {\"file\": PATH}, found a string");
+        expect_error("{\"audit\": \"/tmp/a\"}", "p.json:1:11: expected an object {\"file\": PATH, \"no_exec\": BOOL}, found a string");
         expect_error("{\"network\": {\"resolve\": {\"a.example\": 5}}}",
                      "p.json:1:39: expected an address, found an integer");
         /* missing required members */
