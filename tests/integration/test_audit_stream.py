@@ -3,6 +3,7 @@ from seccomp user notification, the hash chain and `brig log verify`, the
 timeline `brig log` prints. Every check reads the stream the HOST got from
 brig's supervisor; what the sandbox writes itself never becomes an event.
 docs/audit.md."""
+import hashlib
 import json
 import pathlib
 import subprocess
@@ -188,3 +189,48 @@ def test_audit_no_exec_leaves_them_out(brig):
     r, path, ev = audit(brig, "/bin/true", "--audit-no-exec")
     assert r.returncode == 0, r
     assert not execs(ev) and ev[0]["host"]["exec_events"] is False, ev
+
+
+@attack("audit-files-planted", "plant a symlink to a host file and a FIFO, rewrite a file in place with its size and "
+        "mtime set back, in the workspace and a writable bind",
+        "runchanges.c: the overlay's walk (lstat, O_NOFOLLOW, no mount crossing), hashes opened beneath the "
+        "root without symlinks, non-blocking, regular files only; ctime in each record")
+def test_file_changes_do_not_follow_what_the_sandbox_planted(brig):
+    """The files event at the end lists what changed in the workspace and a
+    writable bind: a planted symlink is a symlink (its target's content is
+    never hashed), a FIFO does not hold brig up, a file rewritten with its
+    size and mtime restored is still modified, and the hashes are those of
+    the files the HOST sees."""
+    secret = brig.base / "host-secret"
+    secret.write_text("HOST SECRET CONTENT\n")
+    secret.chmod(0o644)
+    extra = brig.base / "extra"
+    extra.mkdir()
+    extra.chmod(0o777)
+    (brig.workspace / "same.txt").write_text("aaaa\n")
+    (brig.workspace / "gone.txt").write_text("x\n")
+    for p in (brig.workspace / "same.txt", brig.workspace / "gone.txt"):
+        p.chmod(0o666)
+    brig.workspace.chmod(0o777)
+    script = (f"ln -s {secret} link-to-host; mkfifo fifo; echo built > out.txt; rm gone.txt; "
+              "touch -r same.txt /tmp/ref && echo bbbb > same.txt && touch -r /tmp/ref same.txt; "
+              f"echo in-bind > {extra}/made.txt")
+    r, path, ev = audit(brig, script, "--bind", str(extra), timeout=60)
+    assert r.returncode == 0, r
+    files = [e for e in ev if e["event"] == "files"]
+    assert len(files) == 1 and files[0]["complete"], ev
+    ch = {c["path"]: c for c in files[0]["changes"]}
+    ws = str(brig.workspace)
+    assert ch[f"{ws}/link-to-host"]["type"] == "symlink" and "sha256" not in ch[f"{ws}/link-to-host"], ch
+    assert ch[f"{ws}/fifo"]["type"] == "other" and "sha256" not in ch[f"{ws}/fifo"] or \
+        ch[f"{ws}/fifo"].get("sha256") is None, ch
+    want = hashlib.sha256((brig.workspace / "out.txt").read_bytes()).hexdigest()
+    assert ch[f"{ws}/out.txt"] == {"change": "added", "path": f"{ws}/out.txt", "type": "file", "size": 6,
+                                   "sha256": want}, ch
+    assert ch[f"{ws}/gone.txt"]["change"] == "deleted", ch
+    assert ch[f"{ws}/same.txt"]["change"] == "modified", ch   # same inode, size and mtime: ctime tells
+    assert (brig.workspace / "same.txt").read_text() == "bbbb\n"
+    assert ch[f"{extra}/made.txt"]["change"] == "added", ch
+    secret_hash = hashlib.sha256(secret.read_bytes()).hexdigest()
+    assert secret_hash not in path.read_text(), "the planted link's target was read"
+    valid(ev)

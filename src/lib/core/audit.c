@@ -693,6 +693,12 @@ void audit_exit(struct audit *a, json_t *event)
         emit(a, "exit", event);
 }
 
+void audit_files(struct audit *a, json_t *event)
+{
+        a->events++;
+        emit(a, "files", event);
+}
+
 void audit_end(struct audit *a, const brig_result *res)
 {
         for (int i = 0; i < RATE_SLOTS; i++)

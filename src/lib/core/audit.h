@@ -33,6 +33,9 @@ BRIG_INTERNAL long audit_exec(struct audit *a, pid_t host_pid, json_t *event);
 BRIG_INTERNAL void audit_exit(struct audit *a, json_t *event);
 /* The thread group (process) of a host thread id. */
 BRIG_INTERNAL pid_t audit_thread_group(pid_t tid);
+/* What the run changed (runchanges_end's object; takes it): a files
+ * event, never rate-limited (one per run). */
+BRIG_INTERNAL void audit_files(struct audit *a, json_t *event);
 /* The end event; then writes out what is queued (audit_flush). */
 BRIG_INTERNAL void audit_end(struct audit *a, const brig_result *res);
 /* Lines not written (queue full, the stream stopped) and why ("" none). */

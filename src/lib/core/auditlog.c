@@ -524,6 +524,11 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
                         }
                         fprintf(f, "\n         %-8s ", str(c, "change"));
                         put_safe(f, str(c, "path"));
+                        if (strcmp(str(c, "type"), "file") != 0) {
+                                fputs(" [", f);
+                                put_safe(f, str(c, "type"));
+                                fputs("]", f);
+                        }
                         if (num(c, "size") >= 0)
                                 fprintf(f, " (%lld bytes)", num(c, "size"));
                 }

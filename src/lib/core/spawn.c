@@ -12,6 +12,7 @@
 #include "controls/rlimit.h"
 #include "controls/terminal.h"
 #include "core/audit.h"
+#include "persist/runchanges.h"
 #include "controls/cgroup.h"
 #include "controls/landlock.h"
 #include "core/reaper.h"
@@ -27,6 +28,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -267,6 +269,27 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         return spawn_run(p, argv, NULL, result, err);
 }
 
+/* The writable trees of the run: the workspace and the user's writable
+ * binds (tmpfs mounts go with the sandbox). */
+static int record_writable(const struct run_plan *plan, struct runchanges **ret)
+{
+        const char **roots = calloc(plan->n_mounts + 1, sizeof *roots);
+        if (!roots)
+                return -ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                struct stat st;
+                if (m->kind == MOUNT_BIND && !m->readonly && m->src &&
+                    (m->from_user || (plan->workspace && strcmp(m->src, plan->workspace) == 0)) &&
+                    lstat(m->src, &st) == 0 && S_ISDIR(st.st_mode))
+                        roots[n++] = m->src;
+        }
+        int r = runchanges_begin(roots, n, ret);
+        free(roots);
+        return r;
+}
+
 /* ctl is NULL for brig run; for a persistent sandbox (sandbox.c) pid 1
  * serves execs through it instead of running one command. */
 int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, brig_result *result, brig_error **err)
@@ -367,6 +390,14 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 goto out;
         if (audit)
                 audit_start(audit, &plan);
+        /* What the run changes, for the stream's files event: recorded
+         * now, before anything of the sandbox runs (runchanges.c). A
+         * persistent sandbox's runs have brig diff instead. */
+        struct runchanges *changes = NULL;
+        if (audit && !ctl && (r = record_writable(&plan, &changes)) < 0) {
+                r = brig_err(err, -r, "record the writable trees for the audit stream");
+                goto out;
+        }
         /* Without seccomp (degraded on purpose) there is nothing to notify it. */
         if (!plan.seccomp_degraded && (r = unixguard_new(&plan, audit, plan.seccomp_replies, &guard, err)) < 0)
                 goto out;
@@ -524,6 +555,9 @@ out:
                 snprintf(result->unix_refused_path, sizeof result->unix_refused_path, "%s", first);
         }
         unixguard_finish(guard);
+        if (audit && changes)
+                audit_files(audit, runchanges_end(changes));
+        runchanges_free(changes);
         if (audit)
                 audit_end(audit, result);
         if (agent)

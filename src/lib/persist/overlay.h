@@ -70,6 +70,9 @@ BRIG_INTERNAL int layer_open(const char *name, struct layer *l, brig_error **err
 /* the record of the workspace (overlay_manifest.c) */
 BRIG_INTERNAL json_t *entry_record(const struct stat *st);
 BRIG_INTERNAL int record_tree(int dfd, const char *rel, json_t *out, int depth);
+/* The same walk with another record of each entry (runchanges.c). */
+BRIG_INTERNAL int record_tree_with(int dfd, const char *rel, json_t *out, int depth,
+                                   json_t *(*record)(const struct stat *st));
 BRIG_INTERNAL int manifest_write(const char *dir, json_t *m, brig_error **err);
 BRIG_INTERNAL int record_workspace(const char *workspace, const char *dir, brig_error **err);
 BRIG_INTERNAL bool record_matches(json_t *rec, const struct stat *st);

@@ -27,6 +27,11 @@ json_t *entry_record(const struct stat *st)
 
 int record_tree(int dfd, const char *rel, json_t *out, int depth)
 {
+        return record_tree_with(dfd, rel, out, depth, entry_record);
+}
+
+int record_tree_with(int dfd, const char *rel, json_t *out, int depth, json_t *(*record)(const struct stat *st))
+{
         if (depth > TREE_DEPTH_MAX)
                 return -ELOOP;
         int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
@@ -47,7 +52,7 @@ int record_tree(int dfd, const char *rel, json_t *out, int depth)
                 if (!path)
                         r = -ENOMEM;
                 else
-                        json_object_set_new(out, path, entry_record(&st));
+                        json_object_set_new(out, path, record(&st));
                 if (r == 0 && S_ISDIR(st.st_mode)) {
                         _cleanup_close_ int sub = openat(dirfd(d), e->d_name,
                                                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -55,7 +60,7 @@ int record_tree(int dfd, const char *rel, json_t *out, int depth)
                          * lower layer: overlayfs does not cross mounts */
                         struct stat sst;
                         if (sub >= 0 && fstat(sub, &sst) == 0 && sst.st_dev == st.st_dev)
-                                r = record_tree(sub, path, out, depth + 1);
+                                r = record_tree_with(sub, path, out, depth + 1, record);
                 }
         }
         closedir(d);

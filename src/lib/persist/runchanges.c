@@ -1,0 +1,213 @@
+/* runchanges.c — what a run changed in the workspace and the other
+ * writable grants: every entry recorded before the sandbox starts, again
+ * when it has ended, compared; added, modified and deleted paths with
+ * their sizes and, for regular files, the SHA-256 of what is there now
+ * (the audit stream's `files` event, replay's comparison).
+ *
+ * The sandbox wrote these trees and may have planted anything in them:
+ * symlinks to the host's files, FIFOs, devices, directories nested past
+ * any depth, mounts. The walk is the overlay's (record_tree_with: lstat,
+ * O_NOFOLLOW, never across a mount), each root is opened before the
+ * sandbox runs and kept, and a file is opened for its hash only beneath
+ * its root without any symlink (open_beneath), non-blocking, and read
+ * only when it is a regular file: a planted link is reported as a link,
+ * never followed. A record has the inode's ctime, which no process can
+ * set back (utimensat sets mtime and atime only): a file rewritten with
+ * its size and mtime restored is still seen. */
+#define _GNU_SOURCE
+#include "persist/runchanges.h"
+#include "persist/overlay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The changes listed in the event; past it they are only counted. */
+#define CHANGES_LISTED 1000
+/* Bytes hashed per file and per run; a larger file's hash is null. */
+#define HASH_FILE_MAX (64ULL << 20)
+#define HASH_TOTAL_MAX (512ULL << 20)
+
+struct root {
+        char *path;   /* on the host */
+        int fd;
+        json_t *before;
+        int error;    /* the walk before failed: nothing to compare */
+};
+
+struct runchanges {
+        struct root *roots;
+        size_t n;
+        uint64_t hashed;
+};
+
+/* type, inode, size, mtime and ctime (ns), mode */
+static json_t *change_record(const struct stat *st)
+{
+        char type = S_ISDIR(st->st_mode) ? 'd' : S_ISREG(st->st_mode) ? 'f' : S_ISLNK(st->st_mode) ? 'l' : 'o';
+        return json_pack("[s#, I, I, I, I, i]", &type, (size_t)1, (json_int_t)st->st_ino, (json_int_t)st->st_size,
+                         (json_int_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+                         (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
+                         (int)(st->st_mode & 07777));
+}
+
+static int walk(const struct root *r, json_t **out)
+{
+        *out = json_object();
+        if (!*out)
+                return -ENOMEM;
+        /* record_tree reads a duplicate, which shares the offset: from
+         * the start again at the end of the run */
+        lseek(r->fd, 0, SEEK_SET);
+        int e = record_tree_with(r->fd, "", *out, 0, change_record);
+        if (e < 0) {
+                json_decref(*out);
+                *out = NULL;
+        }
+        return e;
+}
+
+int runchanges_begin(const char *const *roots, size_t n, struct runchanges **ret)
+{
+        struct runchanges *c = calloc(1, sizeof *c);
+        if (!c || (n && !(c->roots = calloc(n, sizeof *c->roots)))) {
+                free(c);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct root *r = &c->roots[c->n++];
+                r->fd = -1;
+                r->path = strdup(roots[i]);
+                if (!r->path) {
+                        runchanges_free(c);
+                        return -ENOMEM;
+                }
+                r->fd = open_dir_nofollow(roots[i]);
+                r->error = r->fd < 0 ? errno : -walk(r, &r->before);
+        }
+        *ret = c;
+        return 0;
+}
+
+/* The SHA-256 of a regular file beneath root, or null. */
+static json_t *file_hash(struct runchanges *c, int root, const char *rel, uint64_t size)
+{
+        if (size > HASH_FILE_MAX || c->hashed + size > HASH_TOTAL_MAX)
+                return json_null();
+        _cleanup_close_ int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return json_null();
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+                EVP_MD_CTX_free(md);
+                return json_null();
+        }
+        char buf[65536];
+        uint64_t total = 0;
+        ssize_t got;
+        while ((got = read(fd, buf, sizeof buf)) > 0 && total + (uint64_t)got <= HASH_FILE_MAX) {
+                EVP_DigestUpdate(md, buf, (size_t)got);
+                total += (uint64_t)got;
+        }
+        c->hashed += total;
+        unsigned char out[EVP_MAX_MD_SIZE];
+        unsigned len = 0;
+        char hex[2 * EVP_MAX_MD_SIZE + 1] = "";
+        bool ok = got == 0 && EVP_DigestFinal_ex(md, out, &len);
+        EVP_MD_CTX_free(md);
+        for (unsigned i = 0; ok && i < len; i++)
+                snprintf(hex + 2 * i, 3, "%02x", out[i]);
+        return ok ? json_string(hex) : json_null();
+}
+
+static const char *entry_type(json_t *rec)
+{
+        const char *t = json_string_value(json_array_get(rec, 0));
+        return !t ? "other" : *t == 'd' ? "directory" : *t == 'f' ? "file" : *t == 'l' ? "symlink" : "other";
+}
+
+/* A directory's size and times change with its entries: its type, inode
+ * and mode say whether it is the same. */
+static bool same(json_t *a, json_t *b)
+{
+        const char *ta = json_string_value(json_array_get(a, 0)), *tb = json_string_value(json_array_get(b, 0));
+        if (ta && tb && *ta == 'd' && *tb == 'd')
+                return json_equal(json_array_get(a, 1), json_array_get(b, 1)) &&
+                       json_equal(json_array_get(a, 5), json_array_get(b, 5));
+        return json_equal(a, b);
+}
+
+static void add_change(struct runchanges *c, const struct root *r, json_t *list, const char *change,
+                       const char *rel, json_t *rec, uint64_t *counts)
+{
+        counts[change[0] == 'a' ? 0 : change[0] == 'm' ? 1 : 2]++;
+        if (json_array_size(list) >= CHANGES_LISTED)
+                return;
+        _cleanup_free_ char *path = join(r->path, rel);
+        json_t *size = json_array_get(rec, 2);
+        bool file = strcmp(entry_type(rec), "file") == 0;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:O}", "change", change, "path", path ? path : "?", "type",
+                              entry_type(rec), "size", size ? size : json_null());
+        if (file && change[0] != 'd')
+                json_object_set_new(o, "sha256", file_hash(c, r->fd, rel, (uint64_t)json_integer_value(size)));
+        json_array_append_new(list, o);
+}
+
+json_t *runchanges_end(struct runchanges *c)
+{
+        json_t *list = json_array(), *errors = json_array();
+        uint64_t counts[3] = { 0 };
+        for (size_t i = 0; c && i < c->n; i++) {
+                struct root *r = &c->roots[i];
+                json_t *after = NULL;
+                int e = r->error ? r->error : r->fd >= 0 ? -walk(r, &after) : EBADF;
+                if (e) {
+                        /* fail visible: no list that would call the rest deleted */
+                        char what[512];
+                        snprintf(what, sizeof what, "%s: %s", r->path,
+                                 e == ELOOP ? "directories nested deeper than brig walks (256)" : strerror(e));
+                        json_array_append_new(errors, json_string(what));
+                        continue;
+                }
+                const char *rel;
+                json_t *rec;
+                json_object_foreach(after, rel, rec) {
+                        json_t *was = json_object_get(r->before, rel);
+                        if (!was)
+                                add_change(c, r, list, "added", rel, rec, counts);
+                        else if (!same(was, rec))
+                                add_change(c, r, list, "modified", rel, rec, counts);
+                }
+                json_object_foreach(r->before, rel, rec)
+                        if (!json_object_get(after, rel))
+                                add_change(c, r, list, "deleted", rel, rec, counts);
+                json_decref(after);
+        }
+        json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:b}", "added", (json_int_t)counts[0], "modified",
+                              (json_int_t)counts[1], "deleted", (json_int_t)counts[2], "changes", list, "complete",
+                              json_array_size(list) == counts[0] + counts[1] + counts[2] && !json_array_size(errors));
+        if (json_array_size(errors))
+                json_object_set_new(o, "errors", errors);
+        else
+                json_decref(errors);
+        return o;
+}
+
+void runchanges_free(struct runchanges *c)
+{
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n; i++) {
+                closep(&c->roots[i].fd);
+                free(c->roots[i].path);
+                json_decref(c->roots[i].before);
+        }
+        free(c->roots);
+        free(c);
+}
