@@ -200,21 +200,19 @@ static json_t *result_json(struct sexec *e, int rc, const brig_result *res, brig
 static void add_event(struct sexec *e, int type, const char *buf, size_t n)
 {
         pthread_mutex_lock(&e->mu);
-        if (e->kept + n > serve_cfg.max_output) {
-                e->dropped += n;
-        } else if (e->n_evs < e->cap_evs || (e->evs = realloc(e->evs, (e->cap_evs = e->cap_evs * 2 + 16) *
-                                                                                sizeof *e->evs))) {
-                char *copy = malloc(n);
-                if (copy) {
-                        memcpy(copy, buf, n);
-                        e->evs[e->n_evs++] = (struct ev){ type, n, copy };
-                        e->kept += n;
-                } else {
-                        e->dropped += n;
-                }
+        if (e->n_evs == e->cap_evs) {
+                size_t cap = e->cap_evs * 2 + 16;
+                struct ev *grown = realloc(e->evs, cap * sizeof *grown);
+                if (grown)
+                        e->evs = grown, e->cap_evs = cap;
+        }
+        char *copy = e->kept + n <= serve_cfg.max_output && e->n_evs < e->cap_evs ? malloc(n) : NULL;
+        if (copy) {
+                memcpy(copy, buf, n);
+                e->evs[e->n_evs++] = (struct ev){ type, n, copy };
+                e->kept += n;
         } else {
-                e->cap_evs = e->n_evs = 0;
-                e->dropped += n;
+                e->dropped += n;  /* past --max-output (or out of memory): counted, not kept */
         }
         pthread_cond_broadcast(&e->cond);
         pthread_mutex_unlock(&e->mu);

@@ -90,7 +90,9 @@ int handle_files(struct req *r)
         if (mode < 0)
                 return reply_error(r, 400, "bad_field", json_pack("{s:s}", "field", "mode"),
                                    "mode '%.20s': octal permission bits (0644)", qmode);
-        brig_file_spec f = { .size = sizeof f, .path = path, .fd = -1, .mode = (uint32_t)mode };
+        /* what travels goes through a memfd, in memory: --max-body bounds it both ways */
+        brig_file_spec f = { .size = sizeof f, .path = path, .fd = -1, .mode = (uint32_t)mode,
+                             .max_bytes = serve_cfg.max_body };
         const char *ctype = "application/json", *what = "file";
         bool data_out = false, data_in = false;
         switch (r->route) {
@@ -99,7 +101,6 @@ int handle_files(struct req *r)
                 break;
         case R_FILE_WRITE:
                 f.op = BRIG_FILE_WRITE, data_in = true, what = "write";
-                f.max_bytes = serve_cfg.max_body;
                 break;
         case R_FILE_REMOVE:
                 f.op = BRIG_FILE_REMOVE, what = "remove";

@@ -341,6 +341,11 @@ def test_limits_are_answers_not_failures(server):
     res = c.run(names[1], "head -c 3000000 /dev/zero; echo done >&2")
     assert res["result"]["exit_code"] == 0 and res["output_dropped"] > 0, {k: v for k, v in res.items() if "std" not in k}
     assert len(res["stdout_b64"]) <= 4 * ((1 << 20) + 2) // 3 + 4
+    # a file past --max-body is not staged in the server's memory to be sent
+    c.run(names[1], "head -c 2000000 /dev/zero > /tmp/big")
+    for path in ("/v1/sandboxes/{}/files?path=/tmp/big", "/v1/sandboxes/{}/files/tar?path=/tmp"):
+        r = c.get(path.format(names[1]))
+        assert r.status == 413 and r.json["error"]["code"] == "payload_too_large", r
     res = c.run(names[1], "curl -sS -m 5 http://blocked.example/ ; echo rc=$?")
     assert res["result"]["exit_code"] == 0 and res["result"]["refusals"], res["result"]
     for n in names:
