@@ -164,6 +164,7 @@ static void test_decode_keeps_first_error(void **state)
         struct wire_error w = encoded(127, ENOENT, "second", NULL);
         assert_int_equal(wire_error_decode(&w, sizeof w, NULL, &err), -ENOENT);
         assert_string_equal(err->msg, "first: Operation not permitted");
+        assert_int_equal(err->errnum, EPERM);
         brig_error_free(&err);
         assert_int_equal(wire_error_decode(&w, sizeof w, NULL, NULL), -ENOENT);  /* no error wanted */
 }

@@ -159,9 +159,10 @@ int wire_error_decode(const void *buf, size_t len, int *exit_code, brig_error **
         if (exit_code)
                 *exit_code = code;
         _cleanup_free_ char *text = escaped(w.text[0] ? w.text : "unknown error (an empty message)");
+        bool filled = err && !*err;  /* an earlier error is the cause: left as it is */
         int r = brig_err_code(err, code, 0, w.where[0] ? "%s: %s" : "%s%s", w.where,
                               text ? text : "out of memory while reporting an error");
-        if (err && *err)
+        if (filled && *err)
                 (*err)->errnum = w.errnum;
         return w.errnum > 0 ? -w.errnum : r;
 }
