@@ -240,6 +240,36 @@ static void *thread_execs(void *arg)
         return (void *)bad;
 }
 
+/* engine-demo run [--report FILE] CMD...: brig_run, the one-call form
+ * over the handles; the process must be as it was afterwards. Exits with
+ * the command's status. */
+static int run(int argc, char **argv)
+{
+        struct process_state before, after;
+        snapshot(&before);
+        brig_error *err = NULL;
+        brig_policy *p = brig_policy_new();
+        die_on(p ? 0 : -ENOMEM, NULL, "policy");
+        int first = 0;
+        if (argc > 2 && strcmp(argv[0], "--report") == 0) {
+                die_on(brig_policy_set_report_path(p, argv[1], &err), &err, "report");
+                first = 2;
+        }
+        brig_result res;
+        int r = brig_run(p, argv + first, &res, &err);
+        if (r < 0)
+                fprintf(stderr, "engine-demo: brig_run: %s\n", err && err->msg ? err->msg : strerror(-r));
+        brig_error_free(&err);
+        brig_policy_free(p);
+        snapshot(&after);
+        compare(&before, &after);
+        if (failures)
+                return 1;
+        fprintf(stderr, "engine-demo: run: exit %d, cpu %llu ms\n", res.exit_code,
+                (unsigned long long)(res.cpu_user_ms + res.cpu_system_ms));
+        return res.exit_code;
+}
+
 int main(int argc, char **argv)
 {
         if (argc >= 3 && strcmp(argv[1], "hold") == 0)
@@ -248,6 +278,8 @@ int main(int argc, char **argv)
                 return bench(argv[2], atoi(argv[3]) > 0 ? atoi(argv[3]) : 1);
         if (argc >= 4 && strcmp(argv[1], "closewait") == 0)
                 return closewait(argv[2], argv + 3);
+        if (argc >= 3 && strcmp(argv[1], "run") == 0)
+                return run(argc - 2, argv + 2);
         struct process_state before, after;
         snapshot(&before);
         brig_error *err = NULL;

@@ -331,6 +331,25 @@ typedef struct brig_result {
  * set the sandbox up or the command could not be executed; then *err says
  * which step failed and err->exit_code is 125, 126 or 127. */
 BRIG_PUBLIC int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err);
+/* brig_run is an ephemeral sandbox and one exec through the handles
+ * below (docs/api.md): it changes nothing process-wide, forks nothing of
+ * the caller's, and its sandbox is gone when it returns or the caller
+ * dies. The command gets fds 0, 1, 2 as they are (a terminal among them
+ * behind brig's output filter), never a pty; signals to the caller are
+ * not forwarded (the caller's death ends the command); the report
+ * (--json-report) is the exec's, the audit stream is copied out at the
+ * end. --pass-fd and BRIG_TTY_ALWAYS are refused (-EINVAL).
+ *
+ * brig_run_in_process is the run sequence with its supervisor in this
+ * process, as `brig run` runs it (faster: no supervisor program, no
+ * control socket; bench/startup): everything above, and pass-fd, a pty,
+ * signals forwarded, the full run report. While it runs it blocks the
+ * signals it forwards (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2,
+ * SIGWINCH, SIGCHLD) and raises RLIMIT_NOFILE to its hard limit for the
+ * proxy, and restores both: for a program that runs one command, not for
+ * a front end. */
+BRIG_PUBLIC int brig_run_in_process(const brig_policy *p, char *const argv[], brig_result *result,
+                                    brig_error **err);
 
 /* ---- Persistent sandboxes (docs/persistent.md) ------------------------- */
 

@@ -256,7 +256,7 @@ int cmd_run(int argc, char **argv)
         char why[512] = "";
         brig_policy_set_notice(p, put_notice, &warned);
         if ((pooled ? brig_run_pooled_why(p, argv + first, &res, &used_pool, why, sizeof why, &err)
-                    : brig_run(p, argv + first, &res, &err)) < 0) {
+                    : brig_run_in_process(p, argv + first, &res, &err)) < 0) {
                 code = cli_fail(err);
         } else {
                 code = res.exit_code;

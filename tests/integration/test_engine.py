@@ -3,6 +3,7 @@ examples/engine-demo.c, front ends that die, the supervisor program and
 where libbrig takes it from, and the exported symbols."""
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -296,3 +297,30 @@ def test_exec_result_and_report_have_the_execs_own_cpu_and_memory(brig, sandboxe
     assert 0 < small["memory_peak_bytes"] < 64 << 20, small  # not the sandbox's, nor the last exec's
     assert big["cpu_user_ms"] + big["cpu_system_ms"] >= 50, big
     assert small["cpu_user_ms"] + small["cpu_system_ms"] < big["cpu_user_ms"] + big["cpu_system_ms"], (small, big)
+
+
+@attack("brig-run-process-state", "a front end calls brig_run() from a process with its own signal handling and "
+        "reads its own signal mask while the command runs (and its mask, dispositions, rlimits, cwd and umask "
+        "after): brig_run blocked SIGINT, SIGTERM, SIGCHLD and the others it forwarded for the whole run, so the "
+        "program's own handlers never ran", "handles")
+def test_brig_run_is_a_wrapper_over_the_handles_with_no_process_wide_effects(brig, sandboxes):
+    rep = brig.reports / f"{marker('run')}.json"
+    p = subprocess.Popen(brig.prefix() + [_demo(brig), "run", "--report", str(rep), "sh", "-c",
+                                          "echo started; read x; echo \"got $x\"; echo to-stderr >&2; exit 3"],
+                         cwd=str(brig.workspace), env=brig.env(sandboxes.env()), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "started\n"
+        # the caller's own mask while its command runs, read on the host
+        status = pathlib.Path(f"/proc/{p.pid}/status").read_text()
+        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+        out, err = p.communicate("abc\n", timeout=60)
+    finally:
+        p.kill()
+    assert blocked == 0, f"brig_run blocked signals in its caller while the command ran: SigBlk {blocked:#x}"
+    assert p.returncode == 3 and out == "got abc\n" and "to-stderr" in err, (p.returncode, out, err)
+    assert "FAILED" not in err, err  # mask, dispositions, rlimits, cwd, umask as they were
+    doc = json.loads(rep.read_text())
+    assert doc["exit_code"] == 3 and doc["command"][0] == "sh" and doc["memory_peak_bytes"] > 0, doc
+    left = [d for d in os.listdir(sandboxes.root) if d.startswith("sb-")] if sandboxes.root.exists() else []
+    assert left == [], left

@@ -1,5 +1,7 @@
 /* spawn.c — the run sequence, supervisor side (DESIGN.md §3). Read
- * brig_run() top to bottom: it is the whole story on the host. */
+ * spawn_run() top to bottom: it is the whole story on the host.
+ * brig_run_in_process runs it in the caller's process (the CLI's brig
+ * run); brig_run is the handle API's (engine/run.c). */
 #define _GNU_SOURCE
 #include "core/model.h"
 #include "core/hostfs.h"
@@ -263,7 +265,7 @@ static int collect(const struct supervision *s, brig_result *res, brig_error **e
         return 0;
 }
 
-int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
+int brig_run_in_process(const brig_policy *p, char *const argv[], brig_result *result, brig_error **err)
 {
         pool_sweep();  /* what a SIGKILLed pool daemon left (spawn_run sweeps the rest) */
         return spawn_run(p, argv, NULL, result, err);

@@ -527,7 +527,8 @@ static int run_fresh(const brig_policy *p, char *const argv[], brig_result *res,
                 snprintf(out, out_size, "%s", why);
         brig_policy copy = *p;  /* shallow: the run only reads it */
         copy.pool_note = why;
-        return brig_run(&copy, argv, res, err);
+        /* as brig run (the CLI) would run it: in this process */
+        return brig_run_in_process(&copy, argv, res, err);
 }
 
 int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, brig_error **err)
