@@ -52,12 +52,40 @@ static char *read_config(int fd)
         return buf;
 }
 
+/* A pool's daemon (brig_pool_start, pool.c): its errors go to the ready
+ * pipe as text, as the daemon's own do. */
+static _Noreturn void pool_main(json_t *pool, char *pol_text)
+{
+        const char *dir = json_string_value(json_object_get(pool, "dir"));
+        const char *key = json_string_value(json_object_get(pool, "key"));
+        json_int_t size = json_integer_value(json_object_get(pool, "size"));
+        brig_error *err = NULL;
+        brig_policy *p = brig_policy_new();
+        int r = !dir || !key || size <= 0 || size > UINT32_MAX || !pol_text || !p
+                        ? brig_err(&err, EBADMSG, "malformed pool configuration from libbrig")
+                        : brig_policy_load_string(p, "policy", pol_text, &err);
+        /* A workspace the policy does not name is the caller's cwd, ours
+         * too (posix_spawn keeps it): set here, it would change the
+         * policy's JSON, which names the pool and its members. */
+        free(pol_text);
+        if (r < 0) {
+                char text[1024];
+                snprintf(text, sizeof text, "brig-supervisor: %s", err && err->msg ? err->msg : "failed");
+                fprintf(stderr, "%s\n", text);
+                (void)!write(SUPERVISOR_FD_READY, text, strlen(text));
+                exit(BRIG_EXIT_SETUP);
+        }
+        /* The strings live in the configuration, which lives as long as we do. */
+        pool_supervise(dir, key, p, (unsigned)size, SUPERVISOR_FD_READY);
+}
+
 int main(int argc, char **argv)
 {
         (void)argc;
         (void)argv;
         /* Our own program file, and anything else past our descriptors. */
         syscall(SYS_close_range, SUPERVISOR_FD_EXE, ~0U, 0);
+        supervisor_exe_is_self();
         /* Executed as /proc/self/fd/N: say who we are in ps. */
         prctl(PR_SET_NAME, "brig-supervisor");
         /* What libbrig hands over: a pipe to report on and a memfd sealed
@@ -94,6 +122,9 @@ int main(int argc, char **argv)
         const char *report = json_string_value(json_object_get(doc, "report_path"));
         json_t *pol = json_object_get(doc, "policy");
         char *pol_text = json_is_object(pol) ? json_dumps(pol, JSON_COMPACT) : NULL;
+        json_t *pool = json_object_get(doc, "pool");
+        if (json_is_object(pool))
+                pool_main(pool, pol_text);
         struct sandbox_create_opts opts = {
                 .overlay = json_is_true(json_object_get(doc, "overlay")),
                 .ephemeral = json_is_true(json_object_get(doc, "ephemeral")),

@@ -2,12 +2,15 @@
 runs in one of them (same policy and workspace), which then serves no other
 run; anything else runs as a plain brig run. Root and rootless."""
 import concurrent.futures
+import json
 import os
+import pathlib
 
 import pytest
 
 from persist_helpers import cgroup_dirs_named, pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import wait_until
+from test_escape import attack
 
 
 @pytest.fixture
@@ -101,3 +104,22 @@ def test_pool_bad_input(brig, sandboxes):
     assert _members(sandboxes) == {}
     r = sandboxes.brig_cmd("create", "pools")
     assert r.returncode == 125, r
+
+
+@attack("pool-daemon-forked", "a front end (a threaded server holding locks, a big heap) starts a warm pool: its "
+        "daemon was a bare fork of that process, running on with a copy of its memory, locks and descriptors",
+        "processes")
+def test_pool_daemon_is_the_supervisor_program(brig, pool):
+    json_files = list((pool.root / "pools").glob("*/pool.json"))
+    assert len(json_files) == 1, json_files
+    pid = json.loads(json_files[0].read_text())["supervisor_pid"]
+    # on the host: what that process runs, and that it is nobody's fork of brig
+    exe = os.readlink(f"/proc/{pid}/exe")
+    assert os.path.basename(exe) == "brig-supervisor", f"the pool daemon runs {exe}, a fork of its caller"
+    assert pathlib.Path(f"/proc/{pid}/comm").read_text().strip() == "brig-supervisor"
+    # its members are started by it, and serve as before
+    for row in _members(pool).values():
+        sup = row["supervisor_pid"]
+        assert os.path.basename(os.readlink(f"/proc/{sup}/exe")) == "brig-supervisor", row
+    r = pool.brig_cmd("run", "--pooled", "--", "echo", "served")
+    assert r.returncode == 0 and r.stdout == "served\n", r

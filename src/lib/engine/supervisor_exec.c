@@ -53,12 +53,25 @@ static bool trusted_owner(const struct stat *st)
 }
 
 /* The directory of the loaded libbrig (free()), or NULL. */
+static bool in_program;
+
+void supervisor_exe_is_self(void)
+{
+        in_program = true;
+}
+
 static char *library_dir(void)
 {
         Dl_info info;
         char real[PATH_MAX];
-        if (dladdr((void *)supervisor_exe_open, &info) == 0 || !info.dli_fname || info.dli_fname[0] != '/' ||
-            !realpath(info.dli_fname, real))
+        /* brig-supervisor has libbrig linked in: the directory it was
+         * started from (checked by the library that started it, and
+         * checked again below) is where its members' supervisors are. */
+        if (in_program) {
+                if (!realpath("/proc/self/exe", real))
+                        return NULL;
+        } else if (dladdr((void *)supervisor_exe_open, &info) == 0 || !info.dli_fname || info.dli_fname[0] != '/' ||
+                   !realpath(info.dli_fname, real))
                 return NULL;
         char *slash = strrchr(real, '/');
         *slash = '\0';
@@ -189,16 +202,22 @@ static int high_fd(int fd)
 int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
                      int ready_w, brig_error **err)
 {
-        _cleanup_free_ char *exe_path = NULL;
         _cleanup_free_ char *config = supervisor_config(dir, name, p, opts, err);
         if (!config)
                 return err && *err && (*err)->errnum > 0 ? -(*err)->errnum : -ENOMEM;
-        _cleanup_close_ int exe = high_fd(supervisor_exe_open(&exe_path, err));
-        if (exe < 0)
-                return exe == -1 ? brig_err(err, errno, "supervisor program") : exe;
         _cleanup_free_ char *log = brig_strdup_printf("%s/log", dir);
         if (!log)
                 return brig_err(err, ENOMEM, "supervisor");
+        return supervisor_start(config, log, name, ready_w, opts->has_hold ? opts->hold_fd : -1, err);
+}
+
+int supervisor_start(const char *config, const char *log, const char *what, int ready_w, int hold_fd,
+                     brig_error **err)
+{
+        _cleanup_free_ char *exe_path = NULL;
+        _cleanup_close_ int exe = high_fd(supervisor_exe_open(&exe_path, err));
+        if (exe < 0)
+                return exe == -1 ? brig_err(err, errno, "supervisor program") : exe;
         /* A daemon: no terminal, none of the caller's stdio; what it has to
          * say goes to the log in the state directory. */
         _cleanup_close_ int null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -212,8 +231,7 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
         _cleanup_close_ int ready = high_fd(fcntl(ready_w, F_DUPFD_CLOEXEC, SUPERVISOR_FD_MAX));
         /* The hold's lock is the open file's: the supervisor's copy keeps
          * it locked when we close ours or are killed. */
-        _cleanup_close_ int hold = high_fd(fcntl(opts->has_hold ? opts->hold_fd : null, F_DUPFD_CLOEXEC,
-                                                 SUPERVISOR_FD_MAX));
+        _cleanup_close_ int hold = high_fd(fcntl(hold_fd >= 0 ? hold_fd : null, F_DUPFD_CLOEXEC, SUPERVISOR_FD_MAX));
         if (cfg < 0 || ready < 0 || hold < 0)
                 return brig_err(err, errno, "supervisor descriptors");
 
@@ -242,7 +260,7 @@ int supervisor_spawn(const char *dir, const char *name, const brig_policy *p, co
         posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
         char fdpath[64];
         snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", SUPERVISOR_FD_EXE);
-        char *argv[] = { "brig-supervisor", (char *)name, NULL };
+        char *argv[] = { "brig-supervisor", (char *)what, NULL };
         pid_t pid;
         int e = posix_spawn(&pid, fdpath, &fa, &attr, argv, environ);
         posix_spawn_file_actions_destroy(&fa);

@@ -16,6 +16,9 @@ enum {
         SUPERVISOR_FD_MAX = 10,    /* what the caller moves its sources above */
 };
 
+/* In brig-supervisor itself (a pool daemon starts its members'): the
+ * program is found where it runs from, not beside a libbrig.so. */
+BRIG_INTERNAL void supervisor_exe_is_self(void);
 /* brig-supervisor, opened (O_PATH) and checked; *path (optional) gets its
  * path for messages. */
 BRIG_INTERNAL int supervisor_exe_open(char **path, brig_error **err);
@@ -24,6 +27,15 @@ BRIG_INTERNAL int supervisor_exe_open(char **path, brig_error **err);
  * detaches on its own). */
 BRIG_INTERNAL int supervisor_spawn(const char *dir, const char *name, const brig_policy *p,
                                    const struct sandbox_create_opts *opts, int ready_w, brig_error **err);
+/* The same for any configuration the program knows (a sandbox's, a
+ * pool's: pool.c): its stdout and stderr the log, its ready pipe, its
+ * hold (-1: none); `what` names it in ps. */
+BRIG_INTERNAL int supervisor_start(const char *config, const char *log, const char *what, int ready_w, int hold_fd,
+                                   brig_error **err);
+/* A pool daemon's life (pool.c), in the program: members kept ready
+ * until SIGTERM; ready_fd gets one NUL byte once they are, or why not. */
+BRIG_INTERNAL _Noreturn void pool_supervise(const char *dir, const char *key, const brig_policy *p, unsigned size,
+                                            int ready_fd);
 /* The supervisor's life (sandbox.c), in the program. */
 BRIG_INTERNAL _Noreturn void sandbox_supervise(const char *dir, const char *name, const brig_policy *p,
                                                const struct sandbox_create_opts *opts, int ready_fd);

@@ -13,7 +13,9 @@
  * one empty file per member in ready/, claimed/ and done/. A run claims a
  * member by rename(ready/M, claimed/M.PID-START-PIDNS): atomic, so two runs
  * never share one, and the claimed name says which run holds it. The
- * daemon removes done/ members and creates new ones. A pool whose daemon
+ * daemon (brig-supervisor with a pool's configuration: pool_supervise,
+ * started by brig_pool_start through supervisor_start) removes done/
+ * members and creates new ones. A pool whose daemon
  * is gone (SIGKILL) is removed by the next brig (pool_sweep): its ready
  * and done members, those claimed by a run that is gone too, the pool's
  * directory. */
@@ -25,6 +27,7 @@
 #include "persist/sandbox.h"
 #include "core/reaper.h"
 #include "persist/state.h"
+#include "engine/supervisor_exec.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -284,6 +287,34 @@ out:
         exit(0);
 }
 
+/* What brig-supervisor needs to be the pool's daemon: the pool, its
+ * size and the policy, as a sandbox's supervisor gets it (a workspace it
+ * does not name is the cwd, which the program keeps). */
+static char *pool_config(const struct pool *pl, const brig_policy *p, unsigned size, brig_error **err)
+{
+        _cleanup_free_ char *policy = pool_policy_json(p, err);
+        json_t *pol = policy ? json_loads(policy, 0, NULL) : NULL;
+        json_t *doc = pol ? json_pack("{s:{s:s, s:s, s:I}, s:o}", "pool", "dir", pl->dir, "key", pl->key, "size",
+                                      (json_int_t)size, "policy", pol)
+                          : NULL;  /* pol is the document's (or released with it) */
+        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        if (!text)
+                brig_err(err, ENOMEM, "the pool daemon's configuration");
+        return text;
+}
+
+_Noreturn void pool_supervise(const char *dir, const char *key, const brig_policy *p, unsigned size, int ready_fd)
+{
+        struct pool pl = { .key = strdup(key), .dir = strdup(dir) };
+        if (!pl.key || !pl.dir || pool_state_write(&pl, size) < 0) {
+                const char *why = "the pool daemon could not record itself in pool.json";
+                (void)!write(ready_fd, why, strlen(why));
+                exit(BRIG_EXIT_SETUP);
+        }
+        pool_daemon(&pl, p, size, ready_fd);
+}
+
 static json_t *pool_state(const struct pool *pl)
 {
         _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
@@ -321,45 +352,25 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
         /* Ours from the start: a sweep finds the pool dead only once no
          * process of ours answers for it. */
         bool recorded = pool_state_write(&pl, size) == 0;
-        pid_t pid = recorded ? fork() : -1;
-        if (pid == 0) {
-                close(pipefd[0]);
-                if (setsid() < 0)
-                        _exit(BRIG_EXIT_SETUP);
-                pid_t d = fork();
-                if (d != 0)
-                        _exit(d < 0 ? BRIG_EXIT_SETUP : 0);
-                _cleanup_free_ char *log = brig_strdup_printf("%s/log", pl.dir);
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                int logfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
-                if (null < 0 || logfd < 0)
-                        _exit(BRIG_EXIT_SETUP);
-                dup2(null, 0);
-                dup2(logfd, 1);
-                dup2(logfd, 2);
-                if (pipefd[1] > 3)
-                        syscall(SYS_close_range, 3, pipefd[1] - 1, 0);
-                syscall(SYS_close_range, pipefd[1] + 1, ~0U, 0);
-                if (pool_state_write(&pl, size) < 0)
-                        _exit(BRIG_EXIT_SETUP);
-                pool_daemon(&pl, p, size, pipefd[1]);
-        }
-        if (pipefd[1] >= 0)
-                close(pipefd[1]);
-        if (pid > 0)
-                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
+        int e = errno;
+        /* The daemon is brig-supervisor, started by posix_spawn (never a
+         * fork of a caller that may be a threaded server holding locks);
+         * it records itself in pool.json and forks once, nobody's child. */
+        _cleanup_free_ char *log = brig_strdup_printf("%s/log", pl.dir);
+        _cleanup_free_ char *config = recorded && log ? pool_config(&pl, p, size, err) : NULL;
+        bool started = config && supervisor_start(config, log, "pool", pipefd[1], -1, err) == 0;
+        close(pipefd[1]);
         /* Wait until the pool is full (one NUL byte) or the reason it is not. */
         char msg[1024] = "";
-        ssize_t n = pid > 0 ? read(pipefd[0], msg, sizeof msg - 1) : -1;
+        ssize_t n = started ? read(pipefd[0], msg, sizeof msg - 1) : -1;
         close(pipefd[0]);
         if (!recorded)
-                r = brig_err(err, errno ? errno : EIO, "write the pool's state '%s/pool.json'", pl.dir);
-        else if (pid < 0)
-                r = brig_err(err, errno, "fork the pool daemon");
+                r = brig_err(err, e ? e : EIO, "write the pool's state '%s/pool.json'", pl.dir);
+        else if (!started)
+                r = brig_err_prefix(err, "start the pool daemon");
         else if (n <= 0)
                 r = brig_err(err, EPROTO, "the pool daemon ended (see %s/log)", pl.dir);
-        if (r < 0 && pid != 0)
+        if (r < 0)
                 pool_sweep();  /* a daemon that ended leaves its pool to remove */
         else if (msg[0]) {
                 msg[n] = '\0';
