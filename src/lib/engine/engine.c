@@ -420,17 +420,32 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
 
 static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err);
 
-int brig_exec_start(brig_sandbox *handle, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
+/* brig_exec_start and brig_file_start: the sandbox handle held for the
+ * start, which `start` makes from the caller's spec. */
+typedef int start_fn(struct brig_sandbox *sb, const void *spec, brig_exec **ret, brig_error **err);
+
+static int start_on(brig_sandbox *handle, const void *spec, brig_exec **ret, start_fn *start, const char *what,
+                    brig_error **err)
 {
         if (!ret)
-                return brig_err(err, EINVAL, "brig_exec_start: ret is NULL");
+                return brig_err(err, EINVAL, "%s: ret is NULL", what);
         *ret = NULL;
         struct brig_sandbox *sb = sandbox_get(handle);
         if (!sb)
-                return dead_handle(err, "brig_exec_start");
-        int r = exec_start(sb, spec, ret, err);
+                return dead_handle(err, what);
+        int r = start(sb, spec, ret, err);
         sandbox_put(sb);
         return r;
+}
+
+static int exec_start_any(struct brig_sandbox *sb, const void *spec, brig_exec **ret, brig_error **err)
+{
+        return exec_start(sb, spec, ret, err);
+}
+
+int brig_exec_start(brig_sandbox *handle, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
+{
+        return start_on(handle, spec, ret, exec_start_any, "brig_exec_start", err);
 }
 
 static void exec_register(struct brig_sandbox *sb, struct brig_exec *x, brig_exec **ret)
@@ -552,17 +567,14 @@ static int file_start(struct brig_sandbox *sb, const brig_file_spec *spec, brig_
         return r;
 }
 
+static int file_start_any(struct brig_sandbox *sb, const void *spec, brig_exec **ret, brig_error **err)
+{
+        return file_start(sb, spec, ret, err);
+}
+
 int brig_file_start(brig_sandbox *handle, const brig_file_spec *spec, brig_exec **ret, brig_error **err)
 {
-        if (!ret)
-                return brig_err(err, EINVAL, "brig_file_start: ret is NULL");
-        *ret = NULL;
-        struct brig_sandbox *sb = sandbox_get(handle);
-        if (!sb)
-                return dead_handle(err, "brig_file_start");
-        int r = file_start(sb, spec, ret, err);
-        sandbox_put(sb);
-        return r;
+        return start_on(handle, spec, ret, file_start_any, "brig_file_start", err);
 }
 
 static int wait_exec(struct brig_exec *x, unsigned flags, brig_result *res, brig_error **err);

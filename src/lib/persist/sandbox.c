@@ -134,8 +134,51 @@ int sandbox_launch(const char *dir, const char *name, const brig_policy *p, cons
         return r;
 }
 
-/* The state directory of a new sandbox, under the lock; *lock holds it. */
-int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err)
+/* An ephemeral sandbox's directory comes to its name with its hold
+ * already flocked inside: made as .eph-OWNER-NAME (the owner in the name:
+ * the reaper removes one whose owner is gone), the hold made and locked
+ * in it, then renamed to NAME (never over one that exists). So whenever
+ * the creator is killed, what is left can be told from a sandbox that
+ * lives: a .eph- directory of a dead owner, or a NAME whose hold nobody
+ * holds (neither the creator nor, once started, the supervisor). */
+static int mkdir_held(int lock, const char *root, const char *dir, const char *name, int *hold_out,
+                      brig_error **err)
+{
+        if (faccessat(lock, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return explain_taken(dir, name, err);
+        struct owner me;
+        char own[96], tmp[200];
+        owner_self(&me);
+        if (owner_format(&me, own, sizeof own) < 0)
+                return brig_err(err, ENAMETOOLONG, "ephemeral sandbox '%s'", name);
+        snprintf(tmp, sizeof tmp, SANDBOX_NEW_PREFIX "%s-%s", own, name);
+        if (mkdirat(lock, tmp, 0700) < 0)
+                return brig_err(err, errno, "create the state directory '%s/%s'", root, tmp);
+        _cleanup_close_ int tfd = openat(lock, tmp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int hold = tfd >= 0 ? openat(tfd, SANDBOX_HOLD, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                            : -1;
+        int r = 0;
+        if (hold < 0 || flock(hold, LOCK_EX) < 0)
+                r = brig_err(err, errno, "the hold of the ephemeral sandbox '%s' in '%s/%s'", name, root, tmp);
+        if (r == 0)
+                test_pause("ephemeral-dir-new");
+        if (r == 0 && renameat2(lock, tmp, lock, name, RENAME_NOREPLACE) < 0)
+                r = errno == EEXIST ? explain_taken(dir, name, err)
+                                    : brig_err(err, errno, "create the state directory '%s'", dir);
+        if (r < 0) {
+                if (tfd >= 0)
+                        (void)unlinkat(tfd, SANDBOX_HOLD, 0);
+                (void)unlinkat(lock, tmp, AT_REMOVEDIR);
+                if (hold >= 0)
+                        close(hold);
+                return r;
+        }
+        test_pause("ephemeral-dir-made");
+        *hold_out = hold;
+        return 0;
+}
+
+int sandbox_new_dir_held(const char *name, char **dir_out, int *lock_out, int *hold_out, brig_error **err)
 {
         _cleanup_free_ char *dir = NULL, *root = NULL;
         int r = state_dir(name, true, &dir, err);
@@ -150,68 +193,22 @@ int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error 
                 return lock;
         /* In the locked, checked root itself (its descriptor), never by
          * walking the path again. */
-        if (mkdirat(lock, name, 0700) < 0)
-                return errno == EEXIST ? explain_taken(dir, name, err)
-                                       : brig_err(err, errno, "create the state directory '%s'", dir);
+        if (hold_out)
+                r = mkdir_held(lock, root, dir, name, hold_out, err);
+        else if (mkdirat(lock, name, 0700) < 0)
+                r = errno == EEXIST ? explain_taken(dir, name, err)
+                                    : brig_err(err, errno, "create the state directory '%s'", dir);
+        if (r < 0)
+                return r;
         *dir_out = TAKE_PTR(dir);
         *lock_out = TAKE_FD(lock);
         return 0;
 }
 
-/* An ephemeral sandbox's directory comes to its name with its hold
- * already flocked inside: made as .eph-OWNER-NAME (the owner in the name:
- * the reaper removes one whose owner is gone), the hold made and locked
- * in it, then renamed to NAME (never over one that exists). So whenever
- * the creator is killed, what is left can be told from a sandbox that
- * lives: a .eph- directory of a dead owner, or a NAME whose hold nobody
- * holds (neither the creator nor, once started, the supervisor). */
-int sandbox_new_dir_held(const char *name, char **dir_out, int *lock_out, int *hold_out, brig_error **err)
+/* The state directory of a new sandbox, under the lock; *lock holds it. */
+int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err)
 {
-        _cleanup_free_ char *dir = NULL, *root = NULL;
-        int r = state_dir(name, true, &dir, err);
-        if (r == 0)
-                r = state_root(false, &root, err);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int lock = state_lock(root, err);
-        if (lock < 0)
-                return lock;
-        if (faccessat(lock, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-                return explain_taken(dir, name, err);
-        struct owner me;
-        char own[96], tmp[200];
-        owner_self(&me);
-        if (owner_format(&me, own, sizeof own) < 0)
-                return brig_err(err, ENAMETOOLONG, "ephemeral sandbox '%s'", name);
-        snprintf(tmp, sizeof tmp, SANDBOX_NEW_PREFIX "%s-%s", own, name);
-        if (mkdirat(lock, tmp, 0700) < 0)
-                return brig_err(err, errno, "create the state directory '%s/%s'", root, tmp);
-        _cleanup_close_ int tfd = openat(lock, tmp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int hold = tfd >= 0 ? openat(tfd, SANDBOX_HOLD, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
-                            : -1;
-        if (hold < 0 || flock(hold, LOCK_EX) < 0) {
-                r = brig_err(err, errno, "the hold of the ephemeral sandbox '%s' in '%s/%s'", name, root, tmp);
-                if (tfd >= 0)
-                        (void)unlinkat(tfd, SANDBOX_HOLD, 0);
-                (void)unlinkat(lock, tmp, AT_REMOVEDIR);
-                if (hold >= 0)
-                        close(hold);
-                return r;
-        }
-        test_pause("ephemeral-dir-new");
-        if (renameat2(lock, tmp, lock, name, RENAME_NOREPLACE) < 0) {
-                int e = errno;
-                (void)unlinkat(tfd, SANDBOX_HOLD, 0);
-                (void)unlinkat(lock, tmp, AT_REMOVEDIR);
-                close(hold);
-                return e == EEXIST ? explain_taken(dir, name, err)
-                                   : brig_err(err, e, "create the state directory '%s'", dir);
-        }
-        test_pause("ephemeral-dir-made");
-        *dir_out = TAKE_PTR(dir);
-        *lock_out = TAKE_FD(lock);
-        *hold_out = hold;
-        return 0;
+        return sandbox_new_dir_held(name, dir_out, lock_out, NULL, err);
 }
 
 static void save_policy(const brig_policy *p, const char *dir)

@@ -47,7 +47,7 @@ BRIG_INTERNAL int sandbox_run_in(const char *name, char *const argv[], const int
                                  brig_error **err);
 BRIG_INTERNAL int sandbox_new_dir(const char *name, char **dir_out, int *lock_out, brig_error **err);
 /* The same for an ephemeral sandbox: *hold_out gets the flocked hold
- * file SANDBOX_HOLD inside it (reaper.c). */
+ * file SANDBOX_HOLD inside it (reaper.c); hold_out NULL: sandbox_new_dir. */
 BRIG_INTERNAL int sandbox_new_dir_held(const char *name, char **dir_out, int *lock_out, int *hold_out,
                                        brig_error **err);
 #define SANDBOX_HOLD "hold"
