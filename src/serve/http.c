@@ -42,6 +42,21 @@ static int reply_denied(struct req *r, enum deny deny)
         }
 }
 
+/* A brig_error of our own (the library's are made by it). */
+int serve_err(brig_error **e, int errnum, const char *fmt, ...)
+{
+        if (e && !*e && (*e = calloc(1, sizeof **e))) {
+                va_list ap;
+                va_start(ap, fmt);
+                if (vasprintf(&(*e)->msg, fmt, ap) < 0)
+                        (*e)->msg = NULL;
+                va_end(ap);
+                (*e)->exit_code = BRIG_EXIT_SETUP;
+                (*e)->errnum = errnum;
+        }
+        return -errnum;
+}
+
 int reply_bytes(struct req *r, unsigned status, const char *ctype, char *data, size_t len)
 {
         struct MHD_Response *resp = MHD_create_response_from_buffer(len, data ? data : (char *)"",

@@ -75,9 +75,9 @@ int owner_record(const char *name, uid_t uid, bool workspace_ours, const char *p
         _serve_json_ json_t *rec = json_pack("{s:i, s:b, s:o, s:[]}", "uid", (int)uid, "workspace_ours",
                                              workspace_ours, "policy", pol ? pol : json_null(), "live_rules");
         int r = rec ? owner_update(name, rec) : -ENOMEM;
-        if (r < 0 && err) {
-                (void)err;
-        }
+        if (r < 0)
+                serve_err(err, -r, "record the owner of '%s' in %s/owners (brig serve --state): %s", name,
+                          serve_cfg.dir, strerror(-r));
         return r;
 }
 
@@ -258,9 +258,13 @@ int owner_check_policy(const struct req *r, json_t *policy, const char *workspac
 char *owner_workspace_make(const char *name, brig_error **err)
 {
         char *dir = NULL;
-        if (asprintf(&dir, "%s/workspaces/%s", serve_cfg.dir, name) < 0)
+        if (asprintf(&dir, "%s/workspaces/%s", serve_cfg.dir, name) < 0) {
+                serve_err(err, ENOMEM, "the server's workspace for '%s'", name);
                 return NULL;
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        }
+        /* a new one: what was there of a dead sandbox of that name is gone (create_locked) */
+        if (mkdir(dir, 0700) < 0) {
+                serve_err(err, errno, "make the workspace %s (brig serve --state): %s", dir, strerror(errno));
                 free(dir);
                 return NULL;
         }

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -228,21 +227,6 @@ static bool workspace_used(const char *name)
         return false;
 }
 
-/* A brig_error of our own (the library's are made by it). */
-static int brig_err_none(brig_error **e, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int brig_err_none(brig_error **e, int errnum, const char *fmt, ...)
-{
-        if (e && !*e && (*e = calloc(1, sizeof **e))) {
-                va_list ap;
-                va_start(ap, fmt);
-                if (vasprintf(&(*e)->msg, fmt, ap) < 0)
-                        (*e)->msg = NULL;
-                va_end(ap);
-                (*e)->exit_code = BRIG_EXIT_SETUP;
-                (*e)->errnum = errnum;
-        }
-        return -errnum;
-}
 
 static const struct field create_fields[] = {
         { "name", F_STRING, false }, { "profile", F_STRING, false }, { "policy", F_OBJECT, false },
@@ -280,7 +264,7 @@ static int create_locked(struct req *r, const char *name, brig_policy *p, const 
          * one's (a server killed at the wrong moment) — unless a fork of a
          * removed sandbox of that name still runs on it */
         if (workspace_used(name))
-                return brig_err_none(e, EEXIST, "the workspace of a removed sandbox named '%s' is still its fork's: "
+                return serve_err(e, EEXIST, "the workspace of a removed sandbox named '%s' is still its fork's: "
                                                "choose another name", name);
         owner_workspace_remove(name);
         _serve_free_ char *own_ws = NULL;

@@ -125,6 +125,8 @@ struct req {
         bool answered;
 };
 
+/* Fill *e (when empty) with a message of the server's own; -errnum. */
+int serve_err(brig_error **e, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int reply_json(struct req *r, unsigned status, json_t *doc);  /* takes doc */
 int reply_error(struct req *r, unsigned status, const char *code, json_t *details, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
