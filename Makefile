@@ -9,6 +9,8 @@ FUZZ_SECONDS ?= 300
 # 10 s of each target keeps `make check` under its 30 minutes
 # (it stood at ~31 with 20 s); each run replays its corpus first.
 CHECK_FUZZ_SECONDS ?= 10
+# ... two targets at a time (tests/fuzz/run-fuzz-net), one a core.
+CHECK_FUZZ_PARALLEL ?= 2
 # `make check` runs the integration suite in this many pytest-xdist workers:
 # it mostly waits (sandbox setup, give-ups, servers), so 4 fit on 2 cores.
 # Tests marked whole_host run while no other does (conftest.py).
@@ -95,7 +97,7 @@ check: build build-asan build-hooks browser-deps mcp-deps
 	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) tests/integration
 	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) tests/integration
 	tests/leaks/run $(BUILD) $(ASAN_BUILD)
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+	FUZZ_PARALLEL=$(CHECK_FUZZ_PARALLEL) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 
 # The SDKs (sdk/python, sdk/typescript) against a live brig serve they
 # start themselves, as root and rootless: pytest for Python, `node --test`
