@@ -6,6 +6,7 @@ copied into a world-readable directory first, so the unprivileged user can
 run them wherever the checkout lives.
 """
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -265,15 +266,18 @@ def pytest_configure(config):
 # ---- tests that look at the whole host run alone ------------------------------
 #
 # make check runs the suite in parallel workers (pytest -n, pytest-xdist),
-# and the lead or another suite may run beside it. A test marked whole_host
+# and a second session of this checkout may run beside it (the ASan build's
+# beside the normal one). A test marked whole_host
 # (the mount table before and after, every dead brig's cgroup, what appeared
 # in /tmp) would see the others' sandboxes come and go: it holds HOST_LOCK
 # exclusively, every other test holds it shared, from its first fixture's
 # setup to its last one's teardown (a module's fixtures included: they are
 # set up and torn down within its first and last test's protocol). A gate
 # taken first keeps new tests from starting while a whole_host test waits,
-# so it waits only for the ones already running.
-HOST_LOCK = f"/tmp/brig-test-host-{os.geteuid()}.lock"
+# so it waits only for the ones already running. The lock is this
+# checkout's: suites of other checkouts on a shared machine are not held
+# (one stopped in a debugger would stall them all).
+HOST_LOCK = f"/tmp/brig-test-host-{os.geteuid()}-{hashlib.sha256(str(REPO).encode()).hexdigest()[:12]}.lock"
 
 
 @pytest.hookimpl(hookwrapper=True)
