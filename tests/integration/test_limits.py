@@ -317,16 +317,18 @@ def test_cpus_throttles_busy_loop(brig):
             return found[0] if found else None
         assert wait_for(cpu_dir, 20), f"no cpu cgroup of brig {p.pid}"
         d = cpu_dir()
-        if os.path.exists(os.path.join(d, "cpu.max")):
-            assert open(os.path.join(d, "cpu.max")).read().split() == ["50000", "100000"], d
-        else:
-            assert open(os.path.join(d, "cpu.cfs_quota_us")).read().strip() == "50000", d
-            assert open(os.path.join(d, "cpu.cfs_period_us")).read().strip() == "100000", d
 
         def throttled():
             stat = dict(line.split() for line in open(os.path.join(d, "cpu.stat")))
             return int(stat["nr_throttled"]) > 0
         assert wait_for(throttled, 20), open(os.path.join(d, "cpu.stat")).read()
+        # the quota is read once the command runs: the group exists (and was
+        # found above) a moment before brig writes it
+        if os.path.exists(os.path.join(d, "cpu.max")):
+            assert open(os.path.join(d, "cpu.max")).read().split() == ["50000", "100000"], d
+        else:
+            assert open(os.path.join(d, "cpu.cfs_quota_us")).read().strip() == "50000", d
+            assert open(os.path.join(d, "cpu.cfs_period_us")).read().strip() == "100000", d
     finally:
         p.terminate()  # brig ends the sandbox and removes its cgroup
         p.wait(timeout=30)
