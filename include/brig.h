@@ -96,6 +96,16 @@ enum brig_tty_mode {
         BRIG_TTY_NEVER,
 };
 BRIG_PUBLIC void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode);
+/* The wall between the command and the host kernel (docs/walls.md):
+ * NAMESPACES is brig's own run sequence (the host kernel answers every
+ * syscall the filter allows); GVISOR runs the command under gVisor's runsc,
+ * a user-space kernel, from the same plan — egress, audit, limits and the
+ * report stay brig's. No runsc on the host: the run is refused. */
+enum brig_wall {
+        BRIG_WALL_NAMESPACES = 0,
+        BRIG_WALL_GVISOR,
+};
+BRIG_PUBLIC void brig_policy_set_wall(brig_policy *p, enum brig_wall wall);
 /* What the command writes reaches the caller's terminal through a filter
  * that drops sequences acting beyond the screen (clipboard, title,
  * queries; docs/security.md). true: relay it unfiltered, and without a

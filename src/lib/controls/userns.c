@@ -52,10 +52,11 @@ static int write_maps_for(pid_t pid, const char *uid_map, const char *gid_map, b
 int userns_write_maps(pid_t pid, const struct run_plan *plan, brig_error **err)
 {
         char uid_map[128], gid_map[128];
-        if (!plan->map_root_for_setup) {
+        /* (the gVisor wall's root of root's workspace: 0 is the sandbox user) */
+        if (!plan->map_root_for_setup || plan->sandbox_uid == 0) {
                 snprintf(uid_map, sizeof uid_map, "%u %u 1\n", plan->sandbox_uid, plan->host_uid);
                 snprintf(gid_map, sizeof gid_map, "%u %u 1\n", plan->sandbox_gid, plan->host_gid);
-                return write_maps_for(pid, uid_map, gid_map, true, err);
+                return write_maps_for(pid, uid_map, gid_map, !plan->map_root_for_setup, err);
         }
         /* As root: inside 0 is host 0 only while the child builds the
          * sandbox (it must read root-owned bind sources and create files in

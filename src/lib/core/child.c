@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "core/sync.h"
 #include "core/sequence.h"
+#include "core/wall.h"
 #include "controls/userns.h"
 #include "controls/mounts.h"
 #include "controls/rlimit.h"
@@ -177,9 +178,14 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         /* Privileges, in the only order that works: the bounding set needs
          * CAP_SETPCAP, the uid change needs CAP_SETUID, and the last capset
          * clears what a same-uid change (rootless) leaves. */
-        STEP(caps_drop_bounding(err), "capabilities");
-        STEP(userns_become_sandbox_user(plan, err), "user");
-        STEP(caps_drop_all(err), "capabilities");
+        /* The gVisor wall: runsc needs root of our user namespace to
+         * build its own sandbox; the command never runs here, but under
+         * gVisor's kernel, as the plan's user there (wall_gvisor.c). */
+        if (plan->wall != BRIG_WALL_GVISOR) {
+                STEP(caps_drop_bounding(err), "capabilities");
+                STEP(userns_become_sandbox_user(plan, err), "user");
+                STEP(caps_drop_all(err), "capabilities");
+        }
         if (plan->tty)
                 STEP(send_terminal(plan, err), "terminal");
         /* The uid change cleared the parent-death signal (prctl(2)). */
@@ -330,6 +336,12 @@ _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
+        if (plan->wall == BRIG_WALL_GVISOR) {
+                /* rlimits, cwd, user and env are the bundle's: they hold
+                 * inside gVisor, not on runsc itself */
+                wall_gvisor_exec(plan, &err);
+                goto fail;
+        }
         if (plan->cwd && mounts_enter_cwd(plan->cwd, &err) < 0)
                 goto fail;
         if (rlimits_apply(plan, &err) < 0)

@@ -49,6 +49,7 @@ struct brig_policy {
         char *hostname;
         char *rootfs;                /* an OCI bundle's root filesystem: "/" inside, instead of the host's directories */
         enum brig_tty_mode tty;
+        enum brig_wall wall;         /* namespaces (brig's own) or gvisor (runsc) */
         bool terminal_passthrough;   /* the output filter off */
         char *report_path;
         char *audit_path;

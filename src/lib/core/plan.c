@@ -4,6 +4,7 @@
  * the child only carries out decisions already made and checked. */
 #define _GNU_SOURCE
 #include "core/model.h"
+#include "core/wall.h"
 #include "controls/mountinfo.h"
 #include "controls/rlimit.h"
 #include "net/intercept.h"
@@ -914,6 +915,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         plan->n_pass_fds = p->n_pass_fds;
         plan->shm_size = p->shm_size;
         plan->mount_sys = p->mount_sys;
+        plan->wall = p->wall;
         plan->intercept_policy = egress_policy_intercept_of(p->egress);
         if (!argv || !argv[0] || !*argv[0])
                 return brig_err(err, EINVAL, "no command given");
@@ -931,6 +933,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         plan->limits = p->limits;
         rlimits_clamp(&plan->limits);
         r = plan_user(plan, err);
+        if (r < 0)
+                return r;
+        r = wall_plan(plan, err);
         if (r < 0)
                 return r;
         r = plan_layout(plan, p, err);
@@ -982,6 +987,7 @@ void plan_free(struct run_plan *plan)
 {
         free(plan->workspace);
         free(plan->home);
+        free(plan->runsc);
         for (size_t i = 0; i < plan->n_mounts; i++) {
                 free(plan->mounts[i].src);
                 free(plan->mounts[i].dst);

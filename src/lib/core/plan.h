@@ -115,6 +115,8 @@ struct run_plan {
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
         int sync_fd;             /* child end of the sync socket */
         int report_fd;           /* the supervisor's; the child closes it */
+        enum brig_wall wall;     /* namespaces, or gvisor: the command runs under runsc (core/wall.h) */
+        char *runsc;             /* gvisor: the runsc found on the host (inside at the same path) */
         bool persistent;         /* brig create: pid 1 serves exec requests instead of one command */
         bool fileop;             /* this exec is a file operation: fileop_main instead of execve */
         const char *overlay_upper;  /* --workspace-mode overlay: the layer's directories in the state dir (the control owns them), or NULL */

@@ -444,6 +444,11 @@ int brig_policy_set_audit_fd(brig_policy *p, int fd, brig_error **err)
         return set_output_fd(p, &p->audit_fd, &p->audit_path, "--audit-fd", fd, err);
 }
 
+void brig_policy_set_wall(brig_policy *p, enum brig_wall wall)
+{
+        p->wall = wall;
+}
+
 void brig_policy_set_net_mode(brig_policy *p, enum brig_net_mode mode)
 {
         p->net_mode = mode;

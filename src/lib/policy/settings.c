@@ -288,11 +288,19 @@ static void set_net(brig_policy *p, int v)
         brig_policy_set_net_mode(p, (enum brig_net_mode)v);
 }
 
+static void set_wall(brig_policy *p, int v)
+{
+        brig_policy_set_wall(p, (enum brig_wall)v);
+}
+
 static int cli_net(brig_policy *p, const struct setting *s, const struct setting_flag *f, const char *arg,
                    brig_error **err);
 
 static const struct setting_choice tty_choices[] = {
         { "auto", BRIG_TTY_AUTO }, { "always", BRIG_TTY_ALWAYS }, { "never", BRIG_TTY_NEVER }, { NULL, 0 },
+};
+static const struct setting_choice wall_choices[] = {
+        { "namespaces", BRIG_WALL_NAMESPACES }, { "gvisor", BRIG_WALL_GVISOR }, { NULL, 0 },
 };
 static const struct setting_choice net_choices[] = {
         { "none", BRIG_NET_NONE }, { "proxy", BRIG_NET_PROXY }, { "filtered", BRIG_NET_FILTERED },
@@ -451,6 +459,12 @@ const struct setting settings[] = {
                     " \"pattern\": \"^@?[a-z0-9_]+(\\\\(.*\\\\))?$\"},"
                     " \"action\": {\"type\": \"string\","
                     " \"pattern\": \"^(allow|kill|log|deny-log|errno:[A-Za-z0-9]+)$\"}}}}" },
+        { .key = "/syscalls/wall", .section = S_SYSCALLS, .kind = SK_ENUM, .set_enum = set_wall,
+          .choices = wall_choices, .offset = OFF(wall), .label = "wall",
+          .cli = { { .name = "wall", .arg = "namespaces|gvisor",
+                     .help = "what stands between the command and the host kernel (docs/walls.md):\n"
+                     "namespaces: brig's own (default); gvisor: gVisor's runsc, a user-space\n"
+                     "kernel, under the same policy (refused where runsc cannot run)" } } },
         { .key = "/syscalls/allow_degraded", .section = S_SYSCALLS, .kind = SK_LIST,
           .set_str = brig_policy_allow_degraded, .dump = dump_degraded,
           .cli = { { .name = "allow-degraded", .arg = "CONTROL",
