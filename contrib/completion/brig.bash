@@ -18,7 +18,7 @@ _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm
         --secret --secret-host --secret-header --upstream-ca --http-rule
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile
         --nproc --fsize --stack --require-limits
-        --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
+        --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
         --json-report --json-report-fd --audit --audit-fd --audit-no-exec --quiet --pooled"
 _brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --quiet --pooled"
 _brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --json-report --detach --quiet"
@@ -34,7 +34,7 @@ _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bi
         --allow-private-host --deny-host --allow-cidr --resolve --allow-unix --upstream-proxy
         --secret --secret-host --secret-header --upstream-ca --http-rule
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile --nproc
-        --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --allow-degraded
+        --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
         --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode
         --only --sha256"
 
@@ -79,6 +79,7 @@ _brig()
         case $prev in
         --profile) COMPREPLY=($(compgen -W "default strict build browser" -- "$cur")); return ;;
         --net) COMPREPLY=($(compgen -W "none proxy filtered host" -- "$cur")); return ;;
+        --wall) COMPREPLY=($(compgen -W "namespaces gvisor" -- "$cur")); return ;;
         --workspace-mode) COMPREPLY=($(compgen -W "bind overlay" -- "$cur")); return ;;
         --carry-config) COMPREPLY=($(compgen -W "npm pip" -- "$cur")); return ;;
         --allow-degraded) COMPREPLY=($(compgen -W "landlock seccomp" -- "$cur")); return ;;

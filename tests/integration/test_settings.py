@@ -23,7 +23,7 @@ EXAMPLES = {
     "memory": "2G", "pids": "99", "cpus": "1.5", "io-weight": "200", "timeout": "1h30m", "kill-after": "2s",
     "cpu-time": "90s", "nofile": "512", "nproc": "77", "fsize": "64M", "stack": "8M", "require-limits": None,
     "seccomp-allow": "personality", "seccomp-deny": "kcmp:EACCES", "seccomp-rule": "getpriority(a0==0)=log",
-    "allow-degraded": "landlock", "net": "proxy", "allow-host": "pypi.org", "allow-private-host": "git.lan",
+    "allow-degraded": "landlock", "wall": "gvisor", "net": "proxy", "allow-host": "pypi.org", "allow-private-host": "git.lan",
     "deny-host": "bad.example", "allow-cidr": "10.1.0.0/16:5432", "resolve": "pypi.org:192.0.2.7",
     "upstream-proxy": "http://127.0.0.1:3128", "secret": "API_TOKEN=env:API_TOKEN",
     "secret-host": "API_TOKEN=api.example.com", "secret-header": "API_TOKEN=X-Api-Key",

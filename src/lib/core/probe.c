@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "core/syscalls.h"
 #include "core/host.h"
+#include "core/wall.h"
 #include "net/netns.h"
 #include "controls/cgroup.h"
 
@@ -295,6 +296,20 @@ static json_t *doctor(bool *ok)
         json_object_set_new(doc, "overlay_in_userns", json_boolean(userns && in_child(try_overlay_in_userns)));
         json_object_set_new(doc, "nftables_nat_module", json_boolean(nft_nat_module()));
         json_object_set_new(doc, "filtered_mode", json_boolean(userns && in_child(try_filtered_mode)));
+        /* The walls (docs/walls.md): gVisor's runs inside brig's own
+         * namespaces, so it needs them too. */
+        char runsc[4096] = "", why_not[256] = "";
+        bool gvisor = wall_gvisor_probe(runsc, sizeof runsc, why_not, sizeof why_not) == 0;
+        if (gvisor && !userns) {
+                gvisor = false;
+                snprintf(why_not, sizeof why_not, "it runs inside brig's namespaces, and user namespaces are missing");
+        }
+        json_object_set_new(doc, "walls",
+                            json_pack("{s:{s:b, s:o}, s:{s:b, s:o, s:o}}",
+                                      "namespaces", "available", userns, "why_not",
+                                      userns ? json_null() : json_string("user namespaces are missing"),
+                                      "gvisor", "available", gvisor, "runsc", runsc[0] ? json_string(runsc) : json_null(),
+                                      "why_not", gvisor ? json_null() : json_string(why_not)));
         json_t *missing = json_array();
         if (restricted)
                 json_array_append_new(missing, json_sprintf("user namespaces: %s (to fix: %s)", why.what, why.fix));
@@ -400,6 +415,18 @@ char *brig_doctor_text(bool *ok, brig_error **err)
         line(out, json_is_true(json_object_get(doc, "filtered_mode")), "network mode filtered",
              json_is_true(json_object_get(doc, "filtered_mode")) ? "nftables redirect works unprivileged"
                                                                   : "unavailable: allow rules use proxy mode");
+        json_object_foreach(json_object_get(doc, "walls"), key, v) {
+                char what[64], because[400];
+                snprintf(what, sizeof what, "wall %s (--wall %s)", key, key);
+                json_t *runsc = json_object_get(v, "runsc");
+                if (json_is_true(json_object_get(v, "available")))
+                        snprintf(because, sizeof because, "%s%s", json_is_string(runsc) ? "runsc at " : "available",
+                                 json_is_string(runsc) ? json_string_value(runsc) : "");
+                else
+                        snprintf(because, sizeof because, "missing: %s",
+                                 json_string_value(json_object_get(v, "why_not")));
+                line(out, json_is_true(json_object_get(v, "available")), what, because);
+        }
         if (*ok) {
                 fprintf(out, "brig run's defaults hold on this host.\n");
         } else {

@@ -170,7 +170,7 @@ static json_t *limits_json(const struct run_plan *plan)
          * process, and the kinds it leaves open are listed. */
         json_object_set_new(o, "memory_enforced_by",
                             !l->memory                ? json_null()
-                            : plan->memory_unbounded  ? json_string("rlimit")
+                            : plan->memory_unbounded  ? json_string(plan->wall == BRIG_WALL_GVISOR ? "none" : "rlimit")
                             : plan->memory_inherited  ? json_string("inherited cgroup")
                                                       : json_string("cgroup"));
         json_object_set_new(o, "memory_inherited",
@@ -220,6 +220,7 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         if (r->error)
                 json_object_set_new(doc, "error", json_string(r->error->msg));
         json_t *controls = json_object();
+        json_object_set_new(controls, "wall", json_string(plan->wall == BRIG_WALL_GVISOR ? "gvisor" : "namespaces"));
         json_object_set_new(controls, "namespaces", ns);
         json_object_set_new(controls, "user", user);
         json_object_set_new(controls, "workspace", plan->workspace ? json_string(plan->workspace) : json_null());

@@ -361,6 +361,23 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         plan.pids_by_rlimit = plan.limits.pids && !plan.limits.nproc && !cgroup_enforces(cg, CG_PIDS);
         plan.cpus_unenforced = plan.limits.cpus_millis && !cgroup_enforces(cg, CG_CPU);
         plan.io_unenforced = plan.limits.io_weight && !cgroup_enforces(cg, CG_IO);
+        /* Behind the gVisor wall no rlimit stands in for a missing cgroup:
+         * the command's memory is the Sentry's (one shared mapping), its
+         * processes are gVisor's tasks. Unbounded only when accepted. */
+        if (plan.wall == BRIG_WALL_GVISOR) {
+                bool mem = plan.memory_unbounded && !(p->allow_degraded & DEGRADE_MEMORY);
+                bool pids = plan.pids_by_rlimit && !(p->allow_degraded & DEGRADE_PIDS);
+                if (mem || pids) {
+                        r = brig_err(err, EACCES,
+                                     "--wall gvisor: no writable %s cgroup here, and under gVisor no rlimit stands in "
+                                     "for one (the command's memory is the Sentry's, its processes are gVisor's "
+                                     "tasks); run brig as root or from a cgroup v2 subtree delegated to you "
+                                     "(docs/limits.md), or accept no bound with --allow-degraded %s",
+                                     mem && pids ? "memory or pids" : mem ? "memory" : "pids",
+                                     mem && pids ? "memory --allow-degraded pids" : mem ? "memory" : "pids");
+                        goto out;
+                }
+        }
         if (plan.cgroup_degraded && plan.limits.required) {
                 r = brig_err(err, EACCES,
                              "--require-limits: no writable cgroup enforces %s here%s; run brig as root, or from "

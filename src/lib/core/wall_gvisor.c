@@ -30,6 +30,14 @@
  * entries under /usr (what the sandbox's read-only /usr shows too). */
 static int find_runsc(char *path, size_t n)
 {
+        /* BRIG_RUNSC: another runsc (gVisor's own releases), an absolute
+         * path the sandbox's system directories show too */
+        const char *chosen = getenv("BRIG_RUNSC");
+        if (chosen && *chosen) {
+                if (chosen[0] != '/' || snprintf(path, n, "%s", chosen) >= (int)n)
+                        return -EINVAL;
+                return access(path, X_OK) == 0 ? 0 : -errno;
+        }
         if (access("/usr/bin/runsc", X_OK) == 0) {
                 snprintf(path, n, "/usr/bin/runsc");
                 return 0;
@@ -47,9 +55,16 @@ static int find_runsc(char *path, size_t n)
 
 int wall_gvisor_probe(char *path, size_t path_len, char *why, size_t why_len)
 {
-        if (find_runsc(path, path_len) < 0) {
-                snprintf(why, why_len, "runsc is not installed (apt-get install runsc)");
-                return -ENOENT;
+        int r = find_runsc(path, path_len);
+        if (r < 0) {
+                const char *chosen = getenv("BRIG_RUNSC");
+                if (chosen && *chosen)
+                        snprintf(why, why_len, "BRIG_RUNSC=%s: %s", chosen,
+                                 r == -EINVAL ? "not an absolute path" : "not an executable file");
+                else
+                        snprintf(why, why_len, "runsc is not installed (apt-get install runsc)");
+                path[0] = '\0';
+                return r;
         }
         /* runsc's ptrace platform traces its own stubs: Yama's mode 3
          * forbids every ptrace. */
