@@ -28,6 +28,9 @@
 #             hybrid mode not supported"), so it runs in a private mount
 #             namespace with the controller-less cgroup2 mount hidden
 #             (unshare -m, then umount there): part of its measured time.
+#   brig-gvisor  brig run --wall gvisor (docs/walls.md): the same policy
+#             and cgroup, the command under runsc inside brig's sandbox;
+#             measured when runsc is installed
 #   runsc     gVisor: runsc do --network=none --ignore-cgroups (no limits);
 #             the Debian 12 package, whose default platform is ptrace
 # Workspace: WS (absolute) is the current directory and is shared read-write
@@ -75,7 +78,7 @@ peers_setup() {
                 PEER_NOTES+=("crun: not installed (Debian: crun)")
         fi
         if command -v runsc >/dev/null; then
-                PEER_KINDS+=(runsc)
+                PEER_KINDS+=(brig-gvisor runsc)
         else
                 PEER_NOTES+=("runsc (gVisor): not installed (Debian 12: runsc)")
         fi
@@ -160,6 +163,7 @@ peer_argv() {
         case $kind in
         bare)   PEER_ARGV=("$@") ;;
         brig)   PEER_ARGV=("$BRIG" run -- "$@") ;;
+        brig-gvisor) PEER_ARGV=("$BRIG" run --wall gvisor -- "$@") ;;
         brig-rootless) PEER_ARGV=(setpriv --reuid=nobody --regid=nogroup --clear-groups "$BRIG" run -- "$@") ;;
         bwrap)  PEER_ARGV=(bwrap --unshare-all --die-with-parent --new-session "${_bwrap_layout[@]}"
                            --proc /proc --dev /dev --tmpfs /tmp --tmpfs "$HOME" --bind "$WS" "$WS"
