@@ -121,6 +121,9 @@ def test_gvisor_fails_closed(brig, scratch):
             (("run", "--policy", policy), {"BRIG_RUNSC": "/nonexistent/runsc"}, "runsc"),
             (("run", "--wall", "gvisor"), {"BRIG_RUNSC": "relative/runsc"}, "absolute"),
             (("run", "--wall", "vm"), None, "namespaces"),
+            (("run", "--wall", "gvisor", "--allow-unix", "/run/brig-gv.sock"), None, "unix socket"),
+            (("run", "--wall", "gvisor", "--seccomp-allow", "personality"), None, "Sentry"),
+            (("run", "--wall", "gvisor", "--ssh-agent"), {"SSH_AUTH_SOCK": "/run/brig-gv.sock"}, "agent"),
             (("create", "gv-refused", "--wall", "gvisor"), None, "persistent")]:
         tail = ("--", "sh", "-c", f"touch {made}") if args[0] == "run" else ()
         r = brig.run(*args, *tail, env=env)

@@ -17,7 +17,6 @@
 #include "core/plan.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,96 +24,6 @@
 #include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Where runsc is looked for: Debian's package, then the caller's PATH
- * entries under /usr (what the sandbox's read-only /usr shows too). */
-static int find_runsc(char *path, size_t n)
-{
-        /* BRIG_RUNSC: another runsc (gVisor's own releases), an absolute
-         * path the sandbox's system directories show too */
-        const char *chosen = getenv("BRIG_RUNSC");
-        if (chosen && *chosen) {
-                if (chosen[0] != '/' || snprintf(path, n, "%s", chosen) >= (int)n)
-                        return -EINVAL;
-                return access(path, X_OK) == 0 ? 0 : -errno;
-        }
-        if (access("/usr/bin/runsc", X_OK) == 0) {
-                snprintf(path, n, "/usr/bin/runsc");
-                return 0;
-        }
-        const char *env = getenv("PATH");
-        for (const char *dir = env ? env : ""; *dir;) {
-                const char *end = strchrnul(dir, ':');
-                if (end - dir > 5 && strncmp(dir, "/usr/", 5) == 0 &&
-                    snprintf(path, n, "%.*s/runsc", (int)(end - dir), dir) < (int)n && access(path, X_OK) == 0)
-                        return 0;
-                dir = *end ? end + 1 : end;
-        }
-        return -ENOENT;
-}
-
-int wall_gvisor_probe(char *path, size_t path_len, char *why, size_t why_len)
-{
-        int r = find_runsc(path, path_len);
-        if (r < 0) {
-                const char *chosen = getenv("BRIG_RUNSC");
-                if (chosen && *chosen)
-                        snprintf(why, why_len, "BRIG_RUNSC=%s: %s", chosen,
-                                 r == -EINVAL ? "not an absolute path" : "not an executable file");
-                else
-                        snprintf(why, why_len, "runsc is not installed (apt-get install runsc)");
-                path[0] = '\0';
-                return r;
-        }
-        /* runsc's ptrace platform traces its own stubs: Yama's mode 3
-         * forbids every ptrace. */
-        char mode = '0';
-        int fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-                if (read(fd, &mode, 1) != 1)
-                        mode = '0';
-                close(fd);
-        }
-        if (mode == '3') {
-                snprintf(why, why_len, "kernel.yama.ptrace_scope is 3: runsc's ptrace platform cannot trace its stubs");
-                return -EPERM;
-        }
-        return 0;
-}
-
-int wall_plan(struct run_plan *plan, brig_error **err)
-{
-        if (plan->wall != BRIG_WALL_GVISOR)
-                return 0;
-        char path[4096], why[256];
-        if (wall_gvisor_probe(path, sizeof path, why, sizeof why) < 0)
-                return brig_err(err, ENOENT, "--wall gvisor: %s; brig does not fall back to the namespace wall "
-                                "(--wall namespaces runs without gVisor)", why);
-        if (plan->tty)
-                return brig_err(err, ENOTSUP, "--wall gvisor: a pseudo-terminal is not supported yet (use --no-tty)");
-        plan->runsc = strdup(path);
-        if (!plan->runsc)
-                return brig_err(err, ENOMEM, "--wall gvisor");
-        /* Rootless, brig's user namespace maps only the caller: runsc needs
-         * to be root there, so the caller is mapped to 0 (userns.c). Inside
-         * gVisor the command then runs as gVisor's root, who owns the
-         * workspace as the caller does outside; no host privilege comes
-         * with it. As root, brig's namespace already has 0 (the setup's). */
-        if (!plan->rootful)
-                plan->sandbox_uid = plan->sandbox_gid = 0;
-        /* As root with root's workspace: runsc's gofer writes it as the
-         * namespace's 0 (host root, confined to brig's root), which an
-         * idmap to nobody cannot represent; the command is gVisor's root
-         * there, so files it makes are root's as the workspace is. */
-        if (plan->rootful && plan->idmap_workspace) {
-                plan->idmap_workspace = false;
-                plan->sandbox_uid = plan->sandbox_gid = 0;
-                plan->host_uid = plan->host_gid = 0;
-        }
-        return 0;
-}
-
-/* ---- the bundle ------------------------------------------------------------- */
 
 static int add_mount(json_t *mounts, const char *dst, const char *type, const char *src, json_t *options)
 {
@@ -166,14 +75,16 @@ static json_t *bundle_config(const struct run_plan *plan)
                 r = add_tmpfs(mounts, "/dev/shm", plan->shm_size, 01777);
         if (r == 0 && plan->mount_sys)
                 r = add_mount(mounts, "/sys", "sysfs", "sysfs", json_pack("[s]", "ro"));
-        /* The plan's layout, parents first: tmpfs are gVisor's own (in its
-         * memory, counted in brig's cgroup), binds are brig's root. */
+        /* The plan's layout, parents first, each the mount brig made at
+         * that path: binds, and brig's tmpfs with the size, owner and what
+         * tools copied in. /tmp alone is gVisor's own tmpfs, of the same
+         * size: brig's /tmp holds the bundle and runsc's state. */
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
-                if (m->kind == MOUNT_TMPFS)
-                        r = add_tmpfs(mounts, m->dst, m->size, m->user_owned ? 0700 : m->mode);
+                if (m->kind == MOUNT_TMPFS && strcmp(m->dst, "/tmp") == 0)
+                        r = add_tmpfs(mounts, m->dst, m->size, m->mode);
                 else
-                        r = add_bind(mounts, m->dst, m->readonly);
+                        r = add_bind(mounts, m->dst, m->kind == MOUNT_BIND && m->readonly);
         }
         /* Each pin is a mount in brig's root already; naming it here makes
          * it a mount inside gVisor too, which its VFS refuses to rename (as
