@@ -30,7 +30,7 @@ from test_escape import attack
 from test_egress_netns import PY, InClientNamespace, namespaces_up, sh
 
 SERVER = r'''
-import base64, http.server, json, os, ssl, sys, threading
+import base64, gzip, http.server, json, os, ssl, sys, threading
 root, log_path, ca_dir, value = sys.argv[1:5]
 lock = threading.Lock()
 log = open(log_path, "a", buffering=1)
@@ -65,6 +65,22 @@ class H(http.server.SimpleHTTPRequestHandler):
             return super().do_GET()
         if p == "/echo":
             return self.reply(200, (self.headers.get("Authorization") or "").encode())
+        if p in ("/echo-gzip", "/echo-gzip-always"):
+            # as a server with compression on: gzip when asked (or always)
+            body = (self.headers.get("Authorization") or "").encode()
+            if p.endswith("always") or "gzip" in (self.headers.get("Accept-Encoding") or ""):
+                return self.reply(200, gzip.compress(body), [("Content-Encoding", "gzip")])
+            return self.reply(200, body)
+        if p == "/echo-chunked":
+            # as a streaming server: the echo in chunks of 5 bytes
+            body = (self.headers.get("Authorization") or "no authorization, no secret").encode()
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(body), 5):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(body[i:i + 5]), body[i:i + 5]))
+            self.wfile.write(b"0\r\n\r\n")
+            return
         if p == "/redirect":
             return self.reply(302, b"", [("Location", "http://other.test/collect")])
         if p == "/big":
@@ -261,6 +277,50 @@ head -c 100000 /proc/1/mem >/dev/null 2>&1; echo mem1=$?
     cut = [e for e in ev if e.get("phase") == "response" and e.get("secret") == "API_TOKEN"]
     assert cut, ev
     assert_never_leaked(up, r, path)
+
+
+@attack("secret-echo-encoded", "a bound upstream echoes the Authorization header back base64-encoded (the Basic "
+        "credential brig encoded), gzip-compressed or in 5-byte chunks; the sandbox decodes it",
+        "responses searched for the value's base64 forms too; Accept-Encoding: identity toward bound hosts and a "
+        "compressed response from one refused")
+def test_an_echo_in_base64_or_gzip_never_reaches_the_sandbox(ws, up):
+    """The bound upstream echoes the Authorization header it received: as
+    the Basic credential brig encoded (base64 at two alignments),
+    gzip-compressed (when asked, and always), in 5-byte chunks. The sandbox
+    decodes each; the value must never reach it."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+for user in x ab; do
+  curl -sS -u "$user:$API_TOKEN" https://api.test/echo > /tmp/b; echo "basic_$user=$?"
+  cut -d' ' -f2 /tmp/b | base64 -d 2>/dev/null; echo
+done
+curl -sS --compressed -H "Authorization: Bearer $API_TOKEN" https://api.test/echo-gzip; echo gz_rc=$?
+curl -sS --compressed -H "Authorization: Bearer $API_TOKEN" https://api.test/echo-gzip-always; echo gza_rc=$?
+curl -sS -H "Authorization: Bearer $API_TOKEN" https://api.test/echo-chunked; echo chunked_rc=$?
+curl -sS https://api.test/echo-chunked; echo plain_chunked_rc=$?
+'''
+    r, ev, path = audited(brig, script, *up.args())
+    got = up.seen(mark)
+    echoed = [q for q in got if q["path"].startswith("/echo")]
+    # the upstream really received the value and sent it back
+    assert len(echoed) == 6, got
+    assert {q["headers"].get("Authorization") for q in echoed} == {
+        "Basic " + base64.b64encode(f"x:{up.value}".encode()).decode(),
+        "Basic " + base64.b64encode(f"ab:{up.value}".encode()).decode(), f"Bearer {up.value}", None}, echoed
+    # the sandbox decoded each echo: the value must be in none
+    for line in r.stdout.splitlines():
+        assert up.value not in line, f"ATTACK WORKED: the value reached the sandbox: {line}"
+    assert_never_leaked(up, r, path)
+    # a bound host is asked for identity (curl --compressed asked for gzip)
+    assert all(q["headers"].get("Accept-Encoding") == "identity" for q in echoed[2:]), echoed
+    assert "basic_x=18" in r.stdout and "basic_ab=18" in r.stdout and "gz_rc=18" in r.stdout, r
+    assert "gza_rc=0" in r.stdout and "the response is compressed" in r.stdout, r
+    # the value in 5-byte chunks: searched across brig's own framing; an
+    # empty chunked echo still arrives whole (brig re-frames the body)
+    assert "chunked_rc=18" in r.stdout and "\nno authorization, no secretplain_chunked_rc=0" in r.stdout, r
+    cut = [e for e in ev if e.get("phase") == "response" and e.get("decision") == "deny"]
+    assert len(cut) == 5, ev
 
 
 @attack("placeholder-exfiltration", "send the placeholder to another allowed host (plain http, intercepted https), "

@@ -508,6 +508,14 @@ static void test_http_response_head(void **state)
         const char *why;
         assert_int_equal(http_parse_response(big, HTTP_HEAD_MAX + 10, &h, &why), -502);
         free(big);
+        /* coded: what hides a value from the interceptor's search */
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\n"
+                                    "Transfer-Encoding: chunked\r\n\r\n", &h), 1);
+        assert_false(h.coded);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nContent-Encoding: GZip\r\nContent-Length: 1\r\n\r\n", &h), 1);
+        assert_true(h.coded);
+        assert_int_equal(parse_resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", &h), 1);
+        assert_true(h.coded && h.chunked);
 }
 
 static void test_http_chunks(void **state)
@@ -530,6 +538,7 @@ static void test_http_chunks(void **state)
         memset(&ch, 0, sizeof ch);
         assert_int_equal(http_chunk_feed(&ch, "5\r\nhel", 6), 6);
         assert_false(ch.done);
+        assert_int_equal(http_chunk_data_left(&ch), 2);  /* "lo" of the chunk still to come */
         memset(&ch, 0, sizeof ch);
         assert_int_equal(http_chunk_feed(&ch, "zz\r\n", 4), -1);
         memset(&ch, 0, sizeof ch);

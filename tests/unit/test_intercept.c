@@ -137,9 +137,16 @@ static void test_judge_head(void **state)
                                "0123456789abcdef0123456789abcdef\r\n\r\n", "api.example.com", true, &v), 403);
         assert_int_equal(judge("GET / HTTP/1.1\r\nHost: other.example.com\r\n\r\n", "api.example.com", true, &v), 403);
         assert_non_null(strstr(v.reason, "names host 'other.example.com'"));
-        /* nothing to swap: forwarded, lines ending in CRLF */
-        assert_int_equal(judge("GET / HTTP/1.1\nHost: api.example.com\n\n", "api.example.com", true, &v), 0);
-        assert_string_equal(v.head, "GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n");
+        /* nothing to swap: forwarded, lines ending in CRLF; a bound host
+         * asked for identity (its responses are searched for the value) */
+        assert_int_equal(judge("GET / HTTP/1.1\nHost: api.example.com\nAccept-Encoding: gzip\nTE: gzip\n\n",
+                               "api.example.com", true, &v), 0);
+        assert_string_equal(v.head, "GET / HTTP/1.1\r\nHost: api.example.com\r\nAccept-Encoding: identity\r\n\r\n");
+        free(v.head);
+        /* a host no secret is bound to keeps its Accept-Encoding */
+        assert_int_equal(judge("GET / HTTP/1.1\nHost: other.example.com\nAccept-Encoding: gzip\n\n",
+                               "other.example.com", true, &v), 0);
+        assert_string_equal(v.head, "GET / HTTP/1.1\r\nHost: other.example.com\r\nAccept-Encoding: gzip\r\n\r\n");
         free(v.head);
 }
 

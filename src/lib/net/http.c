@@ -182,6 +182,28 @@ static bool has_token(const char *v, size_t n, const char *tok)
         return false;
 }
 
+/* Is every element of the comma-separated list v[0..n) `tok` or empty
+ * (parameters after ';' aside)? */
+static bool only_tokens(const char *v, size_t n, const char *tok)
+{
+        size_t tl = strlen(tok), i = 0;
+        while (i < n) {
+                size_t j = i;
+                while (j < n && v[j] != ',')
+                        j++;
+                const char *e = v + i;
+                size_t el = j - i;
+                const char *semi = memchr(e, ';', el);
+                if (semi)
+                        el = (size_t)(semi - e);
+                trim(&e, &el);
+                if (el && !(el == tl && strncasecmp(e, tok, tl) == 0))
+                        return false;
+                i = j + 1;
+        }
+        return true;
+}
+
 /* The last coding of a Transfer-Encoding list is chunked? */
 static bool last_is_chunked(const char *v, size_t n)
 {
@@ -566,7 +588,10 @@ int http_parse_response(const char *buf, size_t len, struct http_response *resp,
                         resp->has_te = true;
                         /* the last header line decides */
                         resp->chunked = last_is_chunked(h + k + 1, n - k - 1);
+                        resp->coded |= !only_tokens(h + k + 1, n - k - 1, "chunked");
                 }
+                if (header_is(h, k, "content-encoding"))
+                        resp->coded |= !only_tokens(h + k + 1, n - k - 1, "identity");
         }
         if (resp->has_length && resp->has_te) {
                 *why = "both Content-Length and Transfer-Encoding in the response";
@@ -621,6 +646,11 @@ static int hexval(unsigned char c)
 static bool line_byte_ok(unsigned char c)
 {
         return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+uint64_t http_chunk_data_left(const struct http_chunk *ch)
+{
+        return ch->state == CH_DATA ? ch->size : 0;
 }
 
 ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len)

@@ -30,7 +30,9 @@
 #define SECRET_NAME_MAX 64
 #define SECRETS_MAX 32
 #define SECRET_VALUE_MAX (16u << 10)
-#define SECRET_VALUE_HOLD SECRET_VALUE_MAX
+/* A value's longest form searched for in responses: base64 of it (brig
+ * sends it so in Basic auth) is 4/3 as long. */
+#define SECRET_VALUE_HOLD (SECRET_VALUE_MAX / 3 * 4 + 8)
 
 struct secret_spec {
         char *name;           /* an environment variable name */
@@ -92,6 +94,12 @@ struct secret {
         char token[33];       /* 32 hex digits: what is searched for */
         char *value;          /* in the vault */
         size_t value_len;
+        /* The value as base64 at each of the 3 alignments it can have in a
+         * longer encoded text (only the characters that depend on the value
+         * alone): what an upstream echoing a Basic credential sends back.
+         * In the vault too; none for a value too short to tell apart. */
+        char *b64[3];
+        size_t b64_len[3];
 };
 
 struct ic_conn;

@@ -171,6 +171,8 @@ struct http_response {
         uint64_t length;
         bool has_te;
         bool chunked;         /* Transfer-Encoding whose last coding is chunked */
+        bool coded;           /* a Content-Encoding other than identity, or a transfer
+                               * coding other than chunked (gzip, ...) */
 };
 
 /* Parse a response head from buf[0..len). Returns 1 when complete, 0 when
@@ -200,6 +202,9 @@ struct http_chunk {
         bool done;
 };
 BRIG_INTERNAL ssize_t http_chunk_feed(struct http_chunk *ch, const char *buf, size_t len);
+/* Inside a chunk's data: how many of its bytes are still to come (the next
+ * that many bytes fed are data), or 0 when the next byte is framing. */
+BRIG_INTERNAL uint64_t http_chunk_data_left(const struct http_chunk *ch);
 
 /* ---- SOCKS5 (socks5.c) --------------------------------------------------- */
 
