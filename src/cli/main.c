@@ -1,6 +1,7 @@
 /* main.c — brig's entry point: dispatch to a subcommand. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "oci/oci.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ static const char usage[] =
         "  log FILE|NAME [options]         an audit stream as a timeline; log verify FILE (brig log --help)\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  serve [options]                 the sandbox API over HTTP (brig serve --help)\n"
+        "  oci COMMAND ...                 the runc command line for container engines (brig oci --help)\n"
         "  version                         print the version\n";
 
 /* The commands without an option parser of their own: what `brig CMD
@@ -156,6 +158,11 @@ int main(int argc, char **argv)
         sigemptyset(&pipe_set);
         sigaddset(&pipe_set, SIGPIPE);
         sigprocmask(SIG_BLOCK, &pipe_set, NULL);
+        /* An engine runs its runtime binary by a name of its own (brig-oci,
+         * a symlink to brig): the runc command line then, as brig oci. */
+        const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+        if (strcmp(base, "brig-oci") == 0)
+                return oci_main(argc, argv);
         if (argc < 2) {
                 fputs(usage, stderr);
                 return BRIG_EXIT_SETUP;
@@ -200,6 +207,8 @@ int main(int argc, char **argv)
                 return cmd_log(argc - 1, argv + 1);
         if (strcmp(cmd, "serve") == 0)
                 return cmd_serve(argc - 1, argv + 1);
+        if (strcmp(cmd, "oci") == 0)
+                return oci_main(argc - 1, argv + 1);
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
                 printf("brig %s\n", brig_version());
                 return 0;

@@ -1,0 +1,42 @@
+/* oci.h — brig oci: the runc command line over libbrig (docs/oci.md).
+ * config.c maps an OCI bundle's config.json onto a brig policy (the part
+ * tests/fuzz/fuzz_oci_config.c drives); oci.c holds the commands. */
+#ifndef BRIG_OCI_H
+#define BRIG_OCI_H
+
+#include "brig.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The process the spec asks for (config.json's "process", or exec's
+ * --process file). */
+struct oci_process {
+        char **argv;
+        char **env;      /* NAME=VALUE */
+        char *cwd;
+        bool terminal;
+        unsigned rows, cols;
+};
+
+/* Annotations that carry brig's own policy (docs/oci.md). */
+#define OCI_ANNOTATION_POLICY "dev.brig.policy"
+#define OCI_ANNOTATION_ALLOW_HOSTS "dev.brig.allow-hosts"
+/* The operator's policy for every container, under the annotations'. */
+#define OCI_OPERATOR_POLICY "/etc/brig/oci-policy.json"
+
+/* Parse config.json's text (`name` in messages) and apply it to p on top
+ * of what p holds: the rootfs (relative to bundle, which must be absolute),
+ * mounts, limits, hostname, seccomp rules, annotations. Fills *proc.
+ * Anything brig cannot honour or does not know is refused: -EINVAL, and
+ * *msg (free()) names the place as "config.json: /process/args: ...". */
+int oci_config_apply(brig_policy *p, const char *name, const char *text, size_t len, const char *bundle,
+                     struct oci_process *proc, json_t **annotations, char **msg);
+/* The same for a "process" object alone (brig oci exec --process). */
+int oci_process_parse(const char *name, const char *text, size_t len, struct oci_process *proc, char **msg);
+void oci_process_clear(struct oci_process *proc);
+
+int oci_main(int argc, char **argv);
+
+#endif
