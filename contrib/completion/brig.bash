@@ -6,7 +6,7 @@
 # compares what it offers with each command's --help.
 
 _brig_commands="run create exec cp files ls stop start rm pause resume diff commit reset
-        snapshot restore fork pool mcp policy doctor log serve version help"
+        snapshot restore fork pool mcp policy doctor log serve oci version help"
 
 # brig run --help; create, pool and mcp take these too, less the run-only ones.
 _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm-size
@@ -126,6 +126,9 @@ _brig()
         serve) opts="--socket --socket-mode --state --listen --token-file --policy --max-sandboxes --max-execs --max-body
                 --max-output --idle-timeout --client-timeout --remove-on-exit" ;;
         stop|start|rm|pause|resume) names=-1 ;;
+        oci) opts="--root --log --log-format --systemd-cgroup --debug --version --bundle --pid-file
+                --console-socket --detach --no-pivot --no-new-keyring --preserve-fds --force --all --format
+                --process --tty --cwd" ;;
         diff|commit) opts="--exclude --json"; names=1 ;;
         reset|restore|fork) names=1 ;;
         snapshot) opts="--list --rm"; names=1 ;;

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +140,14 @@ static void log_of(char *buf, size_t n, const char *id, const char *file)
         snprintf(buf, n, "%s/logs/%s.%s", state_root, id, file);
 }
 
-/* brig's sandbox name for container ID: the name's alphabet, 64 at most. */
+/* brig's sandbox name for container ID: the name's alphabet, 64 at most;
+ * sandbox names are the user's, IDs only --root's: the root's hash too. */
 static void sandbox_name(char *buf, size_t n, const char *id)
 {
-        snprintf(buf, n, "oci-%.59s", id);
+        uint32_t h = 2166136261u;  /* FNV-1a */
+        for (const char *c = state_root; *c; c++)
+                h = (h ^ (unsigned char)*c) * 16777619u;
+        snprintf(buf, n, "oci-%08x-%.51s", h, id);
         for (char *c = buf; *c; c++)
                 if (*c == '.')
                         *c = '_';
@@ -615,11 +620,12 @@ static int do_create(const char *id, const struct create_opts *o, bool run)
                 r = BRIG_EXIT_SETUP;
                 goto out;
         }
-        r = write_pid_file(o->pid_file, (pid_t)json_integer_value(json_object_get(st, "pid")));
+        pid_t monitor_pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+        r = write_pid_file(o->pid_file, monitor_pid);
         json_decref(st);
-        if (r == 0 && run) {
-                /* run --detach: started at once */
-                (void)0;
+        if (r) {  /* the engine cannot find it: it must not live on */
+                kill(monitor_pid, SIGKILL);
+                remove_dir(id);
         }
 out:
         if (slave >= 0)
@@ -717,8 +723,9 @@ static int do_delete(const char *id, bool force)
                 return BRIG_EXIT_SETUP;
         const char *s = status_of(st);
         if (strcmp(s, "stopped") != 0 && strcmp(s, "created") != 0 && !force) {
+                oops("container '%s' is %s: stop it first, or delete --force", id, s);
                 json_decref(st);
-                return oops("container '%s' is %s: stop it first, or delete --force", id, s);
+                return BRIG_EXIT_SETUP;
         }
         if (monitor_alive(st)) {
                 pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
@@ -975,27 +982,45 @@ static int do_features(void)
 }
 
 static const char usage[] =
-        "usage: brig oci [global options] COMMAND [options] ID\n"
-        "       (the same as brig-oci: the runc command line, for container engines; docs/oci.md)\n"
+        "usage: brig oci [--root DIR] [--log FILE] [--log-format text|json] COMMAND [options] ID\n"
+        "       brig-oci ... (the same, for an engine's runtime binary; docs/oci.md)\n"
+        "\n"
+        "The runc command line that container engines drive (podman, containerd's runc v2 shim).\n"
         "\n"
         "Commands:\n"
-        "  create [--bundle DIR] [--pid-file FILE] [--console-socket SOCK] [--no-pivot] [--no-new-keyring] ID\n"
+        "  create ID                       make the container from --bundle; its process waits for start\n"
         "  start ID                        run the created container's process\n"
-        "  run [--bundle DIR] [--pid-file FILE] [--console-socket SOCK] [--detach] ID\n"
+        "  run ID                          create, start and wait (the container goes when it ends)\n"
         "  state ID                        the OCI state as JSON\n"
-        "  kill [--all] ID [SIGNAL]        send SIGNAL (default TERM) to the container's process\n"
-        "  delete [--force] ID             remove a stopped container (--force: kill it first)\n"
-        "  exec [--process FILE] [--detach] [--pid-file FILE] [--tty] [--console-socket SOCK] [--cwd DIR] ID [CMD...]\n"
-        "  ps [--format table|json] ID     the host pids of the container's processes\n"
+        "  kill ID [SIGNAL]                send SIGNAL (default TERM) to the container's process\n"
+        "  delete ID                       remove a stopped (or created) container\n"
+        "  exec ID [CMD...]                run a command in the running container, as confined\n"
+        "  ps ID                           the host pids of the container's processes\n"
         "  pause ID / resume ID            freeze and thaw every process inside\n"
         "  update ID                       refused: limits cannot change on a running container\n"
         "  features                        what this runtime supports, as JSON\n"
         "\n"
+        "Options of the commands:\n"
+        "  --bundle DIR                    (create, run) the bundle: config.json and the rootfs (default .)\n"
+        "  --pid-file FILE                 (create, run, exec) write the pid the engine waits for\n"
+        "  --console-socket SOCK           (create, run, exec) send the terminal's master there\n"
+        "  --detach                        (run, exec) return once started\n"
+        "  --no-pivot  --no-new-keyring    (create, run) accepted: brig always pivots, keyrings are refused\n"
+        "  --preserve-fds N                (create, run) 0 only: no descriptor goes into a container\n"
+        "  --force                         (delete) kill a running container first\n"
+        "  --all                           (kill) accepted: the signal reaches the process, which brig's\n"
+        "                                  init forwards it to\n"
+        "  --format table|json             (ps) the list's format\n"
+        "  --process FILE                  (exec) the process as config.json's \"process\" object\n"
+        "  --tty                           (exec) a terminal, sent to --console-socket\n"
+        "  --cwd DIR                       (exec) its working directory inside\n"
+        "\n"
         "Global options:\n"
         "  --root DIR                      state directory (default /run/brig-oci; rootless\n"
-        "                                  $XDG_RUNTIME_DIR/brig-oci); audit and reports in DIR/logs\n"
-        "  --log FILE  --log-format text|json   errors also to FILE\n"
-        "  --systemd-cgroup                refused: brig makes its own cgroup (use cgroupfs)\n"
+        "                                  $XDG_RUNTIME_DIR/brig-oci); audit streams and reports in DIR/logs\n"
+        "  --log FILE                      errors also to FILE\n"
+        "  --log-format text|json          ... as text, or as JSON lines (level, msg, time)\n"
+        "  --systemd-cgroup                refused: brig makes the container's cgroup itself (use cgroupfs)\n"
         "  --debug                         accepted, ignored\n"
         "  --version                       the versions of brig and of the runtime spec\n";
 
@@ -1009,7 +1034,7 @@ int oci_main(int argc, char **argv)
                 const char *eq = strchr(a, '=');
                 size_t klen = eq ? (size_t)(eq - a) : strlen(a);
 #define IS(name) (klen == strlen(name) && strncmp(a, name, klen) == 0)
-                bool takes = IS("--root") || IS("--log") || IS("--log-format") || IS("--criu") || IS("--rootless");
+                bool takes = IS("--root") || IS("--log") || IS("--log-format");
                 if (takes) {
                         val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
                         if (!val)
@@ -1027,7 +1052,7 @@ int oci_main(int argc, char **argv)
                         return oops("--systemd-cgroup: not supported — brig makes the container's cgroup itself, "
                                     "under its own; configure the engine for cgroupfs (podman --cgroup-manager "
                                     "cgroupfs, containerd SystemdCgroup = false)");
-                else if (IS("--debug") || IS("--criu") || IS("--rootless"))
+                else if (IS("--debug"))
                         ;
                 else if (IS("--version") || IS("-v")) {
                         printf("brig-oci version %s\nspec: %s\n", brig_version(), OCI_VERSION);
@@ -1060,7 +1085,7 @@ int oci_main(int argc, char **argv)
                 { "preserve-fds", required_argument, NULL, 'P' }, { "force", no_argument, NULL, 'f' },
                 { "all", no_argument, NULL, 'a' }, { "format", required_argument, NULL, 'F' },
                 { "process", required_argument, NULL, 'x' }, { "tty", no_argument, NULL, 't' },
-                { "cwd", required_argument, NULL, 'w' }, { "env", required_argument, NULL, 'e' },
+                { "cwd", required_argument, NULL, 'w' },
                 { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
         };
         struct create_opts co = { 0 };
@@ -1089,7 +1114,6 @@ int oci_main(int argc, char **argv)
                 case 'x': eo.process = optarg; break;
                 case 't': eo.tty = true; break;
                 case 'w': eo.cwd = optarg; break;
-                case 'e': return oops("exec --env: give the environment in --process");
                 case 'h': fputs(usage, stdout); return 0;
                 default:
                         return oops("%s: unknown option '%s'", cmd, cargv[optind - 1]);

@@ -1,14 +1,33 @@
-"""brig as an OCI runtime (docs/oci.md): the rootfs layout, brig oci's
-command line driven directly with bundles made here."""
+"""brig as an OCI runtime (docs/oci.md), driven as an engine drives it:
+the rootfs layout, brig oci's lifecycle with bundles made here, the
+attacks of the catalogue that matter to containers from inside one, and
+hostile config.json files. Root and rootless (the `brig` fixture).
+Podman and containerd: test_oci_engines.py."""
+import hashlib
 import json
+import os
+import pathlib
+import subprocess
 
-from oci_helpers import rootfs  # noqa: F401 (fixture)
+import pytest
+
+from oci_helpers import Runtime, config, rootfs  # noqa: F401 (fixture)
+from proc_helpers import kv, marker, wait_until
+from test_escape import attack
+
+
+def sha(path):
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def oci(brig, rootfs):
+    return Runtime(brig, rootfs)
 
 
 def test_rootfs_is_the_root_and_the_host_is_gone(brig, rootfs):
     """A rootfs policy: "/" is the image's, with brig's /dev and /proc on it;
-    none of the host's directories are there, and the image stays the
-    sandbox user's to read only where brig ran as root."""
+    none of the host's directories are there."""
     pol = brig.base / "rootfs.json"
     pol.write_text(json.dumps({"filesystem": {"rootfs": str(rootfs)}}))
     r = brig.run("run", "--policy", pol, "--", "/bin/sh", "-c",
@@ -19,3 +38,55 @@ def test_rootfs_is_the_root_and_the_host_is_gone(brig, rootfs):
     assert lines[0] == "inside the image" and lines[1] == "/", r
     assert "HOST-USR" not in lines and "dev" in lines and "proc" in lines, r
     assert "usr" not in lines and "home" not in lines, r
+
+
+def test_lifecycle_create_start_exec_kill_delete(oci):
+    """create returns with the monitor's pid in --pid-file and the process
+    not started; start runs it with create's stdio; exec joins; kill
+    reaches the process; the audit stream and the report land in
+    --root/logs; delete leaves nothing of the container."""
+    b = oci.bundle(config(["/bin/sh", "-c", "echo out-$(hostname); echo err >&2; exec sleep 60"]))
+    out, pid_file = oci.brig.base / "stdout", oci.root / "c1.pid"
+    r = oci.create(b, "c1", "--pid-file", pid_file, "--no-pivot", stdout=out)
+    assert r.returncode == 0, r
+    st = oci.state("c1")
+    assert st["status"] == "created" and st["pid"] == int(pid_file.read_text()), st
+    assert st["bundle"] == str(b) and out.read_text() == "", st
+    assert oci.run("start", "c1").returncode == 0
+    oci.wait_status("c1", "running")
+    wait_until(lambda: out.read_text() == "out-ctr\n", timeout=10)
+    r = oci.run("exec", "c1", "/bin/sh", "-c", "echo exec-$(cat /etc/image-marker); exit 4")
+    assert r.returncode == 4 and r.stdout == "exec-inside the image\n", r
+    proc = oci.brig.base / "process.json"
+    proc.write_text(json.dumps({"args": ["/bin/sh", "-c", "pwd"], "cwd": "/etc", "env": ["PATH=/bin"]}))
+    r = oci.run("exec", "--process", proc, "c1")
+    assert r.returncode == 0 and r.stdout == "/etc\n", r
+    r = oci.run("ps", "--format", "json", "c1")
+    assert r.returncode == 0 and len(json.loads(r.stdout)) >= 2, r
+    assert oci.run("start", "c1").returncode == 125  # once
+    r = oci.run("delete", "c1")
+    assert r.returncode == 125 and "delete --force" in r.stderr, r
+    assert oci.run("kill", "c1", "TERM").returncode == 0
+    oci.wait_status("c1", "stopped")
+    audit, report = oci.logs("c1")
+    rep = json.loads(report.read_text())
+    assert rep["exit_code"] == 143 and rep["signal"] == 15, rep
+    assert '"event": "start"' in audit.read_text() or '"event":"start"' in audit.read_text()
+    assert oci.run("delete", "c1").returncode == 0
+    assert not (oci.root / "c1").exists()
+    r = oci.run("state", "c1")
+    assert r.returncode == 125 and "does not exist" in r.stderr, r
+
+
+def test_run_exit_code_and_delete_force(oci):
+    """run: the process's status is run's; delete --force kills a created
+    container that never started."""
+    b = oci.bundle(config(["/bin/sh", "-c", "echo ran; exit 7"]))
+    r = oci.run("run", "--bundle", b, "r1")
+    assert r.returncode == 7 and r.stdout == "ran\n", r
+    assert not (oci.root / "r1").exists()
+    assert oci.create(b, "r2").returncode == 0
+    pid = oci.state("r2")["pid"]
+    assert oci.run("delete", "--force", "r2").returncode == 0
+    assert not os.path.exists(f"/proc/{pid}/stat") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
+    assert not (oci.root / "r2").exists()
