@@ -252,6 +252,12 @@ static int console_pty(const char *socket_path, const struct oci_process *proc, 
                 close(master);
                 return oops("--console-socket: open %s: %s", name, strerror(errno));
         }
+        /* raw: the line discipline is the pty's inside, this one only carries bytes */
+        struct termios tio;
+        if (tcgetattr(slave, &tio) == 0) {
+                cfmakeraw(&tio);
+                tcsetattr(slave, TCSANOW, &tio);
+        }
         if (proc->rows && proc->cols) {
                 struct winsize ws = { .ws_row = (unsigned short)proc->rows, .ws_col = (unsigned short)proc->cols };
                 ioctl(slave, TIOCSWINSZ, &ws);
@@ -309,55 +315,129 @@ static void copy_audit(int from, int to)
                         break;
 }
 
-struct container {
-        const char *id;
-        json_t *st;
-        brig_policy *policy;
-        struct oci_process proc;
-        int stdio[3];
-        int start_fd;      /* the start FIFO, read end; -1 for run */
-};
+/* Copy what is readable on `from` to `to` (both non-blocking is fine). */
+static void pump(int from, int to)
+{
+        char buf[16384];
+        ssize_t n;
+        while ((n = read(from, buf, sizeof buf)) > 0) {
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(to, buf + off, (size_t)(n - off));
+                        if (w < 0 && errno == EAGAIN) {
+                                struct pollfd p = { .fd = to, .events = POLLOUT };
+                                poll(&p, 1, 1000);
+                                continue;
+                        }
+                        if (w <= 0)
+                                return;
+                        off += w;
+                }
+        }
+}
 
-/* Run the container's process in its sandbox and wait for it; signals
- * for the container go to the process. Returns the exit status. */
-static int run_process(struct container *c, brig_sandbox *sb, int sig_fd)
+/* Start a process in the sandbox with stdio (or, with tty_slave >= 0, a
+ * pty of the sandbox's own relayed to the engine's terminal, so the
+ * process's terminal lives in the container's devpts), forward the
+ * signals that come on sig_fd, copy the audit stream (audit_in to
+ * audit_out, -1: none) while it runs, and return the exit status;
+ * *report (may be NULL) gets its report (free()). */
+static int exec_and_wait(brig_sandbox *sb, const struct oci_process *proc, const int stdio[3], int tty_slave,
+                         int sig_fd, int audit_in, int audit_out, void (*started)(void *), void *data, char **report)
 {
         brig_error *e = NULL;
-        brig_exec_spec spec = { .size = sizeof spec, .stdio = BRIG_STDIO_FDS, .argv = c->proc.argv,
-                                .cwd = c->proc.cwd, .fds = { c->stdio[0], c->stdio[1], c->stdio[2] } };
+        brig_exec_spec spec = { .size = sizeof spec, .stdio = BRIG_STDIO_FDS, .argv = proc->argv, .env = proc->env,
+                                .cwd = proc->cwd, .fds = { stdio[0], stdio[1], stdio[2] } };
+        if (tty_slave >= 0) {
+                struct winsize ws = { 0 };
+                ioctl(tty_slave, TIOCGWINSZ, &ws);
+                spec.stdio = BRIG_STDIO_PTY;
+                spec.rows = ws.ws_row ? ws.ws_row : (uint16_t)proc->rows;
+                spec.cols = ws.ws_col ? ws.ws_col : (uint16_t)proc->cols;
+        }
         brig_exec *x = NULL;
         if (brig_exec_start(sb, &spec, &x, &e) < 0) {
                 int code = e ? e->exit_code : BRIG_EXIT_SETUP;
                 brig_oops("start the process", e);
                 return code;
         }
-        for (int i = 0; i < 3; i++)
-                if (c->stdio[i] > 2)
-                        close(c->stdio[i]);
-        state_set(c->id, c->st, "status", json_string("running"));
-        char audit_path[4300];
-        log_of(audit_path, sizeof audit_path, c->id, "audit.jsonl");
-        int audit_in = brig_sandbox_audit_fd(sb, NULL);
-        int audit_out = open(audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
-        struct pollfd pfd[2] = { { .fd = brig_exec_fd(x), .events = POLLIN }, { .fd = sig_fd, .events = POLLIN } };
+        if (started)
+                started(data);
+        int master = tty_slave >= 0 ? brig_exec_stdio_fd(x, 0) : -1;
+        if (master >= 0) {
+                fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+                fcntl(tty_slave, F_SETFL, fcntl(tty_slave, F_GETFL) | O_NONBLOCK);
+        }
+        struct pollfd pfd[4] = { { .fd = brig_exec_fd(x), .events = POLLIN }, { .fd = sig_fd, .events = POLLIN },
+                                 { .fd = master, .events = POLLIN }, { .fd = master >= 0 ? tty_slave : -1,
+                                                                       .events = POLLIN } };
         for (;;) {
                 copy_audit(audit_in, audit_out);
-                if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
+                if (poll(pfd, 4, 1000) < 0 && errno != EINTR)
                         break;
+                if (pfd[2].revents & POLLIN)
+                        pump(master, tty_slave);
+                if (pfd[3].revents & POLLIN)
+                        pump(tty_slave, master);
+                if (pfd[3].revents & (POLLHUP | POLLERR))
+                        pfd[3].fd = -1;  /* the engine closed its end: output is dropped from now on */
                 if (pfd[0].revents)
                         break;
                 if (pfd[1].revents & POLLIN) {
                         struct signalfd_siginfo si;
-                        if (read(sig_fd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGPIPE)
+                        if (read(sig_fd, &si, sizeof si) != sizeof si || si.ssi_signo == SIGPIPE)
+                                continue;
+                        struct winsize ws;
+                        /* the engine resized its terminal: the same size inside */
+                        if (si.ssi_signo == SIGWINCH && master >= 0 && ioctl(tty_slave, TIOCGWINSZ, &ws) == 0)
+                                brig_exec_resize(x, ws.ws_row, ws.ws_col, NULL);
+                        else
                                 brig_exec_kill(x, (int)si.ssi_signo, NULL);
                 }
         }
+        if (master >= 0)
+                pump(master, tty_slave);  /* what it wrote last */
         brig_result res = { 0 };
         int r = brig_exec_wait(x, 0, &res, &e);
         int code = r < 0 ? (e ? e->exit_code : BRIG_EXIT_SETUP) : res.exit_code;
         if (r < 0)
                 brig_oops("the process", e);
-        char *report = brig_exec_report_json(x, NULL);
+        if (report)
+                *report = brig_exec_report_json(x, NULL);
+        copy_audit(audit_in, audit_out);
+        brig_exec_close(x);
+        return code;
+}
+
+struct container {
+        const char *id;
+        json_t *st;
+        brig_policy *policy;
+        struct oci_process proc;
+        int stdio[3];
+        int tty_slave;     /* the engine's terminal (our end), or -1 */
+        int start_fd;      /* the start FIFO, read end; -1 for run */
+};
+
+static void mark_running(void *data)
+{
+        struct container *c = data;
+        for (int i = 0; i < 3; i++)
+                if (c->stdio[i] > 2)
+                        close(c->stdio[i]);
+        state_set(c->id, c->st, "status", json_string("running"));
+}
+
+/* Run the container's process in its sandbox and wait for it; signals
+ * for the container go to the process. Returns the exit status. */
+static int run_process(struct container *c, brig_sandbox *sb, int sig_fd)
+{
+        char audit_path[4300];
+        log_of(audit_path, sizeof audit_path, c->id, "audit.jsonl");
+        int audit_in = brig_sandbox_audit_fd(sb, NULL);
+        int audit_out = open(audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+        char *report = NULL;
+        int code = exec_and_wait(sb, &c->proc, c->stdio, c->tty_slave, sig_fd, audit_in, audit_out, mark_running, c,
+                                 &report);
         if (report) {
                 char rp[4300];
                 log_of(rp, sizeof rp, c->id, "report.json");
@@ -369,12 +449,10 @@ static int run_process(struct container *c, brig_sandbox *sb, int sig_fd)
                 }
                 free(report);
         }
-        copy_audit(audit_in, audit_out);
         if (audit_in >= 0)
                 close(audit_in);
         if (audit_out >= 0)
                 close(audit_out);
-        brig_exec_close(x);
         return code;
 }
 
@@ -533,7 +611,7 @@ static int do_create(const char *id, const struct create_opts *o, bool run)
 {
         if (!valid_id(id))
                 return oops("container id '%s': expected letters, digits, '-', '_' and '.'", id);
-        struct container c = { .id = id, .stdio = { 0, 1, 2 }, .start_fd = -1 };
+        struct container c = { .id = id, .stdio = { 0, 1, 2 }, .tty_slave = -1, .start_fd = -1 };
         json_t *annotations = NULL;
         int r = load_bundle(o->bundle ? o->bundle : ".", &c, &annotations);
         if (r) {
@@ -563,8 +641,7 @@ static int do_create(const char *id, const struct create_opts *o, bool run)
                 remove_dir(id);
                 goto out;
         }
-        if (slave >= 0)
-                c.stdio[0] = c.stdio[1] = c.stdio[2] = slave;
+        c.tty_slave = slave;
         if (run && !o->detach) {
                 json_object_set_new(c.st, "pid", json_integer(getpid()));
                 write_pid_file(o->pid_file, getpid());
@@ -597,8 +674,9 @@ static int do_create(const char *id, const struct create_opts *o, bool run)
                 if (fork() != 0)
                         _exit(0);
                 setsid();
-                int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                (void)dn;
+                /* the engine's terminal ours: its resizes come as SIGWINCH */
+                if (c.tty_slave >= 0)
+                        ioctl(c.tty_slave, TIOCSCTTY, 0);
                 _exit(monitor(&c, pipefd[1]) & 0xff);
         }
         close(pipefd[1]);
@@ -893,7 +971,6 @@ static int do_exec(const char *id, const struct exec_opts *o, char **args)
                 }
                 if ((r = console_pty(o->console_socket, &proc, &slave)))
                         goto out;
-                stdio[0] = stdio[1] = stdio[2] = slave;
         }
         if (o->detach) {
                 pid_t child = fork();
@@ -906,6 +983,8 @@ static int do_exec(const char *id, const struct exec_opts *o, char **args)
                         goto out;
                 }
                 setsid();
+                if (slave >= 0)
+                        ioctl(slave, TIOCSCTTY, 0);
         } else if (o->pid_file && (r = write_pid_file(o->pid_file, getpid()))) {
                 goto out;
         }
@@ -918,35 +997,7 @@ static int do_exec(const char *id, const struct exec_opts *o, char **args)
                 r = brig_oops("exec", e);
                 goto done;
         }
-        brig_exec_spec spec = { .size = sizeof spec, .stdio = BRIG_STDIO_FDS, .argv = proc.argv,
-                                .env = proc.env, .cwd = proc.cwd, .fds = { stdio[0], stdio[1], stdio[2] } };
-        brig_exec *x = NULL;
-        if (brig_exec_start(sb, &spec, &x, &e) < 0) {
-                r = e ? e->exit_code : BRIG_EXIT_SETUP;
-                brig_oops("exec", e);
-        } else {
-                if (slave >= 0) {
-                        close(slave);
-                        slave = -1;
-                }
-                struct pollfd pfd[2] = { { .fd = brig_exec_fd(x), .events = POLLIN }, { .fd = sig_fd, .events = POLLIN } };
-                while (!pfd[0].revents) {
-                        if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-                                break;
-                        struct signalfd_siginfo si;
-                        if ((pfd[1].revents & POLLIN) && read(sig_fd, &si, sizeof si) == sizeof si &&
-                            si.ssi_signo != SIGPIPE)
-                                brig_exec_kill(x, (int)si.ssi_signo, NULL);
-                }
-                brig_result res = { 0 };
-                if (brig_exec_wait(x, 0, &res, &e) < 0) {
-                        r = e ? e->exit_code : BRIG_EXIT_SETUP;
-                        brig_oops("exec", e);
-                } else {
-                        r = res.exit_code;
-                }
-                brig_exec_close(x);
-        }
+        r = exec_and_wait(sb, &proc, stdio, slave, sig_fd, -1, -1, NULL, NULL, NULL);
         brig_sandbox_close(sb, NULL);
 done:
         if (o->detach)
