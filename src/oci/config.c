@@ -23,6 +23,28 @@ struct cfg {
         char **msg;
 };
 
+/* The message quotes what the file holds: its control bytes as \xNN, so
+ * one error stays one line on the engine's terminal and in its log. */
+static void escape_controls(char **msg)
+{
+        if (!*msg)
+                return;
+        size_t n = 0;
+        for (const unsigned char *s = (const unsigned char *)*msg; *s; s++)
+                n += *s < 0x20 || *s == 0x7f ? 4 : 1;
+        char *out = malloc(n + 1), *w = out;
+        if (!out) {
+                free(*msg);
+                *msg = NULL;
+                return;
+        }
+        for (const unsigned char *s = (const unsigned char *)*msg; *s; s++)
+                w += *s < 0x20 || *s == 0x7f ? sprintf(w, "\\x%02x", *s) : (*w = (char)*s, 1);
+        *w = '\0';
+        free(*msg);
+        *msg = out;
+}
+
 __attribute__((format(printf, 3, 4))) static int fail(struct cfg *c, const char *where, const char *fmt, ...)
 {
         char *text = NULL;
@@ -35,6 +57,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct cfg *c, const char 
         if (n < 0 || asprintf(c->msg, "%s: %s: %s", c->name, where, text) < 0)
                 *c->msg = NULL;
         free(text);
+        escape_controls(c->msg);
         return -EINVAL;
 }
 
@@ -551,30 +574,45 @@ static int load_root(struct cfg *c, json_t *o, const char *bundle)
         json_t *ro = json_object_get(o, "readonly");
         if (ro && !json_is_boolean(ro))
                 return fail(c, "/root/readonly", "expected true or false");
+        /* The engine's bundle directory may sit behind a symlink; the
+         * rootfs below it may not be one, nor hold one on the way: the
+         * path, joined and cleaned, must be its own real path. */
+        char *base = path[0] == '/' ? strdup("") : realpath(bundle, NULL);
         char *abs = NULL;
-        if (path[0] == '/')
-                abs = strdup(path);
-        else if (asprintf(&abs, "%s/%s", bundle, path) < 0)
+        if (!base)
+                return fail(c, "/root/path", "bundle '%s': %s", bundle, strerror(errno));
+        if (asprintf(&abs, "%s/%s", strcmp(base, "/") == 0 ? "" : base, path) < 0)
                 abs = NULL;
+        free(base);
         if (!abs)
                 return fail(c, "/root/path", "out of memory");
-        /* The engine's bundle directory may sit behind a symlink; the
-         * rootfs below it may not be one (nor hold one on the way). */
+        char *w = abs;
+        for (const char *rd = abs; *rd;) {  /* "//" and "/./" to "/", a trailing "/" dropped */
+                if (rd[0] == '/' && (rd[1] == '/' || (rd[1] == '.' && (rd[2] == '/' || rd[2] == '\0')))) {
+                        rd += rd[1] == '/' ? 1 : 2;
+                        continue;
+                }
+                *w++ = *rd++;
+        }
+        *w = '\0';
+        if (w > abs + 1 && w[-1] == '/')
+                w[-1] = '\0';
+        if (dotdot(abs)) {
+                r = fail(c, "/root/path", "'%s': '..' is not allowed", path);
+                free(abs);
+                return r;
+        }
         char *real = realpath(abs, NULL);
         if (!real) {
                 r = fail(c, "/root/path", "'%s': %s", abs, strerror(errno));
                 free(abs);
                 return r;
         }
-        char *bundle_real = path[0] == '/' ? NULL : realpath(bundle, NULL);
-        bool link = path[0] == '/' ? strcmp(real, abs) != 0
-                                   : !bundle_real || strncmp(real, bundle_real, strlen(bundle_real)) != 0 ||
-                                             strcmp(real + strlen(bundle_real) + 1, path) != 0;
-        free(bundle_real);
         brig_error *e = NULL;
-        r = link ? fail(c, "/root/path", "'%s' is (or goes through) a symlink, to '%s': give the real directory",
-                        abs, real)
-                 : brig_policy_set_rootfs(c->p, real, &e) < 0 ? failed(c, "/root/path", -EINVAL, &e) : 0;
+        r = strcmp(real, abs) != 0
+                    ? fail(c, "/root/path", "'%s' is (or goes through) a symlink, to '%s': give the real directory",
+                           abs, real)
+                    : brig_policy_set_rootfs(c->p, real, &e) < 0 ? failed(c, "/root/path", -EINVAL, &e) : 0;
         free(real);
         free(abs);
         if (r == 0)
@@ -590,6 +628,7 @@ static json_t *parse(struct cfg *c, const char *text, size_t len)
                 free(*c->msg);
                 if (asprintf(c->msg, "%s:%d:%d: %s", c->name, je.line, je.column, je.text) < 0)
                         *c->msg = NULL;
+                escape_controls(c->msg);
                 return NULL;
         }
         if (!json_is_object(doc)) {
