@@ -240,7 +240,7 @@ static void *thread_execs(void *arg)
         return (void *)bad;
 }
 
-/* engine-demo run [--report FILE] CMD...: brig_run, the one-call form
+/* engine-demo run [--report FILE] [--audit FILE] CMD...: brig_run, the one-call form
  * over the handles; the process must be as it was afterwards. Exits with
  * the command's status. */
 static int run(int argc, char **argv)
@@ -251,10 +251,11 @@ static int run(int argc, char **argv)
         brig_policy *p = brig_policy_new();
         die_on(p ? 0 : -ENOMEM, NULL, "policy");
         int first = 0;
-        if (argc > 2 && strcmp(argv[0], "--report") == 0) {
-                die_on(brig_policy_set_report_path(p, argv[1], &err), &err, "report");
-                first = 2;
-        }
+        for (; argc - first > 2 && argv[first][0] == '-'; first += 2)
+                die_on(strcmp(argv[first], "--report") == 0  ? brig_policy_set_report_path(p, argv[first + 1], &err)
+                       : strcmp(argv[first], "--audit") == 0 ? brig_policy_set_audit_path(p, argv[first + 1], &err)
+                                                              : -EINVAL,
+                       &err, argv[first]);
         brig_result res;
         int r = brig_run(p, argv + first, &res, &err);
         if (r < 0)

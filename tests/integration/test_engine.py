@@ -305,7 +305,8 @@ def test_exec_result_and_report_have_the_execs_own_cpu_and_memory(brig, sandboxe
         "program's own handlers never ran", "handles")
 def test_brig_run_is_a_wrapper_over_the_handles_with_no_process_wide_effects(brig, sandboxes):
     rep = brig.reports / f"{marker('run')}.json"
-    p = subprocess.Popen(brig.prefix() + [_demo(brig), "run", "--report", str(rep), "sh", "-c",
+    aud = brig.reports / f"{marker('audit')}.jsonl"
+    p = subprocess.Popen(brig.prefix() + [_demo(brig), "run", "--report", str(rep), "--audit", str(aud), "sh", "-c",
                                           "echo started; read x; echo \"got $x\"; echo to-stderr >&2; exit 3"],
                          cwd=str(brig.workspace), env=brig.env(sandboxes.env()), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -322,5 +323,7 @@ def test_brig_run_is_a_wrapper_over_the_handles_with_no_process_wide_effects(bri
     assert "FAILED" not in err, err  # mask, dispositions, rlimits, cwd, umask as they were
     doc = json.loads(rep.read_text())
     assert doc["exit_code"] == 3 and doc["command"][0] == "sh" and doc["memory_peak_bytes"] > 0, doc
+    events = [json.loads(line)["event"] for line in aud.read_text().splitlines()]
+    assert events[0] == "start" and events[-1] == "end", events
     left = [d for d in os.listdir(sandboxes.root) if d.startswith("sb-")] if sandboxes.root.exists() else []
     assert left == [], left

@@ -48,12 +48,11 @@ static void tell_warnings(const brig_policy *p, const char *name)
         json_decref(st);
 }
 
-/* The sandbox's audit stream, whole, to the caller's output. */
-static int copy_audit(brig_sandbox *sb, int out, brig_error **err)
+/* The sandbox's audit stream, whole, to the caller's output: read from
+ * a descriptor opened before the sandbox was removed, so its end event,
+ * written as it stops, is there too. */
+static int copy_audit(int in, int out, brig_error **err)
 {
-        _cleanup_close_ int in = brig_sandbox_audit_fd(sb, err);
-        if (in < 0)
-                return in;
         char buf[65536];
         for (;;) {
                 ssize_t n = read(in, buf, sizeof buf);
@@ -143,18 +142,21 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
                 brig_error_free(&rerr);
         }
         brig_exec_close(x);
-        if (audit >= 0 && x) {
-                brig_error *aerr = NULL;
-                int ar = copy_audit(sb, audit, r < 0 ? &aerr : err);
-                if (ar < 0 && r == 0)
-                        r = ar;
-                brig_error_free(&aerr);
-        }
+        brig_error *aerr = NULL;
+        _cleanup_close_ int audit_in = audit >= 0 ? brig_sandbox_audit_fd(sb, r < 0 ? &aerr : err) : -EBADF;
+        if (audit >= 0 && audit_in < 0 && r == 0)
+                r = audit_in;
         brig_error *cerr = NULL;
         int cr = brig_sandbox_close(sb, r < 0 ? &cerr : err);
         if (cr < 0 && r == 0)
                 r = cr;
         brig_error_free(&cerr);
+        if (audit_in >= 0) {
+                int ar = copy_audit(audit_in, audit, r < 0 ? &aerr : err);
+                if (ar < 0 && r == 0)
+                        r = ar;
+        }
+        brig_error_free(&aerr);
         if (r < 0 && err && *err && result->exit_code == 0)
                 result->exit_code = (*err)->exit_code;
         return r;
