@@ -98,7 +98,9 @@ def test_gvisor_runs_the_plan(gv):
     rep = json.loads((brig.reports / "gv.json").read_text())
     assert r.returncode == 7, r
     assert "Linux version 4.4.0" in r.stdout, f"not gVisor's kernel: {r}"
-    assert rep["controls"]["wall"] == "gvisor", rep["controls"]
+    c = rep["controls"]
+    assert (c["wall"], c["seccomp"], c["landlock_abi"], c["unix_sockets"]["guard"]) == \
+        ("gvisor", "gvisor", None, "gvisor"), c
     assert (brig.workspace / "made.txt").read_text() == "out\n", "the workspace write did not reach the host"
     out = r.stdout.splitlines()
     assert f"cwd={brig.workspace}" in out and "env=x1" in out and "nofile=123" in out and "host=gvbox" in out, r
@@ -257,6 +259,8 @@ def test_gvisor_egress(gvnet, net, netmode):
     seen = net.seen(mark)
     assert seen == [f"http {net.host_addr}"], f"the upstream saw more than the allowed request: {seen}"
     assert not [l for l in seen if l.startswith("dns")], seen
+    start = json.loads(audit.read_text().splitlines()[0])
+    assert start["event"] == "start" and not start["host"]["seccomp"] and not start["host"]["exec_events"], start
     ev = net_events(audit)
     assert ("secure.test", "allow") in [(e.get("host"), e["decision"]) for e in ev], ev
     assert ("denied.test", "deny") in [(e.get("host"), e["decision"]) for e in ev], ev

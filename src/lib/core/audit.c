@@ -455,8 +455,10 @@ void audit_start(struct audit *a, const struct run_plan *plan)
         struct utsname u;
         /* what decides what this stream can show: a control that degraded
          * records nothing, exec events need user notification */
-        json_t *host = json_pack("{s:b, s:i, s:b, s:b, s:b, s:b, s:s}", "seccomp", !plan->seccomp_degraded,
-                                 "landlock_abi", plan->landlock_abi, "cgroup", !plan->cgroup_degraded,
+        json_t *host = json_pack("{s:b, s:i, s:b, s:b, s:b, s:b, s:s}", "seccomp",
+                                 !plan->seccomp_degraded && plan->wall != BRIG_WALL_GVISOR,
+                                 "landlock_abi", plan->wall == BRIG_WALL_GVISOR ? 0 : plan->landlock_abi,
+                                 "cgroup", !plan->cgroup_degraded,
                                  "ns_time", h && h->ns_time, "userns", h && h->userns, "exec_events",
                                  plan->audit_exec, "kernel", uname(&u) == 0 ? u.release : "?");
         struct timespec ts;

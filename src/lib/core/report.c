@@ -239,13 +239,19 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         }
         /* The unix socket guard needs seccomp; its counts are this run's. */
         json_t *unix_allowed = strings_json(plan->policy->allow_unix.items, plan->policy->allow_unix.n);
+        /* Behind the gVisor wall brig's filter and Landlock are not what
+         * the command meets: gVisor's Sentry answers its calls, and runsc
+         * reaches no host unix socket (docs/walls.md). */
+        bool gvisor = plan->wall == BRIG_WALL_GVISOR;
         json_object_set_new(controls, "unix_sockets",
-                            json_pack("{s:s, s:o, s:I}", "guard", plan->seccomp_degraded ? "off" : "on", "allowed",
+                            json_pack("{s:s, s:o, s:I}", "guard",
+                                      gvisor ? "gvisor" : plan->seccomp_degraded ? "off" : "on", "allowed",
                                       unix_allowed, "refused", (json_int_t)res->unix_refused));
         json_object_set_new(controls, "capabilities", json_array());
         json_object_set_new(controls, "no_new_privs", json_true());
-        json_object_set_new(controls, "landlock_abi", json_integer(plan->landlock_abi));
-        json_object_set_new(controls, "seccomp", json_string(plan->seccomp_degraded ? "degraded" : "default"));
+        json_object_set_new(controls, "landlock_abi", gvisor ? json_null() : json_integer(plan->landlock_abi));
+        json_object_set_new(controls, "seccomp",
+                            json_string(gvisor ? "gvisor" : plan->seccomp_degraded ? "degraded" : "default"));
         json_t *degraded = json_array();
         if (plan->policy && plan->landlock_abi == 0 && (plan->policy->allow_degraded & DEGRADE_LANDLOCK))
                 json_array_append_new(degraded, json_string("landlock"));

@@ -321,7 +321,9 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
 
         struct audit *audit = NULL;
         r = refusals ? open_outputs(&plan, p, &audit, err) : brig_err(err, ENOMEM, "refusals");
-        plan.audit_exec = plan.audit_fd >= 0 && !p->audit_no_exec;
+        /* exec events come from brig's filter, which the gVisor wall does
+         * not load: the stream's start says none will come */
+        plan.audit_exec = plan.audit_fd >= 0 && !p->audit_no_exec && p->wall != BRIG_WALL_GVISOR;
         if (r < 0) {
                 plan_free(&plan);
                 refusals_free(refusals);
