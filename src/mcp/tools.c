@@ -745,6 +745,8 @@ static json_t *tool_list_directory(struct mcp *m, json_t *a, brig_error **err)
         return json_pack("{s:s, s:o}", "path", path, "entries", entries);
 }
 
+#define SEARCH_TIMEOUT_MS 60000
+
 static json_t *tool_search_files(struct mcp *m, json_t *a, brig_error **err)
 {
         const char *glob = arg_str(a, "glob"), *regex = arg_str(a, "regex");
@@ -769,13 +771,26 @@ static json_t *tool_search_files(struct mcp *m, json_t *a, brig_error **err)
                 grep_argv[7] = path;
                 grep_argv[8] = NULL;
         }
+        /* A regex the model picks can take grep minutes (backreferences):
+         * never longer than the user's --timeout, as run_command. */
+        uint64_t timeout_ms = SEARCH_TIMEOUT_MS;
+        if (m->timeout_cap_ms && m->timeout_cap_ms < timeout_ms)
+                timeout_ms = m->timeout_cap_ms;
         struct ran ran;
-        if (run_captured(m, regex ? grep_argv : find_argv, NULL, NULL, 60000, 8u << 20, &ran, err) < 0) {
+        if (run_captured(m, regex ? grep_argv : find_argv, NULL, NULL, timeout_ms, 8u << 20, &ran, err) < 0) {
                 ran_free(&ran);
                 return NULL;
         }
         json_t *out = NULL;
         int code = ran.res.exit_code;
+        if (ran.r == 0 && ran.res.reason == BRIG_REASON_TIMEOUT) {
+                tool_fail(err, ETIMEDOUT, "search_files: %s was stopped after %llu ms (%s); narrow the path or "
+                          "simplify the regex (backreferences are slow)", regex ? "grep" : "find",
+                          (unsigned long long)timeout_ms,
+                          timeout_ms < SEARCH_TIMEOUT_MS ? "the user's --timeout" : "the search's own limit");
+                ran_free(&ran);
+                return NULL;
+        }
         if (ran.r < 0 || (code != 0 && !(regex && code == 1))) {
                 json_t *e = capture_json(&ran.errs, "stderr");
                 tool_fail(err, EIO, "search_files: %s exited %d: %s", regex ? "grep" : "find", code,

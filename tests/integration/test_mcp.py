@@ -387,6 +387,22 @@ def test_arguments_never_widen_the_policy(brig, server):
     assert s.close() == 0
 
 
+@attack("mcp-search-regex-bomb", "search_files with a regex whose backreferences keep grep busy for minutes over a "
+        "few long lines, under the user's --timeout 1s", "mcp")
+def test_search_regex_bomb_stops_at_the_user_timeout(brig):
+    bomb = brig.workspace / "bomb.txt"
+    bomb.write_text(("a" * 3000 + "\n") * 4)
+    brig.chown(bomb)
+    s = Session(brig, "--timeout", "1s")
+    s.init()
+    # the answer comes at the user's --timeout, not the search's own 60 s
+    res = s.call("search_files", timeout=20, regex=r"^(a|a?)+\1\1\1\1\1\1$")
+    assert res["isError"] and "the user's --timeout" in res["content"][0]["text"], res
+    r = result_of(s.call("run_command", command="ps -eo comm= | awk '$1 == \"grep\"' | wc -l"))
+    assert r["stdout"].strip() == "0", r                                # the grep was stopped
+    assert s.close() == 0
+
+
 @attack("mcp-read-host-file", "read_file, list_directory and search_files of a host file outside the workspace: by its "
         "absolute path, ../, /proc/1/root, and a link planted in the workspace", "mcp")
 def test_file_tools_read_no_host_file(brig, scratch):
