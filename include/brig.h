@@ -232,6 +232,14 @@ BRIG_PUBLIC char *brig_policy_explain(const brig_policy *p, brig_error **err);
 /* Write the audit stream (JSON lines: start, every refused or logged
  * syscall, end; docs/audit.md) to this file during the run. */
 BRIG_PUBLIC int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err);
+/* Write what replays this run to PATH when it ends (docs/audit.md#replay):
+ * the effective policy, argv, env, cwd, the workspace tree's hash at start,
+ * the system's versions, and the outcome brig replay compares. */
+BRIG_PUBLIC int brig_policy_set_manifest_path(brig_policy *p, const char *path, brig_error **err);
+/* The SHA-256 of a directory tree as brig replay compares it (files'
+ * content, modes, symlinks' targets, directories; nothing followed), and
+ * its number of entries. */
+BRIG_PUBLIC int brig_tree_hash(const char *dir, char sha256[65], uint64_t *entries, brig_error **err);
 /* No exec and exit events in the audit stream (docs/audit.md#exec-events). */
 BRIG_PUBLIC void brig_policy_set_audit_no_exec(brig_policy *p, bool on);
 

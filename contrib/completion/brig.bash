@@ -6,7 +6,7 @@
 # compares what it offers with each command's --help.
 
 _brig_commands="run create exec cp files ls stop start rm pause resume diff commit reset
-        snapshot restore fork pool mcp policy doctor log serve oci version help"
+        snapshot restore fork pool mcp policy doctor log replay serve oci version help"
 
 # brig run --help; create, pool and mcp take these too, less the run-only ones.
 _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm-size
@@ -19,13 +19,13 @@ _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile
         --nproc --fsize --stack --require-limits
         --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
-        --json-report --json-report-fd --audit --audit-fd --audit-no-exec --quiet --pooled"
-_brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --quiet --pooled"
+        --json-report --json-report-fd --audit --audit-fd --audit-no-exec --manifest --quiet --pooled"
+_brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --manifest --quiet --pooled"
 _brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --json-report --detach --quiet"
 
 # The options whose value is a host path.
 _brig_path_opts="--policy --workspace --ro-bind --bind --deny --unsafe-allow-secret
-        --copy-in --copy-in-secret --allow-unix --upstream-ca --json-report --audit"
+        --copy-in --copy-in-secret --allow-unix --upstream-ca --json-report --audit --manifest"
 
 # Every option that takes a value, so its value is not taken for a name.
 _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bind --tmpfs
@@ -36,7 +36,7 @@ _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bi
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile --nproc
         --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
         --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode
-        --only --sha256"
+        --only --sha256 --manifest"
 
 _brig_has()
 {
@@ -123,6 +123,9 @@ _brig()
                         return
                 fi
                 [[ $cur != -* && $prev != --sha256 ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
+        replay)
+                opts="--workspace --allow-changed-workspace --json"
+                [[ $cur != -* ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
         serve) opts="--socket --socket-mode --state --listen --token-file --policy --max-sandboxes --max-execs --max-body
                 --max-output --idle-timeout --client-timeout --remove-on-exit" ;;
         stop|start|rm|pause|resume) names=-1 ;;

@@ -12,6 +12,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_log(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_create(int argc, char **argv);
 int cmd_exec(int argc, char **argv);

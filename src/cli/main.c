@@ -29,6 +29,7 @@ static const char usage[] =
         "                                  serve one sandbox to an agent over MCP on stdio (brig mcp --help)\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"
         "  log FILE|NAME [options]         an audit stream as a timeline; log verify FILE (brig log --help)\n"
+        "  replay MANIFEST [options]       run again what run --manifest recorded; say what differs\n"
         "  doctor [--json]                 which controls this host supports\n"
         "  serve [options]                 the sandbox API over HTTP (brig serve --help)\n"
         "  oci COMMAND ...                 the runc command line for container engines (brig oci --help)\n"
@@ -205,6 +206,8 @@ int main(int argc, char **argv)
                 return cmd_doctor(argc - 1, argv + 1);
         if (strcmp(cmd, "log") == 0)
                 return cmd_log(argc - 1, argv + 1);
+        if (strcmp(cmd, "replay") == 0)
+                return cmd_replay(argc - 1, argv + 1);
         if (strcmp(cmd, "serve") == 0)
                 return cmd_serve(argc - 1, argv + 1);
         if (strcmp(cmd, "oci") == 0)

@@ -14,8 +14,8 @@ static const char create_usage[] =
         "usage: brig create NAME [--workspace-mode bind|overlay] [RUN OPTIONS]\n"
         "\n"
         "Start a sandbox that lives on; run commands in it with brig exec. Every\n"
-        "option of brig run applies (see brig run --help) except --pass-fd and\n"
-        "--audit; --timeout applies to each exec.\n"
+        "option of brig run applies (see brig run --help) except --pass-fd,\n"
+        "--audit and --manifest; --timeout applies to each exec.\n"
         "  --workspace-mode bind     the workspace itself, read-write (default)\n"
         "  --workspace-mode overlay  a copy-on-write layer over it: brig diff, commit, reset\n";
 

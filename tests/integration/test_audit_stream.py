@@ -5,6 +5,7 @@ brig's supervisor; what the sandbox writes itself never becomes an event.
 docs/audit.md."""
 import hashlib
 import json
+import os
 import pathlib
 import subprocess
 
@@ -234,3 +235,59 @@ def test_file_changes_do_not_follow_what_the_sandbox_planted(brig):
     secret_hash = hashlib.sha256(secret.read_bytes()).hexdigest()
     assert secret_hash not in path.read_text(), "the planted link's target was read"
     valid(ev)
+
+
+def _build_tree(d):
+    d.mkdir(exist_ok=True)
+    (d / "hello.c").write_text('#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n')
+    (d / "Makefile").write_text("hello: hello.c\n\tcc -O2 -o hello hello.c\n")
+    for p in (d, d / "hello.c", d / "Makefile"):
+        p.chmod(0o777 if p.is_dir() else 0o666)
+
+
+BUILD = "make >/dev/null && ./hello; [ -e /cfg/flag ] && getent hosts evil.example; true"
+
+
+@attack("replay-hidden-difference", "a build replayed: once as recorded, once on a changed workspace (a file "
+        "rewritten with its size and mtime kept), once with a read-only input changed so the program reaches "
+        "for a refused name", "the manifest's content hash of the workspace tree (refused, exit 125, naming "
+        "--allow-changed-workspace) and its outcome: programs, files by content hash, network decisions")
+def test_replay_same_build_changed_workspace_and_changed_decisions(brig):
+    cfg = brig.base / "cfg"
+    cfg.mkdir()
+    cfg.chmod(0o755)
+    _build_tree(brig.workspace)
+    copies = [brig.base / f"ws{i}" for i in range(3)]
+    for c in copies:
+        _build_tree(c)
+    manifest = brig.reports / "manifest.json"
+    r = brig.sh(BUILD, "--manifest", str(manifest), "--ro-bind", f"{cfg}:/cfg")
+    assert r.returncode == 0 and "hello" in r.stdout, r
+    m = json.loads(manifest.read_text())
+    assert m["argv"][:2] == ["sh", "-c"] and m["workspace"] == str(brig.workspace), m
+    assert m["workspace_tree"]["entries"] == 2 and len(m["workspace_tree"]["sha256"]) == 64, m
+    assert m["system"]["dpkg_status_sha256"], m["system"]
+    out = m["outcome"]
+    assert "/usr/bin/make" in out["programs"] and any(p.endswith("/cc1") for p in out["programs"]), out
+    want = hashlib.sha256((brig.workspace / "hello").read_bytes()).hexdigest()
+    assert out["files"]["./hello"] == want and out["net"] == [], out
+    # the same build again, on a copy of the workspace as it started: the same
+    same = brig.run("replay", manifest, "--workspace", copies[0], "--json")
+    assert same.returncode == 0, same
+    doc = json.loads(same.stdout.splitlines()[-1])
+    assert doc["same"] and doc["outcome"]["files"]["./hello"] == want, doc
+    assert hashlib.sha256((copies[0] / "hello").read_bytes()).hexdigest() == want
+    # a changed workspace: refused, and the flag named
+    src = copies[1] / "hello.c"
+    st = src.stat()
+    src.write_text(src.read_text().replace("hello", "HELLO"))
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    changed = brig.run("replay", manifest, "--workspace", copies[1])
+    assert changed.returncode == 125 and "--allow-changed-workspace" in changed.stderr, changed
+    assert not (copies[1] / "hello").exists(), "it ran anyway"
+    # a read-only input changed: the program now asks for a refused name
+    (cfg / "flag").write_text("1")
+    differs = brig.run("replay", manifest, "--workspace", copies[2])
+    assert differs.returncode == 1, differs
+    assert "differs: net: [\"+deny dns evil.example\"]" in differs.stderr, differs.stderr
+    assert "+/usr/bin/getent" in differs.stderr, differs.stderr

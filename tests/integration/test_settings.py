@@ -29,7 +29,7 @@ EXAMPLES = {
     "secret-host": "API_TOKEN=api.example.com", "secret-header": "API_TOKEN=X-Api-Key",
     "http-rule": "api.example.com POST /v1/messages", "upstream-ca": "/etc/ssl/certs/ca-certificates.crt",
     "allow-unix": "/run/postgresql/.s.PGSQL.5432",
-    "audit": "/tmp/audit.jsonl", "audit-no-exec": None, "json-report": "/tmp/report.json", "copy-in": "/etc/hostname:~/hostname",
+    "audit": "/tmp/audit.jsonl", "audit-no-exec": None, "manifest": "/tmp/manifest.json", "json-report": "/tmp/report.json", "copy-in": "/etc/hostname:~/hostname",
     "copy-in-secret": "~/.ssh/id_ed25519:~/.ssh/id_ed25519", "ssh-agent": None, "git-identity": None,
     "carry-config": "npm",
 }
@@ -114,7 +114,7 @@ def test_run_only_flags_are_refused_by_create_and_pool(brig, sandboxes):
     the audit stream) brig create and brig pool refuse, naming the flag,
     and make nothing."""
     rows = [r for r in _table() if "run-only" in r["flags"]]
-    assert {r["name"] for r in rows} == {"pass-fd", "audit", "audit-fd", "json-report-fd"}, rows
+    assert {r["name"] for r in rows} == {"pass-fd", "audit", "audit-fd", "json-report-fd", "manifest"}, rows
     rd, wr = os.pipe()
     try:
         for row in rows:

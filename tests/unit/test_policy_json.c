@@ -360,7 +360,7 @@ static void test_error_unknown_key_no_suggestion(void **state)
 {
         (void)state;
         expect_error("{\"zzzzzz\": 1}", "p.json:1:2: unknown key 'zzzzzz' at the top level (expected one of: $schema, "
-                                        "extends, filesystem, process, limits, syscalls, network, audit, report, tools)");
+                                        "extends, filesystem, process, limits, syscalls, network, audit, manifest, report, tools)");
         expect_error("{\"filesystem\": {\"binds\": [{\"source\": \"/srv\", \"ro\": true}]}}",
                      "p.json:1:46: unknown key 'ro' in filesystem.binds[0] (expected one of: source, destination, "
                      "readonly)");

@@ -98,6 +98,7 @@ struct audit {
         uint64_t exec_start;    /* the window of RATE_EXEC: exec and exit events */
         unsigned exec_lines;
         uint64_t exec_dropped, exec_suppressed, execs;
+        json_t *programs, *reached;  /* sets, for a manifest's outcome (audit_outcome) */
         /* the hash chain (docs/audit.md#tamper-evidence): `chain` orders
          * emit() — any thread that records — with the queue, so the seq
          * and prev of each line are those of the line queued before it */
@@ -119,6 +120,8 @@ struct audit *audit_new(int fd, const char *what, brig_notice_fn notice, void *n
         a->wake = -1;
         a->notice = notice;
         a->notice_data = notice_data;
+        a->programs = json_object();
+        a->reached = json_object();
         a->stream = EVP_MD_CTX_new();
         if (!a->stream || !EVP_DigestInit_ex(a->stream, EVP_sha256(), NULL)) {
                 EVP_MD_CTX_free(a->stream);
@@ -607,6 +610,58 @@ static void emit_net_dropped(struct audit *a)
         a->net_dropped = 0;
 }
 
+/* A network decision, as a manifest's outcome lists it: "allow
+ * pypi.org:443", "deny dns evil.example", "refused unix /run/x.sock". */
+static void note_reached(struct audit *a, const char *kind, json_t *e)
+{
+        char *key = NULL;
+        const char *host = json_string_value(json_object_get(e, "host"));
+        if (!host)
+                host = json_string_value(json_object_get(e, "address"));
+        if (kind && strcmp(kind, "dns") == 0)
+                key = brig_strdup_printf("%s dns %s", json_string_value(json_object_get(e, "decision")) ?: "?",
+                                         json_string_value(json_object_get(e, "name")) ?: "?");
+        else if (kind && strcmp(kind, "unix") == 0)
+                key = brig_strdup_printf("%s unix %s", json_string_value(json_object_get(e, "action")) ?: "?",
+                                         json_string_value(json_object_get(e, "path")) ?: "?");
+        else if (!json_string_value(json_object_get(e, "phase")) ||
+                 strcmp(json_string_value(json_object_get(e, "phase")), "connect") == 0)
+                key = brig_strdup_printf("%s %s:%lld", json_string_value(json_object_get(e, "decision")) ?: "?",
+                                         host ? host : "?",
+                                         (long long)json_integer_value(json_object_get(e, "port")));
+        if (key && json_object_size(a->reached) < 100000)
+                json_object_set_new(a->reached, key, json_true());
+        free(key);
+}
+
+static int by_text(const void *x, const void *y)
+{
+        return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+static json_t *sorted_keys(json_t *set)
+{
+        size_t n = json_object_size(set), i = 0;
+        const char **keys = calloc(n + 1, sizeof *keys);
+        json_t *out = json_array();
+        const char *k;
+        json_t *v;
+        json_object_foreach(set, k, v)
+                if (keys)
+                        keys[i++] = k;
+        if (keys)
+                qsort(keys, i, sizeof *keys, by_text);
+        for (size_t j = 0; keys && j < i; j++)
+                json_array_append_new(out, json_string(keys[j]));
+        free(keys);
+        return out;
+}
+
+json_t *audit_outcome(const struct audit *a)
+{
+        return json_pack("{s:o, s:o}", "programs", sorted_keys(a->programs), "net", sorted_keys(a->reached));
+}
+
 void audit_net(void *audit, json_t *event)
 {
         struct audit *a = audit;
@@ -623,6 +678,7 @@ void audit_net(void *audit, json_t *event)
                 emit(a, "net_rule", event);
                 return;
         }
+        note_reached(a, kind, event);
         uint64_t now = now_ms();
         if (now - a->net_start >= RATE_WINDOW_MS) {
                 emit_net_dropped(a);
@@ -669,6 +725,13 @@ static bool exec_budget(struct audit *a)
 long audit_exec(struct audit *a, pid_t host_pid, json_t *event)
 {
         a->execs++;
+        /* what ran, written or not (a manifest's outcome): the kernel's
+         * file where it named one, else the path */
+        const char *prog = json_string_value(json_object_get(event, "file"));
+        if (!prog)
+                prog = json_string_value(json_object_get(event, "path"));
+        if (prog && json_object_size(a->programs) < 100000)
+                json_object_set_new(a->programs, prog, json_true());
         if (!exec_budget(a)) {
                 json_decref(event);
                 return AUDIT_NOT_RECORDED;
@@ -774,6 +837,8 @@ void audit_free(struct audit *a)
         if (a->started)
                 audit_flush(a);
         EVP_MD_CTX_free(a->stream);
+        json_decref(a->programs);
+        json_decref(a->reached);
         pthread_mutex_destroy(&a->chain);
         pthread_cond_destroy(&a->more);
         pthread_cond_destroy(&a->progress);

@@ -36,6 +36,9 @@ BRIG_INTERNAL pid_t audit_thread_group(pid_t tid);
 /* What the run changed (runchanges_end's object; takes it): a files
  * event, never rate-limited (one per run). */
 BRIG_INTERNAL void audit_files(struct audit *a, json_t *event);
+/* What the run ran and reached, sorted ({"programs": [...], "net":
+ * [...]}: a manifest's outcome, core/manifest.c). */
+BRIG_INTERNAL json_t *audit_outcome(const struct audit *a);
 /* The end event; then writes out what is queued (audit_flush). */
 BRIG_INTERNAL void audit_end(struct audit *a, const brig_result *res);
 /* Lines not written (queue full, the stream stopped) and why ("" none). */

@@ -52,6 +52,7 @@ struct brig_policy {
         enum brig_wall wall;         /* namespaces (brig's own) or gvisor (runsc) */
         bool terminal_passthrough;   /* the output filter off */
         char *report_path;
+        char *manifest_path;         /* --manifest: what replays this run (docs/audit.md#replay) */
         char *audit_path;
         int report_fd;               /* --json-report-fd: the caller's descriptor (3 and up), 0: none */
         int audit_fd;                /* --audit-fd, the same */

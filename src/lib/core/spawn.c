@@ -15,6 +15,7 @@
 #include "controls/terminal.h"
 #include "core/audit.h"
 #include "persist/runchanges.h"
+#include "core/manifest.h"
 #include "controls/cgroup.h"
 #include "controls/landlock.h"
 #include "core/reaper.h"
@@ -221,6 +222,15 @@ static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audi
                 *audit = audit_new(plan->audit_fd, what, p->notice, p->notice_data);
                 if (!*audit)
                         return brig_err(err, ENOMEM, "audit");
+        } else if (p->manifest_path) {
+                /* a manifest's outcome (what ran, reached, changed) comes
+                 * from the events: a stream that nobody reads */
+                plan->audit_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (plan->audit_fd < 0)
+                        return brig_err(err, errno, "--manifest: /dev/null");
+                *audit = audit_new(plan->audit_fd, "--manifest", p->notice, p->notice_data);
+                if (!*audit)
+                        return brig_err(err, ENOMEM, "audit");
         }
         return 0;
 }
@@ -320,6 +330,9 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         result->memory_peak_bytes = result->pids_peak = -1;
 
         struct audit *audit = NULL;
+        /* declared before the first goto out: the end frees them */
+        struct runchanges *changes = NULL;
+        struct manifest *manifest = NULL;
         r = refusals ? open_outputs(&plan, p, &audit, err) : brig_err(err, ENOMEM, "refusals");
         /* exec events come from brig's filter, which the gVisor wall does
          * not load: the stream's start says none will come */
@@ -414,9 +427,11 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         /* What the run changes, for the stream's files event: recorded
          * now, before anything of the sandbox runs (runchanges.c). A
          * persistent sandbox's runs have brig diff instead. */
-        struct runchanges *changes = NULL;
         if (audit && !ctl && (r = record_writable(&plan, &changes)) < 0) {
                 r = brig_err(err, -r, "record the writable trees for the audit stream");
+                goto out;
+        }
+        if (p->manifest_path && !ctl && (r = manifest_begin(&plan, p, &manifest, err)) < 0) {
                 goto out;
         }
         /* Without seccomp (degraded on purpose) there is nothing to notify it. */
@@ -583,8 +598,12 @@ out:
                 snprintf(result->unix_refused_path, sizeof result->unix_refused_path, "%s", first);
         }
         unixguard_finish(guard);
-        if (audit && changes)
-                audit_files(audit, runchanges_end(changes));
+        json_t *files = audit && changes ? runchanges_end(changes) : NULL;
+        if (manifest && manifest_end(manifest, &plan, result, audit, files, err) < 0 && r == 0)
+                r = -EIO;
+        manifest_free(manifest);
+        if (files)
+                audit_files(audit, files);
         runchanges_free(changes);
         if (audit)
                 audit_end(audit, result);

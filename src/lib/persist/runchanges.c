@@ -32,6 +32,7 @@
 /* Bytes hashed per file and per run; a larger file's hash is null. */
 #define HASH_FILE_MAX (64ULL << 20)
 #define HASH_TOTAL_MAX (512ULL << 20)
+#define PATH_MAX_TEXT 4096
 
 struct root {
         char *path;   /* on the host */
@@ -210,4 +211,88 @@ void runchanges_free(struct runchanges *c)
         }
         free(c->roots);
         free(c);
+}
+
+/* ---- a tree's hash, for a manifest and brig replay ------------------------ */
+
+static int by_key(const void *x, const void *y)
+{
+        return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Every entry, sorted by path: "path\0type\0mode\0what\n" where what is a
+ * regular file's SHA-256 (its size past HASH_FILE_MAX), a symlink's
+ * target (read, never followed), "" for the rest. Inodes and times are
+ * left out: a copy of the tree has the same hash. */
+static int tree_hash(int root, char sha256[65], uint64_t *entries)
+{
+        json_t *tree = NULL;
+        struct root r = { .fd = root };
+        int e = walk(&r, &tree);
+        if (e < 0)
+                return e;
+        size_t n = json_object_size(tree), i = 0;
+        const char **keys = calloc(n + 1, sizeof *keys);
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        if (!keys || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+                free(keys);
+                EVP_MD_CTX_free(md);
+                json_decref(tree);
+                return -ENOMEM;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(tree, k, v)
+                keys[i++] = k;
+        qsort(keys, i, sizeof *keys, by_key);
+        struct runchanges unlimited = { .hashed = 0 };
+        for (size_t j = 0; j < i; j++) {
+                json_t *rec = json_object_get(tree, keys[j]);
+                const char *type = json_string_value(json_array_get(rec, 0));
+                char what[PATH_MAX_TEXT] = "";
+                if (type && *type == 'f') {
+                        unlimited.hashed = 0;
+                        json_t *h = file_hash(&unlimited, root, keys[j], (uint64_t)json_integer_value(json_array_get(rec, 2)));
+                        snprintf(what, sizeof what, "%s", json_is_string(h) ? json_string_value(h) : "");
+                        if (!json_is_string(h))
+                                snprintf(what, sizeof what, "size:%lld", (long long)json_integer_value(json_array_get(rec, 2)));
+                        json_decref(h);
+                } else if (type && *type == 'l') {
+                        const char *base;
+                        int pfd = open_parent(root, keys[j], &base);
+                        ssize_t len = pfd >= 0 ? readlinkat(pfd, base, what, sizeof what - 1) : -1;
+                        what[len > 0 ? len : 0] = '\0';
+                        closep(&pfd);
+                }
+                char head[64];
+                snprintf(head, sizeof head, "%c%c%o%c", type ? *type : '?', '\0',
+                         (unsigned)json_integer_value(json_array_get(rec, 5)), '\0');
+                EVP_DigestUpdate(md, keys[j], strlen(keys[j]) + 1);
+                EVP_DigestUpdate(md, head, 2 + strlen(head + 2) + 1);
+                EVP_DigestUpdate(md, what, strlen(what));
+                EVP_DigestUpdate(md, "\n", 1);
+        }
+        unsigned char out[EVP_MAX_MD_SIZE];
+        unsigned len = 0;
+        bool ok = EVP_DigestFinal_ex(md, out, &len);
+        for (unsigned j = 0; ok && j < len && j < 32; j++)
+                snprintf(sha256 + 2 * j, 3, "%02x", out[j]);
+        EVP_MD_CTX_free(md);
+        free(keys);
+        json_decref(tree);
+        if (entries)
+                *entries = i;
+        return ok ? 0 : -EIO;
+}
+
+int brig_tree_hash(const char *dir, char sha256[65], uint64_t *entries, brig_error **err)
+{
+        _cleanup_close_ int fd = open_dir_nofollow(dir);
+        if (fd < 0)
+                return brig_err(err, errno, "'%s' (a directory; symlinks are not followed)", dir);
+        int r = tree_hash(fd, sha256, entries);
+        if (r == -ELOOP)
+                return brig_err(err, ELOOP, "hash the tree '%s': directories nested deeper than %d", dir,
+                                TREE_DEPTH_MAX);
+        return r < 0 ? brig_err(err, -r, "hash the tree '%s'", dir) : 0;
 }

@@ -83,6 +83,9 @@ static int refuse_for_create(const brig_policy *p, brig_error **err)
                                              "descriptors do not outlive it)");
         if (p->audit_path || p->audit_fd)
                 return brig_err(err, EOPNOTSUPP, "--audit is not supported for persistent sandboxes yet");
+        if (p->manifest_path)
+                return brig_err(err, EINVAL, "--manifest cannot be used with brig create (it records one brig run; "
+                                             "a persistent sandbox's runs have brig diff)");
         if (p->report_fd)
                 return brig_err(err, EINVAL, "--json-report-fd cannot be used with brig create (the caller's "
                                              "descriptors do not outlive it; brig exec --json-report FILE reports "

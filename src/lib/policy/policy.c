@@ -93,6 +93,7 @@ void brig_policy_free(brig_policy *p)
         free(p->hostname);
         free(p->rootfs);
         free(p->report_path);
+        free(p->manifest_path);
         free(p->audit_path);
         seccomp_policy_free(p->seccomp);
         egress_policy_free(p->egress);
@@ -400,6 +401,11 @@ int brig_policy_set_report_path(brig_policy *p, const char *path, brig_error **e
         if (r == 0)
                 p->report_fd = 0;
         return r;
+}
+
+int brig_policy_set_manifest_path(brig_policy *p, const char *path, brig_error **err)
+{
+        return set_path(&p->manifest_path, "manifest", path, err);
 }
 
 int brig_policy_set_audit_path(brig_policy *p, const char *path, brig_error **err)

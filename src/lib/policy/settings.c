@@ -40,6 +40,7 @@ const struct setting_object setting_objects[] = {
           "reported); \"filtered\" given explicitly is required." },
         { "/audit", "an object {\"file\": PATH, \"no_exec\": BOOL}", NULL },
         { "/report", "an object {\"file\": PATH}", NULL },
+        { "/manifest", "an object {\"file\": PATH}", NULL },
         { "/tools", "an object", "What the tools agents use are handed at start (docs/tools.md)." },
         { NULL, NULL, NULL },
 };
@@ -592,6 +593,13 @@ const struct setting settings[] = {
         { .section = S_REPORT, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
           .cli = { { .name = "audit-fd", .arg = "N", .help = "the audit stream to descriptor N (as --json-report-fd)",
                      .param = 2, .cli = cli_fd } } },
+        { .key = "/manifest/file", .section = S_REPORT, .kind = SK_PATH, .flags = BRIG_OPTION_RUN_ONLY,
+          .set_str = brig_policy_set_manifest_path, .offset = OFF(manifest_path), .what = "a path",
+          .cli = { { .name = "manifest", .arg = "FILE",
+                     .help = "write what replays this run (brig replay FILE): policy, argv, env,\n"
+                     "the workspace's hash, what it ran, changed and reached" } },
+          .schema = "{\"description\": \"Write what replays this run (--manifest; docs/audit.md#replay).\", "
+                    "\"type\": \"string\", \"minLength\": 1}" },
         { .key = "/report/file", .section = S_REPORT, .kind = SK_PATH,
           .set_str = brig_policy_set_report_path, .offset = OFF(report_path), .what = "a path",
           .cli = { { .name = "json-report", .arg = "FILE", .help = "write a JSON report of the run" } },
