@@ -26,6 +26,27 @@ NOBODY = 65534
 IS_ROOT = os.geteuid() == 0
 
 
+def _sanitized():
+    try:
+        opts = json.loads((BUILD / "meson-info" / "intro-buildoptions.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any(o["name"] == "b_sanitize" and o["value"] not in ("", "none") for o in opts)
+
+
+# The build under test has ASan+UBSan (make check runs the suite on it after
+# the normal build): every brig costs several times more there.
+SANITIZED = _sanitized()
+
+
+def repetitions(n):
+    """How often a repetition test (the short soak, N runs in a row) repeats:
+    n on the normal build, a fifth (10 at least) on a sanitized one — the
+    same make check runs the full count on the normal build, and the
+    sanitizers need only see each path a few times."""
+    return max(n // 5, 10) if SANITIZED else n
+
+
 @pytest.fixture(scope="session")
 def bindir():
     """brig, brig-supervisor, libbrig and the escape programs in a 0755 directory."""

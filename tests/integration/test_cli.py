@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from conftest import repetitions
+
 
 SETUP = 125
 
@@ -488,9 +490,9 @@ def test_report_command_not_found(brig):
 def test_rootless_start_is_reliable(brig):
     if brig.mode != "rootless":
         pytest.skip("the race needs an unprivileged supervisor")
-    failures = []
-    for _ in range(100):
+    failures, n = [], repetitions(100)
+    for _ in range(n):
         res = brig.run("run", "--", "true")
         if res.returncode != 0:
             failures.append(res.stderr.strip())
-    assert not failures, f"{len(failures)}/100 runs failed, e.g. {failures[:3]}"
+    assert not failures, f"{len(failures)}/{n} runs failed, e.g. {failures[:3]}"

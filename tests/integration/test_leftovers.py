@@ -68,7 +68,7 @@ def test_counter_sees_what_it_should(tmp_path):
 
 # ---- kills at chosen points ------------------------------------------------
 
-from conftest import Brig  # noqa: E402
+from conftest import Brig, repetitions  # noqa: E402
 from persist_helpers import Sandboxes, pid_alive  # noqa: E402
 from proc_helpers import wait_until  # noqa: E402
 from test_escape import attack  # noqa: E402
@@ -408,7 +408,7 @@ def test_refused_cgroup_write_fails_clearly_and_leaves_nothing(world, brig, errn
         "with SIGKILLs of brig, supervisor, pid 1 and the pool daemon, half at chosen setup steps", "traces")
 def test_short_soak_leaves_nothing(brig, hooks_bindir):
     args = [sys.executable, str(SOAK), "--brig", brig.exe, "--hooks-brig", str(hooks_bindir / "brig"),
-            "--runs", "50", "--kill-fraction", "0.2", "--seed", "24", "--seconds", "120"]
+            "--runs", str(repetitions(50)), "--kill-fraction", "0.2", "--seed", "24", "--seconds", "120"]
     if brig.mode == "rootless":
         args.append("--rootless")
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)

@@ -17,6 +17,8 @@ import uuid
 
 import pytest
 
+from conftest import repetitions
+
 MiB = 1 << 20
 CGROOT = pathlib.Path("/sys/fs/cgroup")
 
@@ -449,7 +451,7 @@ def test_units_parsed(brig):
 def test_no_cgroup_left_after_50_runs(brig):
     before = brig_cgroups()
     pids = []
-    for i in range(50):
+    for i in range(repetitions(50)):
         extra = ["--cpus", "1", "--io-weight", "100"] if i % 5 == 0 else []
         p = subprocess.Popen(brig.cmd("run", *extra, "--", "true"), cwd=brig.workspace,
                              env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
