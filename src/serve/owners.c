@@ -243,6 +243,39 @@ int owner_check_policy(const struct req *r, json_t *policy, const char *workspac
                 }
                 checks[n++] = (struct path_check){ src, "policy.filesystem.binds", !json_is_true(json_object_get(b, "readonly")) };
         }
+        /* A secret's value is read by the supervisor, as the server's user:
+         * env:VAR is the server's own environment, @FILE a file the caller
+         * must be able to read itself; a CA file likewise. */
+        json_t *net = json_object_get(policy, "network");
+        json_t *secrets = json_object_get(net, "secrets"), *cas = json_object_get(net, "upstream_ca");
+        json_t *s;
+        json_array_foreach(secrets, i, s) {
+                const char *src = json_string_value(json_object_get(s, "source"));
+                if (!src)
+                        continue;
+                *field = "policy.network.secrets";
+                if (src[0] != '@') {
+                        snprintf(msg, msg_size, "policy.network.secrets '%.200s' names the server's own environment: "
+                                                "only the server's user (uid %u) or root may use it; a caller's "
+                                                "secret comes from @FILE, a file it can read", src, serve_cfg.uid);
+                        return -EACCES;
+                }
+                if (n == 64) {
+                        snprintf(msg, msg_size, "more than 63 host paths");
+                        return -EACCES;
+                }
+                checks[n++] = (struct path_check){ src + 1, "policy.network.secrets", false };
+        }
+        json_array_foreach(cas, i, s) {
+                if (!json_is_string(s))
+                        continue;
+                if (n == 64) {
+                        *field = "policy.network.upstream_ca";
+                        snprintf(msg, msg_size, "more than 63 host paths");
+                        return -EACCES;
+                }
+                checks[n++] = (struct path_check){ json_string_value(s), "policy.network.upstream_ca", false };
+        }
         if (!n)
                 return 0;
         int errnum = 0;

@@ -154,6 +154,36 @@ def test_a_root_server_grants_a_caller_only_what_it_could_reach(server, scratch)
     assert a.delete(f"/v1/sandboxes/{name}").status == 200
 
 
+@attack("serve-deputy-secrets", "uid A asks a root brig serve for a sandbox whose policy takes a secret from a "
+        "root-only file (@FILE), from the server's environment (env:VAR), and trusts a root-only file as an "
+        "upstream CA: the supervisor, running as root, would read each and hand it to A's sandbox's proxy",
+        "a secret's @FILE and each upstream_ca opened AS THE CALLER with the binds (a child dropped to its uid "
+        "and groups); env:VAR refused for anyone but the server's user and root; 403 naming the field, "
+        "nothing created")
+def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
+    if server.mode == "rootless":
+        pytest.skip("NO DEPUTY TO CONFUSE: a rootless server serves its own uid only (test_users_are_isolated...)")
+    a = server.client(uid=NOBODY)
+    root_only = scratch / "root-token"
+    root_only.write_text("value-only-root-may-read\n")
+    root_only.chmod(0o600)
+    net = {"mode": "proxy", "allow_hosts": ["api.example.com"]}
+    refused = [
+        ({**net, "secrets": [{"name": "TOK", "source": f"@{root_only}", "hosts": ["api.example.com"]}]},
+         "policy.network.secrets", "cannot read"),
+        ({**net, "secrets": [{"name": "TOK", "source": "env:PATH", "hosts": ["api.example.com"]}]},
+         "policy.network.secrets", "server's own environment"),
+        ({**net, "upstream_ca": [str(root_only)]}, "policy.network.upstream_ca", "cannot read"),
+    ]
+    before = set(sandboxes_of(server))
+    for i, (netpol, field, words) in enumerate(refused):
+        r = a.post("/v1/sandboxes", {"name": f"sa-secret-{i}", "policy": {"network": netpol}})
+        assert r.status == 403 and r.json["error"]["details"]["field"] == field, (netpol, r)
+        assert words in r.json["error"]["message"], r
+        assert "value-only-root-may-read" not in r.body.decode(errors="replace")
+    assert set(sandboxes_of(server)) == before, "a refused create left a sandbox"
+
+
 @attack("serve-tcp-token", "TCP requests without a token, with a wrong one of the right length, a token file "
         "others can read, --listen without --token-file, on 0.0.0.0 and on a name",
         "TCP only on a loopback address and only with --token-file (a 0600 file of the server's user, 16+ bytes), "
