@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -262,7 +263,9 @@ def test_owner_killed_before_the_spawn_leaves_a_directory_the_reaper_sweeps(brig
         p = subprocess.Popen(hooked.prefix() + [str(demo), "hold", name, "ephemeral"], cwd=str(brig.workspace),
                              env=hooked.env(sandboxes.env({"BRIG_TEST_PAUSE_AT": step})),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = p.stderr.readline()
+        # bounded: a demo that never reaches the hook must fail the test, not hang the suite
+        ready, _, _ = select.select([p.stderr], [], [], 60)
+        line = p.stderr.readline() if ready else "(nothing within 60 s)"
         assert f"paused at {step}" in line, (line, p.stderr.read() if p.poll() is not None else "")
         p.kill()
         p.wait(timeout=10)
