@@ -31,38 +31,28 @@ static void put(const char *s)
         cli_put_safe(stderr, s ? s : "?", false);
 }
 
-/* Differences of two sorted string arrays, as "+x" (only now) "-x". */
+/* The strings of `in` that `other` lacks, each as SIGN + it, onto d. */
+static void only_in(json_t *in, json_t *other, char sign, json_t *d)
+{
+        size_t i, j;
+        json_t *v, *w;
+        json_array_foreach(in, i, v) {
+                bool found = false;
+                json_array_foreach(other, j, w)
+                        found |= json_equal(v, w);
+                char *s = NULL;
+                if (!found && json_is_string(v) && asprintf(&s, "%c%s", sign, json_string_value(v)) >= 0)
+                        json_array_append_new(d, json_string(s) ?: json_string("?"));
+                free(s);
+        }
+}
+
+/* Differences of two string arrays: "+x" only now, "-x" only then. */
 static json_t *set_diff(json_t *was, json_t *now)
 {
         json_t *d = json_array();
-        size_t i;
-        json_t *v;
-        json_array_foreach(now, i, v) {
-                bool found = false;
-                size_t j;
-                json_t *w;
-                json_array_foreach(was, j, w)
-                        found |= json_equal(v, w);
-                if (!found && json_is_string(v)) {
-                        char *s = NULL;
-                        if (asprintf(&s, "+%s", json_string_value(v)) >= 0)
-                                json_array_append_new(d, json_string(s) ?: json_string("+?"));
-                        free(s);
-                }
-        }
-        json_array_foreach(was, i, v) {
-                bool found = false;
-                size_t j;
-                json_t *w;
-                json_array_foreach(now, j, w)
-                        found |= json_equal(v, w);
-                if (!found && json_is_string(v)) {
-                        char *s = NULL;
-                        if (asprintf(&s, "-%s", json_string_value(v)) >= 0)
-                                json_array_append_new(d, json_string(s) ?: json_string("-?"));
-                        free(s);
-                }
-        }
+        only_in(now, was, '+', d);
+        only_in(was, now, '-', d);
         return d;
 }
 
@@ -229,7 +219,7 @@ int cmd_replay(int argc, char **argv)
         if (r == 0 && (!cmd || !n || !cmd[0]))
                 r = -EINVAL;
         if (r == 0)
-                r = brig_run(p, cmd, &res, &err);
+                r = brig_run_in_process(p, cmd, &res, &err);  /* as brig run: the manifest is its writing */
         free(cmd);
         brig_policy_free(p);
         json_t *again = r == 0 ? json_load_file(tmp, 0, NULL) : NULL;

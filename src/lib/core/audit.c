@@ -417,8 +417,7 @@ static void emit(struct audit *a, const char *event, json_t *o)
                 text[len] = '\n';  /* a whole line queued or none */
                 if (queue(a, text, len + 1, end)) {
                         a->seq++;
-                        if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL))
-                                hex_of(md, mdlen, a->prev);
+                        sha256_text(text, len, a->prev);
                         EVP_DigestUpdate(a->stream, text, len + 1);
                         if (end) {
                                 EVP_MD_CTX *copy = EVP_MD_CTX_new();
@@ -438,11 +437,9 @@ static void emit(struct audit *a, const char *event, json_t *o)
 static json_t *policy_digest(const brig_policy *p)
 {
         char *text = p ? brig_policy_to_json(p, NULL) : NULL;
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned n = 0;
-        char hex[AUDIT_HASH_HEX] = "";
-        if (text && EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL))
-                hex_of(md, n, hex);
+        char hex[SHA256_HEX] = "";
+        if (text)
+                sha256_text(text, strlen(text), hex);
         free(text);
         return hex[0] ? json_string(hex) : json_null();
 }

@@ -23,17 +23,6 @@
 
 /* ---- the hash chain ------------------------------------------------------ */
 
-static void sha256_hex(const void *buf, size_t len, char out[AUDIT_HASH_HEX])
-{
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned n = 0;
-        out[0] = '\0';
-        if (!EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL))
-                return;
-        for (unsigned i = 0; i < n && 2 * i + 2 < AUDIT_HASH_HEX; i++)
-                snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 struct line_info {
         const char *start;
         size_t len;
@@ -180,7 +169,7 @@ int brig_audit_verify(const char *buf, size_t len, brig_audit_verdict *v)
                         v->streams++;
                 }
                 check_line(l, n, i, base, prev, stream, &ended, v);
-                sha256_hex(l[i].start, l[i].len, prev);
+                sha256_text(l[i].start, l[i].len, prev);
                 EVP_DigestUpdate(stream, l[i].start, l[i].len);
                 EVP_DigestUpdate(stream, "\n", 1);
         }

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -51,23 +50,8 @@ int manifest_begin(const struct run_plan *plan, const brig_policy *p, struct man
 static json_t *file_sha256(const char *path)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        EVP_MD_CTX *md = fd >= 0 ? EVP_MD_CTX_new() : NULL;
-        if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-                EVP_MD_CTX_free(md);
-                return json_null();
-        }
-        char buf[65536];
-        ssize_t n;
-        while ((n = read(fd, buf, sizeof buf)) > 0)
-                EVP_DigestUpdate(md, buf, (size_t)n);
-        unsigned char out[EVP_MAX_MD_SIZE];
-        unsigned len = 0;
-        char hex[2 * EVP_MAX_MD_SIZE + 1] = "";
-        bool ok = n == 0 && EVP_DigestFinal_ex(md, out, &len);
-        EVP_MD_CTX_free(md);
-        for (unsigned i = 0; ok && i < len; i++)
-                snprintf(hex + 2 * i, 3, "%02x", out[i]);
-        return ok ? json_string(hex) : json_null();
+        char hex[SHA256_HEX];
+        return fd >= 0 && sha256_fd(fd, UINT64_MAX, hex) == 0 ? json_string(hex) : json_null();
 }
 
 static json_t *os_release(void)

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "core/util.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,4 +136,42 @@ void size_text(char *buf, size_t n, uint64_t bytes)
                 snprintf(buf, n, "%llu MiB", (unsigned long long)(bytes >> 20));
         else
                 snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
+}
+
+static void to_hex(const unsigned char *md, unsigned n, char out[SHA256_HEX])
+{
+        out[0] = '\0';
+        for (unsigned i = 0; i < n && 2 * i + 2 < SHA256_HEX; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+void sha256_text(const void *buf, size_t len, char out[SHA256_HEX])
+{
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned n = 0;
+        out[0] = '\0';
+        if (EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL))
+                to_hex(md, n, out);
+}
+
+int sha256_fd(int fd, uint64_t max, char out[SHA256_HEX])
+{
+        out[0] = '\0';
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+                EVP_MD_CTX_free(md);
+                return -ENOMEM;
+        }
+        char buf[65536];
+        uint64_t total = 0;
+        ssize_t got;
+        while ((got = read(fd, buf, sizeof buf)) > 0 && (total += (uint64_t)got) <= max)
+                EVP_DigestUpdate(md, buf, (size_t)got);
+        int r = got < 0 ? -errno : total > max ? -EFBIG : 0;
+        unsigned char digest[EVP_MAX_MD_SIZE];
+        unsigned n = 0;
+        if (r == 0 && EVP_DigestFinal_ex(md, digest, &n))
+                to_hex(digest, n, out);
+        EVP_MD_CTX_free(md);
+        return r == 0 && !out[0] ? -EIO : r;
 }

@@ -45,6 +45,12 @@ struct strv {
         char **items;
         size_t n;
 };
+/* SHA-256 in hex (65 bytes with the NUL; "" when it failed): of a buffer,
+ * and of what a descriptor reads to its end — 0, -EFBIG past max bytes,
+ * -errno (the audit stream's chain, the files event, a manifest). */
+#define SHA256_HEX 65
+BRIG_INTERNAL void sha256_text(const void *buf, size_t len, char out[SHA256_HEX]);
+BRIG_INTERNAL int sha256_fd(int fd, uint64_t max, char out[SHA256_HEX]);
 BRIG_INTERNAL int strv_push(struct strv *v, const char *s);
 BRIG_INTERNAL int strv_push_take(struct strv *v, char *s);
 BRIG_INTERNAL void strv_free(struct strv *v);

@@ -104,27 +104,9 @@ static json_t *file_hash(struct runchanges *c, int root, const char *rel, uint64
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return json_null();
-        EVP_MD_CTX *md = EVP_MD_CTX_new();
-        if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-                EVP_MD_CTX_free(md);
-                return json_null();
-        }
-        char buf[65536];
-        uint64_t total = 0;
-        ssize_t got;
-        while ((got = read(fd, buf, sizeof buf)) > 0 && total + (uint64_t)got <= HASH_FILE_MAX) {
-                EVP_DigestUpdate(md, buf, (size_t)got);
-                total += (uint64_t)got;
-        }
-        c->hashed += total;
-        unsigned char out[EVP_MAX_MD_SIZE];
-        unsigned len = 0;
-        char hex[2 * EVP_MAX_MD_SIZE + 1] = "";
-        bool ok = got == 0 && EVP_DigestFinal_ex(md, out, &len);
-        EVP_MD_CTX_free(md);
-        for (unsigned i = 0; ok && i < len; i++)
-                snprintf(hex + 2 * i, 3, "%02x", out[i]);
-        return ok ? json_string(hex) : json_null();
+        char hex[SHA256_HEX];
+        c->hashed += size;  /* counted as what it had: a file that grows is cut off by sha256_fd */
+        return sha256_fd(fd, HASH_FILE_MAX, hex) == 0 ? json_string(hex) : json_null();
 }
 
 static const char *entry_type(json_t *rec)
