@@ -486,6 +486,35 @@ EOF
     assert any(e["method"] == "DELETE" and e["path"] == "/v1/messages" for e in denied), denied
 
 
+@attack("secret-host-fronting-absolute", "inside the bound host's verified TLS, an absolute-form target naming the "
+        "bound host and a Host header naming another (domain fronting through a shared front end), with the "
+        "placeholder; and the same with the port, case and a trailing dot", "http-intercept")
+def test_absolute_form_never_fronts_another_host(ws, up):
+    """RFC 9112 lets a server take the absolute-form target over Host, but a
+    front end shared by many names may route by Host: the value must only
+    ever leave with a Host that names the bound host."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+A="Authorization: Bearer $API_TOKEN"
+for h in evil.test "api.test.evil.test" "API.test:443" "api.test." ; do
+  printf '%s ' "$h"; curl -sS -o /dev/null -w '%{http_code}\n' -H "$A" -H "Host: $h" --request-target http://api.test/whoami https://api.test/
+done
+'''
+    r, ev, path = audited(brig, script, *up.args())
+    codes = dict(l.split(" ", 1) for l in r.stdout.splitlines() if " " in l)
+    assert codes == {"evil.test": "403", "api.test.evil.test": "403", "API.test:443": "200", "api.test.": "200"}, r
+    got = up.seen(mark)
+    # on the host: the upstream never got the value under another Host
+    for q in got:
+        assert q["headers"].get("Host", "").lower().rstrip(".").split(":")[0] == "api.test", \
+            f"ATTACK WORKED: the value went out with Host {q['headers'].get('Host')}: {q}"
+    assert len(got) == 2 and all(q["headers"]["Authorization"] == f"Bearer {up.value}" for q in got), got
+    denied = [e for e in ev if e.get("phase") == "request" and e["decision"] == "deny"]
+    assert len(denied) == 2 and all("names host" in e["reason"] for e in denied), denied
+    assert_never_leaked(up, r, path)
+
+
 @attack("placeholder-exfiltration-filtered", "programs that ignore the proxy (Node's fetch, curl --noproxy) "
         "and a placeholder as a DNS label asked of the stub", "the SNI sniffer hands bound hosts to the interceptor "
         "with the ClientHello it read; the stub refuses a name holding a placeholder (NXDOMAIN, audited)")

@@ -137,6 +137,15 @@ static void test_judge_head(void **state)
                                "0123456789abcdef0123456789abcdef\r\n\r\n", "api.example.com", true, &v), 403);
         assert_int_equal(judge("GET / HTTP/1.1\r\nHost: other.example.com\r\n\r\n", "api.example.com", true, &v), 403);
         assert_non_null(strstr(v.reason, "names host 'other.example.com'"));
+        /* absolute-form naming the host, a Host header another (fronting); its own with a port and a dot */
+        assert_int_equal(judge("GET http://api.example.com/ HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                               "api.example.com", true, &v), 403);
+        assert_non_null(strstr(v.reason, "names host 'evil.example' in its Host header"));
+        assert_int_equal(judge("GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com:x\r\n\r\n",
+                               "api.example.com", true, &v), 403);
+        assert_int_equal(judge("GET http://api.example.com/ HTTP/1.1\r\nHost: API.example.com.:443\r\n\r\n",
+                               "api.example.com", true, &v), 0);
+        free(v.head);
         /* nothing to swap: forwarded, lines ending in CRLF; a bound host
          * asked for identity (its responses are searched for the value) */
         assert_int_equal(judge("GET / HTTP/1.1\nHost: api.example.com\nAccept-Encoding: gzip\nTE: gzip\n\n",

@@ -637,6 +637,20 @@ static void audit_path(const struct intercept *ic, const char *path, size_t n, c
         out[o < size ? o : size - 1] = '\0';
 }
 
+/* The name a Host header's value gives (its port aside) into out
+ * (normalised), or false when it gives none. */
+static bool host_header_name(const char *val, size_t vl, char out[EGRESS_HOST_MAX + 1])
+{
+        while (vl && (val[vl - 1] == ' ' || val[vl - 1] == '\t'))
+                vl--;
+        const char *colon = memchr(val, ':', vl);
+        size_t n = colon ? (size_t)(colon - val) : vl;
+        for (size_t i = n + 1; colon && i < vl; i++)
+                if (!isdigit((unsigned char)val[i]))
+                        return false;
+        return n && (!colon || vl - n - 1 <= 5) && egress_host_normalize(val, n, out);
+}
+
 /* An Authorization: Basic value decoded, the placeholder swapped, encoded
  * again into o. Returns 1 swapped, 0 no placeholder, -1 refused. */
 static int basic_swap(struct head_out *o, const struct intercept *ic, const char *val, size_t n, bool may,
@@ -766,6 +780,20 @@ void intercept_judge_head(const struct intercept *ic, const struct intercept_pol
                 size_t vl = body - k - 1;
                 while (vl && (*val == ' ' || *val == '\t'))
                         val++, vl--;
+                /* An absolute-form target named the host above; a Host
+                 * header beside it must too: a front end shared by many
+                 * names may route by Host (domain fronting). */
+                char named[EGRESS_HOST_MAX + 1];
+                if (host && header_named(line, k, "host") &&
+                    (!host_header_name(val, vl, named) || strcmp(named, host) != 0)) {
+                        out_free(&o);
+                        v->status = 403;
+                        int w = snprintf(v->reason, sizeof v->reason, "the request names host '%.64s' in its Host "
+                                         "header, not %s, the host of its TLS connection",
+                                         host_header_name(val, vl, named) ? named : "?", host);
+                        (void)w;  /* cut short for a long name: the reason says enough */
+                        return;
+                }
                 s = intercept_find(ic, line, body, &at);
                 bool auth = header_named(line, k, "authorization");
                 const struct secret *b = NULL;
