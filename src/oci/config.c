@@ -86,6 +86,27 @@ static int only_keys(struct cfg *c, const char *where, json_t *o, const char *co
         return 0;
 }
 
+/* Each entry of the array `a` at `where` — an object holding only `keys` —
+ * to fn with its own place ("/mounts/3"). */
+static int each_entry(struct cfg *c, const char *where, json_t *a, const char *const *keys,
+                      int (*fn)(struct cfg *c, const char *at, json_t *o))
+{
+        if (!json_is_array(a))
+                return fail(c, where, "expected an array");
+        size_t i;
+        json_t *o;
+        json_array_foreach(a, i, o) {
+                char at[96];
+                snprintf(at, sizeof at, "%s/%zu", where, i);
+                int r = only_keys(c, at, o, keys);
+                if (r == 0)
+                        r = fn(c, at, o);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int string_array(struct cfg *c, const char *where, json_t *a, bool nonempty, char ***out)
 {
         if (!json_is_array(a))
@@ -143,9 +164,8 @@ static int set_limit(struct cfg *c, const char *where, enum brig_limit which, ui
         return r < 0 ? failed(c, where, r, &e) : 0;
 }
 
-static int load_rlimits(struct cfg *c, json_t *a)
+static int load_rlimit(struct cfg *c, const char *where, json_t *rl)
 {
-        static const char *const keys[] = { "type", "hard", "soft", NULL };
         static const struct { const char *name; int which; } map[] = {
                 { "RLIMIT_NOFILE", BRIG_LIMIT_NOFILE }, { "RLIMIT_NPROC", BRIG_LIMIT_NPROC },
                 { "RLIMIT_FSIZE", BRIG_LIMIT_FSIZE },   { "RLIMIT_STACK", BRIG_LIMIT_STACK },
@@ -155,34 +175,22 @@ static int load_rlimits(struct cfg *c, json_t *a)
                 { "RLIMIT_RSS", -1 }, { "RLIMIT_LOCKS", -1 }, { "RLIMIT_SIGPENDING", -1 },
                 { "RLIMIT_MSGQUEUE", -1 }, { "RLIMIT_NICE", -1 }, { "RLIMIT_RTPRIO", -1 }, { "RLIMIT_RTTIME", -1 },
         };
-        if (!json_is_array(a))
-                return fail(c, "/process/rlimits", "expected an array");
-        size_t i;
-        json_t *rl;
-        json_array_foreach(a, i, rl) {
-                char where[64];
-                snprintf(where, sizeof where, "/process/rlimits/%zu", i);
-                int r = only_keys(c, where, rl, keys);
-                if (r < 0)
-                        return r;
-                const char *type = json_string_value(json_object_get(rl, "type"));
-                json_int_t hard, soft;
-                if (!type)
-                        return fail(c, where, "'type' is missing");
-                if ((r = number(c, where, json_object_get(rl, "hard"), INT64_MAX, &hard)) < 0 ||
-                    (r = number(c, where, json_object_get(rl, "soft"), INT64_MAX, &soft)) < 0)
-                        return r;
-                if (soft > hard)
-                        return fail(c, where, "soft %lld is above hard %lld", (long long)soft, (long long)hard);
-                size_t k = 0;
-                while (k < sizeof map / sizeof *map && strcmp(map[k].name, type) != 0)
-                        k++;
-                if (k == sizeof map / sizeof *map)
-                        return fail(c, where, "unknown rlimit '%s'", type);
-                if (map[k].which >= 0 && soft > 0 && (r = set_limit(c, where, map[k].which, (uint64_t)soft)) < 0)
-                        return r;
-        }
-        return 0;
+        const char *type = json_string_value(json_object_get(rl, "type"));
+        json_int_t hard, soft;
+        int r;
+        if (!type)
+                return fail(c, where, "'type' is missing");
+        if ((r = number(c, where, json_object_get(rl, "hard"), INT64_MAX, &hard)) < 0 ||
+            (r = number(c, where, json_object_get(rl, "soft"), INT64_MAX, &soft)) < 0)
+                return r;
+        if (soft > hard)
+                return fail(c, where, "soft %lld is above hard %lld", (long long)soft, (long long)hard);
+        size_t k = 0;
+        while (k < sizeof map / sizeof *map && strcmp(map[k].name, type) != 0)
+                k++;
+        if (k == sizeof map / sizeof *map)
+                return fail(c, where, "unknown rlimit '%s'", type);
+        return map[k].which >= 0 && soft > 0 ? set_limit(c, where, map[k].which, (uint64_t)soft) : 0;
 }
 
 static int load_process(struct cfg *c, json_t *o, struct oci_process *proc, bool apply)
@@ -236,7 +244,9 @@ static int load_process(struct cfg *c, json_t *o, struct oci_process *proc, bool
          * confinement stands in their place (docs/oci.md). */
         if ((v = json_object_get(o, "capabilities")) && !json_is_object(v))
                 return fail(c, "/process/capabilities", "expected an object");
-        if (apply && (v = json_object_get(o, "rlimits")) && (r = load_rlimits(c, v)) < 0)
+        static const char *const rlimit_keys[] = { "type", "hard", "soft", NULL };
+        if (apply && (v = json_object_get(o, "rlimits")) &&
+            (r = each_entry(c, "/process/rlimits", v, rlimit_keys, load_rlimit)) < 0)
                 return r;
         return 0;
 }
@@ -267,15 +277,12 @@ static bool has_option(json_t *opts, const char *name)
         return false;
 }
 
-static int load_mount(struct cfg *c, size_t i, json_t *m)
+static const char *const mount_keys[] = { "destination", "type", "source", "options", "uidMappings",
+                                          "gidMappings", NULL };
+
+static int load_mount(struct cfg *c, const char *where, json_t *m)
 {
-        static const char *const keys[] = { "destination", "type", "source", "options", "uidMappings",
-                                            "gidMappings", NULL };
-        char where[64];
-        snprintf(where, sizeof where, "/mounts/%zu", i);
-        int r = only_keys(c, where, m, keys);
-        if (r < 0)
-                return r;
+        int r;
         const char *dst = json_string_value(json_object_get(m, "destination"));
         const char *type = json_string_value(json_object_get(m, "type"));
         const char *src = json_string_value(json_object_get(m, "source"));
@@ -331,34 +338,22 @@ static int load_mount(struct cfg *c, size_t i, json_t *m)
 
 /* ---- linux ------------------------------------------------------------ */
 
-static int load_namespaces(struct cfg *c, json_t *a)
+static int load_namespace(struct cfg *c, const char *where, json_t *ns)
 {
-        static const char *const keys[] = { "type", "path", NULL };
         static const char *const types[] = { "pid", "network", "mount", "ipc", "uts", "user", "cgroup", "time",
                                              NULL };
-        if (!json_is_array(a))
-                return fail(c, "/linux/namespaces", "expected an array");
-        size_t i;
-        json_t *ns;
-        json_array_foreach(a, i, ns) {
-                char where[64];
-                snprintf(where, sizeof where, "/linux/namespaces/%zu", i);
-                int r = only_keys(c, where, ns, keys);
-                if (r < 0)
-                        return r;
-                const char *type = json_string_value(json_object_get(ns, "type"));
-                size_t k = 0;
-                while (type && types[k] && strcmp(types[k], type) != 0)
-                        k++;
-                if (!type || !types[k])
-                        return fail(c, where, "unknown namespace type '%s'", type ? type : "(none)");
-                /* brig makes every namespace itself, new: the network one
-                 * is where its egress proxy sits (the engine's stays
-                 * unused, docs/oci.md); joining another's is refused. */
-                if (json_object_get(ns, "path") && strcmp(type, "network") != 0)
-                        return fail(c, where, "joining the %s namespace at '%s' is not supported: brig makes "
-                                    "a new one", type, json_string_value(json_object_get(ns, "path")) ?: "?");
-        }
+        const char *type = json_string_value(json_object_get(ns, "type"));
+        size_t k = 0;
+        while (type && types[k] && strcmp(types[k], type) != 0)
+                k++;
+        if (!type || !types[k])
+                return fail(c, where, "unknown namespace type '%s'", type ? type : "(none)");
+        /* brig makes every namespace itself, new: the network one is
+         * where its egress proxy sits (the engine's stays unused,
+         * docs/oci.md); joining another's is refused. */
+        if (json_object_get(ns, "path") && strcmp(type, "network") != 0)
+                return fail(c, where, "joining the %s namespace at '%s' is not supported: brig makes a new one",
+                            type, json_string_value(json_object_get(ns, "path")) ?: "?");
         return 0;
 }
 
@@ -429,8 +424,48 @@ static int load_resources(struct cfg *c, json_t *o)
         return 0;
 }
 
-/* Explicit refusals of the spec's seccomp profile become brig rules on top
- * of its floor; its allow rules cannot widen the floor (docs/oci.md). */
+/* One rule of the spec's seccomp profile: a refusal by name becomes a brig
+ * rule on top of its floor; an allow cannot widen the floor. */
+static int load_seccomp_rule(struct cfg *c, const char *where, json_t *rule)
+{
+        const char *action = json_string_value(json_object_get(rule, "action"));
+        if (!action)
+                return fail(c, where, "'action' is missing");
+        char brig_action[32];
+        if (strcmp(action, "SCMP_ACT_ERRNO") == 0) {
+                json_t *ret = json_object_get(rule, "errnoRet");
+                json_int_t e = ret ? json_integer_value(ret) : EPERM;
+                if (e <= 0 || e > 4095)
+                        return fail(c, where, "errnoRet: expected 1 to 4095");
+                snprintf(brig_action, sizeof brig_action, "errno:%lld", (long long)e);
+        } else if (strncmp(action, "SCMP_ACT_KILL", 13) == 0 || strcmp(action, "SCMP_ACT_TRAP") == 0) {
+                snprintf(brig_action, sizeof brig_action, "kill");
+        } else {
+                return 0;  /* allow, log, notify, trace: the floor decides */
+        }
+        /* A refusal with argument conditions cannot be told apart here:
+         * brig's floor applies to that call unchanged. */
+        json_t *args = json_object_get(rule, "args");
+        if (args && json_array_size(args))
+                return 0;
+        json_t *names = json_object_get(rule, "names");
+        if (!json_is_array(names))
+                return fail(c, where, "names: expected an array of syscall names");
+        size_t k;
+        json_t *nm;
+        json_array_foreach(names, k, nm) {
+                if (!json_is_string(nm))
+                        return fail(c, where, "names: expected strings");
+                brig_error *e = NULL;
+                /* a name brig does not know is a call its floor does not
+                 * allow either */
+                if (brig_policy_add_syscall_rule(c->p, json_string_value(nm), brig_action, &e) < 0)
+                        brig_error_free(&e);
+        }
+        return 0;
+}
+
+/* The spec's seccomp profile, merged: the stricter wins (docs/oci.md). */
 static int load_seccomp(struct cfg *c, json_t *o)
 {
         static const char *const keys[] = { "defaultAction", "defaultErrnoRet", "architectures", "flags",
@@ -443,51 +478,7 @@ static int load_seccomp(struct cfg *c, json_t *o)
         if (json_object_get(o, "listenerPath"))
                 return fail(c, "/linux/seccomp/listenerPath", "a seccomp agent on the host is not supported");
         json_t *a = json_object_get(o, "syscalls");
-        if (a && !json_is_array(a))
-                return fail(c, "/linux/seccomp/syscalls", "expected an array");
-        size_t i;
-        json_t *rule;
-        json_array_foreach(a, i, rule) {
-                char where[64];
-                snprintf(where, sizeof where, "/linux/seccomp/syscalls/%zu", i);
-                if ((r = only_keys(c, where, rule, rule_keys)) < 0)
-                        return r;
-                const char *action = json_string_value(json_object_get(rule, "action"));
-                if (!action)
-                        return fail(c, where, "'action' is missing");
-                char brig_action[32];
-                if (strcmp(action, "SCMP_ACT_ERRNO") == 0) {
-                        json_t *ret = json_object_get(rule, "errnoRet");
-                        json_int_t e = ret ? json_integer_value(ret) : EPERM;
-                        if (e <= 0 || e > 4095)
-                                return fail(c, where, "errnoRet: expected 1 to 4095");
-                        snprintf(brig_action, sizeof brig_action, "errno:%lld", (long long)e);
-                } else if (strncmp(action, "SCMP_ACT_KILL", 13) == 0 || strcmp(action, "SCMP_ACT_TRAP") == 0) {
-                        snprintf(brig_action, sizeof brig_action, "kill");
-                } else {
-                        continue;  /* allow, log, notify, trace: the floor decides */
-                }
-                /* A refusal with argument conditions cannot be told apart
-                 * here: brig's floor applies to that call unchanged. */
-                json_t *args = json_object_get(rule, "args");
-                if (args && json_array_size(args))
-                        continue;
-                json_t *names = json_object_get(rule, "names");
-                if (!json_is_array(names))
-                        return fail(c, where, "names: expected an array of syscall names");
-                size_t k;
-                json_t *nm;
-                json_array_foreach(names, k, nm) {
-                        if (!json_is_string(nm))
-                                return fail(c, where, "names: expected strings");
-                        brig_error *e = NULL;
-                        /* a name brig does not know is a call its floor
-                         * does not allow either */
-                        if (brig_policy_add_syscall_rule(c->p, json_string_value(nm), brig_action, &e) < 0)
-                                brig_error_free(&e);
-                }
-        }
-        return 0;
+        return a ? each_entry(c, "/linux/seccomp/syscalls", a, rule_keys, load_seccomp_rule) : 0;
 }
 
 static int load_linux(struct cfg *c, json_t *o)
@@ -500,7 +491,9 @@ static int load_linux(struct cfg *c, json_t *o)
         if (r < 0)
                 return r;
         json_t *v;
-        if ((v = json_object_get(o, "namespaces")) && (r = load_namespaces(c, v)) < 0)
+        static const char *const ns_keys[] = { "type", "path", NULL };
+        if ((v = json_object_get(o, "namespaces")) &&
+            (r = each_entry(c, "/linux/namespaces", v, ns_keys, load_namespace)) < 0)
                 return r;
         if ((v = json_object_get(o, "resources")) && (r = load_resources(c, v)) < 0)
                 return r;
@@ -688,17 +681,8 @@ int oci_config_apply(brig_policy *p, const char *name, const char *text, size_t 
                 r = fail(&c, "/domainname", "expected a string");
         if (r == 0 && (v = json_object_get(doc, "hooks")))
                 r = load_hooks(&c, v);
-        if (r == 0 && (v = json_object_get(doc, "mounts"))) {
-                size_t i;
-                json_t *m;
-                if (!json_is_array(v))
-                        r = fail(&c, "/mounts", "expected an array");
-                json_array_foreach(v, i, m) {
-                        if (r < 0)
-                                break;
-                        r = load_mount(&c, i, m);
-                }
-        }
+        if (r == 0 && (v = json_object_get(doc, "mounts")))
+                r = each_entry(&c, "/mounts", v, mount_keys, load_mount);
         if (r == 0)
                 r = load_linux(&c, json_object_get(doc, "linux"));
         for (size_t i = 0; r == 0 && proc->env && proc->env[i]; i++) {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -153,31 +154,6 @@ static void sandbox_name(char *buf, size_t n, const char *id)
                         *c = '_';
 }
 
-static unsigned long long start_time(pid_t pid)
-{
-        char path[64], buf[1024];
-        snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-                return 0;
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-                return 0;  /* gone, or a zombie its parent has not reaped */
-        unsigned long long st = 0;
-        int field = 2;
-        for (char *tok = strtok(p + 2, " "); tok; tok = strtok(NULL, " "))
-                if (++field == 22) {
-                        st = strtoull(tok, NULL, 10);
-                        break;
-                }
-        return st;
-}
-
 static json_t *state_load(const char *id)
 {
         char path[4300];
@@ -203,11 +179,34 @@ static void state_set(const char *id, json_t *st, const char *key, json_t *v)
         state_save(id, st);
 }
 
+/* The monitor holds an exclusive lock on ID/monitor.lock for its life:
+ * alive is "the lock is taken", whatever became of its pid (reused, or a
+ * zombie its engine has not reaped yet). */
+static int monitor_lock(const char *id)
+{
+        char path[4300];
+        path_of(path, sizeof path, id, "monitor.lock");
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                close(fd);
+                return -EBUSY;
+        }
+        return fd < 0 ? -errno : fd;
+}
+
 static bool monitor_alive(json_t *st)
 {
-        pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
-        json_int_t start = json_integer_value(json_object_get(st, "pid_start"));
-        return pid > 0 && start > 0 && start_time(pid) == (unsigned long long)start;
+        const char *id = json_string_value(json_object_get(st, "id"));
+        char path[4300];
+        if (!id)
+                return false;
+        path_of(path, sizeof path, id, "monitor.lock");
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return false;
+        bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+        close(fd);
+        return held;
 }
 
 static const char *status_of(json_t *st)
@@ -463,6 +462,13 @@ static int monitor(struct container *c, int ready)
         sigset_t set;
         forward_set(&set);
         int sig_fd = signalfd(-1, &set, SFD_CLOEXEC);
+        int lock = monitor_lock(c->id);  /* held until this process ends */
+        if (lock < 0) {
+                if (ready >= 0)
+                        dprintf(ready, "container '%s': its monitor lock: %s", c->id, strerror(-lock));
+                return ready >= 0 ? BRIG_EXIT_SETUP : oops("container '%s': its monitor lock: %s", c->id,
+                                                            strerror(-lock));
+        }
         char name[72];
         sandbox_name(name, sizeof name, c->id);
         brig_sandbox_opts so = { .size = sizeof so, .flags = BRIG_SANDBOX_EPHEMERAL | BRIG_SANDBOX_AUDIT,
@@ -478,7 +484,6 @@ static int monitor(struct container *c, int ready)
                 return brig_oops("create the sandbox", e);
         }
         json_object_set_new(c->st, "pid", json_integer(getpid()));
-        json_object_set_new(c->st, "pid_start", json_integer((json_int_t)start_time(getpid())));
         json_object_set_new(c->st, "sandbox", json_string(name));
         state_set(c->id, c->st, "status", json_string("created"));
         if (ready >= 0)
@@ -597,7 +602,7 @@ struct create_opts {
 static void remove_dir(const char *id)
 {
         char p[4300];
-        static const char *const files[] = { "state.json", "start", NULL };
+        static const char *const files[] = { "state.json", "start", "monitor.lock", NULL };
         for (size_t i = 0; files[i]; i++) {
                 path_of(p, sizeof p, id, files[i]);
                 unlink(p);
@@ -735,6 +740,16 @@ static int do_start(const char *id)
                 if (fd >= 0)
                         close(fd);
                 unlink(fifo);  /* once */
+                /* return once the process runs (an engine's exec follows at
+                 * once), or has already ended, or its monitor is gone */
+                for (int i = 0; r == 0 && i < 6000; i++) {
+                        json_t *now = state_load(id);
+                        bool waiting = now && strcmp(status_of(now), "created") == 0;
+                        json_decref(now);
+                        if (!waiting)
+                                break;
+                        usleep(5000);
+                }
         }
         json_decref(st);
         return r;

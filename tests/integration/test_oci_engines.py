@@ -236,6 +236,8 @@ def containerd(world):
     daemon = subprocess.Popen(["containerd", "--config", str(d / "config.toml")], stdout=log, stderr=log)
     ns = f"brigtest-{uuid.uuid4().hex[:6]}"
     ctr = ["ctr", "--address", str(sock), "--namespace", ns]
+    # the shims' fixed directories (fifo/, runc/, s/): ours to remove when we made them
+    run_dir_made = not os.path.exists("/run/containerd")
     try:
         wait_until(lambda: subprocess.run(ctr + ["version"], capture_output=True).returncode == 0, timeout=20)
         yield {"ctr": ctr, "ns": ns, "runtime_root": pathlib.Path("/run/containerd/runc") / ns}
@@ -244,6 +246,12 @@ def containerd(world):
         daemon.wait(timeout=30)
         log.close()
         shutil.rmtree(pathlib.Path("/run/containerd/runc") / ns, ignore_errors=True)
+        if run_dir_made:
+            for sub in ("fifo", "runc", "s", ""):
+                try:
+                    os.rmdir(pathlib.Path("/run/containerd") / sub)
+                except OSError:
+                    pass
 
 
 def test_containerd_run_exec_kill_delete_and_nothing_left(world, containerd):
