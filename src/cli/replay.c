@@ -168,8 +168,12 @@ int cmd_replay(int argc, char **argv)
         if (!ws)
                 ws = json_string_value(json_object_get(m, "workspace"));
         char *abs = ws ? realpath(ws, NULL) : NULL;
-        if (abs)
-                ws = abs;
+        char wsbuf[4096];
+        if (abs && strlen(abs) < sizeof wsbuf) {
+                snprintf(wsbuf, sizeof wsbuf, "%s", abs);
+                ws = wsbuf;
+        }
+        free(abs);
         const char *want = json_string_value(json_object_get(json_object_get(m, "workspace_tree"), "sha256"));
         char now[65] = "";
         uint64_t entries = 0;
@@ -260,6 +264,5 @@ int cmd_replay(int argc, char **argv)
         json_decref(d);
         json_decref(again);
         json_decref(m);
-        free(abs);
         return same ? 0 : 1;
 }
