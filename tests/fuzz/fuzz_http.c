@@ -114,6 +114,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* strict accepts a subset, and ends a body where the lenient one does */
         if (whole[1] >= 0 && done[1] && (whole[0] != whole[1] || !done[0]))
                 abort();
+        /* the interceptor's walk (framing a byte at a time, each data run
+         * whole as http_chunk_data_left says) ends where one feed does, and
+         * its data runs never pass the input */
+        struct http_chunk walk = { 0 };
+        size_t at = 0;
+        while (at < size && !walk.done) {
+                uint64_t data = http_chunk_data_left(&walk);
+                size_t m = !data ? 1 : size - at < data ? size - at : (size_t)data;
+                if (http_chunk_feed(&walk, buf + at, m) != (ssize_t)m)
+                        break;
+                at += m;
+        }
+        if (whole[0] >= 0 && walk.done != done[0])
+                abort();
+        if (walk.done && (ssize_t)at != whole[0])
+                abort();
         free(buf);
         return 0;
 }

@@ -409,12 +409,8 @@ static int pass_down(struct ic_conn *c, struct held *h, const char *p, size_t n,
 
 /* Returns 1 when the connection may carry another request, 0 when it
  * ends after this response, -1 on an error. */
-static int relay_response(struct ic_conn *c, const struct http_request *req)
+static int relay_response_in(struct ic_conn *c, const struct http_request *req, char *buf, struct held *h)
 {
-        _cleanup_free_ char *buf = malloc(HTTP_HEAD_MAX + IC_BUF);
-        _cleanup_free_ struct held *h = calloc(1, sizeof *h);
-        if (!buf || !h)
-                return -1;
         size_t len = 0;
         for (;;) {
                 struct http_response resp;
@@ -508,6 +504,19 @@ static int relay_response(struct ic_conn *c, const struct http_request *req)
                 }
                 return to_close ? 0 : 1;
         }
+}
+
+static int relay_response(struct ic_conn *c, const struct http_request *req)
+{
+        _cleanup_free_ char *buf = malloc(HTTP_HEAD_MAX + IC_BUF);
+        _cleanup_free_ struct held *h = calloc(1, sizeof *h);
+        if (!buf || !h)
+                return -1;
+        int r = relay_response_in(c, req, buf, h);
+        /* what a cut response held (a value echoed) is not left in the heap */
+        explicit_bzero(buf, HTTP_HEAD_MAX + IC_BUF);
+        explicit_bzero(h, sizeof *h);
+        return r;
 }
 
 /* ---- a request ------------------------------------------------------------- */

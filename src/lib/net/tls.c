@@ -264,6 +264,9 @@ void *tls_client_ctx(struct tls_ca *ca, char *const *cas, size_t n, char *why, s
                 if (ok) {
                         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
                         SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+                        /* an upstream's records may hold a value it echoed:
+                         * no plaintext copy left in freed buffers (a core) */
+                        SSL_CTX_set_options(ctx, SSL_OP_CLEANSE_PLAINTEXT);
                         ca->client = ctx;
                 } else {
                         SSL_CTX_free(ctx);
