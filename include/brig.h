@@ -242,6 +242,9 @@ BRIG_PUBLIC int brig_policy_set_manifest_path(brig_policy *p, const char *path, 
 BRIG_PUBLIC int brig_tree_hash(const char *dir, char sha256[65], uint64_t *entries, brig_error **err);
 /* No exec and exit events in the audit stream (docs/audit.md#exec-events). */
 BRIG_PUBLIC void brig_policy_set_audit_no_exec(brig_policy *p, bool on);
+/* Stamp each step of the run (brig run --timings): brig_result.timings
+ * and the report's "timings" say where the start-up time went. */
+BRIG_PUBLIC void brig_policy_set_timings(brig_policy *p, bool on);
 
 /* Called at the start of a run, once per control that runs weaker than the
  * policy asks (cgroup limits on rlimits, Landlock or seccomp missing under
@@ -341,6 +344,9 @@ typedef struct brig_result {
          * file inside that holds its output (reason BRIG_REASON_DETACHED). */
         int detached_pid;
         char detached_log[64];
+        /* brig_policy_set_timings: one line per step of the run, "  name
+         * N.NNN ms", and a total; empty otherwise. */
+        char timings[1024];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

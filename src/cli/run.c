@@ -250,7 +250,7 @@ int cmd_run(int argc, char **argv)
                 brig_policy_free(p);
                 return BRIG_EXIT_SETUP;
         }
-        brig_result res;
+        brig_result res = { 0 };
         brig_error *err = NULL;
         bool used_pool = false, warned = false;
         char why[512] = "";
@@ -266,6 +266,8 @@ int cmd_run(int argc, char **argv)
                         fprintf(stderr, "brig: WARNING: %s\n", res.warning);
                 cli_put_refusals(&res, quiet);
         }
+        if (res.timings[0])  /* --timings, whether the run started or not */
+                fprintf(stderr, "brig: timings:\n%s", res.timings);
         if (pooled && !used_pool && why[0])  /* never silently: the caller asked for the pool */
                 fprintf(stderr, "brig: --pooled: not served by the pool: %s; ran in a new sandbox\n", why);
         brig_policy_free(p);

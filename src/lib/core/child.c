@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "core/sync.h"
 #include "core/sequence.h"
+#include "core/timings.h"
 #include "core/wall.h"
 #include "controls/userns.h"
 #include "controls/mounts.h"
@@ -142,6 +143,7 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");
         STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
+        timings_mark(plan->timings, TM_CHILD_GO);
         /* While dumpable: /proc/self/oom_score_adj is ours to write only then. */
         STEP(rlimits_oom_first(plan, err), "OOM score");
         /* No other process of the caller's may ptrace us or read our memory
@@ -166,11 +168,13 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 STEP(send_listeners(plan, false, err), "network off: DNS stub");
         if (!plan->seccomp_degraded)
                 STEP(send_unix_diag(plan, err), "unix socket guard");
+        timings_mark(plan->timings, TM_NET);
         STEP(userns_forbid_nesting(err), "user namespace");
         /* While still root in the user namespace: the kernel grants the
          * ipc sysctls to uid 0 there, not to a capability. */
         STEP(ipc_limits_apply(plan, err), "IPC limits");
         STEP(mounts_build_root(plan, err), "filesystem");
+        timings_mark(plan->timings, TM_MOUNTS);
         /* a rootfs workspace is "/" here */
         if (chdir(plan->rootfs ? "/" : plan->workspace) < 0)
                 return brig_err(err, errno, "enter workspace '%s'", plan->workspace);
@@ -193,6 +197,7 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");
         if (!still_supervised(plan->sync_fd))
                 _exit(BRIG_EXIT_SETUP);
+        timings_mark(plan->timings, TM_PRIVS);
         return 0;
 }
 
@@ -327,6 +332,7 @@ static void missing_link_hint(const struct run_plan *plan, char *buf, size_t n)
 _Noreturn void command_exec(const struct run_plan *plan)
 {
         brig_error *err = NULL;
+        timings_mark(plan->timings, TM_FORKED);
         reset_signals();
         /* A session of its own: TIOCSTI reaches only a terminal that is
          * this session's controlling terminal — its own pty, or none. */
@@ -360,14 +366,18 @@ _Noreturn void command_exec(const struct run_plan *plan)
          * which pid 1 set before forking us. */
         if (landlock_apply(plan, &err) < 0)
                 goto fail;
+        timings_mark(plan->timings, TM_LANDLOCK);
         /* seccomp last: the filter need not allow any setup call. */
         if (seccomp_apply(plan, &err) < 0)
                 goto fail;
+        timings_mark(plan->timings, TM_SECCOMP_LOAD);
         if (rlimits_apply_memory_fallback(plan, inherited, &err) < 0)
                 goto fail;
         if (plan->fileop)
                 fileop_main(plan);  /* as confined as the command it stands for */
         environ = plan->envp;  /* execvp searches the sandbox's PATH */
+        /* The last stamp: execve drops the shared page (timings.h). */
+        timings_mark(plan->timings, TM_EXEC);
         execvp(plan->argv[0], plan->argv);
         int e = errno;
         bool missing = e == ENOENT || e == ENOTDIR;

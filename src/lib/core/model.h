@@ -33,6 +33,7 @@ struct brig_policy {
         bool workspace_readonly;
         char *cwd;                   /* NULL: the workspace */
         bool audit_no_exec;          /* --audit-no-exec: no exec events in the audit stream */
+        bool timings;                /* --timings: stamps of each step of the run (core/timings.h) */
         uint64_t shm_size;
         struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
         size_t n_mounts;

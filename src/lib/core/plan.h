@@ -124,6 +124,7 @@ struct run_plan {
         struct tools_plan *tools;    /* files made inside at start, passwd, agent (tools.h) */
         struct intercept *intercept; /* secrets and http rules: values, placeholders, CA (net/intercept.h) */
         const struct intercept_policy *intercept_policy;  /* the env:VAR secrets the child scrubs from its environ */
+        struct timings *timings;     /* --timings: the shared page of stamps, else NULL (core/timings.h) */
 };
 
 /* Every plan starts like this: no descriptors held. */

@@ -9,6 +9,7 @@
 #include "core/audit.h"
 #include "net/egress.h"
 #include "core/refusals.h"
+#include "core/timings.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -295,6 +296,8 @@ int report_write(int fd, const struct run_report *r, brig_error **err)
         json_object_set_new(controls, "tty", json_boolean(plan->tty));
         json_object_set_new(controls, "terminal_filter", json_boolean(!plan->policy->terminal_passthrough));
         json_object_set_new(doc, "controls", controls);
+        if (plan->timings)
+                json_object_set_new(doc, "timings", timings_json(plan->timings));
         if (plan->policy->audit_path || plan->policy->audit_fd)
                 json_object_set_new(doc, "audit",
                                     json_pack("{s:o, s:o, s:I, s:I, s:I, s:o}", "path",

@@ -24,6 +24,7 @@
 #include "tools/tools.h"
 #include "net/egress.h"
 #include "core/refusals.h"
+#include "core/timings.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -241,11 +242,13 @@ static int release_child(struct run_plan *plan, struct cgroup *cg, pid_t pid, in
         /* v1 hierarchies have no CLONE_INTO_CGROUP: move the child in
          * before it is told to go, so no untrusted code runs unlimited. */
         int r = cgroup_attach(cg, pid, false, err);
+        timings_mark(plan->timings, TM_ATTACHED);
         if (r == 0)
                 r = userns_write_maps(pid, plan, err);
         struct sync_msg go = { .type = SYNC_GO };
         if (r == 0 && sync_send(sync_fd, &go) < 0)
                 r = brig_err(err, errno, "start the sandbox");
+        timings_mark(plan->timings, TM_MAPPED);
         return r;
 }
 
@@ -342,9 +345,17 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 refusals_free(refusals);
                 return r;
         }
+        /* --timings: a run's own stamps; a persistent sandbox's execs are
+         * another sequence (persist/exec.c). */
+        if (p->timings && !ctl && !(plan.timings = timings_new())) {
+                r = brig_err(err, errno, "--timings: map the page of stamps");
+                goto out;
+        }
+        timings_mark(plan.timings, TM_START);
         /* 1. The policy becomes a checked plan: paths resolved, layout
          *    sorted, secrets found, user and environment decided. */
         r = plan_build(&plan, p, argv, err);
+        timings_mark(plan.timings, TM_PLAN);
         if (r == 0 && ctl)
                 r = control_prepare(ctl, &plan, err);
         if (r < 0)
@@ -354,11 +365,13 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r < 0)
                 goto out;
         plan.new_time_ns = host_probe()->ns_time;
+        timings_mark(plan.timings, TM_PROBE);
         /* 3. The sandbox's cgroup, under our own (or a delegated) one;
          *    rlimits stand in, degraded, when none can be made. */
         r = cgroup_create(&plan.limits, &cg, &plan.cgroup_degraded, err);
         if (r < 0)
                 goto out;
+        timings_mark(plan.timings, TM_CGROUP);
         /* RLIMIT_DATA stands in for a memory cgroup, for private memory
          * only: say what it leaves open rather than claim a bound. But a
          * limit brig already runs under (systemd-run -p MemoryMax=, a
@@ -422,6 +435,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         r = seccomp_prepare(&plan, err);
         if (r < 0)
                 goto out;
+        timings_mark(plan.timings, TM_SECCOMP);
         if (audit)
                 audit_start(audit, &plan);
         /* What the run changes, for the stream's files event: recorded
@@ -511,6 +525,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 args.cgroup = (uint64_t)cgroup_clone_fd(cg);
         }
         getrusage(RUSAGE_CHILDREN, &before);
+        timings_mark(plan.timings, TM_PREPARED);
         pid_t pid = (pid_t)sys_clone3(&args);
         if (pid < 0) {
                 int e = errno;
@@ -528,6 +543,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
+        timings_mark(plan.timings, TM_CLONED);
         if (audit)
                 audit_run(audit);
         terminal_handed_over(term);  /* the command's ends of the stdio pipes */
@@ -557,6 +573,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (ctl && (r = control_attach(ctl, &plan, cg, pidfd, sv[0], err)) < 0)
                 goto out;
         r = supervise(&sup, err);
+        timings_mark(plan.timings, TM_EXITED);
         if (sup.net_fallback[0]) {
                 plan.net_mode = BRIG_NET_PROXY;
                 snprintf(plan.net_fallback, sizeof plan.net_fallback, "%s", sup.net_fallback);
@@ -609,6 +626,9 @@ out:
                 audit_end(audit, result);
         if (agent)
                 sshagent_refusals(agent, refusals);
+        timings_mark(plan.timings, TM_TEARDOWN);
+        if (plan.timings)
+                timings_text(plan.timings, result->timings, sizeof result->timings);
         refusals_text(refusals, REFUSALS_LINES, result->refusals, sizeof result->refusals);
         closep(&sv[0]);
         closep(&sv[1]);
@@ -629,6 +649,7 @@ out:
         if (nofile_raised)
                 (void)setrlimit(RLIMIT_NOFILE, &nofile_saved);
         audit_free(audit);
+        timings_free(plan.timings);
         plan_free(&plan);
         return r;
 }

@@ -243,6 +243,11 @@ int brig_policy_set_home_size(brig_policy *p, uint64_t size_bytes, brig_error **
         return 0;
 }
 
+void brig_policy_set_timings(brig_policy *p, bool on)
+{
+        p->timings = on;
+}
+
 void brig_policy_set_audit_no_exec(brig_policy *p, bool on)
 {
         p->audit_no_exec = on;

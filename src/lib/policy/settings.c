@@ -39,7 +39,7 @@ const struct setting_object setting_objects[] = {
           "Egress controls. Any allow rule turns egress on: filtered mode where the host supports it (else proxy, "
           "reported); \"filtered\" given explicitly is required." },
         { "/audit", "an object {\"file\": PATH, \"no_exec\": BOOL}", NULL },
-        { "/report", "an object {\"file\": PATH}", NULL },
+        { "/report", "an object {\"file\": PATH, \"timings\": BOOL}", NULL },
         { "/manifest", "an object {\"file\": PATH}", NULL },
         { "/tools", "an object", "What the tools agents use are handed at start (docs/tools.md)." },
         { NULL, NULL, NULL },
@@ -600,6 +600,13 @@ const struct setting settings[] = {
                      "the workspace's hash, what it ran, changed and reached" } },
           .schema = "{\"description\": \"Write what replays this run (--manifest; docs/audit.md#replay).\", "
                     "\"type\": \"string\", \"minLength\": 1}" },
+        { .key = "/report/timings", .section = S_REPORT, .kind = SK_BOOL, .set_flag = brig_policy_set_timings,
+          .offset = OFF(timings),
+          .cli = { { .name = "timings", .arg = NULL,
+                     .help = "print how long each step of the start took, to stderr (and the\n"
+                     "report's \"timings\"; docs/benchmarks.md)" } },
+          .schema = "{\"description\": \"Stamp each step of the run (--timings): the report's timings, in "
+                    "microseconds (docs/benchmarks.md#where-the-time-goes).\", \"type\": \"boolean\"}" },
         { .key = "/report/file", .section = S_REPORT, .kind = SK_PATH,
           .set_str = brig_policy_set_report_path, .offset = OFF(report_path), .what = "a path",
           .cli = { { .name = "json-report", .arg = "FILE", .help = "write a JSON report of the run" } },
