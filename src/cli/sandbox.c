@@ -15,7 +15,7 @@ static const char create_usage[] =
         "\n"
         "Start a sandbox that lives on; run commands in it with brig exec. Every\n"
         "option of brig run applies (see brig run --help) except --pass-fd,\n"
-        "--audit and --manifest; --timeout applies to each exec.\n"
+        "--audit, --manifest and --timings; --timeout applies to each exec.\n"
         "  --workspace-mode bind     the workspace itself, read-write (default)\n"
         "  --workspace-mode overlay  a copy-on-write layer over it: brig diff, commit, reset\n";
 

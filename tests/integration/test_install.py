@@ -22,7 +22,8 @@ PREFIX = "usr/local"
 # brig create's --help: "Every option of brig run applies ... except" these
 # (and --quiet and --pooled, which only a run has); brig pool and brig
 # policy show|explain refuse or ignore them too.
-RUN_ONLY = {"--pass-fd", "--json-report", "--json-report-fd", "--audit", "--audit-fd", "--manifest", "--quiet",
+RUN_ONLY = {"--pass-fd", "--json-report", "--json-report-fd", "--audit", "--audit-fd", "--manifest", "--timings",
+            "--quiet",
             "--pooled"}
 # The commands that take brig run's options after their own.
 TAKES_RUN_OPTIONS = {"create", "pool", "policy", "mcp"}

@@ -29,7 +29,8 @@ EXAMPLES = {
     "secret-host": "API_TOKEN=api.example.com", "secret-header": "API_TOKEN=X-Api-Key",
     "http-rule": "api.example.com POST /v1/messages", "upstream-ca": "/etc/ssl/certs/ca-certificates.crt",
     "allow-unix": "/run/postgresql/.s.PGSQL.5432",
-    "audit": "/tmp/audit.jsonl", "audit-no-exec": None, "manifest": "/tmp/manifest.json", "json-report": "/tmp/report.json", "copy-in": "/etc/hostname:~/hostname",
+    "audit": "/tmp/audit.jsonl", "audit-no-exec": None, "manifest": "/tmp/manifest.json", "timings": None,
+    "json-report": "/tmp/report.json", "copy-in": "/etc/hostname:~/hostname",
     "copy-in-secret": "~/.ssh/id_ed25519:~/.ssh/id_ed25519", "ssh-agent": None, "git-identity": None,
     "carry-config": "npm",
 }
@@ -114,14 +115,15 @@ def test_run_only_flags_are_refused_by_create_and_pool(brig, sandboxes):
     the audit stream) brig create and brig pool refuse, naming the flag,
     and make nothing."""
     rows = [r for r in _table() if "run-only" in r["flags"]]
-    assert {r["name"] for r in rows} == {"pass-fd", "audit", "audit-fd", "json-report-fd", "manifest"}, rows
+    assert {r["name"] for r in rows} == {"pass-fd", "audit", "audit-fd", "json-report-fd", "manifest", "timings"}, rows
     rd, wr = os.pipe()
     try:
         for row in rows:
             value = str(wr) if row["arg"] == "N" else str(brig.base / "out.jsonl")
             name = sandboxes.new_name()
             for cmd in (["create", name], ["pool", "--size", "1"]):
-                r = sandboxes.brig_cmd(*cmd, f"--{row['name']}", value, pass_fds=(wr,))
+                flag = [f"--{row['name']}"] + ([value] if row["arg"] != "-" else [])
+                r = sandboxes.brig_cmd(*cmd, *flag, pass_fds=(wr,))
                 stem = "--" + row["name"].removesuffix("-fd")
                 assert r.returncode == 125 and stem in r.stderr, (cmd, row, r)
             assert not (sandboxes.root / name).exists(), (row, "a refused create left its state")

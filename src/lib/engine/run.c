@@ -104,6 +104,9 @@ int brig_run(const brig_policy *p, char *const argv[], brig_result *result, brig
         if (p->manifest_path)
                 return brig_err(err, EINVAL, "brig_run: --manifest needs the supervisor in this process "
                                              "(brig_run_in_process, as brig run uses)");
+        if (p->timings)
+                return brig_err(err, EINVAL, "brig_run: --timings stamps the steps of the supervisor in this process "
+                                             "(brig_run_in_process, as brig run uses)");
         if (p->tty == BRIG_TTY_ALWAYS)
                 return brig_err(err, EINVAL, "brig_run: a pty needs the supervisor in this process "
                                              "(brig_run_in_process, as brig run uses)");

@@ -332,8 +332,9 @@ static bool pool_alive(const struct pool *pl)
 int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
 {
         /* before the pool's directories are made: a refused pool leaves nothing */
-        if (p->n_pass_fds || p->audit_path || p->report_path || p->audit_fd || p->report_fd || p->manifest_path)
-                return brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd), --manifest or "
+        if (p->n_pass_fds || p->audit_path || p->report_path || p->audit_fd || p->report_fd || p->manifest_path ||
+            p->timings)
+                return brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd), --manifest, --timings or "
                                              "--json-report(-fd) (give --json-report to brig run --pooled)");
         struct pool pl;
         pool_sweep();
@@ -557,12 +558,13 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         /* What a pool member cannot give (brig pool refuses these): the
          * audit stream and passed descriptors belong to a supervisor
          * started with them. The report it can: the exec's. */
-        if (p->audit_path || p->audit_fd || p->n_pass_fds || p->manifest_path)
-                return run_fresh(p, argv, res, p->n_pass_fds ? "--pass-fd needs a new sandbox (a pool member's "
-                                                               "supervisor was started without the descriptor)"
-                                                             : "--audit and --manifest need a new sandbox (a pool "
-                                                               "member's supervisor was started without the audit "
-                                                               "stream)",
+        if (p->audit_path || p->audit_fd || p->n_pass_fds || p->manifest_path || p->timings)
+                return run_fresh(p, argv, res,
+                                 p->n_pass_fds ? "--pass-fd needs a new sandbox (a pool member's "
+                                                 "supervisor was started without the descriptor)"
+                                 : p->timings  ? "--timings times a start, and a pool member started before the run"
+                                               : "--audit and --manifest need a new sandbox (a pool "
+                                                 "member's supervisor was started without the audit stream)",
                                  why, why_size, err);
         /* Opened before a member is claimed, as brig run would (no member
          * is used up by a bad path). */

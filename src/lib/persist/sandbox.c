@@ -86,6 +86,9 @@ static int refuse_for_create(const brig_policy *p, brig_error **err)
         if (p->manifest_path)
                 return brig_err(err, EINVAL, "--manifest cannot be used with brig create (it records one brig run; "
                                              "a persistent sandbox's runs have brig diff)");
+        if (p->timings)
+                return brig_err(err, EINVAL, "--timings times the start of brig run alone (brig run --timings "
+                                             "-- CMD; docs/benchmarks.md)");
         if (p->report_fd)
                 return brig_err(err, EINVAL, "--json-report-fd cannot be used with brig create (the caller's "
                                              "descriptors do not outlive it; brig exec --json-report FILE reports "

@@ -600,7 +600,8 @@ const struct setting settings[] = {
                      "the workspace's hash, what it ran, changed and reached" } },
           .schema = "{\"description\": \"Write what replays this run (--manifest; docs/audit.md#replay).\", "
                     "\"type\": \"string\", \"minLength\": 1}" },
-        { .key = "/report/timings", .section = S_REPORT, .kind = SK_BOOL, .set_flag = brig_policy_set_timings,
+        { .key = "/report/timings", .section = S_REPORT, .kind = SK_BOOL, .flags = BRIG_OPTION_RUN_ONLY,
+          .set_flag = brig_policy_set_timings,
           .offset = OFF(timings),
           .cli = { { .name = "timings", .arg = NULL,
                      .help = "print how long each step of the start took, to stderr (and the\n"
