@@ -1,0 +1,408 @@
+/* bench/floor.c — the physical floor of each step of a cold brig run:
+ * what the system calls alone cost on this machine, with no brig code
+ * around them (bench/timings puts them beside brig run --timings).
+ *
+ *   cc -O2 -o floor bench/floor.c && ./floor [PATH/TO/brig] [RUNS]
+ *
+ * Prints "step microseconds" lines, medians of RUNS (default 200). A step
+ * this user cannot do here (a cgroup v1 group as non-root) prints "-" and
+ * why. Each measurement runs in a child of its own, so nothing it makes
+ * outlives it; the cgroup step removes the groups it made. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | \
+                CLONE_NEWNET | CLONE_NEWTIME)
+
+static int runs = 200;
+static const char *brig = "build/brig";
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* One measurement: ns, or 0 when the step cannot be done here. */
+typedef uint64_t (*step_fn)(void);
+
+static void report(const char *name, step_fn fn, const char *why_not)
+{
+        uint64_t *v = calloc((size_t)runs, sizeof *v);
+        for (int i = 0; i < runs; i++) {
+                v[i] = fn();
+                if (!v[i]) {
+                        printf("%-22s - (%s: %s)\n", name, why_not, strerror(errno));
+                        free(v);
+                        return;
+                }
+        }
+        qsort(v, (size_t)runs, sizeof *v, cmp_u64);
+        printf("%-22s %.1f\n", name, (double)v[runs / 2] / 1e3);
+        free(v);
+}
+
+static uint64_t wait_ok(pid_t pid)
+{
+        int st;
+        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return 0;
+        return 1;
+}
+
+/* fork, child execs argv, parent waits: exec, loading and run. */
+static uint64_t spawn_wait(char *const argv[], char *const envp[])
+{
+        uint64_t t = now_ns();
+        pid_t pid = fork();
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY);
+                dup2(null, 1);
+                execve(argv[0], argv, envp);
+                _exit(127);
+        }
+        return wait_ok(pid) ? now_ns() - t : 0;
+}
+
+static uint64_t exec_true(void)
+{
+        return spawn_wait((char *[]){ "/bin/true", NULL }, (char *[]){ NULL });
+}
+
+static uint64_t exec_brig(void)
+{
+        return spawn_wait((char *[]){ (char *)brig, "--version", NULL }, (char *[]){ NULL });
+}
+
+static uint64_t exec_brig_now(void)
+{
+        return spawn_wait((char *[]){ (char *)brig, "--version", NULL }, (char *[]){ "LD_BIND_NOW=1", NULL });
+}
+
+static uint64_t fork_exit(void)
+{
+        uint64_t t = now_ns();
+        pid_t pid = fork();
+        if (pid == 0)
+                _exit(0);
+        return wait_ok(pid) ? now_ns() - t : 0;
+}
+
+/* clone3 with every namespace brig makes, to its return in the parent. */
+static pid_t clone_all(uint64_t flags)
+{
+        struct clone_args a = { .flags = flags, .exit_signal = SIGCHLD };
+        return (pid_t)syscall(SYS_clone3, &a, sizeof a);
+}
+
+static uint64_t clone3_ns(void)
+{
+        uint64_t t = now_ns();
+        pid_t pid = clone_all(NS_ALL);
+        if (pid == 0)
+                _exit(0);
+        uint64_t d = now_ns() - t;
+        return wait_ok(pid) ? d : 0;
+}
+
+static int write_file(const char *path, const char *s)
+{
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        ssize_t n = write(fd, s, strlen(s));
+        close(fd);
+        return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* uid_map, setgroups, gid_map of a child in a new user namespace. */
+static uint64_t uid_map(void)
+{
+        int p[2];
+        if (pipe(p) < 0)
+                return 0;
+        pid_t pid = clone_all(CLONE_NEWUSER);
+        if (pid == 0) {
+                char c;
+                close(p[1]);
+                _exit(read(p[0], &c, 1) == 0 ? 0 : 1);
+        }
+        close(p[0]);
+        char path[64], map[64];
+        uint64_t t = now_ns();
+        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)getuid());
+        snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
+        int r = write_file(path, map);
+        snprintf(path, sizeof path, "/proc/%d/setgroups", pid);
+        r |= write_file(path, "deny");
+        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)getgid());
+        snprintf(path, sizeof path, "/proc/%d/gid_map", pid);
+        r |= write_file(path, map);
+        uint64_t d = now_ns() - t;
+        close(p[1]);
+        return wait_ok(pid) && r == 0 ? d : 0;
+}
+
+/* Our own v1 group in each controller brig uses: mkdir, attach a child,
+ * move it out, rmdir. */
+static const char *const controllers[] = { "memory", "pids", "cpu" };
+
+static int own_group(const char *ctl, char *buf, size_t n)
+{
+        FILE *f = fopen("/proc/self/cgroup", "re");
+        char line[512];
+        int r = -1;
+        while (f && fgets(line, sizeof line, f)) {
+                char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+                if (!b)
+                        continue;
+                *b = '\0';
+                line[strcspn(line, "\n")] = '\0';
+                b[1 + strcspn(b + 1, "\n")] = '\0';
+                if (strstr(a + 1, ctl) && (strcmp(a + 1, ctl) == 0 || strstr(a + 1, ",")))
+                        r = snprintf(buf, n, "/sys/fs/cgroup/%s%s", a + 1, b + 1) < (int)n ? 0 : -1;
+        }
+        if (f)
+                fclose(f);
+        return r;
+}
+
+static uint64_t cgroup_v1(int attach)
+{
+        char dirs[3][512], procs[560], pidbuf[32];
+        pid_t pid = fork();
+        if (pid == 0) {
+                pause();
+                _exit(0);
+        }
+        uint64_t t = now_ns(), d = 0;
+        int made = 0;
+        for (; made < 3; made++) {
+                char base[480];
+                if (own_group(controllers[made], base, sizeof base) < 0)
+                        break;
+                snprintf(dirs[made], sizeof dirs[made], "%s/floor-%d", base, getpid());
+                if (mkdir(dirs[made], 0755) < 0)
+                        break;
+        }
+        if (made == 3 && attach) {
+                t = now_ns();
+                snprintf(pidbuf, sizeof pidbuf, "%d", pid);
+                for (int i = 0; i < 3; i++) {
+                        snprintf(procs, sizeof procs, "%s/cgroup.procs", dirs[i]);
+                        if (write_file(procs, pidbuf) < 0)
+                                made = -1;
+                }
+        }
+        d = now_ns() - t;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        for (int i = 0; i < made; i++)
+                rmdir(dirs[i]);
+        return made == 3 ? d : 0;
+}
+
+static uint64_t cgroup_create(void)
+{
+        return cgroup_v1(0);
+}
+
+static uint64_t cgroup_attach(void)
+{
+        return cgroup_v1(1);
+}
+
+/* The same after 50 ms of quiet, as between two brig runs: a v1 attach
+ * takes cgroup_threadgroup_rwsem for writing, which waits for an RCU
+ * grace period unless a writer came just before (the loop above). */
+static uint64_t cgroup_attach_cold(void)
+{
+        usleep(50000);
+        return cgroup_v1(1);
+}
+
+/* The rest runs inside a new user and mount namespace, timed there and
+ * sent back through a pipe. */
+typedef uint64_t (*inside_fn)(void);
+
+static uint64_t in_child(uint64_t flags, inside_fn fn)
+{
+        int p[2];
+        if (pipe(p) < 0)
+                return 0;
+        pid_t pid = fork();
+        if (pid == 0) {
+                uid_t u = getuid();
+                gid_t g = getgid();
+                char map[64];
+                uint64_t d = 0;
+                if (unshare(flags) == 0) {
+                        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)u);
+                        write_file("/proc/self/uid_map", map);
+                        write_file("/proc/self/setgroups", "deny");
+                        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)g);
+                        write_file("/proc/self/gid_map", map);
+                        d = fn();
+                }
+                _exit(write(p[1], &d, sizeof d) == sizeof d ? 0 : 1);
+        }
+        close(p[1]);
+        uint64_t d = 0;
+        if (read(p[0], &d, sizeof d) != sizeof d)
+                d = 0;
+        close(p[0]);
+        waitpid(pid, NULL, 0);
+        return d;
+}
+
+static uint64_t lo_up_inside(void)
+{
+        uint64_t t = now_ns();
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = { .ifr_name = "lo" };
+        int r = s < 0 ? -1 : ioctl(s, SIOCGIFFLAGS, &ifr);
+        ifr.ifr_flags |= IFF_UP;
+        if (r == 0)
+                r = ioctl(s, SIOCSIFFLAGS, &ifr);
+        close(s);
+        return r == 0 ? now_ns() - t : 0;
+}
+
+static uint64_t loopback_up(void)
+{
+        return in_child(CLONE_NEWUSER | CLONE_NEWNET, lo_up_inside);
+}
+
+/* One mount: a read-only recursive bind (brig's layout is mostly these),
+ * per mount; bench/timings multiplies by brig's count. */
+static uint64_t bind_inside(void)
+{
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || mount("tmpfs", "/tmp", "tmpfs", 0, NULL) < 0 ||
+            mkdir("/tmp/usr", 0755) < 0)
+                return 0;
+        uint64_t t = now_ns();
+        int r = mount("/usr", "/tmp/usr", NULL, MS_BIND | MS_REC, NULL);
+        if (r == 0)
+                r = mount(NULL, "/tmp/usr", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+        return r == 0 ? now_ns() - t : 0;
+}
+
+static uint64_t bind_mount(void)
+{
+        return in_child(CLONE_NEWUSER | CLONE_NEWNS, bind_inside);
+}
+
+static uint64_t landlock_inside(void)
+{
+        uint64_t t = now_ns();
+        struct landlock_ruleset_attr attr = { .handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                                                   LANDLOCK_ACCESS_FS_READ_FILE |
+                                                                   LANDLOCK_ACCESS_FS_READ_DIR };
+        int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+        struct landlock_path_beneath_attr pb = { .allowed_access = attr.handled_access_fs,
+                                                 .parent_fd = open("/", O_PATH | O_CLOEXEC) };
+        int r = rs < 0 ? -1 : (int)syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+        if (r == 0)
+                r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (r == 0)
+                r = (int)syscall(SYS_landlock_restrict_self, rs, 0);
+        return r == 0 ? now_ns() - t : 0;
+}
+
+static uint64_t landlock(void)
+{
+        return in_child(CLONE_NEWUSER, landlock_inside);
+}
+
+/* A filter of N compares (one per allowed call; brig's has a few
+ * hundred, as a binary tree): N = 0 is the syscall's own floor. */
+enum { FILTER_MAX = 400 };
+static int filter_len;
+
+static uint64_t seccomp_inside(void)
+{
+        int N = filter_len;
+        static struct sock_filter f[FILTER_MAX + 3];
+        f[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0);
+        for (int i = 0; i < N; i++)
+                f[1 + i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1000 + (unsigned)i, N - i, 0);
+        f[N + 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        f[N + 2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        struct sock_fprog prog = { .len = N + 3, .filter = f };
+        uint64_t t = now_ns();
+        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (r == 0)
+                r = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+        return r == 0 ? now_ns() - t : 0;
+}
+
+static uint64_t seccomp_load(void)
+{
+        return in_child(CLONE_NEWUSER, seccomp_inside);
+}
+
+static uint64_t seccomp_load_allow(void)
+{
+        filter_len = 0;
+        return seccomp_load();
+}
+
+static uint64_t seccomp_load_400(void)
+{
+        filter_len = FILTER_MAX;
+        return seccomp_load();
+}
+
+int main(int argc, char **argv)
+{
+        if (argc > 1)
+                brig = argv[1];
+        if (argc > 2)
+                runs = atoi(argv[2]) > 0 ? atoi(argv[2]) : runs;
+        report("fork_exit", fork_exit, "fork");
+        report("exec_true", exec_true, "exec /bin/true");
+        report("exec_brig_version", exec_brig, "exec brig --version");
+        report("exec_brig_bind_now", exec_brig_now, "exec brig --version, LD_BIND_NOW=1");
+        report("clone3_all_ns", clone3_ns, "clone3 with every namespace");
+        report("uid_map", uid_map, "write the maps");
+        report("cgroup_v1_create", cgroup_create, "mkdir memory, pids, cpu groups (v1, root only)");
+        report("cgroup_v1_attach", cgroup_attach, "attach to memory, pids, cpu groups (v1, root only)");
+        int warm_runs = runs;
+        runs = runs < 20 ? runs : 20;
+        report("cgroup_v1_attach_cold", cgroup_attach_cold, "attach after 50 ms of quiet (v1, root only)");
+        runs = warm_runs;
+        report("loopback_up", loopback_up, "lo up in a new netns");
+        report("bind_mount_ro", bind_mount, "one recursive read-only bind");
+        report("landlock", landlock, "landlock ruleset, rule, restrict_self");
+        report("seccomp_load_allow", seccomp_load_allow, "seccomp filter that allows all");
+        report("seccomp_load_400", seccomp_load_400, "seccomp filter of 400 compares");
+        return 0;
+}
