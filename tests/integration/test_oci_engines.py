@@ -29,7 +29,7 @@ import pytest
 
 from conftest import _OURS, IS_ROOT
 from oci_helpers import make_rootfs
-from proc_helpers import kv, wait_until
+from proc_helpers import kill_own, kv, pids_with, wait_until
 from test_escape import attack
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="ENGINES NOT TESTED: podman and containerd need root here")
@@ -245,6 +245,7 @@ def containerd(world):
         daemon.terminate()
         daemon.wait(timeout=30)
         log.close()
+        kill_own(pids_with(ns))  # a shim a failed test left running (its command line names the namespace)
         shutil.rmtree(pathlib.Path("/run/containerd/runc") / ns, ignore_errors=True)
         if run_dir_made:
             for sub in ("fifo", "runc", "s", ""):
