@@ -164,8 +164,10 @@ static bool parse_length(const char *v, size_t n, uint64_t *out)
         return true;
 }
 
-/* Does the comma-separated list v[0..n) hold `tok` (case-insensitive)? */
-static bool has_token(const char *v, size_t n, const char *tok)
+/* The comma-separated list v[0..n), its elements compared with `tok`
+ * (case-insensitive; with `params`, each without its ";..." parameters):
+ * does one equal it (any), or does every non-empty one (!any)? */
+static bool list_match(const char *v, size_t n, const char *tok, bool params, bool any)
 {
         size_t tl = strlen(tok), i = 0;
         while (i < n) {
@@ -174,34 +176,30 @@ static bool has_token(const char *v, size_t n, const char *tok)
                         j++;
                 const char *e = v + i;
                 size_t el = j - i;
-                trim(&e, &el);
-                if (el == tl && strncasecmp(e, tok, tl) == 0)
-                        return true;
-                i = j + 1;
-        }
-        return false;
-}
-
-/* Is every element of the comma-separated list v[0..n) `tok` or empty
- * (parameters after ';' aside)? */
-static bool only_tokens(const char *v, size_t n, const char *tok)
-{
-        size_t tl = strlen(tok), i = 0;
-        while (i < n) {
-                size_t j = i;
-                while (j < n && v[j] != ',')
-                        j++;
-                const char *e = v + i;
-                size_t el = j - i;
-                const char *semi = memchr(e, ';', el);
+                const char *semi = params ? memchr(e, ';', el) : NULL;
                 if (semi)
                         el = (size_t)(semi - e);
                 trim(&e, &el);
-                if (el && !(el == tl && strncasecmp(e, tok, tl) == 0))
+                bool same = el == tl && strncasecmp(e, tok, tl) == 0;
+                if (any && same)
+                        return true;
+                if (!any && el && !same)
                         return false;
                 i = j + 1;
         }
-        return true;
+        return !any;
+}
+
+/* Does the comma-separated list v[0..n) hold `tok`? */
+static bool has_token(const char *v, size_t n, const char *tok)
+{
+        return list_match(v, n, tok, false, true);
+}
+
+/* Is every element of v[0..n) `tok` or empty (parameters aside)? */
+static bool only_tokens(const char *v, size_t n, const char *tok)
+{
+        return list_match(v, n, tok, true, false);
 }
 
 /* The last coding of a Transfer-Encoding list is chunked? */
