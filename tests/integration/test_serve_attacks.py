@@ -48,6 +48,13 @@ def raw(server, data, uid=None, read=True):
     return out
 
 
+def deputy_caller(server):
+    """A client of uid NOBODY on the root server (a rootless one has no deputy to confuse)."""
+    if server.mode == "rootless":
+        pytest.skip("NO DEPUTY TO CONFUSE: a rootless server serves its own uid only (test_users_are_isolated...)")
+    return server.client(uid=NOBODY)
+
+
 @attack("serve-other-user", "uid A creates a sandbox through a root brig serve; uid B (another real user on the same "
         "socket) lists, gets, runs a command in, reads and writes files of, follows the events of, snapshots, "
         "changes the network rules of and deletes it, and creates one of the same name; a rootless server is "
@@ -112,9 +119,7 @@ def test_default_socket_refuses_other_users(bindir, mode):
         "its uid and groups (read, and write for a writable one); what names the server's own resources refused; "
         "403 naming the field, nothing created")
 def test_a_root_server_grants_a_caller_only_what_it_could_reach(server, scratch):
-    if server.mode == "rootless":
-        pytest.skip("NO DEPUTY TO CONFUSE: a rootless server serves its own uid only (test_users_are_isolated...)")
-    a = server.client(uid=NOBODY)
+    a = deputy_caller(server)
     b_dir = scratch / "b-private"
     b_dir.mkdir(mode=0o700)
     os.chown(b_dir, OTHER, OTHER)
@@ -161,9 +166,7 @@ def test_a_root_server_grants_a_caller_only_what_it_could_reach(server, scratch)
         "and groups); env:VAR refused for anyone but the server's user and root; 403 naming the field, "
         "nothing created")
 def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
-    if server.mode == "rootless":
-        pytest.skip("NO DEPUTY TO CONFUSE: a rootless server serves its own uid only (test_users_are_isolated...)")
-    a = server.client(uid=NOBODY)
+    a = deputy_caller(server)
     root_only = scratch / "root-token"
     root_only.write_text("value-only-root-may-read\n")
     root_only.chmod(0o600)
