@@ -288,6 +288,18 @@ int owner_check_policy(const struct req *r, json_t *policy, const char *workspac
         return -EACCES;
 }
 
+int owner_recheck(const struct req *r, const char *name, const char **field, char *msg, size_t msg_size)
+{
+        if (r->uid == 0 || r->uid == serve_cfg.uid)
+                return 0;
+        _serve_json_ json_t *rec = owner_read(name);
+        json_t *c = json_object_get(rec, "checked");
+        if (!json_is_object(c))
+                return 0;  /* no deputy check was made: not a caller's create (owner_visible decides who sees it) */
+        return owner_check_policy(r, json_object_get(c, "policy"), json_string_value(json_object_get(c, "workspace")),
+                                  json_is_true(json_object_get(c, "workspace_readonly")), field, msg, msg_size);
+}
+
 char *owner_workspace_make(const char *name, brig_error **err)
 {
         char *dir = NULL;

@@ -256,7 +256,7 @@ static bool name_taken(const char *name)
 }
 
 static int create_locked(struct req *r, const char *name, brig_policy *p, const brig_sandbox_opts *o,
-                         const char *workspace, brig_error **e)
+                         const char *workspace, json_t *checked, brig_error **e)
 {
         if (name_taken(name))
                 return -EEXIST;
@@ -285,6 +285,8 @@ static int create_locked(struct req *r, const char *name, brig_policy *p, const 
         if (rc == 0) {
                 _serve_json_ json_t *rec = owner_read(name);
                 json_object_set_new(rec, "workspace", json_string(own_ws ? own_ws : workspace));
+                /* what the deputy check took, checked again at each restart (owner_recheck) */
+                json_object_set(rec, "checked", checked);
                 rc = owner_update(name, rec);
         }
         brig_sandbox *sb = NULL;
@@ -368,7 +370,9 @@ static int create_sandbox(struct req *r)
                                 .workspace_mode = mode && strcmp(mode, "overlay") == 0 ? BRIG_WORKSPACE_OVERLAY
                                                                                         : BRIG_WORKSPACE_BIND };
         pthread_mutex_lock(&create_lock);
-        rc = create_locked(r, name, p, &o, workspace, &e);
+        _serve_json_ json_t *checked = json_pack("{s:O?, s:s?, s:b}", "policy", pol, "workspace", workspace,
+                                                 "workspace_readonly", ws_ro);
+        rc = create_locked(r, name, p, &o, workspace, checked, &e);
         pthread_mutex_unlock(&create_lock);
         brig_policy_free(p);
         if (rc == -EEXIST && !e)
@@ -632,6 +636,20 @@ int handle_sandboxes(struct req *r)
         }
         if (!sandbox_visible(r))
                 return MHD_YES;
+        const char *field = NULL;
+        char msg[768];
+        switch (r->route) {
+        case R_SANDBOX_START:
+        case R_RESET:
+        case R_SNAPSHOT_RESTORE:
+        case R_SNAPSHOT_FORK:
+                /* these start the sandbox again from its policy: its host paths are read again */
+                if (owner_recheck(r, r->p.name, &field, msg, sizeof msg) < 0)
+                        return reply_error(r, 403, "forbidden", json_pack("{s:s}", "field", field), "%s", msg);
+                break;
+        default:
+                break;
+        }
         switch (r->route) {
         case R_SANDBOX_GET:
                 return reply_sandbox(r, 200, r->p.name);

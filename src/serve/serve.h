@@ -165,6 +165,10 @@ unsigned owner_count(uid_t uid);
  * 0, or -EACCES with *field and msg saying what. */
 int owner_check_policy(const struct req *r, json_t *policy, const char *workspace, bool workspace_readonly,
                        const char **field, char *msg, size_t msg_size);
+/* The same for what NAME's creator sent (its record's "checked"), before a
+ * call that starts NAME again from its policy and so reads its host paths
+ * again as the server's user: a path swapped since the create is refused. */
+int owner_recheck(const struct req *r, const char *name, const char **field, char *msg, size_t msg_size);
 /* The server's own empty workspace for NAME (made, 0700), or NULL. */
 char *owner_workspace_make(const char *name, brig_error **err);
 void owner_workspace_remove(const char *name);

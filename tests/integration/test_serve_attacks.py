@@ -187,6 +187,40 @@ def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
     assert set(sandboxes_of(server)) == before, "a refused create left a sandbox"
 
 
+@attack("serve-deputy-restart", "uid A creates a sandbox through a root brig serve with a secret from its own "
+        "file, snapshots it, then swaps the file for a symlink to a root-only file and asks for a fork, a restore, "
+        "a reset and a start: each starts the sandbox again from its stored policy, which reads the secret again "
+        "as root",
+        "what the deputy check took at the create is kept in the owner's record and checked AS THE CALLER again "
+        "before every call that starts the sandbox from its policy (start, reset, restore, fork): 403 naming the "
+        "field, no fork")
+def test_a_root_server_checks_a_caller_again_at_each_restart(server, scratch):
+    a = deputy_caller(server)
+    root_only = scratch / "root-token"
+    root_only.write_text("value-only-root-may-read\n")
+    root_only.chmod(0o600)
+    own = scratch / "own-token"
+    own.write_text("value-of-a\n")
+    os.chown(own, NOBODY, NOBODY)
+    name = a.create(name="sa-restart", policy={"network": {
+        "mode": "proxy", "allow_hosts": ["api.example.com"],
+        "secrets": [{"name": "TOK", "source": f"@{own}", "hosts": ["api.example.com"]}]}})
+    p = f"/v1/sandboxes/{name}"
+    try:
+        assert a.post(p + "/snapshots", {"tag": "t1"}).status == 201
+        own.unlink()
+        own.symlink_to(root_only)  # as A could: the directory is the test's, the link A's to make
+        tries = [a.post(p + "/snapshots/t1/restore"), a.post(p + "/reset"), a.post(p + "/start"),
+                 a.post(p + "/snapshots/t1/fork", {"name": "sa-restart-fork"})]
+        for r in tries:
+            assert r.status == 403 and r.json["error"]["details"]["field"] == "policy.network.secrets", r
+            assert "value-only-root-may-read" not in r.body.decode(errors="replace")
+        assert "sa-restart-fork" not in sandboxes_of(server)
+        assert sandboxes_of(server)[name]["status"] == "running"
+    finally:
+        assert a.delete(p).status == 200
+
+
 @attack("serve-tcp-token", "TCP requests without a token, with a wrong one of the right length, a token file "
         "others can read, --listen without --token-file, on 0.0.0.0 and on a name",
         "TCP only on a loopback address and only with --token-file (a 0600 file of the server's user, 16+ bytes), "
