@@ -159,6 +159,14 @@ def test_a_root_server_grants_a_caller_only_what_it_could_reach(server, scratch)
     assert a.delete(f"/v1/sandboxes/{name}").status == 200
 
 
+def root_only_file(scratch):
+    """A one-line file of root's, 0600: what a caller of a root server must not get read for it."""
+    f = scratch / "root-token"
+    f.write_text("value-only-root-may-read\n")
+    f.chmod(0o600)
+    return f
+
+
 @attack("serve-deputy-secrets", "uid A asks a root brig serve for a sandbox whose policy takes a secret from a "
         "root-only file (@FILE), from the server's environment (env:VAR), and trusts a root-only file as an "
         "upstream CA: the supervisor, running as root, would read each and hand it to A's sandbox's proxy",
@@ -166,10 +174,7 @@ def test_a_root_server_grants_a_caller_only_what_it_could_reach(server, scratch)
         "and groups); env:VAR refused for anyone but the server's user and root; 403 naming the field, "
         "nothing created")
 def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
-    a = deputy_caller(server)
-    root_only = scratch / "root-token"
-    root_only.write_text("value-only-root-may-read\n")
-    root_only.chmod(0o600)
+    a, root_only = deputy_caller(server), root_only_file(scratch)
     net = {"mode": "proxy", "allow_hosts": ["api.example.com"]}
     refused = [
         ({**net, "secrets": [{"name": "TOK", "source": f"@{root_only}", "hosts": ["api.example.com"]}]},
@@ -195,10 +200,7 @@ def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
         "before every call that starts the sandbox from its policy (start, reset, restore, fork): 403 naming the "
         "field, no fork")
 def test_a_root_server_checks_a_caller_again_at_each_restart(server, scratch):
-    a = deputy_caller(server)
-    root_only = scratch / "root-token"
-    root_only.write_text("value-only-root-may-read\n")
-    root_only.chmod(0o600)
+    a, root_only = deputy_caller(server), root_only_file(scratch)
     own = scratch / "own-token"
     own.write_text("value-of-a\n")
     os.chown(own, NOBODY, NOBODY)
