@@ -321,6 +321,28 @@ static bool caller_of(struct req *r)
         return true;
 }
 
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+        (void)kind, (void)value;
+        unsigned *n = cls;
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+                n[0]++;
+        else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+                n[1]++;
+        return MHD_YES;
+}
+
+/* A body framed two ways (Content-Length and Transfer-Encoding, or two
+ * lengths) is where a proxy in front and this server would disagree on
+ * where the next request starts (request smuggling, RFC 9112 6.3):
+ * refused, and the connection closed with the answer. */
+static bool framing_ambiguous(struct MHD_Connection *conn)
+{
+        unsigned n[2] = { 0, 0 };
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, n);
+        return n[0] > 1 || n[1] > 1 || (n[0] && n[1]);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -344,6 +366,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                 cs->deny = DENY_TOKEN;
                 } else if (r->uid != serve_cfg.uid && r->uid != 0 && serve_cfg.uid != 0) {
                         cs->deny = DENY_UID;
+                }
+                if (framing_ambiguous(conn)) {
+                        cs->refused = true;
+                        return reply_error(r, 400, "bad_request", json_pack("{s:s}", "field", "Content-Length"),
+                                           "the body's length is given twice (Content-Length with "
+                                           "Transfer-Encoding, or two of either): send one") ? MHD_YES : MHD_NO;
                 }
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (cl && strtoull(cl, NULL, 10) > serve_cfg.max_body) {

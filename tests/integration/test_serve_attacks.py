@@ -223,6 +223,25 @@ def test_a_root_server_checks_a_caller_again_at_each_restart(server, scratch):
         assert a.delete(p).status == 200
 
 
+@attack("serve-request-smuggling", "a request whose body is framed twice — Content-Length with Transfer-Encoding "
+        "(chunked, and an unknown coding), two Content-Lengths — hiding a second request (a create of "
+        "sa-smuggled) where a proxy in front that reads the other framing would see only body",
+        "a request with more than one framing of its body is refused before its body is read (400 naming "
+        "Content-Length) and the connection closed with the answer: the hidden request is never parsed")
+def test_a_body_framed_twice_is_refused(server):
+    hidden = b'POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 22\r\n\r\n' \
+             b'{"name":"sa-smuggled"}'
+    head = b"POST /v1/sandboxes/sa-nosuch/stop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sends = [head + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" % (5 + len(hidden)) + hidden,
+             head + b"Transfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n" + hidden,
+             head + b"Content-Length: 0\r\nContent-Length: %d\r\n\r\n" % len(hidden) + hidden]
+    for data in sends:
+        out = raw(server, data)
+        assert out.count(b"HTTP/1.1 ") == 1 and out.startswith(b"HTTP/1.1 400 "), out[:400]
+        assert b"Content-Length" in out and b"Connection: close" in out, out[:400]
+    assert "sa-smuggled" not in sandboxes_of(server)
+
+
 @attack("serve-tcp-token", "TCP requests without a token, with a wrong one of the right length, a token file "
         "others can read, --listen without --token-file, on 0.0.0.0 and on a name",
         "TCP only on a loopback address and only with --token-file (a 0600 file of the server's user, 16+ bytes), "
