@@ -486,6 +486,40 @@ EOF
     assert any(e["method"] == "DELETE" and e["path"] == "/v1/messages" for e in denied), denied
 
 
+@attack("http-rule-smuggled-in-a-get-body", "a GET the rules allow carries a body that is itself a request "
+        "(DELETE /v1/admin): a server that never reads GET bodies takes it for the next request on the connection, "
+        "one the rules never judged", "http-intercept")
+def test_a_request_in_a_get_body_is_never_smuggled_past_the_rules(ws, up):
+    brig = ws
+    mark = up.mark()
+    script = r'''
+python3 - <<'EOF'
+import socket, ssl
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+inner = b"DELETE /v1/admin HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n\r\n"
+t.sendall(b"GET /v1/models/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner)
+out = b""
+while True:
+    d = t.recv(65536)
+    if not d:
+        break
+    out += d
+print("smuggle", out.split(b"\r\n")[0].decode())
+EOF
+'''
+    r, ev, path = audited(brig, script, *up.args("--http-rule", "api.test GET,POST /v1/models/*"))
+    assert "smuggle HTTP/1.1 403" in r.stdout, r
+    got = [(q["method"], q["path"]) for q in up.seen(mark)]
+    assert got == [], got  # neither the GET nor what its body held reached the upstream
+    denied = [e for e in ev if e.get("phase") == "request" and e["decision"] == "deny"]
+    assert any(e["method"] == "GET" for e in denied), denied
+
+
 @attack("secret-host-fronting-absolute", "inside the bound host's verified TLS, an absolute-form target naming the "
         "bound host and a Host header naming another (domain fronting through a shared front end), with the "
         "placeholder; and the same with the port, case and a trailing dot", "http-intercept")

@@ -733,6 +733,16 @@ void intercept_judge_head(const struct intercept *ic, const struct intercept_pol
                         v->status = 403;
                         return;
                 }
+                /* A GET or HEAD body has no meaning (RFC 9110 9.3.1), and a
+                 * server that does not read it takes it for the next request
+                 * on the connection: one brig never judged. */
+                if ((strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0) &&
+                    (req->has_te || req->length > 0)) {
+                        v->status = 403;
+                        snprintf(v->reason, sizeof v->reason, "http_rules for %s: a %s request with a body (a server "
+                                 "that ignores it would read it as a request of its own)", name, req->method);
+                        return;
+                }
         }
         size_t at;
         const struct secret *s;
