@@ -346,7 +346,7 @@ typedef struct brig_result {
         char detached_log[64];
         /* brig_policy_set_timings: one line per step of the run, "  name
          * N.NNN ms", and a total; empty otherwise. */
-        char timings[1024];
+        char timings[2048];
 } brig_result;
 
 /* Run argv[0] (looked up in the sandbox's PATH) inside a new sandbox built

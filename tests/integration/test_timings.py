@@ -2,8 +2,8 @@
 Timings are never asserted: only that every step was stamped, by the
 process that does it, and that nothing of the stamps reaches the command."""
 
-STEPS = ["policy", "host_probe", "cgroup_create", "seccomp_compile", "prepare", "clone3", "cgroup_attach",
-         "uid_map", "child_wakes", "network", "mounts", "privileges", "fork_command", "landlock",
+STEPS = ["policy", "host_probe", "cgroup_create", "seccomp_compile", "egress", "idmapped_workspace", "prepare",
+         "clone3", "cgroup_attach", "uid_map", "child_wakes", "network", "mounts", "privileges", "fork_command", "landlock",
          "seccomp_load", "command_setup", "command", "teardown"]
 
 

@@ -482,11 +482,13 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 r = brig_err(err, ENOMEM, "--ssh-agent");
                 goto out;
         }
+        timings_mark(plan.timings, TM_EGRESS);
         if (plan.idmap_workspace && !p->workspace_readonly) {
                 r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
                 if (r < 0)
                         goto out;
         }
+        timings_mark(plan.timings, TM_IDMAP);
         /* an exec asks for its own pty */
         r = ctl ? 0 : terminal_prepare(p->tty, p->terminal_passthrough, NULL, &term, err);
         if (r < 0)

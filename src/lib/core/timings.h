@@ -18,7 +18,9 @@ enum timing_mark {
         TM_PROBE,          /* host probe and checks */
         TM_CGROUP,         /* the cgroup made */
         TM_SECCOMP,        /* the filter compiled (or taken from the cache) */
-        TM_PREPARED,       /* egress, guard, terminal, socketpair */
+        TM_EGRESS,         /* unix guard, egress proxy or DNS stub, ssh agent */
+        TM_IDMAP,          /* the idmapped workspace (root) */
+        TM_PREPARED,       /* terminal, socketpair */
         TM_CLONED,         /* clone3 returned in the supervisor */
         TM_ATTACHED,       /* cgroup v1 attach */
         TM_MAPPED,         /* uid/gid maps written, child told to go */
