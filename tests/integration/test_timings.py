@@ -1,19 +1,30 @@
 """brig run --timings: the breakdown of a cold run (docs/benchmarks.md).
 Timings are never asserted: only that every step was stamped, by the
 process that does it, and that nothing of the stamps reaches the command."""
+from test_escape import attack
 
 STEPS = ["policy", "host_probe", "cgroup_create", "seccomp_compile", "egress", "idmapped_workspace", "prepare",
          "clone3", "cgroup_attach", "uid_map", "child_wakes", "network", "mounts", "privileges", "fork_command", "landlock",
          "seccomp_load", "command_setup", "command", "teardown"]
 
 
+PROBE = ("grep -c /dev/zero /proc/self/maps; "
+         "cat /proc/1/maps >/dev/null 2>&1 && echo maps=ok || echo maps=refused; "
+         "head -c1 /proc/1/mem >/dev/null 2>&1 && echo mem=ok || echo mem=refused; "
+         "ls /proc/1/map_files/ >/dev/null 2>&1 && echo map_files=ok || echo map_files=refused")
+
+
+@attack("timings-page-write", "with --timings, the command looks for the supervisor's shared page of stamps (a "
+        "MAP_SHARED mapping inherited through clone3) in its own mappings, and in pid 1's through /proc/1/maps, "
+        "/proc/1/mem and /proc/1/map_files, to write it", "execve drops the page; pid 1 is non-dumpable")
 def test_timings_every_step_stamped_and_the_page_gone_at_exec(brig):
-    # the command lists its own mappings: the supervisor's shared page of
-    # stamps (a MAP_SHARED anonymous mapping shows as /dev/zero) must not
-    # be among them, or the command could write the host's copy
-    r = brig.run("run", "--timings", "--", "cat", "/proc/self/maps", report=True, timeout=30)
+    # a MAP_SHARED anonymous mapping shows as /dev/zero: none in the
+    # command; pid 1, which keeps the page for the run, is out of reach
+    r = brig.run("run", "--timings", "--", "sh", "-c", PROBE, report=True, timeout=30)
     assert r.returncode == 0, r
-    assert "/dev/zero" not in r.stdout, r.stdout
+    lines = r.stdout.split()
+    assert lines[0] == "0", f"ATTACK WORKED: the page is mapped in the command: {r.stdout}"
+    assert lines[1:] == ["maps=refused", "mem=refused", "map_files=refused"], f"ATTACK WORKED: {r.stdout}"
     t = r.report["timings"]
     assert t["unit"] == "us" and t["t0_ns"] > 0
     # the child's and the command's fork's stamps (clone3 onwards) reached

@@ -245,10 +245,11 @@ static int release_child(struct run_plan *plan, struct cgroup *cg, pid_t pid, in
         timings_mark(plan->timings, TM_ATTACHED);
         if (r == 0)
                 r = userns_write_maps(pid, plan, err);
+        /* before the go: the child's next stamp must come after it */
+        timings_mark(plan->timings, TM_MAPPED);
         struct sync_msg go = { .type = SYNC_GO };
         if (r == 0 && sync_send(sync_fd, &go) < 0)
                 r = brig_err(err, errno, "start the sandbox");
-        timings_mark(plan->timings, TM_MAPPED);
         return r;
 }
 
