@@ -7,52 +7,31 @@
 #include <sys/mman.h>
 #include <time.h>
 
-/* What the step ending at each stamp did (TM_START has none: it is t0). */
-static const char *const step_names[TM_COUNT] = {
-        [TM_PLAN] = "policy",
-        [TM_PROBE] = "host probe",
-        [TM_CGROUP] = "cgroup create",
-        [TM_SECCOMP] = "seccomp compile",
-        [TM_EGRESS] = "unix guard, egress",
-        [TM_IDMAP] = "idmapped workspace",
-        [TM_PREPARED] = "terminal, socketpair",
-        [TM_CLONED] = "clone3",
-        [TM_ATTACHED] = "cgroup attach",
-        [TM_MAPPED] = "uid map",
-        [TM_CHILD_GO] = "child wakes",
-        [TM_NET] = "network (loopback, nftables)",
-        [TM_MOUNTS] = "mounts",
-        [TM_PRIVS] = "tools, caps, user",
-        [TM_FORKED] = "fork of the command",
-        [TM_LANDLOCK] = "landlock",
-        [TM_SECCOMP_LOAD] = "seccomp load",
-        [TM_EXEC] = "fds, rlimits, checks",
-        [TM_EXITED] = "exec and run of the command",
-        [TM_TEARDOWN] = "teardown",
-};
-
-/* The JSON keys: the names without spaces or punctuation. */
-static const char *const step_keys[TM_COUNT] = {
-        [TM_PLAN] = "policy",
-        [TM_PROBE] = "host_probe",
-        [TM_CGROUP] = "cgroup_create",
-        [TM_SECCOMP] = "seccomp_compile",
-        [TM_EGRESS] = "egress",
-        [TM_IDMAP] = "idmapped_workspace",
-        [TM_PREPARED] = "prepare",
-        [TM_CLONED] = "clone3",
-        [TM_ATTACHED] = "cgroup_attach",
-        [TM_MAPPED] = "uid_map",
-        [TM_CHILD_GO] = "child_wakes",
-        [TM_NET] = "network",
-        [TM_MOUNTS] = "mounts",
-        [TM_PRIVS] = "privileges",
-        [TM_FORKED] = "fork_command",
-        [TM_LANDLOCK] = "landlock",
-        [TM_SECCOMP_LOAD] = "seccomp_load",
-        [TM_EXEC] = "command_setup",
-        [TM_EXITED] = "command",
-        [TM_TEARDOWN] = "teardown",
+/* What the step ending at each stamp did, and its key in the report
+ * (TM_START has none: it is t0). */
+static const struct {
+        const char *name, *key;
+} steps[TM_COUNT] = {
+        [TM_PLAN] = { "policy", "policy" },
+        [TM_PROBE] = { "host probe", "host_probe" },
+        [TM_CGROUP] = { "cgroup create", "cgroup_create" },
+        [TM_SECCOMP] = { "seccomp compile", "seccomp_compile" },
+        [TM_EGRESS] = { "unix guard, egress", "egress" },
+        [TM_IDMAP] = { "idmapped workspace", "idmapped_workspace" },
+        [TM_PREPARED] = { "terminal, socketpair", "prepare" },
+        [TM_CLONED] = { "clone3", "clone3" },
+        [TM_ATTACHED] = { "cgroup attach", "cgroup_attach" },
+        [TM_MAPPED] = { "uid map", "uid_map" },
+        [TM_CHILD_GO] = { "child wakes", "child_wakes" },
+        [TM_NET] = { "network (loopback, nftables)", "network" },
+        [TM_MOUNTS] = { "mounts", "mounts" },
+        [TM_PRIVS] = { "tools, caps, user", "privileges" },
+        [TM_FORKED] = { "fork of the command", "fork_command" },
+        [TM_LANDLOCK] = { "landlock", "landlock" },
+        [TM_SECCOMP_LOAD] = { "seccomp load", "seccomp_load" },
+        [TM_EXEC] = { "fds, rlimits, checks", "command_setup" },
+        [TM_EXITED] = { "exec and run of the command", "command" },
+        [TM_TEARDOWN] = { "teardown", "teardown" },
 };
 
 struct timings *timings_new(void)
@@ -104,7 +83,7 @@ static void text_step(void *data, enum timing_mark m, uint64_t ns)
         struct text *x = data;
         x->total += ns;
         if (x->len < x->n)
-                x->len += (size_t)snprintf(x->buf + x->len, x->n - x->len, "  %-30s %9.3f ms\n", step_names[m],
+                x->len += (size_t)snprintf(x->buf + x->len, x->n - x->len, "  %-30s %9.3f ms\n", steps[m].name,
                                            (double)ns / 1e6);
 }
 
@@ -120,16 +99,17 @@ void timings_text(const struct timings *t, char *buf, size_t n)
 
 static void json_step(void *data, enum timing_mark m, uint64_t ns)
 {
-        json_object_set_new(data, step_keys[m], json_integer((json_int_t)(ns / 1000)));
+        json_object_set_new(data, steps[m].key, json_integer((json_int_t)(ns / 1000)));
 }
 
 /* Microseconds per step, and t0: the CLOCK_MONOTONIC nanosecond at which
- * the run began (bench/floor takes its own stamp before exec'ing brig to
- * find what exec and dynamic loading cost). */
+ * the run began (a caller that stamps the same clock before it execs brig
+ * finds what exec, loading and the CLI's parsing cost). */
 json_t *timings_json(const struct timings *t)
 {
-        json_t *steps = json_object();
-        json_t *o = json_pack("{s:I, s:s, s:o}", "t0_ns", (json_int_t)t->ns[TM_START], "unit", "us", "steps", steps);
-        each_step(t, json_step, steps);
+        json_t *per_step = json_object();
+        json_t *o = json_pack("{s:I, s:s, s:o}", "t0_ns", (json_int_t)t->ns[TM_START], "unit", "us", "steps",
+                              per_step);
+        each_step(t, json_step, per_step);
         return o;
 }
