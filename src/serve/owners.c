@@ -244,8 +244,12 @@ int owner_check_policy(const struct req *r, json_t *policy, const char *workspac
                 checks[n++] = (struct path_check){ src, "policy.filesystem.binds", !json_is_true(json_object_get(b, "readonly")) };
         }
         /* A secret's value is read by the supervisor, as the server's user:
-         * env:VAR is the server's own environment, @FILE a file the caller
-         * must be able to read itself; a CA file likewise. */
+         * env:VAR is the server's own environment, and an @FILE checked here
+         * as the caller is opened again by the supervisor later, with the
+         * server's rights, following whatever the caller swapped in between
+         * (a loop of swaps won that race once in ~80 creates). So no
+         * caller but the server's user and root has scoped secrets here.
+         * A CA file is checked like a bind (it is parsed, never shown). */
         json_t *net = json_object_get(policy, "network");
         json_t *secrets = json_object_get(net, "secrets"), *cas = json_object_get(net, "upstream_ca");
         json_t *s;
@@ -256,15 +260,14 @@ int owner_check_policy(const struct req *r, json_t *policy, const char *workspac
                 *field = "policy.network.secrets";
                 if (src[0] != '@') {
                         snprintf(msg, msg_size, "policy.network.secrets '%.200s' names the server's own environment: "
-                                                "only the server's user (uid %u) or root may use it; a caller's "
-                                                "secret comes from @FILE, a file it can read", src, serve_cfg.uid);
+                                                "only the server's user (uid %u) or root may use it", src, serve_cfg.uid);
                         return -EACCES;
                 }
-                if (n == 64) {
-                        snprintf(msg, msg_size, "more than 63 host paths");
-                        return -EACCES;
-                }
-                checks[n++] = (struct path_check){ src + 1, "policy.network.secrets", false };
+                snprintf(msg, msg_size, "policy.network.secrets '%.200s': this server (uid %u) would read the file "
+                                        "with its own rights after any check made as uid %u, so a file swapped in "
+                                        "between would be the server's; for scoped secrets run brig serve as uid %u",
+                         src, serve_cfg.uid, r->uid, r->uid);
+                return -EACCES;
         }
         json_array_foreach(cas, i, s) {
                 if (!json_is_string(s))

@@ -178,7 +178,7 @@ def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
     net = {"mode": "proxy", "allow_hosts": ["api.example.com"]}
     refused = [
         ({**net, "secrets": [{"name": "TOK", "source": f"@{root_only}", "hosts": ["api.example.com"]}]},
-         "policy.network.secrets", "cannot read"),
+         "policy.network.secrets", "run brig serve as uid"),
         ({**net, "secrets": [{"name": "TOK", "source": "env:PATH", "hosts": ["api.example.com"]}]},
          "policy.network.secrets", "server's own environment"),
         ({**net, "upstream_ca": [str(root_only)]}, "policy.network.upstream_ca", "cannot read"),
@@ -193,29 +193,38 @@ def test_a_root_server_reads_no_secret_for_a_caller(server, scratch):
 
 
 @attack("serve-deputy-restart", "uid A creates a sandbox through a root brig serve with a secret from its own "
-        "file, snapshots it, then swaps the file for a symlink to a root-only file and asks for a fork, a restore, "
-        "a reset and a start: each starts the sandbox again from its stored policy, which reads the secret again "
-        "as root",
-        "what the deputy check took at the create is kept in the owner's record and checked AS THE CALLER again "
-        "before every call that starts the sandbox from its policy (start, reset, restore, fork): 403 naming the "
-        "field, no fork")
+        "file (refused: the supervisor would read it as root after the check, a race a loop of swaps wins), and one "
+        "that binds its own directory, snapshots it, then swaps the directory for a symlink to a root-only one and "
+        "asks for a fork, a restore, a reset and a start: each starts the sandbox again from its stored policy",
+        "a caller's scoped secret through another user's server is refused (403 naming the field); what the deputy "
+        "check took at the create is kept in the owner's record and checked AS THE CALLER again before every call "
+        "that starts the sandbox from its policy (start, reset, restore, fork): 403 naming the field, no fork")
 def test_a_root_server_checks_a_caller_again_at_each_restart(server, scratch):
     a, root_only = deputy_caller(server), root_only_file(scratch)
     own = scratch / "own-token"
     own.write_text("value-of-a\n")
     os.chown(own, NOBODY, NOBODY)
-    name = a.create(name="sa-restart", policy={"network": {
+    r = a.post("/v1/sandboxes", {"name": "sa-secret-own", "policy": {"network": {
         "mode": "proxy", "allow_hosts": ["api.example.com"],
-        "secrets": [{"name": "TOK", "source": f"@{own}", "hosts": ["api.example.com"]}]}})
+        "secrets": [{"name": "TOK", "source": f"@{own}", "hosts": ["api.example.com"]}]}}})
+    assert r.status == 403 and r.json["error"]["details"]["field"] == "policy.network.secrets", r
+    assert "sa-secret-own" not in sandboxes_of(server)
+    own_dir, root_dir = scratch / "own-dir", scratch / "root-dir"
+    own_dir.mkdir()
+    os.chown(own_dir, NOBODY, NOBODY)
+    root_dir.mkdir(mode=0o700)
+    (root_dir / "only-root").write_text("value-only-root-may-read\n")
+    name = a.create(name="sa-restart", policy={"filesystem": {"binds": [{"source": str(own_dir), "destination": "/mnt/own",
+                                                                        "readonly": True}]}})
     p = f"/v1/sandboxes/{name}"
     try:
         assert a.post(p + "/snapshots", {"tag": "t1"}).status == 201
-        own.unlink()
-        own.symlink_to(root_only)  # as A could: the directory is the test's, the link A's to make
+        own_dir.rmdir()
+        own_dir.symlink_to(root_dir)  # as A could: the directory is the test's, the link A's to make
         tries = [a.post(p + "/snapshots/t1/restore"), a.post(p + "/reset"), a.post(p + "/start"),
                  a.post(p + "/snapshots/t1/fork", {"name": "sa-restart-fork"})]
         for r in tries:
-            assert r.status == 403 and r.json["error"]["details"]["field"] == "policy.network.secrets", r
+            assert r.status == 403 and r.json["error"]["details"]["field"] == "policy.filesystem.binds", r
             assert "value-only-root-may-read" not in r.body.decode(errors="replace")
         assert "sa-restart-fork" not in sandboxes_of(server)
         assert sandboxes_of(server)[name]["status"] == "running"
