@@ -739,7 +739,7 @@ void intercept_judge_head(const struct intercept *ic, const struct intercept_pol
                 if ((strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0) &&
                     (req->has_te || req->length > 0)) {
                         v->status = 403;
-                        snprintf(v->reason, sizeof v->reason, "http_rules for %s: a %s request with a body (a server "
+                        snprintf(v->reason, sizeof v->reason, "http_rules for %.180s: a %.4s request with a body (a server "
                                  "that ignores it would read it as a request of its own)", name, req->method);
                         return;
                 }
