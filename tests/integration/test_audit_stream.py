@@ -291,3 +291,20 @@ def test_replay_same_build_changed_workspace_and_changed_decisions(brig):
     assert differs.returncode == 1, differs
     assert "differs: net: [\"+deny dns evil.example\"]" in differs.stderr, differs.stderr
     assert "+/usr/bin/getent" in differs.stderr, differs.stderr
+
+
+@attack("manifest-kept-env-value", "run with --keep-env API_TOKEN and --manifest: the manifest recorded the "
+        "command's environment with the token's value, a credential written to a file that lives on (and is "
+        "shared to replay the run)", "manifest")
+def test_manifest_keeps_a_kept_variable_by_name_only(brig):
+    manifest = brig.reports / "kept.json"
+    token = "tok-" + "7" * 24
+    r = brig.sh('echo "got=$API_TOKEN"', "--keep-env", "API_TOKEN", "--manifest", str(manifest),
+                env={"API_TOKEN": token})
+    assert r.returncode == 0 and f"got={token}" in r.stdout, r
+    text = manifest.read_text()
+    assert token not in text, "the kept variable's value is in the manifest"
+    assert "API_TOKEN" in json.loads(text)["env"], text
+    # the replay keeps it from its own caller's environment, as the policy says
+    again = brig.run("replay", manifest, env={"API_TOKEN": "tok-replayed"})
+    assert again.returncode in (0, 1) and "got=tok-replayed" in again.stdout, again

@@ -112,8 +112,20 @@ int manifest_end(struct manifest *m, const struct run_plan *plan, const brig_res
         json_t *argv = json_array(), *env = json_array();
         for (char *const *a = plan->argv; a && *a; a++)
                 json_array_append_new(argv, json_string(*a) ?: json_string("?"));
-        for (char **e = plan->envp; e && *e; e++)
-                json_array_append_new(env, json_string(*e) ?: json_string("?"));
+        for (char **e = plan->envp; e && *e; e++) {
+                /* A variable kept from the caller's environment (--keep-env:
+                 * tokens, often) is written by name only: the replay keeps it
+                 * from its own caller's (the policy says so), and its value
+                 * never lands in a file. */
+                const char *eq = strchr(*e, '=');
+                size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+                bool kept = false;
+                for (size_t i = 0; plan->policy && i < plan->policy->keep_env.n && !kept; i++)
+                        kept = strlen(plan->policy->keep_env.items[i]) == len &&
+                               strncmp(plan->policy->keep_env.items[i], *e, len) == 0;
+                json_t *v = kept ? json_stringn(*e, len) : json_string(*e);
+                json_array_append_new(env, v ?: json_string("?"));
+        }
         struct utsname u;
         json_t *outcome = audit ? audit_outcome(audit) : json_object();
         json_object_set_new(outcome, "exit_code", json_integer(res->exit_code));
