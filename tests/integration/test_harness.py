@@ -491,7 +491,7 @@ def test_commit_paths_never_reach_outside_the_workspace(brig, sandboxes):
 
 def test_pooled_run_says_whether_the_pool_served_it(brig, sandboxes):
     """--json-report works with --pooled and says in "pool" whether a member
-    served the run; when it did not (--audit needs a new sandbox, another
+    served the run; when it did not (--audit and --manifest need a new sandbox, another
     policy has no pool) the report and stderr say why."""
     r = sandboxes.brig_cmd("pool", "--size", "1")
     assert r.returncode == 0, r
@@ -506,7 +506,7 @@ def test_pooled_run_says_whether_the_pool_served_it(brig, sandboxes):
         audit = brig.reports / f"pooled-{secrets.token_hex(3)}.jsonl"
         r = sandboxes.brig_cmd("run", "--pooled", "--json-report", rep, "--audit", audit, "--", "true")
         assert r.returncode == 0, r
-        assert "brig: --pooled: not served by the pool: --audit needs a new sandbox" in r.stderr, r
+        assert "brig: --pooled: not served by the pool: --audit and --manifest need a new sandbox" in r.stderr, r
         doc = json.loads(rep.read_text())
         assert doc["pool"] == {"served": False, "member": None,
                                "reason": doc["pool"]["reason"]} and "--audit" in doc["pool"]["reason"], doc
