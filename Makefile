@@ -94,8 +94,8 @@ escape: build
 check: build build-asan build-hooks browser-deps mcp-deps
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
-	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) tests/integration
-	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) tests/integration
+	BRIG_BUILD=$(BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) --dist loadgroup tests/integration
+	BRIG_BUILD=$(ASAN_BUILD) $(PYTEST) -q -rs -n $(CHECK_JOBS) --dist loadgroup tests/integration
 	tests/leaks/run $(BUILD) $(ASAN_BUILD)
 	FUZZ_PARALLEL=$(CHECK_FUZZ_PARALLEL) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 

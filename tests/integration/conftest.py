@@ -6,7 +6,6 @@ copied into a world-readable directory first, so the unprivileged user can
 run them wherever the checkout lives.
 """
 import fcntl
-import hashlib
 import json
 import os
 import pathlib
@@ -158,7 +157,9 @@ def scratch():
     _OURS["dirs"].append(str(d))
     d.chmod(0o755)
     yield d
-    subprocess.run(["rm", "-rf", "--one-file-system", str(d)], check=False)
+    # with the state root a rootless server test gave nobody beside it
+    # (serve_helpers.state_env: DIR-run)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(d), f"{d}-run"], check=False)
 
 
 @pytest.fixture
@@ -297,8 +298,9 @@ def pytest_configure(config):
 # taken first keeps new tests from starting while a whole_host test waits,
 # so it waits only for the ones already running. The lock is this
 # checkout's: suites of other checkouts on a shared machine are not held
-# (one stopped in a debugger would stall them all).
-HOST_LOCK = f"/tmp/brig-test-host-{os.geteuid()}-{hashlib.sha256(str(REPO).encode()).hexdigest()[:12]}.lock"
+# (one stopped in a debugger would stall them all). It lives in the
+# checkout (git ignores it), so no run leaves a file in /tmp behind.
+HOST_LOCK = str(REPO / f".test-host-{os.geteuid()}.lock")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -24,6 +24,11 @@ from test_escape import attack
 sys.path.insert(0, str(SDK_PY))
 import brig as sdk  # noqa: E402
 
+# One worker for every module that runs brig serve (make check: --dist loadgroup):
+# a root server lists every sandbox of root, so tests in two workers saw
+# each other's sandboxes come and go.
+pytestmark = pytest.mark.xdist_group("serve")
+
 
 # ---- one server per mode -----------------------------------------------------
 

@@ -13,6 +13,11 @@ from sdk_helpers import (ATTACKS, OTHER_UID, SDK_TS, LyingServer, copy_tree_for,
                          prefix_for, sandbox_json)
 from test_escape import attack
 
+# One worker for every module that runs brig serve (make check: --dist loadgroup):
+# a root server lists every sandbox of root, so tests in two workers saw
+# each other's sandboxes come and go.
+pytestmark = pytest.mark.xdist_group("serve")
+
 NODE = shutil.which("node")
 
 

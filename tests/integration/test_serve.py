@@ -16,6 +16,11 @@ import pytest
 
 from serve_helpers import NOBODY, Server, brig_as, module_server, routes, sandboxes_of, serve_dir
 
+# One worker for every module that runs brig serve (make check: --dist loadgroup):
+# a root server lists every sandbox of root, so tests in two workers saw
+# each other's sandboxes come and go.
+pytestmark = pytest.mark.xdist_group("serve")
+
 IS_ROOT = os.geteuid() == 0
 
 
