@@ -268,16 +268,17 @@ class Server:
 
 
 def state_env(mode, d, env):
-    """Rootless: a state directory of the test's own (XDG_RUNTIME_DIR), as
-    persist_helpers gives each test: /tmp/brig-65534 is every rootless
-    run's on this host, its filter cache included."""
-    if mode == "rootless":
-        run = pathlib.Path(f"{d}-run")
-        if not run.exists():
-            run.mkdir(mode=0o700)
+    """A state root of the test's own (XDG_RUNTIME_DIR, DIR-run beside the
+    server's directory), as persist_helpers gives each test: rootless,
+    /tmp/brig-65534 is every rootless run's on this host, its filter cache
+    included; as root, /run/brig holds every root sandbox, which a root
+    server lists and the whole-host checks of other tests count."""
+    run = pathlib.Path(f"{d}-run")
+    if not run.exists():
+        run.mkdir(mode=0o700)
+        if mode == "rootless":
             os.chown(run, NOBODY, NOBODY)
-        env = {**env, "XDG_RUNTIME_DIR": str(run)}
-    return env
+    return {**env, "XDG_RUNTIME_DIR": str(run)}
 
 
 def brig_as(bindir, mode, *args, timeout=60, d):
