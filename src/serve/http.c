@@ -19,6 +19,8 @@ enum deny { DENY_NONE, DENY_WHO, DENY_TOKEN, DENY_UID };
 
 struct conn_state {
         struct req r;
+        bool started;           /* the handler has seen the headers */
+        bool nul_in_url;        /* the raw URL escapes a NUL (%00) */
         bool too_large;
         bool refused;           /* answered before the body (413): the body is dropped */
         enum deny deny;         /* answered once the body is in (dropped as it comes): a client
@@ -348,13 +350,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls)
 {
         struct conn_state *cs = *con_cls;
-        if (!cs) {
+        if (!cs)
+                return MHD_NO; /* on_url found no memory */
+        if (!cs->started) {
                 /* headers only: who asks, may they, will the body fit */
-                cs = calloc(1, sizeof *cs);
-                if (!cs)
-                        return MHD_NO;
-                *con_cls = cs;
-                serve_inflight++;
+                cs->started = true;
                 struct req *r = &cs->r;
                 r->conn = conn, r->url = url, r->method = method;
                 if (!caller_of(r)) {
@@ -372,6 +372,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return reply_error(r, 400, "bad_request", json_pack("{s:s}", "field", "Content-Length"),
                                            "the body's length is given twice (Content-Length with "
                                            "Transfer-Encoding, or two of either): send one") ? MHD_YES : MHD_NO;
+                }
+                if (cs->nul_in_url) {
+                        cs->refused = true;
+                        return reply_error(r, 400, "bad_request", json_pack("{s:s}", "field", "url"),
+                                           "the URL holds %%00: no name or path has a NUL byte in it")
+                                       ? MHD_YES : MHD_NO;
                 }
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (cl && strtoull(cl, NULL, 10) > serve_cfg.max_body) {
@@ -430,6 +436,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return ret == MHD_YES ? MHD_YES : MHD_NO;
 }
 
+/* The URL as it came, before libmicrohttpd decodes it: a %00 would
+ * become a NUL that ends the C string, so "NAME%00x" would reach the
+ * routes as NAME and "path=keep%00.bak" as keep — another sandbox or
+ * file than the one asked for. What this returns is the request's
+ * state (libmicrohttpd's con_cls), freed by on_completed. */
+static void *on_url(void *cls, const char *url, struct MHD_Connection *conn)
+{
+        (void)cls, (void)conn;
+        struct conn_state *cs = calloc(1, sizeof *cs);
+        if (cs) {
+                cs->nul_in_url = strstr(url, "%00") != NULL;
+                serve_inflight++;
+        }
+        return cs;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
         struct conn_state *cs = *con_cls;
@@ -456,6 +478,7 @@ struct MHD_Daemon *http_start(int listen_fd, bool ipv6)
         return MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_LISTEN_SOCKET, listen_fd,
+                                MHD_OPTION_URI_LOG_CALLBACK, on_url, NULL,
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                 /* a client that sends nothing for this long is dropped (slowloris) */
                                 MHD_OPTION_CONNECTION_TIMEOUT, serve_cfg.client_timeout_s,

@@ -302,11 +302,12 @@ def test_tcp_needs_the_token_and_loopback(server, scratch):
 
 @attack("serve-bad-input", "malformed JSON, a misspelt field (timout_ms), a wrong type, a JSON body without its "
         "content type, a body over --max-body by its length and chunked, sandbox names with '..', '%2f' and "
-        "control bytes, an unknown sandbox, exec and files on a stopped sandbox",
+        "control bytes, a %00 that would cut a name or path short, an unknown sandbox, exec and files on a "
+        "stopped sandbox",
         "every body held to its route's fields before anything runs (unknown_field names it: a command is never "
         "run without the timeout it was given); Content-Length over --max-body refused before the body is read, "
-        "a chunked one cut off; route parameters checked as the state directory takes names; 4xx as "
-        "{error: {code, message, details}}; the server keeps serving")
+        "a chunked one cut off; route parameters checked as the state directory takes names, a URL escaping a "
+        "NUL refused before it is decoded; 4xx as {error: {code, message, details}}; the server keeps serving")
 def test_bad_input_is_refused_clearly(server):
     c = server.client()
     name = c.create(name=f"sa-bad-{server.mode}")
@@ -348,6 +349,15 @@ def test_bad_input_is_refused_clearly(server):
         assert r.status in (400, 404, 405), (path, r)
         assert r.json["error"]["code"] in ("bad_request", "not_found", "method_not_allowed"), (path, r)
     assert c.request("PATCH", base).status == 405
+    # %00 would end the decoded C string: NAME%00x would reach NAME, keep%00.bak the file keep
+    ws = c.get(base).json["workspace"]
+    assert c.put(f"{base}/files?path={ws}/keep", b"kept", ctype="application/octet-stream").status == 200
+    for r in (c.get(base + "%00x"), c.delete(f"{base}/files?path={ws}/keep%00.bak"),
+              c.post(f"{base}%00x/execs", {"argv": ["true"]})):
+        assert r.status == 400 and r.json["error"]["details"] == {"field": "url"}, r
+        assert "%00" in r.json["error"]["message"], r
+    assert c.get(f"{base}/files?path={ws}/keep").body == b"kept"
+    assert c.get(base + "/execs").json["execs"] == []
     for r in (c.get("/v1/sandboxes/sa-nosuch"), c.post("/v1/sandboxes/sa-nosuch/execs", {"argv": ["true"]}),
               c.get("/v1/sandboxes/sa-nosuch/files?path=/tmp"), c.delete("/v1/sandboxes/sa-nosuch")):
         assert r.status == 404 and r.json["error"]["code"] == "not_found", r
