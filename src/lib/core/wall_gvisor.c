@@ -21,8 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int add_mount(json_t *mounts, const char *dst, const char *type, const char *src, json_t *options)
@@ -54,18 +59,53 @@ static json_t *rlimit(const char *type, uint64_t v)
         return json_pack("{s:s, s:I, s:I}", "type", type, "hard", (json_int_t)v, "soft", (json_int_t)v);
 }
 
-static json_t *bundle_config(const struct run_plan *plan)
+/* The OCI process of the plan: the command of brig run and of each
+ * brig exec (argv), and the placeholder pid 1 of brig create's container.
+ * The rlimits hold for an exec too: runsc exec ignores a process's own
+ * and gives it its container's, which are the plan's. */
+static json_t *process_config(const struct run_plan *plan, char *const *argv)
 {
-        json_t *args = json_array(), *env = json_array(), *mounts = json_array(), *rl = json_array();
-        json_t *cfg = NULL;
-        if (!args || !env || !mounts || !rl)
+        json_t *args = json_array(), *env = json_array(), *rl = json_array();
+        if (!args || !env || !rl)
                 goto fail;
-        for (char *const *a = plan->argv; *a; a++)
+        for (char *const *a = argv; *a; a++)
                 if (json_array_append_new(args, json_string(*a)) < 0)
                         goto fail;
         for (char **e = plan->envp; e && *e; e++)
                 if (json_array_append_new(env, json_string(*e)) < 0)
                         goto fail;
+        const struct limits *l = &plan->limits;
+        if ((l->nofile && json_array_append_new(rl, rlimit("RLIMIT_NOFILE", l->nofile)) < 0) ||
+            (l->nproc && json_array_append_new(rl, rlimit("RLIMIT_NPROC", l->nproc)) < 0) ||
+            (l->fsize && json_array_append_new(rl, rlimit("RLIMIT_FSIZE", l->fsize)) < 0) ||
+            (l->stack && json_array_append_new(rl, rlimit("RLIMIT_STACK", l->stack)) < 0) ||
+            (l->cpu_time_s && json_array_append_new(rl, rlimit("RLIMIT_CPU", l->cpu_time_s)) < 0))
+                goto fail;
+        /* terminal: runsc makes the command's terminal of the pty on its
+         * stdin (brig run -t) or of one it sends to --console-socket
+         * (brig exec -t): gVisor's own tty over the sandbox's pty. */
+        json_t *proc = json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b, s:{s:[], s:[], s:[], s:[], s:[]}}",
+                                 "terminal", plan->tty,
+                                 "user", "uid", (int)plan->sandbox_uid, "gid", (int)plan->sandbox_gid,
+                                 "args", args, "env", env, "cwd", plan->cwd ? plan->cwd : plan->workspace,
+                                 "rlimits", rl, "noNewPrivileges", 1, "capabilities", "bounding", "effective",
+                                 "inheritable", "permitted", "ambient");
+        if (proc)
+                return proc;
+        args = env = rl = NULL;  /* json_pack took them, and freed them on failure */
+fail:
+        json_decref(args);
+        json_decref(env);
+        json_decref(rl);
+        return NULL;
+}
+
+static json_t *bundle_config(const struct run_plan *plan, char *const *argv)
+{
+        json_t *mounts = json_array(), *proc = process_config(plan, argv);
+        json_t *cfg = NULL;
+        if (!mounts || !proc)
+                goto fail;
         int r = add_mount(mounts, "/proc", "proc", "proc", NULL);  /* gVisor's own */
         if (r == 0)
                 r = add_mount(mounts, "/dev", "tmpfs", "tmpfs", NULL);  /* gVisor makes the devices */
@@ -96,40 +136,62 @@ static json_t *bundle_config(const struct run_plan *plan)
                 r = add_bind(mounts, plan->pins.items[i], false);
         if (r < 0)
                 goto fail;
-        const struct limits *l = &plan->limits;
-        if ((l->nofile && json_array_append_new(rl, rlimit("RLIMIT_NOFILE", l->nofile)) < 0) ||
-            (l->nproc && json_array_append_new(rl, rlimit("RLIMIT_NPROC", l->nproc)) < 0) ||
-            (l->fsize && json_array_append_new(rl, rlimit("RLIMIT_FSIZE", l->fsize)) < 0) ||
-            (l->stack && json_array_append_new(rl, rlimit("RLIMIT_STACK", l->stack)) < 0) ||
-            (l->cpu_time_s && json_array_append_new(rl, rlimit("RLIMIT_CPU", l->cpu_time_s)) < 0))
-                goto fail;
-        cfg = json_pack("{s:s, s:{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b, s:{s:[], s:[], s:[], s:[], s:[]}},"
-                        " s:{s:s, s:b}, s:s, s:o,"
-                        " s:{s:[{s:s}, {s:s}, {s:s}, {s:s}]}}",
-                        "ociVersion", "1.0.2",
-                        "process", "terminal", 0, "user", "uid", (int)plan->sandbox_uid, "gid", (int)plan->sandbox_gid,
-                        "args", args, "env", env, "cwd", plan->cwd ? plan->cwd : plan->workspace, "rlimits", rl,
-                        "noNewPrivileges", 1, "capabilities", "bounding", "effective", "inheritable", "permitted",
-                        "ambient",
+        cfg = json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}]}}",
+                        "ociVersion", "1.0.2", "process", proc,
                         "root", "path", "/", "readonly", 1,
                         "hostname", plan->hostname, "mounts", mounts,
                         "linux", "namespaces", "type", "pid", "type", "mount", "type", "ipc", "type", "uts");
         if (cfg)
                 return cfg;
-        args = env = mounts = rl = NULL;  /* json_pack took them, and freed them on failure */
+        proc = mounts = NULL;  /* json_pack took them, and freed them on failure */
 fail:
-        json_decref(args);
-        json_decref(env);
+        json_decref(proc);
         json_decref(mounts);
-        json_decref(rl);
         return NULL;
 }
 
 /* In brig's /tmp, which gVisor covers with a tmpfs of its own: the
  * command never sees the bundle nor runsc's state. */
 #define BUNDLE_DIR "/tmp/.brig-gvisor"
+#define CONTAINER "brig"
 
-int wall_gvisor_exec(const struct run_plan *plan, brig_error **err)
+/* runsc's flags of every call on the one container: its state root and
+ * the sandbox's configuration (exec, kill and ps must name the same).
+ * --network=host: gVisor's sockets are host sockets in brig's network
+ * namespace, whose only way out is brig's listeners. --ignore-cgroups:
+ * brig's cgroup already holds runsc and all it starts. Returns the
+ * number of entries filled; `log` holds a --debug-log flag. */
+static size_t runsc_argv(const struct run_plan *plan, char **argv, char *log, size_t log_len)
+{
+        size_t n = 0;
+        argv[n++] = (char *)plan->runsc;
+        argv[n++] = "--root=" BUNDLE_DIR "/state";
+        argv[n++] = "--network=host";
+        argv[n++] = "--ignore-cgroups";
+        argv[n++] = "--platform=ptrace";
+        /* BRIG_GVISOR_DEBUG=DIR/ (a directory the sandbox shows, e.g. in
+         * the workspace): runsc's own logs, for a runsc that will not start */
+        const char *debug = getenv("BRIG_GVISOR_DEBUG");
+        if (debug && *debug) {
+                snprintf(log, log_len, "--debug-log=%s", debug);
+                argv[n++] = "--debug";
+                argv[n++] = log;
+        }
+        return n;
+}
+
+static char *const runsc_envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+
+static int write_json(json_t *doc, const char *path, brig_error **err)
+{
+        if (!doc)
+                return brig_err(err, ENOMEM, "gvisor: %s", path);
+        int r = json_dump_file(doc, path, JSON_COMPACT);
+        json_decref(doc);
+        return r < 0 ? brig_err(err, EIO, "gvisor: write %s", path) : 0;
+}
+
+static int write_bundle(const struct run_plan *plan, char *const *argv, brig_error **err)
 {
         /* Host root's supplementary groups would still grant group access
          * to runsc's processes (rootless, setgroups is denied and the
@@ -138,37 +200,190 @@ int wall_gvisor_exec(const struct run_plan *plan, brig_error **err)
                 return brig_err(err, errno, "gvisor: setgroups");
         if (mkdir(BUNDLE_DIR, 0700) < 0 || mkdir(BUNDLE_DIR "/state", 0700) < 0)
                 return brig_err(err, errno, "gvisor: make the bundle directory " BUNDLE_DIR);
-        json_t *cfg = bundle_config(plan);
-        if (!cfg)
-                return brig_err(err, ENOMEM, "gvisor: the bundle's config.json");
-        int r = json_dump_file(cfg, BUNDLE_DIR "/config.json", JSON_COMPACT);
-        json_decref(cfg);
-        if (r < 0)
-                return brig_err(err, EIO, "gvisor: write " BUNDLE_DIR "/config.json");
-        /* --network=host: gVisor's sockets are host sockets in brig's
-         * network namespace, whose only way out is brig's listeners.
-         * --ignore-cgroups: brig's cgroup already holds runsc and all it
-         * starts. */
-        char *argv[16] = {
-                (char *)plan->runsc, "--root=" BUNDLE_DIR "/state", "--network=host", "--ignore-cgroups",
-                "--platform=ptrace",
-        };
-        size_t n = 5;
-        /* BRIG_GVISOR_DEBUG=DIR/ (a directory the sandbox shows, e.g. in
-         * the workspace): runsc's own logs, for a runsc that will not start */
-        const char *debug = getenv("BRIG_GVISOR_DEBUG");
-        char log[4200];
-        if (debug && *debug) {
-                snprintf(log, sizeof log, "--debug-log=%s", debug);
-                argv[n++] = "--debug";
-                argv[n++] = log;
+        return write_json(bundle_config(plan, argv), BUNDLE_DIR "/config.json", err);
+}
+
+/* Where a brig exec's process spec and gVisor pid live, by the host pid
+ * of its runsc exec (pid 1's child). */
+static void exec_file(char *buf, size_t n, pid_t pid, const char *what)
+{
+        snprintf(buf, n, BUNDLE_DIR "/exec-%d.%s", (int)pid, what);
+}
+
+int wall_gvisor_exec(const struct run_plan *plan, brig_error **err)
+{
+        char *argv[24], log[4200], spec[64], pidfile[64];
+        size_t n = runsc_argv(plan, argv, log, sizeof log);
+        if (plan->persistent) {
+                /* brig exec: runsc exec into the container brig create
+                 * started, with the same user, rlimits and no privilege;
+                 * argv, environment and cwd are the request's. */
+                exec_file(spec, sizeof spec, getpid(), "json");
+                exec_file(pidfile, sizeof pidfile, getpid(), "pid");
+                int r = write_json(process_config(plan, plan->argv), spec, err);
+                if (r < 0)
+                        return r;
+                argv[n++] = "exec";
+                argv[n++] = "--process";
+                argv[n++] = spec;
+                argv[n++] = "--internal-pid-file";
+                argv[n++] = pidfile;
+        } else {
+                int r = write_bundle(plan, plan->argv, err);
+                if (r < 0)
+                        return r;
+                argv[n++] = "run";
+                argv[n++] = "--bundle";
+                argv[n++] = BUNDLE_DIR;
         }
-        argv[n++] = "run";
-        argv[n++] = "--bundle";
-        argv[n++] = BUNDLE_DIR;
-        argv[n++] = "brig";
-        char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-        execve(plan->runsc, argv, envp);
+        argv[n++] = CONTAINER;
+        argv[n] = NULL;
+        execve(plan->runsc, argv, runsc_envp);
         return brig_err(err, errno, "gvisor: execute %s (is it inside the sandbox's system directories?)",
                         plan->runsc);
+}
+
+/* Run one runsc command to its end; its output (stdout and stderr) in
+ * `out`. A memfd, not a pipe: runsc run --detach leaves the sandbox
+ * holding its stdio. Returns its wait status or -errno. */
+static int runsc_call(const struct run_plan *plan, char *const *sub, char *out, size_t out_len)
+{
+        char *argv[24], log[4200];
+        size_t n = runsc_argv(plan, argv, log, sizeof log);
+        for (; *sub && n < ARRAY_SIZE(argv) - 1; sub++)
+                argv[n++] = *sub;
+        argv[n] = NULL;
+        _cleanup_close_ int mem = memfd_create("runsc-output", MFD_CLOEXEC);
+        if (mem < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                /* pid 1's blocked signals and its descriptors (the sync
+                 * socket to the supervisor) are not runsc's to keep: the
+                 * sandbox it leaves running would hold them. */
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (null < 0 || dup2(null, 0) < 0 || dup2(mem, 1) < 0 || dup2(mem, 2) < 0)
+                        _exit(127);
+                syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+                execve(plan->runsc, argv, runsc_envp);
+                _exit(127);
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        ssize_t got = pread(mem, out, out_len - 1, 0);
+        out[got > 0 ? got : 0] = '\0';
+        return status;
+}
+
+/* runsc's last line of output: what it says went wrong. */
+static const char *last_line(char *out)
+{
+        size_t len = strlen(out);
+        while (len && (out[len - 1] == '\n' || out[len - 1] == ' '))
+                out[--len] = '\0';
+        char *nl = strrchr(out, '\n');
+        return nl ? nl + 1 : out;
+}
+
+int wall_gvisor_start(const struct run_plan *plan, pid_t *sandbox_pid, brig_error **err)
+{
+        /* brig create: the container once, whose pid 1 only holds it
+         * open; each brig exec is a runsc exec into it. */
+        static char *const hold[] = { "/bin/sh", "-c", "while :; do sleep 1000000 & wait; done", NULL };
+        int r = write_bundle(plan, hold, err);
+        if (r < 0)
+                return r;
+        char *const sub[] = { "run", "--detach", "--pid-file", BUNDLE_DIR "/sandbox.pid", "--bundle", BUNDLE_DIR,
+                              CONTAINER, NULL };
+        char out[2048];
+        int status = runsc_call(plan, sub, out, sizeof out);
+        if (status < 0)
+                return brig_err(err, -status, "gvisor: start runsc run --detach");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return brig_err(err, EIO, "gvisor: the persistent sandbox's container did not start (runsc run "
+                                "--detach: %s)", *out ? last_line(out) : "no output");
+        *sandbox_pid = 0;
+        FILE *f = fopen(BUNDLE_DIR "/sandbox.pid", "re");
+        int pid = 0;
+        if (!f || fscanf(f, "%d", &pid) != 1 || pid <= 0) {
+                if (f)
+                        fclose(f);
+                return brig_err(err, EIO, "gvisor: runsc wrote no sandbox pid");
+        }
+        fclose(f);
+        *sandbox_pid = pid;
+        return 0;
+}
+
+/* The gVisor pid of an exec (runsc exec wrote it), 0 if none yet. */
+static int exec_internal_pid(pid_t exec_pid)
+{
+        char path[64];
+        exec_file(path, sizeof path, exec_pid, "pid");
+        FILE *f = fopen(path, "re");
+        int pid = 0;
+        if (f) {
+                if (fscanf(f, "%d", &pid) != 1)
+                        pid = 0;
+                fclose(f);
+        }
+        return pid > 0 ? pid : 0;
+}
+
+static void runsc_kill(const struct run_plan *plan, int pid, int sig)
+{
+        char flag[32], signame[16], out[256];
+        snprintf(flag, sizeof flag, "--pid=%d", pid);
+        snprintf(signame, sizeof signame, "%d", sig);
+        char *const sub[] = { "kill", flag, CONTAINER, signame, NULL };
+        (void)runsc_call(plan, sub, out, sizeof out);  /* gone already: nothing to do */
+}
+
+void wall_gvisor_signal(const struct run_plan *plan, pid_t exec_pid, int sig, bool descendants)
+{
+        /* runsc exec forwards no signal: the command is a task of
+         * gVisor's kernel, which only runsc kill reaches (and killing
+         * runsc exec would leave it running in the container). */
+        int top = exec_internal_pid(exec_pid);
+        if (!top) {
+                kill(exec_pid, sig);  /* not started yet: runsc exec itself */
+                return;
+        }
+        int pids[256] = { top };
+        size_t n = 1;
+        if (descendants) {
+                /* The exec's own tree as gVisor's ps shows it (UID PID
+                 * PPID ...): what it started and waits for, as brig's pid
+                 * 1 kills the command's process group (a process that
+                 * left its parent stays, as one that left the group
+                 * does behind the namespace wall, until brig stop). */
+                char *const sub[] = { "ps", CONTAINER, NULL };
+                _cleanup_free_ char *out = malloc(65536);
+                if (out && runsc_call(plan, sub, out, 65536) == 0)
+                        for (size_t done = 0; done < n; done++)
+                                for (const char *line = out; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+                                        int uid, pid, ppid;
+                                        if (sscanf(line, "%d %d %d", &uid, &pid, &ppid) == 3 && ppid == pids[done] &&
+                                            n < ARRAY_SIZE(pids))
+                                                pids[n++] = pid;
+                                }
+        }
+        for (size_t i = 0; i < n; i++)
+                runsc_kill(plan, pids[i], sig);
+}
+
+void wall_gvisor_forget(pid_t exec_pid)
+{
+        char path[64];
+        exec_file(path, sizeof path, exec_pid, "json");
+        unlink(path);
+        exec_file(path, sizeof path, exec_pid, "pid");
+        unlink(path);
 }

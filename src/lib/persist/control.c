@@ -140,11 +140,6 @@ int control_new(const char *dir, const char *name, const struct sandbox_create_o
 
 int control_prepare(struct control *c, struct run_plan *plan, brig_error **err)
 {
-        /* runsc keeps one container per bundle: brig exec would need
-         * runsc exec into it, not pid 1's fork (docs/walls.md). */
-        if (plan->wall == BRIG_WALL_GVISOR)
-                return brig_err(err, ENOTSUP, "--wall gvisor: persistent sandboxes (brig create, brig pool) run "
-                                "only behind the namespace wall so far; use brig run --wall gvisor");
         plan->persistent = true;
         plan->limits.want_freezer = true;
         if (c->opts.overlay) {

@@ -19,6 +19,7 @@
 #include "core/sync.h"
 #include "core/sequence.h"
 #include "controls/terminal.h"
+#include "core/wall.h"
 #include "persist/control.h"
 
 #include <fcntl.h>
@@ -44,6 +45,7 @@ struct persist {
         struct exec_slot *slots;
         size_t n;
         bool stopping;
+        pid_t gvisor;           /* --wall gvisor: the runsc sandbox every exec enters */
 };
 
 static const int handled[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
@@ -161,6 +163,19 @@ static void start_exec(struct persist *ps, int fd)
                 send_failure(fd, "malformed request", EBADMSG);
                 goto out;
         }
+        /* Behind the gVisor wall the command's world is gVisor's: a file
+         * operation here would see brig's root instead (another /tmp), and
+         * a detached log in brig's /tmp could not be read from inside. */
+        if (ps->gvisor && (req.flags & (CTL_EXEC_FILEOP | CTL_EXEC_DETACH))) {
+                send_failure(fd, req.flags & CTL_EXEC_FILEOP
+                                         ? "--wall gvisor: file operations (brig cp, brig files, the API's files) "
+                                           "are not supported yet; use brig exec with cat or tar, or --wall namespaces"
+                                         : "--wall gvisor: brig exec --detach is not supported yet; run it in the "
+                                           "background with brig exec NAME sh -c 'CMD >LOG 2>&1 &', or --wall "
+                                           "namespaces",
+                             ENOTSUP);
+                goto out;
+        }
         struct exec_slot *grown = realloc(ps->slots, (ps->n + 1) * sizeof *grown);
         if (!grown) {
                 send_failure(fd, "slot", ENOMEM);
@@ -213,8 +228,14 @@ out:
         closep(&fd);
 }
 
-static void kill_exec(const struct exec_slot *s, int sig)
+static void kill_exec(const struct persist *ps, const struct exec_slot *s, int sig)
 {
+        if (ps->gvisor) {
+                wall_gvisor_signal(ps->plan, s->pid, sig, true);
+                if (sig == SIGKILL)
+                        kill(s->pid, sig);
+                return;
+        }
         /* The command leads its own session (command_exec), so its group
          * holds what it started, unless something left on purpose. */
         kill(-s->pid, sig);
@@ -229,6 +250,15 @@ static void reap(struct persist *ps)
         /* wait4: the exec's own CPU time and peak memory (the command and
          * every descendant it waited for), for its result and report */
         while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
+                if (ps->gvisor == pid && !ps->stopping) {
+                        /* The gVisor sandbox is gone (killed, out of
+                         * memory): no exec can run any more, and none may
+                         * run outside it. The sandbox ends with it. */
+                        kill(-1, SIGKILL);
+                        _exit(BRIG_EXIT_SETUP);
+                }
+                if (ps->gvisor)
+                        wall_gvisor_forget(pid);
                 for (size_t i = 0; i < ps->n; i++) {
                         struct exec_slot *s = &ps->slots[i];
                         if (s->pid != pid)
@@ -284,7 +314,10 @@ static void on_exec_socket(struct persist *ps, size_t i, short revents)
                 for (int k = 0; k < nfds; k++)
                         close(fds[k]);
                 if (n > 0 && h.type == CTL_SIGNAL && h.arg > 0 && h.arg < NSIG) {
-                        kill(s->pid, h.arg);
+                        if (ps->gvisor)
+                                wall_gvisor_signal(ps->plan, s->pid, h.arg, false);
+                        else
+                                kill(s->pid, h.arg);
                         return;
                 }
                 if (n != 0 && n != -ECONNRESET)
@@ -292,7 +325,7 @@ static void on_exec_socket(struct persist *ps, size_t i, short revents)
         }
         /* The client is gone (the supervisor closed our socket): the
          * command must not run on unattended. */
-        kill_exec(s, SIGKILL);
+        kill_exec(ps, s, SIGKILL);
         closep(&s->fd);
 }
 
@@ -305,7 +338,7 @@ static int next_timeout(struct persist *ps)
                         continue;
                 if (s->deadline_ms <= now) {
                         /* The wall clock ran out: SIGTERM, then SIGKILL after the grace. */
-                        kill_exec(s, s->timed_out ? SIGKILL : SIGTERM);
+                        kill_exec(ps, s, s->timed_out ? SIGKILL : SIGTERM);
                         s->deadline_ms = s->timed_out ? 0 : now + ps->plan->limits.kill_after_ms;
                         s->timed_out = true;
                         if (!s->deadline_ms)
@@ -337,6 +370,14 @@ _Noreturn void persist_init_main(struct run_plan *plan)
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sfd < 0)
                 _exit(BRIG_EXIT_SETUP);
+        if (plan->wall == BRIG_WALL_GVISOR) {
+                brig_error *err = NULL;
+                if (wall_gvisor_start(plan, &ps.gvisor, &err) < 0) {
+                        sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                        kill(-1, SIGKILL);
+                        _exit(BRIG_EXIT_SETUP);
+                }
+        }
         struct sync_msg ready = { .type = SYNC_READY };
         if (sync_send(plan->sync_fd, &ready) < 0)
                 _exit(BRIG_EXIT_SETUP);
