@@ -496,13 +496,6 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 goto out;
         plan.tty = terminal_is_pty(term);
         plan.term = term;
-        /* runsc would hand the command the pty as a plain file: no
-         * terminal inside, said rather than half-working */
-        if (plan.tty && plan.wall == BRIG_WALL_GVISOR) {
-                r = brig_err(err, ENOTSUP, "--wall gvisor: a pseudo-terminal (--tty, or a terminal on stdin and "
-                             "stdout) is not supported yet: use --no-tty, or --wall namespaces (docs/walls.md)");
-                goto out;
-        }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 r = brig_err(err, errno, "socketpair");
                 goto out;

@@ -133,6 +133,7 @@ static _Noreturn void exec_child(struct persist *ps, const struct exec_request *
         plan.envp = merge_env(ps->plan->envp, req->env);
         plan.sync_fd = fd;
         plan.pty_slave_fd = slave;
+        plan.tty = slave >= 0;  /* the gVisor wall makes gVisor's terminal of it */
         plan.fileop = req->flags & CTL_EXEC_FILEOP;
         if (!plan.envp) {
                 send_failure(fd, "environment", ENOMEM);
