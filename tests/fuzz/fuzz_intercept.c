@@ -11,7 +11,11 @@
  *   - nothing is ever forwarded for the unverified (plain http) judgement
  *     when the head holds a placeholder;
  *   - a normalised path starts with '/', holds no ';', '\', "//", and no
- *     "." or ".." segment, and fits its buffer.
+ *     "." or ".." segment, and fits its buffer;
+ *   - the bytes after the head, as a body (plain and chunked) cut into
+ *     pieces of sizes the input picks: placeholder_scan finds a
+ *     placeholder in some piece exactly when the body's data (dechunked)
+ *     holds one, wherever the cuts fall.
  *
  * Build and run with tests/fuzz/run-fuzz-net; without -DBRIG_LIBFUZZER a
  * main() replays the files named on the command line. */
@@ -94,6 +98,43 @@ static void judge(const struct intercept *ic, const char *buf, const struct http
         free(v.head);
 }
 
+/* The body in pieces: does the scan find what a search of the whole finds? */
+static void scan_body(const struct intercept *ic, const char *body, size_t n, bool chunked, const uint8_t *cuts,
+                      size_t n_cuts)
+{
+        static char data[1 << 16];
+        size_t dl = 0, end = n;
+        if (chunked) {
+                /* the oracle: the data alone, as far as the framing holds */
+                struct http_chunk ch = { .strict = true };
+                for (size_t i = 0; i < n && !ch.done; i++) {
+                        bool is_data = http_chunk_data_left(&ch) > 0;
+                        if (http_chunk_feed(&ch, body + i, 1) != 1) {
+                                end = i;
+                                break;
+                        }
+                        if (is_data && dl < sizeof data)
+                                data[dl++] = body[i];
+                        end = i + 1;
+                }
+        } else {
+                memcpy(data, body, n < sizeof data ? n : sizeof data);
+                dl = n < sizeof data ? n : sizeof data;
+        }
+        bool want = intercept_find(ic, data, dl, NULL) != NULL;
+        struct placeholder_scan ps = { .chunked = chunked, .ch.strict = true };
+        bool got = false;
+        for (size_t off = 0, k = 0; off < end && !got; k++) {
+                size_t m = n_cuts ? (size_t)cuts[k % n_cuts] % 64 + 1 : end - off;
+                if (m > end - off)
+                        m = end - off;
+                got = placeholder_scan(ic, &ps, body + off, m) != NULL;
+                off += m;
+        }
+        if (got != want)
+                abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         const struct intercept *ic = make();
@@ -107,6 +148,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         judge(ic, buf, &req, true, "api.example.com");
         judge(ic, buf, &req, true, "other.example.com");
         judge(ic, buf, &req, false, NULL);
+        /* the cuts: the head's own bytes pick them */
+        size_t body = size - req.head_len;
+        if (body <= sizeof(((struct secret *)0)->placeholder) * 64) {
+                scan_body(ic, buf + req.head_len, body, false, data, req.head_len < 16 ? req.head_len : 16);
+                scan_body(ic, buf + req.head_len, body, true, data, req.head_len < 16 ? req.head_len : 16);
+        }
         return 0;
 }
 

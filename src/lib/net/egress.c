@@ -502,6 +502,50 @@ static bool hand_over(struct conn *c)
         return true;
 }
 
+/* Plain http in a run with secrets: the whole body is searched, not only
+ * what came with its head (plain_http_refused): the relay searches each
+ * piece before it sends it (relay.c), from the bytes already here on. */
+static int scan_body(struct conn *c, size_t extra)
+{
+        if (!c->e->ic || !intercept_secret_count(c->e->ic))
+                return 0;
+        struct placeholder_scan *ps = calloc(1, sizeof *ps);
+        if (!ps) {
+                conn_close(c);
+                return -1;
+        }
+        ps->chunked = c->req.has_te;
+        ps->ch.strict = true;
+        c->up.scan = ps;
+        c->up.scan_ic = c->e->ic;
+        if (placeholder_scan(c->e->ic, ps, c->in + c->in_used, extra)) {
+                conn_close(c);  /* plain_http_refused judged these bytes already */
+                return -1;
+        }
+        return 0;
+}
+
+/* A placeholder in a plain-http body, in a piece after its head: the
+ * upstream got the bytes before it and is cut off; the client gets the
+ * refusal if no response has begun (a 1xx aside), else the connection
+ * ends. */
+static void body_leak(struct conn *c)
+{
+        const struct secret *s = c->up.found;
+        char why[160];
+        snprintf(why, sizeof why, "exfiltration: the placeholder of secret %s in a plain-http request body",
+                 s->spec->name);
+        shutdown(c->uw.fd, SHUT_RDWR);
+        bool answered = c->resp_head ? c->reply_len > 0 || c->down.bytes > 0
+                                     : c->down.bytes > c->interim || c->down.off < c->down.len || c->down.in_pipe;
+        if (!answered) {  /* nothing, or a 100 Continue whole: a 403 may follow */
+                refuse(c, why, c->kind == EGRESS_TRANSPARENT ? &c->orig : NULL);
+                return;
+        }
+        log_decision(c, false, why, NULL);
+        conn_close(c);
+}
+
 static void start_relay(struct conn *c)
 {
         if (hand_over(c))
@@ -553,6 +597,8 @@ static void start_relay(struct conn *c)
                         c->up.limited = true;
                         c->up.remain = c->req.length - extra;
                 }
+                if (scan_body(c, extra) < 0)
+                        return;
                 c->resp_head = true;
                 if (c->down.len) {
                         /* bytes from an upstream proxy's tunnel before the
@@ -1022,7 +1068,10 @@ void relay(struct conn *c)
                 return;  /* refused, closed, or started over */
         c->last_ms = now_ms();
         if (su == FLOW_ERROR) {
-                conn_close(c);
+                if (c->up.found)
+                        body_leak(c);
+                else
+                        conn_close(c);
                 return;
         }
         if (!c->resp_head || read_response_head(c)) {
@@ -1031,6 +1080,10 @@ void relay(struct conn *c)
                 sd = flow_pump(&c->down);
                 if (su == FLOW_DONE && !c->up.ended && !c->up.shut)
                         su = flow_pump(&c->up);  /* opened again by a 101 */
+                if (su == FLOW_ERROR && c->up.found) {
+                        body_leak(c);
+                        return;
+                }
         } else if (c->state != C_RELAY) {
                 return;  /* answered with an error, or closed */
         }

@@ -4,6 +4,7 @@
  * read by its framing, each next request judged from scratch. The SOCKS
  * requests are egress_socks.c's; the connection core is egress.c. */
 #define _GNU_SOURCE
+#include "net/intercept.h"
 #include "net/proxy.h"
 
 #include <stdio.h>
@@ -207,6 +208,7 @@ void next_request(struct conn *c)
         c->n_cands = c->next_cand = c->next_up = 0;
         c->connected = -1;
         c->established = c->forward = c->keep_alive = c->resp_head = false;
+        c->interim = 0;
         c->last_errno = 0;
         memset(&c->req, 0, sizeof c->req);
         c->kept = true;
@@ -267,12 +269,15 @@ bool read_response_head(struct conn *c)
                 /* an interim response (100 Continue) or 101: relayed as it
                  * comes, to the end of the connection */
                 c->keep_alive = false;
+                c->interim = c->down.bytes + c->reply_len;
                 err = flow_prepend(&c->down, c->reply, c->reply_len);
                 if (resp.status == 101 && c->req.upgrade) {
                         /* the handshake it asked for: from here on the
                          * client's bytes are the new protocol's, all of
                          * them, to the end */
                         c->up.limited = c->up.chunked = c->up.ended = false;
+                        if (c->up.scan)
+                                c->up.scan->chunked = false;  /* the new protocol's bytes, all searched */
                 }
         } else {
                 if (no_body) {

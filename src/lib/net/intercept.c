@@ -222,29 +222,12 @@ static void answer(struct ic_conn *c, int status, const char *reason)
 
 /* ---- the request body: framed, scanned, sent on ------------------------------ */
 
-/* The last bytes of the body already sent: a token split across two
- * pieces is found at their seam, before its end leaves. */
-#define TOKEN_LEN 32
-_Static_assert(TOKEN_LEN == sizeof(((struct secret *)0)->token) - 1, "a token's length");
-struct seam {
-        char tail[TOKEN_LEN - 1];
-        size_t len;
-};
-
 /* Bytes of the message in c->in: sent upstream unless they hold a
- * placeholder (or complete one begun in the piece before). Returns 0, or
+ * placeholder (or complete one begun in the pieces before). Returns 0, or
  * -1 (refused: logged and answered). */
-static int body_piece(struct ic_conn *c, struct seam *sm, const char *method, size_t n)
+static int body_piece(struct ic_conn *c, struct placeholder_scan *ps, const char *method, size_t n)
 {
-        size_t at;
-        const struct secret *s = intercept_find(c->ic, c->in, n, &at);
-        if (!s && sm->len) {
-                char joint[2 * (TOKEN_LEN - 1)];
-                size_t k = n < TOKEN_LEN - 1 ? n : TOKEN_LEN - 1;
-                memcpy(joint, sm->tail, sm->len);
-                memcpy(joint + sm->len, c->in, k);
-                s = intercept_find(c->ic, joint, sm->len + k, &at);
-        }
+        const struct secret *s = placeholder_scan(c->ic, ps, c->in, n);
         if (s) {
                 struct intercept_verdict v = { .status = 403, .secret = s };
                 snprintf(v.reason, sizeof v.reason, "exfiltration: the placeholder of secret %s in the request body "
@@ -256,27 +239,20 @@ static int body_piece(struct ic_conn *c, struct seam *sm, const char *method, si
         if (!write_all(c->up, c->in, n))
                 return -1;
         c->bytes_up += n;
-        /* keep the last TOKEN_LEN - 1 bytes sent, these before them if short */
-        size_t keep = n < TOKEN_LEN - 1 ? n : TOKEN_LEN - 1, old = TOKEN_LEN - 1 - keep;
-        if (old > sm->len)
-                old = sm->len;
-        memmove(sm->tail, sm->tail + sm->len - old, old);
-        memcpy(sm->tail + old, c->in + n - keep, keep);
-        sm->len = old + keep;
         consume(c, n);
         return 0;
 }
 
 static int relay_body(struct ic_conn *c, const struct http_request *req)
 {
-        struct seam sm = { .len = 0 };
+        struct placeholder_scan ps = { .chunked = req->has_te, .ch.strict = true };
         if (!req->has_te) {
                 uint64_t left = req->length;
                 while (left) {
                         if (!c->in_len && !client_fill(c))
                                 return -1;
                         size_t n = c->in_len < left ? c->in_len : (size_t)left;
-                        if (body_piece(c, &sm, req->method, n) < 0)
+                        if (body_piece(c, &ps, req->method, n) < 0)
                                 return -1;
                         left -= n;
                 }
@@ -291,7 +267,7 @@ static int relay_body(struct ic_conn *c, const struct http_request *req)
                         answer(c, 400, "bad chunked request body");
                         return -1;
                 }
-                if (body_piece(c, &sm, req->method, (size_t)used) < 0)
+                if (body_piece(c, &ps, req->method, (size_t)used) < 0)
                         return -1;
         }
         return 0;

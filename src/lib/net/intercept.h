@@ -137,6 +137,19 @@ BRIG_INTERNAL void intercept_scrub_environ(const struct intercept_policy *ip);
 /* The first placeholder in buf[0..len) (any case), or NULL; *at its offset. */
 BRIG_INTERNAL const struct secret *intercept_find(const struct intercept *ic, const char *buf, size_t len,
                                                   size_t *at);
+/* A body searched as it passes, piece by piece: a placeholder split
+ * across two pieces (or, chunked, across two chunks: only the data is
+ * searched) is found in the piece that completes it. */
+#define PLACEHOLDER_SEAM (sizeof(((struct secret *)0)->token) - 2)  /* a token's length - 1 */
+struct placeholder_scan {
+        bool chunked;         /* the pieces are a chunked body's, framing and all */
+        struct http_chunk ch;
+        char tail[PLACEHOLDER_SEAM];
+        size_t len;
+};
+/* The first placeholder the piece p[0..n) holds or completes, or NULL. */
+BRIG_INTERNAL const struct secret *placeholder_scan(const struct intercept *ic, struct placeholder_scan *ps,
+                                                    const char *p, size_t n);
 BRIG_INTERNAL bool secret_bound_to(const struct secret *s, const char *host);
 /* Should connections to host:port be intercepted? */
 BRIG_INTERNAL bool intercept_wants(const struct intercept *ic, const char *host, uint16_t port);

@@ -374,6 +374,9 @@ BRIG_INTERNAL bool dns_owns(struct dns *d, void *tag, int *fd);
 
 /* ---- relay (relay.c): one direction of a connection --------------------- */
 
+struct intercept;
+struct placeholder_scan;
+struct secret;
 struct flow {
         int from, to;
         int pipe[2];          /* splice path; -1 until made, or when unavailable */
@@ -390,6 +393,13 @@ struct flow {
         bool chunked;         /* follow `chunk` (through the buffer, not splice) */
         struct http_chunk chunk;
         bool ended;           /* the message ended by its framing: FLOW_DONE, no shutdown */
+        /* a plain-http request body in a run with secrets: every byte is
+         * searched for a placeholder before it is sent (through the
+         * buffer, never spliced); one found stops the flow (FLOW_ERROR)
+         * with `found` set, the bytes holding it unsent */
+        const struct intercept *scan_ic;
+        struct placeholder_scan *scan;  /* malloc'ed, freed with the flow */
+        const struct secret *found;
 };
 
 enum flow_state { FLOW_WANT_READ, FLOW_WANT_WRITE, FLOW_DONE, FLOW_ERROR };

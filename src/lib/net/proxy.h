@@ -66,6 +66,7 @@ struct conn {
         bool forward;         /* plain http: one request per upstream connection */
         bool keep_alive;      /* plain http: the client connection may carry another request */
         bool resp_head;       /* plain http: reading the response head (in `reply`) */
+        uint64_t interim;     /* plain http: bytes of a 1xx relayed ahead of the response */
         bool kept;            /* plain http: waiting for the next request on a kept connection */
         char host[EGRESS_HOST_MAX + 1];  /* normalized name, "" for a literal */
         char why[EGRESS_HOST_MAX + 160];  /* the host rule that allowed the name */

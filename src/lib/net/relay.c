@@ -7,6 +7,7 @@
  * read more, which is the backpressure — a slow reader stalls its own
  * sender, never the supervisor's memory. */
 #define _GNU_SOURCE
+#include "net/intercept.h"
 #include "net/net.h"
 
 #include <fcntl.h>
@@ -120,7 +121,7 @@ enum flow_state flow_pump(struct flow *f)
                 }
                 ssize_t n;
                 size_t want = f->limited && f->remain < FLOW_CHUNK ? (size_t)f->remain : FLOW_CHUNK;
-                if (!f->chunked && try_pipe(f)) {
+                if (!f->chunked && !f->scan && try_pipe(f)) {
                         n = splice(f->from, NULL, f->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                         if (n > 0)
                                 f->in_pipe = (size_t)n;
@@ -158,6 +159,11 @@ enum flow_state flow_pump(struct flow *f)
                                 f->len = (size_t)n;
                         }
                 }
+                if (n > 0 && f->scan && (f->found = placeholder_scan(f->scan_ic, f->scan, f->buf, (size_t)n))) {
+                        explicit_bzero(f->buf, (size_t)n);
+                        f->off = f->len = 0;
+                        return FLOW_ERROR;
+                }
                 if (n > 0 && f->limited)
                         f->remain -= (uint64_t)n;
                 if (n == 0)
@@ -182,4 +188,6 @@ void flow_free(struct flow *f)
         free(f->buf);
         f->buf = NULL;
         f->off = f->len = f->cap = 0;
+        free(f->scan);
+        f->scan = NULL;
 }

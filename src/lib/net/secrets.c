@@ -505,6 +505,51 @@ const struct secret *intercept_find(const struct intercept *ic, const char *buf,
         return best;
 }
 
+/* The token split across the seam: the last bytes before and the first
+ * of this piece, searched together. */
+static const struct secret *scan_data(const struct intercept *ic, struct placeholder_scan *ps, const char *p,
+                                      size_t n)
+{
+        const struct secret *s = intercept_find(ic, p, n, NULL);
+        if (!s && ps->len) {
+                char joint[2 * PLACEHOLDER_SEAM];
+                size_t k = n < PLACEHOLDER_SEAM ? n : PLACEHOLDER_SEAM;
+                memcpy(joint, ps->tail, ps->len);
+                memcpy(joint + ps->len, p, k);
+                s = intercept_find(ic, joint, ps->len + k, NULL);
+        }
+        /* keep the last PLACEHOLDER_SEAM bytes: of p, and those held before if p is short */
+        size_t keep = n < PLACEHOLDER_SEAM ? n : PLACEHOLDER_SEAM, old = PLACEHOLDER_SEAM - keep;
+        if (old > ps->len)
+                old = ps->len;
+        memmove(ps->tail, ps->tail + ps->len - old, old);
+        memcpy(ps->tail + old, p + n - keep, keep);
+        ps->len = old + keep;
+        return s;
+}
+
+const struct secret *placeholder_scan(const struct intercept *ic, struct placeholder_scan *ps, const char *p,
+                                      size_t n)
+{
+        if (!ic || !ic->n)
+                return NULL;
+        if (!ps->chunked)
+                return scan_data(ic, ps, p, n);
+        /* the chunks' data alone: the framing between two halves would hide a token */
+        size_t used = 0;
+        while (used < n && !ps->ch.done) {
+                uint64_t data = http_chunk_data_left(&ps->ch);
+                size_t m = !data ? 1 : n - used < data ? n - used : (size_t)data;
+                if (http_chunk_feed(&ps->ch, p + used, m) != (ssize_t)m)
+                        return NULL;  /* bad framing: the relay's own parser refuses it */
+                const struct secret *s = data ? scan_data(ic, ps, p + used, m) : NULL;
+                if (s)
+                        return s;
+                used += m;
+        }
+        return NULL;
+}
+
 const struct secret *intercept_in_name(const struct intercept *ic, const char *name)
 {
         return name ? intercept_find(ic, name, strlen(name), NULL) : NULL;
