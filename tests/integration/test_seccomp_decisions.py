@@ -1,0 +1,183 @@
+"""The default filter decides as the reference does, for every syscall
+number: the program the kernel really holds for a sandbox's command (read
+from the host with PTRACE_SECCOMP_GET_FILTER) against the reference kept
+in the tree (data/seccomp-default.txt: the default profile's program as
+brig compiled it before any change of layout), judged by an evaluator of
+the tests' own (seccomp_bpf.py) for every number 0-1023, every argument
+value either program tests for that number (each constant, its
+neighbours, each masked bit flipped), the x32 and i386 spellings. An
+optimisation of the filter's layout (the binary tree, an order of rules)
+can never drop or change a rule without this failing; nor can a number
+the kernel decided from its constant-action cache fall out of it.
+
+And from inside: every number the reference refuses, called, is refused
+with the reference's answer.
+
+The reference changes only when the default profile does, on purpose:
+    BRIG_SECCOMP_REFERENCE=write python3 -m pytest -q \\
+        tests/integration/test_seccomp_decisions.py -k 'reference and root'
+writes the loaded program there (then review the diff of its decisions:
+seccomp_bpf.decisions of the old and new text)."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+
+import pytest
+
+import seccomp_bpf as bpf
+from conftest import IS_ROOT
+from proc_helpers import wait_until
+from test_escape import attack
+
+REFERENCE = pathlib.Path(__file__).parent / "data" / "seccomp-default.txt"
+
+
+def state_env(brig, name):
+    """A state root of the test's own, so the first run compiles the filter
+    and the second loads it from the cache."""
+    d = brig.base / name
+    d.mkdir(mode=0o700)
+    brig.chown(d)
+    return {"XDG_RUNTIME_DIR": str(d)}
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                s = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            if int(s[s.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def descendant_named(pid, comm):
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            if open(f"/proc/{p}/comm").read().strip() == comm:
+                return p
+        except OSError:
+            continue
+        todo += children(p)
+    return None
+
+
+def loaded_program(brig, env):
+    """The filter the kernel holds for an idle sandbox's command."""
+    p = subprocess.Popen(brig.cmd("run", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"),
+                         cwd=str(brig.workspace), env=brig.env(env), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == b"ready", p.stderr.read()
+        pid = wait_until(lambda: descendant_named(p.pid, "sleep"), 5)
+        assert pid, "the sandbox's command is not found on the host"
+        return bpf.loaded_filter(pid)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+
+
+def describe(key, a, b, names):
+    nr, arch, args = key
+    return (f"{names.get(nr, nr)} (nr {nr:#x}, arch {arch:#x}, args {dict((i, hex(x)) for i, x in enumerate(args) if x)}): "
+            f"reference {bpf.action_name(a)}, loaded {bpf.action_name(b)}")
+
+
+@attack("seccomp-layout-drops-rule", "an optimisation of the default filter's layout (libseccomp's binary tree, "
+        "rules reordered, the cached program) drops or changes one rule, or an argument check on a hot call "
+        "takes it out of the kernel's constant-action cache",
+        "the program the kernel holds for a sandbox, compiled and from the cache, decides as the reference does "
+        "for every number, argument boundary and architecture; every number the reference decides constantly "
+        "still is")
+def test_loaded_filter_decides_as_the_reference(brig):
+    if not IS_ROOT:
+        pytest.skip("NOT ROOT: READING A SANDBOX'S LOADED FILTER (PTRACE_SECCOMP_GET_FILTER) NEEDS CAP_SYS_ADMIN")
+    env = state_env(brig, "state")
+    compiled = loaded_program(brig, env)
+    cached = loaded_program(brig, env)
+    if os.environ.get("BRIG_SECCOMP_REFERENCE") == "write":
+        REFERENCE.parent.mkdir(exist_ok=True)
+        REFERENCE.write_text("# the default profile's program (brig run), written by test_seccomp_decisions.py\n"
+                             + bpf.to_text(compiled))
+    ref = bpf.from_text(REFERENCE.read_text())
+    names = bpf.syscall_names()
+    want = None
+    for label, prog in (("compiled", compiled), ("cached", cached)):
+        if prog == ref:
+            continue  # the same program, instruction for instruction
+        want = want or bpf.decisions(ref, compiled)
+        got = bpf.decisions(prog, ref)
+        wrong = [describe(k, want.get(k, bpf.run(ref, k[0], k[1], k[2])), v, names)
+                 for k, v in got.items() if v != want.get(k, bpf.run(ref, k[0], k[1], k[2]))]
+        assert not wrong, f"{label}: {len(wrong)} decisions differ: " + "; ".join(wrong[:12])
+        lost = [names.get(nr, nr) for nr in range(1024)
+                if bpf.const_action(ref, nr) is not None and bpf.const_action(prog, nr) is None]
+        assert not lost, f"{label}: out of the kernel's constant-action cache now: {lost}"
+    # The hot calls the bench measures never run the filter at all.
+    for name in ("getppid", "read", "write", "close", "futex", "mmap", "newfstatat"):
+        nr = next(n for n, s in names.items() if s == name)
+        assert bpf.const_action(compiled, nr) == bpf.RET_ALLOW, name
+
+
+PROBE = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+for nr in map(int, sys.argv[1:]):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(0)] * 6)
+    print(nr, r, ctypes.get_errno(), flush=True)
+"""
+
+
+@attack("refused-number-called", "from inside, call every system call number the reference filter refuses "
+        "(with zero arguments), named or not: one the filter's layout, its cache or the supervisor's replies "
+        "let through reaches the kernel",
+        "each is refused with the reference's answer: its errno where the filter answers, EPERM or ENOSYS from "
+        "the supervisor where it notifies (EAFNOSUPPORT for a socket family), and the run's report counts those refusals on the host")
+def test_every_number_the_reference_refuses_is_refused_inside(brig):
+    ref = bpf.from_text(REFERENCE.read_text())
+    # x86_64's uretprobe (335, Linux 6.11) and uprobe (336, 6.17) pass every
+    # seccomp filter unjudged (kernel/seccomp.c, seccomp_uprobe_exception):
+    # called anywhere but from the kernel's own uprobe trampoline they do
+    # nothing but SIGILL the caller or fail with ENXIO, on the host too.
+    # connect (42) notifies to be judged by the unix socket guard: an allowed
+    # call, not a refusal.
+    numbers = [nr for nr in range(512) if bpf.run(ref, nr) != bpf.RET_ALLOW and nr not in (42, 335, 336)]
+    (brig.workspace / "probe.py").write_text(PROBE)
+    reports = brig.base / "reports"
+    brig.chown(reports)
+    rep_path = reports / "refused.json"
+    r = brig.run("run", "--json-report", str(rep_path), "--timeout", "60", "--", "/usr/bin/python3",
+                 str(brig.workspace / "probe.py"), *map(str, numbers), timeout=90)
+    assert r.returncode == 0, r
+    seen = {}
+    for line in r.stdout.splitlines():
+        nr, ret, err = map(int, line.split())
+        seen[nr] = (ret, err)
+    names = bpf.syscall_names()
+    wrong = []
+    notified = 0
+    for nr in numbers:
+        act = bpf.run(ref, nr)
+        ret, err = seen.get(nr, (None, None))
+        if act & 0xFFFF0000 == 0x00050000:
+            ok = ret == -1 and err == act & 0xFFFF
+        else:
+            assert act == 0x7FC00000, (names.get(nr, nr), bpf.action_name(act))
+            notified += 1
+            ok = ret == -1 and err in (1, 38, 97)  # EPERM, ENOSYS, EAFNOSUPPORT: the supervisor's answers
+        if not ok:
+            wrong.append(f"{names.get(nr, nr)} ({nr}): reference {bpf.action_name(act)}, got {ret} errno {err}")
+    assert not wrong, "; ".join(wrong)
+    rep = json.loads(rep_path.read_text())
+    counted = len([x for x in rep["refusals"] if x["kind"] == "syscall"]) + rep.get("refusals_dropped", 0)
+    # clone3 and openat2 are routine fallbacks, not counted (report.md)
+    assert counted >= notified - 2, (counted, notified, rep["refusals"][:3])
