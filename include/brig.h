@@ -137,6 +137,11 @@ enum brig_limit {
         BRIG_LIMIT_NPROC,       /* RLIMIT_NPROC */
         BRIG_LIMIT_FSIZE,       /* RLIMIT_FSIZE, bytes */
         BRIG_LIMIT_STACK,       /* RLIMIT_STACK, bytes */
+        /* Not the sandbox's: the most entries brig's own walks for file
+         * changes record (the audit's files event, --manifest, brig diff of a
+         * bind-mode sandbox); past it a walk stops and says so. Default
+         * 100000; 0: no cap. */
+        BRIG_LIMIT_CHANGES_MAX,
 };
 BRIG_PUBLIC int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value, brig_error **err);
 /* Refuse to run when cgroup limits cannot be enforced (instead of falling
@@ -434,8 +439,12 @@ BRIG_PUBLIC int brig_sandbox_remove(const char *name, brig_error **err);
 /* Freeze / thaw every process inside (cgroup v2 freezer). */
 BRIG_PUBLIC int brig_sandbox_pause(const char *name, brig_error **err);
 BRIG_PUBLIC int brig_sandbox_resume(const char *name, brig_error **err);
-/* --workspace-mode overlay: what the layer changes, as a JSON array (free())
- * of {path, change: added|modified|deleted, type: file|dir|symlink|special, mode}. */
+/* What the sandbox changed, as a JSON array (free()) of {path, change:
+ * added|modified|deleted, type: file|dir|symlink|special, mode}. Overlay
+ * mode: what the layer changes. Bind mode: what changed in the workspace
+ * and writable binds since create (paths in a bind absolute), each entry
+ * with size and a regular file's sha256; -E2BIG when the walk could not
+ * be made whole (--changes-max, docs/audit.md#the-walks-limits). */
 BRIG_PUBLIC char *brig_sandbox_diff_json(const char *name, brig_error **err);
 /* Apply the layer's changes to the real workspace, each file atomically
  * (temporary file + rename in its directory). A path also changed on the

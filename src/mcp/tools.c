@@ -886,7 +886,8 @@ static int need_overlay(struct mcp *m, const char *tool, brig_error **err)
 
 static json_t *tool_diff(struct mcp *m, json_t *a, brig_error **err)
 {
-        if (need_overlay(m, "diff", err) < 0 || mcp_sandbox(m, err) < 0)
+        /* bind mode too: what changed since the session's sandbox was made */
+        if (mcp_sandbox(m, err) < 0)
                 return NULL;
         const char *pb[65], *eb[65];
         brig_change_filter f = { .paths = strv_arg(a, "paths", pb, 65), .excludes = strv_arg(a, "exclude", eb, 65) };
@@ -1004,8 +1005,8 @@ static const struct tool tools[] = {
           { { "tag", A_STRING, true, "a tag snapshot made", 0, 0 } },
           OBJ("\"tag\":" STR ",\"note\":" STR), false, true, false, tool_restore },
         { "diff", "What changed",
-          "What the session changed in the workspace (brig mcp --overlay): added, modified, deleted paths. "
-          "The real workspace changes only when the user commits.",
+          "What the session changed in the workspace: added, modified, deleted paths. With brig mcp --overlay "
+          "the real workspace changes only when the user commits; without it, the session wrote them there.",
           { { "paths", A_STRV, false, "only under these paths (relative to the workspace)", 0, 0 },
             { "exclude", A_STRV, false, "leave out paths matching these patterns (node_modules, *.log)", 0, 0 } },
           OBJ("\"changes\":" ARR), true, false, true, tool_diff },

@@ -227,7 +227,7 @@ def test_file_changes_do_not_follow_what_the_sandbox_planted(brig):
         ch[f"{ws}/fifo"].get("sha256") is None, ch
     want = hashlib.sha256((brig.workspace / "out.txt").read_bytes()).hexdigest()
     assert ch[f"{ws}/out.txt"] == {"change": "added", "path": f"{ws}/out.txt", "type": "file", "size": 6,
-                                   "sha256": want}, ch
+                                   "mode": ch[f"{ws}/out.txt"]["mode"], "sha256": want}, ch
     assert ch[f"{ws}/gone.txt"]["change"] == "deleted", ch
     assert ch[f"{ws}/same.txt"]["change"] == "modified", ch   # same inode, size and mtime: ctime tells
     assert (brig.workspace / "same.txt").read_text() == "bbbb\n"

@@ -29,7 +29,7 @@ EXAMPLES = {
     "secret-host": "API_TOKEN=api.example.com", "secret-header": "API_TOKEN=X-Api-Key",
     "http-rule": "api.example.com POST /v1/messages", "upstream-ca": "/etc/ssl/certs/ca-certificates.crt",
     "allow-unix": "/run/postgresql/.s.PGSQL.5432",
-    "audit": "/tmp/audit.jsonl", "audit-no-exec": None, "manifest": "/tmp/manifest.json", "timings": None,
+    "audit": "/tmp/audit.jsonl", "audit-no-exec": None, "changes-max": "5000", "manifest": "/tmp/manifest.json", "timings": None,
     "json-report": "/tmp/report.json", "copy-in": "/etc/hostname:~/hostname",
     "copy-in-secret": "~/.ssh/id_ed25519:~/.ssh/id_ed25519", "ssh-agent": None, "git-identity": None,
     "carry-config": "npm",

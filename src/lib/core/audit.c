@@ -71,7 +71,7 @@ struct audit {
         brig_notice_fn notice;
         void *notice_data;
         char stopped[512];  /* why lines were lost, for the report ("": none) */
-        char notes[3][512]; /* the same for stderr: not keeping up, a write error, given up */
+        char notes[4][512]; /* the same for stderr: not keeping up, a write error, given up */
         size_t n_notes;
         bool warned_full, warned_error;
         /* the queue; `lock` guards everything below */
@@ -149,17 +149,36 @@ static uint64_t now_ms(void)
 /* Kept for the report and said once the run is over (audit_flush): the
  * notice writes to brig's stderr, a pipe the sandbox may have filled
  * itself, and the supervisor must not wait on it while the sandbox runs. */
+static char *note_v(struct audit *a, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static char *note_v(struct audit *a, const char *fmt, va_list ap)
+{
+        if (a->n_notes == ARRAY_SIZE(a->notes))
+                return NULL;
+        char *line = a->notes[a->n_notes++];
+        vsnprintf(line, sizeof a->notes[0], fmt, ap);
+        return line;
+}
+
+/* The same, about the stream itself: also the report's audit.stopped. */
 static void say(struct audit *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(struct audit *a, const char *fmt, ...)
 {
-        if (a->n_notes == ARRAY_SIZE(a->notes))
-                return;
-        char *line = a->notes[a->n_notes++];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(line, sizeof a->notes[0], fmt, ap);
+        char *line = note_v(a, fmt, ap);
         va_end(ap);
-        snprintf(a->stopped, sizeof a->stopped, "%s", line);  /* the last word */
+        if (line)
+                snprintf(a->stopped, sizeof a->stopped, "%s", line);  /* the last word */
+}
+
+/* A note about what the stream records, not about the stream. */
+static void note(struct audit *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct audit *a, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        note_v(a, fmt, ap);
+        va_end(ap);
 }
 
 static void say_error(struct audit *a, int e)
@@ -757,6 +776,10 @@ void audit_exit(struct audit *a, json_t *event)
 
 void audit_files(struct audit *a, json_t *event)
 {
+        json_t *at = json_object_get(event, "stopped_at");
+        if (at)
+                note(a, "the audit stream's file changes are incomplete: the walk stopped at %lld entries "
+                        "(--changes-max N raises the cap; 0 removes it)", (long long)json_integer_value(at));
         a->events++;
         emit(a, "files", event);
 }

@@ -11,6 +11,7 @@
 #include "core/audit.h"
 #include "core/hostfs.h"
 #include "core/model.h"
+#include "persist/runchanges.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +40,8 @@ int manifest_begin(const struct run_plan *plan, const brig_policy *p, struct man
                 return r;
         }
         brig_error *e = NULL;
-        if (plan->workspace && brig_tree_hash(plan->workspace, m->tree, &m->entries, &e) < 0)
+        if (plan->workspace && runchanges_tree_hash(plan->workspace, plan->limits.changes_max, m->tree, &m->entries,
+                                                    &e) < 0)
                 snprintf(m->tree_error, sizeof m->tree_error, "%s", e && e->msg ? e->msg : "?");
         brig_error_free(&e);
         *ret = m;

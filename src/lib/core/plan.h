@@ -41,6 +41,7 @@ struct limits {
         uint64_t nproc;           /* RLIMIT_NPROC (0: untouched) */
         uint64_t fsize;           /* RLIMIT_FSIZE (0: untouched) */
         uint64_t stack;           /* RLIMIT_STACK (0: untouched) */
+        uint64_t changes_max;     /* entries brig's walks for file changes record (0: no cap) */
         bool required;            /* refuse to run when cgroups cannot enforce them */
         bool want_freezer;        /* persistent sandboxes: a v2 group for cgroup.freeze even without controllers */
 };
@@ -49,6 +50,7 @@ struct limits {
 #define BRIG_DEFAULT_PIDS 1024
 #define BRIG_DEFAULT_NOFILE 4096
 #define BRIG_DEFAULT_KILL_AFTER_MS 5000
+#define BRIG_DEFAULT_CHANGES_MAX 100000
 
 #define BRIG_NOBODY_UID 65534
 

@@ -301,7 +301,7 @@ static int record_writable(const struct run_plan *plan, struct runchanges **ret)
                     lstat(m->src, &st) == 0 && S_ISDIR(st.st_mode))
                         roots[n++] = m->src;
         }
-        int r = runchanges_begin(roots, n, ret);
+        int r = runchanges_begin(roots, n, plan->limits.changes_max, ret);
         free(roots);
         return r;
 }
@@ -445,6 +445,19 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (audit && !ctl && (r = record_writable(&plan, &changes)) < 0) {
                 r = brig_err(err, -r, "record the writable trees for the audit stream");
                 goto out;
+        }
+        /* A persistent sandbox in bind mode writes its workspace itself:
+         * the same record, once, before anything of it first runs, kept
+         * in its state directory for brig diff and its stop (changes.c).
+         * A start after a stop keeps it: "since create". */
+        if (ctl && control_keeps_changes(ctl) && !changes_kept(control_dir(ctl))) {
+                struct runchanges *kept = NULL;
+                r = record_writable(&plan, &kept);
+                r = r < 0 ? brig_err(err, -r, "record the writable trees for brig diff")
+                          : changes_keep(control_dir(ctl), kept, err);
+                runchanges_free(kept);
+                if (r < 0)
+                        goto out;
         }
         if (p->manifest_path && !ctl && (r = manifest_begin(&plan, p, &manifest, err)) < 0) {
                 goto out;
@@ -611,7 +624,8 @@ out:
                 snprintf(result->unix_refused_path, sizeof result->unix_refused_path, "%s", first);
         }
         unixguard_finish(guard);
-        json_t *files = audit && changes ? runchanges_end(changes) : NULL;
+        json_t *files = audit && changes ? runchanges_end(changes)
+                        : audit && ctl && control_keeps_changes(ctl) ? changes_event(control_dir(ctl)) : NULL;
         if (manifest && manifest_end(manifest, &plan, result, audit, files, err) < 0 && r == 0)
                 r = -EIO;
         manifest_free(manifest);

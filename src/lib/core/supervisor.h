@@ -12,6 +12,10 @@ struct control;
 struct cgroup;
 /* Before clone: mark the plan persistent, add the overlay layer, ask for a freezer. */
 BRIG_INTERNAL int control_prepare(struct control *c, struct run_plan *plan, brig_error **err);
+/* The sandbox's state directory. */
+BRIG_INTERNAL const char *control_dir(const struct control *c);
+/* Does it keep a record since create for brig diff (changes.c)? */
+BRIG_INTERNAL bool control_keeps_changes(const struct control *c);
 BRIG_INTERNAL int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, int pidfd,
                                  int sync_fd, brig_error **err);
 struct unixguard;

@@ -75,6 +75,20 @@ struct control {
         struct audit *audit;     /* records each such change */
 };
 
+const char *control_dir(const struct control *c)
+{
+        return c->dir;
+}
+
+/* A sandbox someone may ask brig diff of later: bind mode (overlay has
+ * its layer), and neither ephemeral (an OCI container, brig run over the
+ * handles) nor a pool's member — those would pay a walk of the workspace
+ * at every start for a diff nobody asks. */
+bool control_keeps_changes(const struct control *c)
+{
+        return !c->opts.overlay && !c->opts.ephemeral && !c->opts.owner_pid;
+}
+
 static int epoll_watch(struct control *c, int fd, struct watch *w)
 {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = w };

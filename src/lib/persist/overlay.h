@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -70,9 +71,18 @@ BRIG_INTERNAL int layer_open(const char *name, struct layer *l, brig_error **err
 /* the record of the workspace (overlay_manifest.c) */
 BRIG_INTERNAL json_t *entry_record(const struct stat *st);
 BRIG_INTERNAL int record_tree(int dfd, const char *rel, json_t *out, int depth);
-/* The same walk with another record of each entry (runchanges.c). */
+/* The same walk with another record of each entry (runchanges.c), and
+ * bounds: with `cap` non-NULL, each entry recorded takes one from
+ * cap->left (when cap->max), and the walk stops with -E2BIG at the first
+ * entry past it (what it recorded stays in out); a directory it cannot
+ * open (rootless: one the sandbox made unreadable) is noted in
+ * cap->unreadable (the first one) rather than passed over in silence. */
+struct tree_cap {
+        uint64_t max, left;
+        char *unreadable;
+};
 BRIG_INTERNAL int record_tree_with(int dfd, const char *rel, json_t *out, int depth,
-                                   json_t *(*record)(const struct stat *st));
+                                   json_t *(*record)(const struct stat *st), struct tree_cap *cap);
 BRIG_INTERNAL int manifest_write(const char *dir, json_t *m, brig_error **err);
 BRIG_INTERNAL int record_workspace(const char *workspace, const char *dir, brig_error **err);
 BRIG_INTERNAL bool record_matches(json_t *rec, const struct stat *st);
@@ -83,6 +93,7 @@ BRIG_INTERNAL void changes_free(struct changes *c);
 BRIG_INTERNAL void filter_free(struct filter *f);
 BRIG_INTERNAL int filter_prepare(const char *workspace, const brig_change_filter *in, struct filter *f, brig_error **err);
 BRIG_INTERNAL bool below(const char *path, const char *dir);
+BRIG_INTERNAL bool filter_selects(const struct filter *f, const char *path);
 BRIG_INTERNAL int filter_changes(struct changes *c, const struct filter *f, json_t *base);
 BRIG_INTERNAL const char *kind_name(enum change_kind k);
 BRIG_INTERNAL const char *type_name(mode_t t);

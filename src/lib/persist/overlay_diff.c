@@ -4,6 +4,7 @@
  * JSON. Commit (overlay_commit.c) applies the same list. */
 #define _GNU_SOURCE
 #include "persist/overlay.h"
+#include "persist/runchanges.h"
 #include "persist/state.h"
 
 #include <dirent.h>
@@ -166,7 +167,7 @@ bool below(const char *path, const char *dir)
 }
 
 /* Is `path` selected (at or below a given path, and not excluded)? */
-static bool filter_selects(const struct filter *f, const char *path)
+bool filter_selects(const struct filter *f, const char *path)
 {
         if (filter_excludes(f, path))
                 return false;
@@ -430,6 +431,15 @@ char *brig_sandbox_diff_filtered_json(const char *name, const brig_change_filter
         struct filter f = { 0 };
         char *text = NULL;
         int r = layer_open(name, &l, err);
+        const char *mode = json_string_value(json_object_get(l.state, "workspace_mode"));
+        if (r < 0 && l.state && (!mode || strcmp(mode, "overlay") != 0)) {
+                /* bind mode: what changed since create (changes.c) */
+                if (err)
+                        brig_error_free(err);
+                text = changes_diff_json(name, l.dir, l.state, filter, err);
+                layer_close(&l);
+                return text;
+        }
         if (r == 0 && (r = filter_prepare(l.workspace, filter, &f, err)) < 0)
                 brig_err_prefix(err, "diff '%s'", name);
         if (r == 0) {

@@ -27,10 +27,11 @@ json_t *entry_record(const struct stat *st)
 
 int record_tree(int dfd, const char *rel, json_t *out, int depth)
 {
-        return record_tree_with(dfd, rel, out, depth, entry_record);
+        return record_tree_with(dfd, rel, out, depth, entry_record, NULL);
 }
 
-int record_tree_with(int dfd, const char *rel, json_t *out, int depth, json_t *(*record)(const struct stat *st))
+int record_tree_with(int dfd, const char *rel, json_t *out, int depth, json_t *(*record)(const struct stat *st),
+                     struct tree_cap *cap)
 {
         if (depth > TREE_DEPTH_MAX)
                 return -ELOOP;
@@ -48,6 +49,12 @@ int record_tree_with(int dfd, const char *rel, json_t *out, int depth, json_t *(
                 struct stat st;
                 if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;  /* vanished meanwhile */
+                if (cap && cap->max && cap->left == 0) {
+                        r = -E2BIG;  /* the caller's cap: what is recorded so far stays in out */
+                        break;
+                }
+                if (cap && cap->max)
+                        cap->left--;
                 _cleanup_free_ char *path = join(rel, e->d_name);
                 if (!path)
                         r = -ENOMEM;
@@ -59,8 +66,10 @@ int record_tree_with(int dfd, const char *rel, json_t *out, int depth, json_t *(
                         /* another filesystem mounted here is not part of the
                          * lower layer: overlayfs does not cross mounts */
                         struct stat sst;
+                        if (sub < 0 && errno != ENOENT && cap && !cap->unreadable)
+                                cap->unreadable = strdup(path);
                         if (sub >= 0 && fstat(sub, &sst) == 0 && sst.st_dev == st.st_dev)
-                                r = record_tree_with(sub, path, out, depth + 1, record);
+                                r = record_tree_with(sub, path, out, depth + 1, record, cap);
                 }
         }
         closedir(d);

@@ -13,7 +13,15 @@
  * only when it is a regular file: a planted link is reported as a link,
  * never followed. A record has the inode's ctime, which no process can
  * set back (utimensat sets mtime and atime only): a file rewritten with
- * its size and mtime restored is still seen. */
+ * its size and mtime restored is still seen.
+ *
+ * Bounded, so that a tree of millions of entries cannot make the end of
+ * a run unbounded in time or memory: each walk records at most
+ * --changes-max entries over all roots (100000 by default), directories
+ * at most TREE_DEPTH_MAX deep, and hashes at most HASH_TOTAL_MAX bytes.
+ * A walk that stops says so (stopped_at, errors, complete false) and
+ * lists only what both walks saw changed: what it did not reach is
+ * neither added nor deleted. */
 #define _GNU_SOURCE
 #include "persist/runchanges.h"
 #include "persist/overlay.h"
@@ -39,12 +47,17 @@ struct root {
         int fd;
         json_t *before;
         int error;    /* the walk before failed: nothing to compare */
+        bool stopped; /* the walk before reached the cap */
+        char *unreadable; /* the first directory the walk before could not open */
 };
 
 struct runchanges {
         struct root *roots;
         size_t n;
+        uint64_t max;       /* entries per walk over all roots; 0: no cap */
+        size_t listed;      /* changes listed; past it only counted */
         uint64_t hashed;
+        uint64_t unhashed;  /* files listed without their hash (the caps) */
 };
 
 /* type, inode, size, mtime and ctime (ns), mode */
@@ -57,7 +70,8 @@ static json_t *change_record(const struct stat *st)
                          (int)(st->st_mode & 07777));
 }
 
-static int walk(const struct root *r, json_t **out)
+/* -E2BIG: stopped at the cap, *out holds what it recorded. */
+static int walk(const struct root *r, json_t **out, struct tree_cap *cap)
 {
         *out = json_object();
         if (!*out)
@@ -65,21 +79,24 @@ static int walk(const struct root *r, json_t **out)
         /* record_tree reads a duplicate, which shares the offset: from
          * the start again at the end of the run */
         lseek(r->fd, 0, SEEK_SET);
-        int e = record_tree_with(r->fd, "", *out, 0, change_record);
-        if (e < 0) {
+        int e = record_tree_with(r->fd, "", *out, 0, change_record, cap);
+        if (e < 0 && e != -E2BIG) {
                 json_decref(*out);
                 *out = NULL;
         }
         return e;
 }
 
-int runchanges_begin(const char *const *roots, size_t n, struct runchanges **ret)
+int runchanges_begin(const char *const *roots, size_t n, uint64_t max, struct runchanges **ret)
 {
         struct runchanges *c = calloc(1, sizeof *c);
         if (!c || (n && !(c->roots = calloc(n, sizeof *c->roots)))) {
                 free(c);
                 return -ENOMEM;
         }
+        c->max = max;
+        c->listed = CHANGES_LISTED;
+        struct tree_cap cap = { .max = max, .left = max };
         for (size_t i = 0; i < n; i++) {
                 struct root *r = &c->roots[c->n++];
                 r->fd = -1;
@@ -89,7 +106,10 @@ int runchanges_begin(const char *const *roots, size_t n, struct runchanges **ret
                         return -ENOMEM;
                 }
                 r->fd = open_dir_nofollow(roots[i]);
-                r->error = r->fd < 0 ? errno : -walk(r, &r->before);
+                int e = r->fd < 0 ? -errno : walk(r, &r->before, &cap);
+                r->stopped = e == -E2BIG;
+                r->error = e < 0 && !r->stopped ? -e : 0;
+                r->unreadable = TAKE_PTR(cap.unreadable);
         }
         *ret = c;
         return 0;
@@ -98,8 +118,10 @@ int runchanges_begin(const char *const *roots, size_t n, struct runchanges **ret
 /* The SHA-256 of a regular file beneath root, or null. */
 static json_t *file_hash(struct runchanges *c, int root, const char *rel, uint64_t size)
 {
-        if (size > HASH_FILE_MAX || c->hashed + size > HASH_TOTAL_MAX)
+        if (size > HASH_FILE_MAX || c->hashed + size > HASH_TOTAL_MAX) {
+                c->unhashed++;
                 return json_null();
+        }
         _cleanup_close_ int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
@@ -130,13 +152,14 @@ static void add_change(struct runchanges *c, const struct root *r, json_t *list,
                        const char *rel, json_t *rec, uint64_t *counts)
 {
         counts[change[0] == 'a' ? 0 : change[0] == 'm' ? 1 : 2]++;
-        if (json_array_size(list) >= CHANGES_LISTED)
+        if (json_array_size(list) >= c->listed)
                 return;
         _cleanup_free_ char *path = join(r->path, rel);
         json_t *size = json_array_get(rec, 2);
         bool file = strcmp(entry_type(rec), "file") == 0;
-        json_t *o = json_pack("{s:s, s:s, s:s, s:O}", "change", change, "path", path ? path : "?", "type",
-                              entry_type(rec), "size", size ? size : json_null());
+        json_t *o = json_pack("{s:s, s:s, s:s, s:O, s:O}", "change", change, "path", path ? path : "?", "type",
+                              entry_type(rec), "size", size ? size : json_null(), "mode",
+                              json_array_get(rec, 5) ?: json_null());
         if (file && change[0] != 'd')
                 json_object_set_new(o, "sha256", file_hash(c, r->fd, rel, (uint64_t)json_integer_value(size)));
         json_array_append_new(list, o);
@@ -146,13 +169,35 @@ json_t *runchanges_end(struct runchanges *c)
 {
         json_t *list = json_array(), *errors = json_array();
         uint64_t counts[3] = { 0 };
+        struct tree_cap cap = { .max = c ? c->max : 0, .left = c ? c->max : 0 };
+        bool stopped = false;
         for (size_t i = 0; c && i < c->n; i++) {
                 struct root *r = &c->roots[i];
                 json_t *after = NULL;
-                int e = r->error ? r->error : r->fd >= 0 ? -walk(r, &after) : EBADF;
+                int e = r->error ? -r->error : r->fd >= 0 ? walk(r, &after, &cap) : -EBADF;
+                _cleanup_free_ char *unreadable = TAKE_PTR(cap.unreadable);
+                const char *hidden = r->unreadable ? r->unreadable : unreadable;
+                /* Stopped at the cap, before or now, or a directory it could
+                 * not read: what one walk did not reach is neither added nor
+                 * deleted, only what both saw is compared, and the event
+                 * says so. */
+                bool capped = r->stopped || e == -E2BIG, partial = capped || hidden;
+                e = e == -E2BIG ? 0 : -e;
+                char what[768];
+                if (!e && capped) {
+                        snprintf(what, sizeof what, "%s: the walk stopped at %llu entries (--changes-max): only "
+                                 "changes to entries it reached are listed", r->path, (unsigned long long)c->max);
+                        json_array_append_new(errors, json_string(what));
+                        stopped = true;
+                }
+                if (!e && hidden) {
+                        snprintf(what, sizeof what, "%s/%.256s: a directory brig cannot read (made so inside, "
+                                 "chmod 000 or the like): only changes to entries it reached are listed",
+                                 r->path, hidden);
+                        json_array_append_new(errors, json_string(what));
+                }
                 if (e) {
                         /* fail visible: no list that would call the rest deleted */
-                        char what[512];
                         snprintf(what, sizeof what, "%s: %s", r->path,
                                  e == ELOOP ? "directories nested deeper than brig walks (256)" : strerror(e));
                         json_array_append_new(errors, json_string(what));
@@ -162,13 +207,13 @@ json_t *runchanges_end(struct runchanges *c)
                 json_t *rec;
                 json_object_foreach(after, rel, rec) {
                         json_t *was = json_object_get(r->before, rel);
-                        if (!was)
+                        if (!was && !partial)
                                 add_change(c, r, list, "added", rel, rec, counts);
-                        else if (!same(was, rec))
+                        else if (was && !same(was, rec))
                                 add_change(c, r, list, "modified", rel, rec, counts);
                 }
                 json_object_foreach(r->before, rel, rec)
-                        if (!json_object_get(after, rel))
+                        if (!partial && !json_object_get(after, rel))
                                 add_change(c, r, list, "deleted", rel, rec, counts);
                 json_decref(after);
         }
@@ -179,7 +224,65 @@ json_t *runchanges_end(struct runchanges *c)
                 json_object_set_new(o, "errors", errors);
         else
                 json_decref(errors);
+        if (stopped)
+                json_object_set_new(o, "stopped_at", json_integer((json_int_t)c->max));
+        if (c && c->unhashed)
+                json_object_set_new(o, "unhashed", json_integer((json_int_t)c->unhashed));
         return o;
+}
+
+/* ---- kept: a persistent sandbox's record since create -------------------- */
+
+json_t *runchanges_save(const struct runchanges *c)
+{
+        json_t *roots = json_array();
+        for (size_t i = 0; roots && i < c->n; i++) {
+                const struct root *r = &c->roots[i];
+                json_t *o = json_pack("{s:s, s:i, s:b, s:o}", "path", r->path, "error", r->error, "stopped",
+                                      r->stopped, "entries", r->before ? json_incref(r->before) : json_object());
+                if (o && r->unreadable)
+                        json_object_set_new(o, "unreadable", json_string(r->unreadable));
+                json_array_append_new(roots, o);
+        }
+        return json_pack("{s:i, s:I, s:o}", "v", 1, "max", (json_int_t)c->max, "roots", roots);
+}
+
+int runchanges_from(json_t *saved, bool list_all, struct runchanges **ret)
+{
+        json_t *roots = json_object_get(saved, "roots");
+        size_t n = json_array_size(roots);
+        struct runchanges *c = calloc(1, sizeof *c);
+        if (!c || (n && !(c->roots = calloc(n, sizeof *c->roots)))) {
+                free(c);
+                return -ENOMEM;
+        }
+        c->max = (uint64_t)json_integer_value(json_object_get(saved, "max"));
+        c->listed = list_all ? SIZE_MAX : CHANGES_LISTED;
+        for (size_t i = 0; i < n; i++) {
+                json_t *o = json_array_get(roots, i);
+                struct root *r = &c->roots[c->n++];
+                r->fd = -1;
+                r->path = strdup(json_string_value(json_object_get(o, "path")) ?: "?");
+                if (!r->path) {
+                        runchanges_free(c);
+                        return -ENOMEM;
+                }
+                r->before = json_incref(json_object_get(o, "entries"));
+                r->stopped = json_is_true(json_object_get(o, "stopped"));
+                const char *hidden = json_string_value(json_object_get(o, "unreadable"));
+                if (hidden && !(r->unreadable = strdup(hidden))) {
+                        runchanges_free(c);
+                        return -ENOMEM;
+                }
+                r->error = (int)json_integer_value(json_object_get(o, "error"));
+                /* the same path, opened again: a root that became a symlink
+                 * since is not followed (its error says so) */
+                r->fd = open_dir_nofollow(r->path);
+                if (r->fd < 0 && !r->error)
+                        r->error = errno;
+        }
+        *ret = c;
+        return 0;
 }
 
 void runchanges_free(struct runchanges *c)
@@ -189,6 +292,7 @@ void runchanges_free(struct runchanges *c)
         for (size_t i = 0; i < c->n; i++) {
                 closep(&c->roots[i].fd);
                 free(c->roots[i].path);
+                free(c->roots[i].unreadable);
                 json_decref(c->roots[i].before);
         }
         free(c->roots);
@@ -206,13 +310,17 @@ static int by_key(const void *x, const void *y)
  * regular file's SHA-256 (its size past HASH_FILE_MAX), a symlink's
  * target (read, never followed), "" for the rest. Inodes and times are
  * left out: a copy of the tree has the same hash. */
-static int tree_hash(int root, char sha256[65], uint64_t *entries)
+static int tree_hash(int root, uint64_t max, char sha256[65], uint64_t *entries)
 {
         json_t *tree = NULL;
         struct root r = { .fd = root };
-        int e = walk(&r, &tree);
-        if (e < 0)
+        struct tree_cap cap = { .max = max, .left = max };
+        int e = walk(&r, &tree, &cap);
+        free(cap.unreadable);  /* the entry is there, with its mode: the hash changes with it */
+        if (e < 0) {
+                json_decref(tree);
                 return e;
+        }
         size_t n = json_object_size(tree), i = 0;
         const char **keys = calloc(n + 1, sizeof *keys);
         EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -267,14 +375,22 @@ static int tree_hash(int root, char sha256[65], uint64_t *entries)
         return ok ? 0 : -EIO;
 }
 
-int brig_tree_hash(const char *dir, char sha256[65], uint64_t *entries, brig_error **err)
+int runchanges_tree_hash(const char *dir, uint64_t max, char sha256[65], uint64_t *entries, brig_error **err)
 {
         _cleanup_close_ int fd = open_dir_nofollow(dir);
         if (fd < 0)
                 return brig_err(err, errno, "'%s' (a directory; symlinks are not followed)", dir);
-        int r = tree_hash(fd, sha256, entries);
+        int r = tree_hash(fd, max, sha256, entries);
         if (r == -ELOOP)
                 return brig_err(err, ELOOP, "hash the tree '%s': directories nested deeper than %d", dir,
                                 TREE_DEPTH_MAX);
+        if (r == -E2BIG)
+                return brig_err(err, E2BIG, "hash the tree '%s': more than %llu entries (--changes-max N raises "
+                                "the cap)", dir, (unsigned long long)max);
         return r < 0 ? brig_err(err, -r, "hash the tree '%s'", dir) : 0;
+}
+
+int brig_tree_hash(const char *dir, char sha256[65], uint64_t *entries, brig_error **err)
+{
+        return runchanges_tree_hash(dir, 0, sha256, entries, err);
 }

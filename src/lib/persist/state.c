@@ -146,9 +146,14 @@ int state_lock(const char *root, brig_error **err)
 
 int state_write(const char *dir, json_t *doc, brig_error **err)
 {
-        _cleanup_free_ char *tmp = brig_strdup_printf("%s/.state.json.tmp", dir);
-        _cleanup_free_ char *final = brig_strdup_printf("%s/state.json", dir);
-        _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        return state_write_file(dir, "state.json", doc, JSON_INDENT(2) | JSON_SORT_KEYS, err);
+}
+
+int state_write_file(const char *dir, const char *name, json_t *doc, size_t json_flags, brig_error **err)
+{
+        _cleanup_free_ char *tmp = brig_strdup_printf("%s/.%s.tmp", dir, name);
+        _cleanup_free_ char *final = brig_strdup_printf("%s/%s", dir, name);
+        _cleanup_free_ char *text = json_dumps(doc, json_flags);
         if (!tmp || !final || !text)
                 return brig_err(err, ENOMEM, "state file");
         _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -170,6 +175,11 @@ int state_write(const char *dir, json_t *doc, brig_error **err)
 
 char *state_read_file(const char *dir, const char *name, brig_error **err)
 {
+        return state_read_file_max(dir, name, STATE_FILE_MAX, err);
+}
+
+char *state_read_file_max(const char *dir, const char *name, off_t max, brig_error **err)
+{
         _cleanup_free_ char *path = brig_strdup_printf("%s/%s", dir, name);
         if (!path) {
                 brig_err(err, ENOMEM, "state file");
@@ -185,7 +195,7 @@ char *state_read_file(const char *dir, const char *name, brig_error **err)
         /* Only brig writes these (0600, a fresh file each time): anything
          * else was not made by brig and is not believed. */
         if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) || st.st_nlink != 1 ||
-            st.st_size > STATE_FILE_MAX) {
+            st.st_size > max) {
                 state_fail(err, EPERM, "state file '%s' was not written by brig (type, owner, mode or link count "
                                        "changed); remove the sandbox with brig rm", path);
                 return NULL;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 #include <jansson.h>
+#include <sys/types.h>
 
 /* A complete sentence for the user (no ": strerror" added); errnum kept. */
 BRIG_INTERNAL int state_fail(brig_error **err, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
@@ -28,11 +29,16 @@ BRIG_INTERNAL int state_dir(const char *name, bool create_root, char **out, brig
 BRIG_INTERNAL int state_lock(const char *root, brig_error **err);
 /* dir/state.json, written whole through a rename. */
 BRIG_INTERNAL int state_write(const char *dir, json_t *doc, brig_error **err);
+/* dir/NAME the same way (0600, written whole through a rename). */
+BRIG_INTERNAL int state_write_file(const char *dir, const char *name, json_t *doc, size_t json_flags,
+                                   brig_error **err);
 BRIG_INTERNAL json_t *state_read(const char *dir, brig_error **err);
 /* dir/NAME whole, if it is what brig writes: a regular file of ours, not
  * writable by others, with one link, at most STATE_FILE_MAX bytes. */
 #define STATE_FILE_MAX (4 << 20)
 BRIG_INTERNAL char *state_read_file(const char *dir, const char *name, brig_error **err);
+/* The same with another cap on its size. */
+BRIG_INTERNAL char *state_read_file_max(const char *dir, const char *name, off_t max, brig_error **err);
 /* Start time of a process (clock ticks after boot, /proc/PID/stat field
  * 22), 0 when it does not exist: a pid plus its start time names a
  * process for good, even after the pid is reused. */

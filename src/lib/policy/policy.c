@@ -60,6 +60,7 @@ brig_policy *brig_policy_new(void)
         p->limits.pids = BRIG_DEFAULT_PIDS;
         p->limits.nofile = BRIG_DEFAULT_NOFILE;
         p->limits.kill_after_ms = BRIG_DEFAULT_KILL_AFTER_MS;
+        p->limits.changes_max = BRIG_DEFAULT_CHANGES_MAX;
         for (size_t i = 0; default_deny[i]; i++) {
                 if (strv_push(&p->deny, default_deny[i]) < 0) {
                         brig_policy_free(p);
@@ -617,6 +618,7 @@ int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value,
                         return brig_err(err, EINVAL, "stack limit: at least 64K");
                 l->stack = value;
                 return 0;
+        case BRIG_LIMIT_CHANGES_MAX: l->changes_max = value; return 0;
         }
         return brig_err(err, EINVAL, "unknown limit %d", (int)which);
 }

@@ -996,6 +996,7 @@ static uint64_t limit_value(const struct limits *l, enum brig_limit which)
         case BRIG_LIMIT_NPROC: return l->nproc;
         case BRIG_LIMIT_FSIZE: return l->fsize;
         case BRIG_LIMIT_STACK: return l->stack;
+        case BRIG_LIMIT_CHANGES_MAX: return l->changes_max;
         }
         return 0;
 }

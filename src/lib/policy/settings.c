@@ -590,6 +590,16 @@ const struct setting settings[] = {
                      "costs no round trip to brig)" } },
           .schema = "{\"description\": \"Leave exec and exit events out of the audit stream (--audit-no-exec; "
                     "docs/audit.md#exec-events).\", \"type\": \"boolean\"}" },
+        { .key = "/audit/changes_max", .section = S_REPORT, .kind = SK_LIMIT, .limit = BRIG_LIMIT_CHANGES_MAX,
+          .unit = SU_COUNT,
+          .cli = { { .name = "changes-max", .arg = "N",
+                     .help = "the most entries brig walks for file changes (the audit's files\n"
+                     "event, --manifest, brig diff in bind mode; default 100000, 0: no cap)",
+                     .prefix = true } },
+          .schema = "{\"description\": \"The most entries brig's walks for file changes record: the audit "
+                    "stream's files event, --manifest's workspace hash, brig diff of a bind-mode sandbox "
+                    "(--changes-max; docs/audit.md#the-walks-limits). Past it the walk stops and says so. 0: no "
+                    "cap.\", \"type\": \"integer\", \"minimum\": 0}" },
         { .section = S_REPORT, .kind = SK_CUSTOM, .flags = BRIG_OPTION_RUN_ONLY,
           .cli = { { .name = "audit-fd", .arg = "N", .help = "the audit stream to descriptor N (as --json-report-fd)",
                      .param = 2, .cli = cli_fd } } },

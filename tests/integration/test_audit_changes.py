@@ -1,0 +1,134 @@
+"""What changed, on demand and within bounds (issue 22): `brig diff NAME` of a
+bind-mode persistent sandbox lists what changed since create, and the walks
+behind it, the audit stream's files event and --manifest's workspace hash
+stop at --changes-max entries and say so. Every check holds what brig
+reports against the files as the HOST sees them. docs/audit.md."""
+import hashlib
+import json
+import os
+
+from persist_helpers import sandboxes  # noqa: F401 (fixture)
+from test_audit_stream import attack, audit, valid
+
+
+def _own(brig, *paths, mode=0o666):
+    for p in paths:
+        p.chmod(0o777 if p.is_dir() else mode)
+        brig.chown(p)
+
+
+def _files(events):
+    files = [e for e in events if e["event"] == "files"]
+    assert len(files) == 1, events
+    return files[0]
+
+
+@attack("changes-planted-persistent", "a bind-mode persistent sandbox plants a symlink to a host file, a FIFO, "
+        "a directory swapped for a symlink to a host directory, rewrites a file with its size and mtime set back, "
+        "and writes into a writable bind; brig diff on the host lists it",
+        "changes.c: the record kept at create (runchanges.c's walk: lstat, no symlink followed, no mount "
+        "crossed), hashes opened beneath the root without symlinks, non-blocking, regular files only; ctime")
+def test_bind_diff_lists_changes_since_create_without_following_what_was_planted(brig, sandboxes):
+    secret = brig.base / "host-secret"
+    secret.write_text("HOST SECRET CONTENT\n")
+    hostdir = brig.base / "hostdir"
+    hostdir.mkdir()
+    (hostdir / "inside-host-dir").write_text("host\n")
+    extra = brig.base / "extra"
+    extra.mkdir()
+    ws = brig.workspace
+    (ws / "same.txt").write_text("aaaa\n")
+    (ws / "gone.txt").write_text("x\n")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "f").write_text("f\n")
+    _own(brig, ws / "same.txt", ws / "gone.txt", ws / "sub", ws / "sub" / "f", extra)
+    name, _ = sandboxes.create("--bind", str(extra))
+    script = (f"ln -s {secret} link-to-host; mkfifo fifo; echo built > out.txt; rm gone.txt; "
+              "touch -r same.txt /tmp/ref && echo bbbb > same.txt && touch -r /tmp/ref same.txt; "
+              f"rm -r sub && ln -s {hostdir} sub; echo in-bind > {extra}/made.txt")
+    r = sandboxes.sh(name, script)
+    assert r.returncode == 0, r
+    d = sandboxes.brig_cmd("diff", name, "--json", timeout=30)
+    assert d.returncode == 0, d
+    ch = {c["path"]: c for c in json.loads(d.stdout)}
+    want = hashlib.sha256((ws / "out.txt").read_bytes()).hexdigest()
+    assert ch["out.txt"]["change"] == "added" and ch["out.txt"]["size"] == 6 and ch["out.txt"]["sha256"] == want, ch
+    assert ch["link-to-host"]["type"] == "symlink" and "sha256" not in ch["link-to-host"], ch
+    assert ch["fifo"]["type"] == "special" and "sha256" not in ch["fifo"], ch
+    assert ch["gone.txt"]["change"] == "deleted", ch
+    assert ch["same.txt"]["change"] == "modified", ch  # same inode, size and mtime: ctime tells
+    assert (ws / "same.txt").read_text() == "bbbb\n"
+    assert ch["sub"] == {**ch["sub"], "change": "modified", "type": "symlink"}, ch
+    assert ch["sub/f"]["change"] == "deleted", ch
+    assert not any("inside-host-dir" in p for p in ch), "the walk went through the planted directory link"
+    assert ch[f"{extra}/made.txt"]["change"] == "added", ch
+    assert hashlib.sha256(secret.read_bytes()).hexdigest() not in d.stdout, "the planted link's target was read"
+    # the text form, and a PATH selecting among them
+    t = sandboxes.brig_cmd("diff", name)
+    assert t.returncode == 0 and "A out.txt\n" in t.stdout and "D gone.txt\n" in t.stdout, t
+    only = sandboxes.brig_cmd("diff", name, "out.txt", "--json")
+    assert only.returncode == 0 and [c["path"] for c in json.loads(only.stdout)] == ["out.txt"], only
+    # since create: a stopped sandbox still has it
+    assert sandboxes.brig_cmd("stop", name).returncode == 0
+    again = sandboxes.brig_cmd("diff", name, "--json")
+    assert again.returncode == 0 and {c["path"] for c in json.loads(again.stdout)} == set(ch), again
+
+
+@attack("changes-buried-past-cap", "a workspace of more entries than the walk records (a change buried past "
+        "them), a tree 300 directories deep, and a sandbox that adds more than its --changes-max",
+        "runchanges.c: each walk records at most --changes-max entries and 256 levels; past them it stops, "
+        "lists only what both walks reached, and says so (stopped_at, errors, complete false, stderr); brig diff "
+        "refuses naming the flag")
+def test_walks_stop_at_changes_max_and_say_so(brig, sandboxes):
+    ws = brig.workspace
+    for i in range(60):
+        (ws / f"f{i:02}").write_text("x\n")
+        _own(brig, ws / f"f{i:02}")
+    manifest = brig.reports / "capped.json"
+    r, _, ev = audit(brig, "for f in f*; do echo changed > $f; done; for i in $(seq 1 50); do echo > new$i; done",
+                     "--changes-max", "20", "--manifest", str(manifest))
+    assert r.returncode == 0, r
+    files = _files(ev)
+    assert files["stopped_at"] == 20 and not files["complete"], files
+    assert any("--changes-max" in e for e in files["errors"]), files
+    assert len(files["changes"]) <= 20 and {c["change"] for c in files["changes"]} <= {"modified"}, files
+    assert "--changes-max" in r.stderr, r.stderr
+    valid(ev)
+    m = json.loads(manifest.read_text())
+    assert m["workspace_tree"]["sha256"] is None and "--changes-max" in m["workspace_tree"]["error"], m
+    assert m["outcome"]["files_complete"] is False, m["outcome"]
+    # a tree deeper than the walk goes: the run ends, and the event says why
+    deep = "i=0; while [ $i -lt 300 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done"
+    r, _, ev = audit(brig, f"mkdir nest && cd nest && {deep}")
+    assert r.returncode == 0, r
+    files = _files(ev)
+    assert not files["complete"] and any("nested deeper" in e for e in files["errors"]), files
+    # a bind-mode sandbox that adds more than its cap: brig diff refuses, naming the flag
+    name, _ = sandboxes.create("--changes-max", "100")
+    assert sandboxes.sh(name, "for i in $(seq 1 80); do echo > more$i; done").returncode == 0
+    d = sandboxes.brig_cmd("diff", name)
+    assert d.returncode == 125 and "--changes-max" in d.stderr and d.stdout == "", d
+
+
+@attack("changes-hidden-unreadable", "the sandbox makes a directory unreadable (chmod 000) after writing into it, "
+        "so a rootless walk on the host cannot list it: its new files unseen, its old ones reported deleted",
+        "runchanges.c: a directory the walk cannot open is named in errors (complete false), and what is below it "
+        "is neither added nor deleted")
+def test_unreadable_directory_neither_hides_nor_invents_changes(brig):
+    d = brig.workspace / "d"
+    d.mkdir()
+    (d / "x").write_text("x\n")
+    _own(brig, d, d / "x")
+    r, _, ev = audit(brig, "echo y > d/y; chmod 000 d")
+    os.chmod(d, 0o755)  # the test's cleanup, and the host's view below
+    assert r.returncode == 0, r
+    assert (d / "x").exists()
+    files = _files(ev)
+    ch = {c["path"]: c for c in files["changes"]}
+    assert f"{d}/x" not in ch, ("a file still there was reported", ch)
+    if brig.mode == "root":  # root reads it
+        assert ch[f"{d}/y"]["change"] == "added" and files["complete"], files
+    else:
+        assert not files["complete"] and any(f"{d}: a directory brig cannot read" in e
+                                             for e in files["errors"]), files
+    valid(ev)
