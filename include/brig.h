@@ -62,6 +62,22 @@ BRIG_PUBLIC int brig_policy_add_bind(brig_policy *p, const char *src, const char
  * workspace is then this directory (workspace_readonly makes it read-only)
  * and $HOME is not mounted. Symlinks in the path are refused at the run. */
 BRIG_PUBLIC int brig_policy_set_rootfs(brig_policy *p, const char *dir, brig_error **err);
+/* Who the commands are inside the sandbox's user namespace (an OCI
+ * config's process.user): "UID:GID" or "UID:GID:GROUP,GROUP,..." with
+ * supplementary groups (at most 32). Each id's host id comes from the
+ * maps below, else it is brig's sandbox user's (rootless: the caller; as
+ * root: the workspace's owner or nobody). Inside 0 is brig's own: uid 0
+ * runs as brig's sandbox user, gid 0 as its group, group 0 is left out.
+ * Refused: an id no range of a given map holds, a host id 0, rootless a
+ * host id not the caller's and any supplementary group (docs/api.md). */
+BRIG_PUBLIC int brig_policy_set_user(brig_policy *p, const char *spec, brig_error **err);
+/* The commands' umask, octal ("0022"); unset: the caller's. */
+BRIG_PUBLIC int brig_policy_set_umask(brig_policy *p, const char *octal, brig_error **err);
+/* "INSIDE:HOST:COUNT": ids inside that are these host ids (an OCI
+ * config's linux.uidMappings / gidMappings). brig maps only the ids of
+ * brig_policy_set_user's user, never a whole range. */
+BRIG_PUBLIC int brig_policy_add_uid_map(brig_policy *p, const char *range, brig_error **err);
+BRIG_PUBLIC int brig_policy_add_gid_map(brig_policy *p, const char *range, brig_error **err);
 /* Mount the workspace read-only (the "strict" profile). */
 BRIG_PUBLIC void brig_policy_set_workspace_readonly(brig_policy *p, bool readonly);
 /* Start the command in this directory inside (default: the workspace). */

@@ -145,6 +145,8 @@ void oci_process_clear(struct oci_process *proc)
         strv_free_all(proc->argv);
         strv_free_all(proc->env);
         free(proc->cwd);
+        free(proc->user);
+        free(proc->umask);
         memset(proc, 0, sizeof *proc);
 }
 
@@ -193,13 +195,60 @@ static int load_rlimit(struct cfg *c, const char *where, json_t *rl)
         return map[k].which >= 0 && soft > 0 ? set_limit(c, where, map[k].which, (uint64_t)soft) : 0;
 }
 
+/* process.user as brig's "UID:GID[:G,...]" and its umask; applied once
+ * the maps are (oci_config_apply), checked against them there. */
+static int load_user(struct cfg *c, json_t *v, struct oci_process *proc)
+{
+        static const char *const user_keys[] = { "uid", "gid", "umask", "additionalGids", "username", NULL };
+        json_int_t uid, gid, mask;
+        int r;
+        if ((r = only_keys(c, "/process/user", v, user_keys)) < 0 ||
+            (r = number(c, "/process/user/uid", json_object_get(v, "uid"), UINT32_MAX - 1, &uid)) < 0 ||
+            (r = number(c, "/process/user/gid", json_object_get(v, "gid"), UINT32_MAX - 1, &gid)) < 0)
+                return r;
+        if (json_object_get(v, "username"))
+                return fail(c, "/process/user/username", "Windows only");
+        char *spec = NULL;
+        if (asprintf(&spec, "%lld:%lld", (long long)uid, (long long)gid) < 0)
+                return fail(c, "/process/user", "out of memory");
+        json_t *groups = json_object_get(v, "additionalGids");
+        if (groups && (!json_is_array(groups) || json_array_size(groups) > 32)) {
+                free(spec);
+                return fail(c, "/process/user/additionalGids", "expected an array of at most 32 gids");
+        }
+        size_t i;
+        json_t *g;
+        json_array_foreach(groups, i, g) {
+                char at[64];
+                json_int_t id;
+                snprintf(at, sizeof at, "/process/user/additionalGids/%zu", i);
+                char *more = NULL;
+                if ((r = number(c, at, g, UINT32_MAX - 1, &id)) < 0 ||
+                    asprintf(&more, "%s%c%lld", spec, i ? ',' : ':', (long long)id) < 0) {
+                        free(spec);
+                        return r < 0 ? r : fail(c, at, "out of memory");
+                }
+                free(spec);
+                spec = more;
+        }
+        free(proc->user);
+        proc->user = spec;
+        if (json_object_get(v, "umask")) {
+                if ((r = number(c, "/process/user/umask", json_object_get(v, "umask"), 0777, &mask)) < 0)
+                        return r;
+                free(proc->umask);
+                if (asprintf(&proc->umask, "%04llo", (unsigned long long)mask) < 0)
+                        proc->umask = NULL;
+        }
+        return 0;
+}
+
 static int load_process(struct cfg *c, json_t *o, struct oci_process *proc, bool apply)
 {
         static const char *const keys[] = { "terminal", "consoleSize", "cwd", "env", "args", "commandLine",
                                             "rlimits", "apparmorProfile", "capabilities", "noNewPrivileges",
                                             "oomScoreAdj", "selinuxLabel", "user", "scheduler", "ioPriority",
                                             "execCPUAffinity", NULL };
-        static const char *const user_keys[] = { "uid", "gid", "umask", "additionalGids", "username", NULL };
         int r = only_keys(c, "/process", o, keys);
         if (r < 0)
                 return r;
@@ -230,13 +279,8 @@ static int load_process(struct cfg *c, json_t *o, struct oci_process *proc, bool
                 proc->rows = (unsigned)h;
                 proc->cols = (unsigned)w;
         }
-        if ((v = json_object_get(o, "user"))) {
-                json_int_t id;
-                if ((r = only_keys(c, "/process/user", v, user_keys)) < 0 ||
-                    (r = number(c, "/process/user/uid", json_object_get(v, "uid"), UINT32_MAX - 1, &id)) < 0 ||
-                    (r = number(c, "/process/user/gid", json_object_get(v, "gid"), UINT32_MAX - 1, &id)) < 0)
-                        return r;
-        }
+        if ((v = json_object_get(o, "user")) && (r = load_user(c, v, proc)) < 0)
+                return r;
         if ((v = json_object_get(o, "noNewPrivileges")) && !json_is_boolean(v))
                 return fail(c, "/process/noNewPrivileges", "expected true or false");
         /* capabilities: brig grants none, whatever is listed (never more
@@ -481,6 +525,33 @@ static int load_seccomp(struct cfg *c, json_t *o)
         return a ? each_entry(c, "/linux/seccomp/syscalls", a, rule_keys, load_seccomp_rule) : 0;
 }
 
+/* One range of linux.uidMappings or gidMappings: where the user's ids
+ * are looked up (brig maps those ids only, policy.c). */
+static int load_map(struct cfg *c, const char *where, json_t *m, bool uid)
+{
+        json_int_t in, host, n;
+        int r;
+        if ((r = number(c, where, json_object_get(m, "containerID"), UINT32_MAX - 1, &in)) < 0 ||
+            (r = number(c, where, json_object_get(m, "hostID"), UINT32_MAX - 1, &host)) < 0 ||
+            (r = number(c, where, json_object_get(m, "size"), UINT32_MAX - 1, &n)) < 0)
+                return r;
+        char range[64];
+        snprintf(range, sizeof range, "%lld:%lld:%lld", (long long)in, (long long)host, (long long)n);
+        brig_error *e = NULL;
+        r = uid ? brig_policy_add_uid_map(c->p, range, &e) : brig_policy_add_gid_map(c->p, range, &e);
+        return r < 0 ? failed(c, where, r, &e) : 0;
+}
+
+static int load_uid_map(struct cfg *c, const char *where, json_t *m)
+{
+        return load_map(c, where, m, true);
+}
+
+static int load_gid_map(struct cfg *c, const char *where, json_t *m)
+{
+        return load_map(c, where, m, false);
+}
+
 static int load_linux(struct cfg *c, json_t *o)
 {
         static const char *const keys[] = { "namespaces", "uidMappings", "gidMappings", "timeOffsets", "devices",
@@ -494,6 +565,13 @@ static int load_linux(struct cfg *c, json_t *o)
         static const char *const ns_keys[] = { "type", "path", NULL };
         if ((v = json_object_get(o, "namespaces")) &&
             (r = each_entry(c, "/linux/namespaces", v, ns_keys, load_namespace)) < 0)
+                return r;
+        static const char *const map_keys[] = { "containerID", "hostID", "size", NULL };
+        if ((v = json_object_get(o, "uidMappings")) &&
+            (r = each_entry(c, "/linux/uidMappings", v, map_keys, load_uid_map)) < 0)
+                return r;
+        if ((v = json_object_get(o, "gidMappings")) &&
+            (r = each_entry(c, "/linux/gidMappings", v, map_keys, load_gid_map)) < 0)
                 return r;
         if ((v = json_object_get(o, "resources")) && (r = load_resources(c, v)) < 0)
                 return r;
@@ -632,6 +710,23 @@ static json_t *parse(struct cfg *c, const char *text, size_t len)
         return doc;
 }
 
+int oci_user_apply(brig_policy *p, const struct oci_process *proc, const char *name, char **msg)
+{
+        struct cfg c = { .p = p, .name = name, .msg = msg };
+        brig_error *e = NULL;
+        if (proc->umask && brig_policy_set_umask(p, proc->umask, &e) < 0)
+                return failed(&c, "/process/user/umask", -EINVAL, &e);
+        if (!proc->user || brig_policy_set_user(p, proc->user, &e) == 0)
+                return 0;
+        /* the field the engine's message names ("user: gid 7 ...") */
+        const char *m = e && e->msg ? e->msg : "";
+        return failed(&c, strncmp(m, "user: uid", 9) == 0           ? "/process/user/uid"
+                          : strncmp(m, "user: gid", 9) == 0          ? "/process/user/gid"
+                          : strncmp(m, "user: supplementary", 19) == 0 ? "/process/user/additionalGids"
+                                                                       : "/process/user",
+                      -EINVAL, &e);
+}
+
 int oci_process_parse(const char *name, const char *text, size_t len, struct oci_process *proc, char **msg)
 {
         struct cfg c = { .name = name, .msg = msg };
@@ -685,6 +780,8 @@ int oci_config_apply(brig_policy *p, const char *name, const char *text, size_t 
                 r = each_entry(&c, "/mounts", v, mount_keys, load_mount);
         if (r == 0)
                 r = load_linux(&c, json_object_get(doc, "linux"));
+        if (r == 0)
+                r = oci_user_apply(p, proc, name, msg);
         for (size_t i = 0; r == 0 && proc->env && proc->env[i]; i++) {
                 char *eq = strchr(proc->env[i], '=');
                 *eq = '\0';

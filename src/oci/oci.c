@@ -639,6 +639,11 @@ static int do_create(const char *id, const struct create_opts *o, bool run)
         char *bundle = realpath(o->bundle ? o->bundle : ".", NULL);
         c.st = json_pack("{s:s, s:s, s:s, s:s, s:o}", "ociVersion", OCI_VERSION, "id", id, "status", "creating",
                          "bundle", bundle ? bundle : "", "annotations", annotations ? annotations : json_object());
+        /* exec's --process must ask for the same user (do_exec) */
+        if (c.st && c.proc.user)
+                json_object_set_new(c.st, "user", json_string(c.proc.user));
+        if (c.st && c.proc.umask)
+                json_object_set_new(c.st, "umask", json_string(c.proc.umask));
         annotations = NULL;
         free(bundle);
         state_save(id, c.st);
@@ -942,6 +947,22 @@ struct exec_opts {
         size_t n_env;
 };
 
+/* An exec runs as the container's user: pid 1, which starts it, gave up
+ * every privilege to change users before the container's process ran. */
+static int same_user(const char *name, json_t *st, const struct oci_process *proc)
+{
+        const char *user = json_string_value(json_object_get(st, "user"));
+        const char *mask = json_string_value(json_object_get(st, "umask"));
+        if (proc->user && strcmp(proc->user, user ? user : "0:0") != 0)
+                return oops("%s: /process/user: '%s' (uid:gid:groups) is not the container's user '%s': an exec "
+                            "runs as the container's own user, which brig cannot change once the container "
+                            "runs", name, proc->user, user ? user : "0:0");
+        if (proc->umask && strcmp(proc->umask, mask ? mask : "") != 0)
+                return oops("%s: /process/user/umask: %s is not the container's (%s): an exec runs with the "
+                            "container's umask", name, proc->umask, mask ? mask : "the runtime's");
+        return 0;
+}
+
 static int do_exec(const char *id, const struct exec_opts *o, char **args)
 {
         json_t *st = need_container(id);
@@ -961,6 +982,8 @@ static int do_exec(const char *id, const struct exec_opts *o, char **args)
                         r = oops("--process '%s': %s", o->process, strerror(errno));
                 else if (oci_process_parse(o->process, text, len, &proc, &msg) < 0)
                         r = oops("%s", msg ? msg : "--process: out of memory");
+                else
+                        r = same_user(o->process, st, &proc);
                 free(msg);
                 free(text);
         } else if (!args || !args[0]) {

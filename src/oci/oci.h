@@ -18,6 +18,8 @@ struct oci_process {
         char *cwd;
         bool terminal;
         unsigned rows, cols;
+        char *user;      /* process.user as brig_policy_set_user takes it ("UID:GID[:G,...]"), or NULL */
+        char *umask;     /* process.user.umask, octal, or NULL */
 };
 
 /* Annotations that carry brig's own policy (docs/oci.md). */
@@ -36,6 +38,9 @@ int oci_config_apply(brig_policy *p, const char *name, const char *text, size_t 
 /* The same for a "process" object alone (brig oci exec --process). */
 int oci_process_parse(const char *name, const char *text, size_t len, struct oci_process *proc, char **msg);
 void oci_process_clear(struct oci_process *proc);
+/* proc's user and umask onto p (after the maps): a refusal located at
+ * its field, as oci_config_apply's. */
+int oci_user_apply(brig_policy *p, const struct oci_process *proc, const char *name, char **msg);
 
 int oci_main(int argc, char **argv);
 

@@ -35,6 +35,7 @@
  *   forkbomb MAX            fork until refused (or MAX), children wait
  *   memhog MB               allocate and touch MB MiB, 16 MiB at a time
  *   setid DIR               setuid/setgid bits and file capabilities on files in DIR
+ *   become-root             setgroups to root's group, setgid/setuid to 0, setresuid to 0
  *   link SRC DIR            hard links to SRC from DIR, by name and by descriptor
  *   swap A B                (host side) exchange A and B with renameat2 until killed
  *   signal PID...           kill(PID, 0) and kill(PID, SIGKILL)
@@ -52,6 +53,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <grp.h>
 #include <linux/bpf.h>
 #include <linux/fs.h>
 #include <linux/io_uring.h>
@@ -831,6 +833,25 @@ static int cmd_memhog(long mb)
         return 0;
 }
 
+/* ---- other ids: the user asked for is the user it stays ----------------------- */
+
+static int cmd_become_root(void)
+{
+        gid_t root = 0, list[64];
+        int n = getgroups(64, list);
+        printf("groups=");
+        for (int i = 0; i < n; i++)
+                printf("%s%u", i ? "," : "", (unsigned)list[i]);
+        printf("\nuid=%u\ngid=%u\n", (unsigned)getuid(), (unsigned)getgid());
+        TRY("setgroups_root", setgroups(1, &root));
+        TRY("setgroups_none", setgroups(0, NULL));
+        TRY("setgid_root", setgid(0));
+        TRY("setresgid_root", setresgid(0, 0, 0));
+        TRY("setuid_root", setuid(0));
+        TRY("setresuid_root", setresuid(0, 0, 0));
+        return 0;
+}
+
 /* ---- setuid bits and file capabilities ----------------------------------------- */
 
 static int cmd_setid(const char *dir)
@@ -1047,6 +1068,8 @@ int main(int argc, char **argv)
                 return cmd_forkbomb(strtol(a, NULL, 0));
         if (!strcmp(c, "memhog") && a)
                 return cmd_memhog(strtol(a, NULL, 0));
+        if (!strcmp(c, "become-root"))
+                return cmd_become_root();
         if (!strcmp(c, "setid") && a)
                 return cmd_setid(a);
         if (!strcmp(c, "link") && b)

@@ -63,8 +63,13 @@ int userns_write_maps(pid_t pid, const struct run_plan *plan, brig_error **err)
          * its tmpfs as a mapped user). Every process drops to the sandbox
          * user before any untrusted code runs, with SECBIT_NOROOT locked. */
         snprintf(uid_map, sizeof uid_map, "0 0 1\n%u %u 1\n", plan->sandbox_uid, plan->host_uid);
-        snprintf(gid_map, sizeof gid_map, "0 0 1\n%u %u 1\n", plan->sandbox_gid, plan->host_gid);
-        return write_maps_for(pid, uid_map, gid_map, false, err);
+        char groups[BRIG_MAX_GROUPS * 24 + 64];
+        int n = snprintf(groups, sizeof groups, "0 0 1\n%u %u 1\n", plan->sandbox_gid, plan->host_gid);
+        /* /process/user's supplementary groups, each to its host gid */
+        for (size_t i = 0; i < plan->n_groups && n > 0 && (size_t)n < sizeof groups; i++)
+                n += snprintf(groups + n, sizeof groups - (size_t)n, "%u %u 1\n", plan->sandbox_groups[i],
+                              plan->host_groups[i]);
+        return write_maps_for(pid, uid_map, groups, false, err);
 }
 
 int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err)
@@ -72,7 +77,7 @@ int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err)
         /* Host root's supplementary groups would still grant group access
          * on host files; rootless, the caller's own groups stay (setgroups
          * is denied), which grants nothing the caller lacks. */
-        if (plan->map_root_for_setup && setgroups(0, NULL) < 0)
+        if (plan->map_root_for_setup && setgroups(plan->n_groups, plan->sandbox_groups) < 0)
                 return brig_err(err, errno, "setgroups");
         if (setresgid(plan->sandbox_gid, plan->sandbox_gid, plan->sandbox_gid) < 0)
                 return brig_err(err, errno, "setresgid %u", plan->sandbox_gid);

@@ -342,6 +342,8 @@ _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
+        if (plan->umask_set)  /* /process/umask; else the caller's, as it always was */
+                umask(plan->umask);
         if (plan->wall == BRIG_WALL_GVISOR) {
                 /* rlimits, cwd, user and env are the bundle's: they hold
                  * inside gVisor, not on runsc itself */

@@ -48,6 +48,13 @@ struct brig_policy {
         int *pass_fds;
         size_t n_pass_fds;
         char *hostname;
+        /* /process/user: who the commands are inside (brig_policy_set_user) */
+        char *user;                  /* "UID:GID[:G,...]" as set; NULL: brig's sandbox user */
+        uint32_t user_uid, user_gid;
+        uint32_t user_groups[BRIG_MAX_GROUPS];
+        size_t n_user_groups;
+        char *umask;                 /* octal, NULL: the caller's */
+        struct strv uid_map, gid_map;    /* "INSIDE:HOST:COUNT" (brig_policy_add_uid_map) */
         char *rootfs;                /* an OCI bundle's root filesystem: "/" inside, instead of the host's directories */
         enum brig_tty_mode tty;
         enum brig_wall wall;         /* namespaces (brig's own) or gvisor (runsc) */
@@ -69,6 +76,22 @@ struct brig_policy {
         void *notice_data;
         struct tools_policy *tools;      /* copy-ins, ssh agent, carried config (tools.h); NULL: none */
 };
+
+/* The host id of `inside` in a uid or gid map of the policy (policy.c):
+ * 0 with *host set; -ENOENT when the map is empty, -ERANGE when no range
+ * holds it. */
+BRIG_INTERNAL int policy_map_id(const struct strv *map, uint32_t inside, uint32_t *host);
+
+/* /process/user resolved against the maps and the host ids brig would use
+ * otherwise (dflt_*): who the commands are, inside and on the host. */
+struct user_ids {
+        bool set;                /* /process/user given and not brig's own 0 */
+        uint32_t uid, gid, host_uid, host_gid;
+        uint32_t groups[BRIG_MAX_GROUPS], host_groups[BRIG_MAX_GROUPS];
+        size_t n_groups;
+};
+BRIG_INTERNAL int policy_resolve_user(const brig_policy *p, uint32_t dflt_uid, uint32_t dflt_gid,
+                                      struct user_ids *out, brig_error **err);
 
 #define BRIG_DEFAULT_TMP_SIZE (512ULL << 20)
 #define BRIG_DEFAULT_HOME_SIZE (256ULL << 20)

@@ -725,16 +725,40 @@ static int plan_guard_state(const struct run_plan *plan, const struct mountinfo 
         return r;
 }
 
+/* /process/user on top of brig's choice: those ids inside, each mapped to
+ * the host id its map gives (policy.c), or to brig's. */
+static int plan_user_asked(struct run_plan *plan, const brig_policy *p, brig_error **err)
+{
+        if (p->umask) {
+                plan->umask_set = true;
+                plan->umask = (mode_t)strtol(p->umask, NULL, 8);
+        }
+        struct user_ids ids;
+        int r = policy_resolve_user(p, plan->host_uid, plan->host_gid, &ids, err);
+        if (r < 0 || !ids.set)
+                return r;
+        plan->sandbox_uid = ids.uid;
+        plan->host_uid = ids.host_uid;
+        plan->sandbox_gid = ids.gid;
+        plan->host_gid = ids.host_gid;
+        plan->n_groups = ids.n_groups;
+        for (size_t i = 0; i < ids.n_groups; i++) {
+                plan->sandbox_groups[i] = ids.groups[i];
+                plan->host_groups[i] = ids.host_groups[i];
+        }
+        return 0;
+}
+
 /* Who the command runs as. Rootless: the caller, mapped to itself. As root:
  * the workspace's owner, so files it creates belong to that user; when the
  * workspace is root's, an unprivileged uid with an idmapped workspace. */
-static int plan_user(struct run_plan *plan, brig_error **err)
+static int plan_user(struct run_plan *plan, const brig_policy *p, brig_error **err)
 {
         plan->rootful = geteuid() == 0;
         if (!plan->rootful) {
                 plan->host_uid = plan->sandbox_uid = geteuid();
                 plan->host_gid = plan->sandbox_gid = getegid();
-                return 0;
+                return plan_user_asked(plan, p, err);
         }
         struct stat st;
         if (stat(plan->workspace, &st) < 0)
@@ -749,7 +773,7 @@ static int plan_user(struct run_plan *plan, brig_error **err)
                 /* a root-owned rootfs stays root's: the sandbox user reads it */
                 plan->idmap_workspace = !plan->rootfs;
         }
-        return 0;
+        return plan_user_asked(plan, p, err);
 }
 
 static int envp_push(struct strv *env, const char *name, const char *value)
@@ -932,7 +956,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         plan->net_filtered_required = p->net_mode_set && p->net_mode == BRIG_NET_FILTERED;
         plan->limits = p->limits;
         rlimits_clamp(&plan->limits);
-        r = plan_user(plan, err);
+        r = plan_user(plan, p, err);
         if (r < 0)
                 return r;
         r = wall_plan(plan, err);

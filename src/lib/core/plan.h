@@ -53,6 +53,8 @@ struct limits {
 #define BRIG_DEFAULT_CHANGES_MAX 100000
 
 #define BRIG_NOBODY_UID 65534
+/* Supplementary groups of /process/user, at most. */
+#define BRIG_MAX_GROUPS 32
 
 struct terminal;
 struct sock_filter;
@@ -88,6 +90,10 @@ struct run_plan {
         char **envp;             /* the command's environment */
         uid_t host_uid, sandbox_uid;   /* the sandbox user, outside and inside */
         gid_t host_gid, sandbox_gid;
+        gid_t sandbox_groups[BRIG_MAX_GROUPS], host_groups[BRIG_MAX_GROUPS];  /* /process/user's, as root */
+        size_t n_groups;
+        bool umask_set;          /* /process/umask: set before each command */
+        mode_t umask;
         bool rootful;            /* brig runs as host root */
         bool map_root_for_setup; /* root: inside 0 = host 0 until the drop */
         bool idmap_workspace;    /* root-owned workspace seen through an idmap */

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /* Secrets that must never be visible inside, even when a parent directory
  * is granted. "~/" means "in every home directory" (the caller's $HOME and
@@ -92,6 +93,10 @@ void brig_policy_free(brig_policy *p)
         strv_free(&p->allow_unix);
         free(p->pass_fds);
         free(p->hostname);
+        free(p->user);
+        free(p->umask);
+        strv_free(&p->uid_map);
+        strv_free(&p->gid_map);
         free(p->rootfs);
         free(p->report_path);
         free(p->manifest_path);
@@ -377,6 +382,210 @@ int brig_policy_set_hostname(brig_policy *p, const char *name, brig_error **err)
         free(p->hostname);
         p->hostname = d;
         return 0;
+}
+
+/* ---- the user inside ---------------------------------------------------- */
+
+/* A decimal id below 2^32 - 1 (the kernel's "no id"), ended by one of `ends`. */
+static bool parse_id(const char **s, const char *ends, uint32_t *out)
+{
+        const char *c = *s;
+        uint64_t v = 0;
+        if (!isdigit((unsigned char)*c))
+                return false;
+        for (; isdigit((unsigned char)*c); c++)
+                if ((v = v * 10 + (uint64_t)(*c - '0')) >= UINT32_MAX)
+                        return false;
+        if (!strchr(ends, *c))
+                return false;
+        *s = c;
+        *out = (uint32_t)v;
+        return true;
+}
+
+static bool parse_range(const char *text, uint32_t *inside, uint32_t *host, uint32_t *count)
+{
+        const char *s = text;
+        return parse_id(&s, ":", inside) && (s++, parse_id(&s, ":", host)) && (s++, parse_id(&s, "", count)) &&
+               *count > 0 && (uint64_t)*inside + *count <= UINT32_MAX && (uint64_t)*host + *count <= UINT32_MAX;
+}
+
+int policy_map_id(const struct strv *map, uint32_t inside, uint32_t *host)
+{
+        if (map->n == 0)
+                return -ENOENT;
+        for (size_t i = 0; i < map->n; i++) {
+                uint32_t in, out, n;
+                if (parse_range(map->items[i], &in, &out, &n) && inside >= in && inside - in < n) {
+                        *host = out + (inside - in);
+                        return 0;
+                }
+        }
+        return -ERANGE;
+}
+
+/* The host id of one id of the user: the map's, else brig's own. */
+static int host_id(const struct strv *map, bool uid, const char *what, uint32_t inside, uint32_t dflt,
+                   uint32_t *host, brig_error **err)
+{
+        const char *kind = uid ? "uid" : "gid";
+        int r = policy_map_id(map, inside, host);
+        if (r == -ERANGE)
+                return brig_err(err, EINVAL, "user: %s %u is not in the %s map (no range holds it)", what, inside,
+                                kind);
+        if (r == -ENOENT)
+                *host = dflt;
+        uint32_t me = uid ? (uint32_t)geteuid() : (uint32_t)getegid();
+        if (geteuid() == 0 && *host == 0)
+                return brig_err(err, EPERM, "user: %s %u would be host root's (%s 0): brig never runs a command "
+                                "as host root; map it to another host id", what, inside, kind);
+        if (geteuid() != 0 && *host != me)
+                return brig_err(err, EPERM, "user: %s %u maps to host %s %u: a rootless brig can map only your "
+                                "own (%u); map it there, or run brig as root", what, inside, kind, *host, me);
+        return 0;
+}
+
+int policy_resolve_user(const brig_policy *p, uint32_t dflt_uid, uint32_t dflt_gid, struct user_ids *out,
+                        brig_error **err)
+{
+        memset(out, 0, sizeof *out);
+        if (!p->user)
+                return 0;
+        uint32_t h;
+        /* A map that does not hold the ids asked for is a mistake of the
+         * caller's, whatever brig then does with 0. */
+        if (policy_map_id(&p->uid_map, p->user_uid, &h) == -ERANGE)
+                return brig_err(err, EINVAL, "user: uid %u is not in the uid map (no range holds it)", p->user_uid);
+        if (policy_map_id(&p->gid_map, p->user_gid, &h) == -ERANGE)
+                return brig_err(err, EINVAL, "user: gid %u is not in the gid map (no range holds it)", p->user_gid);
+        /* Inside 0 is brig's: as root, its setup's (0 there is host root
+         * until the drop, userns.c). A command asking to be root runs as
+         * brig's sandbox user, with no supplementary group. */
+        if (p->user_uid == 0)
+                return 0;
+        out->set = true;
+        out->uid = p->user_uid;
+        int r = host_id(&p->uid_map, true, "uid", out->uid, dflt_uid, &out->host_uid, err);
+        if (r < 0)
+                return r;
+        /* gid 0 the same: brig's sandbox group */
+        out->gid = p->user_gid ? p->user_gid : dflt_gid;
+        r = p->user_gid ? host_id(&p->gid_map, false, "gid", out->gid, dflt_gid, &out->host_gid, err)
+                        : (out->host_gid = dflt_gid, 0);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < p->n_user_groups; i++) {
+                uint32_t g = p->user_groups[i];
+                if (g == 0 || g == out->gid)
+                        continue;  /* brig's, or the primary group */
+                if (geteuid() != 0)
+                        return brig_err(err, EPERM, "user: supplementary group %u: a rootless brig cannot set "
+                                        "supplementary groups (setgroups is denied in its user namespace); "
+                                        "leave them out, or run brig as root", g);
+                if (p->gid_map.n == 0)
+                        return brig_err(err, EINVAL, "user: supplementary group %u has no host gid: give a gid "
+                                        "map (brig maps no group of the host's by itself)", g);
+                r = host_id(&p->gid_map, false, "supplementary group", g, 0, &h, err);
+                if (r < 0)
+                        return r;
+                bool dup = h == out->host_gid;
+                for (size_t k = 0; k < out->n_groups; k++)
+                        dup |= out->groups[k] == g || out->host_groups[k] == h;
+                if (dup)
+                        continue;
+                out->groups[out->n_groups] = g;
+                out->host_groups[out->n_groups++] = h;
+        }
+        return 0;
+}
+
+int brig_policy_set_user(brig_policy *p, const char *spec, brig_error **err)
+{
+        const char *s = spec ? spec : "";
+        uint32_t uid, gid, groups[BRIG_MAX_GROUPS];
+        size_t n = 0;
+        if (!parse_id(&s, ":", &uid) || (s++, !parse_id(&s, ":", &gid)))
+                return brig_err(err, EINVAL, "user '%s': expected UID:GID or UID:GID:GROUP,GROUP,...", spec ? spec : "");
+        if (*s == ':') {
+                do {
+                        s++;
+                        if (n == BRIG_MAX_GROUPS)
+                                return brig_err(err, EINVAL, "user '%s': at most %d supplementary groups", spec,
+                                                BRIG_MAX_GROUPS);
+                        if (!parse_id(&s, ",", &groups[n++]))
+                                return brig_err(err, EINVAL, "user '%s': expected GROUP,GROUP,... after the "
+                                                "second ':'", spec);
+                } while (*s == ',');
+        }
+        char *d = strdup(spec);
+        if (!d)
+                return brig_err(err, ENOMEM, "user");
+        char *old = p->user;
+        uint32_t ouid = p->user_uid, ogid = p->user_gid, ogroups[BRIG_MAX_GROUPS];
+        size_t on = p->n_user_groups;
+        memcpy(ogroups, p->user_groups, sizeof ogroups);
+        p->user = d;
+        p->user_uid = uid;
+        p->user_gid = gid;
+        memcpy(p->user_groups, groups, n * sizeof *groups);
+        p->n_user_groups = n;
+        /* against the maps given so far (the run checks again) */
+        struct user_ids ids;
+        int r = policy_resolve_user(p, geteuid() ? geteuid() : BRIG_NOBODY_UID,
+                                    geteuid() ? getegid() : BRIG_NOBODY_UID, &ids, err);
+        if (r < 0) {
+                p->user = old;
+                p->user_uid = ouid;
+                p->user_gid = ogid;
+                memcpy(p->user_groups, ogroups, sizeof ogroups);
+                p->n_user_groups = on;
+                free(d);
+                return r;
+        }
+        free(old);
+        return 0;
+}
+
+int brig_policy_set_umask(brig_policy *p, const char *octal, brig_error **err)
+{
+        char *end = NULL;
+        long v = octal && *octal ? strtol(octal, &end, 8) : -1;
+        if (v < 0 || v > 0777 || !end || *end)
+                return brig_err(err, EINVAL, "umask '%s': expected an octal number from 0 to 0777",
+                                octal ? octal : "");
+        char *d = brig_strdup_printf("%04lo", v);
+        if (!d)
+                return brig_err(err, ENOMEM, "umask");
+        free(p->umask);
+        p->umask = d;
+        return 0;
+}
+
+static int add_map(struct strv *map, const char *what, const char *range, brig_error **err)
+{
+        uint32_t in, host, n;
+        if (!range || !parse_range(range, &in, &host, &n))
+                return brig_err(err, EINVAL, "%s map '%s': expected INSIDE:HOST:COUNT (COUNT at least 1, "
+                                "nothing past 2^32 - 2)", what, range ? range : "");
+        for (size_t i = 0; i < map->n; i++) {
+                uint32_t i2, h2, n2;
+                if (parse_range(map->items[i], &i2, &h2, &n2) &&
+                    ((in < i2 + n2 && i2 < in + n) || (host < h2 + n2 && h2 < host + n)))
+                        return brig_err(err, EINVAL, "%s map '%s' overlaps '%s'", what, range, map->items[i]);
+        }
+        if (map->n >= 64)
+                return brig_err(err, EINVAL, "%s map '%s': at most 64 ranges", what, range);
+        return strv_push(map, range) < 0 ? brig_err(err, ENOMEM, "%s map", what) : 0;
+}
+
+int brig_policy_add_uid_map(brig_policy *p, const char *range, brig_error **err)
+{
+        return add_map(&p->uid_map, "uid", range, err);
+}
+
+int brig_policy_add_gid_map(brig_policy *p, const char *range, brig_error **err)
+{
+        return add_map(&p->gid_map, "gid", range, err);
 }
 
 void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode)

@@ -402,6 +402,24 @@ const struct setting settings[] = {
           .cli = { { .name = "cwd", .arg = "DIR", .help = "start the command in DIR inside (default: the workspace)",
                      .prefix = true } },
           .schema = "{\"$ref\": \"#/$defs/absolute_path\"}" },
+        /* no flags: brig oci sets them from a config.json (docs/oci.md);
+         * the maps before the user, whose ids they must hold */
+        { .key = "/process/uid_map", .section = S_PROCESS, .kind = SK_LIST, .set_str = brig_policy_add_uid_map,
+          .offset = OFF(uid_map), .omit_empty = true, .noun = "range",
+          .schema = "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"pattern\": "
+                    "\"^[0-9]+:[0-9]+:[0-9]+$\"}, \"description\": \"INSIDE:HOST:COUNT ranges the user's ids "
+                    "are looked up in (an OCI config's linux.uidMappings).\"}" },
+        { .key = "/process/gid_map", .section = S_PROCESS, .kind = SK_LIST, .set_str = brig_policy_add_gid_map,
+          .offset = OFF(gid_map), .omit_empty = true, .noun = "range",
+          .schema = "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"pattern\": "
+                    "\"^[0-9]+:[0-9]+:[0-9]+$\"}, \"description\": \"The same for groups.\"}" },
+        { .key = "/process/user", .section = S_PROCESS, .kind = SK_STRING, .set_str = brig_policy_set_user,
+          .offset = OFF(user), .what = "UID:GID[:GROUP,...]",
+          .schema = "{\"type\": \"string\", \"pattern\": \"^[0-9]+:[0-9]+(:[0-9]+(,[0-9]+)*)?$\", "
+                    "\"description\": \"The ids the commands run as inside; 0 is brig's sandbox user.\"}" },
+        { .key = "/process/umask", .section = S_PROCESS, .kind = SK_STRING, .set_str = brig_policy_set_umask,
+          .offset = OFF(umask), .what = "an octal umask",
+          .schema = "{\"type\": \"string\", \"pattern\": \"^0?[0-7]{1,3}$\"}" },
         { .key = "/process/hostname", .section = S_PROCESS, .kind = SK_STRING, .set_str = brig_policy_set_hostname,
           .offset = OFF(hostname), .what = "a string",
           .cli = { { .name = "hostname", .arg = "NAME", .help = "hostname inside (default brig)" } },
