@@ -4,7 +4,9 @@
  * cgroup v2 comes first (one hierarchy; the child is born inside it with
  * CLONE_INTO_CGROUP, so not one instruction runs unlimited). Where a
  * controller lives on a v1 hierarchy (hybrid hosts), brig makes a group in
- * that hierarchy too and moves the child in before it is told to go.
+ * that hierarchy too, and the child joins it itself, first thing after the
+ * supervisor's go and before anything of the command exists (see
+ * cgroup_join_open for why the child and not the supervisor).
  *
  * Each sandbox gets "brig-PID-START-PIDNS-SEQ" (its supervisor: pid, start
  * time, pid namespace; a counter) under the caller's own cgroup or the
@@ -36,6 +38,7 @@ struct cgroup {
         char *v2_dir;               /* our group in the v2 hierarchy, or NULL */
         int v2_fd;                  /* its directory fd, for CLONE_INTO_CGROUP */
         char *v1_dir[CG_COUNT];     /* our group per v1 controller, or NULL */
+        int v1_tasks[CG_COUNT];     /* its `tasks` file while the child joins (cgroup_join_open), or -1 */
         bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
         bool on_v1[CG_COUNT];
         char *record;               /* the run record naming the groups (reaper.c) */
@@ -566,6 +569,8 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                 return brig_err(err, ENOMEM, "cgroup");
         }
         cg->v2_fd = -1;
+        for (int c = 0; c < CG_COUNT; c++)
+                cg->v1_tasks[c] = -1;
 
         /* Groups of a brig that died (SIGKILL) in any hierarchy we could
          * have used, whatever this run needs; those its run record names
@@ -623,7 +628,13 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         test_pause("cgroup-recorded");
         if (v2_dir && mkdir(v2_dir, 0755) == 0) {
                 cg->v2_dir = TAKE_PTR(v2_dir);
+                /* the only way in (CLONE_INTO_CGROUP): without it the
+                 * group would enforce nothing on the sandbox */
                 cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+                if (cg->v2_fd < 0) {
+                        r = brig_err(err, errno, "cgroup: open %s", cg->v2_dir);
+                        goto fail;
+                }
                 for (int c = 0; c < CG_COUNT; c++)
                         cg->on_v2[c] = v2_wanted[c];
         }
@@ -687,23 +698,79 @@ int cgroup_clone_fd(const struct cgroup *cg)
         return cg ? cg->v2_fd : -1;
 }
 
-int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_error **err)
+/* ---- joining the v1 groups -------------------------------------------------- *
+ *
+ * A v1 hierarchy has no CLONE_INTO_CGROUP. The supervisor writing the
+ * child's pid to cgroup.procs costs 6-10 ms on a quiet host: moving a
+ * whole thread group takes cgroup_threadgroup_rwsem for writing, and
+ * percpu_down_write waits for an RCU grace period unless another writer
+ * came just before (kernel/cgroup/cgroup.c cgroup_procs_write_start).
+ * One thread moving itself — pid 0 written to the v1 `tasks` file — takes
+ * no such lock: 0.05 ms. So the supervisor opens each group's `tasks`
+ * before clone3 and the child, still single-threaded (clone3 makes one
+ * thread) and before it runs anything of the command, writes "0" to each.
+ * v1 checks the permission with the opener's credentials (of->file->f_cred,
+ * __cgroup1_procs_write), so the supervisor's fd works from inside the
+ * child's user namespace; the child closes them at once, and none is ever
+ * open in the command (close_range before its exec in any case). */
+
+/* The flag that made brig use the hierarchy, for the message. */
+static const char *const controller_flags[] = {
+        [CG_MEMORY] = "--memory", [CG_PIDS] = "--pids", [CG_CPU] = "--cpus", [CG_IO] = "--io-weight",
+};
+
+/* The first controller whose group is this one (cpu,cpuacct share one). */
+static bool first_of_dir(const struct cgroup *cg, int c)
 {
-        char v[32];
-        snprintf(v, sizeof v, "%d", pid);
+        for (int o = 0; o < c; o++)
+                if (cg->v1_dir[o] && strcmp(cg->v1_dir[o], cg->v1_dir[c]) == 0)
+                        return false;
+        return true;
+}
+
+int cgroup_join_open(struct cgroup *cg, brig_error **err)
+{
         for (int c = 0; cg && c < CG_COUNT; c++) {
-                if (!cg->v1_dir[c])
+                if (!cg->v1_dir[c] || !first_of_dir(cg, c) || cg->v1_tasks[c] >= 0)
                         continue;
-                int r = write_at(cg->v1_dir[c], "cgroup.procs", v);
-                if (r < 0)
-                        return brig_err(err, -r, "move the sandbox into cgroup %s", cg->v1_dir[c]);
-        }
-        if (cg && v2_too && cg->v2_dir) {
-                int r = write_at(cg->v2_dir, "cgroup.procs", v);
-                if (r < 0)
-                        return brig_err(err, -r, "move the sandbox into cgroup %s", cg->v2_dir);
+                char path[4096];
+                snprintf(path, sizeof path, "%s/tasks", cg->v1_dir[c]);
+                cg->v1_tasks[c] = open(path, O_WRONLY | O_CLOEXEC);
+                if (cg->v1_tasks[c] < 0)
+                        return brig_err(err, errno, "%s: open %s (the cgroup v1 %s hierarchy) for the sandbox to join",
+                                        controller_flags[c], path, v1_name(c));
         }
         return 0;
+}
+
+void cgroup_join_close(struct cgroup *cg)
+{
+        for (int c = 0; cg && c < CG_COUNT; c++)
+                closep(&cg->v1_tasks[c]);
+}
+
+int cgroup_join_self(struct cgroup *cg, brig_error **err)
+{
+        int r = 0;
+        for (int c = 0; cg && c < CG_COUNT; c++) {
+                if (cg->v1_tasks[c] < 0)
+                        continue;
+                int e = write(cg->v1_tasks[c], "0", 1) == 1 ? 0 : errno;
+#ifdef BRIG_TEST_HOOKS
+                /* BRIG_TEST_CGROUP_JOIN_ERRNO=N: joining the v1 group of
+                 * controller BRIG_TEST_CGROUP_JOIN (memory, pids, cpu or io;
+                 * any when unset) fails with errno N. */
+                const char *fail = getenv("BRIG_TEST_CGROUP_JOIN_ERRNO");
+                const char *which = getenv("BRIG_TEST_CGROUP_JOIN");
+                if (fail && atoi(fail) > 0 && (!which || strcmp(which, controller_names[c]) == 0))
+                        e = atoi(fail);
+#endif
+                if (e && r == 0)
+                        r = brig_err(err, e, "%s: join the sandbox's cgroup %s (the cgroup v1 %s hierarchy)",
+                                     controller_flags[c], cg->v1_dir[c], v1_name(c));
+        }
+        cgroup_join_close(cg);
+        return r;
 }
 
 void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s)
@@ -753,11 +820,7 @@ void cgroup_destroy(struct cgroup *cg)
                 gone &= access(cg->v2_dir, F_OK) < 0;
         }
         for (int c = 0; c < CG_COUNT; c++) {
-                bool shared = false;
-                for (int o = 0; o < c; o++)
-                        if (cg->v1_dir[o] && cg->v1_dir[c] && strcmp(cg->v1_dir[o], cg->v1_dir[c]) == 0)
-                                shared = true;
-                if (cg->v1_dir[c] && !shared) {
+                if (cg->v1_dir[c] && first_of_dir(cg, c)) {
                         kill_and_remove(cg->v1_dir[c]);
                         gone &= access(cg->v1_dir[c], F_OK) < 0;
                 }
@@ -766,6 +829,7 @@ void cgroup_destroy(struct cgroup *cg)
         if (gone)
                 run_record_remove(cg->record);
         free(cg->record);
+        cgroup_join_close(cg);
         for (int c = 0; c < CG_COUNT; c++)
                 free(cg->v1_dir[c]);
         closep(&cg->v2_fd);

@@ -42,8 +42,13 @@ BRIG_INTERNAL void cgroup_missing(const struct cgroup *cg, const struct limits *
                                   size_t n);
 /* The v2 directory fd for CLONE_INTO_CGROUP, or -1. */
 BRIG_INTERNAL int cgroup_clone_fd(const struct cgroup *cg);
-/* Put pid into every v1 group (and the v2 one when v2_too). */
-BRIG_INTERNAL int cgroup_attach(struct cgroup *cg, pid_t pid, bool v2_too, brig_error **err);
+/* v1 groups (no CLONE_INTO_CGROUP there): the supervisor opens each
+ * group's `tasks` before clone3, closes its copies after; the child,
+ * single-threaded and before anything of the command runs, joins them
+ * all and closes them (an error names the hierarchy: the run fails). */
+BRIG_INTERNAL int cgroup_join_open(struct cgroup *cg, brig_error **err);
+BRIG_INTERNAL void cgroup_join_close(struct cgroup *cg);
+BRIG_INTERNAL int cgroup_join_self(struct cgroup *cg, brig_error **err);
 BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
 /* "memory:v1 pids:v1 cpu:v1" — which hierarchy enforces what. */
 BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n);

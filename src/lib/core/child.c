@@ -13,6 +13,7 @@
 #include "controls/mounts.h"
 #include "controls/rlimit.h"
 #include "controls/caps.h"
+#include "controls/cgroup.h"
 #include "controls/terminal.h"
 #include "net/netns.h"
 #include "controls/landlock.h"
@@ -144,6 +145,11 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");
         STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
         timings_mark(plan->timings, TM_CHILD_GO);
+        /* Into the v1 groups (v2: born there), while this is the only
+         * process and thread of the sandbox: whatever it starts inherits
+         * them. Fails the run, never runs it outside. */
+        STEP(cgroup_join_self(plan->cgroup, err), "cgroup");
+        timings_mark(plan->timings, TM_ATTACHED);
         /* While dumpable: /proc/self/oom_score_adj is ours to write only then. */
         STEP(rlimits_oom_first(plan, err), "OOM score");
         /* No other process of the caller's may ptrace us or read our memory

@@ -62,6 +62,7 @@ struct seccomp_replies;
 struct tools_plan;
 struct intercept;
 struct intercept_policy;
+struct cgroup;
 
 /* Everything the child needs, computed by the parent before clone so the
  * child only executes decisions: the child's side (child.c, init.c,
@@ -121,6 +122,7 @@ struct run_plan {
         uint64_t memory_inherited;      /* no group of ours, but brig already runs under this limit */
         char memory_inherited_dir[512]; /* ... set on this cgroup (v2 or v1) */
         char cgroup_desc[128];   /* which hierarchy enforces each controller */
+        struct cgroup *cgroup;   /* the supervisor's groups; the child joins the v1 ones (controls/cgroup.h) */
         int sync_fd;             /* child end of the sync socket */
         int report_fd;           /* the supervisor's; the child closes it */
         enum brig_wall wall;     /* namespaces, or gvisor: the command runs under runsc (core/wall.h) */

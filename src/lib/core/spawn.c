@@ -236,15 +236,11 @@ static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audi
         return 0;
 }
 
-/* The child exists: put it in its cgroups, write its maps, let it go. */
-static int release_child(struct run_plan *plan, struct cgroup *cg, pid_t pid, int sync_fd, brig_error **err)
+/* The child exists: write its maps, let it go (it joins its v1 cgroups
+ * itself, first thing: cgroup_join_self). */
+static int release_child(struct run_plan *plan, pid_t pid, int sync_fd, brig_error **err)
 {
-        /* v1 hierarchies have no CLONE_INTO_CGROUP: move the child in
-         * before it is told to go, so no untrusted code runs unlimited. */
-        int r = cgroup_attach(cg, pid, false, err);
-        timings_mark(plan->timings, TM_ATTACHED);
-        if (r == 0)
-                r = userns_write_maps(pid, plan, err);
+        int r = userns_write_maps(pid, plan, err);
         /* before the go: the child's next stamp must come after it */
         timings_mark(plan->timings, TM_MAPPED);
         struct sync_msg go = { .type = SYNC_GO };
@@ -533,6 +529,11 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 args.flags |= CLONE_INTO_CGROUP;
                 args.cgroup = (uint64_t)cgroup_clone_fd(cg);
         }
+        /* v1 has no CLONE_INTO_CGROUP: the child joins those groups itself
+         * through these, before anything of the command runs */
+        plan.cgroup = cg;
+        if ((r = cgroup_join_open(cg, err)) < 0)
+                goto out;
         getrusage(RUSAGE_CHILDREN, &before);
         timings_mark(plan.timings, TM_PREPARED);
         pid_t pid = (pid_t)sys_clone3(&args);
@@ -552,12 +553,13 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
+        cgroup_join_close(cg);  /* the child's copies are its own */
         timings_mark(plan.timings, TM_CLONED);
         if (audit)
                 audit_run(audit);
         terminal_handed_over(term);  /* the command's ends of the stdio pipes */
         test_pause("cloned");
-        r = release_child(&plan, cg, pid, sv[0], err);
+        r = release_child(&plan, pid, sv[0], err);
         if (r < 0)
                 goto out;
         test_pause("released");

@@ -22,9 +22,9 @@ enum timing_mark {
         TM_IDMAP,          /* the idmapped workspace (root) */
         TM_PREPARED,       /* terminal, socketpair */
         TM_CLONED,         /* clone3 returned in the supervisor */
-        TM_ATTACHED,       /* cgroup v1 attach */
         TM_MAPPED,         /* uid/gid maps written, child told to go */
         TM_CHILD_GO,       /* the child saw the maps */
+        TM_ATTACHED,       /* the child joined its cgroup v1 groups */
         TM_NET,            /* loopback, nftables, listeners handed over */
         TM_MOUNTS,         /* the root built */
         TM_PRIVS,          /* tools, capabilities, user */
