@@ -42,6 +42,8 @@ struct cgroup {
         bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
         bool on_v1[CG_COUNT];
         char *record;               /* the run record naming the groups (reaper.c) */
+        struct strv stale_parents;  /* where a dead brig's groups may be, for cgroup_sweep */
+        bool swept;
 };
 
 /* ---- small file helpers ---------------------------------------------------- */
@@ -425,6 +427,29 @@ static void remove_stale(const char *parent)
         closedir(d);
 }
 
+static int stale_parent(struct cgroup *cg, const char *parent)
+{
+        return strv_contains(&cg->stale_parents, parent) ? 0 : strv_push(&cg->stale_parents, parent);
+}
+
+/* Off the start path: the supervisor sweeps while the child builds the
+ * sandbox (on another CPU), rather than before the first mkdir — the
+ * names it removes were never in this run's way (each group's name is
+ * its own brig's), and a sweep reads whole directories (~1 ms where the
+ * state root holds a big filter cache). Once per run: the groups a dead
+ * brig left in any hierarchy this one could have used, and what the run
+ * records of the dead name wherever it is (reaper.c). */
+void cgroup_sweep(struct cgroup *cg)
+{
+        if (cg && cg->swept)
+                return;
+        reaper_sweep();
+        for (size_t i = 0; cg && i < cg->stale_parents.n; i++)
+                remove_stale(cg->stale_parents.items[i]);
+        if (cg)
+                cg->swept = true;
+}
+
 /* ---- creating ------------------------------------------------------------------ */
 
 static char *group_name(void)
@@ -572,17 +597,16 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
         for (int c = 0; c < CG_COUNT; c++)
                 cg->v1_tasks[c] = -1;
 
-        /* Groups of a brig that died (SIGKILL) in any hierarchy we could
-         * have used, whatever this run needs; those its run record names
-         * wherever they are (reaper.c). */
-        reaper_sweep();
+        /* Groups of a brig that died (SIGKILL) go in any hierarchy we could
+         * have used, whatever this run needs (cgroup_sweep, later). */
         for (int c = 0; c < CG_COUNT; c++) {
                 if (!h.v1_mount[c] || !h.v1_own[c])
                         continue;
                 _cleanup_free_ char *parent = brig_strdup_printf("%s%s", h.v1_mount[c],
                                                                  strcmp(h.v1_own[c], "/") ? h.v1_own[c] : "");
-                if (parent)
-                        remove_stale(parent);
+                r = parent ? stale_parent(cg, parent) : -ENOMEM;
+                if (r < 0)
+                        goto fail;
         }
 
         /* First where the groups go: v2 for every controller it offers,
@@ -595,16 +619,16 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                         v2_wanted[c] = want[c] && root_ctrls && has_word(root_ctrls, controller_names[c]);
                         any |= v2_wanted[c];
                 }
-                if (own)
-                        remove_stale(own);
+                if (own && (r = stale_parent(cg, own)) < 0)
+                        goto fail;
                 /* cgroup.freeze is part of every v2 group, no controller needed. */
                 any |= l->want_freezer;
                 /* A v2 group only where it enforces something (on hybrid
                  * hosts the v2 tree often has none of our controllers). */
                 _cleanup_free_ char *parent = any ? v2_parent(&h, v2_wanted) : NULL;
                 if (parent) {
-                        if (!own || strcmp(parent, own) != 0)
-                                remove_stale(parent);
+                        if ((r = stale_parent(cg, parent)) < 0)
+                                goto fail;
                         v2_dir = brig_strdup_printf("%s/%s", parent, name);
                         if (v2_dir && (r = strv_push(&planned, v2_dir)) < 0)
                                 goto fail;
@@ -813,6 +837,7 @@ void cgroup_destroy(struct cgroup *cg)
 {
         if (!cg)
                 return;
+        cgroup_sweep(cg);  /* a run that failed before its sweep */
         test_pause("cgroup-destroy");
         bool gone = true;
         if (cg->v2_dir) {
@@ -829,6 +854,7 @@ void cgroup_destroy(struct cgroup *cg)
         if (gone)
                 run_record_remove(cg->record);
         free(cg->record);
+        strv_free(&cg->stale_parents);
         cgroup_join_close(cg);
         for (int c = 0; c < CG_COUNT; c++)
                 free(cg->v1_dir[c]);

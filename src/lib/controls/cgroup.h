@@ -32,7 +32,7 @@ BRIG_INTERNAL const char *cgroup_memory_outlook(char *detail, size_t n);
 
 /* Make the sandbox's group(s) and set the limits. *degraded is set when a
  * wanted controller is available nowhere writable; the caller decides
- * whether that is allowed. Also removes groups left by a dead brig. */
+ * whether that is allowed. */
 BRIG_INTERNAL int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err);
 /* Does a group of this sandbox enforce the controller (v2 or v1)? */
 BRIG_INTERNAL bool cgroup_enforces(const struct cgroup *cg, int controller);
@@ -59,6 +59,11 @@ BRIG_INTERNAL int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err
 /* Kill what a dead sandbox left in `dir` and remove it, if `dir` is a
  * cgroup directory named `name` and ours; true when it is gone. */
 BRIG_INTERNAL bool cgroup_remove_dead(const char *dir, const char *name);
+/* Remove what a brig that died (SIGKILL) left: groups, run records,
+ * cache files, ephemeral state (reaper.c). Once per run, off the start
+ * path (spawn.c: while the child builds the sandbox); cgroup_destroy
+ * sweeps if the run ended before. */
+BRIG_INTERNAL void cgroup_sweep(struct cgroup *cg);
 /* Kill whatever is left in the groups and remove them. */
 BRIG_INTERNAL void cgroup_destroy(struct cgroup *cg);
 

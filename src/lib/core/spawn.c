@@ -563,6 +563,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r < 0)
                 goto out;
         test_pause("released");
+        /* what dead brigs left, while the child builds the sandbox */
+        cgroup_sweep(cg);
 
         /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
         sup.pidfd = pidfd;
