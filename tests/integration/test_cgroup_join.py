@@ -1,0 +1,294 @@
+"""The sandbox joins its cgroup v1 groups itself (issue 19).
+
+On a v1 hierarchy (this host's memory, pids and cpu) there is no
+CLONE_INTO_CGROUP: the supervisor opens each group's `tasks` file before
+clone3 and the child, single-threaded, writes "0" to each before anything
+of the command runs (controls/cgroup.c, cgroup_join_open). These tests
+attack what that adds: the descriptors must never reach the sandbox, every
+process of the sandbox must be inside every group the policy limits (the
+limits really hold, read on the host), and a join that fails must fail the
+run, never run it outside. Rootless, this host gives brig no v1 group: the
+same checks show no descriptor and no group, and the limits fall back to
+rlimits (reported as degraded).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from proc_helpers import wait_until
+
+CGROOT = pathlib.Path("/sys/fs/cgroup")
+
+
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (the table's row)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
+def groups_of(brig_pid):
+    """{hierarchy mount dir name: group dir} of brig BRIG_PID's v1 groups."""
+    found = {}
+    for top, dirs, _ in os.walk(CGROOT):
+        for d in dirs:
+            if d.startswith(f"brig-{brig_pid}-"):
+                found.setdefault(pathlib.Path(top).relative_to(CGROOT).parts[0], pathlib.Path(top) / d)
+    return found
+
+
+def descendants(pid):
+    """Host pids below PID (its children, theirs, ...)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def fd_targets(pid):
+    """Where each descriptor of host process PID leads."""
+    res = {}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return res
+    for n in names:
+        try:
+            res[int(n)] = os.readlink(f"/proc/{pid}/fd/{n}")
+        except OSError:
+            pass
+    return res
+
+
+def cgroup_lines(pid):
+    """{controller: path} from the host's /proc/PID/cgroup."""
+    res = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(","):
+                res[c] = path
+    return res
+
+
+# The command: what it can find and try from inside, then it waits for
+# the host's look (READY, then GO in the workspace).
+INSIDE = r"""
+import json, os, sys, time
+out = {"fds": {}, "writes": {}}
+for n in os.listdir("/proc/self/fd"):
+    try:
+        out["fds"][n] = os.readlink("/proc/self/fd/" + n)
+    except OSError as e:
+        out["fds"][n] = "error %d" % e.errno
+# a descriptor /proc would not show: every number, by fstat
+out["fstat"] = []
+for n in range(3, 4096):
+    try:
+        os.fstat(n)
+        out["fstat"].append(n)
+    except OSError:
+        pass
+# pid 1 (brig's init) held them before it told the command to start
+try:
+    out["init_fds"] = os.listdir("/proc/1/fd")
+except OSError as e:
+    out["init_fds"] = "error %d" % e.errno
+# leave the group: "0" to every descriptor past stdio, to pid 1's, and to
+# any cgroup file this sandbox can reach
+targets = ["/proc/self/fd/%d" % n for n in out["fstat"]] + ["/proc/1/fd/%d" % n for n in range(3, 64)]
+for top in ("/sys/fs/cgroup", "/proc/1/root/sys/fs/cgroup"):
+    for dirpath, dirs, files in os.walk(top):
+        targets += [os.path.join(dirpath, f) for f in files if f in ("tasks", "cgroup.procs")]
+for t in targets:
+    try:
+        fd = os.open(t, os.O_WRONLY)
+    except OSError as e:
+        if e.errno != 2:
+            out["writes"][t] = "open %d" % e.errno
+        continue
+    try:
+        os.write(fd, b"0")
+        out["writes"][t] = "ok"
+    except OSError as e:
+        out["writes"][t] = "write %d" % e.errno
+    os.close(fd)
+mode = sys.argv[1] if len(sys.argv) > 1 else ""
+if mode == "limits":
+    # to the pids limit: children that wait on a pipe until we close it
+    r, w = os.pipe()
+    kids = []
+    for i in range(200):
+        try:
+            pid = os.fork()
+        except OSError as e:
+            out["fork_refused"] = [len(kids), e.errno]
+            break
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)
+            os._exit(0)
+        kids.append(pid)
+    os.close(w)
+    for k in kids:
+        os.waitpid(k, 0)
+    # past the memory limit, in a child of its own
+    pid = os.fork()
+    if pid == 0:
+        try:
+            b = bytearray(256 << 20)
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+        except MemoryError:
+            os._exit(3)
+        os._exit(0)
+    out["hog_status"] = os.waitpid(pid, 0)[1]
+out["cgroup"] = open("/proc/self/cgroup").read()
+print(json.dumps(out), flush=True)
+open("READY", "w").close()
+for i in range(6000):
+    if os.path.exists("GO"):
+        break
+    time.sleep(0.01)
+"""
+
+
+def run_and_look(brig, brig_args, mode, look):
+    """brig run BRIG_ARGS -- python3 INSIDE MODE; LOOK(brig_pid) runs on the
+    host while the command waits. Returns (returncode, inside's JSON, stderr)."""
+    ws = brig.workspace
+    for f in ("READY", "GO"):
+        (ws / f).unlink(missing_ok=True)
+    p = subprocess.Popen(brig.cmd("run", *brig_args, "--", "python3", "-c", INSIDE, mode), cwd=ws,
+                         env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: (ws / "READY").exists() or p.poll() is not None, 60), "the command never got ready"
+        assert p.poll() is None, p.communicate()
+        look(p.pid)
+    finally:
+        (ws / "GO").touch()
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, (out, err)
+    return json.loads(out.splitlines()[-1]), err
+
+
+def sandbox_pids(brig_pid):
+    pids = descendants(brig_pid)
+    assert len(pids) >= 2, f"no sandbox below brig {brig_pid}: {pids}"  # pid 1 and the command
+    return pids
+
+
+@attack("cgroup-join-fds", "look for the supervisor's descriptors of the cgroup v1 `tasks` files the sandbox joins "
+        "through (its own /proc/self/fd and every number by fstat, pid 1's /proc/1/fd) and write \"0\" to them and "
+        "to any cgroup file it can reach, to leave its groups",
+        "the child writes each once, before anything of the command exists, and closes them (close_range before "
+        "exec besides); pid 1 not dumpable; no cgroupfs inside")
+def test_join_descriptors_never_reach_the_sandbox(brig):
+    seen = {}
+
+    def look(brig_pid):
+        groups = groups_of(brig_pid)
+        seen["groups"] = groups
+        for pid in sandbox_pids(brig_pid):
+            fds = fd_targets(pid)
+            bad = {n: t for n, t in fds.items() if t.startswith(str(CGROOT)) or t.endswith("/tasks")}
+            assert not bad, f"ATTACK WORKED: sandbox process {pid} holds cgroup files: {bad}"
+            # whatever it wrote, it is still in each of brig's groups
+            lines = cgroup_lines(pid)
+            for h, g in groups.items():
+                assert lines[h] == "/" + str(g.relative_to(CGROOT / h)), \
+                    f"ATTACK WORKED: sandbox process {pid} left its {h} group: {lines[h]} (brig's: {g})"
+
+    inside, err = run_and_look(brig, [], "", look)
+    if brig.mode == "root":
+        assert {"memory", "pids"} <= set(seen["groups"]), seen  # the default limits, on this host's v1
+    else:
+        assert seen["groups"] == {}, seen
+    leaks = {n: t for n, t in inside["fds"].items() if "cgroup" in t or t.endswith("/tasks")}
+    assert not leaks, f"ATTACK WORKED: the command holds {leaks}"
+    # 3: the descriptor os.listdir itself had open, gone by the fstat walk
+    assert inside["fstat"] == [], f"ATTACK WORKED: open descriptors past stdio: {inside['fstat']} ({inside['fds']})"
+    assert isinstance(inside["init_fds"], str), f"ATTACK WORKED: pid 1's descriptors listed: {inside['init_fds']}"
+    worked = {t: v for t, v in inside["writes"].items() if v == "ok"}
+    assert not worked, f"ATTACK WORKED: wrote to {worked}"
+
+
+@attack("cgroup-join-membership", "every process of the sandbox (pid 1, the command, its children) outside one of the "
+        "groups the policy limits: fork to --pids, allocate past --memory, with --cpus, and read on the host which "
+        "groups each process is in and what the groups' counters saw",
+        "the child joins every v1 group before the command exists (v2: born inside with CLONE_INTO_CGROUP); "
+        "whatever it starts inherits them")
+def test_every_sandbox_process_is_in_every_limited_group(brig):
+    seen = {}
+
+    def look(brig_pid):
+        groups = groups_of(brig_pid)
+        seen["groups"] = groups
+        pids = sandbox_pids(brig_pid)
+        seen["pids"] = pids
+        for pid in pids:
+            lines = cgroup_lines(pid)
+            for h, g in groups.items():
+                assert lines[h] == "/" + str(g.relative_to(CGROOT / h)), \
+                    f"sandbox process {pid} is not in brig's {h} group {g}: {lines}"
+        if groups:
+            seen["pids.events"] = (groups["pids"] / "pids.events").read_text()
+            seen["oom_control"] = (groups["memory"] / "memory.oom_control").read_text()
+            seen["quota"] = (groups["cpu"] / "cpu.cfs_quota_us").read_text().strip()
+            seen["tasks"] = {int(x) for h in groups for x in (groups[h] / "tasks").read_text().split()}
+
+    inside, err = run_and_look(brig, ["--memory", "64M", "--pids", "32", "--cpus", "0.5"], "limits", look)
+    assert "fork_refused" in inside, inside  # stopped, by the cgroup or RLIMIT_NPROC
+    assert inside["fork_refused"][0] < 32, inside
+    if brig.mode == "rootless":
+        assert seen["groups"] == {}, seen  # no writable v1 group here: rlimits, said so
+        assert "WARNING" in err or "degraded" in err or inside["hog_status"] >> 8 == 3, (inside, err)
+        return
+    assert {"memory", "pids", "cpu"} <= set(seen["groups"]), seen
+    # the host's view: every process of the sandbox is in every group...
+    assert set(seen["pids"]) <= seen["tasks"], seen
+    # ... and the groups' limits held: forks refused at pids.max, the hog
+    # killed by the memory cgroup's OOM killer, the quota set
+    assert int(seen["pids.events"].split()[1]) >= 1, seen
+    assert "oom_kill 1" in seen["oom_control"] or "oom_kill 2" in seen["oom_control"], seen
+    assert os.WIFSIGNALED(inside["hog_status"]) and os.WTERMSIG(inside["hog_status"]) == 9, inside
+    assert seen["quota"] == "50000", seen
+    for line in inside["cgroup"].splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if set(ctrls.split(",")) & {"memory", "pids", "cpu"}:
+            assert path.startswith("/brig-"), inside["cgroup"]
+
+
+@attack("cgroup-join-refused", "the sandbox's join of its v1 pids group fails (ENOSPC, EACCES: a test hook) and the "
+        "command would run outside the group, unlimited", "the child fails the run before anything of the command "
+        "runs: exit 125, the message names the flag and the hierarchy")
+@pytest.mark.parametrize("errno_", [28, 13])
+def test_a_refused_join_fails_the_run(brig, hooks_bindir, errno_):
+    mark = brig.workspace / "RAN"
+    mark.unlink(missing_ok=True)
+    env = brig.env({"BRIG_TEST_CGROUP_JOIN_ERRNO": str(errno_), "BRIG_TEST_CGROUP_JOIN": "pids"})
+    cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--", "touch", "RAN"]
+    p = subprocess.Popen(cmd, cwd=brig.workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    if brig.mode == "rootless":
+        # no v1 group to join here (nothing writable): the run is the rlimit one
+        assert p.returncode == 0 and mark.exists(), (out, err)
+        return
+    assert p.returncode == 125, (out, err)
+    assert not mark.exists(), f"ATTACK WORKED: the command ran outside its group ({err})"
+    assert "--pids: join the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
+    assert os.strerror(errno_) in err, err
+    assert wait_until(lambda: not groups_of(p.pid), 5), groups_of(p.pid)
