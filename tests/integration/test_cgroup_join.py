@@ -292,3 +292,41 @@ def test_a_refused_join_fails_the_run(brig, hooks_bindir, errno_):
     assert "--pids: join the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
     assert os.strerror(errno_) in err, err
     assert wait_until(lambda: not groups_of(p.pid), 5), groups_of(p.pid)
+
+
+@attack("cgroup-v2-fd-refused", "the supervisor cannot open the sandbox's new cgroup v2 directory (EMFILE: a front end "
+        "at its descriptor limit; a test hook) — the only way in is CLONE_INTO_CGROUP with that fd, and without it "
+        "the sandbox ran outside the group the report named (here: a persistent sandbox's freezer group)",
+        "the create fails: exit 125 naming the directory, the group removed, nothing of the sandbox left")
+def test_a_v2_group_it_cannot_enter_fails_the_create(brig, hooks_bindir):
+    from conftest import Brig
+    from persist_helpers import Sandboxes
+    sb = Sandboxes(Brig(hooks_bindir, brig.mode, brig.base))
+    name = sb.new_name("v2fd")
+    sb.names.append(name)
+    before = set(cgroup_dirs("brig-"))
+    try:
+        r = sb.brig_cmd("create", name, env={"BRIG_TEST_CGROUP_V2_OPEN_ERRNO": "24"})
+        if brig.mode == "rootless":
+            # no writable v2 group here: nothing to enter, the freezer is absent (brig pause says so)
+            assert r.returncode == 0, r
+            return
+        assert r.returncode == 125, r
+        assert "cgroup: open /sys/fs/cgroup/unified/" in r.stderr and "CLONE_INTO_CGROUP" in r.stderr, r
+        assert os.strerror(24) in r.stderr, r
+        assert not (sb.root / name).exists(), "ATTACK WORKED: the sandbox was made"
+        assert wait_until(lambda: not dead_owners(set(cgroup_dirs("brig-")) - before), 5), \
+            dead_owners(set(cgroup_dirs("brig-")) - before)
+    finally:
+        problems = sb.cleanup()
+    assert not problems, problems
+
+
+def dead_owners(dirs):
+    """The groups among DIRS whose brig (brig-PID-...) is gone: left behind."""
+    return {d for d in dirs if not os.path.exists(f"/proc/{os.path.basename(d).split('-')[1]}")}
+
+
+def cgroup_dirs(prefix):
+    """Every cgroup directory (any hierarchy) whose name starts with PREFIX."""
+    return [os.path.join(top, d) for top, dirs, _ in os.walk(CGROOT) for d in dirs if d.startswith(prefix)]

@@ -655,8 +655,18 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                 /* the only way in (CLONE_INTO_CGROUP): without it the
                  * group would enforce nothing on the sandbox */
                 cg->v2_fd = open(cg->v2_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+#ifdef BRIG_TEST_HOOKS
+                /* BRIG_TEST_CGROUP_V2_OPEN_ERRNO=N: that open fails with
+                 * errno N (EMFILE: a front end at its descriptor limit) */
+                const char *fail = getenv("BRIG_TEST_CGROUP_V2_OPEN_ERRNO");
+                if (fail && atoi(fail) > 0) {
+                        closep(&cg->v2_fd);
+                        errno = atoi(fail);
+                }
+#endif
                 if (cg->v2_fd < 0) {
-                        r = brig_err(err, errno, "cgroup: open %s", cg->v2_dir);
+                        r = brig_err(err, errno, "cgroup: open %s, the sandbox's only way into its v2 group "
+                                                 "(CLONE_INTO_CGROUP)", cg->v2_dir);
                         goto fail;
                 }
                 for (int c = 0; c < CG_COUNT; c++)
