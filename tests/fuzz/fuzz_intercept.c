@@ -15,7 +15,10 @@
  *   - the bytes after the head, as a body (plain and chunked) cut into
  *     pieces of sizes the input picks: placeholder_scan finds a
  *     placeholder in some piece exactly when the body's data (dechunked)
- *     holds one, wherever the cuts fall.
+ *     holds one, wherever the cuts fall;
+ *   - the whole input as a response from the bound host: echo_find finds
+ *     the value whenever it (or a run of `partial` of its bytes, or its
+ *     hex) is there, also once decoded; echo_decode never grows its input.
  *
  * Build and run with tests/fuzz/run-fuzz-net; without -DBRIG_LIBFUZZER a
  * main() replays the files named on the command line. */
@@ -38,10 +41,20 @@ static struct http_rule rule = { .host = "api.example.com", .methods = methods, 
 static struct intercept_policy policy = { .secrets = &spec, .n_secrets = 1, .rules = &rule, .n_rules = 1 };
 static char value[] = "VALUE-0123456789";
 
+static char hex_lo[] = "56414c55452d30313233343536373839", hex_up[] = "56414C55452D30313233343536373839";
+static uint8_t all_runs[ECHO_RUN_BITS / 8];
+
 static struct intercept *make(void)
 {
         static struct intercept ic;
         if (!ic.n) {
+                /* every run's bit set: each 8-byte run is measured against the value */
+                memset(all_runs, 0xff, sizeof all_runs);
+                ic.secrets[0].hex[0] = hex_lo;
+                ic.secrets[0].hex[1] = hex_up;
+                ic.secrets[0].hex_len = strlen(hex_lo);
+                ic.secrets[0].partial = 12;
+                ic.secrets[0].runs = all_runs;
                 ic.policy = &policy;
                 ic.n = 1;
                 ic.secrets[0].spec = &spec;
@@ -135,9 +148,43 @@ static void scan_body(const struct intercept *ic, const char *body, size_t n, bo
                 abort();
 }
 
+/* Is a run of at least k bytes of the value in p? */
+static bool has_run(const char *p, size_t n, size_t k)
+{
+        size_t vl = strlen(value);
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < vl; j++) {
+                        size_t l = 0;
+                        while (i + l < n && j + l < vl && p[i + l] == value[j + l])
+                                l++;
+                        if (l >= k)
+                                return true;
+                }
+        return false;
+}
+
+static void echo(const struct intercept *ic, const char *p, size_t n)
+{
+        static char scratch[1 << 16], decoded[1 << 16];
+        if (n > sizeof scratch)
+                return;
+        size_t dn = echo_decode(p, n, decoded);
+        if (dn > n)
+                abort();
+        bool want = has_run(p, n, 12) || has_run(decoded, dn, 12) || memmem(p, n, hex_lo, strlen(hex_lo)) ||
+                    memmem(p, n, hex_up, strlen(hex_up));
+        const struct secret *s = echo_find(ic, "api.example.com", p, n, scratch);
+        if (want && !s)
+                abort();  /* an echo let through */
+        if (echo_find(ic, "other.example.com", p, n, scratch))
+                abort();  /* a host the value never went to */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         const struct intercept *ic = make();
+        if (size <= 4096)
+                echo(ic, (const char *)data, size);
         const char *buf = (const char *)data;
         struct http_request req;
         const char *why = NULL;

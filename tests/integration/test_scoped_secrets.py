@@ -22,6 +22,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import urllib.parse
 
 import pytest
 
@@ -98,6 +99,19 @@ class H(http.server.SimpleHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(body[i:i + 5]), body[i:i + 5]))
             self.wfile.write(b"0\r\n\r\n")
             return
+        if p.startswith("/echo-form/"):
+            # the Authorization header back, transformed as the form says
+            h, form = self.headers.get("Authorization") or "", p.rsplit("/", 1)[1]
+            b = h.encode()
+            v = h.split(" ", 1)[-1]
+            out = {"hex": b.hex(), "HEX": b.hex().upper(),
+                   "json": "".join("\\u%04x" % ord(c) for c in h),
+                   "json-mixed": "".join("\\u%04X" % ord(c) if i % 2 else c for i, c in enumerate(h)),
+                   "url": "".join("%%%02X" % c for c in b),
+                   "url-mixed": "".join("%%%02x" % c if i % 3 == 0 else chr(c) for i, c in enumerate(b)),
+                   "half": v[3:3 + (len(v) + 1) // 2],
+                   "below": v[3:3 + (len(v) + 1) // 2 - 1]}[form]
+            return self.reply(200, ('{"you_sent": "%s"}' % out).encode())
         if p == "/redirect":
             return self.reply(302, b"", [("Location", "http://other.test/collect")])
         if p == "/big":
@@ -338,6 +352,51 @@ curl -sS https://api.test/echo-chunked; echo plain_chunked_rc=$?
     assert "chunked_rc=18" in r.stdout and "\nno authorization, no secretplain_chunked_rc=0" in r.stdout, r
     cut = [e for e in ev if e.get("phase") == "response" and e.get("decision") == "deny"]
     assert len(cut) == 5, ev
+
+
+ECHO_FORMS = ("hex", "HEX", "json", "json-mixed", "url", "url-mixed", "half")
+
+
+@attack("secret-echo-escaped", "a bound upstream echoes the Authorization header back as hex (lower, upper case), "
+        "JSON \\u escapes (every character, every other one), URL-encoded (every byte, every third), and half the "
+        "value's characters; the sandbox decodes each",
+        "responses from a bound host searched for the value's hex forms, and for the value and any run of half its "
+        "bytes after %XX, \\xXX, \\uXXXX and \\\" \\\\ \\/ are decoded; a hit cuts the response before it "
+        "reaches the sandbox")
+def test_an_escaped_or_partial_echo_never_reaches_the_sandbox(ws, up):
+    brig = ws
+    mark = up.mark()
+    forms = " ".join(ECHO_FORMS + ("below",))
+    script = f'''
+for f in {forms}; do
+  curl -sS -H "Authorization: Bearer $API_TOKEN" https://api.test/echo-form/$f > /tmp/o; echo "$f rc=$?"
+  cat /tmp/o; echo
+done
+'''
+    r, ev, path = audited(brig, script, *up.args())
+    got = up.seen(mark)
+    # the upstream really got the value, each time
+    assert [q["headers"].get("Authorization") for q in got] == [f"Bearer {up.value}"] * (len(ECHO_FORMS) + 1), got
+    out = r.stdout.splitlines()
+    half = (len(up.value) + 1) // 2
+    for form in ECHO_FORMS:
+        i = out.index(next(l for l in out if l.startswith(form + " rc=")))
+        body = out[i + 1] if i + 1 < len(out) else ""
+        text = body
+        for decode in (lambda t: bytes.fromhex(t.split('"')[3]).decode(), lambda t: json.loads(t)["you_sent"],
+                       lambda t: urllib.parse.unquote(t)):
+            try:
+                text += "\n" + decode(body)
+            except (ValueError, IndexError, KeyError):
+                pass
+        for k in range(len(up.value) - half + 1):
+            assert up.value[k:k + half] not in text, f"ATTACK WORKED: {form} brought {half} bytes of the value in: {body}"
+        assert out[i] == f"{form} rc=18", r   # cut
+    # a run one byte short of half passes (a key's shown prefix, a shared structure)
+    assert "below rc=0" in out and up.value[3:3 + half - 1] in r.stdout, r
+    cut = [e for e in ev if e.get("phase") == "response" and e.get("decision") == "deny"]
+    assert len(cut) == len(ECHO_FORMS) and all(e["secret"] == "API_TOKEN" for e in cut), ev
+    assert_never_leaked(up, r, path)
 
 
 @attack("placeholder-exfiltration", "send the placeholder to another allowed host (plain http, intercepted https), "

@@ -275,9 +275,15 @@ static int relay_body(struct ic_conn *c, const struct http_request *req)
 
 /* ---- the response: framed, checked for a value, sent back ------------------- */
 
+/* What a response passes through: the bytes held back, the seam between
+ * two pieces, and room to decode a piece (echo_find), sized for the
+ * secrets bound to this host (none: nothing is searched). */
 struct held {
-        char buf[SECRET_VALUE_HOLD];
+        size_t hold;          /* the longest echo's raw form, less one */
+        char *buf;            /* hold bytes */
         size_t len;
+        char *seam;           /* 2 * hold */
+        char *scratch;        /* a piece or a seam, decoded */
         bool chunked;         /* the bytes are a chunked body's data: brig frames them */
 };
 
@@ -296,42 +302,10 @@ static bool send_down(struct ic_conn *c, const struct held *h, const char *p, si
                write_all(c->client, "\r\n", 2);
 }
 
-/* The value itself or one of its base64 forms (an upstream echoing the
- * Basic credential brig encoded). */
-static const struct secret *value_in(const struct intercept *ic, const char *p, size_t n)
-{
-        for (size_t i = 0; i < ic->n; i++) {
-                const struct secret *s = &ic->secrets[i];
-                if (memmem(p, n, s->value, s->value_len))
-                        return s;
-                for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
-                        if (s->b64[j] && memmem(p, n, s->b64[j], s->b64_len[j]))
-                                return s;
-        }
-        return NULL;
-}
-
-static size_t longest_value(const struct intercept *ic)
-{
-        size_t m = 1;
-        for (size_t i = 0; i < ic->n; i++) {
-                const struct secret *s = &ic->secrets[i];
-                if (s->value_len > m)
-                        m = s->value_len;
-                for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
-                        if (s->b64[j] && s->b64_len[j] > m)
-                                m = s->b64_len[j];
-        }
-        return m;
-}
-
 /* Does a secret go to this connection's host (its responses may echo it)? */
 static bool host_bound(const struct ic_conn *c)
 {
-        for (size_t i = 0; i < c->ic->n; i++)
-                if (secret_bound_to(&c->ic->secrets[i], c->a.host))
-                        return true;
-        return false;
+        return echo_longest(c->ic, c->a.host) > 0;
 }
 
 /* The upstream sent back a secret's value (an echo, a debug page): the
@@ -346,21 +320,22 @@ static void value_echoed(struct ic_conn *c, const struct secret *s)
         queue(c, o, true);
 }
 
-/* Send p[0..n) to the client after checking it for every value, holding
- * back the last (longest value - 1) bytes, so that a value split across
- * two pieces is found before any of it leaves; `end` sends all. */
+/* Send p[0..n) to the client after checking it for an echo of every
+ * value bound to the host, holding back the last (longest form - 1)
+ * bytes, so that an echo split across two pieces is found before any of
+ * it leaves; `end` sends all. Only a host a secret goes to is searched
+ * (no other was ever sent a value). */
 static int pass_down(struct ic_conn *c, struct held *h, const char *p, size_t n, bool end)
 {
         const struct intercept *ic = c->ic;
-        size_t hold = ic->n ? longest_value(ic) - 1 : 0;
-        const struct secret *s = ic->n ? value_in(ic, p, n) : NULL;
+        size_t hold = h->hold;
+        const struct secret *s = hold ? echo_find(ic, c->a.host, p, n, h->scratch) : NULL;
         if (!s && h->len) {
                 /* the seam: what is held, and the first bytes of p */
-                char seam[2 * SECRET_VALUE_HOLD];
                 size_t k = n < hold ? n : hold;
-                memcpy(seam, h->buf, h->len);
-                memcpy(seam + h->len, p, k);
-                s = value_in(ic, seam, h->len + k);
+                memcpy(h->seam, h->buf, h->len);
+                memcpy(h->seam + h->len, p, k);
+                s = echo_find(ic, c->a.host, h->seam, h->len + k, h->scratch);
         }
         if (s) {
                 value_echoed(c, s);
@@ -484,14 +459,22 @@ static int relay_response_in(struct ic_conn *c, const struct http_request *req, 
 
 static int relay_response(struct ic_conn *c, const struct http_request *req)
 {
+        size_t longest = echo_longest(c->ic, c->a.host);
+        struct held h = { .hold = longest ? longest - 1 : 0 };
+        /* held, the seam, and a piece or a seam decoded */
+        size_t piece = 2 * h.hold > HTTP_HEAD_MAX + IC_BUF ? 2 * h.hold : HTTP_HEAD_MAX + IC_BUF;
+        size_t size = h.hold ? 3 * h.hold + piece : 1;
         _cleanup_free_ char *buf = malloc(HTTP_HEAD_MAX + IC_BUF);
-        _cleanup_free_ struct held *h = calloc(1, sizeof *h);
-        if (!buf || !h)
+        _cleanup_free_ char *held = malloc(size);
+        if (!buf || !held)
                 return -1;
-        int r = relay_response_in(c, req, buf, h);
+        h.buf = held;
+        h.seam = held + h.hold;
+        h.scratch = held + 3 * h.hold;
+        int r = relay_response_in(c, req, buf, &h);
         /* what a cut response held (a value echoed) is not left in the heap */
         explicit_bzero(buf, HTTP_HEAD_MAX + IC_BUF);
-        explicit_bzero(h, sizeof *h);
+        explicit_bzero(held, size);
         return r;
 }
 

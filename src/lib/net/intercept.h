@@ -30,9 +30,16 @@
 #define SECRET_NAME_MAX 64
 #define SECRETS_MAX 32
 #define SECRET_VALUE_MAX (16u << 10)
-/* A value's longest form searched for in responses: base64 of it (brig
- * sends it so in Basic auth) is 4/3 as long. */
-#define SECRET_VALUE_HOLD (SECRET_VALUE_MAX / 3 * 4 + 8)
+/* Echoes (echo_find): a value's longest form searched for in a response
+ * is ECHO_CODED_MAX times its length (every byte a JSON \u00XX escape).
+ * Values of ECHO_PARTIAL_FROM bytes or more are also found by a run of
+ * half their bytes, ECHO_PARTIAL_MIN at least (docs/secrets.md says why). */
+#define ECHO_CODED_MAX 6
+#define ECHO_PARTIAL_FROM 16
+#define ECHO_PARTIAL_MIN 12
+#define ECHO_RUN 8            /* the runs looked up in a value's bitmap */
+#define ECHO_RUN_LOG2 16
+#define ECHO_RUN_BITS (1u << ECHO_RUN_LOG2)
 
 struct secret_spec {
         char *name;           /* an environment variable name */
@@ -100,6 +107,12 @@ struct secret {
          * In the vault too; none for a value too short to tell apart. */
         char *b64[3];
         size_t b64_len[3];
+        char *hex[2];         /* lower and upper case, in the vault */
+        size_t hex_len;
+        /* a run this long of the value's bytes is an echo too (0: only
+         * the whole value; echo_find), and the bitmap of its 8-byte runs */
+        size_t partial;
+        uint8_t *runs;
 };
 
 struct ic_conn;
@@ -150,6 +163,17 @@ struct placeholder_scan {
 /* The first placeholder the piece p[0..n) holds or completes, or NULL. */
 BRIG_INTERNAL const struct secret *placeholder_scan(const struct intercept *ic, struct placeholder_scan *ps,
                                                     const char *p, size_t n);
+/* A response's bytes from `host`: the first secret bound to it whose
+ * value they echo — the value, a run of `partial` of its bytes, its
+ * base64 (at any alignment), its hex (lower or upper case), or the value
+ * or such a run once %XX, \xXX, \uXXXX (JSON, surrogate pairs too) and
+ * \" \\ \/ are decoded. `scratch` holds n bytes. Pure (fuzz_intercept). */
+BRIG_INTERNAL const struct secret *echo_find(const struct intercept *ic, const char *host, const char *p, size_t n,
+                                             char *scratch);
+/* The decoding echo_find searches too; out holds n bytes. */
+BRIG_INTERNAL size_t echo_decode(const char *p, size_t n, char *out);
+/* The longest raw form of an echo from `host` (0: no secret is bound to it). */
+BRIG_INTERNAL size_t echo_longest(const struct intercept *ic, const char *host);
 BRIG_INTERNAL bool secret_bound_to(const struct secret *s, const char *host);
 /* Should connections to host:port be intercepted? */
 BRIG_INTERNAL bool intercept_wants(const struct intercept *ic, const char *host, uint16_t port);

@@ -32,8 +32,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-/* SECRETS_MAX values of SECRET_VALUE_MAX, each with its base64 forms, and the CA key */
-#define VAULT_SIZE (4u << 20)
+/* SECRETS_MAX values of SECRET_VALUE_MAX, each with its base64 and hex
+ * forms and its runs' bitmap, and the CA key */
+#define VAULT_SIZE (8u << 20)
 
 /* ---- the policy ------------------------------------------------------------ */
 
@@ -326,6 +327,13 @@ static int read_value(struct intercept *k, struct secret *s, brig_error **err)
 /* The base64 forms of s's value (struct secret): for k = 0, 1, 2 bytes
  * before it, the characters of the encoding of (k bytes, value) that hold
  * value bits only. A response holding one of them holds the value. */
+static uint32_t run_hash(const char *p)
+{
+        uint64_t w;
+        memcpy(&w, p, sizeof w);
+        return (uint32_t)((w * 0x9e3779b97f4a7c15ull) >> (64 - ECHO_RUN_LOG2));
+}
+
 static int value_b64(struct intercept *k, struct secret *s, brig_error **err)
 {
         if (s->value_len < 8)
@@ -353,6 +361,37 @@ static int value_b64(struct intercept *k, struct secret *s, brig_error **err)
                 s->b64_len[pre] = last - first;
         }
         explicit_bzero(in, in_cap);
+        return 0;
+}
+
+/* The hex forms of s's value (lower and upper case), and for a value of
+ * ECHO_PARTIAL_FROM bytes or more the bitmap of its 8-byte runs (echo_find). */
+static int value_forms(struct intercept *k, struct secret *s, brig_error **err)
+{
+        static const char digits[2][17] = { "0123456789abcdef", "0123456789ABCDEF" };
+        for (size_t c = 0; c < 2 && s->value_len >= 8; c++) {  /* shorter: as base64, matched by chance */
+                char *out = vault_take(k, 2 * s->value_len + 1);
+                if (!out)
+                        return brig_err(err, ENOMEM, "--secret %s: too many secrets", s->spec->name);
+                for (size_t i = 0; i < s->value_len; i++) {
+                        out[2 * i] = digits[c][(unsigned char)s->value[i] >> 4];
+                        out[2 * i + 1] = digits[c][(unsigned char)s->value[i] & 15];
+                }
+                s->hex[c] = out;
+        }
+        s->hex_len = s->hex[0] ? 2 * s->value_len : 0;
+        if (s->value_len < ECHO_PARTIAL_FROM)
+                return 0;
+        s->partial = (s->value_len + 1) / 2;
+        if (s->partial < ECHO_PARTIAL_MIN)
+                s->partial = ECHO_PARTIAL_MIN;
+        s->runs = (uint8_t *)vault_take(k, ECHO_RUN_BITS / 8);
+        if (!s->runs)
+                return brig_err(err, ENOMEM, "--secret %s: too many secrets", s->spec->name);
+        for (size_t i = 0; i + ECHO_RUN <= s->value_len; i++) {
+                uint32_t h = run_hash(s->value + i);
+                s->runs[h / 8] |= (uint8_t)(1u << (h % 8));
+        }
         return 0;
 }
 
@@ -397,7 +436,7 @@ struct intercept *intercept_new(const struct intercept_policy *ip, const struct 
                 char ph[sizeof s->placeholder];
                 snprintf(ph, sizeof ph, "brig-secret-%s-%s", s->spec->name, s->token);
                 memcpy(s->placeholder, ph, sizeof ph);
-                if (read_value(k, s, err) < 0 || value_b64(k, s, err) < 0)
+                if (read_value(k, s, err) < 0 || value_b64(k, s, err) < 0 || value_forms(k, s, err) < 0)
                         goto fail;
         }
         char *pem = NULL, *keybuf = vault_take(k, 4096);
@@ -503,6 +542,141 @@ const struct secret *intercept_find(const struct intercept *ic, const char *buf,
         if (at)
                 *at = where;
         return best;
+}
+
+/* ---- echoes of a value in a response ---------------------------------------- */
+
+static int hexval(char c)
+{
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                                                                           : -1;
+}
+
+static long hex_at(const char *p, size_t n, size_t digits)
+{
+        if (n < digits)
+                return -1;
+        long v = 0;
+        for (size_t i = 0; i < digits; i++) {
+                int d = hexval(p[i]);
+                if (d < 0)
+                        return -1;
+                v = v * 16 + d;
+        }
+        return v;
+}
+
+static size_t put_utf8(char *out, long cp)
+{
+        if (cp < 0x80) {
+                out[0] = (char)cp;
+                return 1;
+        }
+        if (cp < 0x800) {
+                out[0] = (char)(0xc0 | (cp >> 6));
+                out[1] = (char)(0x80 | (cp & 0x3f));
+                return 2;
+        }
+        if (cp < 0x10000) {
+                out[0] = (char)(0xe0 | (cp >> 12));
+                out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+                out[2] = (char)(0x80 | (cp & 0x3f));
+                return 3;
+        }
+        out[0] = (char)(0xf0 | (cp >> 18));
+        out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[3] = (char)(0x80 | (cp & 0x3f));
+        return 4;
+}
+
+size_t echo_decode(const char *p, size_t n, char *out)
+{
+        size_t o = 0;
+        for (size_t i = 0; i < n;) {
+                long v;
+                if (p[i] == '%' && (v = hex_at(p + i + 1, n - i - 1, 2)) >= 0) {
+                        out[o++] = (char)v;
+                        i += 3;
+                } else if (p[i] == '\\' && i + 1 < n && p[i + 1] == 'x' && (v = hex_at(p + i + 2, n - i - 2, 2)) >= 0) {
+                        out[o++] = (char)v;
+                        i += 4;
+                } else if (p[i] == '\\' && i + 1 < n && p[i + 1] == 'u' && (v = hex_at(p + i + 2, n - i - 2, 4)) >= 0) {
+                        i += 6;
+                        long lo;
+                        if (v >= 0xd800 && v < 0xdc00 && i + 1 < n && p[i] == '\\' && p[i + 1] == 'u' &&
+                            (lo = hex_at(p + i + 2, n - i - 2, 4)) >= 0xdc00 && lo < 0xe000) {
+                                v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+                                i += 6;
+                        }
+                        o += put_utf8(out + o, v);
+                } else if (p[i] == '\\' && i + 1 < n && strchr("\"\\/", p[i + 1]) && p[i + 1]) {
+                        out[o++] = p[i + 1];
+                        i += 2;
+                } else {
+                        out[o++] = p[i++];
+                }
+        }
+        return o;
+}
+
+/* A run of s->partial bytes or more of the value in p: each such run
+ * holds an 8-byte run starting at a multiple of (partial - 7), so only
+ * those are looked up in the bitmap, and a hit is measured against the
+ * value itself. */
+static bool partial_in(const struct secret *s, const char *p, size_t n)
+{
+        size_t step = s->partial - ECHO_RUN + 1;
+        for (size_t i = 0; i + ECHO_RUN <= n; i += step) {
+                uint32_t h = run_hash(p + i);
+                if (!(s->runs[h / 8] & (1u << (h % 8))))
+                        continue;
+                for (const char *v = s->value, *end = s->value + s->value_len;
+                     (v = memmem(v, (size_t)(end - v), p + i, ECHO_RUN)); v++) {
+                        size_t at = (size_t)(v - s->value), back = 0, fwd = ECHO_RUN;
+                        while (back < at && back < i && s->value[at - back - 1] == p[i - back - 1])
+                                back++;
+                        while (at + fwd < s->value_len && i + fwd < n && s->value[at + fwd] == p[i + fwd])
+                                fwd++;
+                        if (back + fwd >= s->partial)
+                                return true;
+                }
+        }
+        return false;
+}
+
+static bool plain_echo(const struct secret *s, const char *p, size_t n)
+{
+        return memmem(p, n, s->value, s->value_len) || (s->runs && partial_in(s, p, n));
+}
+
+const struct secret *echo_find(const struct intercept *ic, const char *host, const char *p, size_t n, char *scratch)
+{
+        bool coded = memchr(p, '%', n) || memchr(p, '\\', n);
+        size_t dn = coded ? echo_decode(p, n, scratch) : 0;
+        for (size_t i = 0; ic && i < ic->n; i++) {
+                const struct secret *s = &ic->secrets[i];
+                if (!secret_bound_to(s, host))
+                        continue;  /* never sent there: nothing to echo */
+                if (plain_echo(s, p, n) || (coded && plain_echo(s, scratch, dn)))
+                        return s;
+                for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
+                        if (s->b64[j] && memmem(p, n, s->b64[j], s->b64_len[j]))
+                                return s;
+                for (size_t j = 0; j < ARRAY_SIZE(s->hex); j++)
+                        if (s->hex[j] && memmem(p, n, s->hex[j], s->hex_len))
+                                return s;
+        }
+        return NULL;
+}
+
+size_t echo_longest(const struct intercept *ic, const char *host)
+{
+        size_t m = 0;
+        for (size_t i = 0; ic && i < ic->n; i++)
+                if (secret_bound_to(&ic->secrets[i], host) && ECHO_CODED_MAX * ic->secrets[i].value_len > m)
+                        m = ECHO_CODED_MAX * ic->secrets[i].value_len;
+        return m;
 }
 
 /* The token split across the seam: the last bytes before and the first
