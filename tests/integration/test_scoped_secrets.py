@@ -570,6 +570,108 @@ EOF
     assert_never_leaked(up, r, path)
 
 
+PROXY = r'''
+import socket, ssl, sys, threading
+port, mode, log_path, ca_dir, value = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5].encode()
+log = open(log_path, "a", buffering=1)
+def pipe(a, b):
+    seen = b""
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            seen = (seen + d)[-65536:]
+            if value in seen:
+                log.write("tunnel saw the value in the clear\n")
+            b.sendall(d)
+    except OSError:
+        pass
+    finally:
+        try:
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(1)
+        if not d:
+            return
+        head += d
+    line = head.split(b"\r\n")[0].decode()
+    log.write(f"{mode} {line}\n")
+    host, p = line.split()[1].rsplit(":", 1)
+    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    if mode == "tunnel":
+        u = socket.create_connection(("127.0.0.1", int(p)))
+        threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+        pipe(c, u)
+        return
+    # terminates TLS itself, with a certificate of its own (the test CA's, for evil.test)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(f"{ca_dir}/evil.pem", f"{ca_dir}/evil.key")
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        log.write("mitm read " + t.recv(65536).decode(errors="replace").replace("\r\n", " | ") + "\n")
+    except (OSError, ssl.SSLError) as e:
+        log.write(f"mitm handshake failed: {e}\n")
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port))
+s.listen(16)
+print("READY", flush=True)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+'''
+
+
+@attack("secret-through-upstream-proxy", "through --upstream-proxy: a CONNECT proxy that tunnels (the value must "
+        "reach the real host over TLS the proxy cannot read), and one that answers 200 and then terminates TLS "
+        "itself with another certificate (signed by a CA brig trusts, for another name) to read the request",
+        "the TLS to the upstream runs inside the proxy's tunnel, verified for the bound name; a peer that is "
+        "not the bound host fails verification: 502, nothing sent")
+def test_an_upstream_proxy_never_sees_the_value(ws, up):
+    brig = ws
+    plog = up.tmp / f"proxy-{secrets.token_hex(3)}.log"
+    plog.touch()
+    procs = []
+    try:
+        for port, mode in ((3129, "tunnel"), (3130, "mitm")):
+            (up.tmp / "proxy.py").write_text(PROXY)
+            p = subprocess.Popen(["ip", "netns", "exec", up.name, PY, str(up.tmp / "proxy.py"), str(port), mode,
+                                  str(plog), str(up.tmp), up.value], stdout=subprocess.PIPE, text=True)
+            procs.append(p)
+            assert p.stdout.readline().strip() == "READY"
+        script = ("curl -sS -i -H \"Authorization: Bearer $API_TOKEN\" https://api.test/whoami"
+                  " | grep -i -e '^HTTP/' -e '^x-brig-deny' -e '^hi'")
+        out = {}
+        for port, mode in ((3129, "tunnel"), (3130, "mitm")):
+            mark = up.mark()
+            r, ev, path = audited(brig, script, *up.args("--upstream-proxy", f"http://{up.addr}:{port}"))
+            out[mode] = (r, ev, up.seen(mark))
+            assert_never_leaked(up, r, path)
+        r, ev, seen = out["tunnel"]
+        # through the tunnel: brig's TLS to the real host, verified; the value reached it, and only it
+        assert "HTTP/1.1 200 OK" in r.stdout and "hi" in r.stdout, r
+        assert [q["headers"].get("Authorization") for q in seen] == [f"Bearer {up.value}"], seen
+        assert any(e.get("protocol") == "https-intercepted" and e.get("decision") == "allow" for e in ev), ev
+        r, ev, seen = out["mitm"]
+        # the proxy that plays the host: refused before a byte of the request
+        assert "HTTP/1.1 502" in r.stdout and "the upstream's certificate is not valid for api.test" in r.stdout, r
+        assert seen == [], seen
+        tls = [e for e in ev if e.get("phase") == "tls" and e["decision"] == "deny"]
+        assert tls and "not valid for api.test" in tls[0]["reason"], ev
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    text = plog.read_text()
+    assert "tunnel CONNECT api.test:443 HTTP/1.1" in text and "mitm CONNECT api.test:443 HTTP/1.1" in text, text
+    assert "the value in the clear" not in text and up.value not in text, f"ATTACK WORKED: the proxy read it: {text}"
+    assert "mitm read" not in text, f"ATTACK WORKED: the terminating proxy read a request: {text}"
+
+
 def test_git_clone_over_https_with_a_scoped_token(ws, up):
     """git sends the token as Basic auth (base64): brig decodes, swaps,
     encodes; the server checks the real token."""
