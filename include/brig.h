@@ -718,6 +718,14 @@ BRIG_PUBLIC int brig_parse_size(const char *text, uint64_t *bytes, brig_error **
 
 BRIG_PUBLIC const char *brig_version(void);
 
+/* One of brig's own programs ("brig-supervisor", "brig-serve"), opened
+ * O_PATH|O_CLOEXEC for fexecve: found where libbrig finds its supervisor
+ * (beside the library or the program libbrig is linked into, then the
+ * install's libexec/brig), never through PATH, and checked to be a
+ * regular file owned by root or the caller in a directory nobody else may
+ * write. *path (optional, free()) gets its path for messages. */
+BRIG_PUBLIC int brig_program_open(const char *name, char **path, brig_error **err);
+
 #ifdef __cplusplus
 }
 #endif

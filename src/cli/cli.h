@@ -32,7 +32,7 @@ int cmd_pool(int argc, char **argv);
 json_t *cli_sandbox_row(const char *name);
 /* src/mcp/server.c: brig mcp */
 int cmd_mcp(int argc, char **argv);
-/* src/serve/main.c: brig serve */
+/* brig serve: execs brig-serve (src/serve/) with the same arguments */
 int cmd_serve(int argc, char **argv);
 int cli_policy_from_args(const char *cmd, int argc, char **argv, brig_policy **ret, int *rest);
 

@@ -3,9 +3,14 @@
 #include "cli.h"
 #include "oci/oci.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+extern char **environ;
 
 static const char usage[] =
         "usage: brig COMMAND [OPTIONS]\n"
@@ -141,6 +146,28 @@ int cli_fail(brig_error *err)
         fputc('\n', stderr);
         brig_error_free(&err);
         return code ? code : BRIG_EXIT_SETUP;
+}
+
+/* brig serve is a program of its own, brig-serve (src/serve/): the
+ * libmicrohttpd it links pulls in GnuTLS, nettle, p11-kit and six more
+ * libraries, which every other command would otherwise load and relocate
+ * at start. Found as libbrig finds brig-supervisor (never through PATH:
+ * a user's PATH, or a cwd with a planted brig-serve, is not looked at)
+ * and executed through the descriptor that was checked. */
+int cmd_serve(int argc, char **argv)
+{
+        brig_error *err = NULL;
+        char *path = NULL;
+        int fd = brig_program_open("brig-serve", &path, &err);
+        if (fd < 0)
+                return cli_fail(err);
+        argv[0] = "brig-serve";
+        (void)argc;
+        fexecve(fd, argv, environ);
+        fprintf(stderr, "brig serve: cannot run %s: %s\n", path, strerror(errno));
+        free(path);
+        close(fd);
+        return BRIG_EXIT_SETUP;
 }
 
 int main(int argc, char **argv)

@@ -375,7 +375,7 @@ static unsigned open_connections(struct MHD_Daemon *ud, struct MHD_Daemon *td)
         return (ui ? ui->num_connections : 0) + (ti ? ti->num_connections : 0);
 }
 
-int cmd_serve(int argc, char **argv)
+static int cmd_serve(int argc, char **argv)
 {
         int r = parse_args(argc, argv);
         if (r)
@@ -458,4 +458,18 @@ int cmd_serve(int argc, char **argv)
                 serve_created_remove_all();
         free(serve_cfg.policy_files);
         return 0;
+}
+
+/* brig-serve: `brig serve` execs it (src/cli/main.c), so libmicrohttpd
+ * and the GnuTLS it brings load only here. argv[0] is the program. */
+int main(int argc, char **argv)
+{
+        /* as the CLI does for its own writes: a peer gone is EPIPE, not
+         * death (the CLI's exec hands this mask on; set again when started
+         * by hand) */
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigprocmask(SIG_BLOCK, &pipe_set, NULL);
+        return cmd_serve(argc, argv);
 }

@@ -85,7 +85,6 @@ int main(int argc, char **argv)
         (void)argv;
         /* Our own program file, and anything else past our descriptors. */
         syscall(SYS_close_range, SUPERVISOR_FD_EXE, ~0U, 0);
-        supervisor_exe_is_self();
         /* Executed as /proc/self/fd/N: say who we are in ps. */
         prctl(PR_SET_NAME, "brig-supervisor");
         /* What libbrig hands over: a pipe to report on and a memfd sealed

@@ -48,7 +48,7 @@ def repetitions(n):
 
 @pytest.fixture(scope="session")
 def bindir():
-    """brig, brig-supervisor, libbrig and the escape programs in a 0755 directory."""
+    """brig, brig-supervisor, brig-serve, libbrig and the escape programs in a 0755 directory."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-bin-", dir="/tmp"))
     _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
@@ -57,6 +57,7 @@ def bindir():
             shutil.copy2(f, d / f.name, follow_symlinks=True)
     shutil.copy2(BUILD / "brig", d / "brig")
     shutil.copy2(BUILD / "brig-supervisor", d / "brig-supervisor")  # found beside libbrig
+    shutil.copy2(BUILD / "brig-serve", d / "brig-serve")  # brig serve execs it, found the same way
     if not ESCAPE.is_dir():
         pytest.fail(f"escape programs not built: {ESCAPE} (run make build)")
     for f in ESCAPE.iterdir():
@@ -383,7 +384,7 @@ def hooks_bindir():
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
     _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
-    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig", HOOKS / "brig-supervisor"]:
+    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig", HOOKS / "brig-supervisor", HOOKS / "brig-serve"]:
         if f.is_file():
             shutil.copy2(f, d / f.name)
             (d / f.name).chmod(0o755)

@@ -78,7 +78,7 @@ def test_sigkilled_front_end_leaves_persistent_and_takes_ephemeral(brig, sandbox
 def _bin_copy(brig, scratch, mode=0o755):
     d = scratch / f"bin-{marker()[-8:]}"
     d.mkdir()
-    for f in list(brig.bindir.glob("libbrig.so*")) + [brig.bindir / "brig", brig.bindir / "brig-supervisor"]:
+    for f in list(brig.bindir.glob("libbrig.so*")) + [brig.bindir / n for n in ("brig", "brig-supervisor", "brig-serve")]:
         shutil.copy2(f, d / f.name)
     d.chmod(mode)
     return d
@@ -93,34 +93,42 @@ def _planted(scratch):
     return prog, proof
 
 
+def _plant(d, scratch, prog, name, how):
+    """PROG planted as brig's program NAME in the copy D, the way HOW says;
+    the environment to run with and the words the refusal must say."""
+    target = d / name
+    if how == "dir-writable":
+        shutil.copy2(prog, target)
+        d.chmod(0o777)
+        return {}, "writable by others"
+    if how == "symlink":
+        target.unlink()
+        target.symlink_to(prog)
+        return {}, "regular file"
+    if how == "file-writable":
+        shutil.copy2(prog, target)
+        target.chmod(0o777)
+        return {}, "writable by nobody else"
+    target.unlink()
+    pathdir = scratch / f"path-{marker()[-8:]}"
+    pathdir.mkdir(mode=0o755)
+    shutil.copy2(prog, pathdir / name)
+    return {"PATH": f"{pathdir}:/usr/bin:/bin", "PWD": str(pathdir)}, "not found"
+
+
+PLANTS = ["dir-writable", "symlink", "file-writable", "path-only"]
+
+
 @attack("supervisor-planted", "libbrig made to start a brig-supervisor someone else put there: beside a "
         "libbrig in a directory others can write, a symlink to a program elsewhere, a program others can write, "
         "one only on PATH", "files")
-@pytest.mark.parametrize("how", ["dir-writable", "symlink", "file-writable", "path-only"])
+@pytest.mark.parametrize("how", PLANTS)
 def test_planted_supervisor_is_never_run(brig, sandboxes, scratch, how):
     prog, proof = _planted(scratch)
     d = _bin_copy(brig, scratch)
-    sup = d / "brig-supervisor"
-    env = sandboxes.env()
-    if how == "dir-writable":
-        shutil.copy2(prog, sup)
-        d.chmod(0o777)
-        want = "writable by others"
-    elif how == "symlink":
-        sup.unlink()
-        sup.symlink_to(prog)
-        want = "regular file"
-    elif how == "file-writable":
-        shutil.copy2(prog, sup)
-        sup.chmod(0o777)
-        want = "writable by nobody else"
-    else:
-        sup.unlink()
-        pathdir = scratch / f"path-{marker()[-8:]}"
-        pathdir.mkdir(mode=0o755)
-        shutil.copy2(prog, pathdir / "brig-supervisor")
-        env = dict(env, PATH=f"{pathdir}:/usr/bin:/bin")
-        want = "not found"
+    extra, want = _plant(d, scratch, prog, "brig-supervisor", how)
+    extra.pop("PWD", None)
+    env = dict(sandboxes.env(), **extra)
     name = sandboxes.new_name()
     sandboxes.names.append(name)
     r = subprocess.run(brig.prefix() + [str(d / "brig"), "create", name], cwd=str(brig.workspace),
@@ -128,6 +136,24 @@ def test_planted_supervisor_is_never_run(brig, sandboxes, scratch, how):
     assert r.returncode == 125 and "brig-supervisor" in r.stderr and want in r.stderr, r
     assert not proof.exists(), "the planted program ran"
     assert not (sandboxes.root / name).exists(), "a failed create left its state"
+
+
+@attack("serve-planted", "brig serve made to exec a brig-serve someone else put there (brig serve is a "
+        "program of its own since its libraries left brig's start path): beside brig in a directory others can "
+        "write, a symlink to a program elsewhere, a program others can write, one only on PATH or in the cwd",
+        "files")
+@pytest.mark.parametrize("how", PLANTS)
+def test_planted_serve_program_is_never_run(brig, scratch, how):
+    prog, proof = _planted(scratch)
+    d = _bin_copy(brig, scratch)
+    extra, want = _plant(d, scratch, prog, "brig-serve", how)
+    # path-only: on PATH and in the cwd (./brig-serve), and nowhere else
+    cwd = extra.pop("PWD", str(brig.workspace))
+    r = subprocess.run(brig.prefix() + [str(d / "brig"), "serve", "--socket", str(scratch / "never.sock")],
+                       cwd=cwd, env=brig.env(extra), capture_output=True, text=True, timeout=15)
+    assert r.returncode == 125 and "brig-serve" in r.stderr and want in r.stderr, r
+    assert not proof.exists(), "the planted program ran"
+    assert not (scratch / "never.sock").exists()
 
 
 # An installed tree's libbrig finds its own brig-supervisor (libexec/brig)

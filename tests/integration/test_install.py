@@ -1,5 +1,6 @@
 """make install (README: Install): the installed tree runs on its own — the
-CLI finds its libbrig through its RUNPATH and libbrig its brig-supervisor,
+CLI (libbrig linked in) finds its brig-supervisor and brig-serve in
+libexec/brig, brig-serve its libbrig through its RUNPATH,
 root and rootless — its man pages render without warnings and document
 exactly the options each command's --help lists, its bash completion
 offers each command's options and the sandboxes' names, its zsh completion
@@ -47,12 +48,17 @@ def _libdir(dest):
     return next((dest / PREFIX).rglob("libbrig.so.1")).parent
 
 
+def _loaded(exe, env=None):
+    """What the loader loads for EXE."""
+    return subprocess.run([str(exe)], env={**(env or {}), "LD_TRACE_LOADED_OBJECTS": "1"}, capture_output=True,
+                          text=True, timeout=10).stdout
+
+
 def _loaded_libbrig(exe, env=None):
     """Where the loader takes libbrig.so.1 from for EXE (resolved)."""
-    r = subprocess.run([str(exe)], env={**(env or {}), "LD_TRACE_LOADED_OBJECTS": "1"}, capture_output=True,
-                       text=True, timeout=10)
-    m = re.search(r"libbrig\.so\.1 => (/\S+) ", r.stdout)
-    assert m, r.stdout
+    out = _loaded(exe, env)
+    m = re.search(r"libbrig\.so\.1 => (/\S+) ", out)
+    assert m, out
     return pathlib.Path(os.path.realpath(m.group(1)))
 
 
@@ -114,9 +120,14 @@ def _page_commands(text):
 def test_installed_brig_runs_with_its_own_library_and_supervisor(brig, sandboxes, dest):
     exe = dest / PREFIX / "bin" / "brig"
     sup = dest / PREFIX / "libexec" / "brig" / "brig-supervisor"
-    # The loader takes libbrig from the installed tree (RUNPATH
-    # $ORIGIN/../LIBDIR), with no LD_LIBRARY_PATH.
-    assert _loaded_libbrig(exe).parent == _libdir(dest)
+    # brig has libbrig linked in, and loads neither it nor brig serve's
+    # libmicrohttpd (docs/benchmarks.md: its start); brig-serve takes
+    # libbrig from the installed tree (RUNPATH $ORIGIN/../../LIBDIR), with
+    # no LD_LIBRARY_PATH.
+    assert "libbrig" not in _loaded(exe) and "libmicrohttpd" not in _loaded(exe), _loaded(exe)
+    assert _loaded_libbrig(dest / PREFIX / "libexec" / "brig" / "brig-serve").parent == _libdir(dest)
+    r = subprocess.run(brig.prefix() + [str(exe), "serve", "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and r.stdout.startswith("usage: brig serve"), r
     env = brig.env(sandboxes.env())
     run = subprocess.run(brig.prefix() + [str(exe), "run", "--", "sh", "-c", "echo inside $(id -u)"],
                          cwd=str(brig.workspace), env=env, capture_output=True, text=True, timeout=60)
@@ -144,9 +155,14 @@ def test_installed_brig_runs_with_its_own_library_and_supervisor(brig, sandboxes
 def test_installed_tree_moved_elsewhere_still_finds_its_library(dest, scratch):
     moved = scratch / "opt" / "brig"
     shutil.copytree(dest / PREFIX, moved, symlinks=True)
-    assert _loaded_libbrig(moved / "bin" / "brig").is_relative_to(moved)
+    assert _loaded_libbrig(moved / "libexec" / "brig" / "brig-serve").is_relative_to(moved)
     r = subprocess.run([str(moved / "bin" / "brig"), "version"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and r.stdout.startswith("brig "), r
+    # brig-serve found from brig's own directory (bin/../libexec/brig): the
+    # configured prefix's is a DESTDIR tree's, not on this host
+    assert not pathlib.Path("/", PREFIX, "libexec", "brig", "brig-serve").exists()
+    r = subprocess.run([str(moved / "bin" / "brig"), "serve", "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and r.stdout.startswith("usage: brig serve"), r
 
 
 def _pages(dest):

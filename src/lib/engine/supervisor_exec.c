@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <link.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -40,6 +41,9 @@
 
 #ifndef BRIG_LIBEXEC_FROM_LIBDIR
 #define BRIG_LIBEXEC_FROM_LIBDIR "../libexec/brig"
+#endif
+#ifndef BRIG_LIBEXEC_FROM_BINDIR
+#define BRIG_LIBEXEC_FROM_BINDIR "../libexec/brig"
 #endif
 #ifndef BRIG_LIBEXECDIR
 #define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
@@ -52,90 +56,107 @@ static bool trusted_owner(const struct stat *st)
         return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-/* The directory of the loaded libbrig (free()), or NULL. */
-static bool in_program;
+static int program_open(const char *prog, char **path_out, brig_error **err);
 
-void supervisor_exe_is_self(void)
-{
-        in_program = true;
-}
-
-static char *library_dir(void)
+/* The directory brig's programs are looked for in first (free()), or
+ * NULL: the loaded libbrig's (a build tree: build/libbrig.so.1 beside
+ * build/brig-supervisor), or, where libbrig is linked into the program
+ * itself (brig-supervisor; the brig command, which links it statically
+ * to spare its start the library's loading), that program's own, from
+ * the kernel (/proc/self/exe), never from argv[0]. *linked_in says
+ * which. */
+static char *library_dir(bool *linked_in)
 {
         Dl_info info;
+        struct link_map *map = NULL;
         char real[PATH_MAX];
-        /* brig-supervisor has libbrig linked in: the directory it was
-         * started from (checked by the library that started it, and
-         * checked again below) is where its members' supervisors are. */
-        if (in_program) {
-                if (!realpath("/proc/self/exe", real))
-                        return NULL;
-        } else if (dladdr((void *)supervisor_exe_open, &info) == 0 || !info.dli_fname || info.dli_fname[0] != '/' ||
-                   !realpath(info.dli_fname, real))
+        if (dladdr1((void *)program_open, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || !map)
+                return NULL;
+        /* the main program's link map is the one without a name */
+        *linked_in = !map->l_name || map->l_name[0] == '\0';
+        const char *file = *linked_in ? "/proc/self/exe" : info.dli_fname;
+        if (!file || (!*linked_in && file[0] != '/') || !realpath(file, real))
                 return NULL;
         char *slash = strrchr(real, '/');
         *slash = '\0';
         return strdup(real[0] ? real : "/");
 }
 
-/* DIR/brig-supervisor, checked: the fd, -ENOENT when DIR has none (the
- * next place is tried), another error (said) when it has one brig must
- * not run: then no other place is tried. */
-static int open_in(const char *dir, brig_error **err)
+/* DIR/PROG, checked: the fd, -ENOENT when DIR has none (the next place
+ * is tried), another error (said) when it has one brig must not run: then
+ * no other place is tried. */
+static int open_in(const char *dir, const char *prog, brig_error **err)
 {
         _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         struct stat st;
         if (dfd < 0 && (errno == ENOENT || errno == ENOTDIR))
                 return -ENOENT;
         if (dfd < 0 || fstat(dfd, &st) < 0)
-                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "brig-supervisor: cannot open '%s'", dir);
-        int fd = openat(dfd, "brig-supervisor", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "%s: cannot open '%s'", prog, dir);
+        int fd = openat(dfd, prog, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT)
                 return -ENOENT;
         if (fd < 0)
-                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "brig-supervisor: cannot open it in '%s'", dir);
+                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "%s: cannot open it in '%s'", prog, dir);
         if (!trusted_owner(&st)) {
                 close(fd);
                 return brig_err_code(err, BRIG_EXIT_SETUP, EPERM,
-                                     "brig-supervisor: '%s' is writable by others or owned by another user; "
+                                     "%s: '%s' is writable by others or owned by another user; "
                                      "refusing to run a program from it",
-                                     dir);
+                                     prog, dir);
         }
         struct stat fst;
         if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode) || !trusted_owner(&fst) || !(fst.st_mode & S_IXUSR)) {
                 close(fd);
                 return brig_err_code(err, BRIG_EXIT_SETUP, EPERM,
-                                     "brig-supervisor in '%s' is not an executable regular file owned by root or "
+                                     "%s in '%s' is not an executable regular file owned by root or "
                                      "by us and writable by nobody else; refusing to run it",
-                                     dir);
+                                     prog, dir);
         }
         return fd;
 }
 
-int supervisor_exe_open(char **path_out, brig_error **err)
+static int program_open(const char *prog, char **path_out, brig_error **err)
 {
         /* Beside libbrig (a build tree), then where the install put it
          * relative to libbrig (a DESTDIR or a moved prefix), then where the
          * build was configured to install it. Never PATH. */
-        _cleanup_free_ char *lib = library_dir();
-        _cleanup_free_ char *rel = lib ? brig_strdup_printf("%s/%s", lib, BRIG_LIBEXEC_FROM_LIBDIR) : NULL;
+        bool linked_in = false;
+        _cleanup_free_ char *lib = library_dir(&linked_in);
+        _cleanup_free_ char *rel =
+                lib ? brig_strdup_printf("%s/%s", lib, linked_in ? BRIG_LIBEXEC_FROM_BINDIR : BRIG_LIBEXEC_FROM_LIBDIR)
+                    : NULL;
         const char *dirs[] = { lib, rel, BRIG_LIBEXECDIR };
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                 if (!dirs[i])
                         continue;
-                int fd = open_in(dirs[i], err);
+                int fd = open_in(dirs[i], prog, err);
                 if (fd == -ENOENT)
                         continue;
-                if (fd >= 0 && path_out && !(*path_out = brig_strdup_printf("%s/brig-supervisor", dirs[i]))) {
+                if (fd >= 0 && path_out && !(*path_out = brig_strdup_printf("%s/%s", dirs[i], prog))) {
                         close(fd);
-                        return brig_err(err, ENOMEM, "supervisor path");
+                        return brig_err(err, ENOMEM, "%s path", prog);
                 }
                 return fd;
         }
         return brig_err_code(err, BRIG_EXIT_SETUP, ENOENT,
-                             "brig-supervisor not found beside libbrig ('%s'), in '%s' nor in '%s'; is brig "
+                             "%s not found beside libbrig ('%s'), in '%s' nor in '%s'; is brig "
                              "installed completely?",
-                             lib ? lib : "?", rel ? rel : "?", BRIG_LIBEXECDIR);
+                             prog, lib ? lib : "?", rel ? rel : "?", BRIG_LIBEXECDIR);
+}
+
+int supervisor_exe_open(char **path_out, brig_error **err)
+{
+        return program_open("brig-supervisor", path_out, err);
+}
+
+int brig_program_open(const char *name, char **path, brig_error **err)
+{
+        /* brig's own programs only: a name is never a path */
+        if (!name || (strcmp(name, "brig-supervisor") != 0 && strcmp(name, "brig-serve") != 0))
+                return brig_err_code(err, BRIG_EXIT_SETUP, EINVAL, "'%s' is not one of brig's programs",
+                                     name ? name : "(null)");
+        return program_open(name, path, err);
 }
 
 /* What the program needs, as one JSON document. */

@@ -16,9 +16,6 @@ enum {
         SUPERVISOR_FD_MAX = 10,    /* what the caller moves its sources above */
 };
 
-/* In brig-supervisor itself (a pool daemon starts its members'): the
- * program is found where it runs from, not beside a libbrig.so. */
-BRIG_INTERNAL void supervisor_exe_is_self(void);
 /* brig-supervisor, opened (O_PATH) and checked; *path (optional) gets its
  * path for messages. */
 BRIG_INTERNAL int supervisor_exe_open(char **path, brig_error **err);
