@@ -163,6 +163,19 @@ def test_sigkill_at_each_setup_step_leaves_nothing(world, step):
     world.assert_clean()
 
 
+@attack("idmap-helper-orphan", "SIGKILL brig run (root) while the helper whose user namespace the idmapped "
+        "workspace's mount uses is alive: the helper, a clone sharing brig's memory since issue 19, must not live on "
+        "as an orphan holding brig's address space", "traces")
+def test_sigkill_beside_the_idmap_helper_leaves_nothing(world):
+    if world.brig.mode == "rootless":
+        pytest.skip("ROOTLESS NOT RUN: a rootless brig makes no idmapped workspace (its workspace is the caller's "
+                    "own), so no helper")
+    world.kill_at("idmap-helper", "run", "--", "true")
+    # (the dead brig's run record is the next brig's to remove)
+    assert world.run("run", "--", "true").returncode == 0
+    world.assert_clean()
+
+
 def _own_cgroup(controller):
     with open("/proc/self/cgroup") as f:
         for line in f:

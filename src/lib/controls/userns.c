@@ -3,18 +3,20 @@
  * workspace. */
 #define _GNU_SOURCE
 #include "controls/userns.h"
+#include "core/reaper.h"
 #include "core/syscalls.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <grp.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
-#include <sys/socket.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 static int write_file(const char *path, const char *text, brig_error **err)
@@ -89,46 +91,68 @@ int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err)
         return 0;
 }
 
+/* The helper's whole life: it exists so that its user namespace can be
+ * given a map and opened, and ends once it has been, or once brig is gone
+ * (its copy of the pipe's write end closed, the read sees the end of the
+ * pipe either way: no helper outlives a brig killed meanwhile). It shares
+ * the caller's memory (CLONE_VM) and runs on a stack of its own with
+ * every signal blocked: raw system calls only, which touch no libc state
+ * (errno is set on failure alone, and none of these fails). */
+static int userns_helper(void *arg)
+{
+        const int *pipe_fds = arg;
+        char c;
+        syscall(SYS_close, pipe_fds[1]);
+        syscall(SYS_read, pipe_fds[0], &c, 1);
+        return 0;
+}
+
 /* A user namespace whose only mapping is inside 0 → uid/gid, made by a
- * short-lived child; returns an fd to it. */
+ * short-lived helper; returns an fd to it.
+ *
+ * The helper is a clone with CLONE_VM, not a fork: a fork copied the page
+ * tables of the whole caller (brig with its libraries, or a server's big
+ * heap) and tore the copy down again at its exit, and the helper then
+ * had to run (unshare, a message each way) before the maps could be
+ * written. Born in its namespace, this one need not run first. bench:
+ * 357 us against 62 us per namespace in a 4 MiB process, 8.9 ms against
+ * 0.19 ms in a 64 MiB one. Its exit signal is 0, so a caller's SIGCHLD
+ * handler or waitpid(-1) never sees it; it is reaped here (__WALL). */
 static int userns_fd_mapping_root_to(uid_t uid, gid_t gid, brig_error **err)
 {
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-                return brig_err(err, errno, "socketpair");
-        pid_t pid = fork();
+        char stack[8192] __attribute__((aligned(16)));
+        int pipe_fds[2];
+        if (pipe2(pipe_fds, O_CLOEXEC) < 0)
+                return brig_err(err, errno, "pipe");
+        sigset_t all, saved;
+        sigfillset(&all);
+        /* the helper inherits this thread's mask: nothing can run a
+         * handler of the caller's on its stack in the caller's memory */
+        pthread_sigmask(SIG_SETMASK, &all, &saved);
+        pid_t pid = clone(userns_helper, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER, pipe_fds);
+        int clone_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
         if (pid < 0) {
-                close(sv[0]);
-                close(sv[1]);
-                return brig_err(err, errno, "fork");
+                close(pipe_fds[0]);
+                close(pipe_fds[1]);
+                return brig_err(err, clone_errno, "helper user namespace for the idmapped workspace");
         }
-        if (pid == 0) {
-                close(sv[0]);
-                char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
-                (void)!write(sv[1], &c, 1);
-                (void)!read(sv[1], &c, 1);  /* until the parent has opened the namespace */
-                _exit(0);
-        }
-        close(sv[1]);
+        test_pause("idmap-helper");
         int ret = -1;
-        char uid_map[64], gid_map[64], path[64], c = 'n';
+        char uid_map[64], gid_map[64], path[64];
         snprintf(uid_map, sizeof uid_map, "0 %u 1\n", uid);
         snprintf(gid_map, sizeof gid_map, "0 %u 1\n", gid);
         snprintf(path, sizeof path, "/proc/%d/ns/user", pid);
-        if (read(sv[0], &c, 1) != 1 || c != 'y') {
-                brig_err(err, EPERM, "helper user namespace for the idmapped workspace");
-                goto out;
-        }
         if (write_maps_for(pid, uid_map, gid_map, false, err) < 0)
                 goto out;
         ret = open(path, O_RDONLY | O_CLOEXEC);
         if (ret < 0)
                 ret = brig_err(err, errno, "open %s", path);
 out:
-        close(sv[0]);
-        int status;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        close(pipe_fds[1]);
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
                 ;
+        close(pipe_fds[0]);
         return ret;
 }
 
