@@ -1,6 +1,7 @@
 """libbrig as an engine (docs/api.md): the handle API through
 examples/engine-demo.c, front ends that die, the supervisor program and
 where libbrig takes it from, and the exported symbols."""
+import hashlib
 import json
 import os
 import pathlib
@@ -154,6 +155,33 @@ def test_planted_serve_program_is_never_run(brig, scratch, how):
     assert r.returncode == 125 and "brig-serve" in r.stderr and want in r.stderr, r
     assert not proof.exists(), "the planted program ran"
     assert not (scratch / "never.sock").exists()
+
+
+@attack("openssl-substituted", "a libcrypto.so.3 and a libssl.so.3 of someone else's (a constructor that leaves "
+        "a file behind) on LD_LIBRARY_PATH and in the cwd, for the run that needs OpenSSL (an audit stream's hash "
+        "chain): since issue 19 brig opens OpenSSL itself, on first use", "files")
+def test_openssl_is_the_systems_whatever_the_environment(brig, scratch):
+    m = marker("ossl")[-8:]
+    proofs = scratch / f"proofs-{m}"
+    proofs.mkdir()
+    proofs.chmod(0o777)  # the planted constructor runs as whoever loads it
+    plant = scratch / f"libs-{m}"
+    plant.mkdir(mode=0o755)
+    src = scratch / f"fake-{m}.c"
+    src.write_text('#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void planted(void)'
+                   f' {{ close(open("{proofs}/" LIB, O_CREAT | O_WRONLY, 0644)); }}\n')
+    for lib in ("libcrypto.so.3", "libssl.so.3"):
+        subprocess.run(["cc", "-shared", "-fPIC", f"-DLIB=\"{lib}\"", f"-Wl,-soname,{lib}", "-o", str(plant / lib),
+                        str(src)], check=True)
+    audit = brig.reports / f"ossl-{m}.jsonl"
+    r = brig.run("run", "--audit", str(audit), "--", "true", cwd=plant, env={"LD_LIBRARY_PATH": str(plant)})
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(proofs)) == [], "a planted OpenSSL was loaded"
+    # ... and the real one did the hashing: each line's prev is the SHA-256 of the line before
+    lines = audit.read_bytes().splitlines()
+    assert len(lines) >= 2
+    for before, line in zip(lines, lines[1:]):
+        assert json.loads(line)["prev"] == hashlib.sha256(before).hexdigest(), (before, line)
 
 
 # An installed tree's libbrig finds its own brig-supervisor (libexec/brig)

@@ -33,11 +33,11 @@
 #include "core/host.h"
 #include "core/audit.h"
 #include "controls/seccomp_filter.h"
+#include "core/ossl_fns.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>

@@ -13,10 +13,10 @@
 #include "core/util.h"
 #include "core/error.h"
 #include "core/audit.h"
+#include "core/ossl_fns.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

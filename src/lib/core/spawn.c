@@ -25,6 +25,7 @@
 #include "net/egress.h"
 #include "core/refusals.h"
 #include "core/timings.h"
+#include "core/ossl.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -210,6 +211,9 @@ static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audi
                 if (plan->report_fd < 0)
                         return plan->report_fd;
         }
+        /* the stream's hash chain: OpenSSL, loaded now (core/ossl.h) */
+        if ((p->audit_path || p->audit_fd || p->manifest_path) && ossl_load(err) < 0)
+                return brig_err_prefix(err, "%s", p->manifest_path && !p->audit_path && !p->audit_fd ? "--manifest" : "--audit");
         if (p->audit_path || p->audit_fd) {
                 plan->audit_fd = p->audit_fd ? output_fd(p->audit_fd, "--audit-fd", err)
                                              : output_open(p->audit_path, "--audit", true, err);

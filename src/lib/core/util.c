@@ -2,8 +2,8 @@
  * effects on the system; unit-tested in tests/unit/test_util.c. */
 #define _GNU_SOURCE
 #include "core/util.h"
+#include "core/ossl_fns.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 

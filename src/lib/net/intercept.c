@@ -24,11 +24,9 @@
  * there (intercept_event_fd). */
 #define _GNU_SOURCE
 #include "net/intercept.h"
+#include "core/ossl_fns.h"
 
 #include <fcntl.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>

@@ -21,10 +21,10 @@
  * request is refused as an exfiltration attempt naming the secret. */
 #define _GNU_SOURCE
 #include "net/intercept.h"
+#include "core/ossl_fns.h"
 
 #include <ctype.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -402,6 +402,11 @@ struct intercept *intercept_new(const struct intercept_policy *ip, const struct 
                 return NULL;
         if (intercept_policy_check(ip, err) < 0)
                 return NULL;
+        /* the TLS that --secret and --http-rule need: OpenSSL, loaded now */
+        if (ossl_load(err) < 0) {
+                brig_err_prefix(err, "%s", ip->n_secrets ? "--secret" : "--http-rule");
+                return NULL;
+        }
         struct intercept *ic = calloc(1, sizeof *ic);
         if (!ic || intercept_init(ic) < 0) {
                 free(ic);

@@ -17,11 +17,8 @@
  * http/1.1 only, to both sides: that is what the interceptor relays. */
 #define _GNU_SOURCE
 #include "net/intercept.h"
+#include "core/ossl_fns.h"
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

@@ -25,11 +25,11 @@
 #define _GNU_SOURCE
 #include "persist/runchanges.h"
 #include "persist/overlay.h"
+#include "core/ossl_fns.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
