@@ -371,6 +371,11 @@ const char *cgroup_memory_outlook(char *detail, size_t n)
 
 static void kill_and_remove(const char *dir)
 {
+        /* Empty (a run whose pid 1 was reaped: everything inside died with
+         * it): removed at once, nothing to kill. A group with a process or
+         * a group of its own in it is EBUSY. */
+        if (rmdir(dir) == 0 || errno != EBUSY)
+                return;
         /* v2 has cgroup.kill (5.14+); otherwise kill what cgroup.procs lists. */
         if (write_at(dir, "cgroup.kill", "1") < 0) {
                 for (int round = 0; round < 3; round++) {
