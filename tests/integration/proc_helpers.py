@@ -64,6 +64,25 @@ def pids_with(mark):
     return found
 
 
+def descendants(pid):
+    """Host pids below PID (its children, theirs, ...)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
 def wait_until(pred, timeout=5.0, step=0.05):
     end = time.monotonic() + timeout
     while True:

@@ -15,11 +15,10 @@ import json
 import os
 import pathlib
 import subprocess
-import time
 
 import pytest
 
-from proc_helpers import wait_until
+from proc_helpers import descendants, wait_until
 
 CGROOT = pathlib.Path("/sys/fs/cgroup")
 
@@ -39,25 +38,6 @@ def groups_of(brig_pid):
     return found
 
 
-def descendants(pid):
-    """Host pids below PID (its children, theirs, ...)."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
-
-
 def fd_targets(pid):
     """Where each descriptor of host process PID leads."""
     res = {}
@@ -71,6 +51,13 @@ def fd_targets(pid):
         except OSError:
             pass
     return res
+
+
+def assert_in_groups(pid, groups, why):
+    """Host process PID is in each of GROUPS ({hierarchy: dir}), by its /proc/PID/cgroup."""
+    lines = cgroup_lines(pid)
+    for h, g in groups.items():
+        assert lines[h] == "/" + str(g.relative_to(CGROOT / h)), f"{why}: process {pid}: {h} {lines[h]} (brig's: {g})"
 
 
 def cgroup_lines(pid):
@@ -207,10 +194,7 @@ def test_join_descriptors_never_reach_the_sandbox(brig):
             bad = {n: t for n, t in fds.items() if t.startswith(str(CGROOT)) or t.endswith("/tasks")}
             assert not bad, f"ATTACK WORKED: sandbox process {pid} holds cgroup files: {bad}"
             # whatever it wrote, it is still in each of brig's groups
-            lines = cgroup_lines(pid)
-            for h, g in groups.items():
-                assert lines[h] == "/" + str(g.relative_to(CGROOT / h)), \
-                    f"ATTACK WORKED: sandbox process {pid} left its {h} group: {lines[h]} (brig's: {g})"
+            assert_in_groups(pid, groups, "ATTACK WORKED: the sandbox left a group")
 
     inside, err = run_and_look(brig, [], "", look)
     if brig.mode == "root":
@@ -240,10 +224,7 @@ def test_every_sandbox_process_is_in_every_limited_group(brig):
         pids = sandbox_pids(brig_pid)
         seen["pids"] = pids
         for pid in pids:
-            lines = cgroup_lines(pid)
-            for h, g in groups.items():
-                assert lines[h] == "/" + str(g.relative_to(CGROOT / h)), \
-                    f"sandbox process {pid} is not in brig's {h} group {g}: {lines}"
+            assert_in_groups(pid, groups, "a sandbox process outside a group")
         if groups:
             seen["pids.events"] = (groups["pids"] / "pids.events").read_text()
             seen["oom_control"] = (groups["memory"] / "memory.oom_control").read_text()

@@ -28,7 +28,7 @@ import pytest
 
 import test_escape as esc
 from conftest import IS_ROOT, Brig
-from proc_helpers import marker
+from proc_helpers import descendants, marker
 from test_egress_netns import ECHO, HELLO, HTTP, InClientNamespace, Netns, namespaces_up, net_events, run_inside
 
 RUNSC = "/usr/bin/runsc"
@@ -158,23 +158,6 @@ ROWS = ["test_overwrite_host_binaries", "test_write_system_dirs", "test_dotdot_o
 def test_gvisor_escape_rows(gv, row):
     getattr(esc, row)(gv)
     assert gv.runs, f"{row} started no brig run through the fixture: it did not test the wall"
-
-
-def descendants(pid):
-    kids = {}
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
 
 
 @attack("gvisor-inside-only", "what gVisor lets root inside do: write /proc/sys/kernel/core_pattern, "
