@@ -1086,24 +1086,25 @@ static bool cache_load(const struct run_plan *plan, bool notifies, int dir, cons
 static void cache_store(int dir, const char *name, const char *key, size_t len, const struct sock_filter *prog,
                         size_t n)
 {
-        /* named after us for good (pid, start time, pid namespace): a brig
-         * SIGKILLed before the rename leaves it to the next (reaper.c) */
-        struct owner o;
-        char id[96];
-        owner_self(&o);
-        _cleanup_free_ char *tmp = owner_format(&o, id, sizeof id) == 0 ? brig_strdup_printf("%s.%s.tmp", name, id)
-                                                                         : NULL;
-        if (dir < 0 || !tmp)
+        /* Written nameless (O_TMPFILE) and linked in whole: a brig killed
+         * before the link leaves nothing (the kernel frees the inode), so
+         * no run has to sweep the cache for temporary names. */
+        if (dir < 0)
                 return;
-        int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
         if (fd < 0)
                 return;  /* a cache is an optimisation: no cache, no harm */
         uint32_t klen = (uint32_t)len;
         bool ok = write(fd, &klen, sizeof klen) == sizeof klen && write(fd, key, len) == (ssize_t)len &&
                   write(fd, prog, n * sizeof *prog) == (ssize_t)(n * sizeof *prog);
-        ok = close(fd) == 0 && ok;
-        if (!ok || renameat(dir, tmp, dir, name) < 0)
-                unlinkat(dir, tmp, 0);
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        /* a file that failed cache_load (foreign, cut short) makes way */
+        for (int round = 0; ok && round < 2; round++) {
+                if (linkat(AT_FDCWD, self, dir, name, AT_SYMLINK_FOLLOW) == 0 || errno != EEXIST)
+                        break;
+                unlinkat(dir, name, 0);
+        }
 }
 
 /* Compile through libseccomp and read the program back from a memfd. */

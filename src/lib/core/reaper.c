@@ -10,7 +10,6 @@
  *
  *   cgroups     brig-PID-START-PIDNS-SEQ, listed in <root>/runs/ before
  *               the first mkdir (owner checked again on the directory)
- *   cache/      the filter cache's temporary files, NAME.PID-START-PIDNS.tmp
  *   pools/KEY/  pool.json names the daemon; a pool whose daemon is gone
  *               has its members removed
  *   .eph-OWNER-NAME, NAME/hold
@@ -221,33 +220,6 @@ static void sweep_runs(void)
                 closedir(d);
 }
 
-/* ---- the filter cache's temporary files ------------------------------------- */
-
-static void sweep_cache(void)
-{
-        brig_error *e = NULL;
-        _cleanup_close_ int root = state_root_open(false, NULL, &e);
-        brig_error_free(&e);
-        _cleanup_close_ int dfd = root >= 0 ? openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                                            : -EBADF;
-        DIR *d = dfd >= 0 ? fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3)) : NULL;
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-                /* seccomp-HASH.bpf.PID-START-PIDNS.tmp (seccomp.c) */
-                const char *dot = strstr(de->d_name, ".bpf.");
-                size_t len = strlen(de->d_name);
-                struct owner o;
-                const char *rest;
-                if (!dot || len < 4 || strcmp(de->d_name + len - 4, ".tmp") != 0 ||
-                    !owner_parse(dot + 5, &o, &rest) || strcmp(rest, ".tmp") != 0)
-                        continue;
-                if (owner_alive(&o) == 0)
-                        unlinkat(dfd, de->d_name, 0);
-        }
-        if (d)
-                closedir(d);
-}
-
 /* ---- ephemeral sandboxes whose creator was killed before the start ------- */
 
 /* NAME with a hold nobody holds: its creator died before the supervisor
@@ -308,7 +280,6 @@ static void sweep_ephemeral(void)
 void reaper_sweep(void)
 {
         sweep_runs();
-        sweep_cache();
         sweep_ephemeral();
 }
 
