@@ -105,6 +105,12 @@ BRIG_PUBLIC int brig_policy_keep_env(brig_policy *p, const char *name, brig_erro
 /* Keep an inherited fd open inside the sandbox on purpose. */
 BRIG_PUBLIC int brig_policy_pass_fd(brig_policy *p, int fd, brig_error **err);
 BRIG_PUBLIC int brig_policy_set_hostname(brig_policy *p, const char *name, brig_error **err);
+/* The sandbox's monotonic and boot-time clocks (CLOCK_MONOTONIC,
+ * CLOCK_BOOTTIME, /proc/uptime) read this duration when it starts ("0",
+ * "100000", "27h"): a time namespace's offsets, taken when it starts. They
+ * run on at the host's rate (not frozen); the wall clock stays the host's,
+ * which no namespace moves (docs/audit.md#replay). NULL: the host's clocks. */
+BRIG_PUBLIC int brig_policy_set_clock_start(brig_policy *p, const char *duration, brig_error **err);
 
 enum brig_tty_mode {
         BRIG_TTY_AUTO = 0,  /* a pseudo-terminal when stdin and stdout are terminals */

@@ -12,7 +12,7 @@ _brig_commands="run create exec cp files ls stop start rm pause resume diff comm
 _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm-size
         --ro-bind --bind --tmpfs --tmp-size --home-size --sys --deny --unsafe-allow-secret
         --copy-in --copy-in-secret --ssh-agent --git-identity --carry-config
-        --env --keep-env --pass-fd --hostname --tty --no-tty --terminal-passthrough
+        --env --keep-env --pass-fd --hostname --clock-start --tty --no-tty --terminal-passthrough
         --net --allow-host --allow-private-host --deny-host --allow-cidr --resolve
         --allow-unix --upstream-proxy
         --secret --secret-host --secret-header --upstream-ca --http-rule
@@ -30,12 +30,12 @@ _brig_path_opts="--policy --workspace --ro-bind --bind --deny --unsafe-allow-sec
 # Every option that takes a value, so its value is not taken for a name.
 _brig_value_opts="--profile --policy --workspace --cwd --shm-size --ro-bind --bind --tmpfs
         --tmp-size --home-size --deny --unsafe-allow-secret --copy-in --copy-in-secret
-        --carry-config --env --keep-env --pass-fd --hostname --net --allow-host
+        --carry-config --env --keep-env --pass-fd --hostname --clock-start --net --allow-host
         --allow-private-host --deny-host --allow-cidr --resolve --allow-unix --upstream-proxy
         --secret --secret-host --secret-header --upstream-ca --http-rule
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile --nproc
         --fsize --stack --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
-        --json-report --json-report-fd --audit --audit-fd --workspace-mode --size --exclude --max-size --mode
+        --json-report --json-report-fd --audit --audit-fd --changes-max --workspace-mode --size --exclude --max-size --mode
         --only --sha256 --manifest"
 
 _brig_has()

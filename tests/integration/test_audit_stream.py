@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import subprocess
+import time
 
 import jsonschema
 import pytest
@@ -308,3 +309,55 @@ def test_manifest_keeps_a_kept_variable_by_name_only(brig):
     # the replay keeps it from its own caller's environment, as the policy says
     again = brig.run("replay", manifest, env={"API_TOKEN": "tok-replayed"})
     assert again.returncode in (0, 1) and "got=tok-replayed" in again.stdout, again
+
+
+WHEN_C = '#include <stdio.h>\nint main(void) { puts(__DATE__ " " __TIME__); return 0; }\n'
+CLOCKED = ("cc -O2 -o when when.c && ./when > built-at.txt && awk '{print int($1)}' /proc/uptime > uptime.txt && "
+           "date -u -d \"@$SOURCE_DATE_EPOCH\" +%s > sde.txt")
+
+
+def _clock_tree(d):
+    d.mkdir(exist_ok=True)
+    (d / "when.c").write_text(WHEN_C)
+    for p in (d, d / "when.c"):
+        p.chmod(0o777 if p.is_dir() else 0o666)
+
+
+@attack("replay-clock-difference", "a build that embeds the date (__DATE__ __TIME__) and writes what the clocks "
+        "read (/proc/uptime), recorded and replayed later on a copy; and the same replay with the clock pin taken "
+        "out of the manifest", "--clock-start: time namespace offsets taken as the sandbox starts (timens.c), "
+        "in the manifest's policy and clock record; SOURCE_DATE_EPOCH replayed with the environment")
+def test_replay_pins_the_clocks_a_build_reads(brig):
+    _clock_tree(brig.workspace)
+    copies = [brig.base / f"clk{i}" for i in range(2)]
+    for c in copies:
+        _clock_tree(c)
+    manifest = brig.reports / "clocked.json"
+    r = brig.sh(CLOCKED, "--clock-start", "100000", "--env", "SOURCE_DATE_EPOCH=1700000000",
+                "--manifest", str(manifest))
+    assert r.returncode == 0, r
+    host_uptime = float(open("/proc/uptime").read().split()[0])
+    assert abs(host_uptime - 100000) > 60, "THE HOST'S OWN UPTIME IS THE PINNED VALUE: nothing to tell apart"
+    ws = brig.workspace
+    assert (ws / "uptime.txt").read_text() == "100000\n", (ws / "uptime.txt").read_text()  # not the host's
+    assert (ws / "built-at.txt").read_text() == "Nov 14 2023 22:13:20\n"  # SOURCE_DATE_EPOCH, not today
+    assert (ws / "sde.txt").read_text() == "1700000000\n"
+    m = json.loads(manifest.read_text())
+    clock = m["clock"]
+    assert clock["pinned"] and clock["start_ns"] == 100000 * 10**9 and clock["source_date_epoch"] == "1700000000", m
+    boot_now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    assert abs(clock["boottime_offset_ns"] + boot_now - 100000 * 10**9) < 120 * 10**9, clock  # the offset itself
+    assert m["policy"]["process"]["clock_start"] == "100000", m["policy"]["process"]
+    want = hashlib.sha256((ws / "when").read_bytes()).hexdigest()
+    # replayed later on a copy: the same clocks read, the same binary
+    same = brig.run("replay", manifest, "--workspace", copies[0], "--json")
+    assert same.returncode == 0, same
+    assert (copies[0] / "uptime.txt").read_text() == "100000\n"
+    assert hashlib.sha256((copies[0] / "when").read_bytes()).hexdigest() == want
+    # without the pin the replay reads the host's clock, and says it differs
+    del m["policy"]["process"]["clock_start"]
+    unpinned = brig.reports / "unpinned.json"
+    unpinned.write_text(json.dumps(m))
+    differs = brig.run("replay", unpinned, "--workspace", copies[1])
+    assert differs.returncode == 1 and "differs: files" in differs.stderr and "uptime.txt" in differs.stderr, differs
+    assert (copies[1] / "uptime.txt").read_text() != "100000\n"

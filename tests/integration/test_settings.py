@@ -19,7 +19,7 @@ EXAMPLES = {
     "workspace": "/srv", "read-only-workspace": None, "ro-bind": "/usr/share:/opt/share", "bind": "/var/tmp",
     "tmpfs": "/scratch:16M", "tmp-size": "1G", "home-size": "128M", "shm-size": "32M", "sys": None,
     "deny": "~/.secret-tokens", "unsafe-allow-secret": "~/.netrc", "env": "GREETING=hello", "keep-env": "TERM",
-    "cwd": "/srv/sub", "hostname": "box", "tty": None, "no-tty": None, "terminal-passthrough": None,
+    "cwd": "/srv/sub", "hostname": "box", "clock-start": "100000", "tty": None, "no-tty": None, "terminal-passthrough": None,
     "memory": "2G", "pids": "99", "cpus": "1.5", "io-weight": "200", "timeout": "1h30m", "kill-after": "2s",
     "cpu-time": "90s", "nofile": "512", "nproc": "77", "fsize": "64M", "stack": "8M", "require-limits": None,
     "seccomp-allow": "personality", "seccomp-deny": "kcmp:EACCES", "seccomp-rule": "getpriority(a0==0)=log",

@@ -10,6 +10,7 @@
 #include "core/timings.h"
 #include "core/wall.h"
 #include "controls/userns.h"
+#include "controls/timens.h"
 #include "controls/mounts.h"
 #include "controls/rlimit.h"
 #include "controls/caps.h"
@@ -185,6 +186,9 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         if (chdir(plan->rootfs ? "/" : plan->workspace) < 0)
                 return brig_err(err, errno, "enter workspace '%s'", plan->workspace);
         STEP(tools_finish_inside(plan, err), "tools");
+        /* Needs CAP_SYS_ADMIN and CAP_SYS_TIME of our user namespace. */
+        if (plan->clock_pinned)
+                STEP(timens_apply(plan, err), "--clock-start");
         /* Privileges, in the only order that works: the bounding set needs
          * CAP_SETPCAP, the uid change needs CAP_SETUID, and the last capset
          * clears what a same-uid change (rootless) leaves. */

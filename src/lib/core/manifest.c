@@ -19,10 +19,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 struct manifest {
         int fd;
+        int64_t wall_ms;  /* when the run started */
         char tree[65];
         uint64_t entries;
         char tree_error[512];
@@ -39,6 +41,9 @@ int manifest_begin(const struct run_plan *plan, const brig_policy *p, struct man
                 free(m);
                 return r;
         }
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        m->wall_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
         brig_error *e = NULL;
         if (plan->workspace && runchanges_tree_hash(plan->workspace, plan->limits.changes_max, m->tree, &m->entries,
                                                     &e) < 0)
@@ -105,6 +110,28 @@ static json_t *file_outcome(const struct run_plan *plan, json_t *files)
         return out;
 }
 
+/* The clocks the command read (docs/audit.md#replay): with --clock-start
+ * the time namespace's offsets and the reading they gave as it started
+ * (replay gives the same reading: the same policy), the wall clock at the
+ * start (the host's: no namespace moves it) and SOURCE_DATE_EPOCH, which
+ * a build that embeds a date reads instead of it. */
+static json_t *clock_record(const struct manifest *m, const struct run_plan *plan)
+{
+        const char *sde = NULL;
+        for (char **e = plan->envp; e && *e && !sde; e++)
+                if (strncmp(*e, "SOURCE_DATE_EPOCH=", 18) == 0)
+                        sde = *e + 18;
+        json_t *o = json_pack("{s:b, s:b, s:I, s:o}", "time_namespace", plan->new_time_ns, "pinned",
+                              plan->clock_pinned, "wall_start_ms", (json_int_t)m->wall_ms, "source_date_epoch",
+                              sde ? json_string(sde) : json_null());
+        if (o && plan->clock_pinned) {
+                json_object_set_new(o, "start_ns", json_integer((json_int_t)plan->clock_start_ns));
+                json_object_set_new(o, "monotonic_offset_ns", json_integer(plan->clock_offset_mono_ns));
+                json_object_set_new(o, "boottime_offset_ns", json_integer(plan->clock_offset_boot_ns));
+        }
+        return o;
+}
+
 int manifest_end(struct manifest *m, const struct run_plan *plan, const brig_result *res, struct audit *audit,
                  json_t *files, brig_error **err)
 {
@@ -135,6 +162,7 @@ int manifest_end(struct manifest *m, const struct run_plan *plan, const brig_res
         json_object_set_new(outcome, "reason", json_string(brig_reason_name(res->reason)));
         json_object_set_new(outcome, "files", file_outcome(plan, files));
         json_object_set_new(outcome, "files_complete", json_boolean(json_is_true(json_object_get(files, "complete"))));
+        json_t *clock = clock_record(m, plan);
         json_t *doc = json_pack(
                 "{s:i, s:s, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:I, s:o}, s:{s:o, s:o, s:s}, s:o}", "brig_manifest", 1,
                 "brig_version", brig_version(), "policy", policy ? policy : json_null(), "argv", argv, "env", env,
@@ -144,6 +172,10 @@ int manifest_end(struct manifest *m, const struct run_plan *plan, const brig_res
                 m->tree_error[0] ? json_string(m->tree_error) : json_null(), "system", "dpkg_status_sha256",
                 file_sha256("/var/lib/dpkg/status"), "os_release", os_release(), "kernel",
                 uname(&u) == 0 ? u.release : "?", "outcome", outcome);
+        if (doc && clock)
+                json_object_set_new(doc, "clock", clock);
+        else
+                json_decref(clock);
         char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
         json_decref(doc);
         int r = 0;

@@ -55,6 +55,7 @@ struct brig_policy {
         size_t n_user_groups;
         char *umask;                 /* octal, NULL: the caller's */
         struct strv uid_map, gid_map;    /* "INSIDE:HOST:COUNT" (brig_policy_add_uid_map) */
+        char *clock_start;           /* --clock-start: a duration, as given (checked) */
         char *rootfs;                /* an OCI bundle's root filesystem: "/" inside, instead of the host's directories */
         enum brig_tty_mode tty;
         enum brig_wall wall;         /* namespaces (brig's own) or gvisor (runsc) */

@@ -940,6 +940,16 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         plan->shm_size = p->shm_size;
         plan->mount_sys = p->mount_sys;
         plan->wall = p->wall;
+        if (p->clock_start) {
+                uint64_t ms;
+                if (brig_parse_duration(p->clock_start, &ms, err) < 0)
+                        return brig_err_prefix(err, "--clock-start");
+                if (p->wall == BRIG_WALL_GVISOR)
+                        return brig_err(err, EINVAL, "--clock-start: not behind --wall gvisor (gVisor keeps the "
+                                                     "clocks of its own kernel); leave one of them out");
+                plan->clock_pinned = true;
+                plan->clock_start_ns = ms * 1000000;
+        }
         plan->intercept_policy = egress_policy_intercept_of(p->egress);
         if (!argv || !argv[0] || !*argv[0])
                 return brig_err(err, EINVAL, "no command given");

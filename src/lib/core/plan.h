@@ -103,6 +103,12 @@ struct run_plan {
         bool tty;                /* the command runs on a pty of its own */
         struct terminal *term;   /* the supervisor's; the child takes its stdio ends */
         bool new_time_ns;
+        /* --clock-start: the monotonic and boot-time clocks inside read
+         * clock_start_ns as the sandbox starts; the offsets are taken just
+         * before clone3 (controls/timens.c) */
+        bool clock_pinned;
+        uint64_t clock_start_ns;
+        int64_t clock_offset_mono_ns, clock_offset_boot_ns;
         enum brig_net_mode net_mode;  /* effective */
         bool net_filtered_required;   /* FILTERED asked for: no fallback to PROXY */
         char net_fallback[256];  /* why FILTERED fell back to PROXY, or "" */

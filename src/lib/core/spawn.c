@@ -11,6 +11,7 @@
 #include "core/supervisor.h"
 #include "core/report.h"
 #include "controls/userns.h"
+#include "controls/timens.h"
 #include "controls/rlimit.h"
 #include "controls/terminal.h"
 #include "core/audit.h"
@@ -93,7 +94,9 @@ static uint64_t namespace_flags(const struct run_plan *plan)
         /* Its own network namespace unless the policy shares the host's. */
         if (plan->net_mode != BRIG_NET_HOST)
                 flags |= CLONE_NEWNET;
-        if (plan->new_time_ns)
+        /* --clock-start: the child makes it for its children instead,
+         * its offsets written before any process is in it (timens.c) */
+        if (plan->new_time_ns && !plan->clock_pinned)
                 flags |= CLONE_NEWTIME;
         return flags;
 }
@@ -366,6 +369,11 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r < 0)
                 goto out;
         plan.new_time_ns = host_probe()->ns_time;
+        if (plan.clock_pinned && !plan.new_time_ns) {
+                r = brig_err(err, EOPNOTSUPP, "--clock-start: this kernel has no time namespaces (Linux 5.6 or "
+                                              "later; brig doctor): run without --clock-start");
+                goto out;
+        }
         timings_mark(plan.timings, TM_PROBE);
         /* 3. The sandbox's cgroup, under our own (or a delegated) one;
          *    rlimits stand in, degraded, when none can be made. */
@@ -540,6 +548,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 goto out;
         getrusage(RUSAGE_CHILDREN, &before);
         timings_mark(plan.timings, TM_PREPARED);
+        if (plan.clock_pinned)
+                timens_offsets_now(&plan);
         pid_t pid = (pid_t)sys_clone3(&args);
         if (pid < 0) {
                 int e = errno;

@@ -97,6 +97,7 @@ void brig_policy_free(brig_policy *p)
         free(p->umask);
         strv_free(&p->uid_map);
         strv_free(&p->gid_map);
+        free(p->clock_start);
         free(p->rootfs);
         free(p->report_path);
         free(p->manifest_path);
@@ -586,6 +587,21 @@ int brig_policy_add_uid_map(brig_policy *p, const char *range, brig_error **err)
 int brig_policy_add_gid_map(brig_policy *p, const char *range, brig_error **err)
 {
         return add_map(&p->gid_map, "gid", range, err);
+}
+
+int brig_policy_set_clock_start(brig_policy *p, const char *duration, brig_error **err)
+{
+        uint64_t ms;
+        char *d = NULL;
+        if (duration && brig_parse_duration(duration, &ms, err) < 0)
+                return -EINVAL;
+        if (duration && ms > (100ULL * 365 * 86400 * 1000))
+                return brig_err(err, ERANGE, "'%s': at most 100 years", duration);
+        if (duration && !(d = strdup(duration)))
+                return brig_err(err, ENOMEM, "clock start");
+        free(p->clock_start);
+        p->clock_start = d;
+        return 0;
 }
 
 void brig_policy_set_tty(brig_policy *p, enum brig_tty_mode mode)

@@ -424,6 +424,15 @@ const struct setting settings[] = {
           .offset = OFF(hostname), .what = "a string",
           .cli = { { .name = "hostname", .arg = "NAME", .help = "hostname inside (default brig)" } },
           .schema = "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9.-]{1,64}$\", \"default\": \"brig\"}" },
+        { .key = "/process/clock_start", .section = S_PROCESS, .kind = SK_STRING,
+          .set_str = brig_policy_set_clock_start, .offset = OFF(clock_start), .what = "a duration",
+          .cli = { { .name = "clock-start", .arg = "TIME",
+                     .help = "the monotonic and boot-time clocks inside start at TIME (a time\n"
+                     "namespace offset; they run on; the wall clock stays the host's)", .prefix = true } },
+          .schema = "{\"description\": \"The sandbox's CLOCK_MONOTONIC and CLOCK_BOOTTIME (/proc/uptime) read this "
+                    "when it starts, a duration (100000 seconds, 27h): time namespace offsets. They run on "
+                    "at the host's rate; the wall clock is the host's (--clock-start; docs/audit.md#replay).\", "
+                    "\"type\": \"string\", \"minLength\": 1}" },
         { .key = "/process/tty", .section = S_PROCESS, .kind = SK_ENUM, .set_enum = set_tty, .choices = tty_choices,
           .offset = OFF(tty), .label = "tty",
           .cli = { { .name = "tty", .arg = NULL,
