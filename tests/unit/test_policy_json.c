@@ -365,7 +365,7 @@ static void test_error_unknown_key_no_suggestion(void **state)
                      "p.json:1:46: unknown key 'ro' in filesystem.binds[0] (expected one of: source, destination, "
                      "readonly)");
         expect_error("{\"audit\": {\"path\": \"/tmp/a\"}}",
-                     "p.json:1:12: unknown key 'path' in audit (expected one of: file, no_exec)");
+                     "p.json:1:12: unknown key 'path' in audit (expected one of: file, no_exec, changes_max)");
         expect_error("{\"network\": {\"allow\": [\"x\"]}}",
                      "p.json:1:14: unknown key 'allow' in network (expected one of: mode, allow_hosts, "
                      "allow_private_hosts, deny_hosts, allow_cidrs, resolve, upstream_proxy, secrets, http_rules, "
