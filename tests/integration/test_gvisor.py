@@ -116,6 +116,35 @@ def test_gvisor_runs_the_plan(gv):
     assert not os.path.exists("/usr/brig-gv-pwn") and not os.path.exists("/etc/brig-gv-pwn")
 
 
+@attack("gvisor-root-identity", "behind --wall gvisor the command is gVisor's uid 0 (rootless always): use root's "
+        "powers on what the caller does not own — read another user's 0600 file in the workspace, chown the "
+        "caller's file to that user, regain a capability through execve",
+        "empty capability sets, bounding set included, and noNewPrivileges: to gVisor's kernel its root is a plain "
+        "uid; another host user's file is unmapped in brig's user namespace (the overflow uid inside)")
+@pytest.mark.skipif(not IS_ROOT, reason="ROOT IDENTITY NOT TESTED: planting another user's file takes root")
+def test_gvisor_root_has_no_power(gv):
+    brig = gv
+    other = brig.workspace / "other-user-secret"
+    other.write_text("OTHER-SECRET\n")
+    os.chown(other, 4242, 4242)
+    other.chmod(0o600)
+    mine = brig.workspace / "mine"
+    mine.write_text("mine\n")
+    brig.chown(mine)
+    r = brig.sh("id -u; grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | tr -d ' \t'; "
+                "sh -c 'grep CapEff /proc/self/status' | tr -d ' \t'; cat other-user-secret; "
+                "chown 4242:4242 mine; echo chown=$?; echo mine-written >> mine; echo own=$?")
+    out = r.stdout.splitlines()
+    assert brig.mode == "root" or out[0] == "0", r  # rootless: gVisor's root (docs/walls.md, "Users")
+    caps = [line for line in out if line.startswith("Cap")]
+    assert len(caps) >= 5 and all(line.endswith(":0000000000000000") for line in caps), \
+        f"ATTACK WORKED: the command holds a capability: {r}"
+    assert "OTHER-SECRET" not in r.stdout, f"ATTACK WORKED: root inside gVisor read another user's file: {r}"
+    assert "chown=0" not in out and os.stat(mine).st_uid == brig.uid, f"ATTACK WORKED: chown took effect: {r}"
+    # what the caller owns stays the command's to write, as for the namespace wall
+    assert "own=0" in out and mine.read_text() == "mine\nmine-written\n", r
+
+
 @attack("gvisor-fail-closed", "--wall gvisor where runsc is missing (BRIG_RUNSC), with a bad value, "
         "or from a policy file: hope for a silent namespace run",
         "wall_plan refuses before anything runs: exit 125 naming --wall")
@@ -149,7 +178,11 @@ def test_gvisor_fails_closed(brig, scratch):
 # its own user namespaces; checked on the host below).
 ROWS = ["test_overwrite_host_binaries", "test_write_system_dirs", "test_dotdot_out_of_workspace",
         "test_workspace_symlinks", "test_hardlink_to_host_files", "test_leaked_host_fd",
-        "test_exe_self_overwrite", "test_abstract_socket_of_the_host", "test_outlive_the_sandbox", "test_no_traces_on_the_host", "test_kmod_kexec_reboot"]
+        "test_exe_self_overwrite", "test_abstract_socket_of_the_host", "test_outlive_the_sandbox", "test_no_traces_on_the_host", "test_kmod_kexec_reboot",
+        "test_binfmt_misc", "test_bpf", "test_chroot_escape", "test_directory_as_stdio", "test_disk_exhaustion",
+        "test_fd_exhaustion", "test_hostile_entries_replace_dev_null_and_proc", "test_leaked_host_fd_not_kept_by_init",
+        "test_mlock", "test_opath_reopen", "test_reopen_stdin_for_writing", "test_rlimit_raise",
+        "test_set_clock_and_hostname", "test_sysv_ipc", "test_uevent_helper", "test_x32_abi"]
 
 
 @attack("gvisor-escape-rows", "the escape catalogue's rows, attempted again behind --wall gvisor",
