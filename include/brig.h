@@ -670,6 +670,17 @@ enum brig_net_rule_flags {
 };
 BRIG_PUBLIC int brig_sandbox_net_rule(brig_sandbox *sb, unsigned rule, const char *pattern, unsigned flags,
                                       brig_error **err);
+/* A cgroup limit of a running sandbox, changed live (docs/api.md):
+ * BRIG_LIMIT_MEMORY (bytes, at least 1M), _PIDS or _CPUS_MILLI, a value
+ * above 0, tighter or looser. The supervisor writes its cgroup; processes
+ * over a new memory or pids limit meet it at their next allocation or
+ * fork (a cut below what is in use: the kernel reclaims, then OOM-kills
+ * on v2; v1 refuses the write, EBUSY). -EOPNOTSUPP where no cgroup of the
+ * sandbox enforces that limit (rlimits stand in, or nothing). An event
+ * in the audit stream ("limit_change"); the stored policy is unchanged. */
+BRIG_PUBLIC int brig_sandbox_set_limit(brig_sandbox *sb, enum brig_limit which, uint64_t value, brig_error **err);
+/* A limit as the policy holds it (0: none). */
+BRIG_PUBLIC uint64_t brig_policy_get_limit(const brig_policy *p, enum brig_limit which);
 /* The rules in force now as JSON (free()): {"mode", "allow_hosts",
  * "deny_hosts", "allow_cidrs", "resolve", ...} as the report has them. */
 BRIG_PUBLIC char *brig_sandbox_net_json(brig_sandbox *sb, brig_error **err);

@@ -131,7 +131,7 @@ _brig()
         stop|start|rm|pause|resume) names=-1 ;;
         oci) opts="--root --log --log-format --systemd-cgroup --debug --version --bundle --pid-file
                 --console-socket --detach --no-pivot --no-new-keyring --preserve-fds --force --all --format
-                --process --tty --cwd" ;;
+                --process --tty --cwd --resources --memory --pids-limit --cpu-quota --cpu-period" ;;
         diff|commit) opts="--exclude --json"; names=1 ;;
         reset|restore|fork) names=1 ;;
         snapshot) opts="--list --rm"; names=1 ;;

@@ -727,6 +727,32 @@ int oci_user_apply(brig_policy *p, const struct oci_process *proc, const char *n
                       -EINVAL, &e);
 }
 
+/* A policy holding no memory, pids or cpu limit: what a file sets in it
+ * is then told apart from brig's defaults. */
+brig_policy *oci_policy_without_limits(void)
+{
+        brig_policy *p = brig_policy_new();
+        for (int i = 0; p && i < OCI_N_LIMITS; i++)
+                brig_policy_set_limit(p, oci_limits[i], 0, NULL);
+        return p;
+}
+
+const enum brig_limit oci_limits[OCI_N_LIMITS] = { BRIG_LIMIT_MEMORY, BRIG_LIMIT_PIDS, BRIG_LIMIT_CPUS_MILLI };
+
+int oci_resources_parse(const char *name, const char *text, size_t len, uint64_t out[OCI_N_LIMITS], char **msg)
+{
+        struct cfg c = { .p = oci_policy_without_limits(), .name = name, .msg = msg };
+        if (!c.p)
+                return fail(&c, "/", "out of memory");
+        json_t *doc = parse(&c, text, len);
+        int r = doc ? load_resources(&c, doc) : -EINVAL;
+        for (int i = 0; r == 0 && i < OCI_N_LIMITS; i++)
+                out[i] = brig_policy_get_limit(c.p, oci_limits[i]);
+        json_decref(doc);
+        brig_policy_free(c.p);
+        return r;
+}
+
 int oci_process_parse(const char *name, const char *text, size_t len, struct oci_process *proc, char **msg)
 {
         struct cfg c = { .name = name, .msg = msg };

@@ -545,6 +545,60 @@ static void notice(const char *line, void *data)
         fprintf(stderr, "brig oci: %s\n", line);
 }
 
+/* The operator's policy: /etc/brig/oci-policy.json, or the file
+ * $BRIG_OCI_POLICY names (the engine's environment is the operator's; a
+ * container's config cannot set it). */
+static const char *operator_policy(void)
+{
+        const char *env = getenv("BRIG_OCI_POLICY");
+        return env && *env ? env : OCI_OPERATOR_POLICY;
+}
+
+static const char *const limit_what[OCI_N_LIMITS] = { "memory", "pids", "cpu" };
+
+static void limit_text(char *buf, size_t n, int i, uint64_t v)
+{
+        if (v == 0)
+                snprintf(buf, n, "none");
+        else if (i == 2)
+                snprintf(buf, n, "%llu.%03llu cores", (unsigned long long)(v / 1000), (unsigned long long)(v % 1000));
+        else
+                snprintf(buf, n, i == 0 ? "%llu bytes" : "%llu", (unsigned long long)v);
+}
+
+/* The memory, pids and cpu limits the operator's file sets (0: none):
+ * the most any container gets, from its annotations, its config or an
+ * update. */
+static int operator_ceiling(uint64_t ceil[OCI_N_LIMITS])
+{
+        memset(ceil, 0, OCI_N_LIMITS * sizeof *ceil);
+        const char *path = operator_policy();
+        if (access(path, F_OK) != 0)
+                return 0;
+        brig_policy *p = oci_policy_without_limits();
+        brig_error *e = NULL;
+        if (!p || brig_policy_load_file(p, path, &e) < 0) {
+                brig_policy_free(p);
+                return brig_oops("the operator's policy", e);
+        }
+        for (int i = 0; i < OCI_N_LIMITS; i++)
+                ceil[i] = brig_policy_get_limit(p, oci_limits[i]);
+        brig_policy_free(p);
+        return 0;
+}
+
+/* v (0: no limit) for limit i, asked for by `who`, within the ceiling. */
+static int within_ceiling(const uint64_t ceil[OCI_N_LIMITS], int i, uint64_t v, const char *who)
+{
+        if (!ceil[i] || (v && v <= ceil[i]))
+                return 0;
+        char a[48], b[48];
+        limit_text(a, sizeof a, i, v);
+        limit_text(b, sizeof b, i, ceil[i]);
+        return oops("%s: a %s limit of %s is above the operator's %s (%s): ask for less, or raise it there", who,
+                    limit_what[i], a, b, operator_policy());
+}
+
 /* The policy of a container: brig's defaults, the operator's file, the
  * annotations, then the bundle (config.c). */
 static int load_bundle(const char *bundle, struct container *c, json_t **annotations)
@@ -563,19 +617,36 @@ static int load_bundle(const char *bundle, struct container *c, json_t **annotat
         c->policy = brig_policy_new();
         brig_policy_set_notice(c->policy, notice, NULL);
         brig_error *e = NULL;
-        if (access(OCI_OPERATOR_POLICY, F_OK) == 0 && brig_policy_load_file(c->policy, OCI_OPERATOR_POLICY, &e) < 0) {
+        uint64_t ceil[OCI_N_LIMITS];
+        int r = operator_ceiling(ceil);
+        if (r == 0 && access(operator_policy(), F_OK) == 0 &&
+            brig_policy_load_file(c->policy, operator_policy(), &e) < 0)
+                r = brig_oops("the operator's policy", e);
+        if (r) {
                 free(text);
                 free(real);
-                return brig_oops("the operator's policy", e);
+                return r;
         }
         char *msg = NULL;
-        int r = oci_config_apply(c->policy, cfg, text, len, real, &c->proc, annotations, &msg);
+        r = oci_config_apply(c->policy, cfg, text, len, real, &c->proc, annotations, &msg);
         free(text);
         free(real);
         if (r < 0) {
                 oops("%s", msg ? msg : "config.json: out of memory");
                 free(msg);
                 return BRIG_EXIT_SETUP;
+        }
+        /* the annotations and the spec come after the operator's file:
+         * neither may loosen its limits */
+        for (int i = 0; i < OCI_N_LIMITS; i++) {
+                char who[4300];
+                snprintf(who, sizeof who, "%.4000s: /linux/resources/%s (or %s)", cfg, limit_what[i],
+                         OCI_ANNOTATION_POLICY);
+                if ((r = within_ceiling(ceil, i, brig_policy_get_limit(c->policy, oci_limits[i]), who))) {
+                        json_decref(*annotations);
+                        *annotations = NULL;
+                        return r;
+                }
         }
         return 0;
 }
@@ -1048,6 +1119,81 @@ out:
         return r;
 }
 
+struct update_opts {
+        const char *resources, *memory, *pids, *cpu_quota, *cpu_period;
+};
+
+/* update: linux.resources from -r FILE (- for stdin, as containerd's
+ * shim sends it) and runc's flags over it, within the operator's
+ * ceiling, to the running sandbox's cgroup (brig_sandbox_set_limit). */
+static int do_update(const char *id, const struct update_opts *o)
+{
+        uint64_t want[OCI_N_LIMITS] = { 0 }, ceil[OCI_N_LIMITS];
+        int r = operator_ceiling(ceil);
+        if (r)
+                return r;
+        if (o->resources) {
+                bool in = strcmp(o->resources, "-") == 0;
+                size_t len = 0;
+                char *text = in ? NULL : read_file(o->resources, &len, 1 << 20);
+                if (in) {
+                        FILE *f = fdopen(dup(0), "r");
+                        text = f ? calloc(1, 1 << 20) : NULL;
+                        len = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+                        if (f)
+                                fclose(f);
+                }
+                char *msg = NULL;
+                if (!text)
+                        return oops("--resources '%s': %s", o->resources, strerror(errno));
+                r = oci_resources_parse(in ? "--resources (stdin)" : o->resources, text, len, want, &msg);
+                free(text);
+                if (r < 0) {
+                        oops("%s", msg ? msg : "--resources: out of memory");
+                        free(msg);
+                        return BRIG_EXIT_SETUP;
+                }
+        }
+        brig_error *e = NULL;
+        if (o->memory && brig_parse_size(o->memory, &want[0], &e) < 0)
+                return brig_oops("--memory", e);
+        char *end = NULL;
+        if (o->pids && ((want[1] = strtoull(o->pids, &end, 10)) == 0 || *end))
+                return oops("--pids-limit '%s': expected a number above 0", o->pids);
+        if (o->cpu_quota || o->cpu_period) {
+                unsigned long long q = o->cpu_quota ? strtoull(o->cpu_quota, &end, 10) : 0;
+                if (!o->cpu_quota || !q || *end)
+                        return oops("--cpu-quota '%s': expected microseconds above 0 (with --cpu-period, "
+                                    "default 100000)", o->cpu_quota ? o->cpu_quota : "");
+                unsigned long long per = o->cpu_period ? strtoull(o->cpu_period, &end, 10) : 100000;
+                if (per < 1000 || per > 1000000 || (o->cpu_period && *end))
+                        return oops("--cpu-period '%s': expected 1000 to 1000000 microseconds", o->cpu_period);
+                want[2] = q * 1000 / per ? q * 1000 / per : 1;
+        }
+        if (!want[0] && !want[1] && !want[2])
+                return oops("update: nothing to change: give -r FILE, --memory, --pids-limit or --cpu-quota");
+        static const char *const flag[OCI_N_LIMITS] = { "--memory", "--pids-limit", "--cpu-quota" };
+        for (int i = 0; i < OCI_N_LIMITS; i++)
+                if (want[i] && (r = within_ceiling(ceil, i, want[i], flag[i])))
+                        return r;
+        json_t *st = need_container(id);
+        if (!st)
+                return BRIG_EXIT_SETUP;
+        const char *name = json_string_value(json_object_get(st, "sandbox"));
+        brig_sandbox *sb = NULL;
+        if (!name || !monitor_alive(st))
+                r = oops("container '%s' is %s: update needs a live one", id, status_of(st));
+        else if (brig_sandbox_open(name, &sb, &e) < 0)
+                r = brig_oops("update", e);
+        for (int i = 0; r == 0 && i < OCI_N_LIMITS; i++)
+                if (want[i] && brig_sandbox_set_limit(sb, oci_limits[i], want[i], &e) < 0)
+                        r = brig_oops(flag[i], e);
+        if (sb)
+                brig_sandbox_close(sb, NULL);
+        json_decref(st);
+        return r;
+}
+
 static int do_features(void)
 {
         json_t *f = json_pack("{s:s, s:s, s:[], s:[s,s,s,s,s,s,s,s,s,s], s:{s:[s,s,s,s,s,s,s,s], s:[], "
@@ -1086,7 +1232,7 @@ static const char usage[] =
         "  exec ID [CMD...]                run a command in the running container, as confined\n"
         "  ps ID                           the host pids of the container's processes\n"
         "  pause ID / resume ID            freeze and thaw every process inside\n"
-        "  update ID                       refused: limits cannot change on a running container\n"
+        "  update ID                       change the running container's memory, pids and cpu limits\n"
         "  features                        what this runtime supports, as JSON\n"
         "\n"
         "Options of the commands:\n"
@@ -1103,6 +1249,10 @@ static const char usage[] =
         "  --process FILE                  (exec) the process as config.json's \"process\" object\n"
         "  --tty                           (exec) a terminal, sent to --console-socket\n"
         "  --cwd DIR                       (exec) its working directory inside\n"
+        "  --resources FILE                (update, also -r) linux.resources as JSON (- for stdin)\n"
+        "  --memory SIZE                   (update) the memory limit (K, M, G)\n"
+        "  --pids-limit N                  (update) the process limit\n"
+        "  --cpu-quota US  --cpu-period US (update) the CPU quota per period (default 100000 us)\n"
         "\n"
         "Global options:\n"
         "  --root DIR                      state directory (default /run/brig-oci; rootless\n"
@@ -1175,15 +1325,27 @@ int oci_main(int argc, char **argv)
                 { "all", no_argument, NULL, 'a' }, { "format", required_argument, NULL, 'F' },
                 { "process", required_argument, NULL, 'x' }, { "tty", no_argument, NULL, 't' },
                 { "cwd", required_argument, NULL, 'w' },
+                /* update */
+                { "resources", required_argument, NULL, 'r' }, { "memory", required_argument, NULL, 'M' },
+                { "pids-limit", required_argument, NULL, 'L' }, { "cpu-quota", required_argument, NULL, 'Q' },
+                { "cpu-period", required_argument, NULL, 'E' },
+                { "memory-reservation", required_argument, NULL, 'U' }, { "memory-swap", required_argument, NULL, 'U' },
+                { "kernel-memory", required_argument, NULL, 'U' }, { "kernel-memory-tcp", required_argument, NULL, 'U' },
+                { "cpu-shares", required_argument, NULL, 'U' }, { "cpuset-cpus", required_argument, NULL, 'U' },
+                { "cpuset-mems", required_argument, NULL, 'U' }, { "blkio-weight", required_argument, NULL, 'U' },
+                { "cpu-rt-period", required_argument, NULL, 'U' }, { "cpu-rt-runtime", required_argument, NULL, 'U' },
+                { "l3-cache-schema", required_argument, NULL, 'U' }, { "mem-bw-schema", required_argument, NULL, 'U' },
                 { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
         };
         struct create_opts co = { 0 };
         struct exec_opts eo = { 0 };
+        struct update_opts uo = { 0 };
         bool force = false, json = false;
         optind = 1;
         opterr = 0;
         int c;
-        while ((c = getopt_long(cargc, cargv, "+b:dtf", create_opts_l, NULL)) != -1) {
+        int li = 0;
+        while ((c = getopt_long(cargc, cargv, "+b:dtfr:", create_opts_l, &li)) != -1) {
                 switch (c) {
                 case 'b': co.bundle = optarg; break;
                 case 'p': co.pid_file = eo.pid_file = optarg; break;
@@ -1203,6 +1365,15 @@ int oci_main(int argc, char **argv)
                 case 'x': eo.process = optarg; break;
                 case 't': eo.tty = true; break;
                 case 'w': eo.cwd = optarg; break;
+                case 'r': uo.resources = optarg; break;
+                case 'M': uo.memory = optarg; break;
+                case 'L': uo.pids = optarg; break;
+                case 'Q': uo.cpu_quota = optarg; break;
+                case 'E': uo.cpu_period = optarg; break;
+                case 'U':
+                        /* runc's other knobs: nothing of brig's stands for them */
+                        return oops("%s: --%s is not supported: brig changes memory, pids and cpu quota only "
+                                    "(--memory, --pids-limit, --cpu-quota, -r FILE)", cmd, create_opts_l[li].name);
                 case 'h': fputs(usage, stdout); return 0;
                 default:
                         return oops("%s: unknown option '%s'", cmd, cargv[optind - 1]);
@@ -1236,6 +1407,6 @@ int oci_main(int argc, char **argv)
         if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
                 return do_pause(id, strcmp(cmd, "pause") == 0);
         if (strcmp(cmd, "update") == 0)
-                return oops("update: brig cannot change a running container's limits; recreate it with new ones");
+                return do_update(id, &uo);
         return oops("unknown command '%s'\n%s", cmd, usage);
 }

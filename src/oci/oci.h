@@ -42,6 +42,15 @@ void oci_process_clear(struct oci_process *proc);
  * its field, as oci_config_apply's. */
 int oci_user_apply(brig_policy *p, const struct oci_process *proc, const char *name, char **msg);
 
+/* The limits brig oci update changes, in this order, and the policy
+ * without them that a file's are read into. */
+#define OCI_N_LIMITS 3
+extern const enum brig_limit oci_limits[OCI_N_LIMITS];
+brig_policy *oci_policy_without_limits(void);
+/* linux.resources alone (brig oci update -r): the memory, pids and cpu
+ * limits it sets, 0 where it sets none; located errors as above. */
+int oci_resources_parse(const char *name, const char *text, size_t len, uint64_t out[OCI_N_LIMITS], char **msg);
+
 int oci_main(int argc, char **argv);
 
 #endif

@@ -6,7 +6,8 @@
  * is -EINVAL with one line of message that starts with the file's name and
  * names a place; an accepted file gives a command (argv non-empty, every
  * entry a string), an absolute cwd, annotations as an object, and a policy
- * that dumps to JSON which loads back.
+ * that dumps to JSON which loads back. The same bytes as exec's "process"
+ * object and as update's "linux.resources" object.
  *
  * Build and run with tests/fuzz/run-fuzz (it links the library). Without
  * -DBRIG_LIBFUZZER it gets a main() that replays the files named on the
@@ -58,6 +59,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         oci_process_clear(&ex);
         free(xmsg);
+        /* and update -r a "linux.resources" object alone: a refusal names
+         * the file, an accepted one gives limits the engine takes */
+        uint64_t lim[OCI_N_LIMITS];
+        char *rmsg = NULL;
+        int rr = oci_resources_parse("res.json", (const char *)data, size, lim, &rmsg);
+        if (rr < 0 ? rr != -EINVAL || (rmsg && (strncmp(rmsg, "res.json", 8) != 0 || strchr(rmsg, '\n')))
+                   : rmsg || (lim[0] && lim[0] < (1 << 20)))
+                abort();
+        free(rmsg);
         free(msg);
         json_decref(ann);
         oci_process_clear(&proc);

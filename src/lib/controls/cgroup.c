@@ -570,6 +570,28 @@ static int set_limits_v1(struct cgroup *cg, const struct limits *l, brig_error *
         return 0;
 }
 
+int cgroup_update(struct cgroup *cg, const struct limits *l, brig_error **err)
+{
+        static const struct { int ctl; const char *flag; } need[] = {
+                { CG_MEMORY, "--memory" }, { CG_PIDS, "--pids" }, { CG_CPU, "--cpus" } };
+        const uint64_t asked[] = { l->memory, l->pids, l->cpus_millis };
+        for (size_t i = 0; i < 3; i++)
+                if (asked[i] && (!cg || !cgroup_enforces(cg, need[i].ctl)))
+                        return brig_err(err, EOPNOTSUPP, "%s: no %s cgroup of this sandbox's enforces it (it runs "
+                                        "on rlimits or without): the limit cannot change while it runs",
+                                        need[i].flag, controller_names[need[i].ctl]);
+        /* v1 keeps memory.limit_in_bytes at or below memsw's: a raise
+         * writes memsw first (set_limits_v1 writes it after), a cut
+         * fails that first write and goes through in order */
+        if (l->memory && cg->on_v1[CG_MEMORY]) {
+                char v[32];
+                snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory);
+                (void)write_at(cg->v1_dir[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+        }
+        int r = set_limits_v2(cg, l, err);
+        return r < 0 ? r : set_limits_v1(cg, l, err);
+}
+
 /* A directory we could make a group in. */
 static bool writable(const char *dir)
 {

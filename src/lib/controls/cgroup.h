@@ -55,6 +55,9 @@ BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n)
 /* The group directories, v2 first (for the state of a persistent sandbox). */
 BRIG_INTERNAL int cgroup_paths(const struct cgroup *cg, struct strv *out);
 /* Freeze or thaw everything in the group (v2 cgroup.freeze); waits until done. */
+/* Change the memory, pids and cpu limits l sets (non-zero) of a live
+ * group; -EOPNOTSUPP naming the limit when no hierarchy enforces it. */
+BRIG_INTERNAL int cgroup_update(struct cgroup *cg, const struct limits *l, brig_error **err);
 BRIG_INTERNAL int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err);
 /* Kill what a dead sandbox left in `dir` and remove it, if `dir` is a
  * cgroup directory named `name` and ours; true when it is gone. */

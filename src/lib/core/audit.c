@@ -678,6 +678,16 @@ json_t *audit_outcome(const struct audit *a)
         return json_pack("{s:o, s:o}", "programs", sorted_keys(a->programs), "net", sorted_keys(a->reached));
 }
 
+void audit_change(struct audit *a, const char *kind, json_t *event)
+{
+        if (!a) {
+                json_decref(event);
+                return;
+        }
+        a->events++;
+        emit(a, kind, event);
+}
+
 void audit_net(void *audit, json_t *event)
 {
         struct audit *a = audit;

@@ -24,6 +24,9 @@ BRIG_INTERNAL void audit_start(struct audit *a, const struct run_plan *plan);
 BRIG_INTERNAL void audit_syscall(struct audit *a, pid_t host_pid, int nr, const uint64_t args[6], int reply);
 /* A network attempt from the proxy (egress_log_fn); takes the object. */
 BRIG_INTERNAL void audit_net(void *audit, json_t *event);
+/* A change the operator made to the running sandbox ("limit_change"):
+ * never held back by a rate limit. Takes the object; a may be NULL. */
+BRIG_INTERNAL void audit_change(struct audit *a, const char *kind, json_t *event);
 /* An exec event (exectrace.c; takes the object): adds the pids as the
  * sandbox sees them and returns the process's inside pid, or
  * AUDIT_NOT_RECORDED when the rate limit held it back (counted). */

@@ -348,7 +348,7 @@ static unsigned category(const char *ev)
                 return CAT_SYSCALL;
         if (strcmp(ev, "files") == 0)
                 return CAT_FILES;
-        if (strcmp(ev, "limit") == 0 || strcmp(ev, "suppressed") == 0)
+        if (strcmp(ev, "limit") == 0 || strcmp(ev, "suppressed") == 0 || strcmp(ev, "limit_change") == 0)
                 return CAT_LIMIT;
         if (strcmp(ev, "approval") == 0)
                 return CAT_APPROVAL;
@@ -498,6 +498,10 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
                 colour(r, f, "0");
                 fputs("  ", f);
                 put_safe(f, str(o, "detail"));
+        } else if (strcmp(ev, "limit_change") == 0) {
+                fputs("limit    ", f);
+                put_safe(f, str(o, "limit"));
+                fprintf(f, " set to %lld (live)", num(o, "value"));
         } else if (strcmp(ev, "net_rule") == 0) {
                 fprintf(f, "net_rule %s %s ", str(o, "change"), str(o, "action"));
                 put_safe(f, str(o, "host"));

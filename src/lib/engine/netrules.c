@@ -1,7 +1,8 @@
-/* netrules.c — the egress rules of a running sandbox, read and changed
- * live over its control socket (docs/api.md, network rules): the
- * supervisor changes the rules its proxy and DNS stub judge by, and its
- * audit stream records each change (control.c). */
+/* netrules.c — the egress rules and the cgroup limits of a running
+ * sandbox, read and changed live over its control socket (docs/api.md,
+ * network rules, live limits): the supervisor changes the rules its proxy
+ * and DNS stub judge by, or its cgroup's limits, and its audit stream
+ * records each change (control.c). */
 #define _GNU_SOURCE
 #include "persist/control.h"
 #include "persist/sandbox.h"
@@ -60,6 +61,16 @@ int brig_sandbox_net_rule(brig_sandbox *sb, unsigned rule, const char *pattern, 
                 (flags & BRIG_NET_RULE_REMOVE ? CTL_NET_REMOVE : 0);
         snprintf(h.text, sizeof h.text, "%s", pattern);
         return ask(sb, "network rule", &h, NULL, err);
+}
+
+int brig_sandbox_set_limit(brig_sandbox *sb, enum brig_limit which, uint64_t value, brig_error **err)
+{
+        struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_SET_LIMIT, .arg = (int32_t)which };
+        if (which != BRIG_LIMIT_MEMORY && which != BRIG_LIMIT_PIDS && which != BRIG_LIMIT_CPUS_MILLI)
+                return brig_err(err, EINVAL, "brig_sandbox_set_limit: limit %d: BRIG_LIMIT_MEMORY, _PIDS or "
+                                "_CPUS_MILLI", (int)which);
+        snprintf(h.text, sizeof h.text, "%llu", (unsigned long long)value);
+        return ask(sb, "set limit", &h, NULL, err);
 }
 
 char *brig_sandbox_net_json(brig_sandbox *sb, brig_error **err)

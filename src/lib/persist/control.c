@@ -489,6 +489,56 @@ static void net_rule(struct control *c, struct conn *k, const struct ctl_hdr *h)
         ctl_reply(k->fd, CTL_OK, 0, NULL);
 }
 
+/* A live limit change (brig_sandbox_set_limit): the policy's setter
+ * checks the value, the cgroup takes it, the report and the audit stream
+ * say so. As net_rule, on this supervisor's own copy of the policy. */
+static void set_limit(struct control *c, struct conn *k, const struct ctl_hdr *h)
+{
+        static const char *const names[] = { [BRIG_LIMIT_MEMORY] = "memory", [BRIG_LIMIT_PIDS] = "pids",
+                                             [BRIG_LIMIT_CPUS_MILLI] = "cpus" };
+        char text[sizeof h->text], *end = NULL;
+        memcpy(text, h->text, sizeof text);
+        text[sizeof text - 1] = '\0';
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (h->arg != BRIG_LIMIT_MEMORY && h->arg != BRIG_LIMIT_PIDS && h->arg != BRIG_LIMIT_CPUS_MILLI) {
+                reply_error(k->fd, EINVAL, "limit %d: only memory, pids and cpus change while a sandbox runs",
+                            h->arg);
+                return;
+        }
+        if (!*text || *end || errno || v == 0) {
+                reply_error(k->fd, EINVAL, "%s limit '%s': expected a number above 0", names[h->arg], text);
+                return;
+        }
+        if (!c->plan || c->stopping) {
+                reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is %s", c->name, c->stopping ? "stopping" : "not ready");
+                return;
+        }
+        brig_policy *pol = (brig_policy *)c->plan->policy;
+        struct limits l = { 0 };
+        brig_error *err = NULL;
+        int r = brig_policy_set_limit(pol, (enum brig_limit)h->arg, v, &err);
+        if (r == 0) {
+                l.memory = h->arg == BRIG_LIMIT_MEMORY ? v : 0;
+                l.pids = h->arg == BRIG_LIMIT_PIDS ? v : 0;
+                l.cpus_millis = h->arg == BRIG_LIMIT_CPUS_MILLI ? v : 0;
+                r = cgroup_update(c->cg, &l, &err);
+        }
+        if (r < 0) {
+                brig_err_prefix(&err, "sandbox '%s'", c->name);
+                ctl_reply(k->fd, CTL_ERROR, 0, err);
+                brig_error_free(&err);
+                return;
+        }
+        /* the figures the next report and oom_check give */
+        c->plan->limits.memory = l.memory ? l.memory : c->plan->limits.memory;
+        c->plan->limits.pids = l.pids ? l.pids : c->plan->limits.pids;
+        c->plan->limits.cpus_millis = l.cpus_millis ? l.cpus_millis : c->plan->limits.cpus_millis;
+        audit_change(c->audit, "limit_change", json_pack("{s:s, s:I}", "limit", names[h->arg], "value",
+                                                          (json_int_t)v));
+        ctl_reply(k->fd, CTL_OK, 0, NULL);
+}
+
 static void net_rules(struct control *c, struct conn *k)
 {
         json_t *doc = net_rules_json(c);
@@ -533,6 +583,9 @@ static void on_client(struct control *c, struct conn *k)
                 break;
         case CTL_NET_RULES:
                 net_rules(c, k);
+                break;
+        case CTL_SET_LIMIT:
+                set_limit(c, k, h);
                 break;
         case CTL_STOP:
                 begin_stop(c);

@@ -25,6 +25,8 @@ enum ctl_type {
         CTL_RESUME,
         CTL_NET_RULE,     /* arg = CTL_NET_* | CTL_NET_REMOVE; text = the host pattern (brig_sandbox_net_rule) */
         CTL_NET_RULES,    /* answered with CTL_OK and the rules in force as JSON after the header */
+        CTL_SET_LIMIT,    /* arg = enum brig_limit (memory, pids, cpus); text = the value, decimal
+                           * (brig_sandbox_set_limit) */
         /* supervisor → client */
         CTL_OK = 100,
         CTL_ERROR,        /* error (wire_error, error.h) */

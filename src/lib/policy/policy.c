@@ -848,6 +848,26 @@ int brig_policy_set_limit(brig_policy *p, enum brig_limit which, uint64_t value,
         return brig_err(err, EINVAL, "unknown limit %d", (int)which);
 }
 
+uint64_t brig_policy_get_limit(const brig_policy *p, enum brig_limit which)
+{
+        const struct limits *l = &p->limits;
+        switch (which) {
+        case BRIG_LIMIT_MEMORY: return l->memory;
+        case BRIG_LIMIT_PIDS: return l->pids;
+        case BRIG_LIMIT_CPUS_MILLI: return l->cpus_millis;
+        case BRIG_LIMIT_IO_WEIGHT: return l->io_weight;
+        case BRIG_LIMIT_TIMEOUT_MS: return l->timeout_ms;
+        case BRIG_LIMIT_KILL_AFTER_MS: return l->kill_after_ms;
+        case BRIG_LIMIT_CPU_TIME_S: return l->cpu_time_s;
+        case BRIG_LIMIT_NOFILE: return l->nofile;
+        case BRIG_LIMIT_NPROC: return l->nproc;
+        case BRIG_LIMIT_FSIZE: return l->fsize;
+        case BRIG_LIMIT_STACK: return l->stack;
+        case BRIG_LIMIT_CHANGES_MAX: return l->changes_max;
+        }
+        return 0;
+}
+
 void brig_policy_require_limits(brig_policy *p, bool required)
 {
         p->limits.required = required;
