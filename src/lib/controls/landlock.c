@@ -187,8 +187,9 @@ static int allow_system(const struct ruleset *rs, const struct run_plan *plan, b
         return r;
 }
 
-int landlock_apply(const struct run_plan *plan, brig_error **err)
+int landlock_prepare(const struct run_plan *plan, int *ruleset_fd, brig_error **err)
 {
+        *ruleset_fd = -1;
         int abi = plan->landlock_abi;
 #ifdef BRIG_TEST_HOOKS
         /* Test builds only: the control run that shows a relaxed mount lets
@@ -213,18 +214,34 @@ int landlock_apply(const struct run_plan *plan, brig_error **err)
                 attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
 
         struct ruleset rs = { .handled = attr.handled_access_fs };
-        rs.fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+        rs.fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);  /* close-on-exec */
         if (rs.fd < 0)
                 return brig_err(err, errno, "landlock: create ruleset (ABI %d)", abi);
-        _cleanup_close_ int ruleset_fd = rs.fd;
+        _cleanup_close_ int fd = rs.fd;
 
         int r = allow_mounts(&rs, plan, err);
         if (r == 0)
                 r = allow_system(&rs, plan, err);
         if (r < 0)
                 return r;
-        /* Needs no_new_privs (set by pid 1 before forking the command). */
-        if (syscall(SYS_landlock_restrict_self, rs.fd, 0) < 0)
+        *ruleset_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int landlock_apply(const struct run_plan *plan, brig_error **err)
+{
+        /* A persistent sandbox's pid 1 made the ruleset once, before any
+         * command ran (persist_init.c); each exec only enforces it. */
+        _cleanup_close_ int fd = plan->landlock_ruleset_fd;
+        if (fd < 0) {
+                int r = landlock_prepare(plan, &fd, err);
+                if (r < 0 || fd < 0)
+                        return r;
+        }
+        /* Needs no_new_privs (set by pid 1 before forking the command). The
+         * descriptor is closed here: a file operation runs on without an
+         * execve, and a ruleset it held could gain rules for later execs. */
+        if (syscall(SYS_landlock_restrict_self, fd, 0) < 0)
                 return brig_err(err, errno, "landlock: restrict self");
         return 0;
 }

@@ -13,5 +13,10 @@ BRIG_INTERNAL int landlock_abi_version(void);
  * sandbox; with ABI >= 4, TCP bind/connect follow the network mode. Uses
  * plan->landlock_abi; does nothing when that is 0 (degraded on purpose). */
 BRIG_INTERNAL int landlock_apply(const struct run_plan *plan, brig_error **err);
+/* The ruleset landlock_apply enforces, made in advance (a persistent
+ * sandbox's pid 1, once: each exec then only enforces it, through
+ * plan->landlock_ruleset_fd). *ruleset_fd: close-on-exec, or -1 when
+ * Landlock is off. */
+BRIG_INTERNAL int landlock_prepare(const struct run_plan *plan, int *ruleset_fd, brig_error **err);
 
 #endif

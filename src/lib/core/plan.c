@@ -878,6 +878,63 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **er
         return 0;
 }
 
+static int by_string(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Each input as NAME=VALUE or NAME (unset), one per line, then hashed:
+ * the lines are never kept (a --keep-env value may be a token). */
+static bool digest_var(struct strv *in, const char *name)
+{
+        const char *v = getenv(name);
+        char *line = v ? brig_strdup_printf("%s=%s", name, v) : strdup(name);
+        bool ok = line && strv_push(in, line) == 0;
+        free(line);
+        return ok;
+}
+
+void plan_caller_digest(const brig_policy *p, char out[SHA256_HEX])
+{
+        struct strv in = { 0 };
+        char ids[64];
+        snprintf(ids, sizeof ids, "uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid());
+        bool ok = strv_push(&in, ids) == 0;
+        static const char *const read_by_plan[] = { "HOME", "SHELL", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME" };
+        for (size_t i = 0; ok && i < ARRAY_SIZE(read_by_plan); i++)
+                ok = digest_var(&in, read_by_plan[i]);
+        for (size_t i = 0; ok && passthrough_env[i]; i++)
+                ok = digest_var(&in, passthrough_env[i]);
+        for (size_t i = 0; ok && i < p->keep_env.n; i++)
+                ok = digest_var(&in, p->keep_env.items[i]);
+        const struct intercept_policy *ip = egress_policy_intercept_of(p->egress);
+        for (size_t i = 0; ok && ip && i < ip->n_secrets; i++)
+                if (strncmp(ip->secrets[i].source, "env:", 4) == 0)
+                        ok = digest_var(&in, ip->secrets[i].source + 4);
+        /* LC_* in any order: plan_env keeps the environment's */
+        size_t first_lc = in.n;
+        extern char **environ;
+        for (char **e = environ; ok && e && *e; e++)
+                if (strncmp(*e, "LC_", 3) == 0 && strchr(*e, '='))
+                        ok = strv_push(&in, *e) == 0;
+        size_t len = 0;
+        for (size_t i = 0; i < in.n; i++)
+                len += strlen(in.items[i]) + 1;
+        char *text = ok ? malloc(len + 1) : NULL, *at = text;
+        out[0] = '\0';  /* out of memory: "", which no member's digest equals */
+        if (text) {
+                qsort(in.items + first_lc, in.n - first_lc, sizeof *in.items, by_string);
+                for (size_t i = 0; i < in.n; i++)
+                        at = stpcpy(stpcpy(at, in.items[i]), "\n");
+                sha256_text(text, len, out);
+                explicit_bzero(text, len);
+                free(text);
+        }
+        for (size_t i = 0; i < in.n; i++)
+                explicit_bzero(in.items[i], strlen(in.items[i]));
+        strv_free(&in);
+}
+
 static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_error **err)
 {
         char *ws = NULL;

@@ -113,6 +113,7 @@ struct run_plan {
         bool net_filtered_required;   /* FILTERED asked for: no fallback to PROXY */
         char net_fallback[256];  /* why FILTERED fell back to PROXY, or "" */
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
+        int landlock_ruleset_fd; /* pid 1 of a persistent sandbox: the ruleset made once, or -1 */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
         size_t seccomp_len;
@@ -145,9 +146,18 @@ struct run_plan {
 
 /* Every plan starts like this: no descriptors held. */
 #define RUN_PLAN_INIT \
-        { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1, .audit_fd = -1 }
+        { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1, .audit_fd = -1, \
+          .landlock_ruleset_fd = -1 }
 
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
+/* A digest of what plan_build reads from this process's environment
+ * besides the policy (HOME, SHELL, TERM and the passed-through variables,
+ * LC_*, --keep-env values, env:VAR secrets, SSH_AUTH_SOCK,
+ * XDG_CONFIG_HOME) and its uid and gid: two processes with equal digests
+ * and policies get the same plan. A warm pool's members are made from its
+ * daemon's environment, so a pooled run is served only by a member with
+ * the caller's digest (pool.c). */
+BRIG_INTERNAL void plan_caller_digest(const brig_policy *p, char out[SHA256_HEX]);
 
 #endif

@@ -8,6 +8,7 @@
  * itself 0600) and every peer is checked with SO_PEERCRED: only the user
  * who created the sandbox may drive it. */
 #define _GNU_SOURCE
+#include "core/plan.h"
 #include "core/supervisor.h"
 #include "core/syscalls.h"
 #include "core/model.h"
@@ -49,6 +50,7 @@ struct conn {
         struct sync_msg started; /* a detached exec's pid and log (SYNC_STARTED), type 0 until then */
         struct refusals_mark mark; /* the sandbox's refusals when the exec began */
         long long oom_kills;     /* the cgroup's OOM kills then */
+        bool last;               /* a pool member's one run: the member stops after it */
         struct conn *next;
 };
 
@@ -64,6 +66,7 @@ struct control {
         struct cgroup *cg;
         int pidfd, sync_fd;
         bool ready, paused, stopping, kill_sent;
+        bool served;             /* a pool member: its one run has begun */
         struct conn *conns;
         struct conn *closed[16];  /* freed during this dispatch round (never dereferenced) */
         int n_closed;
@@ -256,6 +259,13 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
                 json_object_set_new(c->summary, "warnings", warnings);
         else
                 json_decref(warnings);
+        if (c->summary && c->opts.owner_pid > 0) {
+                /* A pool member: what of its environment the plan read,
+                 * which a pooled run's caller must share (pool.c) */
+                char digest[SHA256_HEX];
+                plan_caller_digest(plan->policy, digest);
+                json_object_set_new(c->summary, "caller_digest", json_string(digest));
+        }
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }
 
@@ -391,7 +401,18 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
         if (exec_request_parse(buf, len, &req) < 0)
                 return reply_error(k->fd, EBADMSG, "malformed exec request");
         bool tty = req.flags & CTL_EXEC_TTY, detach = req.flags & CTL_EXEC_DETACH;
+        bool last = req.flags & CTL_EXEC_LAST;
         exec_request_free(&req);
+        /* A pool member (owned by its daemon) serves one brig run --pooled
+         * and nothing else: a brig exec or file operation into it before
+         * the run would leave what the run then finds. */
+        bool member = c->opts.owner_pid > 0;
+        if (member && (!last || c->served))
+                return reply_error(k->fd, EPERM, "sandbox '%s' is a member of a warm pool: it serves %s", c->name,
+                                   c->served ? "one run, which it has served" : "one brig run --pooled and nothing else");
+        if (last && !member)
+                return reply_error(k->fd, EINVAL, "sandbox '%s' is not a pool member: a run of its own is brig exec",
+                                   c->name);
         if (tty && detach)
                 return reply_error(k->fd, EINVAL, "a detached exec has no terminal");
         if (detach && nfds != 0)
@@ -425,6 +446,8 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
                 return reply_error(k->fd, -r, "hand the command to the sandbox: %s", strerror(-r));
         }
         k->exec_fd = sv[0];
+        k->last = last;
+        c->served |= last;
         refusals_mark(c->refusals, &k->mark);
         struct cgroup_stats st;
         cgroup_stats(c->cg, &st);
@@ -740,7 +763,10 @@ static void on_exec(struct control *c, struct conn *k)
         size_t len = lines[0] ? strlen(lines) + 1 : 0;
         _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &m, &len) : NULL;
         (void)ctl_send(k->fd, &h, payload ? payload : lines, len, NULL, 0);
+        bool last = k->last;
         conn_close(c, k);
+        if (last)
+                begin_stop(c);  /* served: pid 1 killed what the run left; the rest goes now */
 }
 
 static void on_accept(struct control *c)

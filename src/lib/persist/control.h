@@ -45,6 +45,10 @@ enum ctl_flags {
         CTL_EXEC_DETACH = 1 << 1,  /* no stdio: output to a log inside, CTL_STARTED once it runs */
         CTL_EXEC_FILEOP = 1 << 2,  /* argv is a file operation (fileops.c) run by the confined child
                                     * instead of execve; never with a tty or detached */
+        CTL_EXEC_LAST = 1 << 3,    /* a pool member's one run (brig run --pooled): when the command
+                                    * ends, pid 1 kills and reaps whatever it left before the status
+                                    * goes back, and the member takes no other exec; never detached
+                                    * nor a file operation (pool.c, persist_init.c) */
 };
 
 enum ctl_net_rule {

@@ -130,8 +130,9 @@ int exec_request_parse(const void *msg, size_t len, struct exec_request *req)
          * older parser refuses: a sandbox started by an older brig fails
          * the request instead of running the operation's name as a command. */
         bool fileop = h->flags & CTL_EXEC_FILEOP;
+        bool last = h->flags & CTL_EXEC_LAST;
         if (!req->argv || !req->env || p != end || !req->argv[0][0] != fileop ||
-            (req->cwd && req->cwd[0] != '/')) {
+            (req->cwd && req->cwd[0] != '/') || (last && (h->flags & (CTL_EXEC_DETACH | CTL_EXEC_FILEOP)))) {
                 exec_request_free(req);
                 return -EBADMSG;
         }

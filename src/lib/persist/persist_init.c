@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "core/sync.h"
 #include "core/sequence.h"
+#include "controls/landlock.h"
 #include "controls/terminal.h"
 #include "core/wall.h"
 #include "persist/control.h"
@@ -38,6 +39,7 @@ struct exec_slot {
         int fd;                 /* the exec's socket to the supervisor, -1 once closed */
         uint64_t deadline_ms;   /* SIGTERM (then SIGKILL) at this time; 0: none */
         bool timed_out;
+        bool last;              /* a pool member's one run (CTL_EXEC_LAST) */
 };
 
 struct persist {
@@ -46,6 +48,7 @@ struct persist {
         size_t n;
         bool stopping;
         pid_t gvisor;           /* --wall gvisor: the runsc sandbox every exec enters */
+        bool sealed;            /* a pool member's run began: no other exec */
 };
 
 static const int handled[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
@@ -177,6 +180,13 @@ static void start_exec(struct persist *ps, int fd)
                              ENOTSUP);
                 goto out;
         }
+        /* The supervisor lets one exec into a pool member; checked again
+         * here, where a second one would share the member's processes. */
+        bool last = req.flags & CTL_EXEC_LAST;
+        if (ps->sealed || (last && ps->n > 0)) {
+                send_failure(fd, "a pool member serves one run", EBUSY);
+                goto out;
+        }
         struct exec_slot *grown = realloc(ps->slots, (ps->n + 1) * sizeof *grown);
         if (!grown) {
                 send_failure(fd, "slot", ENOMEM);
@@ -207,8 +217,9 @@ static void start_exec(struct persist *ps, int fd)
         if (pid == 0)
                 exec_child(ps, &req, fd, fds, slave);
         uint64_t timeout = req.timeout_ms ? req.timeout_ms : ps->plan->limits.timeout_ms;
-        ps->slots[ps->n++] = (struct exec_slot){ .pid = pid, .fd = fd,
+        ps->slots[ps->n++] = (struct exec_slot){ .pid = pid, .fd = fd, .last = last,
                                                  .deadline_ms = timeout ? mono_ms() + timeout : 0 };
+        ps->sealed = last;
         if (req.flags & CTL_EXEC_DETACH) {
                 /* Its pid and log for the client; the socket goes with the
                  * command's own copy at execve, which tells the supervisor
@@ -243,6 +254,20 @@ static void kill_exec(const struct persist *ps, const struct exec_slot *s, int s
         kill(s->pid, sig);
 }
 
+/* A pool member's run ended: so does everything it left (background
+ * processes, a daemon it setsid'ed), as when a brig run's pid 1 exits and
+ * the kernel takes the pid namespace with it. Killed and reaped before
+ * the status goes back, so nothing of the run acts after brig returns:
+ * kill(-1) from pid 1 reaches every other process of the namespace, and
+ * ECHILD means none is left (every one is pid 1's descendant; orphans,
+ * a subreaper's too once it dies, come to pid 1). */
+static void end_of_run(void)
+{
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
+                ;
+}
+
 static void reap(struct persist *ps)
 {
         int status;
@@ -264,6 +289,8 @@ static void reap(struct persist *ps)
                         struct exec_slot *s = &ps->slots[i];
                         if (s->pid != pid)
                                 continue;
+                        if (s->last)
+                                end_of_run();
                         if (s->fd >= 0) {
                                 struct sync_msg m = {
                                         .type = SYNC_STATUS, .status = status,
@@ -363,6 +390,16 @@ _Noreturn void persist_init_main(struct run_plan *plan)
         syscall(SYS_close_range, plan->sync_fd + 1, ~0U, 0);
         init_detach_stdio();
         init_hide_command_line();
+        /* The Landlock ruleset once, from the mounts as they are now, before
+         * any command ran: an exec only enforces it (the rules' paths are
+         * never resolved again in a tree the sandbox has had its hands on). */
+        if (plan->wall != BRIG_WALL_GVISOR) {  /* behind gVisor, gVisor's own file checks apply */
+                brig_error *err = NULL;
+                if (landlock_prepare(plan, &plan->landlock_ruleset_fd, &err) < 0) {
+                        sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                        _exit(BRIG_EXIT_SETUP);
+                }
+        }
         sigset_t set;
         sigemptyset(&set);
         for (size_t i = 0; i < ARRAY_SIZE(handled); i++)

@@ -23,7 +23,9 @@
 #include "core/hostfs.h"
 #include "core/syscalls.h"
 #include "core/model.h"
+#include "core/plan.h"
 #include "core/report.h"
+#include "persist/control.h"
 #include "persist/sandbox.h"
 #include "core/reaper.h"
 #include "persist/state.h"
@@ -36,6 +38,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -43,6 +46,10 @@
 #include <time.h>
 
 static const char *const subdirs[] = { "ready", "claimed", "done" };
+
+/* How often the daemon looks for members whose supervisor died, when no
+ * claim or hand-back wakes it first. */
+#define POOL_TICK_MS 500
 
 /* FNV-1a: a name for the pool, not a security boundary (the member's own
  * state says which policy it runs). */
@@ -63,16 +70,22 @@ static char *pool_policy_json(const brig_policy *p, brig_error **err)
         return brig_policy_to_json(&view, err);
 }
 
+/* The pool for a policy, a workspace and what the plan reads from the
+ * caller's environment (plan_caller_digest: a member made from another
+ * environment would give the run another $HOME, TERM or --keep-env value
+ * than a cold brig run of its caller). */
 static char *pool_key(const brig_policy *p, brig_error **err)
 {
         _cleanup_free_ char *json = pool_policy_json(p, err);
         _cleanup_free_ char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
         _cleanup_free_ char *norm = ws ? path_normalize(ws) : NULL;
-        if (!json || !norm) {
+        char digest[SHA256_HEX];
+        plan_caller_digest(p, digest);
+        if (!json || !norm || !digest[0]) {
                 brig_err(err, errno ? errno : ENOMEM, "pool key");
                 return NULL;
         }
-        uint64_t h = fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL));
+        uint64_t h = fnv1a(digest, fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL)));
         return brig_strdup_printf("%016llx", (unsigned long long)h);
 }
 
@@ -190,13 +203,34 @@ static bool still_ours(const struct pool *pl)
         return ours;
 }
 
-static bool stop_requested(int sfd, int timeout_ms)
+/* Wait for a stop, a member taken or handed back (inotify on ready/ and
+ * done/: the refill starts as soon as a run claims one, not at the next
+ * tick), or the timeout (a member's supervisor that died tells nobody). */
+static bool stop_requested(int sfd, int ino, int timeout_ms)
 {
-        struct pollfd pf = { .fd = sfd, .events = POLLIN };
-        if (poll(&pf, 1, timeout_ms) <= 0)
+        struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = ino, .events = POLLIN } };
+        if (poll(pf, 2, timeout_ms) <= 0)
                 return false;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        while (ino >= 0 && read(ino, buf, sizeof buf) > 0)
+                ;  /* which entry moved does not matter: the directories are read again */
         struct signalfd_siginfo si;
-        return read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
+        return pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
+}
+
+/* Told of each claim (a rename out of ready/) and hand-back (into done/). */
+static int pool_watch(const struct pool *pl)
+{
+        int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
+        _cleanup_free_ char *dd = brig_strdup_printf("%s/done", pl->dir);
+        if (ino >= 0 && (!rd || !dd || inotify_add_watch(ino, rd, IN_MOVED_FROM | IN_DELETE) < 0 ||
+                         inotify_add_watch(ino, dd, IN_MOVED_TO | IN_CREATE) < 0)) {
+                fprintf(stderr, "brig pool: inotify: %s (refilling every %d ms instead)\n", strerror(errno),
+                        POOL_TICK_MS);
+                closep(&ino);
+        }
+        return ino;
 }
 
 static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
@@ -209,10 +243,10 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
         sigaddset(&set, SIGHUP);
         sigprocmask(SIG_BLOCK, &set, NULL);
         int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+        int ino = pool_watch(pl);
         unsigned long counter = 0;
         bool told = false;
         while (sfd >= 0 && still_ours(pl)) {
-                remove_members(pl, "done");
                 /* Members whose supervisor died cannot serve: replace them. */
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
                 DIR *dir = rd ? opendir(rd) : NULL;
@@ -269,10 +303,14 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         closep(&ready_fd);
                         told = true;
                 }
-                if (stop_requested(sfd, failed ? 1000 : 50))
+                /* After the refill: a used member has stopped by itself
+                 * (control.c), only its state is left to remove. */
+                remove_members(pl, "done");
+                if (stop_requested(sfd, ino, failed ? 1000 : ino >= 0 ? POOL_TICK_MS : 50))
                         break;
         }
 out:
+        closep(&ino);
         remove_members(pl, "ready");
         remove_members(pl, "done");
         if (count_in(pl, "claimed") == 0) {
@@ -406,7 +444,7 @@ int brig_pool_stop(const brig_policy *p, brig_error **err)
 }
 
 /* Is `name` really a member of this pool, running this very policy in this
- * workspace? Re-derived from the member's own state rather than believed
+ * workspace, made from an environment that gives the caller's plan? Re-derived from the member's own state rather than believed
  * from its entry in ready/: a pooled run execs into the member and then
  * removes it, so a wrong name would run the command under another policy
  * and delete someone else's sandbox. */
@@ -431,7 +469,11 @@ static bool member_matches(const struct pool *pl, const brig_policy *p, const ch
                 st = state_read(dir, &e);
         brig_error_free(&e);
         const char *member_ws = json_string_value(json_object_get(st, "workspace"));
-        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0;
+        const char *member_digest = json_string_value(json_object_get(st, "caller_digest"));
+        char digest[SHA256_HEX];
+        plan_caller_digest(p, digest);
+        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0 && member_digest &&
+                    digest[0] && strcmp(member_digest, digest) == 0;
         json_decref(st);
         return same;
 }
@@ -587,8 +629,10 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl.dir);
                 DIR *dir = rd ? opendir(rd) : NULL;
                 if (!dir && errno == ENOENT)
-                        snprintf(reason, sizeof reason, "no pool runs for this policy and workspace (brig pool "
-                                                        "--size N with the same options starts one)");
+                        snprintf(reason, sizeof reason, "no pool runs for this policy and workspace from this "
+                                                        "environment (brig pool --size N with the same options and "
+                                                        "the same HOME, SHELL, TERM, LANG, LC_*, TZ and --keep-env "
+                                                        "values starts one)");
                 else if (!pool_alive(&pl))
                         snprintf(reason, sizeof reason, "the pool for this policy and workspace is not running "
                                                         "(brig pool --size N starts it again)");
@@ -622,7 +666,8 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
          * claimed just then, or found stopping when the exec asks, has not
          * run the command: a new sandbox runs it. */
         json_t *refusals = NULL;
-        r = pool_alive(&pl) ? sandbox_exec(name, &o, res, report_fd >= 0 ? &refusals : NULL, &xerr) : -ESHUTDOWN;
+        r = pool_alive(&pl) ? sandbox_exec_flags(name, &o, CTL_EXEC_LAST, res, report_fd >= 0 ? &refusals : NULL, &xerr)
+                            : -ESHUTDOWN;
         if (r < 0 && (!xerr || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
                 brig_error_free(&xerr);
                 json_decref(refusals);

@@ -611,6 +611,12 @@ char *brig_sandbox_list_json(brig_error **err)
 
 int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals, brig_error **err)
 {
+        return sandbox_exec_flags(name, o, 0, res, refusals, err);
+}
+
+int sandbox_exec_flags(const char *name, const brig_exec_opts *o, uint32_t flags, brig_result *res, json_t **refusals,
+                       brig_error **err)
+{
         memset(res, 0, sizeof *res);
         res->exit_code = BRIG_EXIT_SETUP;
         res->memory_peak_bytes = res->pids_peak = -1;
@@ -618,7 +624,7 @@ int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, js
         if (r < 0)
                 return r;
         _cleanup_close_ int fd = connect_to(name, NULL, err);
-        r = fd < 0 ? fd : exec_over(fd, name, o, NULL, res, refusals, err);
+        r = fd < 0 ? fd : exec_over_flags(fd, name, o, NULL, flags, res, refusals, err);
         if (r < 0 && err && *err)
                 res->exit_code = (*err)->exit_code;
         return r;

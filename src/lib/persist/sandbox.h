@@ -69,6 +69,9 @@ BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, c
 /* brig_sandbox_exec without the report: *refusals as exec_over's. */
 BRIG_INTERNAL int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
                                brig_error **err);
+/* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_LAST). */
+BRIG_INTERNAL int sandbox_exec_flags(const char *name, const brig_exec_opts *o, uint32_t flags, brig_result *res,
+                                     json_t **refusals, brig_error **err);
 /* Its report to report_fd (`what`: the flag that gave it), after an exec
  * that returned r: r, or the report's failure when r was 0 (then in *err). */
 BRIG_INTERNAL int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,

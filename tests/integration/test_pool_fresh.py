@@ -1,0 +1,235 @@
+"""A warm pool's member serves exactly one run and passes nothing on: no
+process of a run outlives it, no second exec gets into a member, each of
+many concurrent pooled runs gets a member of its own, a pooled run gets
+the environment a cold run of its caller would, and what a run left in
+/tmp, $HOME or its cgroup's counters is never seen by the next. Each check
+is made on the host. Root and rootless."""
+import concurrent.futures
+import json
+import os
+import pathlib
+
+from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
+from proc_helpers import marker, pids_with, wait_until
+from test_escape import attack
+from test_persist_pool import _members, _ready, pool  # noqa: F401 (fixture)
+
+
+def _pid1(pool, name):
+    """Host pid of member NAME's pid 1 (its supervisor's one child)."""
+    sup = pool.state(name)["supervisor_pid"]
+    kids = pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split()
+    assert len(kids) == 1, (name, kids)
+    return int(kids[0])
+
+
+def _pooled(pool, script, *opts, env=None, **kw):
+    """brig run --pooled [opts] -- sh -c SCRIPT, with its report (a path of
+    its own: runs at once must not share one)."""
+    rep = pool.brig.reports / f"{marker('pooled')}.json"
+    r = pool.brig_cmd("run", "--pooled", "--json-report", rep, *opts, "--", "sh", "-c", script, env=env, **kw)
+    r.report = json.loads(rep.read_text()) if rep.exists() else None
+    return r
+
+
+def _served(r):
+    assert r.report and r.report.get("pool", {}).get("served") is True, (r, r.report)
+    return r.report["pool"]["member"]
+
+
+def _claimed(pool):
+    """Members held by a run now: claimed/MEMBER.PID-START-PIDNS."""
+    return sorted(p.name.split(".")[0] for d in (pool.root / "pools").iterdir() for p in (d / "claimed").iterdir())
+
+
+@attack("pool-run-leftover", "a pooled run starts a process of its own session (setsid, stdio closed) that "
+        "writes into the workspace after brig run --pooled returned and lives on in the used member",
+        "processes")
+def test_pooled_run_leaves_no_process_behind(brig, pool):
+    mark = marker("left")
+    late = brig.workspace / f"late-{mark}"
+    script = (f"setsid sh -c 'sleep 0.3; echo planted > {late}; sleep 60' {mark} </dev/null >/dev/null 2>&1 & "
+              "echo started")
+    r = _pooled(pool, script)
+    assert r.returncode == 0 and r.stdout == "started\n", r
+    member = _served(r)
+    # the moment brig returned: nothing of the run runs on, so nothing can write later
+    assert pids_with(mark) == [], f"ATTACK WORKED: a process of the pooled run outlived it: {pids_with(mark)}"
+    assert not late.exists()
+    # and the member it used stops for good
+    assert wait_until(lambda: member not in _members(pool), 15), _members(pool)
+
+
+@attack("pool-member-second-exec", "brig exec into a warm pool's member, ready or serving a run (its name is "
+        "in brig ls and the run's report): what it leaves in /tmp or as a process is there for the pooled run",
+        "processes")
+def test_pool_member_takes_no_other_exec(brig, pool):
+    member = _ready(pool)[0]
+    pid1 = _pid1(pool, member)
+    mark = marker("plant")
+    r = pool.exec(member, "--", "sh", "-c", f"echo {mark} > /tmp/planted; (sleep 60; : {mark}) &")
+    assert r.returncode == 125 and "member of a warm pool" in r.stderr, r
+    # on the host, in the member's own tree: nothing was planted
+    assert not os.path.exists(f"/proc/{pid1}/root/tmp/planted"), "ATTACK WORKED: a brig exec planted a file"
+    assert pids_with(mark) == []
+    # a member serving a run takes no second exec either
+    ws = brig.workspace
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        run = ex.submit(_pooled, pool, f"touch {ws}/holding; while [ ! -e {ws}/go ]; do sleep 0.02; done; "
+                                       "cat /tmp/planted 2>/dev/null; echo end")
+        assert wait_until(lambda: (ws / "holding").exists(), 30), run.result() if run.done() else "not started"
+        (held,) = _claimed(pool)
+        r = pool.exec(held, "--", "sh", "-c", "echo second > /tmp/planted")
+        (ws / "go").touch()
+        served = run.result()
+    assert r.returncode == 125 and "member of a warm pool" in r.stderr, r
+    assert served.returncode == 0 and served.stdout == "end\n", f"ATTACK WORKED: {served}"
+    assert _served(served) == held
+
+
+@attack("pool-claim-race", "many brig run --pooled at once against a pool as large: two runs handed one "
+        "member would share its processes, /tmp and cgroup", "processes")
+def test_concurrent_pooled_runs_each_get_their_own_member(brig, sandboxes):
+    n = 6
+    r = sandboxes.brig_cmd("pool", "--size", str(n))
+    assert r.returncode == 0, r
+    ws = brig.workspace
+    try:
+        def one(i):
+            return _pooled(sandboxes, f"readlink /proc/self/ns/pid > {ws}/ns-{i}; "
+                                      f"while [ ! -e {ws}/go ]; do sleep 0.02; done; echo run{i}", timeout=90)
+
+        with concurrent.futures.ThreadPoolExecutor(n) as ex:
+            runs = [ex.submit(one, i) for i in range(n)]
+            assert wait_until(lambda: all((ws / f"ns-{i}").exists() for i in range(n)), 60), \
+                [f.result() for f in runs if f.done()]
+            # on the host, while all n hold their member: n claims, n members, n pid namespaces
+            held = _claimed(sandboxes)
+            host_ns = {m: os.readlink(f"/proc/{_pid1(sandboxes, m)}/ns/pid") for m in held}
+            (ws / "go").touch()
+            results = [f.result() for f in runs]
+        seen = [(ws / f"ns-{i}").read_text().strip() for i in range(n)]
+        members = [_served(r) for r in results]
+        assert all(r.returncode == 0 for r in results), results
+        assert len(held) == n and len(set(members)) == n and sorted(members) == held, (held, members)
+        assert len(set(seen)) == n, f"ATTACK WORKED: two pooled runs shared a pid namespace: {seen}"
+        assert [host_ns[m] for m in members] == seen, (host_ns, members, seen)
+    finally:
+        sandboxes.brig_cmd("pool", "--stop")
+
+
+@attack("pool-env-of-creator", "brig run --pooled --keep-env TOKEN by a caller whose TOKEN (or TERM, HOME) "
+        "differs from the environment brig pool was started from: served by a member made from that one, the "
+        "command got the pool starter's values", "policy")
+def test_pooled_run_gets_its_callers_environment(brig, sandboxes):
+    start = {"TOKEN": "starters-token", "TERM": "starters-term"}
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--keep-env", "TOKEN", env=start)
+    assert r.returncode == 0, r
+    script = "echo $TOKEN $TERM $HOME"
+    try:
+        for env in ({"TOKEN": "callers-token", "TERM": "starters-term"},
+                    {"TOKEN": "starters-token", "TERM": "dumb"},
+                    {**start, "HOME": str(brig.base)}):
+            cold = sandboxes.brig_cmd("run", "--keep-env", "TOKEN", "--", "sh", "-c", script, env=env)
+            pooled = _pooled(sandboxes, script, "--keep-env", "TOKEN", env=env)
+            assert cold.returncode == 0 and pooled.returncode == 0, (cold, pooled)
+            assert "starters" not in pooled.stdout or pooled.stdout == cold.stdout, \
+                f"ATTACK WORKED: the pooled run got the pool starter's environment: {pooled.stdout!r}"
+            assert pooled.stdout == cold.stdout, (env, pooled, cold)
+            assert pooled.report["pool"]["served"] is False, pooled.report
+            assert "from this environment" in pooled.stderr, pooled
+        # the starter's own environment is served, with the same result as cold
+        cold = sandboxes.brig_cmd("run", "--keep-env", "TOKEN", "--", "sh", "-c", script, env=start)
+        pooled = _pooled(sandboxes, script, "--keep-env", "TOKEN", env=start)
+        assert pooled.stdout == cold.stdout and _served(pooled), (pooled, cold)
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--keep-env", "TOKEN", env=start)
+
+
+def _cgroup_counter(pool, member, controller, name):
+    for path in pool.state(member)["cgroups"]:
+        f = pathlib.Path(path) / name
+        if f"/{controller}/" in path and f.exists():
+            return int(f.read_text().split()[0])
+    return None
+
+
+@attack("pool-state-carried", "a pooled run fills /tmp and $HOME, raises its cgroup's peak memory and process "
+        "count: the next pooled run finds the files and reports the peaks", "files")
+def test_next_pooled_run_starts_clean(brig, pool):
+    dirty = ("echo dirt > /tmp/dirt; echo dirt > ~/dirt; export DIRT=1; "
+             "for i in $(seq 40); do sleep 0.2 & done; python3 -c 'b = b\"x\" * (96 << 20)'; wait")
+    r = _pooled(pool, dirty, timeout=90)
+    assert r.returncode == 0, r
+    first = _served(r)
+    ws = brig.workspace
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        run = ex.submit(_pooled, pool, f"touch {ws}/holding; while [ ! -e {ws}/go ]; do sleep 0.02; done; "
+                                       "cat /tmp/dirt ~/dirt 2>/dev/null; echo DIRT=$DIRT")
+        assert wait_until(lambda: (ws / "holding").exists(), 30), run.result() if run.done() else "not started"
+        (held,) = _claimed(pool)
+        # on the host, the member's counters while it serves the second run
+        pids_peak = _cgroup_counter(pool, held, "pids", "pids.peak")
+        mem_peak = _cgroup_counter(pool, held, "memory", "memory.max_usage_in_bytes")
+        (ws / "go").touch()
+        second = run.result()
+    assert held != first, (held, first)
+    assert second.returncode == 0 and second.stdout == "DIRT=\n", f"ATTACK WORKED: {second.stdout!r}"
+    assert not any(p.name == first for p in pool.root.iterdir() if p.name != "pools") or \
+        wait_until(lambda: first not in _members(pool), 15)
+    if pids_peak is not None:  # root: the member's own cgroups (rootless here: rlimits)
+        assert pids_peak < 40, f"ATTACK WORKED: the second run's cgroup counts {pids_peak} processes"
+    if mem_peak is not None:
+        assert mem_peak < 64 << 20, f"ATTACK WORKED: the second run's cgroup peaked at {mem_peak} bytes"
+
+
+@attack("landlock-ruleset-taken", "a command in a persistent sandbox takes the Landlock ruleset its pid 1 "
+        "prepared once for every exec (pidfd_getfd, /proc/1/fd) and adds a rule letting the next exec write "
+        "/proc", "landlock")
+def test_prepared_ruleset_is_out_of_reach(brig, sandboxes):
+    name, _ = sandboxes.create()
+    steal = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+got = []
+for fd in range(64):
+    try:
+        pfd = os.pidfd_open(1)
+        n = libc.syscall(438, pfd, fd, 0)  # pidfd_getfd
+        if n >= 0:
+            got.append(n)
+    except OSError:
+        pass
+    try:
+        got.append(os.open(f"/proc/1/fd/{fd}", os.O_RDONLY))
+    except OSError:
+        pass
+for f in os.listdir("/proc/self/fd"):
+    try:
+        if os.readlink(f"/proc/self/fd/{f}").startswith("anon_inode:[landlock"):
+            got.append(int(f))
+    except OSError:
+        pass  # the listing's own descriptor
+proc = os.open("/proc", os.O_PATH)
+added = 0
+for fd in got:
+    rule = PathBeneath(1 << 1, proc)  # LANDLOCK_ACCESS_FS_WRITE_FILE beneath /proc
+    added += libc.syscall(445, fd, 1, ctypes.byref(rule), 0) == 0  # landlock_add_rule
+print("added", added)
+"""
+    r = sandboxes.exec(name, "--", "python3", "-c", steal)
+    assert r.returncode == 0 and "added 0" in r.stdout, f"ATTACK WORKED: {r}"
+    # on the host: the next exec still cannot write /proc (its comm would change)
+    mark = marker("comm")
+    ws = brig.workspace
+    r2 = sandboxes.exec(name, "--detach", "--", "sh", "-c",
+                        f"echo pwned > /proc/$$/comm; touch {ws}/{mark}; sleep 30", mark)
+    assert r2.returncode == 0, r2
+    assert wait_until(lambda: (ws / mark).exists(), 30), r2
+    pids = pids_with(mark)
+    assert pids, "the check's shell is not running"
+    comms = [pathlib.Path(f"/proc/{p}/comm").read_text().strip() for p in pids if pid_alive(p)]
+    assert "pwned" not in comms, f"ATTACK WORKED: an exec wrote /proc through a planted rule: {comms}"
