@@ -133,14 +133,19 @@ static void test_exec_request(void **state)
         const char *noname[] = { "=x", NULL };
         n = build(buf, "", rel, noname);
         assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
-        /* a pool member's one run: never detached, never a file operation */
+        /* a pool member's one run: the caller's context last, never
+         * detached, never a file operation */
         n = build(buf, "", rel, NULL);
         ((struct ctl_hdr *)buf)->flags = CTL_EXEC_LAST;
-        assert_int_equal(exec_request_parse(buf, n, &req), 0);
+        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);  /* no context */
+        memcpy(buf + n, "HOME=/h\n", 9);
+        assert_int_equal(exec_request_parse(buf, n + 9, &req), 0);
         assert_true(req.flags & CTL_EXEC_LAST);
+        assert_string_equal(req.context, "HOME=/h\n");
         exec_request_free(&req);
+        assert_int_equal(exec_request_parse(buf, n + 8, &req), -EBADMSG);  /* unterminated */
         ((struct ctl_hdr *)buf)->flags = CTL_EXEC_LAST | CTL_EXEC_DETACH;
-        assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
+        assert_int_equal(exec_request_parse(buf, n + 9, &req), -EBADMSG);
         n = build(buf, "", rel, NULL);
         ((struct ctl_hdr *)buf)->type = CTL_STOP;
         assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);

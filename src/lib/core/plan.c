@@ -883,9 +883,8 @@ static int by_string(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Each input as NAME=VALUE or NAME (unset), one per line, then hashed:
- * the lines are never kept (a --keep-env value may be a token). */
-static bool digest_var(struct strv *in, const char *name)
+/* Each input as NAME=VALUE or NAME (unset), one per line. */
+static bool context_var(struct strv *in, const char *name)
 {
         const char *v = getenv(name);
         char *line = v ? brig_strdup_printf("%s=%s", name, v) : strdup(name);
@@ -894,7 +893,7 @@ static bool digest_var(struct strv *in, const char *name)
         return ok;
 }
 
-void plan_caller_digest(const brig_policy *p, char out[SHA256_HEX])
+char *plan_caller_context(const brig_policy *p)
 {
         struct strv in = { 0 };
         char ids[64];
@@ -902,15 +901,15 @@ void plan_caller_digest(const brig_policy *p, char out[SHA256_HEX])
         bool ok = strv_push(&in, ids) == 0;
         static const char *const read_by_plan[] = { "HOME", "SHELL", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME" };
         for (size_t i = 0; ok && i < ARRAY_SIZE(read_by_plan); i++)
-                ok = digest_var(&in, read_by_plan[i]);
+                ok = context_var(&in, read_by_plan[i]);
         for (size_t i = 0; ok && passthrough_env[i]; i++)
-                ok = digest_var(&in, passthrough_env[i]);
+                ok = context_var(&in, passthrough_env[i]);
         for (size_t i = 0; ok && i < p->keep_env.n; i++)
-                ok = digest_var(&in, p->keep_env.items[i]);
+                ok = context_var(&in, p->keep_env.items[i]);
         const struct intercept_policy *ip = egress_policy_intercept_of(p->egress);
         for (size_t i = 0; ok && ip && i < ip->n_secrets; i++)
                 if (strncmp(ip->secrets[i].source, "env:", 4) == 0)
-                        ok = digest_var(&in, ip->secrets[i].source + 4);
+                        ok = context_var(&in, ip->secrets[i].source + 4);
         /* LC_* in any order: plan_env keeps the environment's */
         size_t first_lc = in.n;
         extern char **environ;
@@ -921,18 +920,16 @@ void plan_caller_digest(const brig_policy *p, char out[SHA256_HEX])
         for (size_t i = 0; i < in.n; i++)
                 len += strlen(in.items[i]) + 1;
         char *text = ok ? malloc(len + 1) : NULL, *at = text;
-        out[0] = '\0';  /* out of memory: "", which no member's digest equals */
         if (text) {
+                *at = '\0';
                 qsort(in.items + first_lc, in.n - first_lc, sizeof *in.items, by_string);
                 for (size_t i = 0; i < in.n; i++)
                         at = stpcpy(stpcpy(at, in.items[i]), "\n");
-                sha256_text(text, len, out);
-                explicit_bzero(text, len);
-                free(text);
         }
         for (size_t i = 0; i < in.n; i++)
-                explicit_bzero(in.items[i], strlen(in.items[i]));
+                explicit_bzero(in.items[i], strlen(in.items[i]));  /* a --keep-env value may be a token */
         strv_free(&in);
+        return text;
 }
 
 static int plan_workspace(struct run_plan *plan, const brig_policy *p, brig_error **err)

@@ -151,13 +151,14 @@ struct run_plan {
 
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
-/* A digest of what plan_build reads from this process's environment
- * besides the policy (HOME, SHELL, TERM and the passed-through variables,
- * LC_*, --keep-env values, env:VAR secrets, SSH_AUTH_SOCK,
- * XDG_CONFIG_HOME) and its uid and gid: two processes with equal digests
- * and policies get the same plan. A warm pool's members are made from its
- * daemon's environment, so a pooled run is served only by a member with
- * the caller's digest (pool.c). */
-BRIG_INTERNAL void plan_caller_digest(const brig_policy *p, char out[SHA256_HEX]);
+/* What plan_build reads from this process's environment besides the
+ * policy (HOME, SHELL, TERM and the passed-through variables, LC_*,
+ * --keep-env values, env:VAR secrets, SSH_AUTH_SOCK, XDG_CONFIG_HOME) and
+ * its uid and gid, as text (NAME=VALUE lines; NULL: out of memory): two
+ * processes with equal texts and policies get the same plan. A warm
+ * pool's members are made from its daemon's environment, so a pooled run
+ * is served only by a member whose text is the caller's (pool.c,
+ * control.c). It may hold secrets: explicit_bzero it, never write it. */
+BRIG_INTERNAL char *plan_caller_context(const brig_policy *p);
 
 #endif

@@ -67,6 +67,7 @@ struct control {
         int pidfd, sync_fd;
         bool ready, paused, stopping, kill_sent;
         bool served;             /* a pool member: its one run has begun */
+        char *context;           /* a pool member: plan_caller_context of its plan (may hold secrets) */
         struct conn *conns;
         struct conn *closed[16];  /* freed during this dispatch round (never dereferenced) */
         int n_closed;
@@ -259,13 +260,10 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
                 json_object_set_new(c->summary, "warnings", warnings);
         else
                 json_decref(warnings);
-        if (c->summary && c->opts.owner_pid > 0) {
-                /* A pool member: what of its environment the plan read,
-                 * which a pooled run's caller must share (pool.c) */
-                char digest[SHA256_HEX];
-                plan_caller_digest(plan->policy, digest);
-                json_object_set_new(c->summary, "caller_digest", json_string(digest));
-        }
+        /* A pool member: what of its environment (ours, the pool
+         * daemon's) the plan read, which its run's caller must share */
+        if (c->opts.owner_pid > 0 && !(c->context = plan_caller_context(plan->policy)))
+                return brig_err(err, ENOMEM, "state");
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }
 
@@ -402,7 +400,14 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
                 return reply_error(k->fd, EBADMSG, "malformed exec request");
         bool tty = req.flags & CTL_EXEC_TTY, detach = req.flags & CTL_EXEC_DETACH;
         bool last = req.flags & CTL_EXEC_LAST;
+        /* A pooled run gets what a cold run of its caller would: the
+         * environment this member's plan read must be the caller's. Told
+         * apart (ESTALE) from a refusal: nothing ran, a cold run goes on. */
+        bool other_env = last && c->context && strcmp(req.context, c->context) != 0;
         exec_request_free(&req);
+        if (other_env)
+                return reply_error(k->fd, ESTALE, "sandbox '%s' was made from another environment than the caller's",
+                                   c->name);
         /* A pool member (owned by its daemon) serves one brig run --pooled
          * and nothing else: a brig exec or file operation into it before
          * the run would leave what the run then finds. */
@@ -686,9 +691,13 @@ static char *status_payload(struct control *c, struct conn *k, const char *lines
  * it, exec.c), so the exec's result names --memory instead of "signal 9". */
 static void oom_check(struct control *c, struct conn *k, int status)
 {
+        /* only a SIGKILL can be the OOM killer's: no cgroup files read
+         * between an ordinary exit and its status */
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL || !c->plan)
+                return;
         struct cgroup_stats st;
         cgroup_stats(c->cg, &st);
-        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL || st.oom_kills <= k->oom_kills || !c->plan)
+        if (st.oom_kills <= k->oom_kills)
                 return;
         long long n = st.oom_kills - k->oom_kills;
         char v[64], what[96], why[160];
@@ -881,6 +890,9 @@ void control_free(struct control *c)
         free(c->name);
         free(c->upper);
         free(c->work);
+        if (c->context)
+                explicit_bzero(c->context, strlen(c->context));
+        free(c->context);
         json_decref(c->summary);
         free(c);
 }

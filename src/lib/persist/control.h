@@ -17,8 +17,8 @@
 
 enum ctl_type {
         /* client → supervisor (and exec requests on to pid 1) */
-        CTL_EXEC = 1,     /* hdr + cwd\0 argv...\0 env...\0; fds: stdin, stdout, stderr (none with a tty
-                           * or detached) */
+        CTL_EXEC = 1,     /* hdr + cwd\0 argv...\0 env...\0 (+ context\0 with CTL_EXEC_LAST); fds:
+                           * stdin, stdout, stderr (none with a tty or detached) */
         CTL_SIGNAL,       /* arg = signal number, for the running exec */
         CTL_STOP,
         CTL_PAUSE,
@@ -95,6 +95,7 @@ struct exec_request {
         const char *cwd;      /* NULL: the sandbox's default */
         char **argv;          /* NULL-terminated (allocated) */
         char **env;           /* NAME=VALUE, NULL-terminated (allocated) */
+        const char *context;  /* CTL_EXEC_LAST: the caller's plan_caller_context, else NULL */
 };
 /* Check and split an exec message; -EBADMSG when malformed. */
 BRIG_INTERNAL int exec_request_parse(const void *msg, size_t len, struct exec_request *req);

@@ -126,12 +126,17 @@ int exec_request_parse(const void *msg, size_t len, struct exec_request *req)
         p = nul + 1;
         req->argv = take_strings(&p, end, h->argc);
         req->env = req->argv ? take_strings(&p, end, h->envc) : NULL;
+        bool last = h->flags & CTL_EXEC_LAST;
+        const char *cnul = last && req->env ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+        if (cnul) {
+                req->context = p;
+                p = cnul + 1;
+        }
         /* A file operation's argv[0] is empty (its words follow), which an
          * older parser refuses: a sandbox started by an older brig fails
          * the request instead of running the operation's name as a command. */
         bool fileop = h->flags & CTL_EXEC_FILEOP;
-        bool last = h->flags & CTL_EXEC_LAST;
-        if (!req->argv || !req->env || p != end || !req->argv[0][0] != fileop ||
+        if (!req->argv || !req->env || p != end || !req->argv[0][0] != fileop || (last && !req->context) ||
             (req->cwd && req->cwd[0] != '/') || (last && (h->flags & (CTL_EXEC_DETACH | CTL_EXEC_FILEOP)))) {
                 exec_request_free(req);
                 return -EBADMSG;
@@ -151,4 +156,5 @@ void exec_request_free(struct exec_request *req)
         free(req->argv);
         free(req->env);
         req->argv = req->env = NULL;
+        req->context = NULL;
 }

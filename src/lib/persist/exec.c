@@ -27,10 +27,13 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* hdr + cwd\0 argv...\0 env...\0 */
-static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len, brig_error **err)
+/* hdr + cwd\0 argv...\0 env...\0, and context\0 for CTL_EXEC_LAST */
+static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context, size_t *len,
+                           brig_error **err)
 {
         size_t n = sizeof(struct ctl_hdr) + (o->cwd ? strlen(o->cwd) : 0) + 1;
+        if (flags & CTL_EXEC_LAST)
+                n += strlen(context ? context : "") + 1;
         uint32_t argc = 0, envc = 0;
         for (; o->argv[argc]; argc++)
                 n += strlen(o->argv[argc]) + 1;
@@ -55,6 +58,8 @@ static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, si
                 p = stpcpy(p, o->argv[i]) + 1;
         for (uint32_t i = 0; i < envc; i++)
                 p = stpcpy(p, o->env[i]) + 1;
+        if (flags & CTL_EXEC_LAST)
+                p = stpcpy(p, context ? context : "") + 1;
         *len = n;
         return buf;
 }
@@ -235,7 +240,7 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
 static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
 {
         size_t len;
-        _cleanup_free_ char *req = build_request(o, false, 0, &len, err);
+        _cleanup_free_ char *req = build_request(o, false, 0, NULL, &len, err);
         if (!req)
                 return -ENOMEM;
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
@@ -275,6 +280,12 @@ int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdi
 int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio, uint32_t flags,
                     brig_result *res, json_t **refusals, brig_error **err)
 {
+        return exec_over_context(fd, name, o, stdio, flags, NULL, res, refusals, err);
+}
+
+int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const int *stdio, uint32_t flags,
+                      const char *context, brig_result *res, json_t **refusals, brig_error **err)
+{
         if (o->detach) {
                 uint64_t start = now_ms();
                 int r = detach_over(fd, name, o, res, err);
@@ -291,7 +302,7 @@ int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int
                 return r;
         bool pty = terminal_is_pty(l.term);
         size_t len;
-        _cleanup_free_ char *req = build_request(o, pty, flags, &len, err);
+        _cleanup_free_ char *req = build_request(o, pty, flags, context, &len, err);
         if (!req) {
                 terminal_close(l.term);
                 return -ENOMEM;
@@ -332,7 +343,7 @@ out:
 
 char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len, brig_error **err)
 {
-        return build_request(o, tty, flags, len, err);
+        return build_request(o, tty, flags & ~CTL_EXEC_LAST, NULL, len, err);
 }
 
 void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n, json_t **refusals)

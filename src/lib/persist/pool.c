@@ -70,22 +70,29 @@ static char *pool_policy_json(const brig_policy *p, brig_error **err)
         return brig_policy_to_json(&view, err);
 }
 
+static void context_free(char **context)
+{
+        if (*context)
+                explicit_bzero(*context, strlen(*context));
+        free(*context);
+}
+
 /* The pool for a policy, a workspace and what the plan reads from the
- * caller's environment (plan_caller_digest: a member made from another
+ * caller's environment (plan_caller_context: a member made from another
  * environment would give the run another $HOME, TERM or --keep-env value
- * than a cold brig run of its caller). */
+ * than a cold brig run of its caller). The member compares the text
+ * itself (control.c); the key only names the pool. */
 static char *pool_key(const brig_policy *p, brig_error **err)
 {
         _cleanup_free_ char *json = pool_policy_json(p, err);
         _cleanup_free_ char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
         _cleanup_free_ char *norm = ws ? path_normalize(ws) : NULL;
-        char digest[SHA256_HEX];
-        plan_caller_digest(p, digest);
-        if (!json || !norm || !digest[0]) {
+        __attribute__((cleanup(context_free))) char *context = plan_caller_context(p);
+        if (!json || !norm || !context) {
                 brig_err(err, errno ? errno : ENOMEM, "pool key");
                 return NULL;
         }
-        uint64_t h = fnv1a(digest, fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL)));
+        uint64_t h = fnv1a(context, fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL)));
         return brig_strdup_printf("%016llx", (unsigned long long)h);
 }
 
@@ -444,7 +451,8 @@ int brig_pool_stop(const brig_policy *p, brig_error **err)
 }
 
 /* Is `name` really a member of this pool, running this very policy in this
- * workspace, made from an environment that gives the caller's plan? Re-derived from the member's own state rather than believed
+ * workspace? (Whether it was made from an environment that gives the
+ * caller's plan, the member itself checks: CTL_EXEC_LAST.) Re-derived from the member's own state rather than believed
  * from its entry in ready/: a pooled run execs into the member and then
  * removes it, so a wrong name would run the command under another policy
  * and delete someone else's sandbox. */
@@ -469,11 +477,7 @@ static bool member_matches(const struct pool *pl, const brig_policy *p, const ch
                 st = state_read(dir, &e);
         brig_error_free(&e);
         const char *member_ws = json_string_value(json_object_get(st, "workspace"));
-        const char *member_digest = json_string_value(json_object_get(st, "caller_digest"));
-        char digest[SHA256_HEX];
-        plan_caller_digest(p, digest);
-        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0 && member_digest &&
-                    digest[0] && strcmp(member_digest, digest) == 0;
+        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0;
         json_decref(st);
         return same;
 }
@@ -666,9 +670,15 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
          * claimed just then, or found stopping when the exec asks, has not
          * run the command: a new sandbox runs it. */
         json_t *refusals = NULL;
-        r = pool_alive(&pl) ? sandbox_exec_flags(name, &o, CTL_EXEC_LAST, res, report_fd >= 0 ? &refusals : NULL, &xerr)
-                            : -ESHUTDOWN;
-        if (r < 0 && (!xerr || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
+        __attribute__((cleanup(context_free))) char *context = plan_caller_context(p);
+        r = !context         ? -ENOMEM
+            : pool_alive(&pl) ? sandbox_exec_last(name, &o, context, res, report_fd >= 0 ? &refusals : NULL, &xerr)
+                              : -ESHUTDOWN;
+        /* A member made from another environment refuses before anything
+         * runs (ESTALE, control.c): its key matched by chance, or the pool
+         * was started again from another environment. */
+        bool other_env = r < 0 && xerr && xerr->errnum == ESTALE;
+        if (r < 0 && (!xerr || other_env || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
                 brig_error_free(&xerr);
                 json_decref(refusals);
                 _cleanup_free_ char *claim = claimed_path(&pl, name);
@@ -676,8 +686,12 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 if (claim)
                         unlink(claim);
                 pool_free(&pl);
-                return run_fresh(p, argv, res, "the pool's daemon is gone (its members stop by themselves)", why,
-                                 why_size, err);
+                return run_fresh(p, argv, res,
+                                 other_env ? "the pool's member was made from another environment (HOME, SHELL, "
+                                             "TERM, LANG, LC_*, TZ or --keep-env values differ)"
+                                 : r == -ENOMEM ? "out of memory"
+                                                : "the pool's daemon is gone (its members stop by themselves)",
+                                 why, why_size, err);
         }
         if (xerr && err && !*err)
                 *err = TAKE_PTR(xerr);

@@ -609,13 +609,8 @@ char *brig_sandbox_list_json(brig_error **err)
 
 /* ---- exec --------------------------------------------------------------- */
 
-int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals, brig_error **err)
-{
-        return sandbox_exec_flags(name, o, 0, res, refusals, err);
-}
-
-int sandbox_exec_flags(const char *name, const brig_exec_opts *o, uint32_t flags, brig_result *res, json_t **refusals,
-                       brig_error **err)
+static int exec_named(const char *name, const brig_exec_opts *o, uint32_t flags, const char *context, brig_result *res,
+                      json_t **refusals, brig_error **err)
 {
         memset(res, 0, sizeof *res);
         res->exit_code = BRIG_EXIT_SETUP;
@@ -624,10 +619,21 @@ int sandbox_exec_flags(const char *name, const brig_exec_opts *o, uint32_t flags
         if (r < 0)
                 return r;
         _cleanup_close_ int fd = connect_to(name, NULL, err);
-        r = fd < 0 ? fd : exec_over_flags(fd, name, o, NULL, flags, res, refusals, err);
+        r = fd < 0 ? fd : exec_over_context(fd, name, o, NULL, flags, context, res, refusals, err);
         if (r < 0 && err && *err)
                 res->exit_code = (*err)->exit_code;
         return r;
+}
+
+int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals, brig_error **err)
+{
+        return exec_named(name, o, 0, NULL, res, refusals, err);
+}
+
+int sandbox_exec_last(const char *name, const brig_exec_opts *o, const char *context, brig_result *res,
+                      json_t **refusals, brig_error **err)
+{
+        return exec_named(name, o, CTL_EXEC_LAST, context, res, refusals, err);
 }
 
 int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,

@@ -69,9 +69,10 @@ BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, c
 /* brig_sandbox_exec without the report: *refusals as exec_over's. */
 BRIG_INTERNAL int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
                                brig_error **err);
-/* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_LAST). */
-BRIG_INTERNAL int sandbox_exec_flags(const char *name, const brig_exec_opts *o, uint32_t flags, brig_result *res,
-                                     json_t **refusals, brig_error **err);
+/* A pool member's one run (CTL_EXEC_LAST), with the caller's
+ * plan_caller_context for the member to compare with its own. */
+BRIG_INTERNAL int sandbox_exec_last(const char *name, const brig_exec_opts *o, const char *context, brig_result *res,
+                                    json_t **refusals, brig_error **err);
 /* Its report to report_fd (`what`: the flag that gave it), after an exec
  * that returned r: r, or the report's failure when r was 0 (then in *err). */
 BRIG_INTERNAL int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
@@ -81,6 +82,10 @@ BRIG_INTERNAL int sandbox_exec_report(int report_fd, const char *what, const cha
 /* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_FILEOP). */
 BRIG_INTERNAL int exec_over_flags(int fd, const char *name, const brig_exec_opts *o, const int *stdio,
                                   uint32_t flags, brig_result *res, json_t **refusals, brig_error **err);
+/* ... and with CTL_EXEC_LAST's context (the request's last string). */
+BRIG_INTERNAL int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const int *stdio,
+                                    uint32_t flags, const char *context, brig_result *res, json_t **refusals,
+                                    brig_error **err);
 /* fileops.c: the client of one file operation on sandbox NAME. */
 BRIG_INTERNAL int fileop_check(const brig_file_spec *s, brig_error **err);
 /* One operation as an exec request: argv, options and the command's
