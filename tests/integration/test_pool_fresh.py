@@ -42,6 +42,20 @@ def _claimed(pool):
     return sorted(p.name.split(".")[0] for d in (pool.root / "pools").iterdir() for p in (d / "claimed").iterdir())
 
 
+def _while_held(pool, script, on_host):
+    """A pooled run that holds its member until the host has looked:
+    on_host(member) runs while the run waits; then SCRIPT runs. Returns
+    (the run's result, what on_host returned)."""
+    ws = pool.brig.workspace
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        run = ex.submit(_pooled, pool, f"touch {ws}/holding; while [ ! -e {ws}/go ]; do sleep 0.02; done; {script}")
+        assert wait_until(lambda: (ws / "holding").exists(), 30), run.result() if run.done() else "not started"
+        (held,) = _claimed(pool)
+        seen = on_host(held)
+        (ws / "go").touch()
+        return run.result(), (held, seen)
+
+
 @attack("pool-run-leftover", "a pooled run starts a process of its own session (setsid, stdio closed) that "
         "writes into the workspace after brig run --pooled returned and lives on in the used member",
         "processes")
@@ -73,15 +87,8 @@ def test_pool_member_takes_no_other_exec(brig, pool):
     assert not os.path.exists(f"/proc/{pid1}/root/tmp/planted"), "ATTACK WORKED: a brig exec planted a file"
     assert pids_with(mark) == []
     # a member serving a run takes no second exec either
-    ws = brig.workspace
-    with concurrent.futures.ThreadPoolExecutor(1) as ex:
-        run = ex.submit(_pooled, pool, f"touch {ws}/holding; while [ ! -e {ws}/go ]; do sleep 0.02; done; "
-                                       "cat /tmp/planted 2>/dev/null; echo end")
-        assert wait_until(lambda: (ws / "holding").exists(), 30), run.result() if run.done() else "not started"
-        (held,) = _claimed(pool)
-        r = pool.exec(held, "--", "sh", "-c", "echo second > /tmp/planted")
-        (ws / "go").touch()
-        served = run.result()
+    served, (held, r) = _while_held(pool, "cat /tmp/planted 2>/dev/null; echo end",
+                                    lambda m: pool.exec(m, "--", "sh", "-c", "echo second > /tmp/planted"))
     assert r.returncode == 125 and "member of a warm pool" in r.stderr, r
     assert served.returncode == 0 and served.stdout == "end\n", f"ATTACK WORKED: {served}"
     assert _served(served) == held
@@ -162,21 +169,14 @@ def test_next_pooled_run_starts_clean(brig, pool):
     r = _pooled(pool, dirty, timeout=90)
     assert r.returncode == 0, r
     first = _served(r)
-    ws = brig.workspace
-    with concurrent.futures.ThreadPoolExecutor(1) as ex:
-        run = ex.submit(_pooled, pool, f"touch {ws}/holding; while [ ! -e {ws}/go ]; do sleep 0.02; done; "
-                                       "cat /tmp/dirt ~/dirt 2>/dev/null; echo DIRT=$DIRT")
-        assert wait_until(lambda: (ws / "holding").exists(), 30), run.result() if run.done() else "not started"
-        (held,) = _claimed(pool)
-        # on the host, the member's counters while it serves the second run
-        pids_peak = _cgroup_counter(pool, held, "pids", "pids.peak")
-        mem_peak = _cgroup_counter(pool, held, "memory", "memory.max_usage_in_bytes")
-        (ws / "go").touch()
-        second = run.result()
+    # on the host, the member's counters while it serves the second run
+    second, (held, (pids_peak, mem_peak)) = _while_held(
+        pool, "cat /tmp/dirt ~/dirt 2>/dev/null; echo DIRT=$DIRT",
+        lambda m: (_cgroup_counter(pool, m, "pids", "pids.peak"),
+                   _cgroup_counter(pool, m, "memory", "memory.max_usage_in_bytes")))
     assert held != first, (held, first)
     assert second.returncode == 0 and second.stdout == "DIRT=\n", f"ATTACK WORKED: {second.stdout!r}"
-    assert not any(p.name == first for p in pool.root.iterdir() if p.name != "pools") or \
-        wait_until(lambda: first not in _members(pool), 15)
+    assert wait_until(lambda: first not in _members(pool), 15), _members(pool)  # the used one went
     if pids_peak is not None:  # root: the member's own cgroups (rootless here: rlimits)
         assert pids_peak < 40, f"ATTACK WORKED: the second run's cgroup counts {pids_peak} processes"
     if mem_peak is not None:
