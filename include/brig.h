@@ -560,6 +560,9 @@ BRIG_PUBLIC const char *brig_sandbox_name(const brig_sandbox *sb);
 /* A new read-only descriptor on its audit stream (JSON lines, docs/audit.md)
  * from the start; the caller closes it. -ENOENT without BRIG_SANDBOX_AUDIT. */
 BRIG_PUBLIC int brig_sandbox_audit_fd(brig_sandbox *sb, brig_error **err);
+/* The same by name, running or stopped (its stream stays in its state
+ * directory until brig_sandbox_remove): brig log NAME. */
+BRIG_PUBLIC int brig_sandbox_audit_fd_named(const char *name, brig_error **err);
 /* Free the handle; an ephemeral sandbox is stopped and removed. Its execs
  * must be closed first (-EBUSY). */
 BRIG_PUBLIC int brig_sandbox_close(brig_sandbox *sb, brig_error **err);

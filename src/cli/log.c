@@ -42,14 +42,10 @@ static int open_stream(const char *cmd, const char *what)
                 fprintf(stderr, ": %s\n", strerror(errno));
                 return -1;
         }
-        brig_sandbox *sb = NULL;
         brig_error *err = NULL;
-        if (brig_sandbox_open(what, &sb, &err) == 0) {
-                fd = brig_sandbox_audit_fd(sb, &err);
-                brig_sandbox_close(sb, NULL);
-                if (fd >= 0)
-                        return fd;
-        }
+        fd = brig_sandbox_audit_fd_named(what, &err);  /* running or stopped */
+        if (fd >= 0)
+                return fd;
         fprintf(stderr, "brig %s: ", cmd);
         cli_put_safe(stderr, what, false);
         fprintf(stderr, " is no file here, and as a sandbox: %s\n", err && err->msg ? err->msg : "?");

@@ -227,6 +227,13 @@ class Server:
         """The brig CLI as the server's user, seeing the same sandboxes."""
         return brig_as(self.bindir, self.mode, *args, timeout=timeout, d=self.dir)
 
+    def brig_cmd(self, *args):
+        """The same as an argv, with brig_env() its environment (a Popen)."""
+        return brig_as_cmd(self.bindir, self.mode, *args)
+
+    def brig_env(self):
+        return brig_as_env(self.mode, self.dir)
+
     def start(self, *extra, wait=True):
         self.logf = open(self.log, "ab")
         self.proc = subprocess.Popen(self.cmd(*extra), env=self.env(), stdout=self.logf, stderr=self.logf,
@@ -281,11 +288,20 @@ def state_env(mode, d, env):
     return {**env, "XDG_RUNTIME_DIR": str(run)}
 
 
+def brig_as_cmd(bindir, mode, *args):
+    """The argv of the brig CLI as the server's user."""
+    pre = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if mode == "rootless" else []
+    return pre + [str(bindir / "brig"), *args]
+
+
+def brig_as_env(mode, d):
+    return state_env(mode, d, {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+
+
 def brig_as(bindir, mode, *args, timeout=60, d):
     """The brig CLI as the server's user (what it sees of the sandboxes)."""
-    pre = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if mode == "rootless" else []
-    return subprocess.run(pre + [str(bindir / "brig"), *args], capture_output=True, text=True, timeout=timeout,
-                          env=state_env(mode, d, {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}))
+    return subprocess.run(brig_as_cmd(bindir, mode, *args), capture_output=True, text=True, timeout=timeout,
+                          env=brig_as_env(mode, d))
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -34,10 +35,22 @@ def test_serve_diff_and_stop_files_event_of_a_bind_sandbox(server):
     changes = {ch["path"]: ch for ch in c.get(f"/v1/sandboxes/{a}/diff").json["changes"]}
     assert changes["new.txt"]["change"] == "added" and changes["new.txt"]["sha256"] == want, changes
     assert changes["old.txt"]["change"] == "deleted" and set(changes) == {"new.txt", "old.txt"}, changes
-    assert c.post(f"/v1/sandboxes/{a}/stop").json["status"] == "stopped"
-    # the stream in the stopped sandbox's state directory (serve_helpers.state_env's root)
+    # brig log NAME --follow, as the sandbox's user: it ends with the stream's end
+    follow = subprocess.Popen(server.brig_cmd("log", a, "--follow", "--json"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=server.brig_env())
+    try:
+        assert c.post(f"/v1/sandboxes/{a}/stop").json["status"] == "stopped"
+        out, errs = follow.communicate(timeout=30)
+    finally:
+        follow.kill()
+        follow.wait()
+    assert follow.returncode == 0, errs
+    evs = [json.loads(line) for line in out.splitlines()]
+    # and once it is stopped, the same stream from its state directory
+    log = server.brig("log", a, "--json")
+    assert log.returncode == 0 and log.stdout == out, log
     stream = pathlib.Path(f"{server.dir}-run") / "brig" / a / "audit.jsonl"
-    evs = [json.loads(line) for line in stream.read_text().splitlines()]
+    assert stream.read_text() == out
     files = [e for e in evs if e["event"] == "files"]
     assert len(files) == 1 and files[0]["complete"], evs
     ch = {x["path"]: x for x in files[0]["changes"]}

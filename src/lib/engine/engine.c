@@ -274,31 +274,43 @@ const char *brig_sandbox_name(const brig_sandbox *sb)
         return s ? s->name : NULL;
 }
 
-static int audit_fd_of(struct brig_sandbox *sb, brig_error **err);
+static int audit_fd_in(const char *dir, const char *name, brig_error **err);
 
 int brig_sandbox_audit_fd(brig_sandbox *handle, brig_error **err)
 {
         struct brig_sandbox *sb = sandbox_get(handle);
         if (!sb)
                 return dead_handle(err, "brig_sandbox_audit_fd");
-        int r = audit_fd_of(sb, err);
+        int r = audit_fd_in(sb->dir, sb->name, err);
         sandbox_put(sb);
         return r;
 }
 
-static int audit_fd_of(struct brig_sandbox *sb, brig_error **err)
+int brig_sandbox_audit_fd_named(const char *name, brig_error **err)
 {
-        _cleanup_close_ int dfd = open(sb->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int fd = dfd >= 0 ? openat(dfd, "audit.jsonl", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        _cleanup_free_ char *dir = NULL;
+        int r = state_dir(name, false, &dir, err);
+        struct stat st;
+        if (r == 0 && lstat(dir, &st) < 0)
+                r = state_fail(err, ENOENT, "no sandbox named '%s'", name);
+        return r < 0 ? r : audit_fd_in(dir, name, err);
+}
+
+static int audit_fd_in(const char *dir, const char *name, brig_error **err)
+{
+        _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = dfd >= 0 ? openat(dfd, "audit.jsonl", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
         if (fd < 0)
                 return errno == ENOENT ? state_fail(err, ENOENT, "sandbox '%s' keeps no audit stream (create it with "
-                                                                 "BRIG_SANDBOX_AUDIT)", sb->name)
-                                       : brig_err(err, errno, "open the audit stream of '%s'", sb->name);
+                                                                 "BRIG_SANDBOX_AUDIT)", name)
+                                       : brig_err(err, errno, "open the audit stream of '%s'", name);
         struct stat st;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
                 close(fd);
-                return state_fail(err, EPERM, "the audit stream of '%s' is not the file brig writes", sb->name);
+                return state_fail(err, EPERM, "the audit stream of '%s' is not the file brig writes", name);
         }
+        /* O_NONBLOCK only for the open (a FIFO in its place must not hang it) */
+        fcntl(fd, F_SETFL, 0);
         return fd;
 }
 
