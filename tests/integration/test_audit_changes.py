@@ -97,6 +97,10 @@ def test_walks_stop_at_changes_max_and_say_so(brig, sandboxes):
     m = json.loads(manifest.read_text())
     assert m["workspace_tree"]["sha256"] is None and "--changes-max" in m["workspace_tree"]["error"], m
     assert m["outcome"]["files_complete"] is False, m["outcome"]
+    # its replay (the workspace's hash unknown: run anyway) says the files were compared in part
+    rep = brig.run("replay", manifest, "--allow-changed-workspace", "--json")
+    assert rep.returncode in (0, 1) and "compared in part only" in rep.stderr, rep
+    assert json.loads(rep.stdout.splitlines()[-1])["files_complete"] is False, rep.stdout
     # a tree deeper than the walk goes: the run ends, and the event says why
     deep = "i=0; while [ $i -lt 300 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done"
     r, _, ev = audit(brig, f"mkdir nest && cd nest && {deep}")
