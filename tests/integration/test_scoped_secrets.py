@@ -112,6 +112,14 @@ class H(http.server.SimpleHTTPRequestHandler):
                    "half": v[3:3 + (len(v) + 1) // 2],
                    "below": v[3:3 + (len(v) + 1) // 2 - 1]}[form]
             return self.reply(200, ('{"you_sent": "%s"}' % out).encode())
+        if p == "/ws-lenient":
+            # a server that upgrades without being asked properly, then
+            # sends a frame holding the Authorization it received
+            msg = (self.headers.get("Authorization") or "").encode()
+            self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                             + bytes([0x81, len(msg)]) + msg)
+            self.close_connection = True
+            return
         if p == "/redirect":
             return self.reply(302, b"", [("Location", "http://other.test/collect")])
         if p == "/big":
@@ -670,6 +678,34 @@ def test_an_upstream_proxy_never_sees_the_value(ws, up):
     assert "tunnel CONNECT api.test:443 HTTP/1.1" in text and "mitm CONNECT api.test:443 HTTP/1.1" in text, text
     assert "the value in the clear" not in text and up.value not in text, f"ATTACK WORKED: the proxy read it: {text}"
     assert "mitm read" not in text, f"ATTACK WORKED: the terminating proxy read a request: {text}"
+
+
+@attack("secret-websocket-upgrade", "a WebSocket upgrade to the bound host with the placeholder in Authorization "
+        "(its frames would be relayed unjudged), and a server that answers 101 to a request that did not ask for "
+        "it properly, then sends a frame echoing the value", "upgrades to an intercepted host are refused (501, "
+        "X-Brig-Deny, a request deny event) before anything goes upstream; after a 101 brig relays nothing more")
+def test_websocket_to_an_intercepted_host_is_refused(ws, up):
+    brig = ws
+    mark = up.mark()
+    script = r'''
+A="Authorization: Bearer $API_TOKEN"
+curl -sS -i -H "$A" -H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13" \
+     -H "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" https://api.test/ws | grep -i -e '^HTTP/' -e '^x-brig-deny'
+curl -sS -i -H "$A" -H "Upgrade: websocket" https://api.test/ws-lenient > /tmp/o; echo "lenient rc=$?"
+echo "lenient got $(base64 -w0 /tmp/o)"
+'''
+    r, ev, path = audited(brig, script, *up.args())
+    assert "HTTP/1.1 501 Not Implemented" in r.stdout and "protocol upgrades (WebSocket, h2c) are not relayed" in r.stdout, r
+    got = up.seen(mark)
+    # the refused upgrade never reached the host; the lenient one did, and its frame never came back
+    assert [q["path"] for q in got] == ["/ws-lenient"], got
+    assert got[0]["headers"]["Authorization"] == f"Bearer {up.value}", got
+    lenient = base64.b64decode(next(l for l in r.stdout.splitlines() if l.startswith("lenient got ")).split()[2])
+    assert lenient.split(b"\r\n\r\n")[1].startswith(b"HTTP/1.1 101") and lenient.endswith(b"\r\n\r\n"), lenient  # its head, no frame
+    assert up.value.encode() not in lenient, f"ATTACK WORKED: the frame reached the sandbox: {lenient}"
+    denied = [e for e in ev if e.get("phase") == "request" and e["decision"] == "deny"]
+    assert len(denied) == 1 and "upgrades" in denied[0]["reason"], ev
+    assert_never_leaked(up, r, path)
 
 
 def test_git_clone_over_https_with_a_scoped_token(ws, up):

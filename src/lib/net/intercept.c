@@ -38,6 +38,7 @@
 
 #define IC_IDLE_S 300
 #define IC_BUF (64u << 10)
+#define IC_READ_AHEAD (128u << 10)
 /* Each holds up to ~230 KiB of buffers in the supervisor, outside the
  * sandbox's memory limit: at most this many at once (~60 MiB). */
 #define IC_MAX_CONNS 256
@@ -498,11 +499,16 @@ static int one_request(struct ic_conn *c)
         struct intercept_verdict v;
         intercept_judge_head(c->ic, c->ic->policy, c->a.host, true, c->in, &req, &v);
         if (v.status == 0 && req.upgrade) {
+                /* After a 101 the bytes are frames, not requests: nothing
+                 * would judge them (a client's frames are masked, so not
+                 * even a placeholder could be searched for). */
+                explicit_bzero(v.head, v.head_len);  /* it may hold a value */
                 free(v.head);
                 v.head = NULL;
                 v.status = 501;
-                snprintf(v.reason, sizeof v.reason, "protocol upgrades (WebSocket) are not relayed on an intercepted "
-                         "host");
+                snprintf(v.reason, sizeof v.reason, "protocol upgrades (WebSocket, h2c) are not relayed to a host "
+                         "brig intercepts (a --secret-host or --http-rule names it): what follows the upgrade "
+                         "could not be judged; a host with neither stays end to end");
         }
         if (v.status) {
                 log_request(c, req.method, &v);
@@ -589,6 +595,10 @@ static bool upstream_tls(struct ic_conn *c, char *why, size_t size)
         }
         SSL_set_hostflags(c->up, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
         SSL_set_read_ahead(c->up, 1);  /* whole socket reads, not one record header at a time */
+        /* ... of IC_READ_AHEAD: several records per read(), not one */
+        SSL_set_default_read_buffer_len(c->up, IC_READ_AHEAD);
+        if (!host_bound(c))
+                SSL_clear_options(c->up, SSL_OP_CLEANSE_PLAINTEXT);  /* no value went there to come back */
         if (SSL_connect(c->up) == 1 && SSL_get_verify_result(c->up) == X509_V_OK)
                 return true;
         long v = SSL_get_verify_result(c->up);
