@@ -54,6 +54,7 @@ static struct intercept *make(void)
                 ic.secrets[0].hex[1] = hex_up;
                 ic.secrets[0].hex_len = strlen(hex_lo);
                 ic.secrets[0].partial = 12;
+                ic.secrets[0].step = 12 - ECHO_RUN + 1;
                 ic.secrets[0].runs = all_runs;
                 ic.policy = &policy;
                 ic.n = 1;

@@ -112,7 +112,8 @@ struct secret {
         /* a run this long of the value's bytes is an echo too (0: only
          * the whole value; echo_find), and the bitmap of its 8-byte runs */
         size_t partial;
-        uint8_t *runs;
+        uint8_t *runs;        /* of the value and each form above (none under 8 bytes) */
+        size_t step;          /* echo_find looks up the runs starting at its multiples */
 };
 
 struct ic_conn;

@@ -334,6 +334,14 @@ static uint32_t run_hash(const char *p)
         return (uint32_t)((w * 0x9e3779b97f4a7c15ull) >> (64 - ECHO_RUN_LOG2));
 }
 
+static void mark_runs(struct secret *s, const char *form, size_t n)
+{
+        for (size_t i = 0; i + ECHO_RUN <= n; i++) {
+                uint32_t h = run_hash(form + i);
+                s->runs[h / 8] |= (uint8_t)(1u << (h % 8));
+        }
+}
+
 static int value_b64(struct intercept *k, struct secret *s, brig_error **err)
 {
         if (s->value_len < 8)
@@ -380,18 +388,27 @@ static int value_forms(struct intercept *k, struct secret *s, brig_error **err)
                 s->hex[c] = out;
         }
         s->hex_len = s->hex[0] ? 2 * s->value_len : 0;
-        if (s->value_len < ECHO_PARTIAL_FROM)
-                return 0;
-        s->partial = (s->value_len + 1) / 2;
-        if (s->partial < ECHO_PARTIAL_MIN)
-                s->partial = ECHO_PARTIAL_MIN;
+        if (s->value_len < ECHO_RUN)
+                return 0;  /* searched for whole, as it is */
+        if (s->value_len >= ECHO_PARTIAL_FROM) {
+                s->partial = (s->value_len + 1) / 2;
+                if (s->partial < ECHO_PARTIAL_MIN)
+                        s->partial = ECHO_PARTIAL_MIN;
+        }
+        /* every form holds an 8-byte run at a multiple of `step` wherever
+         * it lies: the shortest thing searched for (the value or a run
+         * of `partial` of it) is step + 7 bytes long */
+        s->step = (s->partial ? s->partial : s->value_len) - ECHO_RUN + 1;
         s->runs = (uint8_t *)vault_take(k, ECHO_RUN_BITS / 8);
         if (!s->runs)
                 return brig_err(err, ENOMEM, "--secret %s: too many secrets", s->spec->name);
-        for (size_t i = 0; i + ECHO_RUN <= s->value_len; i++) {
-                uint32_t h = run_hash(s->value + i);
-                s->runs[h / 8] |= (uint8_t)(1u << (h % 8));
-        }
+        mark_runs(s, s->value, s->value_len);
+        for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
+                if (s->b64[j])
+                        mark_runs(s, s->b64[j], s->b64_len[j]);
+        for (size_t j = 0; j < ARRAY_SIZE(s->hex); j++)
+                if (s->hex[j])
+                        mark_runs(s, s->hex[j], s->hex_len);
         return 0;
 }
 
@@ -625,34 +642,57 @@ size_t echo_decode(const char *p, size_t n, char *out)
         return o;
 }
 
-/* A run of s->partial bytes or more of the value in p: each such run
- * holds an 8-byte run starting at a multiple of (partial - 7), so only
- * those are looked up in the bitmap, and a hit is measured against the
- * value itself. */
-static bool partial_in(const struct secret *s, const char *p, size_t n)
+/* The run of the value's bytes around p[i..i+8), if that is one: is it
+ * s->partial long or more? */
+static bool partial_at(const struct secret *s, const char *p, size_t n, size_t i)
 {
-        size_t step = s->partial - ECHO_RUN + 1;
-        for (size_t i = 0; i + ECHO_RUN <= n; i += step) {
-                uint32_t h = run_hash(p + i);
-                if (!(s->runs[h / 8] & (1u << (h % 8))))
-                        continue;
-                for (const char *v = s->value, *end = s->value + s->value_len;
-                     (v = memmem(v, (size_t)(end - v), p + i, ECHO_RUN)); v++) {
-                        size_t at = (size_t)(v - s->value), back = 0, fwd = ECHO_RUN;
-                        while (back < at && back < i && s->value[at - back - 1] == p[i - back - 1])
-                                back++;
-                        while (at + fwd < s->value_len && i + fwd < n && s->value[at + fwd] == p[i + fwd])
-                                fwd++;
-                        if (back + fwd >= s->partial)
-                                return true;
-                }
+        for (const char *v = s->value, *end = s->value + s->value_len;
+             (v = memmem(v, (size_t)(end - v), p + i, ECHO_RUN)); v++) {
+                size_t at = (size_t)(v - s->value), back = 0, fwd = ECHO_RUN;
+                while (back < at && back < i && s->value[at - back - 1] == p[i - back - 1])
+                        back++;
+                while (at + fwd < s->value_len && i + fwd < n && s->value[at + fwd] == p[i + fwd])
+                        fwd++;
+                if (back + fwd >= s->partial)
+                        return true;
         }
         return false;
 }
 
-static bool plain_echo(const struct secret *s, const char *p, size_t n)
+static bool whole_in(const struct secret *s, const char *p, size_t n)
 {
-        return memmem(p, n, s->value, s->value_len) || (s->runs && partial_in(s, p, n));
+        if (memmem(p, n, s->value, s->value_len))
+                return true;
+        for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
+                if (s->b64[j] && memmem(p, n, s->b64[j], s->b64_len[j]))
+                        return true;
+        for (size_t j = 0; j < ARRAY_SIZE(s->hex); j++)
+                if (s->hex[j] && memmem(p, n, s->hex[j], s->hex_len))
+                        return true;
+        return false;
+}
+
+/* One pass: every form of the value (and every run of `partial` of it)
+ * holds an 8-byte run starting at a multiple of s->step, so only those
+ * are looked up in the bitmap of the forms' runs; a hit is searched for
+ * exactly in the bytes around it. */
+static bool echo_in(const struct secret *s, const char *p, size_t n)
+{
+        if (!s->runs)
+                return memmem(p, n, s->value, s->value_len) != NULL;
+        size_t reach = s->hex_len > s->value_len ? s->hex_len : s->value_len;
+        for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
+                if (s->b64_len[j] > reach)
+                        reach = s->b64_len[j];
+        for (size_t i = 0; i + ECHO_RUN <= n; i += s->step) {
+                uint32_t h = run_hash(p + i);
+                if (!(s->runs[h / 8] & (1u << (h % 8))))
+                        continue;
+                size_t lo = i > reach ? i - reach : 0, hi = n - i > reach + ECHO_RUN ? i + reach + ECHO_RUN : n;
+                if (whole_in(s, p + lo, hi - lo) || (s->partial && partial_at(s, p, n, i)))
+                        return true;
+        }
+        return false;
 }
 
 const struct secret *echo_find(const struct intercept *ic, const char *host, const char *p, size_t n, char *scratch)
@@ -663,14 +703,8 @@ const struct secret *echo_find(const struct intercept *ic, const char *host, con
                 const struct secret *s = &ic->secrets[i];
                 if (!secret_bound_to(s, host))
                         continue;  /* never sent there: nothing to echo */
-                if (plain_echo(s, p, n) || (coded && plain_echo(s, scratch, dn)))
+                if (echo_in(s, p, n) || (coded && echo_in(s, scratch, dn)))
                         return s;
-                for (size_t j = 0; j < ARRAY_SIZE(s->b64); j++)
-                        if (s->b64[j] && memmem(p, n, s->b64[j], s->b64_len[j]))
-                                return s;
-                for (size_t j = 0; j < ARRAY_SIZE(s->hex); j++)
-                        if (s->hex[j] && memmem(p, n, s->hex[j], s->hex_len))
-                                return s;
         }
         return NULL;
 }
