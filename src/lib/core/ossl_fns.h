@@ -84,6 +84,7 @@
         X(SSL_CTX_use_PrivateKey) \
         X(SSL_CTX_use_certificate) \
         X(SSL_accept) \
+        X(SSL_clear_options) \
         X(SSL_connect) \
         X(SSL_ctrl) \
         X(SSL_free) \
@@ -96,6 +97,7 @@
         X(SSL_set0_rbio) \
         X(SSL_set1_host) \
         X(SSL_set_bio) \
+        X(SSL_set_default_read_buffer_len) \
         X(SSL_set_fd) \
         X(SSL_set_hostflags) \
         X(SSL_set_read_ahead) \
@@ -186,6 +188,7 @@ BRIG_INTERNAL const struct ossl_fns *ossl(void);
 #define SSL_CTX_use_PrivateKey (ossl()->SSL_CTX_use_PrivateKey)
 #define SSL_CTX_use_certificate (ossl()->SSL_CTX_use_certificate)
 #define SSL_accept (ossl()->SSL_accept)
+#define SSL_clear_options (ossl()->SSL_clear_options)
 #define SSL_connect (ossl()->SSL_connect)
 #define SSL_ctrl (ossl()->SSL_ctrl)
 #define SSL_free (ossl()->SSL_free)
@@ -198,6 +201,7 @@ BRIG_INTERNAL const struct ossl_fns *ossl(void);
 #define SSL_set0_rbio (ossl()->SSL_set0_rbio)
 #define SSL_set1_host (ossl()->SSL_set1_host)
 #define SSL_set_bio (ossl()->SSL_set_bio)
+#define SSL_set_default_read_buffer_len (ossl()->SSL_set_default_read_buffer_len)
 #define SSL_set_fd (ossl()->SSL_set_fd)
 #define SSL_set_hostflags (ossl()->SSL_set_hostflags)
 #define SSL_set_read_ahead (ossl()->SSL_set_read_ahead)
