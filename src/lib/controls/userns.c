@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -97,7 +98,9 @@ int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err)
  * pipe either way: no helper outlives a brig killed meanwhile). It shares
  * the caller's memory (CLONE_VM) and runs on a stack of its own with
  * every signal blocked: raw system calls only, which touch no libc state
- * (errno is set on failure alone, and none of these fails). */
+ * (errno is set on failure alone, and none of these fails). Its stack and
+ * the pipe's numbers are a mapping of their own, kept until it is reaped:
+ * it may still run after the call that made it has returned. */
 static int userns_helper(void *arg)
 {
         const int *pipe_fds = arg;
@@ -106,6 +109,8 @@ static int userns_helper(void *arg)
         syscall(SYS_read, pipe_fds[0], &c, 1);
         return 0;
 }
+
+#define HELPER_MAP (64 * 1024)
 
 /* A user namespace whose only mapping is inside 0 → uid/gid, made by a
  * short-lived helper; returns an fd to it.
@@ -117,26 +122,38 @@ static int userns_helper(void *arg)
  * written. Born in its namespace, this one need not run first. bench:
  * 357 us against 62 us per namespace in a 4 MiB process, 8.9 ms against
  * 0.19 ms in a 64 MiB one. Its exit signal is 0, so a caller's SIGCHLD
- * handler or waitpid(-1) never sees it; it is reaped here (__WALL). */
-static int userns_fd_mapping_root_to(uid_t uid, gid_t gid, brig_error **err)
+ * handler or waitpid(-1) never sees it. Told to end before this returns,
+ * it is reaped by the caller later (userns_helper_reap, __WALL): waiting
+ * for it to be scheduled and exit, on a loaded host, was most of what the
+ * step still cost. */
+static int userns_fd_mapping_root_to(uid_t uid, gid_t gid, struct userns_helper *helper, brig_error **err)
 {
-        char stack[8192] __attribute__((aligned(16)));
-        int pipe_fds[2];
-        if (pipe2(pipe_fds, O_CLOEXEC) < 0)
-                return brig_err(err, errno, "pipe");
+        /* the pipe's numbers at the bottom, the stack growing down from the top */
+        void *map = mmap(NULL, HELPER_MAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (map == MAP_FAILED)
+                return brig_err(err, errno, "mmap");
+        int *pipe_fds = map;
+        if (pipe2(pipe_fds, O_CLOEXEC) < 0) {
+                int e = errno;
+                munmap(map, HELPER_MAP);
+                return brig_err(err, e, "pipe");
+        }
         sigset_t all, saved;
         sigfillset(&all);
         /* the helper inherits this thread's mask: nothing can run a
          * handler of the caller's on its stack in the caller's memory */
         pthread_sigmask(SIG_SETMASK, &all, &saved);
-        pid_t pid = clone(userns_helper, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER, pipe_fds);
+        pid_t pid = clone(userns_helper, (char *)map + HELPER_MAP, CLONE_VM | CLONE_NEWUSER, pipe_fds);
         int clone_errno = errno;
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         if (pid < 0) {
                 close(pipe_fds[0]);
                 close(pipe_fds[1]);
+                munmap(map, HELPER_MAP);
                 return brig_err(err, clone_errno, "helper user namespace for the idmapped workspace");
         }
+        helper->pid = pid;
+        helper->map = map;
         test_pause("idmap-helper");
         int ret = -1;
         char uid_map[64], gid_map[64], path[64];
@@ -149,19 +166,29 @@ static int userns_fd_mapping_root_to(uid_t uid, gid_t gid, brig_error **err)
         if (ret < 0)
                 ret = brig_err(err, errno, "open %s", path);
 out:
+        /* the last write end (the helper closed its own copy): it ends */
         close(pipe_fds[1]);
-        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
-                ;
         close(pipe_fds[0]);
         return ret;
 }
 
-int userns_idmapped_workspace(const struct run_plan *plan, int *ret_fd, brig_error **err)
+void userns_helper_reap(struct userns_helper *helper)
+{
+        if (helper->pid <= 0)
+                return;
+        while (waitpid(helper->pid, NULL, __WALL) < 0 && errno == EINTR)
+                ;
+        munmap(helper->map, HELPER_MAP);
+        *helper = (struct userns_helper)USERNS_HELPER_INIT;
+}
+
+int userns_idmapped_workspace(const struct run_plan *plan, int *ret_fd, struct userns_helper *helper,
+                              brig_error **err)
 {
         /* Files the workspace holds as host root appear owned by the sandbox
          * user, and files it creates land on disk as root: the workspace
          * stays as root expects without the sandbox ever being root. */
-        _cleanup_close_ int userns_fd = userns_fd_mapping_root_to(plan->host_uid, plan->host_gid, err);
+        _cleanup_close_ int userns_fd = userns_fd_mapping_root_to(plan->host_uid, plan->host_gid, helper, err);
         if (userns_fd < 0)
                 return brig_err_prefix(err, "idmapped workspace");
         struct open_how how = { .flags = O_PATH | O_CLOEXEC | O_DIRECTORY,

@@ -314,6 +314,7 @@ static int record_writable(const struct run_plan *plan, struct runchanges **ret)
 int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, brig_result *result, brig_error **err)
 {
         struct run_plan plan = RUN_PLAN_INIT;
+        struct userns_helper idmap_helper = USERNS_HELPER_INIT;  /* reaped once the child is released */
         struct terminal *term = NULL;
         struct supervision sup = { .pidfd = -1, .sync_fd = -1 };
         struct cgroup *cg = NULL;
@@ -506,7 +507,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         }
         timings_mark(plan.timings, TM_EGRESS);
         if (plan.idmap_workspace && !p->workspace_readonly) {
-                r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, err);
+                r = userns_idmapped_workspace(&plan, &plan.idmapped_workspace_fd, &idmap_helper, err);
                 if (r < 0)
                         goto out;
         }
@@ -579,6 +580,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         test_pause("released");
         /* what dead brigs left, while the child builds the sandbox */
         cgroup_sweep(cg);
+        userns_helper_reap(&idmap_helper);
 
         /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
         sup.pidfd = pidfd;
@@ -622,6 +624,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 explain(result, &plan.limits, &st, sup.timed_out, refusals);
         }
 out:
+        userns_helper_reap(&idmap_helper);
         if (err && *err && result->exit_code == 0)
                 result->exit_code = (*err)->exit_code;
         result->duration_ms = now_ms() - start;
