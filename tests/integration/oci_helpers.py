@@ -24,11 +24,10 @@ def make_rootfs(parent):
     if not os.path.exists(BUSYBOX) or subprocess.run([BUSYBOX, "--list"], capture_output=True).returncode:
         pytest.fail("busybox-static missing: scripts/install-deps installs it")
     root = pathlib.Path(parent) / "rootfs"
-    # run/brig: the mount point of brig's own runtime tmpfs. The image is
-    # root's, and a rootless brig cannot make a mount point in a directory
-    # it may not write (it refuses, naming the path) — so the rootless tests
-    # passed only when a root test of the same worker had made it first.
-    for d in ("bin", "etc", "tmp", "proc", "dev", "sys", "root", "run", "run/brig", "var"):
+    # No run/brig: brig mounts its runtime tmpfs in a rootfs only for what
+    # needs it (a CA, copy-ins, the agent), so a rootless brig needs no
+    # mount point of its own in root's image (test_oci_user.py proves it).
+    for d in ("bin", "etc", "tmp", "proc", "dev", "sys", "root", "run", "var"):
         (root / d).mkdir(parents=True, exist_ok=True)
     (root / "tmp").chmod(0o1777)
     shutil.copy(BUSYBOX, root / "bin" / "busybox")

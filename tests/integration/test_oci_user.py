@@ -105,6 +105,20 @@ def test_user_is_honoured_and_stays(oci):
     assert made.st_uid != 0 and made.st_gid != 0, f"ATTACK WORKED: host root made {made}"
 
 
+@attack("oci-host-passwd", "a container reads /etc/passwd: the host's user names and home directories, bound "
+        "over the image's own by brig's tools layer", "a rootfs keeps the image's passwd; brig's runtime tmpfs (and "
+        "its mount point in the image) only for a CA, copy-ins or the agent")
+def test_image_keeps_its_passwd_and_gets_no_mount_point(oci):
+    image_passwd = (oci.image / "etc" / "passwd").read_text()
+    host_names = {line.split(":")[0] for line in open("/etc/passwd")} - {"root", "nobody"}
+    assert host_names, "the host has no user but root and nobody: the check below would prove nothing"
+    b = oci.bundle(config(["/bin/sh", "-c", "cat /etc/passwd; test -e /run/brig && echo RUN-BRIG; exit 0"]))
+    r = oci.run("run", "--bundle", b, "pw1")
+    assert r.returncode == 0, r
+    assert r.stdout == image_passwd, f"ATTACK WORKED: /etc/passwd inside is not the image's: {r.stdout}"
+    assert not (b / "rootfs" / "run" / "brig").exists(), "brig made a mount point in the image"
+
+
 def test_exec_runs_as_the_containers_user(oci):
     """exec --process: the container's user (its own process's is the same);
     another user is refused at /process/user, before anything runs."""

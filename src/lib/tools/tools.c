@@ -580,6 +580,10 @@ static int plan_agent(struct run_plan *plan, brig_error **err)
 
 static int plan_passwd(struct run_plan *plan, brig_error **err)
 {
+        /* A rootfs is an image with its own users: its /etc/passwd stays,
+         * and none of the host's names and homes go in. */
+        if (plan->rootfs)
+                return 0;
         _cleanup_free_ char *raw = NULL;
         size_t len = 0;
         int r = read_host_file("passwd", "/etc/passwd", false, 4 << 20, &raw, &len, err);
@@ -624,7 +628,39 @@ static int plan_ca(struct run_plan *plan, brig_error **err)
         return t->ca_pem && t->ca_bundle ? 0 : brig_err(err, ENOMEM, "CA bundle");
 }
 
+/* The plan without brig's tmpfs at BRIG_RUNTIME_DIR. */
+static void drop_runtime_dir(struct run_plan *plan)
+{
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                struct mount_entry *m = &plan->mounts[i];
+                if (m->kind != MOUNT_TMPFS || m->from_user || strcmp(m->dst, BRIG_RUNTIME_DIR) != 0)
+                        continue;
+                free(m->src);
+                free(m->dst);
+                memmove(m, m + 1, (plan->n_mounts - i - 1) * sizeof *m);
+                plan->n_mounts--;
+                return;
+        }
+}
+
+static int plan_tools(struct run_plan *plan, brig_error **err);
+
 int tools_plan_build(struct run_plan *plan, brig_error **err)
+{
+        int r = plan_tools(plan, err);
+        /* With a rootfs (its own passwd) brig's tmpfs holds something only
+         * for a CA, copied-in files or the agent's socket. Without them it
+         * is not mounted: a rootless brig could not make its mount point
+         * in an image that is not its to write (docs/oci.md). */
+        struct tools_plan *t = plan->tools;
+        if (r == 0 && plan->rootfs && !t->ca_pem && !t->n_files && !t->agent_upstream)
+                drop_runtime_dir(plan);
+        else if (r == 0)
+                t->runtime_dir = true;
+        return r;
+}
+
+static int plan_tools(struct run_plan *plan, brig_error **err)
 {
         plan->tools = calloc(1, sizeof *plan->tools);
         if (!plan->tools)
@@ -824,7 +860,7 @@ static int bind_over(int root_fd, int run_dir, const char *name, const char *pat
 int tools_populate(int root_fd, const struct run_plan *plan, brig_error **err)
 {
         const struct tools_plan *t = plan->tools;
-        if (!t)
+        if (!t || !t->runtime_dir)
                 return 0;
         _cleanup_close_ int run_dir = open_here(root_fd, &BRIG_RUNTIME_DIR[1], O_PATH | O_DIRECTORY, 0);
         if (run_dir < 0 && errno == EXDEV) {
@@ -834,10 +870,10 @@ int tools_populate(int root_fd, const struct run_plan *plan, brig_error **err)
         }
         if (run_dir < 0)
                 return brig_err(err, errno, "open %s", BRIG_RUNTIME_DIR);
-        int r = create_file(run_dir, "passwd", t->passwd, t->passwd_len, 0444, plan, false);
+        int r = t->passwd ? create_file(run_dir, "passwd", t->passwd, t->passwd_len, 0444, plan, false) : 0;
         if (r < 0)
                 return brig_err(err, -r, "write %s/passwd", BRIG_RUNTIME_DIR);
-        r = bind_over(root_fd, run_dir, "passwd", "/etc/passwd", err);
+        r = t->passwd ? bind_over(root_fd, run_dir, "passwd", "/etc/passwd", err) : 0;
         if (r < 0)
                 return r;
         if (t->ca_pem) {
@@ -889,7 +925,7 @@ static int make_agent_socket(const struct run_plan *plan, brig_error **err)
 
 int tools_finish_inside(const struct run_plan *plan, brig_error **err)
 {
-        if (!plan->tools)
+        if (!plan->tools || !plan->tools->runtime_dir)
                 return 0;
         if (plan->tools->agent_upstream) {
                 int r = make_agent_socket(plan, err);

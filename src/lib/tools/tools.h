@@ -63,7 +63,8 @@ struct inside_file {
 struct tools_plan {
         struct inside_file *files;
         size_t n_files;
-        char *passwd;          /* /etc/passwd inside: the sandbox user's home is $HOME */
+        char *passwd;          /* /etc/passwd inside: the sandbox user's home is $HOME (a rootfs: NULL, the image's) */
+        bool runtime_dir;      /* brig's tmpfs at BRIG_RUNTIME_DIR is mounted (a rootfs may do without) */
         size_t passwd_len;
         char *agent_upstream;  /* --ssh-agent: the host's $SSH_AUTH_SOCK */
         char *ca_pem;          /* secrets, http rules: the sandbox's CA certificate, or NULL */
