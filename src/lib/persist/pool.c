@@ -82,29 +82,32 @@ static void context_free(char **context)
  * environment would give the run another $HOME, TERM or --keep-env value
  * than a cold brig run of its caller). The member compares the text
  * itself (control.c); the key only names the pool. */
-static char *pool_key(const brig_policy *p, brig_error **err)
+struct pool {
+        char *key, *dir;
+        char *json, *ws, *context;  /* what names it: the policy, the workspace, the caller's environment */
+};
+
+static char *pool_key(struct pool *pl, const brig_policy *p, brig_error **err)
 {
-        _cleanup_free_ char *json = pool_policy_json(p, err);
+        pl->json = pool_policy_json(p, err);
         _cleanup_free_ char *ws = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
-        _cleanup_free_ char *norm = ws ? path_normalize(ws) : NULL;
-        __attribute__((cleanup(context_free))) char *context = plan_caller_context(p);
-        if (!json || !norm || !context) {
+        pl->ws = ws ? path_normalize(ws) : NULL;
+        pl->context = plan_caller_context(p);
+        if (!pl->json || !pl->ws || !pl->context) {
                 brig_err(err, errno ? errno : ENOMEM, "pool key");
                 return NULL;
         }
-        uint64_t h = fnv1a(context, fnv1a(norm, fnv1a(json, 0xcbf29ce484222325ULL)));
+        uint64_t h = fnv1a(pl->context, fnv1a(pl->ws, fnv1a(pl->json, 0xcbf29ce484222325ULL)));
         return brig_strdup_printf("%016llx", (unsigned long long)h);
 }
-
-struct pool {
-        char *key, *dir, *ws;
-};
 
 static void pool_free(struct pool *pl)
 {
         free(pl->key);
         free(pl->dir);
+        free(pl->json);
         free(pl->ws);
+        context_free(&pl->context);
 }
 
 static int pool_open(const brig_policy *p, bool create, struct pool *pl, brig_error **err)
@@ -114,7 +117,7 @@ static int pool_open(const brig_policy *p, bool create, struct pool *pl, brig_er
         int r = state_root(create, &root, err);
         if (r < 0)
                 return r;
-        pl->key = pool_key(p, err);
+        pl->key = pool_key(pl, p, err);
         if (!pl->key)
                 return -ENOMEM;
         _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
@@ -463,21 +466,18 @@ static bool member_named(const struct pool *pl, const char *name)
         return strncmp(name, prefix, strlen(prefix)) == 0;
 }
 
-static bool member_matches(const struct pool *pl, const brig_policy *p, const char *name)
+static bool member_matches(const struct pool *pl, const char *name)
 {
         if (!member_named(pl, name))
                 return false;
         brig_error *e = NULL;
         _cleanup_free_ char *dir = NULL, *stored = NULL;
-        _cleanup_free_ char *want = pool_policy_json(p, &e);
-        _cleanup_free_ char *cwd = p->workspace ? strdup(p->workspace) : getcwd(NULL, 0);
-        _cleanup_free_ char *ws = cwd ? path_normalize(cwd) : NULL;
         json_t *st = NULL;
-        if (want && ws && state_dir(name, false, &dir, &e) == 0 && (stored = state_read_file(dir, "policy.json", &e)))
+        if (state_dir(name, false, &dir, &e) == 0 && (stored = state_read_file(dir, "policy.json", &e)))
                 st = state_read(dir, &e);
         brig_error_free(&e);
         const char *member_ws = json_string_value(json_object_get(st, "workspace"));
-        bool same = st && strcmp(stored, want) == 0 && member_ws && strcmp(member_ws, ws) == 0;
+        bool same = st && strcmp(stored, pl->json) == 0 && member_ws && strcmp(member_ws, pl->ws) == 0;
         json_decref(st);
         return same;
 }
@@ -632,17 +632,7 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 /* Claim the first ready member: the rename succeeds for one run only. */
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl.dir);
                 DIR *dir = rd ? opendir(rd) : NULL;
-                if (!dir && errno == ENOENT)
-                        snprintf(reason, sizeof reason, "no pool runs for this policy and workspace from this "
-                                                        "environment (brig pool --size N with the same options and "
-                                                        "the same HOME, SHELL, TERM, LANG, LC_*, TZ and --keep-env "
-                                                        "values starts one)");
-                else if (!pool_alive(&pl))
-                        snprintf(reason, sizeof reason, "the pool for this policy and workspace is not running "
-                                                        "(brig pool --size N starts it again)");
-                else
-                        snprintf(reason, sizeof reason, "no member of the pool was ready (all in use or still "
-                                                        "starting; a larger brig pool --size keeps more ready)");
+                bool no_pool = !dir && errno == ENOENT;
                 struct dirent *e;
                 while (dir && !name[0] && (e = readdir(dir))) {
                         if (!state_name_valid(e->d_name))
@@ -652,13 +642,25 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         if (!from || !to || rename(from, to) < 0)
                                 continue;
                         _cleanup_free_ char *done = member_path(&pl, "done", e->d_name);
-                        if (member_matches(&pl, p, e->d_name))
+                        if (member_matches(&pl, e->d_name))
                                 snprintf(name, sizeof name, "%s", e->d_name);
                         else if (!member_named(&pl, e->d_name) || !done || rename(to, done) < 0)
                                 unlink(to);  /* not a member: not ours to use, nor to remove */
                 }
                 if (dir)
                         closedir(dir);
+                /* why not, when not: off the path of a run the pool serves */
+                if (no_pool)
+                        snprintf(reason, sizeof reason, "no pool runs for this policy and workspace from this "
+                                                        "environment (brig pool --size N with the same options and "
+                                                        "the same HOME, SHELL, TERM, LANG, LC_*, TZ and --keep-env "
+                                                        "values starts one)");
+                else if (!name[0] && !pool_alive(&pl))
+                        snprintf(reason, sizeof reason, "the pool for this policy and workspace is not running "
+                                                        "(brig pool --size N starts it again)");
+                else if (!name[0])
+                        snprintf(reason, sizeof reason, "no member of the pool was ready (all in use or still "
+                                                        "starting; a larger brig pool --size keeps more ready)");
         }
         if (!name[0]) {
                 pool_free(&pl);
@@ -670,10 +672,8 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
          * claimed just then, or found stopping when the exec asks, has not
          * run the command: a new sandbox runs it. */
         json_t *refusals = NULL;
-        __attribute__((cleanup(context_free))) char *context = plan_caller_context(p);
-        r = !context         ? -ENOMEM
-            : pool_alive(&pl) ? sandbox_exec_last(name, &o, context, res, report_fd >= 0 ? &refusals : NULL, &xerr)
-                              : -ESHUTDOWN;
+        r = pool_alive(&pl) ? sandbox_exec_last(name, &o, pl.context, res, report_fd >= 0 ? &refusals : NULL, &xerr)
+                            : -ESHUTDOWN;
         /* A member made from another environment refuses before anything
          * runs (ESTALE, control.c): its key matched by chance, or the pool
          * was started again from another environment. */
@@ -689,8 +689,7 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 return run_fresh(p, argv, res,
                                  other_env ? "the pool's member was made from another environment (HOME, SHELL, "
                                              "TERM, LANG, LC_*, TZ or --keep-env values differ)"
-                                 : r == -ENOMEM ? "out of memory"
-                                                : "the pool's daemon is gone (its members stop by themselves)",
+                                           : "the pool's daemon is gone (its members stop by themselves)",
                                  why, why_size, err);
         }
         if (xerr && err && !*err)
