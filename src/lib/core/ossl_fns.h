@@ -1,5 +1,7 @@
 /* ossl_fns.h — the OpenSSL functions brig calls, through the table of
- * the libraries ossl.c loads on first use (ossl.h says why). */
+ * the libraries ossl.c loads on first use (ossl.h says why). libbrig
+ * links no OpenSSL: a call of a function missing from these lists fails
+ * the link (an undefined reference); add it to its library's list. */
 #ifndef BRIG_OSSL_FNS_H
 #define BRIG_OSSL_FNS_H
 
