@@ -261,6 +261,19 @@ def audited(brig, script, *args, **kw):
     return r, events, path
 
 
+# Python inside the sandbox: TLS to api.test through the proxy's CONNECT
+# (the sandbox's CA bundle is the default store there)
+TLS_TUNNEL = '''import os, socket, ssl
+def tls_tunnel():
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(b"CONNECT api.test:443 HTTP/1.1\\r\\nHost: api.test:443\\r\\n\\r\\n")
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        head += s.recv(1)
+    return ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+'''
+
+
 def placeholder_of(text):
     m = re.search(r"brig-secret-API_TOKEN-[0-9a-f]{32}", text)
     assert m, text
@@ -469,7 +482,7 @@ def test_a_placeholder_later_in_a_body_never_leaves(ws, up):
     mark = up.mark()
     script = r'''
 python3 - <<'EOF'
-import os, socket, ssl
+''' + TLS_TUNNEL + r'''
 ph = os.environ["API_TOKEN"].encode()
 half = len(ph) - 12
 print("placeholder", ph.decode())
@@ -505,12 +518,7 @@ def plain(path, chunked):
     s.sendall(body)
     print(path, *answer(s))
 def tls_chunked(path):
-    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-    s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(1)
-    t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+    t = tls_tunnel()
     t.sendall(("POST %s HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n" % path).encode())
     t.sendall(framed([b"a" * 300 + ph[:half], ph[half:] + b"b" * 10]))
     print(path, *answer(t))
@@ -790,13 +798,8 @@ def test_a_request_in_a_get_body_is_never_smuggled_past_the_rules(ws, up):
     mark = up.mark()
     script = r'''
 python3 - <<'EOF'
-import socket, ssl
-s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head:
-    head += s.recv(1)
-t = ssl.create_default_context().wrap_socket(s, server_hostname="api.test")
+''' + TLS_TUNNEL + r'''
+t = tls_tunnel()
 inner = b"DELETE /v1/admin HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n\r\n"
 t.sendall(b"GET /v1/models/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner)
 out = b""
