@@ -262,7 +262,7 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
                 json_decref(warnings);
         /* A pool member: what of its environment (ours, the pool
          * daemon's) the plan read, which its run's caller must share */
-        if (c->opts.owner_pid > 0 && !(c->context = plan_caller_context(plan->policy)))
+        if (c->opts.owner_pid > 0 && !c->opts.ephemeral && !(c->context = plan_caller_context(plan->policy)))
                 return brig_err(err, ENOMEM, "state");
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }
@@ -411,7 +411,8 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
         /* A pool member (owned by its daemon) serves one brig run --pooled
          * and nothing else: a brig exec or file operation into it before
          * the run would leave what the run then finds. */
-        bool member = c->opts.owner_pid > 0;
+        /* (an ephemeral sandbox has an owner too, its creator: not a member) */
+        bool member = c->opts.owner_pid > 0 && !c->opts.ephemeral;
         if (member && (!last || c->served))
                 return reply_error(k->fd, EPERM, "sandbox '%s' is a member of a warm pool: it serves %s", c->name,
                                    c->served ? "one run, which it has served" : "one brig run --pooled and nothing else");
