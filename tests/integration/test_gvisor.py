@@ -182,7 +182,7 @@ ROWS = ["test_overwrite_host_binaries", "test_write_system_dirs", "test_dotdot_o
         "test_binfmt_misc", "test_bpf", "test_chroot_escape", "test_directory_as_stdio", "test_disk_exhaustion",
         "test_fd_exhaustion", "test_hostile_entries_replace_dev_null_and_proc", "test_leaked_host_fd_not_kept_by_init",
         "test_mlock", "test_opath_reopen", "test_reopen_stdin_for_writing", "test_rlimit_raise",
-        "test_set_clock_and_hostname", "test_sysv_ipc", "test_uevent_helper", "test_x32_abi"]
+        "test_set_clock_and_hostname", "test_sysv_ipc", "test_uevent_helper", "test_x32_abi", "test_core_dump"]
 
 
 @attack("gvisor-escape-rows", "the escape catalogue's rows, attempted again behind --wall gvisor",

@@ -75,7 +75,10 @@ static json_t *process_config(const struct run_plan *plan, char *const *argv)
                 if (json_array_append_new(env, json_string(*e)) < 0)
                         goto fail;
         const struct limits *l = &plan->limits;
-        if ((l->nofile && json_array_append_new(rl, rlimit("RLIMIT_NOFILE", l->nofile)) < 0) ||
+        /* RLIMIT_CORE 1, hard, as rlimit.c sets it behind the namespace
+         * wall: no core file, and never a pipe to a core helper */
+        if (json_array_append_new(rl, rlimit("RLIMIT_CORE", 1)) < 0 ||
+            (l->nofile && json_array_append_new(rl, rlimit("RLIMIT_NOFILE", l->nofile)) < 0) ||
             (l->nproc && json_array_append_new(rl, rlimit("RLIMIT_NPROC", l->nproc)) < 0) ||
             (l->fsize && json_array_append_new(rl, rlimit("RLIMIT_FSIZE", l->fsize)) < 0) ||
             (l->stack && json_array_append_new(rl, rlimit("RLIMIT_STACK", l->stack)) < 0) ||
