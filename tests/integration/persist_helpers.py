@@ -128,9 +128,15 @@ class Sandboxes:
         return problems
 
 
-@pytest.fixture
-def sandboxes(brig):
+def sandboxes_of(brig):
+    """The fixture's body for any brig-like fixture (test_gvisor_persist.py
+    passes its --wall gvisor one)."""
     s = Sandboxes(brig)
     yield s
     problems = s.cleanup()
     assert not problems, f"sanitizer reports in supervisor logs: {problems}"
+
+
+@pytest.fixture
+def sandboxes(brig):
+    yield from sandboxes_of(brig)

@@ -18,23 +18,19 @@
 import os
 import signal
 import socket
-import subprocess
 
 import pytest
 
 import test_persist as tp
 from conftest import mountinfo
-from persist_helpers import Sandboxes, pid_alive
+from persist_helpers import pid_alive, sandboxes_of
 from proc_helpers import marker, pids_with, wait_until
 from test_gvisor import attack, descendants, gv  # noqa: F401 (fixture)
 
 
 @pytest.fixture
 def gvsb(gv):
-    s = Sandboxes(gv)
-    yield s
-    problems = s.cleanup()
-    assert not problems, f"sanitizer reports in supervisor logs: {problems}"
+    yield from sandboxes_of(gv)
 
 
 def argv0(pid):
