@@ -233,3 +233,13 @@ print("added", added)
     assert pids, "the check's shell is not running"
     comms = [pathlib.Path(f"/proc/{p}/comm").read_text().strip() for p in pids if pid_alive(p)]
     assert "pwned" not in comms, f"ATTACK WORKED: an exec wrote /proc through a planted rule: {comms}"
+
+
+def test_pooled_run_timings(brig, pool):
+    """--timings of a served run: the pooled path's own steps, on stderr and in the report."""
+    r = _pooled(pool, "true", "--timings")
+    assert r.returncode == 0 and _served(r), r
+    steps = r.report["timings"]["steps"]
+    assert set(steps) == {"pool_lookup", "claim", "exec", "hand_back"}, r.report["timings"]
+    assert all(isinstance(v, int) and v >= 0 for v in steps.values()), steps
+    assert "brig: timings:" in r.stderr and "exec in the member" in r.stderr, r

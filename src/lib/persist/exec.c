@@ -353,7 +353,7 @@ void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *pay
 }
 
 char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res, const brig_error *error,
-                       const char *pool_member, json_t *refusals, brig_error **err)
+                       const json_t *pooled, json_t *refusals, brig_error **err)
 {
         json_t *cmd = json_array();
         for (size_t i = 0; o->argv[i]; i++)
@@ -384,9 +384,13 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
         json_object_set_new(doc, "refusals", list ? json_incref(list) : json_array());
         if (dropped)
                 json_object_set_new(doc, "refusals_dropped", json_integer(dropped));
-        if (pool_member)  /* brig run --pooled, served by this member */
-                json_object_set_new(doc, "pool", json_pack("{s:b, s:s, s:n}", "served", 1, "member", pool_member,
+        const char *member = json_string_value(json_object_get(pooled, "member"));
+        if (member)  /* brig run --pooled, served by this member */
+                json_object_set_new(doc, "pool", json_pack("{s:b, s:s, s:n}", "served", 1, "member", member,
                                                            "reason"));
+        json_t *timings = json_object_get(pooled, "timings");
+        if (timings)  /* --timings of a pooled run: its own steps (pool.c) */
+                json_object_set(doc, "timings", timings);
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(doc);
         if (!text)
@@ -395,7 +399,7 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
 }
 
 int exec_report_write(int fd, const char *what, const char *name, const brig_exec_opts *o, const brig_result *res,
-                      const brig_error *error, const char *pool_member, json_t *refusals, brig_error **err)
+                      const brig_error *error, const json_t *pooled, json_t *refusals, brig_error **err)
 {
-        return report_text_write(fd, exec_report_json(name, o, res, error, pool_member, refusals, err), what, err);
+        return report_text_write(fd, exec_report_json(name, o, res, error, pooled, refusals, err), what, err);
 }

@@ -589,6 +589,53 @@ static int run_fresh(const brig_policy *p, char *const argv[], brig_result *res,
         return brig_run_in_process(&copy, argv, res, err);
 }
 
+/* --timings of a run the pool serves: its own steps, stamped here
+ * (CLOCK_MONOTONIC), as brig run --timings prints and reports a cold
+ * run's (core/timings.c); what happens in the member is one step, the
+ * exec's round trip. */
+enum pool_mark { PT_START, PT_LOOKUP, PT_CLAIM, PT_EXEC, PT_HAND_BACK, PT_COUNT };
+
+static const struct {
+        const char *name, *key;
+} pool_steps[PT_COUNT] = {
+        [PT_LOOKUP] = { "pool lookup (policy, key)", "pool_lookup" },
+        [PT_CLAIM] = { "claim and member check", "claim" },
+        [PT_EXEC] = { "exec in the member", "exec" },
+        [PT_HAND_BACK] = { "hand back to the daemon", "hand_back" },
+};
+
+struct pool_timings {
+        bool on;
+        uint64_t ns[PT_COUNT];
+};
+
+static void pool_mark(struct pool_timings *t, enum pool_mark m)
+{
+        struct timespec ts;
+        if (t->on && clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+                t->ns[m] = (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Into the result's text (the CLI prints it) and, for the report, as
+ * timings_json has a cold run's: t0_ns, unit, steps in microseconds. */
+static json_t *pool_timings_take(const struct pool_timings *t, brig_result *res)
+{
+        json_t *steps = json_object();
+        size_t len = 0, n = sizeof res->timings;
+        res->timings[0] = '\0';
+        for (int m = PT_LOOKUP; m < PT_COUNT; m++) {
+                uint64_t ns = t->ns[m] - t->ns[m - 1];
+                json_object_set_new(steps, pool_steps[m].key, json_integer((json_int_t)(ns / 1000)));
+                if (len < n)
+                        len += (size_t)snprintf(res->timings + len, n - len, "  %-30s %9.3f ms\n", pool_steps[m].name,
+                                                (double)ns / 1e6);
+        }
+        if (len < n)
+                snprintf(res->timings + len, n - len, "  %-30s %9.3f ms\n", "total",
+                         (double)(t->ns[PT_COUNT - 1] - t->ns[PT_START]) / 1e6);
+        return json_pack("{s:I, s:s, s:o}", "t0_ns", (json_int_t)t->ns[PT_START], "unit", "us", "steps", steps);
+}
+
 int brig_run_pooled(const brig_policy *p, char *const argv[], brig_result *res, bool *pooled, brig_error **err)
 {
         return brig_run_pooled_why(p, argv, res, pooled, NULL, 0, err);
@@ -598,17 +645,18 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         size_t why_size, brig_error **err)
 {
         struct pool pl;
+        struct pool_timings tm = { .on = p->timings };
+        pool_mark(&tm, PT_START);
         *pooled = false;
         if (why && why_size)
                 why[0] = '\0';
         /* What a pool member cannot give (brig pool refuses these): the
          * audit stream and passed descriptors belong to a supervisor
          * started with them. The report it can: the exec's. */
-        if (p->audit_path || p->audit_fd || p->n_pass_fds || p->manifest_path || p->timings)
+        if (p->audit_path || p->audit_fd || p->n_pass_fds || p->manifest_path)
                 return run_fresh(p, argv, res,
                                  p->n_pass_fds ? "--pass-fd needs a new sandbox (a pool member's "
                                                  "supervisor was started without the descriptor)"
-                                 : p->timings  ? "--timings times a start, and a pool member started before the run"
                                                : "--audit and --manifest need a new sandbox (a pool "
                                                  "member's supervisor was started without the audit stream)",
                                  why, why_size, err);
@@ -622,7 +670,12 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         return report_fd;
         }
         brig_error *perr = NULL;
-        int r = pool_open(p, false, &pl, &perr);
+        /* --timings is part of the policy's JSON: the pool is the one made
+         * without it (a start it would time happened before the run) */
+        brig_policy untimed = *p;  /* shallow: only read */
+        untimed.timings = false;
+        int r = pool_open(&untimed, false, &pl, &perr);
+        pool_mark(&tm, PT_LOOKUP);
         char name[256] = "", reason[512] = "";
         if (r < 0)
                 snprintf(reason, sizeof reason, "the pool could not be looked up: %s",
@@ -666,6 +719,7 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 pool_free(&pl);
                 return run_fresh(p, argv, res, reason, why, why_size, err);  /* no pool, or none ready */
         }
+        pool_mark(&tm, PT_CLAIM);
         brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough };
         brig_error *xerr = NULL;
         /* A member whose daemon is gone stops by itself (control.c): one
@@ -692,16 +746,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                                            : "the pool's daemon is gone (its members stop by themselves)",
                                  why, why_size, err);
         }
+        pool_mark(&tm, PT_EXEC);
         if (xerr && err && !*err)
                 *err = TAKE_PTR(xerr);
         brig_error_free(&xerr);
         *pooled = true;
-        if (report_fd >= 0) {
-                char what[PATH_MAX + 32];
-                report_what(p, what, sizeof what);
-                r = sandbox_exec_report(report_fd, what, name, &o, res, name, refusals, r, err);
-        }
-        json_decref(refusals);
         /* Used once: hand it to the daemon to remove, or remove it here
          * when the daemon is gone. */
         _cleanup_free_ char *from = claimed_path(&pl, name);
@@ -714,6 +763,18 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 if (from)
                         unlink(from);
         }
+        pool_mark(&tm, PT_HAND_BACK);
+        json_t *served = json_pack("{s:s}", "member", name);
+        if (tm.on && served)
+                json_object_set_new(served, "timings", pool_timings_take(&tm, res));
+        if (report_fd >= 0) {
+                char what[PATH_MAX + 32];
+                report_what(p, what, sizeof what);
+                r = served ? sandbox_exec_report(report_fd, what, name, &o, res, served, refusals, r, err)
+                           : brig_err(err, ENOMEM, "report");
+        }
+        json_decref(served);
+        json_decref(refusals);
         pool_free(&pl);
         return r;
 }

@@ -637,10 +637,10 @@ int sandbox_exec_last(const char *name, const brig_exec_opts *o, const char *con
 }
 
 int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
-                        const brig_result *res, const char *pool_member, json_t *refusals, int r, brig_error **err)
+                        const brig_result *res, const json_t *pooled, json_t *refusals, int r, brig_error **err)
 {
         brig_error *rerr = NULL;
-        int rr = exec_report_write(report_fd, what, name, o, res, err ? *err : NULL, pool_member, refusals,
+        int rr = exec_report_write(report_fd, what, name, o, res, err ? *err : NULL, pooled, refusals,
                                    r < 0 ? &rerr : err);
         brig_error_free(&rerr);
         return r == 0 ? rr : r;

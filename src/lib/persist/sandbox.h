@@ -76,7 +76,7 @@ BRIG_INTERNAL int sandbox_exec_last(const char *name, const brig_exec_opts *o, c
 /* Its report to report_fd (`what`: the flag that gave it), after an exec
  * that returned r: r, or the report's failure when r was 0 (then in *err). */
 BRIG_INTERNAL int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
-                                      const brig_result *res, const char *pool_member, json_t *refusals, int r,
+                                      const brig_result *res, const json_t *pooled, json_t *refusals, int r,
                                       brig_error **err);
 
 /* The same with more CTL_EXEC_* flags in the request (CTL_EXEC_FILEOP). */
@@ -114,14 +114,16 @@ BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, uint32
  * into *refusals as exec_over's; NULL: not wanted). */
 BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n,
                                     json_t **refusals);
-/* The JSON report of one exec (free()). */
+/* The JSON report of one exec (free()). pooled: brig run --pooled served
+ * by a member, {"member": NAME} and, with --timings, "timings" (pool.c);
+ * NULL for any other exec. */
 BRIG_INTERNAL char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res,
-                                     const brig_error *error, const char *pool_member, json_t *refusals,
+                                     const brig_error *error, const json_t *pooled, json_t *refusals,
                                      brig_error **err);
 /* The JSON report of one exec: the run report's outcome fields, and the
  * refusals exec_over gave (or NULL: none known). */
 BRIG_INTERNAL int exec_report_write(int fd, const char *what, const char *name, const brig_exec_opts *o,
-                                    const brig_result *res, const brig_error *error, const char *pool_member,
+                                    const brig_result *res, const brig_error *error, const json_t *pooled,
                                     json_t *refusals, brig_error **err);
 
 /* overlay*.c: --workspace-mode overlay */
