@@ -39,8 +39,11 @@
 #define IC_IDLE_S 300
 #define IC_BUF (64u << 10)
 #define IC_READ_AHEAD (128u << 10)
-/* Each holds up to ~230 KiB of buffers in the supervisor, outside the
- * sandbox's memory limit: at most this many at once (~60 MiB). */
+/* Each holds up to ~360 KiB of buffers in the supervisor while data
+ * flows (the upstream's 128 KiB reads among them; an idle one releases
+ * its record buffers), ~0.8 MiB with a 16 KiB secret bound to its host
+ * (struct held), outside the sandbox's memory limit: at most this many
+ * at once. */
 #define IC_MAX_CONNS 256
 
 struct ic_conn {

@@ -4,7 +4,9 @@
  *   secrets.c    --secret NAME=@FILE|env:VAR, --secret-host, --secret-header:
  *                the real values (in memory that is neither dumped nor
  *                inherited by the sandbox), their placeholders, finding a
- *                placeholder in bytes and swapping it where it may go
+ *                placeholder in bytes (a body piece by piece too) and
+ *                swapping it where it may go, finding a value's echoes
+ *                (encoded, escaped, in part) in a response
  *   httprules.c  http_rules: methods and path patterns per host, with the
  *                path normalised (or refused when it is ambiguous)
  *   tls.c        the per-sandbox CA, leaf certificates minted per name and
