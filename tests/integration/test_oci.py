@@ -90,3 +90,35 @@ def test_run_exit_code_and_delete_force(oci):
     assert oci.run("delete", "--force", "r2").returncode == 0
     assert not os.path.exists(f"/proc/{pid}/stat") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
     assert not (oci.root / "r2").exists()
+
+
+def test_runtime_spec_lifecycle_requirements(oci):
+    """The runtime spec's lifecycle requirements as runtime-tools names them
+    (specerror/runtime.go, which Debian ships; its validation programs it
+    does not, docs/oci.md): an operation without an id, on a container that
+    does not exist, start/kill/delete in the wrong state — each an error
+    that changes nothing; an id already in use refused."""
+    for op in ("state", "start", "kill", "delete"):  # *WithoutIDGenError
+        r = oci.run(op)
+        assert r.returncode == 125 and "container id is missing" in r.stderr, (op, r)
+    r = oci.run("state", "nosuch")  # QueryNonExistGenError
+    assert r.returncode == 125 and "does not exist" in r.stderr, r
+    b = oci.bundle(config(["/bin/sleep", "60"]))
+    assert oci.create(b, "l1").returncode == 0
+    try:
+        r = oci.create(b, "l1")  # CreateWithUniqueID
+        assert r.returncode == 125 and "exists already" in r.stderr, r
+        assert oci.state("l1")["status"] == "created"
+        assert oci.run("start", "l1").returncode == 0
+        oci.wait_status("l1", "running")
+        r = oci.run("start", "l1")  # StartNotCreatedGenError, ...HaveNoEffect
+        assert r.returncode == 125 and oci.state("l1")["status"] == "running", r
+        r = oci.run("delete", "l1")  # DeleteNonStopGenError, ...HaveNoEffect
+        assert r.returncode == 125 and oci.state("l1")["status"] == "running", r
+        assert oci.run("kill", "l1", "KILL").returncode == 0  # KillSignalImplement
+        oci.wait_status("l1", "stopped")
+        r = oci.run("kill", "l1", "TERM")  # KillNonCreateRunGenError
+        assert r.returncode == 125 and oci.state("l1")["status"] == "stopped", r
+    finally:
+        oci.run("delete", "--force", "l1")
+    assert not (oci.root / "l1").exists()  # DeleteResImplement

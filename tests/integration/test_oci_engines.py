@@ -89,6 +89,11 @@ def test_podman_run_exit_codes_stdout_rootfs_and_the_audit_file(world):
     assert r.returncode == 7 and r.stdout == "out-inside the image\n" and "err" in r.stderr, r
     r = prun(world, "--rm", "--", "/nonexistent")
     assert r.returncode in (126, 127), r
+    # podman's --user reaches process.user; its root stays brig's sandbox user
+    r = prun(world, "--rm", "--user", "1000:1000", "--", "/bin/sh", "-c", "id -u; id -g")
+    assert r.returncode == 0 and r.stdout == "1000\n1000\n", r
+    r = prun(world, "--rm", "--", "/bin/id", "-u")
+    assert r.returncode == 0 and r.stdout.strip() not in ("", "0"), r
     copy = world["dir"] / "rootfs-copy"
     subprocess.run(["cp", "-a", str(world["rootfs"]), str(copy)], check=True)
     (copy / "etc" / "image-marker").write_text("from --rootfs\n")
