@@ -74,6 +74,32 @@ def test_bind_diff_lists_changes_since_create_without_following_what_was_planted
     assert again.returncode == 0 and {c["path"] for c in json.loads(again.stdout)} == set(ch), again
 
 
+@attack("changes-overlay-bind-unseen", "an overlay-mode persistent sandbox writes its workspace (the layer) and, "
+        "to keep it out of brig diff, a writable bind, which is written through to the host",
+        "in overlay mode the supervisor records the writable binds at create as in bind mode (changes.c); brig "
+        "diff lists the layer's changes and the binds' since create, absolute, with size and sha256")
+def test_overlay_diff_lists_what_went_through_a_writable_bind(brig, sandboxes):
+    extra = brig.base / "extra-ov"
+    extra.mkdir()
+    (extra / "old.txt").write_text("old\n")
+    _own(brig, extra, extra / "old.txt")
+    name, _ = sandboxes.create("--workspace-mode", "overlay", "--bind", str(extra))
+    r = sandboxes.sh(name, f"echo layer > in-layer.txt; echo through > {extra}/hidden.txt; rm {extra}/old.txt")
+    assert r.returncode == 0, r
+    assert (extra / "hidden.txt").read_text() == "through\n" and not (extra / "old.txt").exists()
+    assert not (brig.workspace / "in-layer.txt").exists(), "the overlay wrote through"
+    d = sandboxes.brig_cmd("diff", name, "--json", timeout=30)
+    assert d.returncode == 0, d
+    ch = {c["path"]: c for c in json.loads(d.stdout)}
+    assert ch["in-layer.txt"]["change"] == "added", ch
+    want = hashlib.sha256(b"through\n").hexdigest()
+    assert ch[f"{extra}/hidden.txt"] == {**ch[f"{extra}/hidden.txt"], "change": "added", "size": 8,
+                                         "sha256": want}, ch
+    assert ch[f"{extra}/old.txt"]["change"] == "deleted", ch
+    t = sandboxes.brig_cmd("diff", name)
+    assert t.returncode == 0 and f"A {extra}/hidden.txt\n" in t.stdout and "A in-layer.txt\n" in t.stdout, t
+
+
 @attack("changes-buried-past-cap", "a workspace of more entries than the walk records (a change buried past "
         "them), a tree 300 directories deep, and a sandbox that adds more than its --changes-max",
         "runchanges.c: each walk records at most --changes-max entries and 256 levels; past them it stops, "

@@ -299,8 +299,11 @@ static int record_writable(const struct run_plan *plan, struct runchanges **ret)
         for (size_t i = 0; i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
                 struct stat st;
-                if (m->kind == MOUNT_BIND && !m->readonly && m->src &&
-                    (m->from_user || (plan->workspace && strcmp(m->src, plan->workspace) == 0)) &&
+                /* an overlay workspace is not written through: its layer
+                 * has what changed (overlay_diff.c) */
+                bool workspace = m->src && plan->workspace && !plan->overlay_upper &&
+                                 strcmp(m->src, plan->workspace) == 0;
+                if (m->kind == MOUNT_BIND && !m->readonly && m->src && (m->from_user || workspace) &&
                     lstat(m->src, &st) == 0 && S_ISDIR(st.st_mode))
                         roots[n++] = m->src;
         }
@@ -457,8 +460,9 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         }
         /* A persistent sandbox in bind mode writes its workspace itself:
          * the same record, once, before anything of it first runs, kept
-         * in its state directory for brig diff and its stop (changes.c).
-         * A start after a stop keeps it: "since create". */
+         * in its state directory for brig diff and its stop (changes.c);
+         * in overlay mode, of its writable binds only, for brig diff. A
+         * start after a stop keeps it: "since create". */
         if (ctl && control_keeps_changes(ctl) && !changes_kept(control_dir(ctl))) {
                 struct runchanges *kept = NULL;
                 r = record_writable(&plan, &kept);
@@ -646,7 +650,9 @@ out:
         }
         unixguard_finish(guard);
         json_t *files = audit && changes ? runchanges_end(changes)
-                        : audit && ctl && control_keeps_changes(ctl) ? changes_event(control_dir(ctl)) : NULL;
+                        : audit && ctl && control_keeps_changes(ctl) && !plan.overlay_upper
+                                ? changes_event(control_dir(ctl))
+                                : NULL;
         if (manifest && manifest_end(manifest, &plan, result, audit, files, err) < 0 && r == 0)
                 r = -EIO;
         manifest_free(manifest);

@@ -1,10 +1,11 @@
 /* changes.c — what a bind-mode persistent sandbox changed since it was
  * created: brig diff NAME (on demand), and the files event of its audit
- * stream when it stops. Overlay mode has its layer for that
- * (overlay_diff.c); in bind mode the sandbox writes the workspace itself,
- * so its supervisor records every entry of the writable trees (the
- * workspace and writable binds, runchanges.c's walk) before anything of
- * the sandbox first runs, and keeps the record in the state directory
+ * stream when it stops. Overlay mode has its layer for the workspace
+ * (overlay_diff.c) and this for its writable binds. In bind mode the
+ * sandbox writes the workspace itself, so its supervisor records every
+ * entry of the writable trees (the workspace and writable binds,
+ * runchanges.c's walk; overlay mode: the binds) before anything of the
+ * sandbox first runs, and keeps the record in the state directory
  * (changes.json, 0600). A diff walks the trees again the same way —
  * lstat, no symlink followed, no mount crossed, hashes opened beneath
  * the root — and compares. The record is read back as untrusted bytes
@@ -138,8 +139,8 @@ static json_t *as_diff(json_t *files, const char *workspace, const struct filter
         return sorted;
 }
 
-char *changes_diff_json(const char *name, const char *dir, json_t *state, const brig_change_filter *filter,
-                        brig_error **err)
+json_t *changes_diff_list(const char *name, const char *dir, json_t *state, const brig_change_filter *filter,
+                          brig_error **err)
 {
         const char *workspace = json_string_value(json_object_get(state, "workspace"));
         struct filter f = { 0 };
@@ -153,7 +154,6 @@ char *changes_diff_json(const char *name, const char *dir, json_t *state, const 
                 return NULL;
         }
         json_t *files = changes_since(dir, true, err), *list = NULL;
-        char *text = NULL;
         if (!files) {
                 brig_err_prefix(err, "diff '%s'", name);
         } else if (!json_is_true(json_object_get(files, "complete"))) {
@@ -165,11 +165,21 @@ char *changes_diff_json(const char *name, const char *dir, json_t *state, const 
                                        "--changes-max is the most entries its walks record: create it with a "
                                        "larger one, or 0 for no cap)", name, why ? why : "?");
                 free(why);
-        } else if (!(list = as_diff(files, workspace, &f)) || !(text = json_dumps(list, JSON_INDENT(2)))) {
+        } else if (!(list = as_diff(files, workspace, &f))) {
                 brig_err(err, ENOMEM, "diff");
         }
-        json_decref(list);
         json_decref(files);
         filter_free(&f);
+        return list;
+}
+
+char *changes_diff_json(const char *name, const char *dir, json_t *state, const brig_change_filter *filter,
+                        brig_error **err)
+{
+        json_t *list = changes_diff_list(name, dir, state, filter, err);
+        char *text = list ? json_dumps(list, JSON_INDENT(2)) : NULL;
+        if (list && !text)
+                brig_err(err, ENOMEM, "diff");
+        json_decref(list);
         return text;
 }

@@ -90,7 +90,9 @@ const char *control_dir(const struct control *c)
  * at every start for a diff nobody asks. */
 bool control_keeps_changes(const struct control *c)
 {
-        return !c->opts.overlay && !c->opts.ephemeral && !c->opts.owner_pid;
+        /* overlay mode too: its layer has the workspace's changes, the
+         * record those of its writable binds */
+        return !c->opts.ephemeral && !c->opts.owner_pid;
 }
 
 static int epoll_watch(struct control *c, int fd, struct watch *w)

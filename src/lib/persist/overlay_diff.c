@@ -452,13 +452,23 @@ char *brig_sandbox_diff_filtered_json(const char *name, const brig_change_filter
                 else if (r < 0)
                         brig_err(err, -r, "diff '%s'", name);
         }
-        if (r == 0) {
-                json_t *a = changes_json(&c);
-                text = a ? json_dumps(a, JSON_INDENT(2)) : NULL;
-                json_decref(a);
-                if (!text)
-                        brig_err(err, ENOMEM, "diff");
+        json_t *a = r == 0 ? changes_json(&c) : NULL, *binds = NULL;
+        if (r == 0 && !a) {
+                brig_err(err, ENOMEM, "diff");
+        } else if (a && changes_kept(l.dir)) {
+                /* and its writable binds, written through, since create
+                 * (changes.c; a sandbox made by an older brig has no
+                 * record of them): all of it, or no list */
+                binds = changes_diff_list(name, l.dir, l.state, filter, err);
+                if (!binds || json_array_extend(a, binds) < 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
         }
+        if (a && !(text = json_dumps(a, JSON_INDENT(2))))
+                brig_err(err, ENOMEM, "diff");
+        json_decref(binds);
+        json_decref(a);
         filter_free(&f);
         changes_free(&c);
         layer_close(&l);

@@ -34,16 +34,20 @@ BRIG_INTERNAL int runchanges_from(json_t *saved, bool list_all, struct runchange
 /* Parse and check a kept record (untrusted bytes: the fuzz target's);
  * -EBADMSG with why. */
 BRIG_INTERNAL int runchanges_parse(const char *text, size_t len, json_t **out, char *why, size_t n);
-/* changes.c: a bind-mode persistent sandbox's record since create, in its
+/* changes.c: a persistent sandbox's record since create (bind mode: of
+ * the workspace and writable binds; overlay mode: of the binds), in its
  * state directory DIR: kept once (changes_kept), compared with the trees
  * as they are now (changes_since: the files event's fields; list_all as
- * runchanges_from's), and as brig diff lists it. */
+ * runchanges_from's), and as brig diff lists it (a JSON array, or its
+ * text). */
 BRIG_INTERNAL bool changes_kept(const char *dir);
 BRIG_INTERNAL int changes_keep(const char *dir, const struct runchanges *c, brig_error **err);
 BRIG_INTERNAL json_t *changes_since(const char *dir, bool list_all, brig_error **err);
 /* changes_since for the files event: its failure is said in it. */
 BRIG_INTERNAL json_t *changes_event(const char *dir);
 struct brig_change_filter;
+BRIG_INTERNAL json_t *changes_diff_list(const char *name, const char *dir, json_t *state,
+                                         const struct brig_change_filter *filter, brig_error **err);
 BRIG_INTERNAL char *changes_diff_json(const char *name, const char *dir, json_t *state,
                                       const struct brig_change_filter *filter, brig_error **err);
 /* brig_tree_hash with a cap of max entries (0: none): -E2BIG past it. */
