@@ -111,6 +111,27 @@ def test_gvisor_create_exec_rm(gv, gvsb):
     assert own_mounts(brig) == []
 
 
+@attack("gvisor-sandbox-dies", "the runsc sandbox of a --wall gvisor sandbox dies (killed, as an out-of-memory kill "
+        "or a Sentry crash would end it); hope the next brig exec runs anyway, outside gVisor",
+        "brig's pid 1 reaps the runsc sandbox and ends the sandbox with it: the exec is refused (stopped), nothing left")
+def test_gvisor_sandbox_death_ends_the_sandbox(gv, gvsb):
+    name, _ = gvsb.create()
+    st = gvsb.state(name)
+    assert gvsb.sh(name, "echo up").stdout == "up\n"
+    below = descendants(st["supervisor_pid"])
+    sandbox = [pid for pid in below if argv0(pid) == "runsc-sandbox"]
+    assert len(sandbox) == 1, [argv0(pid) for pid in below]
+    os.kill(sandbox[0], signal.SIGKILL)  # the runsc sandbox this test's sandbox started
+    assert wait_until(lambda: not pid_alive(st["supervisor_pid"]), 10), "the sandbox outlived its gVisor"
+    made = gv.workspace / "ran-without-gvisor"
+    r = gvsb.sh(name, f"touch {made}")
+    assert r.returncode == 125 and "stopped" in r.stderr, r
+    assert not made.exists(), "ATTACK WORKED: an exec ran after gVisor was gone"
+    assert not [pid for pid in below if pid_alive(pid)], "runsc's processes outlived the sandbox"
+    assert gvsb.rm(name).returncode == 0
+    gvsb.assert_gone(name, st)
+
+
 @attack("gvisor-exec-refused", "brig exec --detach and file operations (brig cp, brig files) into a --wall gvisor "
         "sandbox, which would run outside gVisor's view (brig's root, brig's /tmp)",
         "pid 1 refuses both by name (exit 125) before anything runs")
