@@ -63,7 +63,7 @@ BRIG_INTERNAL int cgroup_freeze(struct cgroup *cg, bool frozen, brig_error **err
  * cgroup directory named `name` and ours; true when it is gone. */
 BRIG_INTERNAL bool cgroup_remove_dead(const char *dir, const char *name);
 /* Remove what a brig that died (SIGKILL) left: groups, run records,
- * cache files, ephemeral state (reaper.c). Once per run, off the start
+ * ephemeral state (reaper.c). Once per run, off the start
  * path (spawn.c: while the child builds the sandbox); cgroup_destroy
  * sweeps if the run ended before. */
 BRIG_INTERNAL void cgroup_sweep(struct cgroup *cg);
