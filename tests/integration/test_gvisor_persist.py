@@ -25,7 +25,7 @@ import test_persist as tp
 from conftest import mountinfo
 from persist_helpers import pid_alive, sandboxes_of
 from proc_helpers import marker, pids_with, wait_until
-from test_gvisor import attack, descendants, gv  # noqa: F401 (fixture)
+from test_gvisor import attack, descendants, gv, rootless_without_cgroup  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -111,8 +111,9 @@ def test_gvisor_create_exec_rm(gv, gvsb):
     assert own_mounts(brig) == []
 
 
-@attack("gvisor-sandbox-dies", "the runsc sandbox of a --wall gvisor sandbox dies (killed, as an out-of-memory kill "
-        "or a Sentry crash would end it); hope the next brig exec runs anyway, outside gVisor",
+@attack("gvisor-sandbox-dies", "the runsc sandbox of a --wall gvisor sandbox dies (killed, or an exec allocating past "
+        "--memory, which the host's OOM killer answers by ending the Sentry); hope the next brig exec runs anyway, "
+        "outside gVisor",
         "brig's pid 1 reaps the runsc sandbox and ends the sandbox with it: the exec is refused (stopped), nothing left")
 def test_gvisor_sandbox_death_ends_the_sandbox(gv, gvsb):
     name, _ = gvsb.create()
@@ -130,6 +131,17 @@ def test_gvisor_sandbox_death_ends_the_sandbox(gv, gvsb):
     assert not [pid for pid in below if pid_alive(pid)], "runsc's processes outlived the sandbox"
     assert gvsb.rm(name).returncode == 0
     gvsb.assert_gone(name, st)
+    if gv.mode == "rootless" and rootless_without_cgroup(gv._brig):
+        return  # no memory bound here, accepted by --allow-degraded (test_gvisor_fails_closed)
+    # An exec past --memory: the host's OOM killer ends the Sentry, which
+    # holds every exec's memory, so the whole sandbox ends (docs/walls.md)
+    name, _ = gvsb.create("--memory", "192M")
+    st = gvsb.state(name)
+    r = gvsb.exec(name, "--", "python3", "-c", "b = []\nwhile True: b.append(bytearray(16 << 20))")
+    assert r.returncode != 0, r
+    assert wait_until(lambda: not pid_alive(st["supervisor_pid"]), 10), "the sandbox outlived its gVisor"
+    r = gvsb.sh(name, f"touch {made}")
+    assert r.returncode == 125 and not made.exists(), r
 
 
 @attack("gvisor-exec-refused", "brig exec --detach and file operations (brig cp, brig files) into a --wall gvisor "
