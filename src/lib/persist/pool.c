@@ -50,6 +50,10 @@ static const char *const subdirs[] = { "ready", "claimed", "done" };
 /* How often the daemon looks for members whose supervisor died, when no
  * claim or hand-back wakes it first. */
 #define POOL_TICK_MS 500
+/* How long runs holding members may hold the refill back, and how long
+ * a run that handed its member back gets to exit (wait_for_runs). */
+#define POOL_CLAIM_GRACE_MS 200
+#define POOL_BACK_SETTLE_MS 10
 
 /* FNV-1a: a name for the pool, not a security boundary (the member's own
  * state says which policy it runs). */
@@ -213,19 +217,80 @@ static bool still_ours(const struct pool *pl)
         return ours;
 }
 
-/* Wait for a stop, a member taken or handed back (inotify on ready/ and
- * done/: the refill starts as soon as a run claims one, not at the next
- * tick), or the timeout (a member's supervisor that died tells nobody). */
-static bool stop_requested(int sfd, int ino, int timeout_ms)
+enum pool_wake { WAKE_TICK, WAKE_STOP, WAKE_CLAIM, WAKE_BACK };
+
+/* Wait for a stop, a member claimed (out of ready/) or handed back (into
+ * done/: inotify, so the refill need not wait for a tick), or the timeout
+ * (a member's supervisor that died tells nobody). */
+static enum pool_wake pool_wait(int sfd, int ino, int timeout_ms)
 {
         struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = ino, .events = POLLIN } };
         if (poll(pf, 2, timeout_ms) <= 0)
-                return false;
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-        while (ino >= 0 && read(ino, buf, sizeof buf) > 0)
-                ;  /* which entry moved does not matter: the directories are read again */
+                return WAKE_TICK;
         struct signalfd_siginfo si;
-        return pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
+        if (pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                return WAKE_STOP;
+        enum pool_wake w = WAKE_TICK;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        ssize_t n;
+        while (ino >= 0 && (n = read(ino, buf, sizeof buf)) > 0)
+                for (char *at = buf; at < buf + n; at += sizeof(struct inotify_event) + ((struct inotify_event *)at)->len)
+                        w = ((struct inotify_event *)at)->mask & (IN_MOVED_TO | IN_CREATE) ? WAKE_BACK
+                            : w == WAKE_BACK                                               ? w
+                                                                                           : WAKE_CLAIM;
+        return w;
+}
+
+/* The refill is off the path of the runs the pool serves: what it does
+ * (a supervisor spawned, namespaces, mounts) competes with them for this
+ * host's cores. So after a claim or hand-back it first waits until the
+ * runs holding members (claimed/NAME.PID-START-PIDNS) have ended, their
+ * pidfds readable, or POOL_CLAIM_GRACE_MS passed; a run that has just
+ * handed its member back is no longer listed, and gets POOL_BACK_SETTLE_MS
+ * to exit. True: a stop came meanwhile. */
+static bool wait_for_runs(const struct pool *pl, int sfd, int settle_ms)
+{
+        struct pollfd pf[1 + 16] = { { .fd = sfd, .events = POLLIN } };
+        nfds_t n = 1;
+        struct owner self, o;
+        owner_self(&self);
+        _cleanup_free_ char *cd = brig_strdup_printf("%s/claimed", pl->dir);
+        DIR *dir = cd ? opendir(cd) : NULL;
+        struct dirent *e;
+        while (dir && n < ARRAY_SIZE(pf) && (e = readdir(dir))) {
+                const char *dot = strchr(e->d_name, '.');
+                if (!dot || e->d_name[0] == '.' || !owner_parse(dot + 1, &o, NULL) || o.pidns != self.pidns)
+                        continue;
+                int fd = (int)syscall(SYS_pidfd_open, o.pid, 0);
+                if (fd >= 0 && state_process_start(o.pid) == o.start)
+                        pf[n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
+                else if (fd >= 0)
+                        close(fd);  /* another process by now: that run is gone */
+        }
+        if (dir)
+                closedir(dir);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t t0 = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000, elapsed = 0;
+        uint64_t limit = n > 1 ? POOL_CLAIM_GRACE_MS : (uint64_t)settle_ms;
+        bool stop = false, waiting = true;
+        while (!stop && waiting && elapsed < limit) {
+                if (poll(pf, n, (int)(limit - elapsed)) > 0) {
+                        struct signalfd_siginfo si;
+                        stop = pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
+                        waiting = n == 1;  /* only settling: the time is the point */
+                        for (nfds_t i = 1; i < n; i++) {
+                                if (pf[i].fd >= 0 && pf[i].revents)
+                                        closep(&pf[i].fd);  /* that run ended; poll skips -1 */
+                                waiting |= pf[i].fd >= 0;
+                        }
+                }
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                elapsed = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 - t0;
+        }
+        for (nfds_t i = 1; i < n; i++)
+                closep(&pf[i].fd);
+        return stop;
 }
 
 /* Told of each claim (a rename out of ready/) and hand-back (into done/). */
@@ -316,7 +381,9 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                 /* After the refill: a used member has stopped by itself
                  * (control.c), only its state is left to remove. */
                 remove_members(pl, "done");
-                if (stop_requested(sfd, ino, failed ? 1000 : ino >= 0 ? POOL_TICK_MS : 50))
+                enum pool_wake w = pool_wait(sfd, ino, failed ? 1000 : ino >= 0 ? POOL_TICK_MS : 50);
+                if (w == WAKE_STOP ||
+                    (w != WAKE_TICK && wait_for_runs(pl, sfd, w == WAKE_BACK ? POOL_BACK_SETTLE_MS : 0)))
                         break;
         }
 out:
