@@ -1383,6 +1383,9 @@ int oci_main(int argc, char **argv)
                 return oops("%s: the container id is missing", cmd);
         const char *id = cargv[optind];
         char **rest = cargv + optind + 1;
+        if (strcmp(cmd, "update") != 0 && (uo.resources || uo.memory || uo.pids || uo.cpu_quota || uo.cpu_period))
+                return oops("%s: -r, --memory, --pids-limit, --cpu-quota and --cpu-period are update's (the "
+                            "container's limits are config.json's linux.resources)", cmd);
         if (strcmp(cmd, "create") == 0)
                 return do_create(id, &co, false);
         if (strcmp(cmd, "run") == 0) {

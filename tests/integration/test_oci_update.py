@@ -131,6 +131,8 @@ def test_update_changes_the_live_limits(oci):
         assert r.returncode == 125 and "/linux/resources/pids/limit" in r.stderr, r
         r = _update(oci, "up1")
         assert r.returncode == 125 and "nothing to change" in r.stderr, r
+        r = oci.run("run", "--memory", "1G", "--bundle", b, "up2")  # not silently dropped elsewhere
+        assert r.returncode == 125 and "are update's" in r.stderr, r
         assert pids_max.read_text().strip() == "45"
 
         audit, _ = oci.logs("up1")

@@ -387,8 +387,9 @@ int brig_policy_set_hostname(brig_policy *p, const char *name, brig_error **err)
 
 /* ---- the user inside ---------------------------------------------------- */
 
-/* A decimal id below 2^32 - 1 (the kernel's "no id"), ended by one of `ends`. */
-static bool parse_id(const char **s, const char *ends, uint32_t *out)
+/* A decimal id below 2^32 - 1 (the kernel's "no id"), ended by one of
+ * `ends` or, when may_end, by the end of the text. */
+static bool parse_id(const char **s, const char *ends, bool may_end, uint32_t *out)
 {
         const char *c = *s;
         uint64_t v = 0;
@@ -397,7 +398,7 @@ static bool parse_id(const char **s, const char *ends, uint32_t *out)
         for (; isdigit((unsigned char)*c); c++)
                 if ((v = v * 10 + (uint64_t)(*c - '0')) >= UINT32_MAX)
                         return false;
-        if (!strchr(ends, *c))
+        if (*c ? !strchr(ends, *c) : !may_end)
                 return false;
         *s = c;
         *out = (uint32_t)v;
@@ -407,7 +408,8 @@ static bool parse_id(const char **s, const char *ends, uint32_t *out)
 static bool parse_range(const char *text, uint32_t *inside, uint32_t *host, uint32_t *count)
 {
         const char *s = text;
-        return parse_id(&s, ":", inside) && (s++, parse_id(&s, ":", host)) && (s++, parse_id(&s, "", count)) &&
+        return parse_id(&s, ":", false, inside) && (s++, parse_id(&s, ":", false, host)) &&
+               (s++, parse_id(&s, "", true, count)) &&
                *count > 0 && (uint64_t)*inside + *count <= UINT32_MAX && (uint64_t)*host + *count <= UINT32_MAX;
 }
 
@@ -505,7 +507,7 @@ int brig_policy_set_user(brig_policy *p, const char *spec, brig_error **err)
         const char *s = spec ? spec : "";
         uint32_t uid, gid, groups[BRIG_MAX_GROUPS];
         size_t n = 0;
-        if (!parse_id(&s, ":", &uid) || (s++, !parse_id(&s, ":", &gid)))
+        if (!parse_id(&s, ":", false, &uid) || (s++, !parse_id(&s, ":", true, &gid)))
                 return brig_err(err, EINVAL, "user '%s': expected UID:GID or UID:GID:GROUP,GROUP,...", spec ? spec : "");
         if (*s == ':') {
                 do {
@@ -513,7 +515,7 @@ int brig_policy_set_user(brig_policy *p, const char *spec, brig_error **err)
                         if (n == BRIG_MAX_GROUPS)
                                 return brig_err(err, EINVAL, "user '%s': at most %d supplementary groups", spec,
                                                 BRIG_MAX_GROUPS);
-                        if (!parse_id(&s, ",", &groups[n++]))
+                        if (!parse_id(&s, ",", true, &groups[n++]))
                                 return brig_err(err, EINVAL, "user '%s': expected GROUP,GROUP,... after the "
                                                 "second ':'", spec);
                 } while (*s == ',');

@@ -982,25 +982,6 @@ json_t *dump_carry(const brig_policy *p, const struct setting *s)
         return carry;
 }
 
-static uint64_t limit_value(const struct limits *l, enum brig_limit which)
-{
-        switch (which) {
-        case BRIG_LIMIT_MEMORY: return l->memory;
-        case BRIG_LIMIT_PIDS: return l->pids;
-        case BRIG_LIMIT_CPUS_MILLI: return l->cpus_millis;
-        case BRIG_LIMIT_IO_WEIGHT: return l->io_weight;
-        case BRIG_LIMIT_TIMEOUT_MS: return l->timeout_ms;
-        case BRIG_LIMIT_KILL_AFTER_MS: return l->kill_after_ms;
-        case BRIG_LIMIT_CPU_TIME_S: return l->cpu_time_s;
-        case BRIG_LIMIT_NOFILE: return l->nofile;
-        case BRIG_LIMIT_NPROC: return l->nproc;
-        case BRIG_LIMIT_FSIZE: return l->fsize;
-        case BRIG_LIMIT_STACK: return l->stack;
-        case BRIG_LIMIT_CHANGES_MAX: return l->changes_max;
-        }
-        return 0;
-}
-
 json_t *setting_dump(const brig_policy *p, const struct setting *s)
 {
         if (s->dump)
@@ -1018,7 +999,7 @@ json_t *setting_dump(const brig_policy *p, const struct setting *s)
                 return size_json(v);
         }
         case SK_LIMIT: {
-                uint64_t v = limit_value(&p->limits, s->limit);
+                uint64_t v = brig_policy_get_limit(p, s->limit);
                 switch (s->unit) {
                 case SU_SIZE: return v ? size_json(v) : json_integer(0);
                 case SU_DURATION: return duration_json(v);
