@@ -162,3 +162,38 @@ def test_unreadable_directory_neither_hides_nor_invents_changes(brig):
         assert not files["complete"] and any(f"{d}: a directory brig cannot read" in e
                                              for e in files["errors"]), files
     valid(ev)
+
+
+@attack("changes-added-hidden-by-walk", "the sandbox adds files, then makes the walk after the run partial so "
+        "that they go unlisted: a directory it makes unreadable anywhere in the workspace (rootless), or more "
+        "new entries than --changes-max (root and rootless)",
+        "runchanges.c: an entry the walk after reached that a complete walk before did not see is listed as "
+        "added, whatever the walk after missed; only deletions wait for both walks to be complete")
+def test_a_partial_walk_after_the_run_hides_no_added_file(brig):
+    ws = brig.workspace
+    # rootless, a directory brig cannot read; as root, none (brig reads it)
+    r, _, ev = audit(brig, "echo evil > planted; mkdir d; chmod 000 d")
+    os.chmod(ws / "d", 0o755)
+    assert r.returncode == 0, r
+    files = _files(ev)
+    ch = {c["path"]: c for c in files["changes"]}
+    sha = hashlib.sha256(b"evil\n").hexdigest()
+    assert ch.get(f"{ws}/planted", {}).get("sha256") == sha, ("an added file went unlisted", files)
+    if brig.mode != "root":
+        assert not files["complete"] and any("a directory brig cannot read" in e for e in files["errors"]), files
+    # the cap reached by the walk after only: files made before the flood
+    # come first in readdir order on tmpfs; on a hashed directory those the
+    # host's readdir puts before it are the ones the walk reached
+    r, _, ev = audit(brig, "for i in 0 1 2 3 4 5 6 7; do echo evil > new$i; done; mkdir z; "
+                     "for i in $(seq 1 40); do echo > z/$i; done", "--changes-max", "30")
+    assert r.returncode == 0, r
+    files = _files(ev)
+    assert files["stopped_at"] == 30 and not files["complete"], files
+    order = [e.name for e in os.scandir(ws)]
+    reached = [n for n in order[:order.index("z")] if n.startswith("new")]
+    assert reached, ("INCONCLUSIVE: readdir put z before every new file", order)
+    ch = {c["path"]: c for c in files["changes"]}
+    for n in reached:
+        assert ch.get(f"{ws}/{n}", {}).get("change") == "added", (n, "an added file went unlisted", files)
+    assert {c["change"] for c in files["changes"]} <= {"added"}, files
+    valid(ev)

@@ -180,8 +180,13 @@ json_t *runchanges_end(struct runchanges *c)
                 /* Stopped at the cap, before or now, or a directory it could
                  * not read: what one walk did not reach is neither added nor
                  * deleted, only what both saw is compared, and the event
-                 * says so. */
+                 * says so. An entry the walk now reached that a complete
+                 * walk before did not see is added all the same: the
+                 * sandbox, which shapes the walk now (chmod 000, entries
+                 * past the cap), would otherwise hide every file it added
+                 * anywhere in the root behind one such directory. */
                 bool capped = r->stopped || e == -E2BIG, partial = capped || hidden;
+                bool before_partial = r->stopped || r->unreadable;
                 e = e == -E2BIG ? 0 : -e;
                 char what[768];
                 if (!e && capped) {
@@ -207,7 +212,7 @@ json_t *runchanges_end(struct runchanges *c)
                 json_t *rec;
                 json_object_foreach(after, rel, rec) {
                         json_t *was = json_object_get(r->before, rel);
-                        if (!was && !partial)
+                        if (!was && !before_partial)
                                 add_change(c, r, list, "added", rel, rec, counts);
                         else if (was && !same(was, rec))
                                 add_change(c, r, list, "modified", rel, rec, counts);
