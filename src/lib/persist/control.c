@@ -768,7 +768,20 @@ static void on_exec(struct control *c, struct conn *k)
         } else {
                 h.type = CTL_ERROR;
                 brig_error *e = NULL;
-                brig_err(&e, 0, "sandbox '%s' ended while the command ran", c->name);
+                /* the OOM killer may have ended the sandbox's pid 1 or, behind
+                 * the gVisor wall, the Sentry that holds every exec's memory */
+                struct cgroup_stats cs;
+                cgroup_stats(c->cg, &cs);
+                char v[64] = "";
+                if (c->plan && cs.oom_kills > k->oom_kills)
+                        size_text(v, sizeof v, c->plan->limits.memory);
+                if (*v)
+                        brig_err(&e, 0, "sandbox '%s' ended while the command ran: its memory limit %s was reached and "
+                                 "the kernel's out-of-memory killer ended %s (raise with --memory)", c->name, v,
+                                 c->plan->wall == BRIG_WALL_GVISOR ? "gVisor's Sentry, which holds the memory of "
+                                                                     "every exec" : "the sandbox");
+                else
+                        brig_err(&e, 0, "sandbox '%s' ended while the command ran", c->name);
                 wire_error_encode(&h.error, e, NULL);
                 brig_error_free(&e);
         }
