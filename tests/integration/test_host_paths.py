@@ -282,6 +282,40 @@ def test_subtle_cache_plant_is_loaded_from_the_users_own_file(brig, scratch):
     assert re.search(r"^openat2 [0-9]+ ", r.stdout, re.M), r  # a descriptor: the planted program runs
 
 
+@attack("seccomp-cache-growth", "runs with ever new rule sets (and ever new brig builds) fill the compiled-filter "
+        "cache: each is another key and another file, kept forever in a tmpfs (4,700 files here after a day of "
+        "builds)", "a run that compiled a program removes the least recently used of the cache's own files past "
+        "256, down to 192 (a load marks its file used); other names are left alone")
+def test_the_filter_cache_keeps_the_recently_used_within_its_bound(brig, scratch):
+    run = _run_dir(brig, scratch)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    assert brig.run("run", "--", "true", env=env).returncode == 0
+    cache = run / "brig" / "cache"
+    (genuine,) = [f for f in cache.iterdir() if f.name.startswith("seccomp-")]
+    # 300 programs of the cache's form used long ago, and a file of another name
+    for i in range(300):
+        f = cache / f"seccomp-{i:016x}.bpf"
+        f.write_bytes(b"old")
+        brig.chown(f)
+        os.utime(f, (1_000_000 + i, 1_000_000 + i))
+    other = cache / "not-a-program"
+    other.write_bytes(b"x")
+    os.utime(other, (1, 1))
+    os.utime(genuine, (1, 1))
+    # a hit marks its program used, and reads no directory: nothing goes
+    assert brig.run("run", "--", "true", env=env).returncode == 0
+    assert genuine.stat().st_mtime > 1_000_000 and len(list(cache.iterdir())) == 302
+    # a miss (another rule set) compiles, stores, and prunes the oldest
+    assert brig.run("run", "--seccomp-deny", "uname", "--", "true", env=env).returncode == 0
+    names = {f.name for f in cache.iterdir()}
+    assert len(names) == 192 + 1, len(names)
+    assert genuine.name in names and other.name in names
+    kept = sorted(int(n[8:24], 16) for n in names if n.startswith("seccomp-") and n.endswith(".bpf") and
+                  n != genuine.name and len(n) == 28 and int(n[8:24], 16) < 300)
+    assert kept == list(range(300 - 190, 300)), kept[:5]  # the 190 most recent of the old, the two new ones
+    assert brig.run("run", "--", "true", env=env).returncode == 0  # still a hit
+
+
 # ---- row 90: grants that contain, equal or lie inside the state root -------
 
 

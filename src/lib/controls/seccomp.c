@@ -33,6 +33,7 @@
 #include "core/reaper.h"
 #include "persist/state.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <jansson.h>
 #include <link.h>
@@ -1080,7 +1081,70 @@ static bool cache_load(const struct run_plan *plan, bool notifies, int dir, cons
                 return false;
         struct seccomp_probe probes[16];
         size_t n_probes = cache_probes(plan, probes, ARRAY_SIZE(probes));
-        return seccomp_cache_parse(buf, (size_t)st.st_size, key, len, probes, n_probes, notifies, prog, n) == 0;
+        if (seccomp_cache_parse(buf, (size_t)st.st_size, key, len, probes, n_probes, notifies, prog, n) < 0)
+                return false;
+        (void)futimens(fd, NULL);  /* used now: the last a prune removes (cache_prune) */
+        return true;
+}
+
+/* The cache keeps at most CACHE_MAX programs. Every build of brig and every
+ * rule set a user ever ran is another key, so without a bound it would
+ * only grow — in a tmpfs, in memory. A run that has just compiled one (a
+ * miss, which has spent milliseconds already; a hit never reads the
+ * directory) removes the least recently used, by the time a load marks,
+ * down to CACHE_KEEP. Only names of the cache's own form are touched. */
+#define CACHE_MAX 256
+#define CACHE_KEEP 192
+
+struct cache_entry {
+        struct timespec used;
+        char name[40];
+};
+
+static int by_use(const void *a, const void *b)
+{
+        const struct timespec *x = &((const struct cache_entry *)a)->used, *y = &((const struct cache_entry *)b)->used;
+        return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                      : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+static void cache_prune(int dir)
+{
+        int dfd = dir >= 0 ? openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (!d) {
+                if (dfd >= 0)
+                        close(dfd);
+                return;
+        }
+        struct cache_entry *v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                unsigned long long h;
+                int end = 0;
+                struct stat st;
+                if (sscanf(de->d_name, "seccomp-%16llx.bpf%n", &h, &end) != 1 || end != (int)strlen(de->d_name) ||
+                    strlen(de->d_name) >= sizeof v->name ||
+                    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (n == cap) {
+                        struct cache_entry *nv = realloc(v, (cap = cap ? 2 * cap : 256) * sizeof *v);
+                        if (!nv)
+                                break;
+                        v = nv;
+                }
+                v[n].used = st.st_mtim;
+                memcpy(v[n].name, de->d_name, strlen(de->d_name) + 1);  /* its length checked above */
+                n++;
+        }
+        if (n > CACHE_MAX) {
+                qsort(v, n, sizeof *v, by_use);
+                for (size_t i = 0; i < n - CACHE_KEEP; i++)
+                        (void)unlinkat(dfd, v[i].name, 0);
+        }
+        free(v);
+        closedir(d);
 }
 
 static void cache_store(int dir, const char *name, const char *key, size_t len, const struct sock_filter *prog,
@@ -1260,8 +1324,10 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
                 r = compile(&t, &plan->seccomp_prog, &plan->seccomp_len, err);
                 compiling_for_audit = compiling_for_refusals = compiling_exec_events = false;
                 _cleanup_free_ char *name = key ? cache_name(key, len) : NULL;
-                if (r == 0 && name)
+                if (r == 0 && name) {
                         cache_store(dir, name, key, len, plan->seccomp_prog, plan->seccomp_len);
+                        cache_prune(dir);
+                }
         }
         free(t.d);
         return r;
