@@ -28,6 +28,8 @@ import pytest
 
 import test_escape as esc
 from conftest import IS_ROOT, Brig
+from oci_helpers import Runtime, rootfs  # noqa: F401 (fixture)
+from oci_helpers import config as oci_config
 from proc_helpers import descendants, marker
 from test_egress_netns import ECHO, HELLO, HTTP, InClientNamespace, Netns, namespaces_up, net_events, run_inside
 
@@ -314,3 +316,29 @@ def test_gvisor_timeout_and_memory(gv):
     r = brig.run("run", "--memory", "128M", "--", "python3", "-c",
                  "b = []\nwhile True: b.append(bytearray(16 << 20))")
     assert r.returncode != 0 and "MemoryError" not in r.stdout, r
+
+
+@attack("gvisor-bundle-on-host", "--wall gvisor with something other than brig's tmpfs at /tmp, where brig "
+        "writes runsc's bundle and state: a host directory bound there (--bind DIR:/tmp), a container image's own "
+        "/tmp (brig oci with the wall in dev.brig.policy); the command reads the bundle and plants a file in the "
+        "state runsc reads outside gVisor",
+        "wall_gvisor.c (wall_gvisor_check_layout): a gvisor plan whose /tmp is not a tmpfs of brig's, or with a "
+        "mount at or below /tmp/.brig-gvisor, or with an image as its root, is refused by name, exit 125")
+def test_gvisor_bundle_never_lands_in_a_host_directory(gv, rootfs):
+    brig = gv
+    host = brig.base / "bound-tmp"
+    host.mkdir()
+    brig.chown(host)
+    r = brig.sh("cat /tmp/.brig-gvisor/config.json; echo x > /tmp/.brig-gvisor/state/planted", "--bind",
+                f"{host}:/tmp")
+    assert not (host / ".brig-gvisor").exists(), ("runsc's bundle and state written to the host", r,
+                                                   sorted(os.listdir(host)))
+    assert r.returncode == 125 and f"{host} is mounted at /tmp" in r.stderr and "--wall namespaces" in r.stderr, r
+    # brig oci: the image's /tmp is the container's
+    rt = Runtime(brig, rootfs)
+    policy = {"syscalls": {"wall": "gvisor", "allow_degraded": ["memory", "pids"]}}
+    b = rt.bundle(oci_config(["sh", "-c", "echo x > /tmp/.brig-gvisor/state/planted"],
+                             annotations={"dev.brig.policy": json.dumps(policy)}))
+    r = rt.run("run", "--bundle", b, "gv1")
+    assert not (b / "rootfs" / "tmp" / ".brig-gvisor").exists(), ("runsc's bundle in the image", r)
+    assert r.returncode == 125 and "not with a container image" in r.stderr, r

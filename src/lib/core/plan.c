@@ -1027,6 +1027,8 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r < 0)
                 return r;
         r = plan_layout(plan, p, err);
+        if (r == 0)
+                r = wall_gvisor_check_layout(plan, err);
         if (r < 0)
                 return r;
         /* The mount table, read once: the state guard compares the mounts

@@ -16,6 +16,10 @@ struct run_plan;
  * it cannot run. 0 for the namespace wall. */
 BRIG_INTERNAL int wall_plan(struct run_plan *plan, brig_error **err);
 
+/* After the layout: a gvisor plan's /tmp must be brig's own tmpfs, which
+ * holds runsc's bundle and state and which gVisor covers with its own. */
+BRIG_INTERNAL int wall_gvisor_check_layout(const struct run_plan *plan, brig_error **err);
+
 /* brig doctor: is the gvisor wall usable here? 0 and the runsc found in
  * `path`, or -errno and why not in `why`. */
 BRIG_INTERNAL int wall_gvisor_probe(char *path, size_t path_len, char *why, size_t why_len);

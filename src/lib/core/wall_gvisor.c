@@ -206,6 +206,34 @@ static int write_bundle(const struct run_plan *plan, char *const *argv, brig_err
         return write_json(bundle_config(plan, argv), BUNDLE_DIR "/config.json", err);
 }
 
+int wall_gvisor_check_layout(const struct run_plan *plan, brig_error **err)
+{
+        if (plan->wall != BRIG_WALL_GVISOR)
+                return 0;
+        /* BUNDLE_DIR is made in whatever is at /tmp when the root is built:
+         * an image's /tmp (brig oci) or a host directory bound there
+         * would get runsc's bundle (the command's environment) and its
+         * state on the host, left after the run, and the image's /tmp
+         * is the container's own: the command could rewrite the state
+         * runsc reads outside gVisor for every exec and kill. */
+        if (plan->rootfs)
+                return brig_err(err, ENOTSUP, "--wall gvisor: not with a container image as the root (brig oci): "
+                                "runsc's bundle and state would be written into the image's /tmp, which the "
+                                "container sees; use --wall namespaces (docs/walls.md)");
+        for (size_t i = 0; i < plan->n_mounts; i++) {
+                const struct mount_entry *m = &plan->mounts[i];
+                bool tmp = strcmp(m->dst, "/tmp") == 0 && m->kind != MOUNT_TMPFS;
+                if (!tmp && !path_is_under(m->dst, BUNDLE_DIR))
+                        continue;
+                return brig_err(err, ENOTSUP, "--wall gvisor: %s is mounted at %s, where brig keeps runsc's "
+                                "bundle and state (its own /tmp, which gVisor covers with a tmpfs of its own): "
+                                "they would be written to the host's %s and the command would not see it; mount "
+                                "it elsewhere (a --bind DST other than /tmp), or use --wall namespaces",
+                                m->src ? m->src : "a tmpfs", m->dst, m->src ? m->src : m->dst);
+        }
+        return 0;
+}
+
 /* Where a brig exec's process spec and gVisor pid live, by the host pid
  * of its runsc exec (pid 1's child). */
 static void exec_file(char *buf, size_t n, pid_t pid, const char *what)
