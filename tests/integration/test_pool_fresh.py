@@ -8,9 +8,10 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import subprocess
 
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
-from proc_helpers import marker, pids_with, wait_until
+from proc_helpers import marker, pids_with, run_popen, wait_until
 from test_escape import attack
 from test_persist_pool import _members, _ready, pool  # noqa: F401 (fixture)
 
@@ -72,6 +73,47 @@ def test_pooled_run_leaves_no_process_behind(brig, pool):
     assert not late.exists()
     # and the member it used stops for good
     assert wait_until(lambda: member not in _members(pool), 15), _members(pool)
+
+
+def _claim_as_gone_run(pool, member):
+    """What a brig run --pooled SIGKILLed right after its claim leaves: the
+    rename out of ready/ to claimed/MEMBER.PID-START-PIDNS, done by a
+    process that then is gone (the claim is nothing but that rename)."""
+    claim = ("import os, sys; d = sys.argv[1]; pid = os.getpid(); "
+             "start = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[19]; "
+             "ns = os.stat('/proc/self/ns/pid').st_ino; "
+             "os.rename(f'{d}/ready/{sys.argv[2]}', f'{d}/claimed/{sys.argv[2]}.{pid}-{start}-{ns}')")
+    (pdir,) = (pool.root / "pools").iterdir()
+    subprocess.run(["python3", "-c", claim, str(pdir), member], check=True)
+
+
+@attack("pool-run-killed", "brig run --pooled SIGKILLed (a harness's timeout) while its command runs, and "
+        "right after its claim, before its exec: the member it held, served or not, lived on with its "
+        "supervisor, pid 1 and cgroups until the pool stopped (a member leaked per killed run)", "processes")
+def test_killed_pooled_run_leaves_no_member(brig, pool):
+    mark = marker("killed")
+    ws = brig.workspace
+    run = run_popen(pool.brig, "run", "--pooled", "--", "sh", "-c", f"touch {ws}/in; sleep 60; : {mark}",
+                    env=pool.env())
+    try:
+        assert wait_until(lambda: (ws / "in").exists(), 30), run.communicate() if run.poll() is not None else "?"
+        (served,) = _claimed(pool)
+        served_state = pool.state(served)
+    finally:
+        run.kill()
+        run.wait()
+    unserved = _ready(pool)[0]
+    unserved_state = pool.state(unserved)
+    _claim_as_gone_run(pool, unserved)
+    # on the host: each held member goes, its supervisor, processes, cgroups and claim with it
+    for name, state in ((served, served_state), (unserved, unserved_state)):
+        assert wait_until(lambda: not (pool.root / name).exists(), 15), \
+            f"ATTACK WORKED: the member {name} of a killed pooled run lives on: {sorted(_members(pool))}"
+        pool.assert_gone(name, state, marks=(mark,))
+    assert _claimed(pool) == [], _claimed(pool)
+    # and the pool still serves
+    r = _pooled(pool, "echo served")
+    assert r.returncode == 0 and r.stdout == "served\n" and _served(r), r
 
 
 @attack("pool-member-second-exec", "brig exec into a warm pool's member, ready or serving a run (its name is "

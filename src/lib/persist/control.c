@@ -596,7 +596,14 @@ static void on_client(struct control *c, struct conn *k)
         if (n == -EAGAIN)
                 return;
         if (n <= 0) {
-                conn_close(c, k);  /* the client left: so does its command */
+                /* The client left: so does its command. A pool member's
+                 * run then is over as if it had ended: the member serves
+                 * nobody else, so it stops now (else it lived on, served,
+                 * until the pool stopped). */
+                bool last = k->last;
+                conn_close(c, k);
+                if (last)
+                        begin_stop(c);
                 return;
         }
         const struct ctl_hdr *h = (const struct ctl_hdr *)buf;

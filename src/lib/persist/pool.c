@@ -308,6 +308,8 @@ static int pool_watch(const struct pool *pl)
         return ino;
 }
 
+static bool release_gone_claims(const struct pool *pl);
+
 static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
 {
         signal(SIGPIPE, SIG_IGN);
@@ -381,6 +383,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                 /* After the refill: a used member has stopped by itself
                  * (control.c), only its state is left to remove. */
                 remove_members(pl, "done");
+                (void)release_gone_claims(pl);
                 enum pool_wake w = pool_wait(sfd, ino, failed ? 1000 : ino >= 0 ? POOL_TICK_MS : 50);
                 if (w == WAKE_STOP ||
                     (w != WAKE_TICK && wait_for_runs(pl, sfd, w == WAKE_BACK ? POOL_BACK_SETTLE_MS : 0)))
@@ -562,15 +565,18 @@ static void remove_member(const char *name)
 {
         brig_error *err = NULL;
         if (brig_sandbox_remove(name, &err) < 0 && err && err->errnum != ENOENT)
-                fprintf(stderr, "brig: removing the member '%s' of a dead pool: %s\n", name, err->msg);
+                fprintf(stderr, "brig: removing the pool member '%s': %s\n", name, err->msg);
         brig_error_free(&err);
 }
 
-/* One pool whose daemon is gone: what no live run holds goes. */
-static void sweep_one(const struct pool *pl)
+/* The members claimed by a run that is gone (SIGKILLed, say, by a
+ * harness's timeout, between its claim and its hand-back) go, with their
+ * entry: nobody hands them back, and a member kept for a run that no
+ * longer exists would hold its processes and cgroup until the pool stops.
+ * The daemon looks on each of its rounds, the sweep of a dead pool once.
+ * true when a live run still holds one (it removes or hands it back). */
+static bool release_gone_claims(const struct pool *pl)
 {
-        remove_members(pl, "ready");
-        remove_members(pl, "done");
         _cleanup_free_ char *cd = brig_strdup_printf("%s/claimed", pl->dir);
         DIR *dir = cd ? opendir(cd) : NULL;
         struct dirent *e;
@@ -591,6 +597,16 @@ static void sweep_one(const struct pool *pl)
         }
         if (dir)
                 closedir(dir);
+        return held;
+}
+
+/* One pool whose daemon is gone: what no live run holds goes. */
+static void sweep_one(const struct pool *pl)
+{
+        remove_members(pl, "ready");
+        remove_members(pl, "done");
+        bool held = release_gone_claims(pl);
+        struct dirent *e;
         /* Members no list names: the one the daemon was making when it
          * died. Still alive (stopping: its daemon is gone), they keep the
          * pool for a later sweep; dead, they go now. */
