@@ -240,13 +240,16 @@ int cmd_replay(int argc, char **argv)
         json_t *d = compare(json_object_get(m, "outcome"), json_object_get(again, "outcome"));
         bool same = json_object_size(d) == 0;
         /* a walk that stopped (--changes-max, an unreadable directory)
-         * compared only part of the files: "the same" would claim more */
+         * or files listed without their hash: only part of the files
+         * were compared, and "the same" would claim more */
         bool files_whole = json_is_true(json_object_get(json_object_get(m, "outcome"), "files_complete")) &&
                            json_is_true(json_object_get(json_object_get(again, "outcome"), "files_complete"));
         if (!files_whole)
                 fprintf(stderr, "brig replay: WARNING: the files were compared in part only: a walk of the "
                                 "writable trees stopped (more entries than --changes-max, a tree deeper than 256, "
-                                "a directory brig cannot read; the audit stream's files event says which)\n");
+                                "a directory brig cannot read), or files were listed without their hash (past "
+                                "64 MiB, or 512 MiB hashed in all: their contents were not compared); the audit "
+                                "stream's files event says which (errors, unhashed)\n");
         if (as_json) {
                 json_t *doc = json_pack("{s:b, s:b, s:b, s:O, s:O}", "same", same, "workspace_changed", changed,
                                         "files_complete", files_whole, "differences", d, "outcome",

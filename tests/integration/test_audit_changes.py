@@ -197,3 +197,22 @@ def test_a_partial_walk_after_the_run_hides_no_added_file(brig):
         assert ch.get(f"{ws}/{n}", {}).get("change") == "added", (n, "an added file went unlisted", files)
     assert {c["change"] for c in files["changes"]} <= {"added"}, files
     valid(ev)
+
+
+@attack("replay-unhashed-same", "a run writes a file past the 64 MiB hash cap (sparse: no disk used) whose first "
+        "bytes differ in each run, recorded with --manifest: its replay, with different contents, is said the same "
+        "(both outcomes hold only \"file\" for it)",
+        "manifest.c: a files event with unhashed files gives files_complete false; replay says the files were "
+        "compared in part only, naming the hash caps (stderr, --json files_complete)")
+def test_replay_of_a_file_past_the_hash_cap_is_not_called_the_same(brig):
+    manifest = brig.reports / "unhashed.json"
+    script = "truncate -s 65M big && head -c 16 /dev/urandom | dd of=big conv=notrunc status=none"
+    r = brig.sh(script, "--manifest", str(manifest))
+    assert r.returncode == 0, r
+    first = (brig.workspace / "big").read_bytes()[:16]
+    m = json.loads(manifest.read_text())
+    assert m["outcome"]["files"].get("./big") == "file" and m["outcome"]["files_complete"] is False, m["outcome"]
+    rep = brig.run("replay", manifest, "--allow-changed-workspace", "--json")
+    assert (brig.workspace / "big").read_bytes()[:16] != first  # the host sees other contents
+    assert rep.returncode in (0, 1) and "compared in part only" in rep.stderr and "64 MiB" in rep.stderr, rep
+    assert json.loads(rep.stdout.splitlines()[-1])["files_complete"] is False, rep.stdout

@@ -124,11 +124,16 @@ static json_t *file_hash(struct runchanges *c, int root, const char *rel, uint64
         }
         _cleanup_close_ int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-                return json_null();
         char hex[SHA256_HEX];
-        c->hashed += size;  /* counted as what it had: a file that grows is cut off by sha256_fd */
-        return sha256_fd(fd, HASH_FILE_MAX, hex) == 0 ? json_string(hex) : json_null();
+        bool hashed = false;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                c->hashed += size;  /* counted as what it had: a file that grows is cut off by sha256_fd */
+                hashed = sha256_fd(fd, HASH_FILE_MAX, hex) == 0;
+        }
+        if (hashed)
+                return json_string(hex);
+        c->unhashed++;  /* swapped meanwhile or unreadable: listed without its hash, and counted */
+        return json_null();
 }
 
 static const char *entry_type(json_t *rec)
