@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import subprocess
+import time
 
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, pids_with, run_popen, wait_until
@@ -285,3 +286,26 @@ def test_pooled_run_timings(brig, pool):
     assert set(steps) == {"pool_lookup", "claim", "exec", "hand_back"}, r.report["timings"]
     assert all(isinstance(v, int) and v >= 0 for v in steps.values()), steps
     assert "brig: timings:" in r.stderr and "exec in the member" in r.stderr, r
+
+
+@attack("pool-clock-start", "brig pool --clock-start 100s, and a run taken from a member made 1.5 s before "
+        "(brig run --pooled --clock-start 100s): the member's time namespace took its offsets when it was made, "
+        "so the run reads clocks past the value it was promised (and its manifest records)",
+        "pool.c: brig pool refuses --clock-start (exit 125 naming it); brig run --pooled --clock-start runs in a "
+        "new sandbox, said on stderr; the host reads the uptime the command wrote")
+def test_a_pooled_run_reads_the_clock_it_was_promised(brig, sandboxes):
+    made = sandboxes.brig_cmd("pool", "--size", "1", "--clock-start", "100s")
+    try:
+        time.sleep(1.5)  # the attack itself: the member ages before a run takes it
+        out = brig.workspace / "uptime"
+        r = sandboxes.brig_cmd("run", "--pooled", "--clock-start", "100s", "--", "sh", "-c",
+                               f"cat /proc/uptime > {out}")
+        assert r.returncode == 0, r
+        up = float(out.read_text().split()[0])
+        assert up < 101.0, f"ATTACK WORKED: the pooled run read an uptime of {up}, not about 100"
+        assert "--clock-start needs a new sandbox" in r.stderr, r
+        assert made.returncode == 125 and "a pool takes no --clock-start" in made.stderr, made
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--clock-start", "100s")
+        for name in list(sandboxes.ls()):
+            sandboxes.rm(name)

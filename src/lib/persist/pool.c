@@ -454,6 +454,13 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
             p->timings)
                 return brig_err(err, EINVAL, "a pool takes no --pass-fd, --audit(-fd), --manifest, --timings or "
                                              "--json-report(-fd) (give --json-report to brig run --pooled)");
+        /* A member's time namespace takes its offsets as the member starts:
+         * a run taken from it later would read clocks long past the value
+         * --clock-start promises (and its manifest records). */
+        if (p->clock_start)
+                return brig_err(err, EINVAL, "a pool takes no --clock-start: a member's clocks start when it is "
+                                             "made, not when a run takes it (brig run --clock-start runs in a new "
+                                             "sandbox)");
         struct pool pl;
         pool_sweep();
         int r = pool_open(p, true, &pl, err);
@@ -736,12 +743,14 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         /* What a pool member cannot give (brig pool refuses these): the
          * audit stream and passed descriptors belong to a supervisor
          * started with them. The report it can: the exec's. */
-        if (p->audit_path || p->audit_fd || p->n_pass_fds || p->manifest_path)
+        if (p->audit_path || p->audit_fd || p->n_pass_fds || p->manifest_path || p->clock_start)
                 return run_fresh(p, argv, res,
                                  p->n_pass_fds ? "--pass-fd needs a new sandbox (a pool member's "
                                                  "supervisor was started without the descriptor)"
-                                               : "--audit and --manifest need a new sandbox (a pool "
-                                                 "member's supervisor was started without the audit stream)",
+                                 : p->clock_start ? "--clock-start needs a new sandbox (a pool member's clocks "
+                                                    "started when it was made)"
+                                                  : "--audit and --manifest need a new sandbox (a pool "
+                                                    "member's supervisor was started without the audit stream)",
                                  why, why_size, err);
         /* Opened before a member is claimed, as brig run would (no member
          * is used up by a bad path). */
