@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include "core/sequence.h"
 #include "core/sync.h"
+#include "core/footprint.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <signal.h>
@@ -94,7 +96,13 @@ _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
          * leaked to brig (a host directory: CVE-2024-21626), the workspace
          * tree — would otherwise live inside the sandbox for the whole run. */
         close_all_but(sfd, plan->sync_fd);
+        struct footprint fp = { 0 };
         for (;;) {
+                struct pollfd p = { .fd = sfd, .events = POLLIN };
+                int polled = poll(&p, 1, footprint_timeout(&fp, -1));
+                footprint_polled(&fp, polled);
+                if (polled <= 0)
+                        continue;
                 struct signalfd_siginfo si;
                 ssize_t n = read(sfd, &si, sizeof si);
                 if (n != (ssize_t)sizeof si)

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "core/syscalls.h"
 #include "core/supervisor.h"
+#include "core/footprint.h"
 #include "controls/terminal.h"
 #include "controls/unixguard.h"
 #include "tools/tools.h"
@@ -163,6 +164,7 @@ int supervise(struct supervision *s, brig_error **err)
         p[POLL_CONTROL].fd = s->control ? control_poll_fd(s->control) : -1;
         _cleanup_close_ int tfd = -EBADF;
         bool term_sent = false;
+        struct footprint fp = { 0 };
         /* every command's seccomp listener, in one epoll set (set in the loop) */
         if (s->timeout_ms) {
                 tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -178,11 +180,13 @@ int supervise(struct supervision *s, brig_error **err)
                 /* refused calls at a bounded pace: their listeners rest */
                 int wait = s->guard ? unixguard_wait_ms(s->guard) : -1;
                 p[POLL_NOTIFY].fd = s->guard && wait < 0 ? unixguard_poll_fd(s->guard) : -1;
-                if (poll(p, POLL_COUNT, wait) < 0) {
+                int polled = poll(p, POLL_COUNT, footprint_timeout(&fp, wait));
+                if (polled < 0) {
                         if (errno == EINTR)
                                 continue;
                         return brig_err(err, errno, "poll");
                 }
+                footprint_polled(&fp, polled);
                 if (p[POLL_SIGNAL].revents & POLLIN) {
                         struct signalfd_siginfo si;
                         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "core/sync.h"
 #include "core/sequence.h"
+#include "core/footprint.h"
 #include "controls/landlock.h"
 #include "controls/terminal.h"
 #include "core/wall.h"
@@ -420,6 +421,7 @@ _Noreturn void persist_init_main(struct run_plan *plan)
         if (sync_send(plan->sync_fd, &ready) < 0)
                 _exit(BRIG_EXIT_SETUP);
         struct pollfd *p = NULL;
+        struct footprint fp = { 0 };
         for (;;) {
                 struct pollfd *grown = realloc(p, (ps.n + 2) * sizeof *p);
                 if (!grown)
@@ -430,7 +432,9 @@ _Noreturn void persist_init_main(struct run_plan *plan)
                 for (size_t i = 0; i < ps.n; i++)
                         p[i + 2] = (struct pollfd){ .fd = ps.slots[i].fd, .events = POLLIN };
                 size_t n = ps.n;
-                if (poll(p, n + 2, next_timeout(&ps)) < 0)
+                int polled = poll(p, n + 2, footprint_timeout(&fp, next_timeout(&ps)));
+                footprint_polled(&fp, polled);
+                if (polled < 0)
                         continue;
                 /* Socket events first: the slots may move when reaped. */
                 for (size_t i = n; i-- > 0;)

@@ -1,0 +1,100 @@
+/* footprint.c — an idle sandbox's memory. The supervisor and pid 1 run
+ * most of libbrig once, during setup, and then sit in a small loop for
+ * the rest of the sandbox's life. The pages of code and read-only data
+ * setup touched stay mapped and are counted in their PSS; so are the heap
+ * pages setup freed. Once the process is idle they are given back. */
+#define _GNU_SOURCE
+#include "core/footprint.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <time.h>
+
+/* One mapping of /proc/self/smaps that may be dropped: its pages are the
+ * file's own (a private mapping nobody wrote: no anonymous page), so
+ * MADV_DONTNEED only drops this process's references and the next access
+ * faults in the same bytes from the page cache. A writable mapping, a
+ * shared one, or one with an anonymous page (relocated data made read-only
+ * after relocation: RELRO) is never touched. */
+struct vma {
+        unsigned long start, end;
+        bool candidate;
+};
+
+static void drop(const struct vma *v, unsigned long anon_kib)
+{
+        if (v->candidate && anon_kib == 0 && v->end > v->start)
+                (void)madvise((void *)v->start, v->end - v->start, MADV_DONTNEED);
+}
+
+void footprint_shed(void)
+{
+        /* smaps, not maps: only it tells whether a mapping holds an
+         * anonymous (written) page */
+        FILE *f = fopen("/proc/self/smaps", "re");
+        /* pid 1 reads it inside the sandbox: it must be the kernel's
+         * account of this process, never a file the command put there */
+        struct statfs sfs;
+        if (f && (fstatfs(fileno(f), &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC)) {
+                fclose(f);
+                f = NULL;
+        }
+        if (f) {
+                char line[512];
+                struct vma v = { 0 };
+                unsigned long anon = 1;
+                while (fgets(line, sizeof line, f)) {
+                        unsigned long start, end, inode;
+                        char perms[5];
+                        if (sscanf(line, "%lx-%lx %4s %*s %*s %lu", &start, &end, perms, &inode) == 4) {
+                                drop(&v, anon);
+                                v = (struct vma){ .start = start, .end = end,
+                                                  .candidate = inode != 0 && perms[0] == 'r' && perms[1] == '-' &&
+                                                               perms[3] == 'p' };
+                                anon = 1;  /* unknown until its Anonymous line */
+                        } else if (strncmp(line, "Anonymous:", 10) == 0) {
+                                anon = strtoul(line + 10, NULL, 10);
+                        }
+                }
+                drop(&v, anon);
+                fclose(f);
+        }
+        /* last: the FILE above was malloc's too */
+        malloc_trim(0);
+}
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int footprint_timeout(struct footprint *fp, int wait_ms)
+{
+        if (fp->shed)
+                return wait_ms;
+        uint64_t now = now_ms();
+        if (!fp->due_ms)
+                fp->due_ms = now + FOOTPRINT_IDLE_MS;
+        int left = fp->due_ms > now ? (int)(fp->due_ms - now) : 0;
+        return wait_ms >= 0 && wait_ms < left ? wait_ms : left;
+}
+
+void footprint_polled(struct footprint *fp, int polled)
+{
+        if (fp->shed)
+                return;
+        uint64_t now = now_ms();
+        if (polled > 0) {
+                fp->due_ms = now + FOOTPRINT_IDLE_MS;  /* busy: not idle yet */
+        } else if (polled == 0 && fp->due_ms && now >= fp->due_ms) {
+                footprint_shed();
+                fp->shed = true;
+        }
+}
