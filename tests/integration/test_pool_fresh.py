@@ -196,6 +196,35 @@ def test_pooled_run_gets_its_callers_environment(brig, sandboxes):
         sandboxes.brig_cmd("pool", "--stop", "--keep-env", "TOKEN", env=start)
 
 
+def _umask(mask):
+    return lambda: os.umask(mask)
+
+
+@attack("pool-umask-of-creator", "brig run --pooled by a caller whose umask is 077, served by a member made "
+        "from brig pool's 022: the files the command writes into the workspace are readable by every host user "
+        "(a cold run's command inherits its caller's umask)", "files")
+def test_pooled_run_gets_its_callers_umask(brig, sandboxes):
+    r = sandboxes.brig_cmd("pool", "--size", "1", preexec_fn=_umask(0o022))
+    assert r.returncode == 0, r
+    ws = brig.workspace
+    try:
+        # a cold run as root with umask 077 ran at all (brig's /run mount point was made 0700)
+        cold = sandboxes.brig_cmd("run", "--", "sh", "-c", f"touch {ws}/cold", preexec_fn=_umask(0o077))
+        assert cold.returncode == 0, cold
+        pooled = _pooled(sandboxes, f"touch {ws}/private", preexec_fn=_umask(0o077))
+        assert pooled.returncode == 0, pooled
+        # on the host: the file is as private as the caller's umask makes a cold run's
+        for name in ("cold", "private"):
+            mode = (ws / name).stat().st_mode & 0o777
+            assert mode == 0o600, f"ATTACK WORKED: {name} is {mode:o} under the caller's umask 077"
+        assert pooled.report["pool"]["served"] is False and "from this environment" in pooled.stderr, pooled
+        # the starter's umask is served, with its own result
+        same = _pooled(sandboxes, f"touch {ws}/shared", preexec_fn=_umask(0o022))
+        assert _served(same) and (ws / "shared").stat().st_mode & 0o777 == 0o644, same
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", preexec_fn=_umask(0o022))
+
+
 def _cgroup_counter(pool, member, controller, name):
     for path in pool.state(member)["cgroups"]:
         f = pathlib.Path(path) / name

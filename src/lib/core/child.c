@@ -138,6 +138,12 @@ static int send_unix_diag(const struct run_plan *plan, brig_error **err)
 
 static int child_setup(struct run_plan *plan, brig_error **err)
 {
+        /* brig's own umask while it builds the sandbox: a mount point it
+         * makes inside (/run for /run/brig) must be searchable by the
+         * sandbox user whatever the caller's umask (077: Landlock's open of
+         * /run/brig failed, every run as root). The command gets the
+         * caller's (command_exec). */
+        umask(022);
         /* First: no terminal of the caller's stays among our descriptors. */
         STEP(terminal_child_stdio(plan->term, err), "terminal");
         /* Die with the supervisor, even when it is SIGKILLed; as pid 1 our
@@ -352,8 +358,7 @@ _Noreturn void command_exec(const struct run_plan *plan)
         }
         if (prepare_fds(plan, &err) < 0)
                 goto fail;
-        if (plan->umask_set)  /* /process/umask; else the caller's, as it always was */
-                umask(plan->umask);
+        umask(plan->umask);  /* /process/umask, else the caller's (plan.c) */
         if (plan->wall == BRIG_WALL_GVISOR) {
                 /* rlimits, cwd, user and env are the bundle's: they hold
                  * inside gVisor, not on runsc itself */

@@ -725,14 +725,28 @@ static int plan_guard_state(const struct run_plan *plan, const struct mountinfo 
         return r;
 }
 
+/* This process's umask, read (/proc/self/status) rather than set and set
+ * back: a file another thread made meanwhile would get the wrong one. 077
+ * when it cannot be read: the most private. */
+static mode_t caller_umask(void)
+{
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[128];
+        unsigned mask = 077;
+        while (f && fgets(line, sizeof line, f) && sscanf(line, "Umask: %o", &mask) != 1)
+                ;
+        if (f)
+                fclose(f);
+        return (mode_t)(mask & 0777);
+}
+
 /* /process/user on top of brig's choice: those ids inside, each mapped to
- * the host id its map gives (policy.c), or to brig's. */
+ * the host id its map gives (policy.c), or to brig's. The commands' umask:
+ * the policy's, else the caller's, kept in the plan (the child sets its
+ * own while it builds the sandbox: command_exec). */
 static int plan_user_asked(struct run_plan *plan, const brig_policy *p, brig_error **err)
 {
-        if (p->umask) {
-                plan->umask_set = true;
-                plan->umask = (mode_t)strtol(p->umask, NULL, 8);
-        }
+        plan->umask = p->umask ? (mode_t)strtol(p->umask, NULL, 8) : caller_umask();
         struct user_ids ids;
         int r = policy_resolve_user(p, plan->host_uid, plan->host_gid, &ids, err);
         if (r < 0 || !ids.set)
@@ -896,8 +910,14 @@ static bool context_var(struct strv *in, const char *name)
 char *plan_caller_context(const brig_policy *p)
 {
         struct strv in = { 0 };
+        /* the umask too, unless the policy sets one: a cold run's commands
+         * inherit it (plan_user_asked), and a member's are the member's */
         char ids[64];
-        snprintf(ids, sizeof ids, "uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid());
+        if (p->umask)
+                snprintf(ids, sizeof ids, "uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid());
+        else
+                snprintf(ids, sizeof ids, "uid=%u gid=%u umask=%04o", (unsigned)getuid(), (unsigned)getgid(),
+                         (unsigned)caller_umask());
         bool ok = strv_push(&in, ids) == 0;
         static const char *const read_by_plan[] = { "HOME", "SHELL", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME" };
         for (size_t i = 0; ok && i < ARRAY_SIZE(read_by_plan); i++)

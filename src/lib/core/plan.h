@@ -93,8 +93,7 @@ struct run_plan {
         gid_t host_gid, sandbox_gid;
         gid_t sandbox_groups[BRIG_MAX_GROUPS], host_groups[BRIG_MAX_GROUPS];  /* /process/user's, as root */
         size_t n_groups;
-        bool umask_set;          /* /process/umask: set before each command */
-        mode_t umask;
+        mode_t umask;            /* set before each command: /process/umask, else the caller's */
         bool rootful;            /* brig runs as host root */
         bool map_root_for_setup; /* root: inside 0 = host 0 until the drop */
         bool idmap_workspace;    /* root-owned workspace seen through an idmap */
