@@ -225,6 +225,27 @@ def test_pooled_run_gets_its_callers_umask(brig, sandboxes):
         sandboxes.brig_cmd("pool", "--stop", preexec_fn=_umask(0o022))
 
 
+def _fsize(limit):
+    import resource
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@attack("pool-ulimit-of-creator", "brig run --pooled by a caller that bounds its tool calls with ulimit -f "
+        "(RLIMIT_FSIZE 64 KiB), served by a member made without: the command writes 1 MiB into the workspace "
+        "(a cold run's command inherits its caller's limits)", "limits")
+def test_pooled_run_keeps_its_callers_limits(brig, pool):
+    ws = brig.workspace
+    script = f"head -c 1048576 /dev/zero > {ws}/big; echo done"
+    cold = pool.brig_cmd("run", "--", "sh", "-c", script.replace("big", "cold"), preexec_fn=_fsize(64 << 10))
+    pooled = _pooled(pool, script, preexec_fn=_fsize(64 << 10))
+    # on the host: neither file grew past the caller's limit
+    for name in ("cold", "big"):
+        size = (ws / name).stat().st_size
+        assert size <= 64 << 10, f"ATTACK WORKED: {name} is {size} bytes past the caller's RLIMIT_FSIZE"
+    assert pooled.report["pool"]["served"] is False and "from this environment" in pooled.stderr, pooled
+    assert cold.returncode == 0 and pooled.returncode == 0 and pooled.stdout == "done\n", (cold, pooled)
+
+
 def _cgroup_counter(pool, member, controller, name):
     for path in pool.state(member)["cgroups"]:
         f = pathlib.Path(path) / name

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* Read-only system directories; a symlink (merged /usr) is recreated as the
@@ -907,6 +908,44 @@ static bool context_var(struct strv *in, const char *name)
         return ok;
 }
 
+/* What a cold run's command inherits from its caller's process beside
+ * the environment: each resource limit (only the hard one where the
+ * policy sets the soft: set_limit never raises a hard limit the caller
+ * lowered; no core dumps whatever the caller's), and the caller's cgroups,
+ * under which the sandbox's are made (a `systemd-run -p MemoryMax=` or a
+ * harness's own group bounds the sandbox too). A member has its maker's:
+ * a caller with `ulimit -t` or in another group is not served by it. */
+static bool context_process(struct strv *in, const brig_policy *p)
+{
+        const struct limits *l = &p->limits;
+        bool ok = true;
+        for (int r = 0; ok && r < RLIMIT_NLIMITS; r++) {
+                struct rlimit rl;
+                if (r == RLIMIT_CORE || getrlimit(r, &rl) < 0)
+                        continue;
+                bool fixed = (r == RLIMIT_NOFILE && l->nofile) || (r == RLIMIT_FSIZE && l->fsize) ||
+                             (r == RLIMIT_STACK && l->stack) || (r == RLIMIT_CPU && l->cpu_time_s) ||
+                             (r == RLIMIT_NPROC && l->nproc);
+                char *line = fixed ? brig_strdup_printf("rlimit%d=%llu", r, (unsigned long long)rl.rlim_max)
+                                   : brig_strdup_printf("rlimit%d=%llu/%llu", r, (unsigned long long)rl.rlim_cur,
+                                                        (unsigned long long)rl.rlim_max);
+                ok = line && strv_push(in, line) == 0;
+                free(line);
+        }
+        FILE *f = fopen("/proc/self/cgroup", "re");
+        char cg[4096];
+        while (ok && f && fgets(cg, sizeof cg, f)) {
+                char *line = brig_strdup_printf("cgroup=%s", cg);
+                if (line)
+                        line[strcspn(line, "\n")] = '\0';
+                ok = line && strv_push(in, line) == 0;
+                free(line);
+        }
+        if (f)
+                fclose(f);
+        return ok && f;
+}
+
 char *plan_caller_context(const brig_policy *p)
 {
         struct strv in = { 0 };
@@ -930,6 +969,7 @@ char *plan_caller_context(const brig_policy *p)
         for (size_t i = 0; ok && ip && i < ip->n_secrets; i++)
                 if (strncmp(ip->secrets[i].source, "env:", 4) == 0)
                         ok = context_var(&in, ip->secrets[i].source + 4);
+        ok = ok && context_process(&in, p);
         /* LC_* in any order: plan_env keeps the environment's */
         size_t first_lc = in.n;
         extern char **environ;
