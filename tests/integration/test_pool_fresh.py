@@ -8,8 +8,11 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import shlex
 import subprocess
 import time
+
+import pytest
 
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, pids_with, run_popen, wait_until
@@ -244,6 +247,23 @@ def test_pooled_run_keeps_its_callers_limits(brig, pool):
         assert size <= 64 << 10, f"ATTACK WORKED: {name} is {size} bytes past the caller's RLIMIT_FSIZE"
     assert pooled.report["pool"]["served"] is False and "from this environment" in pooled.stderr, pooled
     assert cold.returncode == 0 and pooled.returncode == 0 and pooled.stdout == "done\n", (cold, pooled)
+
+
+@attack("pool-mount-view-of-creator", "brig run --pooled by a caller in a mount namespace of its own whose "
+        "workspace is a scratch tmpfs over the real one (a harness isolating a task): served by a member built "
+        "in brig pool's namespace, the command wrote the real workspace", "files")
+def test_pooled_run_sees_its_callers_mounts(brig, pool):
+    if brig.mode != "root":
+        pytest.skip("ROOT ONLY: a rootless caller cannot make a mount namespace without a user namespace, "
+                    "which changes its uid (already part of what names a pool)")
+    ws = brig.workspace
+    inner = " ".join(shlex.quote(a) for a in pool.brig.cmd("run", "--pooled", "--", "sh", "-c", f"touch {ws}/f"))
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                        f"mount -t tmpfs scratch {ws} && cd {ws} && {inner} && test -e {ws}/f && echo in-scratch"],
+                       cwd="/", env=pool.brig.env(pool.env()), capture_output=True, text=True, timeout=60)
+    # on the host: the real workspace is untouched, the file went into the caller's scratch
+    assert not (ws / "f").exists(), "ATTACK WORKED: the pooled run wrote the workspace its caller had covered"
+    assert r.returncode == 0 and r.stdout == "in-scratch\n" and "from this environment" in r.stderr, r
 
 
 def _cgroup_counter(pool, member, controller, name):

@@ -913,8 +913,9 @@ static bool context_var(struct strv *in, const char *name)
  * policy sets the soft: set_limit never raises a hard limit the caller
  * lowered; no core dumps whatever the caller's), and the caller's cgroups,
  * under which the sandbox's are made (a `systemd-run -p MemoryMax=` or a
- * harness's own group bounds the sandbox too). A member has its maker's:
- * a caller with `ulimit -t` or in another group is not served by it. */
+ * harness's own group bounds the sandbox too), and its namespaces. A
+ * member has its maker's: a caller with `ulimit -t`, in another group or
+ * another mount namespace is not served by it. */
 static bool context_process(struct strv *in, const brig_policy *p)
 {
         const struct limits *l = &p->limits;
@@ -929,6 +930,20 @@ static bool context_process(struct strv *in, const brig_policy *p)
                 char *line = fixed ? brig_strdup_printf("rlimit%d=%llu", r, (unsigned long long)rl.rlim_max)
                                    : brig_strdup_printf("rlimit%d=%llu/%llu", r, (unsigned long long)rl.rlim_cur,
                                                         (unsigned long long)rl.rlim_max);
+                ok = line && strv_push(in, line) == 0;
+                free(line);
+        }
+        /* and its namespaces: binds and the workspace are paths in the
+         * caller's mount namespace, --net host is the caller's network,
+         * the proxy connects from it */
+        static const char *const ns[] = { "mnt", "net", "user" };
+        for (size_t i = 0; ok && i < ARRAY_SIZE(ns); i++) {
+                char path[32];
+                struct stat st;
+                snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i]);
+                char *line = stat(path, &st) == 0
+                                     ? brig_strdup_printf("ns.%s=%llu", ns[i], (unsigned long long)st.st_ino)
+                                     : NULL;
                 ok = line && strv_push(in, line) == 0;
                 free(line);
         }

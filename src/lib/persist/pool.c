@@ -799,7 +799,7 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         snprintf(reason, sizeof reason, "no pool runs for this policy and workspace from this "
                                                         "environment (brig pool --size N with the same options and "
                                                         "the same HOME, SHELL, TERM, LANG, LC_*, TZ, --keep-env "
-                                                        "values, umask, ulimits and cgroup starts one)");
+                                                        "values, umask, ulimits, cgroup and namespaces starts one)");
                 else if (!name[0] && !pool_alive(&pl))
                         snprintf(reason, sizeof reason, "the pool for this policy and workspace is not running "
                                                         "(brig pool --size N starts it again)");
@@ -834,8 +834,8 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 pool_free(&pl);
                 return run_fresh(p, argv, res,
                                  other_env ? "the pool's member was made from another environment (HOME, SHELL, "
-                                             "TERM, LANG, LC_*, TZ, --keep-env values, umask, ulimits or "
-                                             "cgroup differ)"
+                                             "TERM, LANG, LC_*, TZ, --keep-env values, umask, ulimits, "
+                                             "cgroup or namespaces differ)"
                                            : "the pool's daemon is gone (its members stop by themselves)",
                                  why, why_size, err);
         }
