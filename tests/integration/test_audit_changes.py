@@ -8,6 +8,7 @@ import json
 import os
 
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
+from proc_helpers import wait_until
 from test_audit_stream import attack, audit, valid
 
 
@@ -216,3 +217,31 @@ def test_replay_of_a_file_past_the_hash_cap_is_not_called_the_same(brig):
     assert (brig.workspace / "big").read_bytes()[:16] != first  # the host sees other contents
     assert rep.returncode in (0, 1) and "compared in part only" in rep.stderr and "64 MiB" in rep.stderr, rep
     assert json.loads(rep.stdout.splitlines()[-1])["files_complete"] is False, rep.stdout
+
+
+@attack("changes-added-hidden-by-walk", "a running bind-mode sandbox adds a file and moves it back and forth "
+        "between two directories while brig diff walks, so that each readdir finds it in the other",
+        "runchanges.c: brig diff's walk is taken when a second finds the root's and every directory's mtime and "
+        "ctime the same (a rename changes both), else walked again; one that never settles is refused (exit 125, "
+        "naming brig pause), never a list without the file")
+def test_a_file_moved_during_brig_diff_is_never_left_out(brig, sandboxes):
+    name, _ = sandboxes.create()
+    ws = brig.workspace
+    assert sandboxes.sh(name, "mkdir a b && for i in $(seq 1 200); do echo > a/f$i; echo > b/g$i; done").returncode == 0
+    mover = ("import os\nopen('a/p', 'w').write('evil')\n"
+             "while True:\n    os.rename('a/p', 'b/p'); os.rename('b/p', 'a/p')\n")
+    r = sandboxes.brig_cmd("exec", name, "--detach", "--", "python3", "-c", mover)
+    assert r.returncode == 0, r
+    assert wait_until(lambda: (ws / "a" / "p").exists() or (ws / "b" / "p").exists(), 10)
+    listed = refused = 0
+    for _ in range(30):
+        d = sandboxes.brig_cmd("diff", name)
+        if d.returncode == 125:
+            assert "kept moving" in d.stderr and "brig pause" in d.stderr and d.stdout == "", d
+            refused += 1
+            continue
+        assert d.returncode == 0, d
+        assert any(line.endswith((" a/p", " b/p")) for line in d.stdout.splitlines()), \
+            ("ATTACK WORKED: brig diff left out the file the sandbox kept moving", d.stdout)
+        listed += 1
+    assert listed + refused == 30

@@ -161,9 +161,11 @@ json_t *changes_diff_list(const char *name, const char *dir, json_t *state, cons
                  * walk whole: no list that leaves out what it missed */
                 char *why = json_dumps(json_object_get(files, "errors") ?: json_string("more changed than listed"),
                                        JSON_COMPACT | JSON_ENCODE_ANY);
-                state_fail(err, E2BIG, "diff '%s': what changed could not be found whole: %s (the sandbox's "
-                                       "--changes-max is the most entries its walks record: create it with a "
-                                       "larger one, or 0 for no cap)", name, why ? why : "?");
+                state_fail(err, E2BIG, "diff '%s': what changed could not be found whole: %s%s", name, why ? why : "?",
+                           json_object_get(files, "stopped_at")
+                                   ? " (the sandbox's --changes-max is the most entries its walks record: create "
+                                     "it with a larger one, or 0 for no cap)"
+                                   : "");
                 free(why);
         } else if (!(list = as_diff(files, workspace, &f))) {
                 brig_err(err, ENOMEM, "diff");

@@ -54,6 +54,7 @@ struct root {
 struct runchanges {
         struct root *roots;
         size_t n;
+        bool live;          /* brig diff: the sandbox may be running */
         uint64_t max;       /* entries per walk over all roots; 0: no cap */
         size_t listed;      /* changes listed; past it only counted */
         uint64_t hashed;
@@ -85,6 +86,66 @@ static int walk(const struct root *r, json_t **out, struct tree_cap *cap)
                 *out = NULL;
         }
         return e;
+}
+
+/* A directory's record: type, inode, size, mtime, ctime, mode. */
+static bool is_dir(json_t *rec)
+{
+        const char *t = json_string_value(json_array_get(rec, 0));
+        return t && *t == 'd';
+}
+
+/* Every directory of a the same in b, and b has none a lacks. */
+static bool dirs_same(json_t *a, json_t *b)
+{
+        const char *k;
+        json_t *v;
+        json_object_foreach(a, k, v)
+                if (is_dir(v) && !json_equal(v, json_object_get(b, k)))
+                        return false;
+        json_object_foreach(b, k, v)
+                if (is_dir(v) && !json_object_get(a, k))
+                        return false;
+        return true;
+}
+
+static bool times_same(const struct stat *a, const struct stat *b)
+{
+        return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+               a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+#define SETTLE_TRIES 4
+
+/* brig diff walks a sandbox that may be running, and a file it moves
+ * from a directory the walk has not read yet into one it has read is
+ * in neither (a rename back and forth hid an added file from one diff
+ * in six). A rename changes both directories' mtime and ctime: the walk
+ * is taken when a second one finds the root's and every directory's
+ * the same, else walked again; -EAGAIN when it never settles. */
+static int walk_settled(const struct root *r, json_t **out, struct tree_cap *cap)
+{
+        for (int i = 0; i < SETTLE_TRIES; i++) {
+                struct tree_cap c1 = { .max = cap->max, .left = cap->left };
+                struct tree_cap c2 = c1;
+                struct stat s0, s1;
+                json_t *again = NULL;
+                int e = fstat(r->fd, &s0) < 0 ? -errno : walk(r, out, &c1);
+                int e2 = e == 0 || e == -E2BIG ? walk(r, &again, &c2) : e;
+                bool settled = e2 == e && (e < 0 && e != -E2BIG ? true : dirs_same(*out, again)) &&
+                               fstat(r->fd, &s1) == 0 && times_same(&s0, &s1);
+                json_decref(again);
+                free(c2.unreadable);
+                if (settled) {
+                        cap->left = c1.left;
+                        cap->unreadable = c1.unreadable;
+                        return e;
+                }
+                free(c1.unreadable);
+                json_decref(*out);
+                *out = NULL;
+        }
+        return -EAGAIN;
 }
 
 int runchanges_begin(const char *const *roots, size_t n, uint64_t max, struct runchanges **ret)
@@ -179,7 +240,8 @@ json_t *runchanges_end(struct runchanges *c)
         for (size_t i = 0; c && i < c->n; i++) {
                 struct root *r = &c->roots[i];
                 json_t *after = NULL;
-                int e = r->error ? -r->error : r->fd >= 0 ? walk(r, &after, &cap) : -EBADF;
+                int e = r->error ? -r->error : r->fd < 0 ? -EBADF : c->live ? walk_settled(r, &after, &cap)
+                                                                             : walk(r, &after, &cap);
                 _cleanup_free_ char *unreadable = TAKE_PTR(cap.unreadable);
                 const char *hidden = r->unreadable ? r->unreadable : unreadable;
                 /* Stopped at the cap, before or now, or a directory it could
@@ -209,7 +271,10 @@ json_t *runchanges_end(struct runchanges *c)
                 if (e) {
                         /* fail visible: no list that would call the rest deleted */
                         snprintf(what, sizeof what, "%s: %s", r->path,
-                                 e == ELOOP ? "directories nested deeper than brig walks (256)" : strerror(e));
+                                 e == ELOOP    ? "directories nested deeper than brig walks (256)"
+                                 : e == EAGAIN ? "its entries kept moving while brig walked it (a running "
+                                                 "sandbox): brig pause NAME, or stop it, then diff again"
+                                               : strerror(e));
                         json_array_append_new(errors, json_string(what));
                         continue;
                 }
@@ -268,6 +333,7 @@ int runchanges_from(json_t *saved, bool list_all, struct runchanges **ret)
         }
         c->max = (uint64_t)json_integer_value(json_object_get(saved, "max"));
         c->listed = list_all ? SIZE_MAX : CHANGES_LISTED;
+        c->live = list_all;  /* brig diff, perhaps of a running sandbox; the stop's event walks a stopped one */
         for (size_t i = 0; i < n; i++) {
                 json_t *o = json_array_get(roots, i);
                 struct root *r = &c->roots[c->n++];
