@@ -32,6 +32,21 @@ static void drop(const struct vma *v, unsigned long anon_kib)
                 (void)madvise((void *)v->start, v->end - v->start, MADV_DONTNEED);
 }
 
+/* The main thread's stack below the frames live now: setup's deep calls
+ * dirtied it, and by the ABI nothing below the stack pointer (past its
+ * 128-byte red zone) is ever read again before it is written. Two pages
+ * stay for the calls below this one (madvise itself, a signal handler). */
+static void drop_stack_below(unsigned long start, unsigned long end)
+{
+        const long page = sysconf(_SC_PAGESIZE);
+        unsigned long here = (unsigned long)__builtin_frame_address(0);
+        if (page <= 0 || here < start || here >= end)
+                return;  /* a thread's own stack: not this mapping */
+        unsigned long top = (here & ~((unsigned long)page - 1)) - 2 * (unsigned long)page;
+        if (top > start)
+                (void)madvise((void *)start, top - start, MADV_DONTNEED);
+}
+
 void footprint_shed(void)
 {
         /* smaps, not maps: only it tells whether a mapping holds an
@@ -51,8 +66,11 @@ void footprint_shed(void)
                 while (fgets(line, sizeof line, f)) {
                         unsigned long start, end, inode;
                         char perms[5];
-                        if (sscanf(line, "%lx-%lx %4s %*s %*s %lu", &start, &end, perms, &inode) == 4) {
+                        int name = 0;
+                        if (sscanf(line, "%lx-%lx %4s %*s %*s %lu %n", &start, &end, perms, &inode, &name) == 4) {
                                 drop(&v, anon);
+                                if (strncmp(line + name, "[stack]", 7) == 0)
+                                        drop_stack_below(start, end);
                                 v = (struct vma){ .start = start, .end = end,
                                                   .candidate = inode != 0 && perms[0] == 'r' && perms[1] == '-' &&
                                                                perms[3] == 'p' };
