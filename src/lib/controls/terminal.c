@@ -328,7 +328,7 @@ static bool relay_in(struct relay *r)
         return relay_in(r);
 }
 
-int terminal_poll_fds(struct terminal *t, struct pollfd *p)
+BRIG_IDLE_LOOP int terminal_poll_fds(struct terminal *t, struct pollfd *p)
 {
         int n = 0;
         for (int i = 0; t && i < R_COUNT; i++) {

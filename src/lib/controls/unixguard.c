@@ -1162,7 +1162,7 @@ static uint64_t mono_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int unixguard_wait_ms(struct unixguard *g)
+BRIG_IDLE_LOOP int unixguard_wait_ms(struct unixguard *g)
 {
         uint64_t now = mono_ms();
         if (now >= g->window_end_ms) {

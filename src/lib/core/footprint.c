@@ -26,7 +26,7 @@ struct vma {
         bool candidate;
 };
 
-static void drop(const struct vma *v, unsigned long anon_kib)
+BRIG_IDLE_LOOP static void drop(const struct vma *v, unsigned long anon_kib)
 {
         if (v->candidate && anon_kib == 0 && v->end > v->start)
                 (void)madvise((void *)v->start, v->end - v->start, MADV_DONTNEED);
@@ -36,7 +36,7 @@ static void drop(const struct vma *v, unsigned long anon_kib)
  * dirtied it, and by the ABI nothing below the stack pointer (past its
  * 128-byte red zone) is ever read again before it is written. Two pages
  * stay for the calls below this one (madvise itself, a signal handler). */
-static void drop_stack_below(unsigned long start, unsigned long end)
+BRIG_IDLE_LOOP static void drop_stack_below(unsigned long start, unsigned long end)
 {
         const long page = sysconf(_SC_PAGESIZE);
         unsigned long here = (unsigned long)__builtin_frame_address(0);
@@ -47,7 +47,7 @@ static void drop_stack_below(unsigned long start, unsigned long end)
                 (void)madvise((void *)start, top - start, MADV_DONTNEED);
 }
 
-void footprint_shed(void)
+BRIG_IDLE_LOOP void footprint_shed(void)
 {
         /* smaps, not maps: only it tells whether a mapping holds an
          * anonymous (written) page */
@@ -86,14 +86,14 @@ void footprint_shed(void)
         malloc_trim(0);
 }
 
-static uint64_t now_ms(void)
+BRIG_IDLE_LOOP static uint64_t now_ms(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int footprint_timeout(struct footprint *fp, int wait_ms)
+BRIG_IDLE_LOOP int footprint_timeout(struct footprint *fp, int wait_ms)
 {
         if (fp->shed)
                 return wait_ms;
@@ -104,7 +104,7 @@ int footprint_timeout(struct footprint *fp, int wait_ms)
         return wait_ms >= 0 && wait_ms < left ? wait_ms : left;
 }
 
-void footprint_polled(struct footprint *fp, int polled)
+BRIG_IDLE_LOOP void footprint_polled(struct footprint *fp, int polled)
 {
         if (fp->shed)
                 return;

@@ -72,7 +72,7 @@ static void close_all_but(int a, int b)
         syscall(SYS_close_range, hi + 1, ~0U, 0);
 }
 
-_Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
+BRIG_IDLE_LOOP _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 {
         closep(&plan->pty_slave_fd);
         init_detach_stdio();

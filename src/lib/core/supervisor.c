@@ -143,7 +143,7 @@ static void on_timer(struct supervision *s, int tfd, bool *term_sent)
         }
 }
 
-int supervise(struct supervision *s, brig_error **err)
+BRIG_IDLE_LOOP int supervise(struct supervision *s, brig_error **err)
 {
         sigset_t set;
         sigprocmask(SIG_BLOCK, NULL, &set);  /* what brig_run blocked */

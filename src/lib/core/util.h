@@ -13,6 +13,11 @@
 
 #define BRIG_INTERNAL __attribute__((visibility("hidden")))
 #define BRIG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+/* What an idle supervisor or pid 1 runs after it gave back setup's pages
+ * (core/footprint.c): the compiler puts these functions side by side
+ * (.text.hot), so the loop faults back one window of code, not one per
+ * function scattered through brig. */
+#define BRIG_IDLE_LOOP __attribute__((hot))
 
 /* ---- cleanup helpers (systemd/crun style) ------------------------------ */
 

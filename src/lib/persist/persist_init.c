@@ -358,7 +358,7 @@ static void on_exec_socket(struct persist *ps, size_t i, short revents)
         closep(&s->fd);
 }
 
-static int next_timeout(struct persist *ps)
+BRIG_IDLE_LOOP static int next_timeout(struct persist *ps)
 {
         uint64_t now = mono_ms(), next = 0;
         for (size_t i = 0; i < ps->n; i++) {
@@ -379,7 +379,7 @@ static int next_timeout(struct persist *ps)
         return next ? (int)(next - now) : -1;
 }
 
-_Noreturn void persist_init_main(struct run_plan *plan)
+BRIG_IDLE_LOOP _Noreturn void persist_init_main(struct run_plan *plan)
 {
         struct persist ps = { .plan = plan };
         closep(&plan->pty_slave_fd);
