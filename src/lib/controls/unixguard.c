@@ -255,7 +255,7 @@ void unixguard_set_diag(struct unixguard *g, int fd)
         g->diag_fd = fd;
 }
 
-int unixguard_poll_fd(const struct unixguard *g)
+BRIG_IDLE_LOOP int unixguard_poll_fd(const struct unixguard *g)
 {
         return g->epfd;
 }

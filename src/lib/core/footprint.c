@@ -15,36 +15,65 @@
 #include <sys/vfs.h>
 #include <time.h>
 
-/* One mapping of /proc/self/smaps that may be dropped: its pages are the
- * file's own (a private mapping nobody wrote: no anonymous page), so
- * MADV_DONTNEED only drops this process's references and the next access
- * faults in the same bytes from the page cache. A writable mapping, a
- * shared one, or one with an anonymous page (relocated data made read-only
- * after relocation: RELRO) is never touched. */
+/* What may be dropped, in a mapping of /proc/self/smaps: its pages are
+ * the file's own (a private read-only mapping nobody wrote: no anonymous
+ * page), so MADV_DONTNEED only drops this process's references and the
+ * next access faults in the same bytes from the page cache. A writable
+ * mapping, a shared one, or one with an anonymous page (data relocated,
+ * then made read-only: RELRO) is never touched. */
 struct vma {
         unsigned long start, end;
-        bool candidate;
+};
+#define SHED_MAX 128  /* more mappings than that: the rest stays */
+
+struct shed {
+        struct vma drop[SHED_MAX];
+        size_t n;
+        struct vma stack;
 };
 
-BRIG_IDLE_LOOP static void drop(const struct vma *v, unsigned long anon_kib)
+BRIG_IDLE_LOOP static void read_smaps(FILE *f, struct shed *sh)
 {
-        if (v->candidate && anon_kib == 0 && v->end > v->start)
-                (void)madvise((void *)v->start, v->end - v->start, MADV_DONTNEED);
+        char line[512];
+        struct vma v = { 0 };
+        bool candidate = false;
+        unsigned long anon = 1;
+        for (;;) {
+                bool more = fgets(line, sizeof line, f) != NULL;
+                unsigned long start, end, inode;
+                char perms[5];
+                int name = 0;
+                bool header = more && sscanf(line, "%lx-%lx %4s %*s %*s %lu %n", &start, &end, perms, &inode,
+                                             &name) == 4;
+                if (!more || header) {
+                        if (candidate && anon == 0 && v.end > v.start && sh->n < SHED_MAX)
+                                sh->drop[sh->n++] = v;
+                        if (!more)
+                                return;
+                        v = (struct vma){ .start = start, .end = end };
+                        candidate = inode != 0 && perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p';
+                        anon = 1;  /* unknown until its Anonymous line */
+                        if (strncmp(line + name, "[stack]", 7) == 0)
+                                sh->stack = v;
+                } else if (strncmp(line, "Anonymous:", 10) == 0) {
+                        anon = strtoul(line + 10, NULL, 10);
+                }
+        }
 }
 
 /* The main thread's stack below the frames live now: setup's deep calls
  * dirtied it, and by the ABI nothing below the stack pointer (past its
  * 128-byte red zone) is ever read again before it is written. Two pages
  * stay for the calls below this one (madvise itself, a signal handler). */
-BRIG_IDLE_LOOP static void drop_stack_below(unsigned long start, unsigned long end)
+BRIG_IDLE_LOOP static void drop_stack_below(const struct vma *stack)
 {
         const long page = sysconf(_SC_PAGESIZE);
         unsigned long here = (unsigned long)__builtin_frame_address(0);
-        if (page <= 0 || here < start || here >= end)
+        if (page <= 0 || here < stack->start || here >= stack->end)
                 return;  /* a thread's own stack: not this mapping */
         unsigned long top = (here & ~((unsigned long)page - 1)) - 2 * (unsigned long)page;
-        if (top > start)
-                (void)madvise((void *)start, top - start, MADV_DONTNEED);
+        if (top > stack->start)
+                (void)madvise((void *)stack->start, top - stack->start, MADV_DONTNEED);
 }
 
 BRIG_IDLE_LOOP void footprint_shed(void)
@@ -52,38 +81,21 @@ BRIG_IDLE_LOOP void footprint_shed(void)
         /* smaps, not maps: only it tells whether a mapping holds an
          * anonymous (written) page */
         FILE *f = fopen("/proc/self/smaps", "re");
+        struct statfs sfs;
+        struct shed sh = { .n = 0 };
         /* pid 1 reads it inside the sandbox: it must be the kernel's
          * account of this process, never a file the command put there */
-        struct statfs sfs;
-        if (f && (fstatfs(fileno(f), &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC)) {
+        if (f && fstatfs(fileno(f), &sfs) == 0 && sfs.f_type == PROC_SUPER_MAGIC)
+                read_smaps(f, &sh);
+        if (f)
                 fclose(f);
-                f = NULL;
-        }
-        if (f) {
-                char line[512];
-                struct vma v = { 0 };
-                unsigned long anon = 1;
-                while (fgets(line, sizeof line, f)) {
-                        unsigned long start, end, inode;
-                        char perms[5];
-                        int name = 0;
-                        if (sscanf(line, "%lx-%lx %4s %*s %*s %lu %n", &start, &end, perms, &inode, &name) == 4) {
-                                drop(&v, anon);
-                                if (strncmp(line + name, "[stack]", 7) == 0)
-                                        drop_stack_below(start, end);
-                                v = (struct vma){ .start = start, .end = end,
-                                                  .candidate = inode != 0 && perms[0] == 'r' && perms[1] == '-' &&
-                                                               perms[3] == 'p' };
-                                anon = 1;  /* unknown until its Anonymous line */
-                        } else if (strncmp(line, "Anonymous:", 10) == 0) {
-                                anon = strtoul(line + 10, NULL, 10);
-                        }
-                }
-                drop(&v, anon);
-                fclose(f);
-        }
-        /* last: the FILE above was malloc's too */
-        malloc_trim(0);
+        malloc_trim(0);  /* the FILE was malloc's too */
+        /* Last, when nothing but this loop runs: what the parse above read
+         * (its format strings are brig's read-only data) would fault the
+         * pages straight back in. */
+        for (size_t i = 0; i < sh.n; i++)
+                (void)madvise((void *)sh.drop[i].start, sh.drop[i].end - sh.drop[i].start, MADV_DONTNEED);
+        drop_stack_below(&sh.stack);
 }
 
 BRIG_IDLE_LOOP static uint64_t now_ms(void)
