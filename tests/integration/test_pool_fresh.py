@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from conftest import SANITIZED
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, pids_with, run_popen, wait_until
 from test_escape import attack
@@ -377,5 +378,73 @@ def test_a_pooled_run_reads_the_clock_it_was_promised(brig, sandboxes):
         assert made.returncode == 125 and "a pool takes no --clock-start" in made.stderr, made
     finally:
         sandboxes.brig_cmd("pool", "--stop", "--clock-start", "100s")
+        for name in list(sandboxes.ls()):
+            sandboxes.rm(name)
+
+
+def _memory_holds(pid, needle, unless_after=b""):
+    """Whether any readable mapping of process PID holds NEEDLE, not right
+    after UNLESS_AFTER (the host reads it: root may read a non-dumpable
+    process)."""
+    def found(buf):
+        at = buf.find(needle)
+        while at >= 0:
+            if not unless_after or buf[max(0, at - len(unless_after)):at] != unless_after:
+                return True
+            at = buf.find(needle, at + 1)
+        return False
+    keep = len(needle) + len(unless_after)
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if "r" not in perms or line.rstrip().endswith("[vvar]"):
+                continue
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if hi - lo > 1 << 30:
+                continue  # the sanitizers' shadow: reserved, never holds a string
+            tail = b""
+            try:
+                mem.seek(lo)
+                for at in range(lo, hi, 1 << 20):
+                    chunk = tail + mem.read(min(1 << 20, hi - at))
+                    if found(chunk):
+                        return True
+                    tail = chunk[-keep:]
+            except (OSError, OverflowError, ValueError):
+                continue
+    return False
+
+
+@attack("pool-context-secret-inside", "a pooled run with a bound secret (--secret NAME=env:VAR): the exec request "
+        "carried the caller's context, the secret's real value among it, on to the member's pid 1 inside the "
+        "sandbox, where a process that gets pid 1's memory reads it",
+        "the supervisor compares the context and forwards the request with an empty one, the context wiped; "
+        "the host reads pid 1's memory while the run holds it and finds no value")
+def test_pooled_run_hands_no_secret_value_to_pid_1(brig, sandboxes):
+    value = "real-value-" + marker("v")
+    env = {"BRIG_TEST_TOKEN": value}
+    secret = ["--allow-host", "api.example.test", "--secret", "TOK=env:BRIG_TEST_TOKEN", "--secret-host",
+              "TOK=api.example.test"]
+    r = sandboxes.brig_cmd("pool", "--size", "1", *secret, env=env)
+    assert r.returncode == 0, r
+    try:
+        ws = brig.workspace
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            run = ex.submit(_pooled, sandboxes, f"echo \"$TOK\" > {ws}/seen; touch {ws}/holding; "
+                            f"while [ ! -e {ws}/go ]; do sleep 0.02; done", *secret, env=env)
+            assert wait_until(lambda: (ws / "holding").exists(), 30), run.result() if run.done() else "not started"
+            (held,) = _claimed(sandboxes)
+            # A sanitizer's runtime keeps its own copy of the environment
+            # it started with (the supervisor's, which pid 1 is a clone
+            # of): that copy, NAME=VALUE, is the sanitizers', not brig's.
+            inside = _memory_holds(_pid1(sandboxes, held), value.encode(),
+                                   b"BRIG_TEST_TOKEN=" if SANITIZED else b"")
+            (ws / "go").touch()
+            res = run.result()
+        assert res.returncode == 0 and _served(res) == held, res
+        assert (ws / "seen").read_text().startswith("brig-secret-TOK-"), "the command saw no placeholder"
+        assert not inside, "the secret's real value is in the pool member's pid 1"
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", *secret, env=env)
         for name in list(sandboxes.ls()):
             sandboxes.rm(name)

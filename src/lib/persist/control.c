@@ -387,7 +387,7 @@ static void begin_stop(struct control *c)
         timerfd_settime(c->timer_fd, 0, &it, NULL);
 }
 
-static void start_exec(struct control *c, struct conn *k, const char *buf, size_t len, int *fds, int nfds)
+static void start_exec(struct control *c, struct conn *k, char *buf, size_t len, int *fds, int nfds)
 {
         struct exec_request req;
         if (k->exec_fd >= 0)
@@ -406,6 +406,15 @@ static void start_exec(struct control *c, struct conn *k, const char *buf, size_
          * environment this member's plan read must be the caller's. Told
          * apart (ESTALE) from a refusal: nothing ran, a cold run goes on. */
         bool other_env = last && c->context && strcmp(req.context, c->context) != 0;
+        /* The context is what the caller's plan read, --keep-env values
+         * and env: secrets' real values among it: for this comparison
+         * only. pid 1 is inside the sandbox, so the request goes on with
+         * an empty one (the context ends the message), and it is wiped. */
+        if (last && req.context) {
+                size_t off = (size_t)(req.context - buf);
+                explicit_bzero(buf + off, len - off);
+                len = off + 1;
+        }
         exec_request_free(&req);
         if (other_env)
                 return reply_error(k->fd, ESTALE, "sandbox '%s' was made from another environment than the caller's",
