@@ -2,7 +2,8 @@
 been idle for a moment they give back the pages of brig's code and
 read-only data that only setup ran (core/footprint.c), and still do their
 work afterwards: a signal reaches the command, its status comes back, a
-persistent sandbox still runs `brig exec`. Root and rootless.
+persistent sandbox still runs `brig exec` — and gives back again what
+that exec faulted in. Root and rootless.
 
 Asserted on the host, from /proc/PID/smaps of the supervisor and of pid 1:
 the resident part of brig's own executable code falls below three
@@ -77,5 +78,12 @@ def test_idle_persistent_sandbox_sheds_and_still_execs(sandboxes):  # noqa: F811
     assert len(inits) == 1, inits
     assert wait_until(lambda: shed(sup), 10), f"supervisor kept setup's code mapped: {brig_code(sup)}"
     assert wait_until(lambda: shed(inits[0]), 10), f"pid 1 kept setup's code mapped: {brig_code(inits[0])}"
+    both = lambda: brig_code(sup)[0] + brig_code(inits[0])[0]  # noqa: E731
+    before = both()
     r = sandboxes.sh(name, "echo hello; exit 3")
     assert (r.returncode, r.stdout) == (3, "hello\n"), r
+    # the exec faulted code back in (the supervisor ran its control
+    # requests, pid 1 its fork); both give it back again once idle
+    grown = both()
+    assert grown > before + 64, (before, grown)
+    assert wait_until(lambda: both() <= before + 64, 10), f"the exec's code stayed mapped: {before} -> {both()} KiB"

@@ -107,24 +107,27 @@ BRIG_IDLE_LOOP static uint64_t now_ms(void)
 
 BRIG_IDLE_LOOP int footprint_timeout(struct footprint *fp, int wait_ms)
 {
-        if (fp->shed)
-                return wait_ms;
         uint64_t now = now_ms();
+        if (!fp->due_ms && !fp->shed)
+                fp->due_ms = now + FOOTPRINT_IDLE_MS;  /* setup has just ended */
         if (!fp->due_ms)
-                fp->due_ms = now + FOOTPRINT_IDLE_MS;
+                return wait_ms;  /* shed, and nothing happened since */
         int left = fp->due_ms > now ? (int)(fp->due_ms - now) : 0;
         return wait_ms >= 0 && wait_ms < left ? wait_ms : left;
 }
 
 BRIG_IDLE_LOOP void footprint_polled(struct footprint *fp, int polled)
 {
-        if (fp->shed)
-                return;
         uint64_t now = now_ms();
         if (polled > 0) {
-                fp->due_ms = now + FOOTPRINT_IDLE_MS;  /* busy: not idle yet */
+                /* busy: not idle yet. After a shed, what this event runs
+                 * (a brig exec, a proxied connection) faults code back
+                 * in: shed again once it is over. A command can make that
+                 * happen at most once per FOOTPRINT_AGAIN_MS. */
+                fp->due_ms = now + (fp->shed ? FOOTPRINT_AGAIN_MS : FOOTPRINT_IDLE_MS);
         } else if (polled == 0 && fp->due_ms && now >= fp->due_ms) {
                 footprint_shed();
                 fp->shed = true;
+                fp->due_ms = 0;
         }
 }
