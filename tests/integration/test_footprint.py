@@ -14,15 +14,15 @@ import signal
 import subprocess
 
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
-from proc_helpers import run_popen, wait_until
+from proc_helpers import descendants, run_popen, wait_until
 
 
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
+def pid1(sup):
+    """The sandbox's pid 1: the supervisor's only child (descendants lists
+    the supervisor's children first)."""
+    below = wait_until(lambda: descendants(sup), 5)
+    assert below, f"supervisor {sup} has no child"
+    return below[0]
 
 
 def brig_code(pid):
@@ -57,9 +57,7 @@ def test_idle_run_sheds_setup_pages_and_still_supervises(brig):
     try:
         assert p.stdout.readline().strip() == b"ready"
         sup = p.pid  # setpriv execs brig in place
-        inits = wait_until(lambda: children(sup), 5)
-        assert len(inits) == 1, inits
-        init = inits[0]
+        init = pid1(sup)
         assert wait_until(lambda: shed(sup), 10), f"supervisor kept setup's code mapped: {brig_code(sup)}"
         assert wait_until(lambda: shed(init), 10), f"pid 1 kept setup's code mapped: {brig_code(init)}"
         # still supervising: the signal goes through both, the status back
@@ -74,11 +72,10 @@ def test_idle_run_sheds_setup_pages_and_still_supervises(brig):
 def test_idle_persistent_sandbox_sheds_and_still_execs(sandboxes):  # noqa: F811
     name, _ = sandboxes.create()
     sup = sandboxes.state(name)["supervisor_pid"]
-    inits = wait_until(lambda: children(sup), 5)
-    assert len(inits) == 1, inits
+    init = pid1(sup)
     assert wait_until(lambda: shed(sup), 10), f"supervisor kept setup's code mapped: {brig_code(sup)}"
-    assert wait_until(lambda: shed(inits[0]), 10), f"pid 1 kept setup's code mapped: {brig_code(inits[0])}"
-    both = lambda: brig_code(sup)[0] + brig_code(inits[0])[0]  # noqa: E731
+    assert wait_until(lambda: shed(init), 10), f"pid 1 kept setup's code mapped: {brig_code(init)}"
+    both = lambda: brig_code(sup)[0] + brig_code(init)[0]  # noqa: E731
     before = both()
     r = sandboxes.sh(name, "echo hello; exit 3")
     assert (r.returncode, r.stdout) == (3, "hello\n"), r
