@@ -335,8 +335,10 @@ except BlockingIOError:
     out["nonblocking"] = "EAGAIN"
 d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.bind("d.sock")
 e = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); e.sendto(b"dgram", "d.sock"); out["dgram"] = d.recv(10).decode()
-a = socket.socket(socket.AF_UNIX); a.bind("\0brig-abstract"); a.listen(1)
-b = socket.socket(socket.AF_UNIX); b.connect("\0brig-abstract"); out["abstract"] = "ok"
+# a name of this run's: with --net host, abstract names are the host's, shared with the other tests running
+abstract = "\0brig-abstract-" + os.urandom(8).hex()
+a = socket.socket(socket.AF_UNIX); a.bind(abstract); a.listen(1)
+b = socket.socket(socket.AF_UNIX); b.connect(abstract); out["abstract"] = "ok"
 t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(1)
 u = socket.socket(); u.connect(t.getsockname()); out["tcp"] = "ok"
 print("RESULTS " + repr(out))
