@@ -187,16 +187,12 @@ static int mkdir_held(int lock, const char *root, const char *dir, const char *n
 int sandbox_new_dir_held(const char *name, char **dir_out, int *lock_out, int *hold_out, brig_error **err)
 {
         _cleanup_free_ char *dir = NULL, *root = NULL;
-        int r = state_dir(name, true, &dir, err);
-        if (r == 0)
-                r = state_root(false, &root, err);
-        if (r < 0)
-                return r;
         /* One create or rm at a time: the name check and the mkdir below,
          * and the supervisor's start, happen under the lock. */
-        _cleanup_close_ int lock = state_lock(root, err);
+        _cleanup_close_ int lock = state_dir_locked(name, true, &dir, &root, err);
         if (lock < 0)
                 return lock;
+        int r = 0;
         /* In the locked, checked root itself (its descriptor), never by
          * walking the path again. */
         if (hold_out)
@@ -310,15 +306,11 @@ int brig_sandbox_start_described(const char *name, char **described, brig_error 
 {
         if (described)
                 *described = NULL;
-        _cleanup_free_ char *dir = NULL, *root = NULL;
-        int r = state_dir(name, false, &dir, err);
-        if (r == 0)
-                r = state_root(false, &root, err);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int lock = state_lock(root, err);
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int lock = state_dir_locked(name, false, &dir, NULL, err);
         if (lock < 0)
                 return lock;
+        int r;
         struct stat sb;
         if (lstat(dir, &sb) < 0)
                 return state_fail(err, ENOENT, "no sandbox named '%s'", name);
@@ -502,16 +494,11 @@ static void remove_dead_cgroups(json_t *st)
 
 int brig_sandbox_remove(const char *name, brig_error **err)
 {
-        _cleanup_free_ char *dir = NULL, *root = NULL;
-        int r = state_dir(name, false, &dir, err);
-        if (r < 0)
-                return r;
-        r = state_root(false, &root, err);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int lock = state_lock(root, err);
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int lock = state_dir_locked(name, false, &dir, NULL, err);
         if (lock < 0)
                 return lock;
+        int r;
         struct stat sb;
         if (lstat(dir, &sb) < 0)
                 return state_fail(err, ENOENT, "no sandbox named '%s'", name);

@@ -144,6 +144,23 @@ int state_lock(const char *root, brig_error **err)
         return fd;
 }
 
+int state_dir_locked(const char *name, bool create_root, char **dir_out, char **root_out, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL, *root = NULL;
+        int r = state_dir(name, create_root, &dir, err);
+        if (r == 0)
+                r = state_root(false, &root, err);
+        if (r < 0)
+                return r;
+        int lock = state_lock(root, err);
+        if (lock < 0)
+                return lock;
+        *dir_out = TAKE_PTR(dir);
+        if (root_out)
+                *root_out = TAKE_PTR(root);
+        return lock;
+}
+
 int state_write(const char *dir, json_t *doc, brig_error **err)
 {
         return state_write_file(dir, "state.json", doc, JSON_INDENT(2) | JSON_SORT_KEYS, err);

@@ -27,6 +27,9 @@ BRIG_INTERNAL int state_dir(const char *name, bool create_root, char **out, brig
 /* An exclusive flock on the state root (create and rm of any name);
  * returns the fd that holds it, a directory checked ours and 0700. */
 BRIG_INTERNAL int state_lock(const char *root, brig_error **err);
+/* state_dir(name, create_root) with the root's lock taken: returns the
+ * lock's fd; *dir gets root/NAME and *root (optional) the root. */
+BRIG_INTERNAL int state_dir_locked(const char *name, bool create_root, char **dir, char **root, brig_error **err);
 /* dir/state.json, written whole through a rename. */
 BRIG_INTERNAL int state_write(const char *dir, json_t *doc, brig_error **err);
 /* dir/NAME the same way (0600, written whole through a rename). */
