@@ -1145,7 +1145,10 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = tools_plan_build(plan, err);
         if (r < 0)
                 return r;
-        return plan_env(plan, p, err);
+        r = plan_env(plan, p, err);
+        if (r == 0)
+                plan_test_dump(plan);
+        return r;
 }
 
 void plan_free(struct run_plan *plan)

@@ -150,6 +150,9 @@ struct run_plan {
 
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
+/* Test hook (meson -Dtest_hooks=true): BRIG_TEST_PLAN=FILE gets the plan
+ * as canonical JSON (plan_dump.c). A no-op in other builds. */
+BRIG_INTERNAL void plan_test_dump(const struct run_plan *plan);
 /* What plan_build reads from this process's environment besides the
  * policy (HOME, SHELL, TERM and the passed-through variables, LC_*,
  * --keep-env values, env:VAR secrets, SSH_AUTH_SOCK, XDG_CONFIG_HOME) and
