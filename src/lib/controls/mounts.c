@@ -236,6 +236,15 @@ static gid_t owner_gid(const struct run_plan *plan)
         return plan->map_root_for_setup ? 0 : plan->sandbox_gid;
 }
 
+/* The workspace's grant, when the supervisor made it idmapped (root, a
+ * root-owned workspace): that tree is attached in its place, and no copy
+ * of the source is made for it. */
+static bool uses_idmapped_tree(const struct run_plan *plan, const struct mount_entry *m)
+{
+        return plan->idmapped_workspace_fd >= 0 && !plan->overlay_upper && m->kind == MOUNT_BIND &&
+               strcmp(m->src, plan->workspace) == 0 && strcmp(m->dst, plan->workspace) == 0 && !m->readonly;
+}
+
 static int mount_entry(int root_fd, const struct run_plan *plan, const struct mount_entry *m, int src_tree,
                        brig_error **err)
 {
@@ -250,8 +259,7 @@ static int mount_entry(int root_fd, const struct run_plan *plan, const struct mo
                 tree = made = new_tmpfs(m->size, m->mode, uid, gid, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
                 if (tree < 0)
                         return tree;
-        } else if (plan->idmapped_workspace_fd >= 0 && !plan->overlay_upper && strcmp(m->src, plan->workspace) == 0 &&
-                   strcmp(m->dst, plan->workspace) == 0 && !m->readonly) {
+        } else if (uses_idmapped_tree(plan, m)) {
                 tree = plan->idmapped_workspace_fd;
         } else {
                 struct stat st;
@@ -560,7 +568,11 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
                 fds[i] = -EBADF;
         for (size_t i = 0; i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
-                if (m->kind != MOUNT_BIND)
+                /* A copy never attached is dissolved when its descriptor
+                 * is closed, and that unmount waits for an RCU grace
+                 * period (0.1-0.4 ms, every run as root): the idmapped
+                 * tree stands in for the workspace, so none is made. */
+                if (m->kind != MOUNT_BIND || uses_idmapped_tree(plan, m))
                         continue;
                 _cleanup_close_ int src = open_host_source(m->src, err);
                 fds[i] = src < 0 ? src
