@@ -2,7 +2,7 @@
  * what the system calls alone cost on this machine, with no brig code
  * around them (bench/timings puts them beside brig run --timings).
  *
- *   cc -O2 -o floor bench/floor.c && ./floor [PATH/TO/brig] [RUNS]
+ *   cc -O2 -o floor bench/floor.c && ./floor [PATH/TO/brig] [RUNS] [MOUNTS]
  *
  * Prints "step microseconds" lines, medians of RUNS (default 200). A step
  * this user cannot do here (a cgroup v1 group as non-root) prints "-" and
@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
+#include <linux/mount.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
@@ -127,6 +128,30 @@ static uint64_t clone3_ns(void)
 {
         uint64_t t = now_ns();
         pid_t pid = clone_all(NS_ALL);
+        if (pid == 0)
+                _exit(0);
+        uint64_t d = now_ns() - t;
+        return wait_ok(pid) ? d : 0;
+}
+
+/* clone3 with every namespace but the network's, and with the user and
+ * network namespaces alone: the network namespace is most of the step
+ * (its loopback device and the ipv4, ipv6, conntrack and mptcp sysctl
+ * tables, registered for each new namespace). */
+static uint64_t clone3_no_net(void)
+{
+        uint64_t t = now_ns();
+        pid_t pid = clone_all(NS_ALL & ~(uint64_t)CLONE_NEWNET);
+        if (pid == 0)
+                _exit(0);
+        uint64_t d = now_ns() - t;
+        return wait_ok(pid) ? d : 0;
+}
+
+static uint64_t clone3_user_net(void)
+{
+        uint64_t t = now_ns();
+        pid_t pid = clone_all(CLONE_NEWUSER | CLONE_NEWNET);
         if (pid == 0)
                 _exit(0);
         uint64_t d = now_ns() - t;
@@ -357,6 +382,60 @@ static uint64_t bind_mount(void)
         return in_child(CLONE_NEWUSER | CLONE_NEWNS, bind_inside);
 }
 
+/* A root of brig's shape with one system call per kernel operation and
+ * no brig code: a tmpfs attached over "/", 7 filesystems more (6 tmpfs,
+ * where brig has tmpfs, proc and devpts: proc needs a pid namespace of
+ * our own) and recursive read-only binds up to tree_mounts in all (brig's
+ * count, the third argument; 41 by default), then pivot_root and the old
+ * root's detach (an RCU grace period). */
+static int tree_mounts = 41;
+#define MOUNT_TREE_FS 7
+
+static int tree_fs(void)
+{
+        int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+        if (fs < 0 || syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -1;
+        int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        close(fs);
+        return mnt;
+}
+
+static uint64_t mount_tree_inside(void)
+{
+        uint64_t t = now_ns();
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return 0;
+        int usr = open("/usr", O_PATH | O_CLOEXEC | O_DIRECTORY);
+        int root = tree_fs();
+        if (usr < 0 || root < 0 || syscall(SYS_move_mount, root, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return 0;
+        for (int i = 1; i < tree_mounts; i++) {
+                char name[16];
+                snprintf(name, sizeof name, "m%d", i);
+                int tree = i <= MOUNT_TREE_FS
+                        ? tree_fs()
+                        : (int)syscall(SYS_open_tree, usr, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                       AT_RECURSIVE);
+                struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+                if (tree < 0 || mkdirat(root, name, 0755) < 0 ||
+                    (i > MOUNT_TREE_FS &&
+                     syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof ro) < 0) ||
+                    syscall(SYS_move_mount, tree, "", root, name, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return 0;
+                close(tree);
+        }
+        if (fchdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+            chdir("/") < 0)
+                return 0;
+        return now_ns() - t;
+}
+
+static uint64_t mount_tree(void)
+{
+        return in_child(CLONE_NEWUSER | CLONE_NEWNS, mount_tree_inside);
+}
+
 static uint64_t landlock_inside(void)
 {
         uint64_t t = now_ns();
@@ -424,11 +503,15 @@ int main(int argc, char **argv)
                 brig = argv[1];
         if (argc > 2)
                 runs = atoi(argv[2]) > 0 ? atoi(argv[2]) : runs;
+        if (argc > 3 && atoi(argv[3]) > MOUNT_TREE_FS)
+                tree_mounts = atoi(argv[3]);
         report("fork_exit", fork_exit, "fork");
         report("exec_true", exec_true, "exec /bin/true");
         report("exec_brig_version", exec_brig, "exec brig --version");
         report("exec_brig_bind_now", exec_brig_now, "exec brig --version, LD_BIND_NOW=1");
         report("clone3_all_ns", clone3_ns, "clone3 with every namespace");
+        report("clone3_no_net", clone3_no_net, "clone3 with every namespace but the network's");
+        report("clone3_user_net", clone3_user_net, "clone3 with a user and a network namespace");
         report("uid_map", uid_map, "write the maps");
         report("cgroup_v1_create", cgroup_create, "mkdir memory, pids groups (v1, root only)");
         report("cgroup_v1_attach", cgroup_attach, "attach a child to memory, pids groups (v1, root only)");
@@ -439,6 +522,7 @@ int main(int argc, char **argv)
         runs = warm_runs;
         report("loopback_up", loopback_up, "lo up in a new netns");
         report("bind_mount_ro", bind_mount, "one recursive read-only bind");
+        report("mount_tree", mount_tree, "a root of brig's mount count, pivot_root and the old root's detach");
         report("landlock", landlock, "landlock ruleset, rule, restrict_self");
         report("seccomp_load_allow", seccomp_load_allow, "seccomp filter that allows all");
         report("seccomp_load_400", seccomp_load_400, "seccomp filter of 400 compares");
