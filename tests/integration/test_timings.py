@@ -4,7 +4,8 @@ process that does it, and that nothing of the stamps reaches the command."""
 from test_escape import attack
 
 STEPS = ["policy", "host_probe", "cgroup_create", "seccomp_compile", "egress", "idmapped_workspace", "prepare",
-         "clone3", "cgroup_attach", "uid_map", "child_wakes", "network", "mounts", "privileges", "fork_command", "landlock",
+         "clone3", "cgroup_attach", "uid_map", "child_wakes", "network", "sysctls",
+         "mounts", "privileges", "fork_command", "landlock",
          "seccomp_load", "command_setup", "command", "teardown"]
 
 

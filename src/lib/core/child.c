@@ -186,6 +186,7 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         /* While still root in the user namespace: the kernel grants the
          * ipc sysctls to uid 0 there, not to a capability. */
         STEP(ipc_limits_apply(plan, err), "IPC limits");
+        timings_mark(plan->timings, TM_SYSCTLS);
         STEP(mounts_build_root(plan, err), "filesystem");
         timings_mark(plan->timings, TM_MOUNTS);
         /* a rootfs workspace is "/" here */

@@ -24,6 +24,7 @@ static const struct {
         [TM_CHILD_GO] = { "child wakes", "child_wakes" },
         [TM_ATTACHED] = { "cgroup attach (child)", "cgroup_attach" },
         [TM_NET] = { "network (loopback, nftables)", "network" },
+        [TM_SYSCTLS] = { "sysctls (userns, IPC limits)", "sysctls" },
         [TM_MOUNTS] = { "mounts", "mounts" },
         [TM_PRIVS] = { "tools, caps, user", "privileges" },
         [TM_FORKED] = { "fork of the command", "fork_command" },
