@@ -103,7 +103,7 @@ static int send_listeners(const struct run_plan *plan, bool ipv6_redirect, brig_
 static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
 {
         *ipv6 = false;
-        int r = netfilter_redirect_egress(true, err);
+        int r = netfilter_redirect_egress(err);
         if (r == 0)
                 r = netns_route_through_loopback(ipv6, err);
         if (r == 0 || plan->net_filtered_required)

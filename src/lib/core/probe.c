@@ -256,7 +256,7 @@ static int try_filtered_mode(void)
         if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
                 return -1;
         bool ipv6;
-        return netns_loopback_up(NULL) == 0 && netfilter_redirect_egress(true, NULL) == 0 &&
+        return netns_loopback_up(NULL) == 0 && netfilter_redirect_egress(NULL) == 0 &&
                                netns_route_through_loopback(&ipv6, NULL) == 0
                        ? 0 : -1;
 }

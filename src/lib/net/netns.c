@@ -4,10 +4,12 @@
 #include "net/netns.h"
 
 #include <arpa/inet.h>
-#include <libmnl/libmnl.h>
+#include <errno.h>
+#include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -27,31 +29,53 @@ int netns_loopback_up(brig_error **err)
         return 0;
 }
 
-/* One request, one ack; the kernel's error as -errno. */
-static int rtnl_talk(struct mnl_socket *nl, struct nlmsghdr *nlh)
+/* A netlink message being built in a caller's buffer. */
+struct nlbuf {
+        char *buf;
+        size_t cap, len;
+};
+
+static void *put(struct nlbuf *b, size_t n)
 {
-        char buf[8192];  /* acks are small; MNL_SOCKET_BUFFER_SIZE is not a constant */
-        if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-                return -errno;
-        ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof buf);
-        if (n < 0)
-                return -errno;
-        const struct nlmsghdr *ans = (const struct nlmsghdr *)buf;
-        if (mnl_nlmsg_ok(ans, (int)n) && ans->nlmsg_type == NLMSG_ERROR) {
-                const struct nlmsgerr *e = mnl_nlmsg_get_payload(ans);
-                return e->error;
-        }
-        return 0;
+        size_t at = NLMSG_ALIGN(b->len);
+        if (at + NLMSG_ALIGN(n) > b->cap)
+                abort();  /* a fixed few messages, sized below: a bug, never input */
+        memset(b->buf + at, 0, NLMSG_ALIGN(n));
+        b->len = at + n;
+        return b->buf + at;
 }
 
-static void put_loopback_addr(struct nlmsghdr *nlh, int type, int family)
+static struct nlmsghdr *msg_start(struct nlbuf *b, uint16_t type, uint32_t seq)
+{
+        struct nlmsghdr *nlh = put(b, NLMSG_HDRLEN);
+        nlh->nlmsg_type = type;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL;
+        nlh->nlmsg_seq = seq;
+        return nlh;
+}
+
+static void msg_end(struct nlbuf *b, struct nlmsghdr *nlh)
+{
+        b->len = NLMSG_ALIGN(b->len);
+        nlh->nlmsg_len = (uint32_t)(b->buf + b->len - (char *)nlh);
+}
+
+static void attr_put(struct nlbuf *b, uint16_t type, const void *data, size_t n)
+{
+        struct rtattr *rta = put(b, RTA_LENGTH(n));
+        rta->rta_type = type;
+        rta->rta_len = (unsigned short)RTA_LENGTH(n);
+        memcpy(RTA_DATA(rta), data, n);
+}
+
+static void put_loopback_addr(struct nlbuf *b, int type, int family)
 {
         if (family == AF_INET) {
                 struct in_addr lo = { htonl(INADDR_LOOPBACK) };
-                mnl_attr_put(nlh, type, sizeof lo, &lo);
+                attr_put(b, (uint16_t)type, &lo, sizeof lo);
         } else {
                 struct in6_addr lo = IN6ADDR_LOOPBACK_INIT;
-                mnl_attr_put(nlh, type, sizeof lo, &lo);
+                attr_put(b, (uint16_t)type, &lo, sizeof lo);
         }
 }
 
@@ -59,21 +83,18 @@ static void put_loopback_addr(struct nlmsghdr *nlh, int type, int family)
  * ::1), so that a connect() to any address gets as far as the nftables
  * redirect instead of failing with "network unreachable". Nothing can
  * leave this way: loopback delivers only to this namespace. */
-static int add_default_route(struct mnl_socket *nl, int family)
+static void add_default_route(struct nlbuf *b, uint32_t seq, int family, uint32_t lo)
 {
-        char buf[512];
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        nlh->nlmsg_type = RTM_NEWROUTE;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
-        struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof *rtm);
+        struct nlmsghdr *nlh = msg_start(b, RTM_NEWROUTE, seq);
+        struct rtmsg *rtm = put(b, sizeof *rtm);
         rtm->rtm_family = (unsigned char)family;
         rtm->rtm_table = RT_TABLE_MAIN;
         rtm->rtm_protocol = RTPROT_BOOT;
         rtm->rtm_scope = RT_SCOPE_LINK;
         rtm->rtm_type = RTN_UNICAST;
-        mnl_attr_put_u32(nlh, RTA_OIF, if_nametoindex("lo"));
-        put_loopback_addr(nlh, RTA_PREFSRC, family);
-        return rtnl_talk(nl, nlh);
+        attr_put(b, RTA_OIF, &lo, sizeof lo);
+        put_loopback_addr(b, RTA_PREFSRC, family);
+        msg_end(b, nlh);
 }
 
 /* An address that is not loopback's own, on loopback: glibc's
@@ -81,39 +102,77 @@ static int add_default_route(struct mnl_socket *nl, int family)
  * nothing for a family with no such address. Taken from brig's own pool
  * (names.c hands out .1 upwards); never a source, never a destination
  * anything answers on. */
-static int add_family_address(struct mnl_socket *nl, int family)
+static void add_family_address(struct nlbuf *b, uint32_t seq, int family, uint32_t lo)
 {
-        char buf[512];
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        nlh->nlmsg_type = RTM_NEWADDR;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
-        struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof *ifa);
+        struct nlmsghdr *nlh = msg_start(b, RTM_NEWADDR, seq);
+        struct ifaddrmsg *ifa = put(b, sizeof *ifa);
         ifa->ifa_family = (unsigned char)family;
         ifa->ifa_prefixlen = family == AF_INET ? 32 : 128;
         ifa->ifa_flags = family == AF_INET6 ? IFA_F_NODAD : 0;  /* usable at once, no duplicate detection */
         ifa->ifa_scope = RT_SCOPE_HOST;
-        ifa->ifa_index = if_nametoindex("lo");
+        ifa->ifa_index = lo;
         if (family == AF_INET) {
                 struct in_addr a = { htonl(0x64400000) };  /* 100.64.0.0 */
-                mnl_attr_put(nlh, IFA_LOCAL, sizeof a, &a);
+                attr_put(b, IFA_LOCAL, &a, sizeof a);
         } else {
                 struct in6_addr a = { .s6_addr = { 0xfd, 0x62, 0x72, 0x69, 0x67 } };  /* fd62:7269:6700:: */
-                mnl_attr_put(nlh, IFA_LOCAL, sizeof a, &a);
+                attr_put(b, IFA_LOCAL, &a, sizeof a);
         }
-        return rtnl_talk(nl, nlh);
+        msg_end(b, nlh);
 }
+
+/* The four messages go in one send, in order (IPv4's route, its address,
+ * then IPv6's): rtnetlink runs each in turn and answers an error of any,
+ * so only the last asks for an ack, and one read tells all on success.
+ * The error of a message names it by its sequence number. */
+enum { SEQ_ROUTE4 = 1, SEQ_ADDR4, SEQ_ROUTE6, SEQ_ADDR6 };
 
 int netns_route_through_loopback(bool *ipv6, brig_error **err)
 {
-        struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
-        if (!nl)
+        *ipv6 = false;
+        unsigned lo = if_nametoindex("lo");
+        if (!lo)
+                return brig_err(err, errno, "route: no loopback device");
+        _cleanup_close_ int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        if (fd < 0)
                 return brig_err(err, errno, "route: netlink socket");
-        int r = mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ? -errno : 0;
-        r = r ?: add_default_route(nl, AF_INET);
-        r = r ?: add_family_address(nl, AF_INET);
+        _Alignas(struct nlmsghdr) char buf[512];
+        struct nlbuf b = { .buf = buf, .cap = sizeof buf };
+        add_default_route(&b, SEQ_ROUTE4, AF_INET, lo);
+        add_family_address(&b, SEQ_ADDR4, AF_INET, lo);
+        add_default_route(&b, SEQ_ROUTE6, AF_INET6, lo);
+        struct nlmsghdr *last = (struct nlmsghdr *)(buf + b.len);
+        add_family_address(&b, SEQ_ADDR6, AF_INET6, lo);
+        last->nlmsg_flags |= NLM_F_ACK;
+        struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+        ssize_t sent = sendto(fd, buf, b.len, 0, (const struct sockaddr *)&kernel, sizeof kernel);
+        if (sent != (ssize_t)b.len)
+                return brig_err(err, sent < 0 ? errno : EMSGSIZE, "default route through loopback: send");
         /* IPv6 may be off in this kernel or namespace: then IPv4 only, and
          * the DNS stub hands out no IPv6 addresses. */
-        *ipv6 = r == 0 && add_default_route(nl, AF_INET6) == 0 && add_family_address(nl, AF_INET6) == 0;
-        mnl_socket_close(nl);
-        return r < 0 ? brig_err(err, -r, "default route through loopback") : 0;
+        bool v6_failed = false;
+        for (;;) {
+                char ans[8192];  /* one answer per read: an ack, or an error quoting its message */
+                ssize_t n = recv(fd, ans, sizeof ans, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return brig_err(err, errno, "default route through loopback: read the kernel's answer");
+                int len = (int)n;
+                for (const struct nlmsghdr *nlh = (const struct nlmsghdr *)ans; NLMSG_OK(nlh, len);
+                     nlh = NLMSG_NEXT(nlh, len)) {
+                        if (nlh->nlmsg_type != NLMSG_ERROR)
+                                continue;
+                        if (nlh->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+                                return brig_err(err, EPROTO, "default route through loopback: a short answer");
+                        const struct nlmsgerr *e = NLMSG_DATA(nlh);
+                        if (e->error != 0 && (nlh->nlmsg_seq == SEQ_ROUTE4 || nlh->nlmsg_seq == SEQ_ADDR4))
+                                return brig_err(err, -e->error, "default route through loopback");
+                        v6_failed |= e->error != 0;
+                        if (nlh->nlmsg_seq == SEQ_ADDR6) {
+                                *ipv6 = !v6_failed;
+                                return 0;
+                        }
+                }
+        }
 }

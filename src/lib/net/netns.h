@@ -13,6 +13,6 @@ BRIG_INTERNAL int netns_loopback_up(brig_error **err);
 BRIG_INTERNAL int netns_route_through_loopback(bool *ipv6, brig_error **err);
 /* Filtered mode: the nftables redirect of every outbound TCP connection
  * and DNS query to brig, everything else rejected (netfilter.c). */
-BRIG_INTERNAL int netfilter_redirect_egress(bool ipv6, brig_error **err);
+BRIG_INTERNAL int netfilter_redirect_egress(brig_error **err);
 
 #endif
