@@ -2,6 +2,7 @@
 examples/engine-demo.c, front ends that die, the supervisor program and
 where libbrig takes it from, and the exported symbols."""
 import hashlib
+import http.server
 import json
 import os
 import pathlib
@@ -10,6 +11,7 @@ import select
 import shutil
 import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -157,11 +159,11 @@ def test_planted_serve_program_is_never_run(brig, scratch, how):
     assert not (scratch / "never.sock").exists()
 
 
-@attack("openssl-substituted", "a libcrypto.so.3 and a libssl.so.3 of someone else's (a constructor that leaves "
-        "a file behind) on LD_LIBRARY_PATH and in the cwd, for the run that needs OpenSSL (an audit stream's hash "
-        "chain): since issue 19 brig opens OpenSSL itself, on first use", "files")
-def test_openssl_is_the_systems_whatever_the_environment(brig, scratch):
-    m = marker("ossl")[-8:]
+def _planted_libs(scratch, tag, *sonames):
+    """Libraries of someone else's with these sonames, each with a
+    constructor that leaves a file named after it in the returned proofs
+    directory: (directory of the libraries, proofs)."""
+    m = marker(tag)[-8:]
     proofs = scratch / f"proofs-{m}"
     proofs.mkdir()
     proofs.chmod(0o777)  # the planted constructor runs as whoever loads it
@@ -170,10 +172,18 @@ def test_openssl_is_the_systems_whatever_the_environment(brig, scratch):
     src = scratch / f"fake-{m}.c"
     src.write_text('#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void planted(void)'
                    f' {{ close(open("{proofs}/" LIB, O_CREAT | O_WRONLY, 0644)); }}\n')
-    for lib in ("libcrypto.so.3", "libssl.so.3"):
+    for lib in sonames:
         subprocess.run(["cc", "-shared", "-fPIC", f"-DLIB=\"{lib}\"", f"-Wl,-soname,{lib}", "-o", str(plant / lib),
                         str(src)], check=True)
-    audit = brig.reports / f"ossl-{m}.jsonl"
+    return plant, proofs
+
+
+@attack("openssl-substituted", "a libcrypto.so.3 and a libssl.so.3 of someone else's (a constructor that leaves "
+        "a file behind) on LD_LIBRARY_PATH and in the cwd, for the run that needs OpenSSL (an audit stream's hash "
+        "chain): since issue 19 brig opens OpenSSL itself, on first use", "files")
+def test_openssl_is_the_systems_whatever_the_environment(brig, scratch):
+    plant, proofs = _planted_libs(scratch, "ossl", "libcrypto.so.3", "libssl.so.3")
+    audit = brig.reports / f"ossl-{plant.name}.jsonl"
     r = brig.run("run", "--audit", str(audit), "--", "true", cwd=plant, env={"LD_LIBRARY_PATH": str(plant)})
     assert r.returncode == 0, r.stderr
     assert sorted(os.listdir(proofs)) == [], "a planted OpenSSL was loaded"
@@ -182,6 +192,42 @@ def test_openssl_is_the_systems_whatever_the_environment(brig, scratch):
     assert len(lines) >= 2
     for before, line in zip(lines, lines[1:]):
         assert json.loads(line)["prev"] == hashlib.sha256(before).hexdigest(), (before, line)
+
+
+@attack("cares-substituted", "a libcares.so.2 of someone else's (a constructor that leaves a file behind) on "
+        "LD_LIBRARY_PATH and in the cwd, for a run whose allowed host is a name brig must resolve: since issue 19 "
+        "brig opens c-ares itself, on first use, as it opens OpenSSL", "network")
+def test_cares_is_the_systems_whatever_the_environment(brig, scratch):
+    plant, proofs = _planted_libs(scratch, "cares", "libcares.so.2")
+    got = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            got.append(self.headers.get("Host"))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    # "localhost" is no --resolve'd name: the supervisor asks c-ares
+    # (which reads /etc/hosts), and the request through the proxy reaches
+    # the server only if the real c-ares answered
+    client = ("import socket; s = socket.create_connection(('127.0.0.1', 3128), timeout=20); "
+              f"s.sendall(b'GET http://localhost:{port}/ HTTP/1.0\\r\\nHost: localhost:{port}\\r\\n\\r\\n'); "
+              "print(s.recv(64).split(b'\\r\\n')[0].decode())")
+    try:
+        r = brig.run("run", "--allow-host", f"localhost:{port}", "--allow-cidr", "127.0.0.1/32", "--",
+                     "python3", "-c", client, cwd=plant, env={"LD_LIBRARY_PATH": str(plant)})
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(proofs)) == [], "a planted c-ares was loaded"
+    assert " 204" in r.stdout and got == [f"localhost:{port}"], (r.stdout, r.stderr, got)
 
 
 # An installed tree's libbrig finds its own brig-supervisor (libexec/brig)

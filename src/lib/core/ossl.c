@@ -1,17 +1,14 @@
-/* ossl.c — OpenSSL opened on first use (why, and what is checked:
- * ossl.h). */
+/* ossl.c — OpenSSL opened on first use (why: ossl.h; how, and what is
+ * checked: libload.c). */
 #define _GNU_SOURCE
 #define OSSL_NO_REDIRECT
 #include "core/ossl_fns.h"
+#include "core/libload.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 /* The build's pkg-config libdir and sonames (meson.build). */
 #ifndef BRIG_LIBCRYPTO_PATH
@@ -26,41 +23,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_errno;
 static char load_why[PATH_MAX + 256];
 
-static bool root_only(const struct stat *st)
-{
-        return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
-/* PATH's library, opened once checked: the file (after its links: a
- * distribution may link the soname to a versioned file) and its directory
- * owned by root and writable by nobody else. NULL with load_why said. */
 static void *open_checked(const char *path)
 {
-        char real[PATH_MAX];
-        struct stat st, dst;
-        if (!realpath(path, real) || stat(real, &st) < 0) {
-                load_errno = errno;
-                snprintf(load_why, sizeof load_why, "OpenSSL: cannot find %s", path);
-                return NULL;
-        }
-        char *slash = strrchr(real, '/');
-        *slash = '\0';
-        int dr = stat(real[0] ? real : "/", &dst);
-        *slash = '/';
-        if (!S_ISREG(st.st_mode) || !root_only(&st) || dr < 0 || !root_only(&dst)) {
-                load_errno = EPERM;
-                snprintf(load_why, sizeof load_why,
-                         "OpenSSL: %s is not a regular file owned by root in a directory only root may write; "
-                         "refusing to load it",
-                         real);
-                return NULL;
-        }
-        void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-                load_errno = ENOEXEC;
-                snprintf(load_why, sizeof load_why, "OpenSSL: cannot load %s: %s", real, dlerror());
-        }
-        return h;
+        return libload_open("OpenSSL", path, &load_errno, load_why, sizeof load_why);
 }
 
 static void load(void)
@@ -73,12 +38,9 @@ static void load(void)
                 return;
         struct ossl_fns f;
 #define OSSL_SYM(handle, path, name)                                                                        \
-        if (!(f.name = (__typeof__(f.name))dlsym(handle, #name))) {                                          \
-                load_errno = ENOSYS;                                                                         \
-                snprintf(load_why, sizeof load_why,                                                          \
-                         "OpenSSL: %s has no %s (another OpenSSL than brig was built for?)", path, #name);   \
-                return;                                                                                      \
-        }
+        if (!(f.name = (__typeof__(f.name))libload_sym(handle, #name, "OpenSSL", path, &load_errno, load_why,  \
+                                                       sizeof load_why)))                                    \
+                return;
 #define OSSL_CRYPTO(name) OSSL_SYM(crypto, BRIG_LIBCRYPTO_PATH, name)
 #define OSSL_SSL(name) OSSL_SYM(ssl, BRIG_LIBSSL_PATH, name)
         OSSL_CRYPTO_FUNCTIONS(OSSL_CRYPTO)

@@ -4,13 +4,84 @@
  * resolver; its sockets are registered with the egress epoll through the
  * socket-state callback, and its timeouts ride on the egress timerfd. The
  * channel is made on first use, so a run that only uses --resolve never
- * touches the host's resolver configuration. */
+ * touches the host's resolver configuration.
+ *
+ * c-ares itself is opened then too, not linked: most runs resolve nothing
+ * (no network, or only --resolve'd names), and loading and relocating it
+ * cost every brig start about 0.07 ms (docs/benchmarks.md). It is opened
+ * as OpenSSL is (core/libload.h): the build's own file, by absolute path,
+ * root's and writable by nobody else; if it cannot be, the run says why
+ * on stderr and no name resolves. */
 #define _GNU_SOURCE
 #include "net/net.h"
+#include "core/libload.h"
 
 #include <ares.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+
+/* The build's pkg-config libdir and c-ares 1.x's soname (meson.build). */
+#ifndef BRIG_LIBCARES_PATH
+#define BRIG_LIBCARES_PATH "/usr/lib/x86_64-linux-gnu/libcares.so.2"
+#endif
+
+/* Every c-ares function brig calls: a call of one missing here does not
+ * compile into a direct call (ares.h declares it, nothing links it: an
+ * undefined reference). */
+#define CARES_FUNCTIONS(X) \
+        X(ares_library_init) \
+        X(ares_library_cleanup) \
+        X(ares_init_options) \
+        X(ares_destroy) \
+        X(ares_getaddrinfo) \
+        X(ares_freeaddrinfo) \
+        X(ares_process_fd) \
+        X(ares_timeout)
+
+static struct {
+#define CARES_FIELD(name) __typeof__(name) *name;
+        CARES_FUNCTIONS(CARES_FIELD)
+#undef CARES_FIELD
+} cares;
+static pthread_once_t cares_once = PTHREAD_ONCE_INIT;
+static int cares_errno;
+static char cares_why[PATH_MAX + 256];
+
+static void cares_open(void)
+{
+        void *h = libload_open("c-ares", BRIG_LIBCARES_PATH, &cares_errno, cares_why, sizeof cares_why);
+        if (!h)
+                return;
+#define CARES_SYM(name)                                                                                    \
+        if (!(cares.name = (__typeof__(cares.name))libload_sym(h, #name, "c-ares", BRIG_LIBCARES_PATH,      \
+                                                               &cares_errno, cares_why, sizeof cares_why))) \
+                return;
+        CARES_FUNCTIONS(CARES_SYM)
+#undef CARES_SYM
+}
+
+/* c-ares, opened once (thread-safe); false with the reason on stderr,
+ * once: without it nothing resolves, and the log says only that. */
+static bool cares_load(void)
+{
+        static bool said;
+        pthread_once(&cares_once, cares_open);
+        if (cares_errno && !__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+                fprintf(stderr, "brig: %s; no name can be resolved (a broken install: reinstall c-ares)\n", cares_why);
+        return cares_errno == 0;
+}
+
+#define ares_library_init (cares.ares_library_init)
+#define ares_library_cleanup (cares.ares_library_cleanup)
+#define ares_init_options (cares.ares_init_options)
+#define ares_destroy (cares.ares_destroy)
+#define ares_getaddrinfo (cares.ares_getaddrinfo)
+#define ares_freeaddrinfo (cares.ares_freeaddrinfo)
+#define ares_process_fd (cares.ares_process_fd)
+#define ares_timeout (cares.ares_timeout)
 
 #define DNS_SLOTS 32
 #define DNS_MAX_ANSWERS 16
@@ -81,7 +152,7 @@ static bool dns_ready(struct dns *d)
         if (d->ready || d->failed)
                 return d->ready;
         struct ares_options o = { .sock_state_cb = sock_state, .sock_state_cb_data = d, .timeout = 3000, .tries = 2 };
-        if (ares_library_init(ARES_LIB_INIT_ALL) != ARES_SUCCESS ||
+        if (!cares_load() || ares_library_init(ARES_LIB_INIT_ALL) != ARES_SUCCESS ||
             ares_init_options(&d->ch, &o, ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES) != ARES_SUCCESS) {
                 d->failed = true;
                 return false;

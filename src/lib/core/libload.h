@@ -1,0 +1,25 @@
+/* libload.h — a system library opened on first use (libload.c): OpenSSL
+ * (ossl.c) and c-ares (net/dns.c), which a default run never calls, are
+ * not linked, so that no start pays for loading and relocating them.
+ *
+ * Each is opened by the absolute path of the build's own (its pkg-config
+ * libdir and soname: meson.build), after its links, only if the file is
+ * a regular file owned by root in a directory only root may write: never
+ * a copy someone could put on LD_LIBRARY_PATH, beside brig or in the cwd
+ * (row 340, openssl-substituted; row 413, cares-substituted). */
+#ifndef BRIG_CORE_LIBLOAD_H
+#define BRIG_CORE_LIBLOAD_H
+
+#include "core/util.h"
+
+#include <stddef.h>
+
+/* The library at PATH, checked and dlopen'ed (RTLD_NOW | RTLD_LOCAL);
+ * NULL with *errnum and WHY ("WHAT: ...", the reason in words) said. */
+BRIG_INTERNAL void *libload_open(const char *what, const char *path, int *errnum, char *why, size_t n);
+
+/* NAME of a library libload_open gave; NULL with *errnum and WHY said. */
+BRIG_INTERNAL void *libload_sym(void *handle, const char *name, const char *what, const char *path, int *errnum,
+                                char *why, size_t n);
+
+#endif
