@@ -272,6 +272,13 @@ BRIG_PUBLIC void brig_policy_set_audit_no_exec(brig_policy *p, bool on);
 /* Stamp each step of the run (brig run --timings): brig_result.timings
  * and the report's "timings" say where the start-up time went. */
 BRIG_PUBLIC void brig_policy_set_timings(brig_policy *p, bool on);
+/* The caller exits as soon as brig_run_in_process returns (brig run):
+ * the run returns once the command's status, report and audit stream are
+ * final, every process of the sandbox but its pid 1 killed and reaped,
+ * and leaves pid 1's end and the cgroups' removal to a helper that
+ * outlives the caller (docs/api.md). A caller that lives on must not set
+ * it: pid 1 and the helper stay its unreaped children. */
+BRIG_PUBLIC void brig_policy_set_exit_after_run(brig_policy *p, bool on);
 
 /* Called at the start of a run, once per control that runs weaker than the
  * policy asks (cgroup limits on rlimits, Landlock or seccomp missing under

@@ -255,6 +255,9 @@ int cmd_run(int argc, char **argv)
         bool used_pool = false, warned = false;
         char why[512] = "";
         brig_policy_set_notice(p, put_notice, &warned);
+        /* the status first: the kernel's teardown of the sandbox and the
+         * cgroups' removal finish after brig has exited (core/teardown.c) */
+        brig_policy_set_exit_after_run(p, true);
         if ((pooled ? brig_run_pooled_why(p, argv + first, &res, &used_pool, why, sizeof why, &err)
                     : brig_run_in_process(p, argv + first, &res, &err)) < 0) {
                 code = cli_fail(err);

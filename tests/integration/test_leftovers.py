@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -74,7 +75,10 @@ from proc_helpers import wait_until  # noqa: E402
 from test_escape import attack  # noqa: E402
 
 SOAK = pathlib.Path(__file__).resolve().parents[1] / "soak" / "soak.py"
-RUN_STEPS = ("cgroup-recorded", "cgroup-made", "cloned", "released", "ended", "cgroup-destroy")
+# brig run's cgroups are removed by its teardown helper after the status
+# (core/teardown.c): "status-given" is brig before it hands them over (the
+# helper itself: test_teardown_after_the_status_is_guaranteed)
+RUN_STEPS = ("cgroup-recorded", "cgroup-made", "cloned", "released", "ended", "status-given")
 
 
 sys.path.insert(0, str(SOAK.parent))
@@ -244,6 +248,97 @@ def test_sigkilled_brig_elsewhere_is_cleaned_by_the_next(world, brig, how):
         for d in made:
             wait_until(lambda: not (d / "cgroup.procs").read_text().strip(), 5)
             d.rmdir()
+    world.assert_clean()
+
+
+def _marked_procs(mark):
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and mark.encode() in pathlib.Path(f"/proc/{d}/cmdline").read_bytes():
+                out.append(int(d))
+        except OSError:
+            pass
+    return out
+
+
+@attack("teardown-after-status", "brig run gives the caller the command's status before the sandbox is torn "
+        "down (pid 1 still ending, the cgroups still there): SIGKILL brig the moment it has handed the teardown to "
+        "its helper, or stop the helper before it removes anything and SIGKILL it", "traces")
+@pytest.mark.parametrize("victim", ["teardown-handed-over", "teardown-helper"])
+def test_teardown_after_the_status_is_guaranteed(world, brig, victim):
+    _skip_rootless_without_cgroups(brig, "no cgroup, so nothing is left for a helper to remove")
+    p = world.popen("run", "--memory", "64M", "--pids", "64", "--", "sh", "-c", "sleep 30 & exit 7",
+                    env={"BRIG_TEST_PAUSE_AT": victim})
+    try:
+        pids = paused(world.hooks.exe, proc=p)
+        assert pids, f"brig never reached {victim}: rc={p.poll()}"
+        if victim == "teardown-helper":
+            # the caller has the status while the helper, stopped, has
+            # removed nothing: the groups are still there
+            out, err = p.communicate(timeout=30)
+            assert p.returncode == 7, (p.returncode, err)
+            assert _groups_of(p.pid), "the groups were gone before the helper ran: not the path under test"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        p.communicate(timeout=30)
+        if victim == "teardown-helper":
+            # its record stays: the next brig removes the groups
+            assert world.run("run", "--", "true").returncode == 0
+        else:
+            # the helper finishes on its own, brig gone: no other brig runs
+            assert wait_until(lambda: not _groups_of(p.pid), 5), f"LEFT BEHIND: {_groups_of(p.pid)}"
+    finally:
+        p.wait()
+    world.assert_clean()
+
+
+# a writer that stamps CLOCK_MONOTONIC (the host's: brig sets no offset)
+# as fast as it can, told apart from brig's own command line by its mark
+WRITER = ("import os, sys, time\n"
+          "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+          "while True:\n"
+          "    os.write(fd, b'%d\\n' % time.clock_gettime_ns(time.CLOCK_MONOTONIC))\n")
+# the steps after the status (timings.c): not in its moment
+AFTER_STATUS = ("init_exit", "teardown")
+
+
+@attack("orphan-after-status", "the command leaves a background process that keeps writing into the workspace, "
+        "to outlive the status brig gives its caller (and the report's walk of the workspace) now that the "
+        "status no longer waits for the sandbox's pid 1 to end", "processes")
+def test_nothing_of_the_sandbox_runs_once_the_status_is_given(world):
+    mark = f"brig-orphan-{uuid.uuid4().hex[:8]}"
+    out = world.brig.workspace / f"{mark}.txt"
+    rep = world.brig.workspace / f"{mark}.json"
+    script = (f"python3 -c \"$0\" {out.name} {mark} & while [ ! -s {out.name} ]; do :; done; exit 0")
+    p = world.popen("run", "--timings", "--json-report", str(rep), "--", "sh", "-c", script, WRITER,
+                    env={"BRIG_TEST_PAUSE_AT": "status-given", "BRIG_TEST_INIT_LINGER_MS": "300"})
+    try:
+        pids = paused(world.hooks.exe, proc=p)
+        assert pids, f"brig never reached status-given: rc={p.poll()} {p.stderr.read() if p.poll() is not None else ''}"
+        # brig has the status and wrote its report, pid 1 lingers (test
+        # hook) before its end: on the host, the writer is gone already,
+        # not only dying (brig's own command line names the mark; its
+        # pid 1 blanked its copy)
+        left = [pid for pid in _marked_procs(mark) if pid != p.pid]
+        assert left == [], f"ATTACK WORKED: the command's background process outlived the status: {left}"
+        size = out.stat().st_size
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        o, e = p.communicate(timeout=30)
+        assert p.returncode == 0, e
+        assert out.stat().st_size == size, "ATTACK WORKED: the workspace changed after the status"
+        # and it wrote nothing after the moment the supervisor had the
+        # status (the steps are whole microseconds: 1 us each of slack)
+        t = json.loads(rep.read_text())["timings"]
+        before = [v for k, v in t["steps"].items() if k not in AFTER_STATUS]
+        assert "status" in t["steps"], t
+        status_ns = t["t0_ns"] + sum(before) * 1000 + len(before) * 1000
+        last = int(out.read_text().split()[-1])
+        assert last <= status_ns, f"ATTACK WORKED: the writer ran {(last - status_ns) / 1000:.0f} us after the status"
+    finally:
+        p.kill()
+        p.wait()
     world.assert_clean()
 
 

@@ -458,9 +458,13 @@ def test_no_cgroup_left_after_50_runs(brig):
         out, err = p.communicate(timeout=30)
         assert p.returncode == 0, err
         pids.append(p.pid)
+    # the groups go a moment after brig's exit: its helper removes them
+    # once pid 1 is gone, after the caller has the status (core/teardown.c)
+    def mine():
+        return {g for g in brig_cgroups() for pid in pids if os.path.basename(g).startswith(f"brig-{pid}-")}
+    wait_for(lambda: not mine(), 5)
+    assert not mine(), mine()
     after = brig_cgroups()
-    mine = {g for g in after for pid in pids if os.path.basename(g).startswith(f"brig-{pid}-")}
-    assert not mine, mine
     # anything new whose brig is dead is a leak too (other live runs may come and go)
     stale = []
     for g in after - before:

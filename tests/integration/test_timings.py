@@ -6,7 +6,7 @@ from test_escape import attack
 STEPS = ["policy", "host_probe", "cgroup_create", "seccomp_compile", "egress", "idmapped_workspace", "prepare",
          "clone3", "cgroup_attach", "uid_map", "child_wakes", "network", "sysctls",
          "mounts", "privileges", "fork_command", "landlock",
-         "seccomp_load", "command_setup", "command", "teardown"]
+         "seccomp_load", "command_setup", "command", "status", "init_exit", "teardown"]
 
 
 PROBE = ("grep -c /dev/zero /proc/self/maps; "

@@ -35,7 +35,7 @@ import leftovers  # noqa: E402
 
 NOBODY = 65534
 # setup steps a hooks build can pause at (src/lib: test_pause)
-RUN_STEPS = ("cgroup-recorded", "cgroup-made", "cloned", "released", "ended", "cgroup-destroy")
+RUN_STEPS = ("cgroup-recorded", "cgroup-made", "cloned", "released", "ended", "status-given", "teardown-helper")
 CREATE_STEPS = ("supervisor-started", "cgroup-recorded", "cgroup-made", "cloned", "released")
 POOL_STEPS = ("pool-member-made",)
 ENOSPC_ERRNO = 28

@@ -870,6 +870,8 @@ void cgroup_describe(const struct cgroup *cg, char *buf, size_t n)
         }
 }
 
+static void cgroup_free(struct cgroup *cg);
+
 void cgroup_destroy(struct cgroup *cg)
 {
         if (!cg)
@@ -890,6 +892,27 @@ void cgroup_destroy(struct cgroup *cg)
         /* A group still busy keeps its record: the next brig finishes. */
         if (gone)
                 run_record_remove(cg->record);
+        cgroup_free(cg);
+}
+
+void cgroup_hand_over(struct cgroup *cg, struct strv *dirs, char **record)
+{
+        *record = NULL;
+        if (!cg)
+                return;
+        cgroup_sweep(cg);  /* a run that failed before its sweep */
+        bool complete = !cg->v2_dir || strv_push(dirs, cg->v2_dir) == 0;
+        for (int c = 0; c < CG_COUNT; c++)
+                if (cg->v1_dir[c] && first_of_dir(cg, c))
+                        complete &= strv_push(dirs, cg->v1_dir[c]) == 0;
+        /* a list cut short keeps its record: the next brig finishes */
+        if (complete)
+                *record = TAKE_PTR(cg->record);
+        cgroup_free(cg);
+}
+
+static void cgroup_free(struct cgroup *cg)
+{
         free(cg->record);
         strv_free(&cg->stale_parents);
         cgroup_join_close(cg);

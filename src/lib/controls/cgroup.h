@@ -69,5 +69,9 @@ BRIG_INTERNAL bool cgroup_remove_dead(const char *dir, const char *name);
 BRIG_INTERNAL void cgroup_sweep(struct cgroup *cg);
 /* Kill whatever is left in the groups and remove them. */
 BRIG_INTERNAL void cgroup_destroy(struct cgroup *cg);
+/* For a removal that happens elsewhere, once the groups are empty
+ * (core/teardown.c): the directories to remove, in order, and the run
+ * record to remove after them (or NULL); cg is freed, nothing removed. */
+BRIG_INTERNAL void cgroup_hand_over(struct cgroup *cg, struct strv *dirs, char **record);
 
 #endif

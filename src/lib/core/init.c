@@ -6,6 +6,7 @@
 #include "core/sequence.h"
 #include "core/sync.h"
 #include "core/footprint.h"
+#include "core/timings.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +16,9 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 };
@@ -72,6 +76,56 @@ static void close_all_but(int a, int b)
         syscall(SYS_close_range, hi + 1, ~0U, 0);
 }
 
+struct used {
+        uint64_t user_us, system_us;
+        int64_t maxrss_kb;
+};
+
+static void add_rusage(struct used *u, const struct rusage *ru)
+{
+        u->user_us += (uint64_t)ru->ru_utime.tv_sec * 1000000 + (uint64_t)ru->ru_utime.tv_usec;
+        u->system_us += (uint64_t)ru->ru_stime.tv_sec * 1000000 + (uint64_t)ru->ru_stime.tv_usec;
+        if (ru->ru_maxrss > u->maxrss_kb)
+                u->maxrss_kb = ru->ru_maxrss;
+}
+
+/* The command has ended: everything it left ends now, before its status
+ * is sent, so that the supervisor may give the status to its caller (and
+ * walk the workspace for the report) while the kernel still tears this
+ * process and the namespaces down: nothing of the sandbox's own runs any
+ * more by then. What the kernel would do at our exit
+ * (zap_pid_ns_processes), done first: SIGKILL to every process of the pid
+ * namespace, again after each reaping (a fork racing the kill), until none
+ * is left. Every process here is the sandbox user's, as this one is now.
+ * One that outlives a second (EPERM: not ours to signal; stuck in the
+ * kernel) is left to the kernel at our exit, and the supervisor then
+ * waits for that end, as it did before. */
+static bool end_everyone(int sfd, struct used *used)
+{
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                bool signalled = kill(-1, SIGKILL) == 0 || errno != EPERM;
+                int status;
+                struct rusage ru;
+                pid_t pid;
+                while ((pid = wait4(-1, &status, WNOHANG | __WALL, &ru)) > 0)
+                        add_rusage(used, &ru);
+                if (pid < 0 && errno == ECHILD)
+                        return true;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                long left_ms = 1000 - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
+                if (!signalled || left_ms <= 0)
+                        return false;
+                /* the next SIGCHLD (blocked; read through the signalfd) */
+                struct pollfd p = { .fd = sfd, .events = POLLIN };
+                if (poll(&p, 1, (int)left_ms) > 0) {
+                        struct signalfd_siginfo si;
+                        (void)!read(sfd, &si, sizeof si);
+                }
+        }
+}
+
 BRIG_IDLE_LOOP _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 {
         closep(&plan->pty_slave_fd);
@@ -97,6 +151,7 @@ BRIG_IDLE_LOOP _Noreturn void init_main(struct run_plan *plan, pid_t command_pid
          * tree — would otherwise live inside the sandbox for the whole run. */
         close_all_but(sfd, plan->sync_fd);
         struct footprint fp = { 0 };
+        struct used used = { 0 };
         for (;;) {
                 struct pollfd p = { .fd = sfd, .events = POLLIN };
                 int polled = poll(&p, 1, footprint_timeout(&fp, -1));
@@ -116,11 +171,26 @@ BRIG_IDLE_LOOP _Noreturn void init_main(struct run_plan *plan, pid_t command_pid
                 }
                 int status;
                 pid_t pid;
-                while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                struct rusage ru;
+                while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
+                        add_rusage(&used, &ru);
                         if (pid != command_pid)
                                 continue;  /* an orphan: reaped, nothing more */
+                        timings_mark(plan->timings, TM_REAPED);
                         struct sync_msg m = { .type = SYNC_STATUS, .status = status };
+                        m.alone = end_everyone(sfd, &used);
+                        m.cpu_user_us = used.user_us;
+                        m.cpu_system_us = used.system_us;
+                        m.maxrss_kb = used.maxrss_kb;
                         sync_send(plan->sync_fd, &m);
+#ifdef BRIG_TEST_HOOKS
+                        /* BRIG_TEST_INIT_LINGER_MS=N: pid 1 ends N ms after the
+                         * status, so that a test sees whatever would still run
+                         * between the status and the kernel's end of the rest */
+                        const char *linger = getenv("BRIG_TEST_INIT_LINGER_MS");
+                        if (linger)
+                                usleep((useconds_t)atoi(linger) * 1000);
+#endif
                         _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
                 }
         }

@@ -34,6 +34,7 @@ struct brig_policy {
         char *cwd;                   /* NULL: the workspace */
         bool audit_no_exec;          /* --audit-no-exec: no exec events in the audit stream */
         bool timings;                /* --timings: stamps of each step of the run (core/timings.h) */
+        bool exit_after_run;         /* brig_policy_set_exit_after_run: the caller exits at the return */
         uint64_t shm_size;
         struct mount_entry *mounts;  /* user binds and tmpfs, in order given */
         size_t n_mounts;

@@ -26,6 +26,7 @@
 #include "net/egress.h"
 #include "core/refusals.h"
 #include "core/timings.h"
+#include "core/teardown.h"
 #include "core/ossl.h"
 
 #include <fcntl.h>
@@ -310,6 +311,29 @@ static int record_writable(const struct run_plan *plan, struct runchanges **ret)
         int r = runchanges_begin(roots, n, plan->limits.changes_max, ret);
         free(roots);
         return r;
+}
+
+/* The command's status and everything about it is final; pid 1, alone in
+ * the sandbox, is on its way out. The caller exits next: a helper waits
+ * for pid 1's end and removes the groups after it (teardown.c). Where no
+ * helper can be made, as before: wait, remove. */
+static void finish_after_status(int pidfd, struct cgroup *cg)
+{
+        struct strv dirs = { 0 };
+        _cleanup_free_ char *record = NULL;
+        test_pause("status-given");
+        if (!cg)
+                return;  /* nothing to remove: the caller's exit reparents pid 1 */
+        cgroup_hand_over(cg, &dirs, &record);
+        if (teardown_after_exit(pidfd, &dirs, record) == 0) {
+                test_pause("teardown-handed-over");
+        } else {
+                waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){ 0 }, WEXITED);
+                for (size_t i = 0; i < dirs.n; i++)
+                        (void)cgroup_remove_dead(dirs.items[i], strrchr(dirs.items[i], '/') + 1);
+                run_record_remove(record);
+        }
+        strv_free(&dirs);
 }
 
 /* ctl is NULL for brig run; for a persistent sandbox (sandbox.c) pid 1
@@ -603,6 +627,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         sup.egress = egress;
         sup.control = ctl;
         sup.agent = agent;
+        sup.timings = plan.timings;
+        sup.end_at_status = p->exit_after_run && !ctl;
         if (ctl && (r = control_attach(ctl, &plan, cg, pidfd, sv[0], err)) < 0)
                 goto out;
         r = supervise(&sup, err);
@@ -613,10 +639,17 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         }
         if (r < 0)
                 goto out;
-        closep(&pidfd);  /* reaped by supervise() */
-        getrusage(RUSAGE_CHILDREN, &after);
-        result->cpu_user_ms = timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime);
-        result->cpu_system_ms = timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime);
+        if (sup.init_left) {
+                /* pid 1 reaped every process: its figures are theirs */
+                result->cpu_user_ms = sup.cpu_user_us / 1000;
+                result->cpu_system_ms = sup.cpu_system_us / 1000;
+                after.ru_maxrss = sup.maxrss_kb;
+        } else {
+                closep(&pidfd);  /* reaped by supervise() */
+                getrusage(RUSAGE_CHILDREN, &after);
+                result->cpu_user_ms = timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime);
+                result->cpu_system_ms = timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime);
+        }
         r = collect(&sup, result, err);
         if (r == 0) {
                 struct cgroup_stats st;
@@ -632,7 +665,7 @@ out:
         if (err && *err && result->exit_code == 0)
                 result->exit_code = (*err)->exit_code;
         result->duration_ms = now_ms() - start;
-        if (pidfd >= 0) {
+        if (pidfd >= 0 && !sup.init_left) {
                 /* Failed while the sandbox lives: take it down (its pid 1
                  * takes everything inside with it) and reap it. */
                 sys_pidfd_send_signal(pidfd, SIGKILL);
@@ -642,7 +675,8 @@ out:
                 sigprocmask(SIG_SETMASK, &saved, NULL);
         test_pause("ended");
         terminal_close(term);
-        cgroup_destroy(cg);  /* kills anything left, removes the groups */
+        if (!sup.init_left)
+                cgroup_destroy(cg);  /* kills anything left, removes the groups */
         if (guard) {
                 const char *first;
                 result->unix_refused = unixguard_refused(guard, &first);
@@ -669,7 +703,6 @@ out:
         refusals_text(refusals, REFUSALS_LINES, result->refusals, sizeof result->refusals);
         closep(&sv[0]);
         closep(&sv[1]);
-        closep(&pidfd);
         if (plan.report_fd >= 0 && plan.workspace) {
                 struct run_report rep = { .plan = &plan, .result = result, .error = err ? *err : NULL,
                                           .audit = audit, .egress = egress, .refusals = refusals };
@@ -679,6 +712,9 @@ out:
                         r = rr;
                 brig_error_free(&rerr);
         }
+        if (sup.init_left)
+                finish_after_status(pidfd, cg);
+        closep(&pidfd);
         egress_free(egress);
         sshagent_free(agent);
         unixguard_free(guard);

@@ -5,6 +5,7 @@
 #include "core/syscalls.h"
 #include "core/supervisor.h"
 #include "core/footprint.h"
+#include "core/timings.h"
 #include "controls/terminal.h"
 #include "controls/unixguard.h"
 #include "tools/tools.h"
@@ -64,6 +65,13 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
         case SYNC_STATUS:
                 s->wait_status = m->status;
                 s->have_status = true;
+                timings_mark(s->timings, TM_STATUS);
+                if (s->end_at_status && m->alone) {
+                        s->init_left = true;
+                        s->cpu_user_us = m->cpu_user_us;
+                        s->cpu_system_us = m->cpu_system_us;
+                        s->maxrss_kb = m->maxrss_kb;
+                }
                 break;
         case SYNC_ERROR:
         case SYNC_EXEC_FAILED:
@@ -204,7 +212,7 @@ BRIG_IDLE_LOOP int supervise(struct supervision *s, brig_error **err)
                         control_dispatch(s->control);
                 if (p[POLL_NOTIFY].fd >= 0 && p[POLL_NOTIFY].revents)
                         unixguard_dispatch(s->guard);
-                if (p[POLL_PIDFD].revents)
+                if (p[POLL_PIDFD].revents || s->init_left)
                         break;
         }
         /* pid 1 is gone: collect what is still buffered. */
@@ -217,6 +225,8 @@ BRIG_IDLE_LOOP int supervise(struct supervision *s, brig_error **err)
                         break;
         }
         terminal_drain(s->term);
+        if (s->init_left)
+                return 0;  /* alone and done: spawn_run waits for it later */
         siginfo_t info = { 0 };
         if (waitid(P_PIDFD, (id_t)s->pidfd, &info, WEXITED) < 0)
                 return brig_err(err, errno, "waitid");

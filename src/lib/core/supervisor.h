@@ -46,11 +46,19 @@ struct supervision {
         struct egress *egress;   /* proxy mode: serves the listeners the sandbox sends */
         struct control *control; /* persistent sandbox: serves brig exec and friends */
         struct sshagent *agent;  /* --ssh-agent: relays the sandbox's agent socket (sshagent.c) */
+        struct timings *timings; /* --timings, else NULL */
+        /* brig run whose caller exits at its return: the command's status
+         * ends the loop once pid 1 says it is alone in the sandbox, before
+         * pid 1 itself is gone (spawn.c finishes the rest after) */
+        bool end_at_status;
         bool timed_out;          /* out */
         char net_fallback[256];  /* out: SYNC_NET_FALLBACK's text */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */
         bool have_status;
+        bool init_left;          /* out: ended at the status, pid 1 not yet reaped */
+        uint64_t cpu_user_us, cpu_system_us;  /* out, with init_left: pid 1's wait4 figures */
+        int64_t maxrss_kb;
         struct sync_msg failure; /* SYNC_ERROR / SYNC_EXEC_FAILED, type 0 if none */
         int init_status;
 };

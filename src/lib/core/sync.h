@@ -30,9 +30,13 @@ struct sync_msg {
         int exit_code;
         int status;
         char text[1024];
-        /* SYNC_STATUS of an exec (persist_init.c): its wait4 figures */
+        /* SYNC_STATUS of an exec (persist_init.c), or of brig run's
+         * command with every other process reaped (init.c): wait4 figures */
         uint64_t cpu_user_us, cpu_system_us;
         int64_t maxrss_kb;
+        /* SYNC_STATUS of brig run: nothing but pid 1 is left in the
+         * sandbox, and pid 1 sends nothing more (init_main) */
+        bool alone;
         struct wire_error error;  /* SYNC_ERROR, SYNC_EXEC_FAILED (error.h) */
 };
 BRIG_INTERNAL int sync_send(int fd, const struct sync_msg *m);

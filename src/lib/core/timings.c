@@ -31,7 +31,9 @@ static const struct {
         [TM_LANDLOCK] = { "landlock", "landlock" },
         [TM_SECCOMP_LOAD] = { "seccomp load", "seccomp_load" },
         [TM_EXEC] = { "fds, rlimits, checks", "command_setup" },
-        [TM_EXITED] = { "exec and run of the command", "command" },
+        [TM_REAPED] = { "exec and run of the command", "command" },
+        [TM_STATUS] = { "status to the supervisor", "status" },
+        [TM_EXITED] = { "pid 1 ends (waited for)", "init_exit" },
         [TM_TEARDOWN] = { "teardown", "teardown" },
 };
 

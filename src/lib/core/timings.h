@@ -33,6 +33,8 @@ enum timing_mark {
         TM_LANDLOCK,       /* Landlock applied */
         TM_SECCOMP_LOAD,   /* the filter loaded */
         TM_EXEC,           /* just before execve of the command */
+        TM_REAPED,         /* pid 1 reaped the command */
+        TM_STATUS,         /* the supervisor had its status from pid 1 */
         TM_EXITED,         /* the supervisor saw pid 1 end */
         TM_TEARDOWN,       /* cgroup removed, guard and audit done */
         TM_COUNT,

@@ -255,6 +255,11 @@ void brig_policy_set_timings(brig_policy *p, bool on)
         p->timings = on;
 }
 
+void brig_policy_set_exit_after_run(brig_policy *p, bool on)
+{
+        p->exit_after_run = on;
+}
+
 void brig_policy_set_audit_no_exec(brig_policy *p, bool on)
 {
         p->audit_no_exec = on;
