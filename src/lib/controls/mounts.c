@@ -459,6 +459,23 @@ static int mount_proc(int root_fd, struct mask_src *masks, brig_error **err)
         return 0;
 }
 
+/* A mount point in brig's own /dev, a tmpfs just attached that nothing
+ * else can reach yet: made and opened in one or two calls rather than
+ * walked from the root (O_EXCL: nothing was there, so no link either; a
+ * file opened read-only, so no writer keeps /dev from turning read-only). */
+static int dev_point(int devdir, const char *name, bool dir, brig_error **err)
+{
+        int fd;
+        if (dir) {
+                if (mkdirat(devdir, name, 0755) < 0)
+                        return brig_err(err, errno, "create mount point '/dev/%s'", name);
+                fd = open_beneath(devdir, name, O_DIRECTORY);
+        } else {
+                fd = openat(devdir, name, O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0444);
+        }
+        return fd < 0 ? brig_err(err, errno, "mount point '/dev/%s'", name) : fd;
+}
+
 static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_fds, brig_error **err)
 {
         _cleanup_close_ int dev = new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
@@ -474,15 +491,14 @@ static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_f
         if (devdir < 0)
                 return brig_err(err, errno, "/dev");
         for (size_t i = 0; dev_nodes[i]; i++) {
-                char host[64], inside[64];
-                snprintf(host, sizeof host, "/dev/%s", dev_nodes[i]);
+                char inside[64];
                 snprintf(inside, sizeof inside, "/dev/%s", dev_nodes[i]);
                 /* not nodev: these are the device nodes the sandbox may use;
                  * nosuid and noexec come below, for all of them at once */
                 _cleanup_close_ int tree = sys_open_tree(node_fds[i], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
                 if (tree < 0)
-                        return brig_err(err, errno, "open_tree %s", host);
-                _cleanup_close_ int node = make_mountpoint(root_fd, inside, true, err);
+                        return brig_err(err, errno, "open_tree %s", inside);  /* the host's, same path */
+                _cleanup_close_ int node = dev_point(devdir, dev_nodes[i], false, err);
                 if (node < 0)
                         return node;
                 r = attach(tree, node, inside, err);
@@ -501,7 +517,7 @@ static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_f
         _cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
         if (pts < 0)
                 return pts;
-        _cleanup_close_ int pts_target = make_mountpoint(root_fd, "/dev/pts", false, err);
+        _cleanup_close_ int pts_target = dev_point(devdir, "pts", true, err);
         if (pts_target < 0)
                 return pts_target;
         r = attach(pts, pts_target, "/dev/pts", err);
@@ -511,7 +527,7 @@ static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_f
                                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
         if (shm < 0)
                 return shm;
-        _cleanup_close_ int shm_target = make_mountpoint(root_fd, "/dev/shm", false, err);
+        _cleanup_close_ int shm_target = dev_point(devdir, "shm", true, err);
         if (shm_target < 0)
                 return shm_target;
         r = attach(shm, shm_target, "/dev/shm", err);
