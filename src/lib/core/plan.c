@@ -18,9 +18,12 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <sys/stat.h>
 
 /* Read-only system directories; a symlink (merged /usr) is recreated as the
@@ -127,39 +130,6 @@ static int note_symlinks(const char *path, struct strv *links)
                         prefix[0] = '\0';
         }
         return prefix && pending ? 0 : -ENOMEM;
-}
-
-static int add_expanded(struct strv *out, struct strv *links, const char *pattern)
-{
-        glob_t g;
-        int r = glob(pattern, GLOB_NOSORT, NULL, &g);
-        if (r == GLOB_NOMATCH)
-                return 0;
-        if (r != 0)
-                return -ENOMEM;
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-                /* The canonical location is what a bind source (always
-                 * symlink-free) can contain; a symlinked secret is hidden
-                 * where it really lives. */
-                char *real = realpath(g.gl_pathv[i], NULL);
-                if (!real)
-                        continue;
-                if (strcmp(real, g.gl_pathv[i]) != 0 && note_symlinks(g.gl_pathv[i], links) < 0) {
-                        free(real);
-                        globfree(&g);
-                        return -ENOMEM;
-                }
-                if (!strv_contains(out, real)) {
-                        if (strv_push_take(out, real) < 0) {
-                                globfree(&g);
-                                return -ENOMEM;
-                        }
-                } else {
-                        free(real);
-                }
-        }
-        globfree(&g);
-        return 0;
 }
 
 /* ---- one directory under two names ----------------------------------------
@@ -286,6 +256,59 @@ static char *glob_escape(const char *s)
         return out;
 }
 
+/* The long way, for the test that holds the short cuts below to it
+ * (test_plan.py): BRIG_TEST_PLAN_LONG_WAY=1 in a test-hooks build. */
+static bool long_way(void)
+{
+#ifdef BRIG_TEST_HOOKS
+        const char *v = getenv("BRIG_TEST_PLAN_LONG_WAY");
+        return v && strcmp(v, "1") == 0;
+#else
+        return false;
+#endif
+}
+
+static int add_found(struct strv *out, struct strv *links, const char *path)
+{
+        /* The canonical location is what a bind source (always
+         * symlink-free) can contain; a symlinked secret is hidden where it
+         * really lives. */
+        char *real = realpath(path, NULL);
+        if (!real)
+                return 0;
+        if (strcmp(real, path) != 0 && note_symlinks(path, links) < 0) {
+                free(real);
+                return -ENOMEM;
+        }
+        if (strv_contains(out, real)) {
+                free(real);
+                return 0;
+        }
+        return strv_push_take(out, real) < 0 ? -ENOMEM : 0;
+}
+
+static int add_expanded(struct strv *out, struct strv *links, const char *pattern)
+{
+        /* A pattern without a glob character (nor a "//" or a final "/",
+         * which glob(3) treats apart) is one path: glob would lstat it and
+         * give it back, so lstat it here (no glob_t, no copies: most of
+         * the deny list is such paths, and most are not there). */
+        struct stat st;
+        size_t n = strlen(pattern);
+        if (!strpbrk(pattern, "*?[\\") && !strstr(pattern, "//") && n > 1 && pattern[n - 1] != '/' && !long_way())
+                return lstat(pattern, &st) == 0 ? add_found(out, links, pattern) : 0;
+        glob_t g;
+        int r = glob(pattern, GLOB_NOSORT, NULL, &g);
+        if (r == GLOB_NOMATCH)
+                return 0;
+        if (r != 0)
+                return -ENOMEM;
+        for (size_t i = 0; r == 0 && i < g.gl_pathc; i++)
+                r = add_found(out, links, g.gl_pathv[i]);
+        globfree(&g);
+        return r;
+}
+
 static int expand_one(const struct run_plan *plan, const struct grant_names *g, const char *pattern,
                       struct strv *out, struct strv *links)
 {
@@ -300,46 +323,157 @@ static int expand_one(const struct run_plan *plan, const struct grant_names *g, 
         return add_expanded(out, links, pattern);
 }
 
+/* /etc/passwd, read once per plan — itself, not NSS: enumerating every
+ * user through nss-systemd and friends costs more than the rest of the
+ * start — and parsed from memory: fgetpwent on the file itself asks the
+ * kernel where it is (lseek) for every line. What the plan takes from
+ * it: every home (the deny list's "~/"), and the name of the sandbox
+ * user (USER and LOGNAME). */
+struct passwd_db {
+        struct strv homes;
+        char *name;  /* of the uid asked for, or NULL */
+};
+
+static int passwd_db_read(struct passwd_db *db, uid_t uid)
+{
+        *db = (struct passwd_db){ 0 };
+        FILE *f = fopen("/etc/passwd", "re");
+        if (!f)
+                return 0;  /* no passwd database: no homes in it, no name */
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0, cap = 0, got;
+        do {
+                if (len == cap) {
+                        char *grown = cap < (64u << 20) ? realloc(text, cap = cap ? 2 * cap : 8192) : NULL;
+                        if (!grown) {
+                                fclose(f);
+                                return -ENOMEM;
+                        }
+                        text = grown;
+                }
+                got = fread(text + len, 1, cap - len, f);
+                len += got;
+        } while (got > 0);
+        fclose(f);
+        FILE *m = len ? fmemopen(text, len, "r") : NULL;
+        struct passwd *pw;
+        int r = len && !m ? -ENOMEM : 0;
+        while (r == 0 && m && (pw = fgetpwent(m))) {
+                if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
+                    !strv_contains(&db->homes, pw->pw_dir))
+                        r = strv_push(&db->homes, pw->pw_dir);
+                if (r == 0 && !db->name && pw->pw_uid == uid && !(db->name = strdup(pw->pw_name)))
+                        r = -ENOMEM;
+        }
+        if (m)
+                fclose(m);
+        return r;
+}
+
+static void passwd_db_free(struct passwd_db *db)
+{
+        strv_free(&db->homes);
+        free(db->name);
+}
+
+/* Every home directory: the caller's, each in the passwd database, and
+ * the real name of each reached through a symlink (where it really
+ * lives), for the deny list's "~/" entries (here and tools.c). */
+static int plan_homes(struct run_plan *plan, const struct passwd_db *db)
+{
+        struct strv *homes = &plan->homes;
+        int r = strv_push(homes, plan->home);
+        for (size_t i = 0; r == 0 && i < db->homes.n; i++)
+                if (!strv_contains(homes, db->homes.items[i]))
+                        r = strv_push(homes, db->homes.items[i]);
+        /* A home reached through a symlink lives where it really is; one
+         * lstat cannot find is not there for realpath(3) either. */
+        for (size_t h = 0, n = homes->n; r == 0 && h < n; h++) {
+                struct stat st;
+                if (!long_way() && lstat(homes->items[h], &st) < 0)
+                        continue;
+                char *real = realpath(homes->items[h], NULL);
+                if (real && !strv_contains(homes, real))
+                        r = strv_push_take(homes, real);
+                else
+                        free(real);
+        }
+        return r;
+}
+
+/* Where the deny list's "~/" entries are looked for in a home, its first
+ * directories are looked at once: an entry below one lstat cannot find
+ * is not there either (its lookup would fail at the same name), and ten
+ * of the built-in entries lie below ~/.config alone. */
+struct home_dirs {
+        struct strv absent, present;  /* HOME/DIR, looked at */
+};
+
+static void home_dirs_free(struct home_dirs *d)
+{
+        strv_free(&d->absent);
+        strv_free(&d->present);
+}
+
+/* Does the entry PAT ("~/DIR/..."; any other form: false) lie below a
+ * directory HOME does not have? HOME as it is, no glob character. */
+static bool below_absent(struct home_dirs *d, const char *home, const char *pat)
+{
+        const char *first = pat + 2, *slash = strchr(first, '/');
+        if (long_way() || !slash || slash == first || slash[1] == '\0' || strpbrk(home, "*?[]\\") ||
+            memchr(first, '*', (size_t)(slash - first)) || memchr(first, '?', (size_t)(slash - first)) ||
+            memchr(first, '[', (size_t)(slash - first)) || memchr(first, '\\', (size_t)(slash - first)))
+                return false;
+        char dir[PATH_MAX];
+        struct stat st;
+        if (snprintf(dir, sizeof dir, "%s/%.*s", home, (int)(slash - first), first) >= (int)sizeof dir)
+                return false;
+        if (strv_contains(&d->absent, dir))
+                return true;
+        if (strv_contains(&d->present, dir))
+                return false;
+        bool absent = lstat(dir, &st) < 0;
+        (void)strv_push(absent ? &d->absent : &d->present, dir);  /* not kept: looked at again */
+        return absent;
+}
+
 /* Expand the deny patterns into existing canonical host paths that some
  * bind could expose. "~/x" is expanded for the caller's home and for every
  * home in the passwd database, so granting /home hides everyone's keys. */
 static int expand_deny(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
                        struct strv *out, struct strv *links)
 {
-        struct strv homes = {0};
-        int r = strv_push(&homes, plan->home);
-        /* /etc/passwd itself, not NSS: enumerating every user through
-         * nss-systemd and friends costs more than the rest of the start. */
-        FILE *f = fopen("/etc/passwd", "re");
-        struct passwd *pw;
-        while (r == 0 && f && (pw = fgetpwent(f)))
-                if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
-                    !strv_contains(&homes, pw->pw_dir))
-                        r = strv_push(&homes, pw->pw_dir);
-        if (f)
-                fclose(f);
-        /* A home reached through a symlink lives where it really is. */
-        for (size_t h = 0, n = homes.n; r == 0 && h < n; h++) {
-                char *real = realpath(homes.items[h], NULL);
-                if (real && !strv_contains(&homes, real))
-                        r = strv_push_take(&homes, real);
-                else
-                        free(real);
-        }
+        const struct strv *homes = &plan->homes;
+        /* Home by home first: a home no bind reaches (most of the passwd
+         * database: /nonexistent, /var/spool/...) has no "~/" entry a
+         * bind reaches either — each is the home with "/..." after it, and
+         * what contains or lies inside such a path contains or lies inside
+         * the home — so its entries are not looked at one by one. Homes
+         * with a glob character (escaped, their entries' literal part
+         * stops earlier) take the long way. */
+        _cleanup_free_ bool *near = calloc(homes->n ? homes->n : 1, sizeof *near);
+        if (!near)
+                return -ENOMEM;
+        for (size_t h = 0; h < homes->n; h++)
+                near[h] = long_way() || strpbrk(homes->items[h], "*?[]\\") ||
+                          reachable_by_bind(plan, g, homes->items[h]);
+        _cleanup_(home_dirs_free) struct home_dirs dirs = { 0 };
+        int r = 0;
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 if (pat[0] != '~') {
                         r = expand_one(plan, g, pat, out, links);
                         continue;
                 }
-                for (size_t h = 0; r == 0 && h < homes.n; h++) {
-                        _cleanup_free_ char *home = glob_escape(homes.items[h]);
+                for (size_t h = 0; r == 0 && h < homes->n; h++) {
+                        if (!near[h] || below_absent(&dirs, homes->items[h], pat))
+                                continue;
+                        _cleanup_free_ char *home = glob_escape(homes->items[h]);
                         char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
                         r = full ? expand_one(plan, g, full, out, links) : -ENOMEM;
                         free(full);
                 }
         }
-        strv_free(&homes);
         return r;
 }
 
@@ -368,10 +502,11 @@ static int add_link_targets(const struct run_plan *plan, const struct grant_name
                 if (lstat(denied->items[i], &st) == 0 && S_ISDIR(st.st_mode))
                         r = strv_push(&dirs, denied->items[i]);
         }
+        _cleanup_(home_dirs_free) struct home_dirs above = { 0 };
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 struct stat st;
-                if (pat[0] != '~' || strpbrk(pat, "*?["))
+                if (pat[0] != '~' || strpbrk(pat, "*?[") || below_absent(&above, plan->home, pat))
                         continue;
                 _cleanup_free_ char *dir = brig_strdup_printf("%s%s", plan->home, pat + 1);
                 if (!dir)
@@ -726,11 +861,24 @@ static int plan_guard_state(const struct run_plan *plan, const struct mountinfo 
         return r;
 }
 
-/* This process's umask, read (/proc/self/status) rather than set and set
- * back: a file another thread made meanwhile would get the wrong one. 077
- * when it cannot be read: the most private. */
+/* This process's umask. A process with one thread reads it by setting it
+ * and setting it back (signals blocked: no handler of the caller's makes
+ * a file in between); with more, it is read (/proc/self/status, which
+ * costs the kernel tens of microseconds to write out) rather than set and
+ * set back: a file another thread made meanwhile would get the wrong one.
+ * 077 when it cannot be read: the most private. */
 static mode_t caller_umask(void)
 {
+        if (__libc_single_threaded && !long_way()) {
+                sigset_t all, saved;
+                sigfillset(&all);
+                if (pthread_sigmask(SIG_SETMASK, &all, &saved) == 0) {
+                        mode_t mask = umask(077);
+                        umask(mask);
+                        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+                        return mask & 0777;
+                }
+        }
         FILE *f = fopen("/proc/self/status", "re");
         char line[128];
         unsigned mask = 077;
@@ -807,29 +955,16 @@ static int envp_push(struct strv *env, const char *name, const char *value)
         return strv_push_take(env, brig_strdup_printf("%s=%s", name, value));
 }
 
-/* The name of uid in /etc/passwd (what the sandbox sees), or "sandbox". */
-static char *user_name(uid_t uid)
-{
-        FILE *f = fopen("/etc/passwd", "re");
-        struct passwd *pw;
-        char *name = NULL;
-        while (f && !name && (pw = fgetpwent(f)))
-                if (pw->pw_uid == uid)
-                        name = strdup(pw->pw_name);
-        if (f)
-                fclose(f);
-        return name ? name : strdup("sandbox");
-}
-
-static int plan_env(struct run_plan *plan, const brig_policy *p, brig_error **err)
+/* USER: the sandbox user's name in /etc/passwd (what the sandbox sees),
+ * or "sandbox". */
+static int plan_env(struct run_plan *plan, const brig_policy *p, const char *user, brig_error **err)
 {
         struct strv env = {0};
-        _cleanup_free_ char *user = user_name(plan->host_uid);
         const char *shell = getenv("SHELL");
         int r = envp_push(&env, "PATH", BRIG_DEFAULT_PATH);
         r = r ?: envp_push(&env, "HOME", plan->home);
-        r = r ?: envp_push(&env, "USER", user ? user : "sandbox");
-        r = r ?: envp_push(&env, "LOGNAME", user ? user : "sandbox");
+        r = r ?: envp_push(&env, "USER", user);
+        r = r ?: envp_push(&env, "LOGNAME", user);
         r = r ?: envp_push(&env, "SHELL", shell && access(shell, X_OK) == 0 ? shell : "/bin/sh");
         for (size_t i = 0; r == 0 && passthrough_env[i]; i++) {
                 const char *v = getenv(passthrough_env[i]);
@@ -1106,6 +1241,10 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
                 r = wall_gvisor_check_layout(plan, err);
         if (r < 0)
                 return r;
+        _cleanup_(passwd_db_free) struct passwd_db users = { 0 };
+        r = passwd_db_read(&users, plan->host_uid);
+        if (r < 0)
+                return brig_err(err, -r, "read /etc/passwd");
         /* The mount table, read once: the state guard compares the mounts
          * below each grant, the deny list the other names of its sources. */
         struct mountinfo mi = { 0 };
@@ -1121,6 +1260,8 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         struct grant_names *g = NULL;
         r = grant_names_init(plan, &mi, &g);
         mountinfo_clear(&mi);
+        if (r == 0)
+                r = plan_homes(plan, &users);
         if (r == 0)
                 r = expand_deny(plan, g, p, &denied, &links);
         if (r == 0)
@@ -1145,7 +1286,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = tools_plan_build(plan, err);
         if (r < 0)
                 return r;
-        r = plan_env(plan, p, err);
+        r = plan_env(plan, p, users.name ? users.name : "sandbox", err);
         if (r == 0)
                 plan_test_dump(plan);
         return r;
@@ -1161,6 +1302,7 @@ void plan_free(struct run_plan *plan)
                 free(plan->mounts[i].dst);
         }
         free(plan->mounts);
+        strv_free(&plan->homes);
         strv_free(&plan->masks);
         strv_free(&plan->pins);
         strv_free(&plan->symlinks);

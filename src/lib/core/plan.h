@@ -82,6 +82,8 @@ struct run_plan {
                                   * system directories (an OCI bundle's root: mounts.c) */
         bool rootfs_readonly;    /* ... mounted read-only (workspace_readonly) */
         char *home;              /* the caller's $HOME path (an empty tmpfs inside) */
+        struct strv homes;       /* the supervisor's: $HOME, every home in /etc/passwd, and the real
+                                  * names of those reached through symlinks (the deny list's "~/") */
         struct mount_entry *mounts;  /* full layout, sorted parents first */
         size_t n_mounts;
         struct strv masks;       /* paths inside to hide (deny list hits) */

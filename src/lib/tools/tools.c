@@ -37,7 +37,6 @@
 #include <fnmatch.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
-#include <pwd.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -259,33 +258,15 @@ static bool under_pattern(const char *pattern, const char *path, const struct st
 }
 
 /* The deny entry that covers host PATH, or NULL: "~/" entries in the
- * caller's home and every home in /etc/passwd, under their real names too. */
+ * caller's home and every home in /etc/passwd, under their real names too
+ * (plan->homes, plan.c). */
 static const char *secret_covering(const struct run_plan *plan, const char *path)
 {
-        struct strv homes = { 0 };
-        (void)strv_push(&homes, plan->home);
-        FILE *f = fopen("/etc/passwd", "re");
-        struct passwd *pw;
-        while (f && (pw = fgetpwent(f)))
-                if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
-                    !strv_contains(&homes, pw->pw_dir))
-                        (void)strv_push(&homes, pw->pw_dir);
-        if (f)
-                fclose(f);
-        for (size_t h = 0, n = homes.n; h < n; h++) {
-                char *real = realpath(homes.items[h], NULL);
-                if (real && !strv_contains(&homes, real))
-                        (void)strv_push_take(&homes, real);
-                else
-                        free(real);
-        }
-        const char *hit = NULL;
         const struct strv *deny = &plan->policy->deny;
-        for (size_t i = 0; !hit && i < deny->n; i++)
-                if (under_pattern(deny->items[i], path, &homes))
-                        hit = deny->items[i];
-        strv_free(&homes);
-        return hit;
+        for (size_t i = 0; i < deny->n; i++)
+                if (under_pattern(deny->items[i], path, &plan->homes))
+                        return deny->items[i];
+        return NULL;
 }
 
 /* The deny entry that covers host file PATH under any of its names — PATH
