@@ -388,24 +388,28 @@ void state_guard_free(struct state_guard *g)
         memset(g, 0, sizeof *g);
 }
 
-/* How `st` (a grant, its parent directory in `dirfd` or -1) meets one root. */
-static const char *guard_meets(const struct state_guard_root *gr, const struct stat *st, int dirfd)
+/* The directories from the grant's (its own, or its parent's when it is
+ * a file) up to "/", by identity: walked once for all the roots. */
+struct grant_chain {
+        struct state_ident *id;
+        size_t n;
+        bool partial;  /* out of memory on the way: taken as inside (fail closed) */
+};
+
+static void grant_chain_walk(struct grant_chain *c, int dirfd)
 {
-        for (size_t i = 0; i < gr->n; i++)
-                if (same_ident(st, &gr->id[i]))
-                        return i == 0 && gr->exists ? "is" : "contains";
-        if (!gr->exists || dirfd < 0)
-                return NULL;
-        /* Inside the root? Walk up from the grant (from its directory when
-         * it is a file) and look for the root on the way to "/". */
         int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-        const char *hit = NULL;
         struct stat now, prev = { 0 };
-        for (int depth = 0; cur >= 0 && !hit && depth < 4096 && fstat(cur, &now) == 0; depth++) {
+        for (int depth = 0; cur >= 0 && depth < 4096 && fstat(cur, &now) == 0; depth++) {
                 if (depth > 0 && now.st_dev == prev.st_dev && now.st_ino == prev.st_ino)
                         break;  /* reached "/" */
-                if (same_ident(&now, &gr->id[0]))
-                        hit = "lies inside";
+                struct state_ident *grown = realloc(c->id, (c->n + 1) * sizeof *grown);
+                if (!grown) {
+                        c->partial = true;
+                        break;
+                }
+                c->id = grown;
+                c->id[c->n++] = (struct state_ident){ now.st_dev, now.st_ino };
                 prev = now;
                 int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
                 close(cur);
@@ -413,7 +417,27 @@ static const char *guard_meets(const struct state_guard_root *gr, const struct s
         }
         if (cur >= 0)
                 close(cur);
-        return hit;
+}
+
+/* How `st` (a grant, its directories in `chain`, walked when first needed
+ * from `dirfd`, or -1) meets one root. */
+static const char *guard_meets(const struct state_guard_root *gr, const struct stat *st, int dirfd,
+                               struct grant_chain *chain, bool *walked)
+{
+        for (size_t i = 0; i < gr->n; i++)
+                if (same_ident(st, &gr->id[i]))
+                        return i == 0 && gr->exists ? "is" : "contains";
+        if (!gr->exists || dirfd < 0)
+                return NULL;
+        /* Inside the root? Look for it on the way from the grant to "/". */
+        if (!*walked) {
+                grant_chain_walk(chain, dirfd);
+                *walked = true;
+        }
+        for (size_t i = 0; i < chain->n; i++)
+                if (chain->id[i].dev == gr->id[0].dev && chain->id[i].ino == gr->id[0].ino)
+                        return "lies inside";
+        return chain->partial ? "lies inside" : NULL;
 }
 
 const char *state_guard_test(const struct state_guard *g, const char *path, const char **root)
@@ -433,12 +457,14 @@ const char *state_guard_test(const struct state_guard *g, const char *path, cons
                         dir = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
                 }
         }
-        for (size_t i = 0; i < g->n_roots; i++) {
-                const char *how = guard_meets(&g->roots[i], &st, dir);
-                if (how) {
+        struct grant_chain chain = { 0 };
+        bool walked = false;
+        const char *how = NULL;
+        for (size_t i = 0; i < g->n_roots && !how; i++) {
+                how = guard_meets(&g->roots[i], &st, dir, &chain, &walked);
+                if (how)
                         *root = g->roots[i].path;
-                        return how;
-                }
         }
-        return NULL;
+        free(chain.id);
+        return how;
 }
