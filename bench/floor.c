@@ -124,14 +124,20 @@ static pid_t clone_all(uint64_t flags)
         return (pid_t)syscall(SYS_clone3, &a, sizeof a);
 }
 
-static uint64_t clone3_ns(void)
+/* clone3 with these namespaces, to its return in the parent. */
+static uint64_t clone3_timed(uint64_t flags)
 {
         uint64_t t = now_ns();
-        pid_t pid = clone_all(NS_ALL);
+        pid_t pid = clone_all(flags);
         if (pid == 0)
                 _exit(0);
         uint64_t d = now_ns() - t;
         return wait_ok(pid) ? d : 0;
+}
+
+static uint64_t clone3_ns(void)
+{
+        return clone3_timed(NS_ALL);
 }
 
 /* clone3 with every namespace but the network's, and with the user and
@@ -140,22 +146,12 @@ static uint64_t clone3_ns(void)
  * tables, registered for each new namespace). */
 static uint64_t clone3_no_net(void)
 {
-        uint64_t t = now_ns();
-        pid_t pid = clone_all(NS_ALL & ~(uint64_t)CLONE_NEWNET);
-        if (pid == 0)
-                _exit(0);
-        uint64_t d = now_ns() - t;
-        return wait_ok(pid) ? d : 0;
+        return clone3_timed(NS_ALL & ~(uint64_t)CLONE_NEWNET);
 }
 
 static uint64_t clone3_user_net(void)
 {
-        uint64_t t = now_ns();
-        pid_t pid = clone_all(CLONE_NEWUSER | CLONE_NEWNET);
-        if (pid == 0)
-                _exit(0);
-        uint64_t d = now_ns() - t;
-        return wait_ok(pid) ? d : 0;
+        return clone3_timed(CLONE_NEWUSER | CLONE_NEWNET);
 }
 
 static int write_file(const char *path, const char *s)
