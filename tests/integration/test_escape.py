@@ -26,6 +26,7 @@ import uuid
 
 import pytest
 
+from persist_helpers import cgroup_dirs_named
 from proc_helpers import kill_own, kv, marker, pids_with, shell_quote, sleeping_host_process, wait_until
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -1009,7 +1010,8 @@ def test_no_traces_on_the_host(brig):
                          cwd=brig.workspace, env=brig.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=60)
     assert "done" in out, (out, err)
-    mine = lambda: [str(g) for g in pathlib.Path("/sys/fs/cgroup").glob(f"**/brig-{p.pid}-*")]
+    # os.walk, not glob: other tests' cgroups vanish mid-walk (glob raised FileNotFoundError for one)
+    mine = lambda: cgroup_dirs_named(f"brig-{p.pid}-")
     assert wait_until(lambda: snapshot() == before and not mine(), 5), \
         f"ATTACK WORKED: traces left: {snapshot()[0] - before[0]} {snapshot()[1] - before[1]} {mine()}"
 
