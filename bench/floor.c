@@ -493,6 +493,62 @@ static uint64_t seccomp_load_400(void)
         return seccomp_load();
 }
 
+/* A filter shaped as brig's is (libseccomp's binary tree: compares on
+ * the number down to groups of four, then a JEQ and a RET per allowed
+ * call): its load time against its length.
+ * The kernel's checks, the conversion to eBPF and the JIT are linear in
+ * the instructions; the constant-action cache's emulation (which made the
+ * 400 linear compares above cost a millisecond) stays short in a tree. */
+enum { TREE_MAX = 4096 };
+static struct sock_filter tree[TREE_MAX];
+static int tree_len, tree_calls;
+
+static void tree_emit(struct sock_filter f)
+{
+        if (tree_len < TREE_MAX)
+                tree[tree_len++] = f;
+}
+
+static void tree_build(unsigned lo, unsigned hi)  /* numbers lo..hi-1 allowed */
+{
+        if (hi - lo <= 4) {
+                for (unsigned nr = lo; nr < hi; nr++) {
+                        tree_emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
+                        tree_emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+                }
+                tree_emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1));
+                return;
+        }
+        unsigned mid = lo + (hi - lo) / 2;
+        tree_emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, mid, 0, 1));  /* below: over the JA */
+        int ja = tree_len;
+        tree_emit((struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0));
+        tree_build(lo, mid);
+        tree[ja].k = (unsigned)(tree_len - ja - 1);  /* at or above: over the left half */
+        tree_build(mid, hi);
+}
+
+static uint64_t seccomp_tree_inside(void)
+{
+        tree_len = 0;
+        tree_emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4));  /* arch */
+        tree_emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xc000003e, 1, 0));  /* x86_64 */
+        tree_emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+        tree_emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0));  /* nr */
+        tree_build(0, (unsigned)tree_calls);
+        struct sock_fprog prog = { .len = (unsigned short)tree_len, .filter = tree };
+        uint64_t t = now_ns();
+        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (r == 0)
+                r = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+        return r == 0 ? now_ns() - t : 0;
+}
+
+static uint64_t seccomp_load_tree(void)
+{
+        return in_child(CLONE_NEWUSER, seccomp_tree_inside);
+}
+
 int main(int argc, char **argv)
 {
         if (argc > 1)
@@ -522,5 +578,15 @@ int main(int argc, char **argv)
         report("landlock", landlock, "landlock ruleset, rule, restrict_self");
         report("seccomp_load_allow", seccomp_load_allow, "seccomp filter that allows all");
         report("seccomp_load_400", seccomp_load_400, "seccomp filter of 400 compares");
+        /* named by their length in instructions (brig's default: 543) */
+        static const int calls[] = { 32, 64, 128, 200, 256 };
+        for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+                tree_calls = calls[i];
+                tree_len = 0;
+                char name[40];  /* its length first, for the name */
+                tree_build(0, (unsigned)calls[i]);
+                snprintf(name, sizeof name, "seccomp_load_tree_%d", tree_len + 4);
+                report(name, seccomp_load_tree, "seccomp filter shaped as a tree");
+        }
         return 0;
 }

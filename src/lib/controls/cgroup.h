@@ -24,7 +24,8 @@ struct cgroup_inherited {
         bool v2;
         long long oom_kills_before; /* its oom_kill count when the run started */
 };
-BRIG_INTERNAL bool cgroup_inherited_memory(struct cgroup_inherited *out);
+/* CG: the run's group (its look at the hierarchies is reused), or NULL. */
+BRIG_INTERNAL bool cgroup_inherited_memory(const struct cgroup *cg, struct cgroup_inherited *out);
 BRIG_INTERNAL long long cgroup_inherited_oom_kills(const struct cgroup_inherited *in);
 /* For brig doctor, read-only: how --memory would be enforced here
  * ("cgroup", "inherited cgroup" or "rlimit"), and a line of detail. */

@@ -415,7 +415,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
          * container's), as tight as --memory, bounds everything the
          * sandbox allocates, shared with brig: that is a real bound. */
         plan.memory_unbounded = plan.limits.memory && !cgroup_enforces(cg, CG_MEMORY);
-        if (plan.memory_unbounded && cgroup_inherited_memory(&inherited) && inherited.bytes <= plan.limits.memory) {
+        if (plan.memory_unbounded && cgroup_inherited_memory(cg, &inherited) && inherited.bytes <= plan.limits.memory) {
                 plan.memory_unbounded = false;
                 plan.memory_inherited = inherited.bytes;
                 snprintf(plan.memory_inherited_dir, sizeof plan.memory_inherited_dir, "%s", inherited.dir);
