@@ -459,6 +459,17 @@ static uint64_t landlock(void)
 enum { FILTER_MAX = 400 };
 static int filter_len;
 
+/* no_new_privs and the load of PROG: its time, 0 if it failed */
+static uint64_t seccomp_timed(struct sock_filter *prog, int len)
+{
+        struct sock_fprog fp = { .len = (unsigned short)len, .filter = prog };
+        uint64_t t = now_ns();
+        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (r == 0)
+                r = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp);
+        return r == 0 ? now_ns() - t : 0;
+}
+
 static uint64_t seccomp_inside(void)
 {
         int N = filter_len;
@@ -468,12 +479,7 @@ static uint64_t seccomp_inside(void)
                 f[1 + i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1000 + (unsigned)i, N - i, 0);
         f[N + 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
         f[N + 2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-        struct sock_fprog prog = { .len = N + 3, .filter = f };
-        uint64_t t = now_ns();
-        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        if (r == 0)
-                r = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
-        return r == 0 ? now_ns() - t : 0;
+        return seccomp_timed(f, N + 3);
 }
 
 static uint64_t seccomp_load(void)
@@ -536,12 +542,7 @@ static uint64_t seccomp_tree_inside(void)
         tree_emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
         tree_emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0));  /* nr */
         tree_build(0, (unsigned)tree_calls);
-        struct sock_fprog prog = { .len = (unsigned short)tree_len, .filter = tree };
-        uint64_t t = now_ns();
-        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        if (r == 0)
-                r = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
-        return r == 0 ? now_ns() - t : 0;
+        return seccomp_timed(tree, tree_len);
 }
 
 static uint64_t seccomp_load_tree(void)

@@ -32,32 +32,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Read the kernel's answers until the one ack the batch asks for (its
- * last rule's); an error of any message, or of the commit, comes before
- * it and wins. */
-static int read_answers(int fd, brig_error **err)
+/* Any error of the batch (a message's, or the commit's) fails it. */
+static int batch_error(uint32_t seq, int error, void *ctx)
 {
-        char buf[8192];  /* one answer per read: an ack, or an error quoting its message */
-        for (;;) {
-                ssize_t n = recv(fd, buf, sizeof buf, 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return brig_err(err, errno, "nftables: read the kernel's answer");
-                int len = (int)n;
-                for (const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf; NLMSG_OK(nlh, len);
-                     nlh = NLMSG_NEXT(nlh, len)) {
-                        if (nlh->nlmsg_type != NLMSG_ERROR)
-                                continue;
-                        if (nlh->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
-                                return brig_err(err, EPROTO, "nftables: a short answer from the kernel");
-                        const struct nlmsgerr *e = NLMSG_DATA(nlh);
-                        if (e->error != 0)
-                                return brig_err(err, -e->error, "nftables: the kernel refused the rules");
-                        if (nlh->nlmsg_seq == NFT_BATCH_ACK_SEQ)
-                                return 0;
-                }
-        }
+        return error;
 }
 
 int netfilter_redirect_egress(brig_error **err)
@@ -77,5 +55,8 @@ int netfilter_redirect_egress(brig_error **err)
         ssize_t sent = sendto(fd, nft_batch, sizeof nft_batch, 0, (const struct sockaddr *)&kernel, sizeof kernel);
         if (sent != (ssize_t)sizeof nft_batch)
                 return brig_err(err, sent < 0 ? errno : EMSGSIZE, "nftables: send the rules");
-        return read_answers(fd, err);
+        /* the one ack the batch asks for (its last rule's); an error of
+         * any message, or of the commit, comes before it */
+        int r = netlink_answers(fd, NFT_BATCH_ACK_SEQ, batch_error, NULL);
+        return r < 0 ? brig_err(err, -r, "nftables: loading the rules") : 0;
 }

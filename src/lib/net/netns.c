@@ -29,6 +29,32 @@ int netns_loopback_up(brig_error **err)
         return 0;
 }
 
+int netlink_answers(int fd, uint32_t last, int (*on_error)(uint32_t seq, int error, void *ctx), void *ctx)
+{
+        for (;;) {
+                char buf[8192];  /* one answer per read: an ack, or an error quoting its message */
+                ssize_t n = recv(fd, buf, sizeof buf, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                int len = (int)n;
+                for (const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf; NLMSG_OK(nlh, len);
+                     nlh = NLMSG_NEXT(nlh, len)) {
+                        if (nlh->nlmsg_type != NLMSG_ERROR)
+                                continue;
+                        if (nlh->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+                                return -EPROTO;
+                        const struct nlmsgerr *e = NLMSG_DATA(nlh);
+                        int r = e->error != 0 ? on_error(nlh->nlmsg_seq, e->error, ctx) : 0;
+                        if (r < 0)
+                                return r;
+                        if (nlh->nlmsg_seq == last)
+                                return 0;
+                }
+        }
+}
+
 /* A netlink message being built in a caller's buffer. */
 struct nlbuf {
         char *buf;
@@ -127,6 +153,15 @@ static void add_family_address(struct nlbuf *b, uint32_t seq, int family, uint32
  * The error of a message names it by its sequence number. */
 enum { SEQ_ROUTE4 = 1, SEQ_ADDR4, SEQ_ROUTE6, SEQ_ADDR6 };
 
+/* IPv4's errors fail the run's filtered mode; IPv6's only leave it out. */
+static int route_error(uint32_t seq, int error, void *v6_failed)
+{
+        if (seq == SEQ_ROUTE4 || seq == SEQ_ADDR4)
+                return error;
+        *(bool *)v6_failed = true;
+        return 0;
+}
+
 int netns_route_through_loopback(bool *ipv6, brig_error **err)
 {
         *ipv6 = false;
@@ -151,28 +186,9 @@ int netns_route_through_loopback(bool *ipv6, brig_error **err)
         /* IPv6 may be off in this kernel or namespace: then IPv4 only, and
          * the DNS stub hands out no IPv6 addresses. */
         bool v6_failed = false;
-        for (;;) {
-                char ans[8192];  /* one answer per read: an ack, or an error quoting its message */
-                ssize_t n = recv(fd, ans, sizeof ans, 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return brig_err(err, errno, "default route through loopback: read the kernel's answer");
-                int len = (int)n;
-                for (const struct nlmsghdr *nlh = (const struct nlmsghdr *)ans; NLMSG_OK(nlh, len);
-                     nlh = NLMSG_NEXT(nlh, len)) {
-                        if (nlh->nlmsg_type != NLMSG_ERROR)
-                                continue;
-                        if (nlh->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
-                                return brig_err(err, EPROTO, "default route through loopback: a short answer");
-                        const struct nlmsgerr *e = NLMSG_DATA(nlh);
-                        if (e->error != 0 && (nlh->nlmsg_seq == SEQ_ROUTE4 || nlh->nlmsg_seq == SEQ_ADDR4))
-                                return brig_err(err, -e->error, "default route through loopback");
-                        v6_failed |= e->error != 0;
-                        if (nlh->nlmsg_seq == SEQ_ADDR6) {
-                                *ipv6 = !v6_failed;
-                                return 0;
-                        }
-                }
-        }
+        int r = netlink_answers(fd, SEQ_ADDR6, route_error, &v6_failed);
+        if (r < 0)
+                return brig_err(err, -r, "default route through loopback");
+        *ipv6 = !v6_failed;
+        return 0;
 }
