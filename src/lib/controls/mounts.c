@@ -761,7 +761,7 @@ out:
  * to brig is a host directory, outside the root (CVE-2024-21626) — and the
  * command would start there. RESOLVE_IN_ROOT keeps ".." and symlinks
  * inside "/", RESOLVE_NO_MAGICLINKS refuses /proc's fd and cwd links. */
-int mounts_enter_cwd(const char *cwd, brig_error **err)
+int mounts_open_cwd(const char *cwd, brig_error **err)
 {
         _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
@@ -770,11 +770,19 @@ int mounts_enter_cwd(const char *cwd, brig_error **err)
                 .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                 .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
-        _cleanup_close_ int dir = sys_openat2(root, cwd, &how);
+        int dir = sys_openat2(root, cwd, &how);
         if (dir < 0 && errno == ELOOP)
                 return brig_err(err, ELOOP, "cwd '%s' goes through a /proc link to a descriptor", cwd);
         if (dir < 0)
                 return brig_err(err, errno, "cwd '%s'", cwd);
+        return dir;
+}
+
+int mounts_enter_cwd(const char *cwd, brig_error **err)
+{
+        _cleanup_close_ int dir = mounts_open_cwd(cwd, err);
+        if (dir < 0)
+                return dir;
         if (fchdir(dir) < 0)
                 return brig_err(err, errno, "cwd '%s'", cwd);
         return 0;

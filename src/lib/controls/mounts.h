@@ -7,6 +7,10 @@
 
 BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int mounts_enter_cwd(const char *cwd, brig_error **err);
+/* The directory mounts_enter_cwd would enter, as an O_PATH descriptor
+ * (or -errno): for a child whose seccomp filter is on already (openat2 is
+ * ENOSYS under it), resolved for it by pid 1 (persist_init.c). */
+BRIG_INTERNAL int mounts_open_cwd(const char *cwd, brig_error **err);
 BRIG_INTERNAL int mounts_check_stdio(brig_error **err);
 /* overlay.c: the workspace entry becomes an overlay (persistent sandboxes
  * with --workspace-mode overlay); returns the detached mount. */

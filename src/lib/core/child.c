@@ -220,8 +220,20 @@ static int child_setup(struct run_plan *plan, brig_error **err)
 
 static void reset_signals(void)
 {
+        /* Through the system call: glibc's signal() refuses its own two
+         * (SIGCANCEL and SIGSETXID, 32 and 33), which posix_spawn leaves
+         * ignored in the child of a parent that had handlers for them —
+         * brig-supervisor of a persistent sandbox, so pid 1 and every exec
+         * — and an ignored signal stays ignored across execve: a pooled
+         * run's command ignored 32 and 33, a cold run's did not. */
+        struct {
+                void *handler;
+                unsigned long flags;
+                void *restorer;
+                uint64_t mask;
+        } dfl = { .handler = SIG_DFL };
         for (int sig = 1; sig < NSIG; sig++)
-                signal(sig, SIG_DFL);  /* EINVAL for SIGKILL/SIGSTOP and gaps: fine */
+                syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask);  /* EINVAL for SIGKILL/SIGSTOP */
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -346,51 +358,58 @@ static void missing_link_hint(const struct run_plan *plan, char *buf, size_t n)
         }
 }
 
-_Noreturn void command_exec(const struct run_plan *plan)
+int command_confine(const struct run_plan *plan, uint64_t *inherited, brig_error **err)
 {
-        brig_error *err = NULL;
         timings_mark(plan->timings, TM_FORKED);
         reset_signals();
         /* A session of its own: TIOCSTI reaches only a terminal that is
          * this session's controlling terminal — its own pty, or none. */
-        if (setsid() < 0) {
-                brig_err(&err, errno, "setsid");
-                goto fail;
-        }
-        if (prepare_fds(plan, &err) < 0)
-                goto fail;
+        if (setsid() < 0)
+                return brig_err(err, errno, "setsid");
+        int r = prepare_fds(plan, err);
+        if (r < 0)
+                return r;
         umask(plan->umask);  /* /process/umask, else the caller's (plan.c) */
         if (plan->wall == BRIG_WALL_GVISOR) {
                 /* rlimits, cwd, user and env are the bundle's: they hold
                  * inside gVisor, not on runsc itself */
-                wall_gvisor_exec(plan, &err);
-                goto fail;
+                r = wall_gvisor_exec(plan, err);  /* returns only when it failed */
+                return r < 0 ? r : -EIO;
         }
-        if (plan->cwd && mounts_enter_cwd(plan->cwd, &err) < 0)
-                goto fail;
-        if (rlimits_apply(plan, &err) < 0)
-                goto fail;
+        if (plan->cwd && (r = mounts_enter_cwd(plan->cwd, err)) < 0)
+                return r;
+        if ((r = rlimits_apply(plan, err)) < 0)
+                return r;
         /* Nested user namespaces are off (max_user_namespaces is 0 inside):
          * check it holds, as bwrap does, before handing over. */
-        if (unshare(CLONE_NEWUSER) == 0) {
-                brig_err(&err, EPERM, "a nested user namespace could still be created");
-                goto fail;
-        }
+        if (unshare(CLONE_NEWUSER) == 0)
+                return brig_err(err, EPERM, "a nested user namespace could still be created");
         /* A file operation goes on in this fork of pid 1 without an
          * execve: what it inherited counts toward RLIMIT_DATA (rlimit.c).
          * Read while /proc/self is still ours to read. */
-        uint64_t inherited = plan->fileop ? rlimits_data_in_use() : 0;
+        *inherited = plan->fileop ? rlimits_data_in_use() : 0;
         /* Landlock after the mounts it mirrors; it needs no_new_privs,
          * which pid 1 set before forking us. */
-        if (landlock_apply(plan, &err) < 0)
-                goto fail;
+        if ((r = landlock_apply(plan, err)) < 0)
+                return r;
         timings_mark(plan->timings, TM_LANDLOCK);
         /* seccomp last: the filter need not allow any setup call. */
-        if (seccomp_apply(plan, &err) < 0)
-                goto fail;
+        if ((r = seccomp_apply(plan, err)) < 0)
+                return r;
         timings_mark(plan->timings, TM_SECCOMP_LOAD);
-        if (rlimits_apply_memory_fallback(plan, inherited, &err) < 0)
-                goto fail;
+        return 0;
+}
+
+_Noreturn void command_become(const struct run_plan *plan, uint64_t inherited)
+{
+        brig_error *err = NULL;
+        /* Last before the command: where no cgroup bounds memory, the
+         * limit that stands in for it leaves brig's own setup alone. */
+        if (rlimits_apply_memory_fallback(plan, inherited, &err) < 0) {
+                brig_err_prefix(&err, "command");
+                sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
         if (plan->fileop)
                 fileop_main(plan);  /* as confined as the command it stands for */
         environ = plan->envp;  /* execvp searches the sandbox's PATH */
@@ -406,10 +425,18 @@ _Noreturn void command_exec(const struct run_plan *plan)
                       missing ? "command not found" : "cannot execute", plan->argv[0], hint);
         sync_send_error(plan->sync_fd, SYNC_EXEC_FAILED, err);
         _exit(err->exit_code);
-fail:
-        brig_err_prefix(&err, "command");
-        sync_send_error(plan->sync_fd, SYNC_ERROR, err);
-        _exit(BRIG_EXIT_SETUP);
+}
+
+_Noreturn void command_exec(const struct run_plan *plan)
+{
+        brig_error *err = NULL;
+        uint64_t inherited = 0;
+        if (command_confine(plan, &inherited, &err) < 0) {
+                brig_err_prefix(&err, "command");
+                sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        command_become(plan, inherited);
 }
 
 _Noreturn void child_main(struct run_plan *plan)

@@ -11,6 +11,14 @@ BRIG_INTERNAL _Noreturn void init_main(struct run_plan *plan, pid_t command_pid)
 /* The command's side of the run, after fork from pid 1: session, fds, cwd,
  * rlimits, Landlock, seccomp, execve. Also used for each `brig exec`. */
 BRIG_INTERNAL _Noreturn void command_exec(const struct run_plan *plan);
+/* command_exec in two halves: everything up to the seccomp filter
+ * (-errno, *err filled; *inherited: what a file operation counts toward
+ * RLIMIT_DATA), and the rest (the memory limit where no cgroup holds it,
+ * then a file operation or execve, whose failure goes to plan->sync_fd).
+ * Apart for pid 1's pre-forked exec child (persist_init.c), which confines
+ * itself before its request arrives. */
+BRIG_INTERNAL int command_confine(const struct run_plan *plan, uint64_t *inherited, brig_error **err);
+BRIG_INTERNAL _Noreturn void command_become(const struct run_plan *plan, uint64_t inherited);
 /* fileops.c: a file operation (plan->argv) in the confined child, at the
  * point where command_exec would execve. */
 BRIG_INTERNAL _Noreturn void fileop_main(const struct run_plan *plan);

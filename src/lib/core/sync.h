@@ -24,6 +24,8 @@ enum sync_type {
         SYNC_UNIX_DIAG,    /* carries a NETLINK_SOCK_DIAG socket of the sandbox's network namespace */
         SYNC_AGENT,        /* carries the listening socket of the ssh-agent relay (--ssh-agent) */
         SYNC_STARTED,      /* pid 1: a detached exec was forked; status = its pid, text = its log */
+        SYNC_SPARE,        /* supervisor → pid 1: carries the socket of the next exec, for a child
+                            * pid 1 forks and confines ahead of it (persist_init.c) */
 };
 struct sync_msg {
         int type;

@@ -65,6 +65,7 @@ struct control {
         struct run_plan *plan;
         struct cgroup *cg;
         int pidfd, sync_fd;
+        int spare_fd;            /* our end of the next exec's socket, handed to pid 1 ahead (SYNC_SPARE), or -1 */
         bool ready, paused, stopping, kill_sent;
         bool served;             /* a pool member: its one run has begun */
         char *context;           /* a pool member: plan_caller_context of its plan (may hold secrets) */
@@ -107,7 +108,7 @@ int control_new(const char *dir, const char *name, const struct sandbox_create_o
         struct control *c = calloc(1, sizeof *c);
         if (!c)
                 return brig_err(err, ENOMEM, "control");
-        c->listen_fd = c->epfd = c->timer_fd = c->pidfd = c->sync_fd = c->owner_fd = -1;
+        c->listen_fd = c->epfd = c->timer_fd = c->pidfd = c->sync_fd = c->owner_fd = c->spare_fd = -1;
         c->ready_fd = ready_fd;
         c->dir = strdup(dir);
         c->name = strdup(name);
@@ -317,11 +318,43 @@ int control_wait_ready(int fd, brig_error **err)
 
 static void begin_stop(struct control *c);
 
+/* A pool member (owned by its daemon) serves one brig run --pooled and
+ * nothing else. (An ephemeral sandbox has an owner too, its creator: not
+ * a member.) */
+static bool is_member(const struct control *c)
+{
+        return c->opts.owner_pid > 0 && !c->opts.ephemeral;
+}
+
+/* The next exec's socket, to pid 1 ahead of the exec, so that pid 1 forks
+ * and confines its child before the request comes (persist_init.c): the
+ * request then costs one message and an execve. A pool member gets it
+ * when it is ready (its one run is the point of it), any other sandbox
+ * after each exec (so an idle one that never ran anything carries no
+ * second process). Not behind the gVisor wall (each exec is runsc's). */
+static void offer_spare(struct control *c)
+{
+        if (c->spare_fd >= 0 || !c->ready || c->stopping || !c->plan || c->plan->wall == BRIG_WALL_GVISOR ||
+            c->served)
+                return;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return;  /* the next exec makes its own */
+        struct sync_msg m = { .type = SYNC_SPARE };
+        if (sync_send_fd(c->sync_fd, &m, sv[1]) == 0)
+                c->spare_fd = sv[0];
+        else
+                close(sv[0]);
+        close(sv[1]);
+}
+
 void control_ready(struct control *c)
 {
         c->ready = true;
         save_state(c, "running");
         tell_creator(c, NULL);
+        if (is_member(c))
+                offer_spare(c);
         if (c->orphaned && !c->conns)
                 begin_stop(c);  /* its pool daemon died while it was being made */
 }
@@ -365,6 +398,7 @@ static void begin_stop(struct control *c)
         if (c->stopping || c->pidfd < 0)
                 return;
         c->stopping = true;
+        closep(&c->spare_fd);
         save_state(c, "stopping");
         if (c->paused) {
                 /* Frozen processes cannot act on SIGTERM: thaw first. */
@@ -415,15 +449,16 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
                 explicit_bzero(buf + off, len - off);
                 len = off + 1;
         }
+        /* what pid 1's spare can serve (persist_init.c) */
+        bool plain = !(req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH | CTL_EXEC_FILEOP));
         exec_request_free(&req);
         if (other_env)
                 return reply_error(k->fd, ESTALE, "sandbox '%s' was made from another environment than the caller's",
                                    c->name);
-        /* A pool member (owned by its daemon) serves one brig run --pooled
-         * and nothing else: a brig exec or file operation into it before
-         * the run would leave what the run then finds. */
-        /* (an ephemeral sandbox has an owner too, its creator: not a member) */
-        bool member = c->opts.owner_pid > 0 && !c->opts.ephemeral;
+        /* A pool member serves one brig run --pooled and nothing else: a
+         * brig exec or file operation into it before the run would leave
+         * what the run then finds. */
+        bool member = is_member(c);
         if (member && (!last || c->served))
                 return reply_error(k->fd, EPERM, "sandbox '%s' is a member of a warm pool: it serves %s", c->name,
                                    c->served ? "one run, which it has served" : "one brig run --pooled and nothing else");
@@ -447,22 +482,32 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
                         return reply_error(k->fd, EBADF, "exec: %s is a directory or a path-only descriptor",
                                            i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr");
         }
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return reply_error(k->fd, errno, "socketpair: %s", strerror(errno));
-        /* The request goes on verbatim; pid 1 checks it again. It is queued
-         * on the socket before pid 1 receives the socket itself. */
+        /* The request goes on verbatim; pid 1 checks it again. On the
+         * spare's socket it is the one message pid 1 gets for this exec. */
         const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
-        int r = ctl_send(sv[0], h, buf + sizeof *h, len - sizeof *h, fds, tty ? 0 : nfds);
-        struct sync_msg m = { .type = SYNC_EXEC };
-        if (r == 0)
-                r = sync_send_fd(c->sync_fd, &m, sv[1]);
-        close(sv[1]);
-        if (r < 0) {
-                close(sv[0]);
-                return reply_error(k->fd, -r, "hand the command to the sandbox: %s", strerror(-r));
+        int r;
+        if (plain && c->spare_fd >= 0) {
+                if (ctl_send(c->spare_fd, h, buf + sizeof *h, len - sizeof *h, fds, nfds) == 0)
+                        k->exec_fd = TAKE_FD(c->spare_fd);
+                else
+                        closep(&c->spare_fd);  /* pid 1 let it go: a socket of its own, as before */
         }
-        k->exec_fd = sv[0];
+        int sv[2];
+        if (k->exec_fd < 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return reply_error(k->fd, errno, "socketpair: %s", strerror(errno));
+        if (k->exec_fd < 0) {
+                /* queued on the socket before pid 1 receives the socket itself */
+                r = ctl_send(sv[0], h, buf + sizeof *h, len - sizeof *h, fds, tty ? 0 : nfds);
+                struct sync_msg m = { .type = SYNC_EXEC };
+                if (r == 0)
+                        r = sync_send_fd(c->sync_fd, &m, sv[1]);
+                close(sv[1]);
+                if (r < 0) {
+                        close(sv[0]);
+                        return reply_error(k->fd, -r, "hand the command to the sandbox: %s", strerror(-r));
+                }
+                k->exec_fd = sv[0];
+        }
         k->last = last;
         c->served |= last;
         refusals_mark(c->refusals, &k->mark);
@@ -808,6 +853,8 @@ static void on_exec(struct control *c, struct conn *k)
         conn_close(c, k);
         if (last)
                 begin_stop(c);  /* served: pid 1 killed what the run left; the rest goes now */
+        else if (!is_member(c))
+                offer_spare(c);  /* for the next exec (a pool member's came when it was ready) */
 }
 
 static void on_accept(struct control *c)
@@ -918,6 +965,7 @@ void control_free(struct control *c)
         closep(&c->timer_fd);
         closep(&c->ready_fd);
         closep(&c->owner_fd);
+        closep(&c->spare_fd);
         free(c->dir);
         free(c->name);
         free(c->upper);

@@ -13,7 +13,7 @@
 #define CTL_MAGIC 0x62726732u      /* "brg2": refuse a stray peer's bytes early (brg1: before the
                                      * errors' wire form) */
 #define CTL_MAX_MSG (128 * 1024)    /* argv + environment of one exec */
-#define CTL_MAX_FDS 3
+#define CTL_MAX_FDS 4              /* stdio; pid 1 to its pre-forked exec child adds the cwd */
 
 enum ctl_type {
         /* client → supervisor (and exec requests on to pid 1) */

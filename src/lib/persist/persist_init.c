@@ -14,12 +14,24 @@
  * for it: its output goes to a log in the sandbox's /tmp, pid 1 says its
  * pid and lets the socket go, and the command runs until it exits (its
  * timeout still applies) or the sandbox stops. When pid 1 exits, the
- * kernel kills everything left. */
+ * kernel kills everything left.
+ *
+ * The spare: so that an exec costs one message and one execve, the
+ * supervisor hands pid 1 the socket of the next exec ahead of it
+ * (SYNC_SPARE) and pid 1 forks a child for it at once, which takes the
+ * same path (command_confine: session, fds, rlimits, Landlock, seccomp)
+ * and then waits. What is the request's — argv, environment, stdio, the
+ * cwd (resolved here by pid 1, as command_exec would, when the request
+ * comes: openat2 is ENOSYS under the filter) — reaches it only then, and
+ * it keeps nothing of pid 1's: every descriptor but its two sockets goes
+ * at fork. A tty, detached or file-operation exec, or one that comes
+ * before the spare said it is ready, is forked as before. */
 #define _GNU_SOURCE
 #include "core/sync.h"
 #include "core/sequence.h"
 #include "core/footprint.h"
 #include "controls/landlock.h"
+#include "controls/mounts.h"
 #include "controls/terminal.h"
 #include "core/wall.h"
 #include "persist/control.h"
@@ -31,6 +43,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -43,8 +56,21 @@ struct exec_slot {
         bool last;              /* a pool member's one run (CTL_EXEC_LAST) */
 };
 
+/* How long an exec waits for a spare still confining itself (a fork
+ * would take about as long) before it is forked instead. */
+#define SPARE_WAIT_MS 50
+
+/* The pre-forked child (above) and the exec socket it is for. */
+struct spare {
+        pid_t pid;              /* 0: none alive */
+        int fd;                 /* the next exec's socket, from the supervisor; -1: none */
+        int ctl;                /* our end of the socket the child takes its request from */
+        bool ready;             /* it is confined and can receive (its one byte came) */
+};
+
 struct persist {
         struct run_plan *plan;
+        struct spare spare;
         struct exec_slot *slots;
         size_t n;
         bool stopping;
@@ -155,8 +181,176 @@ static _Noreturn void exec_child(struct persist *ps, const struct exec_request *
         command_exec(&plan);
 }
 
+
+/* Every descriptor but the three given (-1: none) is closed. */
+static void close_all_but(int a, int b, int c)
+{
+        int keep[3] = { a, b, c };
+        for (int i = 0; i < 3; i++)  /* sorted, so the gaps run upward */
+                for (int j = i + 1; j < 3; j++)
+                        if (keep[j] < keep[i]) {
+                                int t = keep[i];
+                                keep[i] = keep[j];
+                                keep[j] = t;
+                        }
+        unsigned from = 3;
+        for (int i = 0; i < 3; i++) {
+                if (keep[i] < (int)from)
+                        continue;
+                if ((unsigned)keep[i] > from)
+                        syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+                from = (unsigned)keep[i] + 1;
+        }
+        syscall(SYS_close_range, from, ~0U, 0);
+}
+
+/* The spare, in the child: confine, then wait for the one request pid 1
+ * forwards (header and payload as the supervisor sent them; stdin,
+ * stdout, stderr and the cwd's directory, if any). Never returns. */
+static _Noreturn void spare_main(struct persist *ps, int sock, int ctl)
+{
+        struct run_plan plan = *ps->plan;  /* our own copy after fork */
+        plan.sync_fd = sock;  /* the listener and any failure go to the exec's supervisor end */
+        plan.n_pass_fds = 0;
+        plan.pty_slave_fd = -1;
+        plan.tty = false;
+        plan.fileop = false;
+        plan.cwd = NULL;  /* the request's, resolved by pid 1 when it comes */
+        /* pid 1's other descriptors (the sync socket, running execs'
+         * sockets, what a request in flight holds) are not ours to keep
+         * until the request: closed now, before anything else. */
+        close_all_but(sock, ctl, plan.landlock_ruleset_fd);
+        brig_error *err = NULL;
+        uint64_t inherited = 0;
+        /* What the request needs is allocated before the limits: the
+         * fork of an exec allocates before them too. */
+        char *buf = malloc(CTL_MAX_MSG);
+        if (!buf)
+                _exit(BRIG_EXIT_SETUP);
+        /* A failure here is said by nobody: pid 1 forks the exec instead,
+         * and that child reports the same failure to its client. */
+        if (command_confine(&plan, &inherited, &err) < 0)
+                _exit(BRIG_EXIT_SETUP);
+        /* Ready only if the filter lets the request in: a policy may
+         * refuse recvmsg (or write), and then nothing is ready. */
+        char one = 'r';
+        struct msghdr probe = { 0 };
+        if (recvmsg(ctl, &probe, MSG_DONTWAIT) >= 0 || errno != EAGAIN || write(ctl, &one, 1) != 1)
+                _exit(BRIG_EXIT_SETUP);
+        int fds[CTL_MAX_FDS], nfds = 0;
+        struct exec_request req = { 0 };
+        ssize_t n = ctl_recv(ctl, buf, CTL_MAX_MSG, fds, &nfds);
+        if (n <= 0)
+                _exit(BRIG_EXIT_SETUP);  /* pid 1 is gone or let us go */
+        close(ctl);
+        if (exec_request_parse(buf, (size_t)n, &req) < 0 || (nfds != 3 && nfds != 4)) {
+                send_failure(sock, "malformed request", EBADMSG);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        plan.argv = req.argv;
+        plan.envp = merge_env(ps->plan->envp, req.env);
+        if (!plan.envp) {
+                send_failure(sock, "environment", ENOMEM);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        if (nfds == 4 && fchdir(fds[3]) < 0) {
+                send_failure(sock, "cwd", errno);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        for (int i = 0; i < 3; i++)
+                if (dup2(fds[i], i) < 0) {
+                        send_failure(sock, "stdio", errno);
+                        _exit(BRIG_EXIT_SETUP);
+                }
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        /* What command_confine checked and marked for the stdio pid 1
+         * had, again for the caller's. */
+        if (mounts_check_stdio(&err) < 0 ||
+            (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 && brig_err(&err, errno, "close_range"))) {
+                brig_err_prefix(&err, "command");
+                sync_send_error(sock, SYNC_ERROR, err);
+                _exit(BRIG_EXIT_SETUP);
+        }
+        command_become(&plan, inherited);
+}
+
+static void spare_forget(struct persist *ps)
+{
+        if (ps->spare.pid > 0)
+                kill(ps->spare.pid, SIGKILL);  /* reaped as any child */
+        ps->spare.pid = 0;
+        ps->spare.ready = false;
+        closep(&ps->spare.ctl);
+}
+
+/* SYNC_SPARE: the socket of the next exec. It is ours to serve whatever
+ * becomes of the child (a request on it is forked, as one on a
+ * SYNC_EXEC's socket, if the child cannot take it). */
+static void spare_make(struct persist *ps, int fd)
+{
+        if (ps->gvisor || ps->sealed || ps->stopping || ps->spare.fd >= 0) {
+                close(fd);
+                return;
+        }
+        ps->spare.fd = fd;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return;
+        pid_t pid = fork();
+        if (pid == 0)
+                spare_main(ps, fd, sv[1]);
+        close(sv[1]);
+        if (pid < 0) {
+                close(sv[0]);
+                return;
+        }
+        ps->spare = (struct spare){ .pid = pid, .fd = fd, .ctl = sv[0] };
+}
+
+/* Its one byte: confined, and its filter lets it receive. */
+static void spare_on_ctl(struct persist *ps)
+{
+        char one;
+        if (read(ps->spare.ctl, &one, 1) == 1 && one == 'r')
+                ps->spare.ready = true;
+        else
+                spare_forget(ps);  /* it died or said something else */
+}
+
+/* Hand a plain request to the ready spare: the cwd it would enter, then
+ * the request with the stdio. The spare's pid is the exec's from now on.
+ * 0, or -1 when the request went nowhere (the spare is gone then). */
+static int spare_hand(struct persist *ps, const struct exec_request *req, const char *buf, size_t n, const int *stdio,
+                      int fd)
+{
+        const char *cwd = req->cwd ? req->cwd : ps->plan->cwd;
+        brig_error *err = NULL;
+        _cleanup_close_ int dir = cwd ? mounts_open_cwd(cwd, &err) : -EBADF;
+        if (cwd && dir < 0) {
+                brig_err_prefix(&err, "command");
+                sync_send_error(fd, SYNC_ERROR, err);
+                brig_error_free(&err);
+                spare_forget(ps);
+                return -1;
+        }
+        int fds[4] = { stdio[0], stdio[1], stdio[2], dir };
+        const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
+        if (ctl_send(ps->spare.ctl, h, buf + sizeof *h, n - sizeof *h, fds, dir >= 0 ? 4 : 3) < 0) {
+                send_failure(fd, "hand the request to the exec child", EPIPE);
+                spare_forget(ps);
+                return -1;
+        }
+        closep(&ps->spare.ctl);
+        return 0;
+}
+
 static void start_exec(struct persist *ps, int fd)
 {
+        /* The spare's socket: this exec's now, whatever becomes of it. */
+        bool own = fd == ps->spare.fd;
+        if (own)
+                ps->spare.fd = -1;
         _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
         int fds[CTL_MAX_FDS], nfds = 0, slave = -1;
         struct exec_request req = { 0 };
@@ -210,13 +404,35 @@ static void start_exec(struct persist *ps, int fd)
                 if (r < 0)
                         goto out;
         }
-        pid_t pid = fork();
-        if (pid < 0) {
-                send_failure(fd, "fork", errno);
-                goto out;
+        /* The spare serves a plain exec on its own socket (the supervisor
+         * sends no other there; a tty, a detached command or a file
+         * operation is forked). */
+        pid_t pid;
+        bool plain = !(req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH | CTL_EXEC_FILEOP));
+        if (own && plain && ps->spare.pid > 0 && !ps->spare.ready) {
+                /* Still confining (a request right after the last exec):
+                 * it started before a fork now would, so wait for it, a
+                 * little (one stopped by a command of this sandbox is
+                 * given up on, and the exec forked). */
+                struct pollfd w = { .fd = ps->spare.ctl, .events = POLLIN };
+                if (poll(&w, 1, SPARE_WAIT_MS) > 0)
+                        spare_on_ctl(ps);
         }
-        if (pid == 0)
-                exec_child(ps, &req, fd, fds, slave);
+        if (own && plain && ps->spare.ready) {
+                pid = ps->spare.pid;
+                if (spare_hand(ps, &req, buf, (size_t)n, fds, fd) < 0)
+                        goto out;
+                ps->spare.pid = 0;
+                ps->spare.ready = false;
+        } else {
+                pid = fork();
+                if (pid < 0) {
+                        send_failure(fd, "fork", errno);
+                        goto out;
+                }
+                if (pid == 0)
+                        exec_child(ps, &req, fd, fds, slave);
+        }
         uint64_t timeout = req.timeout_ms ? req.timeout_ms : ps->plan->limits.timeout_ms;
         ps->slots[ps->n++] = (struct exec_slot){ .pid = pid, .fd = fd, .last = last,
                                                  .deadline_ms = timeout ? mono_ms() + timeout : 0 };
@@ -234,6 +450,8 @@ static void start_exec(struct persist *ps, int fd)
         }
         fd = -1;  /* the slot owns it */
 out:
+        if (own && ps->spare.pid > 0 && ps->spare.fd < 0)
+                spare_forget(ps);  /* not handed its request: it has no socket left to serve */
         exec_request_free(&req);
         for (int i = 0; i < nfds; i++)
                 close(fds[i]);
@@ -286,6 +504,11 @@ static void reap(struct persist *ps)
                 }
                 if (ps->gvisor)
                         wall_gvisor_forget(pid);
+                if (pid == ps->spare.pid) {  /* before its request: a later one is forked */
+                        ps->spare.pid = 0;
+                        spare_forget(ps);
+                        continue;
+                }
                 for (size_t i = 0; i < ps->n; i++) {
                         struct exec_slot *s = &ps->slots[i];
                         if (s->pid != pid)
@@ -320,6 +543,15 @@ static void reap(struct persist *ps)
 static void on_signal(struct persist *ps, const struct signalfd_siginfo *si)
 {
         if ((int)si->ssi_signo == SIGCHLD) {
+                /* A spare that a command of this sandbox stopped (SIGSTOP,
+                 * same user) would hold the next exec: it is let go, and
+                 * that exec forked. */
+                int st;
+                if (ps->spare.pid > 0 && waitpid(ps->spare.pid, &st, WNOHANG | WUNTRACED) == ps->spare.pid) {
+                        if (!WIFSTOPPED(st))
+                                ps->spare.pid = 0;  /* it died, and is reaped now */
+                        spare_forget(ps);
+                }
                 reap(ps);
                 return;
         }
@@ -381,7 +613,7 @@ BRIG_IDLE_LOOP static int next_timeout(struct persist *ps)
 
 BRIG_IDLE_LOOP _Noreturn void persist_init_main(struct run_plan *plan)
 {
-        struct persist ps = { .plan = plan };
+        struct persist ps = { .plan = plan, .spare = { .fd = -1, .ctl = -1 } };
         closep(&plan->pty_slave_fd);
         /* Only the sync socket stays: pid 1 lives as long as the sandbox and
          * must hold nothing of the supervisor's (its pipe to brig create,
@@ -423,24 +655,38 @@ BRIG_IDLE_LOOP _Noreturn void persist_init_main(struct run_plan *plan)
         struct pollfd *p = NULL;
         struct footprint fp = { 0 };
         for (;;) {
-                struct pollfd *grown = realloc(p, (ps.n + 2) * sizeof *p);
+                enum { P_SIG, P_SYNC, P_SPARE, P_SPARE_CTL, P_SLOTS };
+                struct pollfd *grown = realloc(p, (ps.n + P_SLOTS) * sizeof *p);
                 if (!grown)
                         _exit(BRIG_EXIT_SETUP);
                 p = grown;
-                p[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-                p[1] = (struct pollfd){ .fd = ps.stopping ? -1 : plan->sync_fd, .events = POLLIN };
+                p[P_SIG] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+                p[P_SYNC] = (struct pollfd){ .fd = ps.stopping ? -1 : plan->sync_fd, .events = POLLIN };
+                p[P_SPARE] = (struct pollfd){ .fd = ps.stopping ? -1 : ps.spare.fd, .events = POLLIN };
+                p[P_SPARE_CTL] = (struct pollfd){ .fd = ps.spare.ready ? -1 : ps.spare.ctl, .events = POLLIN };
                 for (size_t i = 0; i < ps.n; i++)
-                        p[i + 2] = (struct pollfd){ .fd = ps.slots[i].fd, .events = POLLIN };
+                        p[i + P_SLOTS] = (struct pollfd){ .fd = ps.slots[i].fd, .events = POLLIN };
                 size_t n = ps.n;
-                int polled = poll(p, n + 2, footprint_timeout(&fp, next_timeout(&ps)));
+                int polled = poll(p, n + P_SLOTS, footprint_timeout(&fp, next_timeout(&ps)));
                 footprint_polled(&fp, polled);
                 if (polled < 0)
                         continue;
                 /* Socket events first: the slots may move when reaped. */
                 for (size_t i = n; i-- > 0;)
-                        if (p[i + 2].fd >= 0 && p[i + 2].revents && i < ps.n && ps.slots[i].fd == p[i + 2].fd)
-                                on_exec_socket(&ps, i, p[i + 2].revents);
-                if (p[1].revents) {
+                        if (p[i + P_SLOTS].fd >= 0 && p[i + P_SLOTS].revents && i < ps.n &&
+                            ps.slots[i].fd == p[i + P_SLOTS].fd)
+                                on_exec_socket(&ps, i, p[i + P_SLOTS].revents);
+                if (p[P_SPARE_CTL].fd >= 0 && p[P_SPARE_CTL].revents && p[P_SPARE_CTL].fd == ps.spare.ctl)
+                        spare_on_ctl(&ps);
+                /* The next exec's request (the spare's socket); a hangup
+                 * there is the supervisor's end going: nothing to serve */
+                if (p[P_SPARE].fd >= 0 && p[P_SPARE].fd == ps.spare.fd && (p[P_SPARE].revents & POLLIN))
+                        start_exec(&ps, ps.spare.fd);
+                else if (p[P_SPARE].fd >= 0 && p[P_SPARE].fd == ps.spare.fd && p[P_SPARE].revents) {
+                        closep(&ps.spare.fd);
+                        spare_forget(&ps);
+                }
+                if (p[P_SYNC].revents) {
                         struct sync_msg m;
                         int passed = -1;
                         int r = sync_recv(plan->sync_fd, &m, &passed);
@@ -451,10 +697,12 @@ BRIG_IDLE_LOOP _Noreturn void persist_init_main(struct run_plan *plan)
                         }
                         if (r > 0 && m.type == SYNC_EXEC && passed >= 0)
                                 start_exec(&ps, passed);
+                        else if (r > 0 && m.type == SYNC_SPARE && passed >= 0)
+                                spare_make(&ps, passed);
                         else
                                 closep(&passed);
                 }
-                if (p[0].revents) {
+                if (p[P_SIG].revents) {
                         struct signalfd_siginfo si;
                         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
                                 on_signal(&ps, &si);
