@@ -444,6 +444,9 @@ typedef struct brig_exec_opts {
          * output in a log inside the sandbox (result: detached_pid,
          * detached_log); it lives until it exits or the sandbox stops. */
         bool detach;
+        /* Stamp the exec's steps (brig exec --timings): result.timings, one
+         * "  step  N ms" line each. */
+        bool timings;
 } brig_exec_opts;
 
 /* Run a command in a live sandbox with the caller's stdio (or a pty) and

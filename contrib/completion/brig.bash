@@ -21,7 +21,7 @@ _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm
         --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
         --json-report --json-report-fd --audit --audit-fd --audit-no-exec --changes-max --manifest --timings --quiet --pooled"
 _brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --manifest --timings --quiet --pooled"
-_brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --json-report --detach --quiet"
+_brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --json-report --detach --quiet --timings"
 
 # The options whose value is a host path.
 _brig_path_opts="--policy --workspace --ro-bind --bind --deny --unsafe-allow-secret

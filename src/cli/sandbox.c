@@ -30,7 +30,8 @@ static const char exec_usage[] =
         "  --json-report FILE how this command ended, as JSON\n"
         "  --detach           start it in the background and return: prints its pid and the log\n"
         "                     inside that gets its output (/tmp/brig-exec-PID.log)\n"
-        "  --quiet            no end-of-command lines about what brig refused\n";
+        "  --quiet            no end-of-command lines about what brig refused\n"
+        "  --timings          print where the exec's time went (stderr)\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -189,6 +190,7 @@ int cmd_exec(int argc, char **argv)
                 { "terminal-passthrough", no_argument, NULL, 'P' },
                 { "detach", no_argument, NULL, 'd' },
                 { "quiet", no_argument, NULL, 'q' },
+                { "timings", no_argument, NULL, 'm' },
                 { NULL, 0, NULL, 0 },
         };
         brig_exec_opts o = { .tty = BRIG_TTY_AUTO };
@@ -233,6 +235,9 @@ int cmd_exec(int argc, char **argv)
                 case 'q':
                         quiet = true;
                         break;
+                case 'm':
+                        o.timings = true;
+                        break;
                 case 'h':
                         fputs(exec_usage, stdout);
                         free(env);
@@ -252,7 +257,10 @@ int cmd_exec(int argc, char **argv)
         o.argv = argv + first;
         o.env = env;
         brig_result res;
-        if (brig_sandbox_exec(name, &o, &res, &err) < 0) {
+        int r = brig_sandbox_exec(name, &o, &res, &err);
+        if (res.timings[0])  /* --timings, whether the command ran or not */
+                fprintf(stderr, "brig: timings:\n%s", res.timings);
+        if (r < 0) {
                 code = cli_fail(err);
         } else if (res.reason == BRIG_REASON_DETACHED) {
                 /* stdout, for a script: pid=$(brig exec --detach ... | awk '{print $2}') */

@@ -93,9 +93,12 @@ def test_spare_exec_equals_forked_exec(brig, sandboxes):
     # the request's own cwd and environment, none of the one before
     (brig.workspace / "sub").mkdir()
     brig.chown(brig.workspace / "sub")
-    third = sandboxes.sh(name, "pwd; env", "--cwd", str(brig.workspace / "sub"))
+    third = sandboxes.sh(name, "pwd; env", "--cwd", str(brig.workspace / "sub"), "--timings")
     assert third.returncode == 0, third
     assert third.stdout.startswith(f"{brig.workspace}/sub\n") and "EXTRA=" not in third.stdout, third
+    # --timings: the exec's steps on stderr
+    steps = [line.rsplit(None, 2)[0].strip() for line in third.stderr.splitlines() if line.endswith(" ms")]
+    assert steps == ["state and control socket", "request sent", "the command, in the sandbox", "total"], third
 
 
 @attack("spare-holds-fds", "pid 1 forks the next exec's child while another exec runs: the copy holds what pid 1 "

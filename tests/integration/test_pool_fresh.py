@@ -357,6 +357,7 @@ def test_pooled_run_timings(brig, pool):
     assert set(steps) == {"pool_lookup", "claim", "exec", "hand_back"}, r.report["timings"]
     assert all(isinstance(v, int) and v >= 0 for v in steps.values()), steps
     assert "brig: timings:" in r.stderr and "exec in the member" in r.stderr, r
+    assert "of the exec in the member:" in r.stderr and "the command, in the sandbox" in r.stderr, r
 
 
 @attack("pool-clock-start", "brig pool --clock-start 100s, and a run taken from a member made 1.5 s before "

@@ -844,6 +844,16 @@ int cgroup_join_self(struct cgroup *cg, brig_error **err)
         return r;
 }
 
+long long cgroup_oom_kills(const struct cgroup *cg)
+{
+        long long n = -1;
+        if (cg && cg->on_v2[CG_MEMORY])
+                n = keyed_value(cg->v2_dir, "memory.events", "oom_kill");
+        else if (cg && cg->on_v1[CG_MEMORY])
+                n = keyed_value(cg->v1_dir[CG_MEMORY], "memory.oom_control", "oom_kill");
+        return n < 0 ? 0 : n;
+}
+
 void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s)
 {
         memset(s, 0, sizeof *s);

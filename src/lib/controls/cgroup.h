@@ -51,6 +51,9 @@ BRIG_INTERNAL int cgroup_join_open(struct cgroup *cg, brig_error **err);
 BRIG_INTERNAL void cgroup_join_close(struct cgroup *cg);
 BRIG_INTERNAL int cgroup_join_self(struct cgroup *cg, brig_error **err);
 BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
+/* cgroup_stats' oom_kills alone (one file read: each brig exec takes it
+ * when it starts, persist/control.c). */
+BRIG_INTERNAL long long cgroup_oom_kills(const struct cgroup *cg);
 /* "memory:v1 pids:v1 cpu:v1" — which hierarchy enforces what. */
 BRIG_INTERNAL void cgroup_describe(const struct cgroup *cg, char *buf, size_t n);
 /* The group directories, v2 first (for the state of a persistent sandbox). */

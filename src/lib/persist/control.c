@@ -511,9 +511,7 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         k->last = last;
         c->served |= last;
         refusals_mark(c->refusals, &k->mark);
-        struct cgroup_stats st;
-        cgroup_stats(c->cg, &st);
-        k->oom_kills = st.oom_kills;
+        k->oom_kills = cgroup_oom_kills(c->cg);
         k->exec_w = (struct watch){ .kind = W_EXEC, .conn = k };
         if ((r = epoll_watch(c, k->exec_fd, &k->exec_w)) < 0) {
                 reply_error(k->fd, -r, "epoll");
@@ -759,11 +757,10 @@ static void oom_check(struct control *c, struct conn *k, int status)
          * between an ordinary exit and its status */
         if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL || !c->plan)
                 return;
-        struct cgroup_stats st;
-        cgroup_stats(c->cg, &st);
-        if (st.oom_kills <= k->oom_kills)
+        long long now = cgroup_oom_kills(c->cg);
+        if (now <= k->oom_kills)
                 return;
-        long long n = st.oom_kills - k->oom_kills;
+        long long n = now - k->oom_kills;
         char v[64], what[96], why[160];
         size_text(v, sizeof v, c->plan->limits.memory);
         snprintf(what, sizeof what, "memory limit %s", v);
@@ -831,10 +828,8 @@ static void on_exec(struct control *c, struct conn *k)
                 brig_error *e = NULL;
                 /* the OOM killer may have ended the sandbox's pid 1 or, behind
                  * the gVisor wall, the Sentry that holds every exec's memory */
-                struct cgroup_stats cs;
-                cgroup_stats(c->cg, &cs);
                 char v[64] = "";
-                if (c->plan && cs.oom_kills > k->oom_kills)
+                if (c->plan && cgroup_oom_kills(c->cg) > k->oom_kills)
                         size_text(v, sizeof v, c->plan->limits.memory);
                 if (*v)
                         brig_err(&e, 0, "sandbox '%s' ended while the command ran: its memory limit %s was reached and "

@@ -27,6 +27,20 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t exec_now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+void exec_timings_add(brig_result *res, const char *step, uint64_t ns)
+{
+        size_t len = strnlen(res->timings, sizeof res->timings);
+        if (len < sizeof res->timings)
+                snprintf(res->timings + len, sizeof res->timings - len, "  %-30s %9.3f ms\n", step, (double)ns / 1e6);
+}
+
 /* hdr + cwd\0 argv...\0 env...\0, and context\0 for CTL_EXEC_LAST */
 static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context, size_t *len,
                            brig_error **err)
@@ -323,13 +337,19 @@ int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const i
         int fds[3] = { stdio[0], stdio[1], stdio[2] };
         terminal_stdio(l.term, fds);
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+        uint64_t t_ready = exec_now_ns();
         r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
         terminal_handed_over(l.term);
         if (r < 0) {
                 r = brig_err(err, -r, "send the command to sandbox '%s'", name);
                 goto out;
         }
+        uint64_t t_sent = exec_now_ns();
         r = exec_loop(&l, res, o, err);
+        if (o->timings) {  /* (brig exec --timings: exec_named adds the lookup before and the total) */
+                exec_timings_add(res, "request sent", t_sent - t_ready);
+                exec_timings_add(res, "the command, in the sandbox", exec_now_ns() - t_sent);
+        }
         if (refusals)
                 *refusals = TAKE_PTR(l.refusals);
         json_decref(l.refusals);

@@ -812,7 +812,8 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 return run_fresh(p, argv, res, reason, why, why_size, err);  /* no pool, or none ready */
         }
         pool_mark(&tm, PT_CLAIM);
-        brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough };
+        brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough,
+                             .timings = p->timings };
         brig_error *xerr = NULL;
         /* A member whose daemon is gone stops by itself (control.c): one
          * claimed just then, or found stopping when the exec asks, has not
@@ -858,8 +859,16 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         }
         pool_mark(&tm, PT_HAND_BACK);
         json_t *served = json_pack("{s:s}", "member", name);
-        if (tm.on && served)
+        if (tm.on && served) {
+                /* the exec's own steps (exec_named), after the run's */
+                char exec_steps[sizeof res->timings];
+                memcpy(exec_steps, res->timings, sizeof exec_steps);
                 json_object_set_new(served, "timings", pool_timings_take(&tm, res));
+                size_t len = strnlen(res->timings, sizeof res->timings);
+                if (exec_steps[0] && len < sizeof res->timings)
+                        snprintf(res->timings + len, sizeof res->timings - len, "  of the exec in the member:\n%s",
+                                 exec_steps);
+        }
         if (report_fd >= 0) {
                 char what[PATH_MAX + 32];
                 report_what(p, what, sizeof what);

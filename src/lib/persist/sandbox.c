@@ -602,13 +602,18 @@ static int exec_named(const char *name, const brig_exec_opts *o, uint32_t flags,
         memset(res, 0, sizeof *res);
         res->exit_code = BRIG_EXIT_SETUP;
         res->memory_peak_bytes = res->pids_peak = -1;
+        uint64_t t0 = exec_now_ns();
         int r = exec_check_opts(o, err);
         if (r < 0)
                 return r;
         _cleanup_close_ int fd = connect_to(name, NULL, err);
+        if (o->timings)
+                exec_timings_add(res, "state and control socket", exec_now_ns() - t0);
         r = fd < 0 ? fd : exec_over_context(fd, name, o, NULL, flags, context, res, refusals, err);
         if (r < 0 && err && *err)
                 res->exit_code = (*err)->exit_code;
+        if (o->timings)
+                exec_timings_add(res, "total", exec_now_ns() - t0);
         return r;
 }
 

@@ -64,6 +64,10 @@ BRIG_INTERNAL int exec_check_opts(const brig_exec_opts *o, brig_error **err);
 /* stdio: the command's stdin, stdout, stderr (NULL: ours). */
 /* *refusals (NULL: not wanted) gets {"refusals": [...], "refusals_dropped": N}
  * of what was refused while it ran (refusals_json_parse), or NULL. */
+/* brig exec --timings: CLOCK_MONOTONIC, and one step's line into
+ * res->timings. */
+BRIG_INTERNAL uint64_t exec_now_ns(void);
+BRIG_INTERNAL void exec_timings_add(brig_result *res, const char *step, uint64_t ns);
 BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, const int *stdio, brig_result *res,
                             json_t **refusals, brig_error **err);
 /* brig_sandbox_exec without the report: *refusals as exec_over's. */
