@@ -453,7 +453,15 @@ _Noreturn void child_main(struct run_plan *plan)
         }
         if (plan->persistent)
                 persist_init_main(plan);  /* brig create: commands come later, through brig exec */
-        pid_t pid = fork();
+        /* vfork: the command's last setup (Landlock, seccomp, its fds and
+         * limits: each the task's own, none shared with us) runs in our
+         * memory until its execve, while we wait; a fork copied our page
+         * tables — a copy of brig's — for the exec to throw away, and
+         * faulted in copies of every page either side wrote. execvp sets
+         * environ, a variable of ours: put back once it has exec'd. */
+        char **own_environ = environ;
+        pid_t pid = vfork();
+        environ = own_environ;
         if (pid < 0) {
                 brig_err(&err, errno, "fork the command");
                 sync_send_error(plan->sync_fd, SYNC_ERROR, err);
