@@ -864,10 +864,16 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 char exec_steps[sizeof res->timings];
                 memcpy(exec_steps, res->timings, sizeof exec_steps);
                 json_object_set_new(served, "timings", pool_timings_take(&tm, res));
+                static const char head[] = "  of the exec in the member:\n";
                 size_t len = strnlen(res->timings, sizeof res->timings);
-                if (exec_steps[0] && len < sizeof res->timings)
-                        snprintf(res->timings + len, sizeof res->timings - len, "  of the exec in the member:\n%s",
-                                 exec_steps);
+                if (exec_steps[0] && len + sizeof head < sizeof res->timings) {
+                        memcpy(res->timings + len, head, sizeof head);
+                        len += sizeof head - 1;
+                        size_t n = strnlen(exec_steps, sizeof exec_steps);
+                        n = n < sizeof res->timings - 1 - len ? n : sizeof res->timings - 1 - len;
+                        memcpy(res->timings + len, exec_steps, n);
+                        res->timings[len + n] = '\0';
+                }
         }
         if (report_fd >= 0) {
                 char what[PATH_MAX + 32];
