@@ -327,51 +327,48 @@ static int expand_one(const struct run_plan *plan, const struct grant_names *g, 
  * user through nss-systemd and friends costs more than the rest of the
  * start — and parsed from memory: fgetpwent on the file itself asks the
  * kernel where it is (lseek) for every line. What the plan takes from
- * it: every home (the deny list's "~/"), and the name of the sandbox
- * user (USER and LOGNAME). */
+ * it: every home (the deny list's "~/"), the name of the sandbox user
+ * (USER and LOGNAME), and the text the sandbox's own is made from
+ * (tools.c). */
 struct passwd_db {
+        char *text;  /* "" when there is none */
+        size_t len;
         struct strv homes;
         char *name;  /* of the uid asked for, or NULL */
 };
 
-static int passwd_db_read(struct passwd_db *db, uid_t uid)
+static int passwd_db_read(struct passwd_db *db, const struct run_plan *plan, brig_error **err)
 {
         *db = (struct passwd_db){ 0 };
-        FILE *f = fopen("/etc/passwd", "re");
-        if (!f)
-                return 0;  /* no passwd database: no homes in it, no name */
-        _cleanup_free_ char *text = NULL;
-        size_t len = 0, cap = 0, got;
-        do {
-                if (len == cap) {
-                        char *grown = cap < (64u << 20) ? realloc(text, cap = cap ? 2 * cap : 8192) : NULL;
-                        if (!grown) {
-                                fclose(f);
-                                return -ENOMEM;
-                        }
-                        text = grown;
-                }
-                got = fread(text + len, 1, cap - len, f);
-                len += got;
-        } while (got > 0);
-        fclose(f);
-        FILE *m = len ? fmemopen(text, len, "r") : NULL;
+        int r = tools_read_host_file("passwd", "/etc/passwd", false, 64u << 20, &db->text, &db->len, err);
+        /* none, or (with a rootfs, whose own stays) none that can be read:
+         * no homes in it, no name */
+        if (r == -ENOENT || (r < 0 && plan->rootfs)) {
+                brig_error_free(err);
+                db->text = strdup("");
+                db->len = 0;
+                r = db->text ? 0 : brig_err(err, ENOMEM, "passwd");
+        }
+        if (r < 0)
+                return r;
+        FILE *m = db->len ? fmemopen(db->text, db->len, "r") : NULL;
         struct passwd *pw;
-        int r = len && !m ? -ENOMEM : 0;
+        r = db->len && !m ? -ENOMEM : 0;
         while (r == 0 && m && (pw = fgetpwent(m))) {
                 if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0 &&
                     !strv_contains(&db->homes, pw->pw_dir))
                         r = strv_push(&db->homes, pw->pw_dir);
-                if (r == 0 && !db->name && pw->pw_uid == uid && !(db->name = strdup(pw->pw_name)))
+                if (r == 0 && !db->name && pw->pw_uid == plan->host_uid && !(db->name = strdup(pw->pw_name)))
                         r = -ENOMEM;
         }
         if (m)
                 fclose(m);
-        return r;
+        return r < 0 ? brig_err(err, -r, "read /etc/passwd") : 0;
 }
 
 static void passwd_db_free(struct passwd_db *db)
 {
+        free(db->text);
         strv_free(&db->homes);
         free(db->name);
 }
@@ -1242,9 +1239,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r < 0)
                 return r;
         _cleanup_(passwd_db_free) struct passwd_db users = { 0 };
-        r = passwd_db_read(&users, plan->host_uid);
+        r = passwd_db_read(&users, plan, err);
         if (r < 0)
-                return brig_err(err, -r, "read /etc/passwd");
+                return r;
         /* The mount table, read once: the state guard compares the mounts
          * below each grant, the deny list the other names of its sources. */
         struct mountinfo mi = { 0 };
@@ -1283,7 +1280,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         r = plan_intercept(plan, p, err);
         if (r < 0)
                 return r;
-        r = tools_plan_build(plan, err);
+        r = tools_plan_build(plan, users.text, users.len, err);
         if (r < 0)
                 return r;
         r = plan_env(plan, p, users.name ? users.name : "sandbox", err);

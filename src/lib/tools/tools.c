@@ -156,8 +156,8 @@ int brig_policy_carry_config(brig_policy *p, const char *tool, brig_error **err)
  * socket: O_NONBLOCK so opening one cannot hang), at most CAP bytes. With
  * no_symlinks, no component of PATH may be a symlink (a copy-in's source
  * named through a link the sandbox could have planted in a grant). */
-static int read_host_file(const char *what, const char *path, bool no_symlinks, size_t cap, char **out,
-                          size_t *out_len, brig_error **err)
+int tools_read_host_file(const char *what, const char *path, bool no_symlinks, size_t cap, char **out,
+                         size_t *out_len, brig_error **err)
 {
         struct open_how how = {
                 .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
@@ -196,14 +196,35 @@ static int read_host_file(const char *what, const char *path, bool no_symlinks, 
         if (no_symlinks && st.st_nlink > 1)
                 return brig_err(err, EMLINK, "%s '%s' has %ju hard links; copy in a file with one name (cp it first)",
                                 what, path, (uintmax_t)st.st_nlink);
-        char *data = malloc(cap + 1);
+        /* Room for the size it has and a page more, grown if it grows
+         * while we read (a buffer of the cap cost a mapping of megabytes
+         * for a file of one page); a smaller one is wiped before it is
+         * let go, as a secret's bytes are on failure. */
+        size_t size = (size_t)st.st_size + 4096 < cap + 1 ? (size_t)st.st_size + 4096 : cap + 1;
+        char *data = malloc(size);
         size_t n = 0;
         ssize_t got = 0;
         if (!data)
                 return brig_err(err, ENOMEM, "%s", what);
-        /* The size may change while we read: read to the end, up to the cap. */
-        while (n <= cap && (got = read(fd, data + n, cap + 1 - n)) > 0)
+        /* The size may change while we read: read to the end, up to the
+         * cap (n < size after each read or growth: room for the NUL). */
+        while (n <= cap && (got = read(fd, data + n, size - n)) > 0) {
                 n += (size_t)got;
+                if (n < size || size == cap + 1)
+                        continue;
+                size_t bigger = size < (cap + 1) / 2 ? 2 * size : cap + 1;
+                char *grown = malloc(bigger);
+                if (!grown) {
+                        explicit_bzero(data, n);
+                        free(data);
+                        return brig_err(err, ENOMEM, "%s", what);
+                }
+                memcpy(grown, data, n);
+                explicit_bzero(data, n);
+                free(data);
+                data = grown;
+                size = bigger;
+        }
         if (got < 0 || n > cap) {
                 int e = got < 0 ? errno : EFBIG;
                 explicit_bzero(data, n);
@@ -368,7 +389,7 @@ static int plan_copy_in(struct run_plan *plan, const struct mountinfo *mi, const
         char *data = NULL;
         size_t len = 0;
         if (r == 0)
-                r = read_host_file("source", src, true, COPY_IN_MAX_BYTES, &data, &len, err);
+                r = tools_read_host_file("source", src, true, COPY_IN_MAX_BYTES, &data, &len, err);
         if (r == 0)
                 r = add_file(plan->tools, TAKE_PTR(dst), data, len, 0400, true, flag, err);
         free(dst);
@@ -477,7 +498,7 @@ static int plan_carry(struct run_plan *plan, const char *tool, const char *const
                 size_t len = 0;
                 /* The host user's own dotfile: a symlink into a dotfiles
                  * repository is followed (the sandbox never wrote there). */
-                int r = read_host_file("config file", host, false, CONFIG_MAX_BYTES, &raw, &len, err);
+                int r = tools_read_host_file("config file", host, false, CONFIG_MAX_BYTES, &raw, &len, err);
                 if (r < 0)
                         return brig_err_prefix(err, "%s", origin);
                 char *text = filter(raw, len);
@@ -559,24 +580,19 @@ static int plan_agent(struct run_plan *plan, brig_error **err)
         return 0;
 }
 
-static int plan_passwd(struct run_plan *plan, brig_error **err)
+/* HOST: the host's /etc/passwd as plan.c read it ("" when there is none). */
+static int plan_passwd(struct run_plan *plan, const char *host, size_t len, brig_error **err)
 {
         /* A rootfs is an image with its own users: its /etc/passwd stays,
          * and none of the host's names and homes go in. */
         if (plan->rootfs)
                 return 0;
-        _cleanup_free_ char *raw = NULL;
-        size_t len = 0;
-        int r = read_host_file("passwd", "/etc/passwd", false, 4 << 20, &raw, &len, err);
-        if (r == -ENOENT) {
-                brig_error_free(err);
-                raw = strdup("");
-        } else if (r < 0) {
-                return r;
-        }
+        /* what goes into brig's tmpfs inside */
+        if (len > TOOLS_PASSWD_MAX)
+                return brig_err(err, EFBIG, "passwd '/etc/passwd' is larger than %zu KiB", (size_t)TOOLS_PASSWD_MAX >> 10);
         struct tools_plan *t = plan->tools;
-        t->passwd = raw ? tools_passwd_for(raw, len, plan->sandbox_uid, plan->sandbox_gid, "sandbox", plan->home) : NULL;
-        if (!t->passwd && raw && strpbrk(plan->home, ":\n"))
+        t->passwd = tools_passwd_for(host, len, plan->sandbox_uid, plan->sandbox_gid, "sandbox", plan->home);
+        if (!t->passwd && strpbrk(plan->home, ":\n"))
                 return brig_err(err, EINVAL, "home directory '%s' holds ':' or a newline, which a passwd entry "
                                 "cannot; set HOME to another path", plan->home);
         if (!t->passwd)
@@ -595,7 +611,7 @@ static int plan_ca(struct run_plan *plan, brig_error **err)
                 return 0;
         _cleanup_free_ char *host = NULL;
         size_t len = 0;
-        int r = read_host_file("CA bundle", BRIG_SYSTEM_CA_BUNDLE, false, 8 << 20, &host, &len, err);
+        int r = tools_read_host_file("CA bundle", BRIG_SYSTEM_CA_BUNDLE, false, 8 << 20, &host, &len, err);
         if (r == -ENOENT) {
                 brig_error_free(err);
                 r = 0;
@@ -624,11 +640,11 @@ static void drop_runtime_dir(struct run_plan *plan)
         }
 }
 
-static int plan_tools(struct run_plan *plan, brig_error **err);
+static int plan_tools(struct run_plan *plan, const char *passwd, size_t passwd_len, brig_error **err);
 
-int tools_plan_build(struct run_plan *plan, brig_error **err)
+int tools_plan_build(struct run_plan *plan, const char *passwd, size_t passwd_len, brig_error **err)
 {
-        int r = plan_tools(plan, err);
+        int r = plan_tools(plan, passwd, passwd_len, err);
         /* With a rootfs (its own passwd) brig's tmpfs holds something only
          * for a CA, copied-in files or the agent's socket. Without them it
          * is not mounted: a rootless brig could not make its mount point
@@ -641,7 +657,7 @@ int tools_plan_build(struct run_plan *plan, brig_error **err)
         return r;
 }
 
-static int plan_tools(struct run_plan *plan, brig_error **err)
+static int plan_tools(struct run_plan *plan, const char *passwd, size_t passwd_len, brig_error **err)
 {
         plan->tools = calloc(1, sizeof *plan->tools);
         if (!plan->tools)
@@ -663,7 +679,7 @@ static int plan_tools(struct run_plan *plan, brig_error **err)
                                 above ? "bind the parts of it you need (e.g. --ro-bind /run/postgresql)"
                                       : "choose another destination");
         }
-        int r = plan_passwd(plan, err);
+        int r = plan_passwd(plan, passwd, passwd_len, err);
         r = r ?: plan_ca(plan, err);
         const struct tools_policy *tp = plan->policy->tools;
         if (r < 0 || !tp)

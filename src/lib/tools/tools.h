@@ -72,8 +72,16 @@ struct tools_plan {
 };
 
 /* Host side, before clone: read what is copied in, generate the config
- * files and the passwd entry, check every destination. */
-BRIG_INTERNAL int tools_plan_build(struct run_plan *plan, brig_error **err);
+ * files and the passwd entry (from PASSWD, the host's /etc/passwd as the
+ * plan read it), check every destination. */
+BRIG_INTERNAL int tools_plan_build(struct run_plan *plan, const char *passwd, size_t passwd_len, brig_error **err);
+/* The most of the host's /etc/passwd that goes inside (brig's tmpfs). */
+#define TOOLS_PASSWD_MAX (4u << 20)
+/* A regular host file (never a FIFO, device or socket), at most CAP
+ * bytes, NUL-terminated; with no_symlinks, through no symlink and with
+ * one name. WHAT names it in the error. */
+BRIG_INTERNAL int tools_read_host_file(const char *what, const char *path, bool no_symlinks, size_t cap, char **out,
+                                       size_t *out_len, brig_error **err);
 BRIG_INTERNAL void tools_plan_free(struct tools_plan *t);
 /* Inside, while the tree is built (mounts.c): fill brig's tmpfs and the
  * sandbox's, bind the passwd over /etc/passwd. */
