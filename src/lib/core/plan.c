@@ -398,40 +398,84 @@ static int plan_homes(struct run_plan *plan, const struct passwd_db *db)
         return r;
 }
 
-/* Where the deny list's "~/" entries are looked for in a home, its first
- * directories are looked at once: an entry below one lstat cannot find
- * is not there either (its lookup would fail at the same name), and ten
- * of the built-in entries lie below ~/.config alone. */
-struct home_dirs {
-        struct strv absent, present;  /* HOME/DIR, looked at */
+/* Where the deny list's "~/" entries are looked up in one home: the home
+ * is opened once and each entry looked up from there (a lookup of one or
+ * two names, not of the whole path again), a home that cannot be opened
+ * has none of them (each lookup would fail at the same name), and the
+ * entries' first directories are looked at once: an entry below one that
+ * is not there is not there either, and ten of the built-in entries lie
+ * below ~/.config alone. A home with a glob character in its name, or a
+ * "//" or a final "/", is looked up the long way. */
+struct home_look {
+        const char *home;
+        int fd;                       /* O_PATH of the home; -1: none; -2: not opened yet */
+        struct strv absent, present;  /* first directories, by name */
 };
 
-static void home_dirs_free(struct home_dirs *d)
+static void home_looks_free(struct home_look *v, size_t n)
 {
-        strv_free(&d->absent);
-        strv_free(&d->present);
+        for (size_t i = 0; v && i < n; i++) {
+                if (v[i].fd >= 0)
+                        close(v[i].fd);
+                strv_free(&v[i].absent);
+                strv_free(&v[i].present);
+        }
+        free(v);
 }
 
-/* Does the entry PAT ("~/DIR/..."; any other form: false) lie below a
- * directory HOME does not have? HOME as it is, no glob character. */
-static bool below_absent(struct home_dirs *d, const char *home, const char *pat)
+static struct home_look *home_looks_new(const struct strv *homes)
 {
-        const char *first = pat + 2, *slash = strchr(first, '/');
-        if (long_way() || !slash || slash == first || slash[1] == '\0' || strpbrk(home, "*?[]\\") ||
-            memchr(first, '*', (size_t)(slash - first)) || memchr(first, '?', (size_t)(slash - first)) ||
-            memchr(first, '[', (size_t)(slash - first)) || memchr(first, '\\', (size_t)(slash - first)))
-                return false;
-        char dir[PATH_MAX];
-        struct stat st;
-        if (snprintf(dir, sizeof dir, "%s/%.*s", home, (int)(slash - first), first) >= (int)sizeof dir)
-                return false;
-        if (strv_contains(&d->absent, dir))
-                return true;
-        if (strv_contains(&d->present, dir))
-                return false;
-        bool absent = lstat(dir, &st) < 0;
-        (void)strv_push(absent ? &d->absent : &d->present, dir);  /* not kept: looked at again */
-        return absent;
+        struct home_look *v = calloc(homes->n ? homes->n : 1, sizeof *v);
+        for (size_t i = 0; v && i < homes->n; i++)
+                v[i] = (struct home_look){ .home = homes->items[i], .fd = -2 };
+        return v;
+}
+
+/* The entry's part below the home, when it can be looked up from the
+ * home's descriptor; else NULL. */
+static const char *home_relative(const struct home_look *l, const char *pat)
+{
+        size_t n = strlen(l->home);
+        const char *rel = pat + 2;
+        if (long_way() || pat[0] != '~' || pat[1] != '/' || !*rel || rel[0] == '/' || strstr(rel, "//") ||
+            rel[strlen(rel) - 1] == '/' || strpbrk(l->home, "*?[]\\") || strstr(l->home, "//") || !n ||
+            l->home[n - 1] == '/')
+                return NULL;
+        return rel;
+}
+
+/* lstat of HOME/REL (REL from home_relative, without a glob character
+ * in its first directory): -1 with errno when it is not there. */
+static int home_lstat(struct home_look *l, const char *rel, struct stat *st)
+{
+        if (l->fd == -2)
+                l->fd = open(l->home, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (l->fd < 0) {
+                errno = ENOENT;
+                return -1;
+        }
+        const char *slash = strchr(rel, '/');
+        if (slash) {
+                char dir[NAME_MAX + 1];
+                size_t n = (size_t)(slash - rel);
+                struct stat dst;
+                if (n <= NAME_MAX) {
+                        memcpy(dir, rel, n);
+                        dir[n] = '\0';
+                        if (strv_contains(&l->absent, dir)) {
+                                errno = ENOENT;
+                                return -1;
+                        }
+                        if (!strv_contains(&l->present, dir)) {
+                                bool absent = fstatat(l->fd, dir, &dst, AT_SYMLINK_NOFOLLOW) < 0;
+                                /* not kept (out of memory): looked at again */
+                                (void)strv_push(absent ? &l->absent : &l->present, dir);
+                                if (absent)
+                                        return -1;
+                        }
+                }
+        }
+        return fstatat(l->fd, rel, st, AT_SYMLINK_NOFOLLOW);
 }
 
 /* Expand the deny patterns into existing canonical host paths that some
@@ -449,12 +493,14 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
          * with a glob character (escaped, their entries' literal part
          * stops earlier) take the long way. */
         _cleanup_free_ bool *near = calloc(homes->n ? homes->n : 1, sizeof *near);
-        if (!near)
+        struct home_look *look = home_looks_new(homes);
+        if (!near || !look) {
+                home_looks_free(look, homes->n);
                 return -ENOMEM;
+        }
         for (size_t h = 0; h < homes->n; h++)
                 near[h] = long_way() || strpbrk(homes->items[h], "*?[]\\") ||
                           reachable_by_bind(plan, g, homes->items[h]);
-        _cleanup_(home_dirs_free) struct home_dirs dirs = { 0 };
         int r = 0;
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
@@ -463,14 +509,22 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
                         continue;
                 }
                 for (size_t h = 0; r == 0 && h < homes->n; h++) {
-                        if (!near[h] || below_absent(&dirs, homes->items[h], pat))
+                        if (!near[h])
                                 continue;
                         _cleanup_free_ char *home = glob_escape(homes->items[h]);
                         char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
-                        r = full ? expand_one(plan, g, full, out, links) : -ENOMEM;
+                        const char *rel = full ? home_relative(&look[h], pat) : NULL;
+                        struct stat st;
+                        if (!full)
+                                r = -ENOMEM;
+                        else if (!rel || strpbrk(rel, "*?[\\"))  /* a glob: glob(3) */
+                                r = expand_one(plan, g, full, out, links);
+                        else if (reachable_by_bind(plan, g, full) && home_lstat(&look[h], rel, &st) == 0)
+                                r = add_found(out, links, full);  /* what glob(3) would have given back */
                         free(full);
                 }
         }
+        home_looks_free(look, homes->n);
         return r;
 }
 
@@ -499,18 +553,24 @@ static int add_link_targets(const struct run_plan *plan, const struct grant_name
                 if (lstat(denied->items[i], &st) == 0 && S_ISDIR(st.st_mode))
                         r = strv_push(&dirs, denied->items[i]);
         }
-        _cleanup_(home_dirs_free) struct home_dirs above = { 0 };
+        struct home_look mine = { .home = plan->home, .fd = -2 };
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 struct stat st;
-                if (pat[0] != '~' || strpbrk(pat, "*?[") || below_absent(&above, plan->home, pat))
+                if (pat[0] != '~' || strpbrk(pat, "*?["))
                         continue;
                 _cleanup_free_ char *dir = brig_strdup_printf("%s%s", plan->home, pat + 1);
+                const char *rel = home_relative(&mine, pat);
                 if (!dir)
                         r = -ENOMEM;
-                else if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && !strv_contains(&dirs, dir))
+                else if ((rel ? home_lstat(&mine, rel, &st) : lstat(dir, &st)) == 0 && S_ISDIR(st.st_mode) &&
+                         !strv_contains(&dirs, dir))
                         r = strv_push(&dirs, dir);
         }
+        if (mine.fd >= 0)
+                close(mine.fd);
+        strv_free(&mine.absent);
+        strv_free(&mine.present);
         for (size_t i = 0; r == 0 && i < dirs.n; i++) {
                 DIR *d = opendir(dirs.items[i]);
                 struct dirent *e;
