@@ -342,6 +342,52 @@ def test_nothing_of_the_sandbox_runs_once_the_status_is_given(world):
     world.assert_clean()
 
 
+# processes that keep changing their pid: each forks its successor and
+# exits at once, eight chains of them, so that a kill sweeping the
+# sandbox's processes once always misses the ones made during it
+RUNAWAY = ("import os, sys\n"
+           "for i in range(8):\n"
+           "    if os.fork() == 0:\n"
+           "        while True:\n"
+           "            try:\n"
+           "                if os.fork():\n"
+           "                    os._exit(0)\n"
+           "            except OSError:\n"
+           "                pass\n"
+           "open(sys.argv[1], 'w').close()\n")
+
+
+@attack("runaway-forks-at-exit", "the command leaves eight chains of processes that each fork their "
+        "successor and exit at once (the pid changes all the time, as a kill that sweeps the sandbox once "
+        "misses), then exits, to outlive the status that brig run now gives before the sandbox is torn down",
+        "pid 1 kills every process of the pid namespace again after each reaping until none is left before it "
+        "sends the status (end_everyone, init.c), else says it is not alone and the supervisor waits for its end "
+        "as before; the host, at the moment brig has the status, finds no process of the chains, and after it "
+        "nothing left behind")
+def test_runaway_forks_do_not_outlive_the_status(world):
+    mark = f"brig-runaway-{uuid.uuid4().hex[:8]}"
+    started = world.brig.workspace / f"{mark}.started"
+    script = f"python3 -c \"$0\" {started.name} {mark}; while [ ! -e {started.name} ]; do :; done; sleep 0.05"
+    p = world.popen("run", "--pids", "64", "--", "sh", "-c", script, RUNAWAY,
+                    env={"BRIG_TEST_PAUSE_AT": "status-given", "BRIG_TEST_INIT_LINGER_MS": "300"})
+    try:
+        pids = paused(world.hooks.exe, proc=p)
+        assert pids, f"brig never reached status-given: rc={p.poll()} {p.stderr.read() if p.poll() is not None else ''}"
+        assert started.exists(), "the chains never started: not the path under test"
+        # gone, not only dying (a zombie's command line is empty)
+        left = [pid for pid in _marked_procs(mark) if pid != p.pid]
+        assert left == [], f"ATTACK WORKED: {len(left)} processes of the chains outlived the status: {left[:8]}"
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        o, e = p.communicate(timeout=30)
+        assert p.returncode == 0, e
+    finally:
+        p.kill()
+        p.wait()
+    assert wait_until(lambda: not [q for q in _marked_procs(mark) if pid_alive(q)], 5), "LEFT BEHIND"
+    world.assert_clean()
+
+
 @attack("foreign-cgroup-removal", "groups named like a dead brig's but another user's (owned by nobody), and one "
         "named after a live process: the next root brig must leave both", "traces")
 def test_only_our_own_dead_groups_are_removed(world, brig):
