@@ -31,6 +31,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -606,7 +607,10 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r < 0)
                 goto out;
         test_pause("released");
-        /* what dead brigs left, while the child builds the sandbox */
+        /* What dead brigs left, while the child builds the sandbox. The
+         * child was woken on this CPU, most often: let it run first, or it
+         * waits for the sweep's 0.2-0.5 ms (measured with perf sched). */
+        sched_yield();
         cgroup_sweep(cg);
         userns_helper_reap(&idmap_helper);
 
