@@ -80,6 +80,14 @@ struct control {
         struct audit *audit;     /* records each such change */
 };
 
+/* A pool member (owned by its daemon) serves one brig run --pooled and
+ * nothing else. (An ephemeral sandbox has an owner too, its creator: not
+ * a member.) */
+static bool is_member(const struct control *c)
+{
+        return c->opts.owner_pid > 0 && !c->opts.ephemeral;
+}
+
 const char *control_dir(const struct control *c)
 {
         return c->dir;
@@ -263,10 +271,21 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
                 json_object_set_new(c->summary, "warnings", warnings);
         else
                 json_decref(warnings);
-        /* A pool member: what of its environment (ours, the pool
-         * daemon's) the plan read, which its run's caller must share */
-        if (c->opts.owner_pid > 0 && !c->opts.ephemeral && !(c->context = plan_caller_context(plan->policy)))
-                return brig_err(err, ENOMEM, "state");
+        /* A pool member: its policy as its policy.json has it (the pool's,
+         * which the member was made from), its workspace, and what of its
+         * environment (ours, the pool daemon's) the plan read, which its
+         * run's caller must share: compared here, so the caller reads
+         * none of the member's files to claim it (pool.c) */
+        if (is_member(c)) {
+                _cleanup_free_ char *policy = state_read_file(c->dir, "policy.json", err);
+                char *context = policy ? plan_caller_context(plan->policy) : NULL;
+                c->context = context ? pool_identity(policy, plan->workspace, context) : NULL;
+                if (context)
+                        explicit_bzero(context, strlen(context));
+                free(context);
+                if (!c->context)
+                        return policy ? brig_err(err, ENOMEM, "state") : -EIO;
+        }
         return c->summary ? 0 : brig_err(err, ENOMEM, "state");
 }
 
@@ -317,14 +336,6 @@ int control_wait_ready(int fd, brig_error **err)
 }
 
 static void begin_stop(struct control *c);
-
-/* A pool member (owned by its daemon) serves one brig run --pooled and
- * nothing else. (An ephemeral sandbox has an owner too, its creator: not
- * a member.) */
-static bool is_member(const struct control *c)
-{
-        return c->opts.owner_pid > 0 && !c->opts.ephemeral;
-}
 
 /* The next exec's socket, to pid 1 ahead of the exec, so that pid 1 forks
  * and confines its child before the request comes (persist_init.c): the

@@ -88,6 +88,13 @@ BRIG_INTERNAL int ctl_reply(int fd, enum ctl_type type, int arg, const brig_erro
  * code into *exit_code (may be NULL). Returns -errno. */
 BRIG_INTERNAL int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error **err);
 
+/* What names a pool member and what its one run must bring (CTL_EXEC_LAST
+ * carries it, the member's supervisor compares it): the policy as JSON, as
+ * the member's policy.json has it, the workspace, and plan_caller_context.
+ * NULL when out of memory; free with explicit_bzero (the context may hold
+ * secrets' values). */
+BRIG_INTERNAL char *pool_identity(const char *policy_json, const char *workspace, const char *context);
+
 /* A parsed exec request; the strings point into the message buffer. */
 struct exec_request {
         uint32_t flags;

@@ -89,6 +89,7 @@ static void context_free(char **context)
 struct pool {
         char *key, *dir;
         char *json, *ws, *context;  /* what names it: the policy, the workspace, the caller's environment */
+        char owner[96];             /* PID-START-PIDNS of this run, once claimed_path made it */
 };
 
 static char *pool_key(struct pool *pl, const brig_policy *p, brig_error **err)
@@ -543,29 +544,16 @@ static bool member_named(const struct pool *pl, const char *name)
         return strncmp(name, prefix, strlen(prefix)) == 0;
 }
 
-static bool member_matches(const struct pool *pl, const char *name)
-{
-        if (!member_named(pl, name))
-                return false;
-        brig_error *e = NULL;
-        _cleanup_free_ char *dir = NULL, *stored = NULL;
-        json_t *st = NULL;
-        if (state_dir(name, false, &dir, &e) == 0 && (stored = state_read_file(dir, "policy.json", &e)))
-                st = state_read(dir, &e);
-        brig_error_free(&e);
-        const char *member_ws = json_string_value(json_object_get(st, "workspace"));
-        bool same = st && strcmp(stored, pl->json) == 0 && member_ws && strcmp(member_ws, pl->ws) == 0;
-        json_decref(st);
-        return same;
-}
-
 /* claimed/NAME.PID-START-PIDNS: the member and the run that holds it. */
-static char *claimed_path(const struct pool *pl, const char *name)
+static char *claimed_path(struct pool *pl, const char *name)
 {
         struct owner o;
-        char id[96];
-        owner_self(&o);
-        return owner_format(&o, id, sizeof id) == 0 ? brig_strdup_printf("%s/claimed/%s.%s", pl->dir, name, id) : NULL;
+        if (!pl->owner[0]) {  /* read once a run (its /proc/self/stat, its pid namespace) */
+                owner_self(&o);
+                if (owner_format(&o, pl->owner, sizeof pl->owner) < 0)
+                        pl->owner[0] = '\0';
+        }
+        return pl->owner[0] ? brig_strdup_printf("%s/claimed/%s.%s", pl->dir, name, pl->owner) : NULL;
 }
 
 static void remove_member(const char *name)
@@ -786,10 +774,12 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         _cleanup_free_ char *to = claimed_path(&pl, e->d_name);
                         if (!from || !to || rename(from, to) < 0)
                                 continue;
-                        _cleanup_free_ char *done = member_path(&pl, "done", e->d_name);
-                        if (member_matches(&pl, e->d_name))
+                        /* Whether it was made for this policy, workspace
+                         * and environment its supervisor says (ESTALE,
+                         * below): nothing of it is read here. */
+                        if (member_named(&pl, e->d_name))
                                 snprintf(name, sizeof name, "%s", e->d_name);
-                        else if (!member_named(&pl, e->d_name) || !done || rename(to, done) < 0)
+                        else
                                 unlink(to);  /* not a member: not ours to use, nor to remove */
                 }
                 if (dir)
@@ -819,8 +809,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
          * claimed just then, or found stopping when the exec asks, has not
          * run the command: a new sandbox runs it. */
         json_t *refusals = NULL;
-        r = pool_alive(&pl) ? sandbox_exec_last(name, &o, pl.context, res, report_fd >= 0 ? &refusals : NULL, &xerr)
-                            : -ESHUTDOWN;
+        char *identity = pool_identity(pl.json, pl.ws, pl.context);
+        r = !identity      ? brig_err(&xerr, ENOMEM, "pool")
+            : pool_alive(&pl) ? sandbox_exec_last(name, &o, identity, res, report_fd >= 0 ? &refusals : NULL, &xerr)
+                              : -ESHUTDOWN;
+        context_free(&identity);
         /* A member made from another environment refuses before anything
          * runs (ESTALE, control.c): its key matched by chance, or the pool
          * was started again from another environment. */
@@ -834,9 +827,9 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         unlink(claim);
                 pool_free(&pl);
                 return run_fresh(p, argv, res,
-                                 other_env ? "the pool's member was made from another environment (HOME, SHELL, "
-                                             "TERM, LANG, LC_*, TZ, --keep-env values, umask, ulimits, "
-                                             "cgroup or namespaces differ)"
+                                 other_env ? "the pool's member was made for another policy or workspace, or "
+                                             "from another environment (HOME, SHELL, TERM, LANG, LC_*, TZ, "
+                                             "--keep-env values, umask, ulimits, cgroup or namespaces differ)"
                                            : "the pool's daemon is gone (its members stop by themselves)",
                                  why, why_size, err);
         }
