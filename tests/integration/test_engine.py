@@ -230,6 +230,21 @@ def test_cares_is_the_systems_whatever_the_environment(brig, scratch):
     assert " 204" in r.stdout and got == [f"localhost:{port}"], (r.stdout, r.stderr, got)
 
 
+@attack("libseccomp-substituted", "a libseccomp.so.2 of someone else's (a constructor that leaves a file behind) "
+        "on LD_LIBRARY_PATH and in the cwd, for a run whose command makes a refused call (its line names the call, "
+        "which takes libseccomp's table): since issue 19 brig opens libseccomp itself, on first use", "syscalls")
+def test_libseccomp_is_the_systems_whatever_the_environment(brig, scratch):
+    plant, proofs = _planted_libs(scratch, "scmp", "libseccomp.so.2")
+    # keyctl (250 on x86_64) is refused by the default profile, EPERM
+    script = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+              "print(libc.syscall(250, 0, 0), os.strerror(ctypes.get_errno()))")
+    r = brig.run("run", "--", "python3", "-c", script, cwd=plant, env={"LD_LIBRARY_PATH": str(plant)})
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(proofs)) == [], "a planted libseccomp was loaded"
+    assert r.stdout.split(None, 1) == ["-1", "Operation not permitted\n"], r.stdout
+    assert "refused 1 system call: keyctl" in r.stderr, r.stderr
+
+
 # An installed tree's libbrig finds its own brig-supervisor (libexec/brig)
 # from its directory: test_install.py, on a `make install DESTDIR=` tree.
 

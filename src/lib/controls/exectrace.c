@@ -27,7 +27,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/seccomp.h>
-#include <seccomp.h>
+#include "controls/scmp.h"
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>

@@ -43,7 +43,7 @@
 #include <linux/seccomp.h>
 #include <linux/filter.h>
 #include <fcntl.h>
-#include <seccomp.h>
+#include "controls/scmp.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -983,7 +983,10 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
  * skips even building the decision table. */
 static int cache_key(const struct run_plan *plan, bool refusals, char **key, size_t *len)
 {
-        const struct scmp_version *v = seccomp_version();
+        /* libseccomp's file, not its answer to seccomp_version(): a hit
+         * loads no libseccomp (scmp.h); an upgrade is another file */
+        char lib[96];
+        scmp_identity(lib, sizeof lib);
         const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
         static struct build_id_search build = { .hex = "" };
         if (!build.addr) {
@@ -993,8 +996,9 @@ static int cache_key(const struct run_plan *plan, bool refusals, char **key, siz
         FILE *f = open_memstream(key, len);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%s %s build-%s libseccomp-%u.%u.%u arch-%u audit-%d exec-%d refusals-%d;", CACHE_MAGIC,
-                BRIG_VERSION, build.hex[0] ? build.hex : "unknown", v->major, v->minor, v->micro, SCMP_ARCH_NATIVE,
+        fprintf(f, "%s %s build-%s libseccomp-%d.%d.%d-%s arch-%u audit-%d exec-%d refusals-%d;", CACHE_MAGIC,
+                BRIG_VERSION, build.hex[0] ? build.hex : "unknown", SCMP_VER_MAJOR, SCMP_VER_MINOR, SCMP_VER_MICRO,
+                lib, SCMP_ARCH_NATIVE,
                 plan->audit_fd >= 0, plan->audit_exec, refusals);
         for (size_t i = 0; p && i < p->n; i++)
                 fprintf(f, "%s=%u;", p->rules[i].name, p->rules[i].action);
@@ -1053,14 +1057,18 @@ static bool user_allows(const struct run_plan *plan, const char *call)
  * allowed) — and another architecture's ABI. */
 static size_t cache_probes(const struct run_plan *plan, struct seccomp_probe *out, size_t cap)
 {
-        static const char *const refused[] = { "keyctl", "add_key", "request_key", "bpf", "ptrace",
-                                               "init_module", "finit_module", "kexec_load" };
+        /* the native numbers, known to the build: a cache hit loads no
+         * libseccomp (scmp.h) */
+        static const struct { const char *name; int nr; } refused[] = {
+                { "keyctl", SCMP_SYS(keyctl) }, { "add_key", SCMP_SYS(add_key) },
+                { "request_key", SCMP_SYS(request_key) }, { "bpf", SCMP_SYS(bpf) }, { "ptrace", SCMP_SYS(ptrace) },
+                { "init_module", SCMP_SYS(init_module) }, { "finit_module", SCMP_SYS(finit_module) },
+                { "kexec_load", SCMP_SYS(kexec_load) },
+        };
         size_t n = 0;
-        for (size_t i = 0; i < ARRAY_SIZE(refused) && n < cap; i++) {
-                int nr = seccomp_syscall_resolve_name(refused[i]);
-                if (nr >= 0 && !user_allows(plan, refused[i]))
-                        out[n++] = (struct seccomp_probe){ .arch = seccomp_arch_native(), .nr = nr };
-        }
+        for (size_t i = 0; i < ARRAY_SIZE(refused) && n < cap; i++)
+                if (refused[i].nr >= 0 && !user_allows(plan, refused[i].name))
+                        out[n++] = (struct seccomp_probe){ .arch = scmp_arch_native(), .nr = refused[i].nr };
         if (n < cap)
                 out[n++] = (struct seccomp_probe){ .arch = SCMP_ARCH_X86, .nr = 1 };  /* exit, allowed by all */
         return n;
@@ -1307,8 +1315,13 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
          * arrives (seccomp_replies_build), not here. */
         if (!audit && from_cache(plan, dir, true, &key, &len))
                 return 0;
+        /* A compile: libseccomp is opened now (scmp.h), or the run is
+         * refused saying why. */
+        int r = scmp_load(err);
+        if (r < 0)
+                return r;
         struct table t = { 0 };
-        int r = build_table(plan, &t, err);
+        r = build_table(plan, &t, err);
         if (r == 0)
                 r = check_handoff(&t, audit, err);
         /* Refusals notify (for the run's summary) whenever the listener can
@@ -1453,7 +1466,8 @@ void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int
 
 char *seccomp_syscall_name(int nr)
 {
-        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        /* a refusal's line names the call; without libseccomp its number */
+        char *name = scmp_load(NULL) == 0 ? seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr) : NULL;
         return name ? name : brig_strdup_printf("syscall_%d", nr);
 }
 

@@ -79,7 +79,7 @@
 #include <linux/unix_diag.h>
 #include <dirent.h>
 #include <pthread.h>
-#include <seccomp.h>
+#include "controls/scmp.h"
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>

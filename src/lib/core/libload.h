@@ -1,12 +1,13 @@
 /* libload.h — a system library opened on first use (libload.c): OpenSSL
- * (ossl.c) and c-ares (net/dns.c), which a default run never calls, are
- * not linked, so that no start pays for loading and relocating them.
+ * (ossl.c), c-ares (net/dns.c) and libseccomp (controls/scmp.c), which a
+ * default run never calls, are not linked, so that no start pays for
+ * loading and relocating them.
  *
  * Each is opened by the absolute path of the build's own (its pkg-config
  * libdir and soname: meson.build), after its links, only if the file is
  * a regular file owned by root in a directory only root may write: never
  * a copy someone could put on LD_LIBRARY_PATH, beside brig or in the cwd
- * (row 340, openssl-substituted; row 413, cares-substituted). */
+ * (rows 340, 413 and 414: openssl-, cares- and libseccomp-substituted). */
 #ifndef BRIG_CORE_LIBLOAD_H
 #define BRIG_CORE_LIBLOAD_H
 
