@@ -55,7 +55,9 @@ int netlink_answers(int fd, uint32_t last, int (*on_error)(uint32_t seq, int err
         }
 }
 
-/* A netlink message being built in a caller's buffer. */
+/* A netlink message being built in a caller's buffer: four messages of
+ * fixed shape, the whole of what libmnl did here, which no longer has to
+ * be loaded at every start for them (nftgen.c says why). */
 struct nlbuf {
         char *buf;
         size_t cap, len;
