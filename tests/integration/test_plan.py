@@ -26,7 +26,7 @@ from test_escape import attack
 def scenario(brig, base):
     """The caller's home with secrets the deny list names: ~/.ssh and ~/.aws
     (with a link in it pointing out), ~/.config a symlink to dotfiles/config
-    holding gcloud, a history file; another user's home (v) with ~/.kube, and
+    holding gcloud, ~/.netrc a symlink to dotfiles/netrc, a history file; another user's home (v) with ~/.kube, and
     a third reached through a symlink (l), both in the passwd database the
     run reads (fake_passwd); one home with glob characters in its name."""
     u = base / "home" / "u"
@@ -40,6 +40,8 @@ def scenario(brig, base):
     (u / "dotfiles" / "config" / "gcloud" / "token").write_text("gcloud\n")
     (u / "dotfiles" / "config" / "my-token").write_text("mine\n")
     (u / ".bash_history").write_text("export TOKEN=x\n")
+    (u / "dotfiles" / "netrc").write_text("machine x password y\n")
+    (u / ".netrc").symlink_to("dotfiles/netrc")  # a secret that is itself a link
     odd = base / "home" / "we[ir]d*home"
     (odd / ".ssh").mkdir(parents=True, exist_ok=True)
     (odd / ".ssh" / "key").write_text("odd\n")
@@ -128,10 +130,11 @@ def test_plan_of_fixed_inputs(brig, hooks_bindir, scratch):
         mine = sorted(m for m in plan["masks"] if m.startswith("/mnt/u"))
         # ~/.aws/link points out to ~/notes: hidden where it lives too
         assert mine == ["/mnt/u/.aws", "/mnt/u/.bash_history", "/mnt/u/.ssh", "/mnt/u/dotfiles/config/gcloud",
-                        "/mnt/u/notes"], (long_way, plan["masks"])
+                        "/mnt/u/dotfiles/netrc", "/mnt/u/notes"], (long_way, plan["masks"])
         # the symlink the secret was named through, and the directories
         # above the real secret, made mountpoints (a run cannot move them)
-        assert sorted(plan["pins"]) == ["/mnt/u/.config", "/mnt/u/dotfiles", "/mnt/u/dotfiles/config"], plan
+        assert sorted(plan["pins"]) == ["/mnt/u/.config", "/mnt/u/.netrc", "/mnt/u/dotfiles",
+                                        "/mnt/u/dotfiles/config"], plan
         assert plan["umask"] == 0o027, (long_way, oct(plan["umask"]))
         try:
             name = pwd.getpwuid(plan["host_uid"]).pw_name
@@ -154,7 +157,7 @@ def test_secrets_in_homes_the_short_cuts_pass_stay_hidden(brig, scratch):
     (scratch / "home" / "l" / ".docker" / "config.json").write_text("docker\n")
     secrets = {"h/v/.kube/config": "kube", "h/l/.docker/config.json": "docker", "h/we[ir]d*home/.ssh/key": "odd",
                "h/u/dotfiles/config/gcloud/token": "gcloud", "h/u/.aws/credentials": "aws", "h/u/notes": "notes",
-               "h/u/.ssh/id_ed25519": "key"}
+               "h/u/.ssh/id_ed25519": "key", "h/u/.netrc": "password", "h/u/dotfiles/netrc": "password"}
     script = "cat /h/v/public; " + "; ".join(f"cat '/{p}' 2>/dev/null" for p in secrets) + "; true"
     cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount --bind "$0" /etc/passwd && exec "$@"',
            str(passwd)] + brig.cmd("run", "--ro-bind", f"{scratch}/home:/h", "--", "sh", "-c", script)

@@ -268,12 +268,64 @@ static bool long_way(void)
 #endif
 }
 
-static int add_found(struct strv *out, struct strv *links, const char *path)
+/* realpath(3) of many entries of few directories: each directory's real
+ * path asked once (realpath reads the link of every component, again for
+ * each entry), the entry's own name after it when lstat says the entry
+ * is no symlink — what realpath would find. */
+struct real_dirs {
+        struct strv dirs;  /* as named */
+        char **real;       /* real[i]: dirs.items[i]'s real path, or NULL (none) */
+};
+
+static void real_dirs_free(struct real_dirs *rd)
+{
+        for (size_t i = 0; i < rd->dirs.n; i++)
+                free(rd->real[i]);
+        free(rd->real);
+        strv_free(&rd->dirs);
+}
+
+/* realpath(PATH) (NULL: none, or out of memory), PATH an entry lstat
+ * found (ST), or NULL: not looked at yet. */
+static char *real_path(struct real_dirs *rd, const char *path, const struct stat *st)
+{
+        struct stat own;
+        if (!st) {
+                if (lstat(path, &own) < 0)
+                        return NULL;  /* realpath would not find it either */
+                st = &own;
+        }
+        const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : "";
+        if (long_way() || S_ISLNK(st->st_mode) || !slash || !*name || strcmp(name, ".") == 0 ||
+            strcmp(name, "..") == 0 || (slash > path && slash[-1] == '/'))
+                return realpath(path, NULL);
+        _cleanup_free_ char *dir = slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+        if (!dir)
+                return NULL;
+        size_t i = 0;
+        while (i < rd->dirs.n && strcmp(rd->dirs.items[i], dir) != 0)
+                i++;
+        if (i == rd->dirs.n) {
+                char **grown = realloc(rd->real, (rd->dirs.n + 1) * sizeof *grown);
+                if (!grown)
+                        return realpath(path, NULL);
+                rd->real = grown;
+                if (strv_push(&rd->dirs, dir) < 0)
+                        return realpath(path, NULL);
+                rd->real[i] = realpath(dir, NULL);
+        }
+        if (!rd->real[i])
+                return realpath(path, NULL);  /* it went meanwhile: realpath says */
+        return brig_strdup_printf("%s/%s", strcmp(rd->real[i], "/") == 0 ? "" : rd->real[i], name);
+}
+
+static int add_found(struct real_dirs *rd, struct strv *out, struct strv *links, const char *path,
+                     const struct stat *st)
 {
         /* The canonical location is what a bind source (always
          * symlink-free) can contain; a symlinked secret is hidden where it
          * really lives. */
-        char *real = realpath(path, NULL);
+        char *real = real_path(rd, path, st);
         if (!real)
                 return 0;
         if (strcmp(real, path) != 0 && note_symlinks(path, links) < 0) {
@@ -287,7 +339,7 @@ static int add_found(struct strv *out, struct strv *links, const char *path)
         return strv_push_take(out, real) < 0 ? -ENOMEM : 0;
 }
 
-static int add_expanded(struct strv *out, struct strv *links, const char *pattern)
+static int add_expanded(struct real_dirs *rd, struct strv *out, struct strv *links, const char *pattern)
 {
         /* A pattern without a glob character (nor a "//" or a final "/",
          * which glob(3) treats apart) is one path: glob would lstat it and
@@ -296,7 +348,7 @@ static int add_expanded(struct strv *out, struct strv *links, const char *patter
         struct stat st;
         size_t n = strlen(pattern);
         if (!strpbrk(pattern, "*?[\\") && !strstr(pattern, "//") && n > 1 && pattern[n - 1] != '/' && !long_way())
-                return lstat(pattern, &st) == 0 ? add_found(out, links, pattern) : 0;
+                return lstat(pattern, &st) == 0 ? add_found(rd, out, links, pattern, &st) : 0;
         glob_t g;
         int r = glob(pattern, GLOB_NOSORT, NULL, &g);
         if (r == GLOB_NOMATCH)
@@ -304,13 +356,13 @@ static int add_expanded(struct strv *out, struct strv *links, const char *patter
         if (r != 0)
                 return -ENOMEM;
         for (size_t i = 0; r == 0 && i < g.gl_pathc; i++)
-                r = add_found(out, links, g.gl_pathv[i]);
+                r = add_found(rd, out, links, g.gl_pathv[i], NULL);
         globfree(&g);
         return r;
 }
 
-static int expand_one(const struct run_plan *plan, const struct grant_names *g, const char *pattern,
-                      struct strv *out, struct strv *links)
+static int expand_one(const struct run_plan *plan, const struct grant_names *g, struct real_dirs *rd,
+                      const char *pattern, struct strv *out, struct strv *links)
 {
         _cleanup_free_ char *prefix = literal_prefix(pattern);
         if (!prefix)
@@ -320,7 +372,7 @@ static int expand_one(const struct run_plan *plan, const struct grant_names *g, 
          * all of theirs, so a textual test suffices here. */
         if (!reachable_by_bind(plan, g, prefix))
                 return 0;
-        return add_expanded(out, links, pattern);
+        return add_expanded(rd, out, links, pattern);
 }
 
 /* /etc/passwd, read once per plan — itself, not NSS: enumerating every
@@ -376,7 +428,7 @@ static void passwd_db_free(struct passwd_db *db)
 /* Every home directory: the caller's, each in the passwd database, and
  * the real name of each reached through a symlink (where it really
  * lives), for the deny list's "~/" entries (here and tools.c). */
-static int plan_homes(struct run_plan *plan, const struct passwd_db *db)
+static int plan_homes(struct run_plan *plan, const struct passwd_db *db, struct real_dirs *rd)
 {
         struct strv *homes = &plan->homes;
         int r = strv_push(homes, plan->home);
@@ -389,7 +441,7 @@ static int plan_homes(struct run_plan *plan, const struct passwd_db *db)
                 struct stat st;
                 if (!long_way() && lstat(homes->items[h], &st) < 0)
                         continue;
-                char *real = realpath(homes->items[h], NULL);
+                char *real = long_way() ? realpath(homes->items[h], NULL) : real_path(rd, homes->items[h], &st);
                 if (real && !strv_contains(homes, real))
                         r = strv_push_take(homes, real);
                 else
@@ -481,8 +533,8 @@ static int home_lstat(struct home_look *l, const char *rel, struct stat *st)
 /* Expand the deny patterns into existing canonical host paths that some
  * bind could expose. "~/x" is expanded for the caller's home and for every
  * home in the passwd database, so granting /home hides everyone's keys. */
-static int expand_deny(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
-                       struct strv *out, struct strv *links)
+static int expand_deny(const struct run_plan *plan, const struct grant_names *g, struct real_dirs *rd,
+                       const brig_policy *p, struct strv *out, struct strv *links)
 {
         const struct strv *homes = &plan->homes;
         /* Home by home first: a home no bind reaches (most of the passwd
@@ -505,7 +557,7 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 if (pat[0] != '~') {
-                        r = expand_one(plan, g, pat, out, links);
+                        r = expand_one(plan, g, rd, pat, out, links);
                         continue;
                 }
                 for (size_t h = 0; r == 0 && h < homes->n; h++) {
@@ -518,9 +570,9 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
                         if (!full)
                                 r = -ENOMEM;
                         else if (!rel || strpbrk(rel, "*?[\\"))  /* a glob: glob(3) */
-                                r = expand_one(plan, g, full, out, links);
+                                r = expand_one(plan, g, rd, full, out, links);
                         else if (reachable_by_bind(plan, g, full) && home_lstat(&look[h], rel, &st) == 0)
-                                r = add_found(out, links, full);  /* what glob(3) would have given back */
+                                r = add_found(rd, out, links, full, &st);  /* what glob(3) would have given back */
                         free(full);
                 }
         }
@@ -1317,10 +1369,11 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         struct grant_names *g = NULL;
         r = grant_names_init(plan, &mi, &g);
         mountinfo_clear(&mi);
+        _cleanup_(real_dirs_free) struct real_dirs real = { 0 };
         if (r == 0)
-                r = plan_homes(plan, &users);
+                r = plan_homes(plan, &users, &real);
         if (r == 0)
-                r = expand_deny(plan, g, p, &denied, &links);
+                r = expand_deny(plan, g, &real, p, &denied, &links);
         if (r == 0)
                 r = add_link_targets(plan, g, p, &denied);
         if (r < 0) {
