@@ -550,9 +550,20 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
                 home_looks_free(look, homes->n);
                 return -ENOMEM;
         }
-        for (size_t h = 0; h < homes->n; h++)
+        /* A home inside a grant (by any of its names: /usr/games with /usr
+         * bound) has every entry inside it too: none is tested again. */
+        _cleanup_free_ bool *inside = calloc(homes->n ? homes->n : 1, sizeof *inside);
+        if (!inside) {
+                home_looks_free(look, homes->n);
+                return -ENOMEM;
+        }
+        for (size_t h = 0; h < homes->n; h++) {
                 near[h] = long_way() || strpbrk(homes->items[h], "*?[]\\") ||
                           reachable_by_bind(plan, g, homes->items[h]);
+                for (size_t m = 0; near[h] && !long_way() && m < plan->n_mounts && !inside[h]; m++)
+                        for (size_t k = 0; k < g[m].n && !inside[h]; k++)
+                                inside[h] = path_is_under(homes->items[h], g[m].v[k].host);
+        }
         int r = 0;
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
@@ -563,16 +574,22 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
                 for (size_t h = 0; r == 0 && h < homes->n; h++) {
                         if (!near[h])
                                 continue;
+                        /* a plain entry of a plain home: HOME/REL, which is
+                         * what escaping the home and putting the entry
+                         * after it makes (no allocation for each) */
+                        const char *rel = home_relative(&look[h], pat);
+                        char path[PATH_MAX];
+                        struct stat st;
+                        if (rel && !strpbrk(rel, "*?[\\") &&
+                            snprintf(path, sizeof path, "%s/%s", homes->items[h], rel) < (int)sizeof path) {
+                                if ((inside[h] || reachable_by_bind(plan, g, path)) &&
+                                    home_lstat(&look[h], rel, &st) == 0)
+                                        r = add_found(rd, out, links, path, &st);  /* what glob(3) gives back */
+                                continue;
+                        }
                         _cleanup_free_ char *home = glob_escape(homes->items[h]);
                         char *full = home ? brig_strdup_printf("%s%s", home, pat + 1) : NULL;
-                        const char *rel = full ? home_relative(&look[h], pat) : NULL;
-                        struct stat st;
-                        if (!full)
-                                r = -ENOMEM;
-                        else if (!rel || strpbrk(rel, "*?[\\"))  /* a glob: glob(3) */
-                                r = expand_one(plan, g, rd, full, out, links);
-                        else if (reachable_by_bind(plan, g, full) && home_lstat(&look[h], rel, &st) == 0)
-                                r = add_found(rd, out, links, full, &st);  /* what glob(3) would have given back */
+                        r = full ? expand_one(plan, g, rd, full, out, links) : -ENOMEM;  /* a glob: glob(3) */
                         free(full);
                 }
         }
