@@ -1222,6 +1222,38 @@ static bool context_process(struct strv *in, const brig_policy *p)
         return ok && f;
 }
 
+char *plan_sources_identity(const brig_policy *p, const char *workspace)
+{
+        /* what stands at the paths now: a pool member holds the directories
+         * that stood there when it was made, a cold run binds what stands
+         * there at its start (a harness that moved the last task's checkout
+         * away and made a fresh one at the same path) */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return NULL;
+        struct stat st;
+        if (stat(workspace, &st) == 0)
+                fprintf(f, "ws=%llu:%llu\n", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+        else
+                fprintf(f, "ws=-\n");
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                const struct mount_entry *m = &p->mounts[i];
+                if (m->kind != MOUNT_BIND || !m->src)
+                        continue;
+                if (stat(m->src, &st) == 0)
+                        fprintf(f, "bind=%llu:%llu\n", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+                else
+                        fprintf(f, "bind=-\n");
+        }
+        if (fclose(f) != 0) {
+                free(text);
+                return NULL;
+        }
+        return text;
+}
+
 char *plan_caller_context(const brig_policy *p)
 {
         struct strv in = { 0 };

@@ -279,7 +279,8 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
         if (is_member(c)) {
                 _cleanup_free_ char *policy = state_read_file(c->dir, "policy.json", err);
                 char *context = policy ? plan_caller_context(plan->policy) : NULL;
-                c->context = context ? pool_identity(policy, plan->workspace, context) : NULL;
+                _cleanup_free_ char *sources = context ? plan_sources_identity(plan->policy, plan->workspace) : NULL;
+                c->context = sources ? pool_identity(policy, plan->workspace, sources, context) : NULL;
                 if (context)
                         explicit_bzero(context, strlen(context));
                 free(context);

@@ -90,10 +90,13 @@ BRIG_INTERNAL int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error 
 
 /* What names a pool member and what its one run must bring (CTL_EXEC_LAST
  * carries it, the member's supervisor compares it): the policy as JSON, as
- * the member's policy.json has it, the workspace, and plan_caller_context.
+ * the member's policy.json has it, the workspace, what stands at the
+ * workspace's and binds' paths (plan_sources_identity), and
+ * plan_caller_context.
  * NULL when out of memory; free with explicit_bzero (the context may hold
  * secrets' values). */
-BRIG_INTERNAL char *pool_identity(const char *policy_json, const char *workspace, const char *context);
+BRIG_INTERNAL char *pool_identity(const char *policy_json, const char *workspace, const char *sources,
+                                  const char *context);
 
 /* A parsed exec request; the strings point into the message buffer. */
 struct exec_request {

@@ -159,13 +159,13 @@ void exec_request_free(struct exec_request *req)
         req->context = NULL;
 }
 
-char *pool_identity(const char *policy_json, const char *workspace, const char *context)
+char *pool_identity(const char *policy_json, const char *workspace, const char *sources, const char *context)
 {
         /* each part after its length: no policy, workspace (a path may
          * hold a newline) and context of one caller read as another's */
         char *id = NULL;
-        return asprintf(&id, "%zu:%s%zu:%s%s", strlen(policy_json), policy_json, strlen(workspace), workspace,
-                        context) < 0
+        return asprintf(&id, "%zu:%s%zu:%s%zu:%s%s", strlen(policy_json), policy_json, strlen(workspace), workspace,
+                        strlen(sources), sources, context) < 0
                        ? NULL
                        : id;
 }

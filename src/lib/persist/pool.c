@@ -809,7 +809,8 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
          * claimed just then, or found stopping when the exec asks, has not
          * run the command: a new sandbox runs it. */
         json_t *refusals = NULL;
-        char *identity = pool_identity(pl.json, pl.ws, pl.context);
+        _cleanup_free_ char *sources = plan_sources_identity(p, pl.ws);
+        char *identity = sources ? pool_identity(pl.json, pl.ws, sources, pl.context) : NULL;
         r = !identity      ? brig_err(&xerr, ENOMEM, "pool")
             : pool_alive(&pl) ? sandbox_exec_last(name, &o, identity, res, report_fd >= 0 ? &refusals : NULL, &xerr)
                               : -ESHUTDOWN;
@@ -827,9 +828,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         unlink(claim);
                 pool_free(&pl);
                 return run_fresh(p, argv, res,
-                                 other_env ? "the pool's member was made for another policy or workspace, or "
-                                             "from another environment (HOME, SHELL, TERM, LANG, LC_*, TZ, "
-                                             "--keep-env values, umask, ulimits, cgroup or namespaces differ)"
+                                 other_env ? "the pool's member was made for another policy or workspace (or "
+                                             "another directory then stood at the workspace's or a bind's "
+                                             "path), or from another environment (HOME, SHELL, TERM, LANG, "
+                                             "LC_*, TZ, --keep-env values, umask, ulimits, cgroup or "
+                                             "namespaces differ)"
                                            : "the pool's daemon is gone (its members stop by themselves)",
                                  why, why_size, err);
         }
