@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -820,30 +821,65 @@ int brig_policy_set_option(brig_policy *p, const char *name, const char *value, 
 }
 
 /* The public struct points into the table's strings (static storage). */
+/* Every flag in the table's order, listed once per process: the CLI asks
+ * for each index in turn (its getopt table, on every start), and walking
+ * the settings from the top for each was quadratic. */
+static struct {
+        const struct setting *s;
+        const struct setting_flag *f;
+} flat[512];
+static size_t n_flat;
+static pthread_once_t flat_once = PTHREAD_ONCE_INIT;
+
+static void flatten(void)
+{
+        size_t n = 0;
+        for (size_t k = 0; k < n_settings; k++) {
+                for (const struct setting_flag *f = settings[k].cli; f->name; f++, n++) {
+                        if (n < ARRAY_SIZE(flat)) {
+                                flat[n].s = &settings[k];
+                                flat[n].f = f;
+                        }
+                }
+        }
+        n_flat = n <= ARRAY_SIZE(flat) ? n : 0;  /* a table past it: walked as before */
+}
+
 int brig_policy_option_info(size_t i, brig_option_info *info)
 {
         if (!info || info->size < sizeof(brig_option_info))
                 return -EINVAL;
         if (info->size > 4096)
                 return -E2BIG;
-        for (size_t k = 0; k < n_settings; k++) {
-                const struct setting *s = &settings[k];
-                for (const struct setting_flag *f = s->cli; f->name; f++) {
-                        if (i-- > 0)
-                                continue;
-                        uint32_t size = info->size;
-                        memset(info, 0, size);  /* a newer caller's fields too: zero, not garbage */
-                        info->size = size;
-                        info->name = f->name;
-                        info->arg = f->arg;
-                        info->help = f->help;
-                        info->section = s->section;
-                        info->key = s->key;
-                        info->flags = s->flags & (BRIG_OPTION_FIRST | BRIG_OPTION_RUN_ONLY);
-                        return 0;
+        pthread_once(&flat_once, flatten);
+        const struct setting *s = NULL;
+        const struct setting_flag *f = NULL;
+        if (n_flat) {
+                if (i >= n_flat)
+                        return -ENOENT;
+                s = flat[i].s;
+                f = flat[i].f;
+        }
+        for (size_t k = 0; !f && k < n_settings; k++) {
+                for (const struct setting_flag *g = settings[k].cli; !f && g->name; g++) {
+                        if (i-- == 0) {
+                                s = &settings[k];
+                                f = g;
+                        }
                 }
         }
-        return -ENOENT;
+        if (!f)
+                return -ENOENT;
+        uint32_t size = info->size;
+        memset(info, 0, size);  /* a newer caller's fields too: zero, not garbage */
+        info->size = size;
+        info->name = f->name;
+        info->arg = f->arg;
+        info->help = f->help;
+        info->section = s->section;
+        info->key = s->key;
+        info->flags = s->flags & (BRIG_OPTION_FIRST | BRIG_OPTION_RUN_ONLY);
+        return 0;
 }
 
 /* ---- the schema of policy files (docs/policy.schema.json) ------------------------ */
