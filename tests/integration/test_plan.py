@@ -3,9 +3,10 @@
 The policy step (core/plan.c) takes short cuts to the same plan: the deny
 list's "~/" entries are not looked at one by one in a home no bind
 reaches, an entry without a glob character is lstat'ed instead of
-globbed, an entry below a first directory a home lacks is not looked up,
-a home lstat cannot find is not realpath'ed, and a one-thread process
-reads its umask by setting it back. The test-hooks build writes the plan
+globbed (from the home opened once), an entry below a first directory a
+home lacks is not looked up, a home lstat cannot find is not realpath'ed,
+a hit's real path is its directory's and its name when it is no symlink,
+and a one-thread process reads its umask by setting it back. The test-hooks build writes the plan
 it made (BRIG_TEST_PLAN=FILE, core/plan_dump.c) and takes the long way
 when asked (BRIG_TEST_PLAN_LONG_WAY=1): both must write the same plan,
 for secrets behind symlinks, homes with glob characters, grants of
