@@ -91,8 +91,14 @@ int teardown_after_exit(int pidfd, const struct strv *dirs, const char *record)
 {
 #if defined(__x86_64__)
         size_t need = sizeof(struct cleaner) + (record ? strlen(record) + 1 : 0);
-        for (size_t i = 0; i < dirs->n; i++)
+        for (size_t i = 0; i < dirs->n; i++) {
+                /* A group in a hierarchy brig mounted detached (cgroup.c,
+                 * under `ip netns exec`) is named through a descriptor of
+                 * ours the helper closes: the caller removes it itself. */
+                if (strncmp(dirs->items[i], "/proc/self/fd/", strlen("/proc/self/fd/")) == 0)
+                        return -EXDEV;
                 need += strlen(dirs->items[i]) + 1;
+        }
         if (need > CLEANER_MAP - CLEANER_STACK)
                 return -ENAMETOOLONG;
         /* the block at the bottom, the stack growing down from the top; a

@@ -10,7 +10,8 @@
  * `record` (the run record naming them) once the process behind `pidfd`
  * has ended, in a helper that outlives this process. Returns 0 when the
  * helper runs, or -errno with nothing started (the caller then waits and
- * removes them itself). */
+ * removes them itself): -EXDEV for a group named through a descriptor
+ * (a detached hierarchy), which the helper would not have. */
 BRIG_INTERNAL int teardown_after_exit(int pidfd, const struct strv *dirs, const char *record);
 
 #endif
