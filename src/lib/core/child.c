@@ -75,23 +75,69 @@ static int send_terminal(struct run_plan *plan, brig_error **err)
         return 0;
 }
 
-/* The proxy's listening sockets, made in our network namespace; the
- * supervisor serves them from the host side, so nothing of the proxy
- * runs in here and nothing listens on the host's network. */
-static int send_listeners(const struct run_plan *plan, bool ipv6_redirect, brig_error **err)
+/* The network step's sockets, made in our network namespace, go to the
+ * supervisor in one message (each one more was a wakeup of the supervisor
+ * while we waited for the CPU): the proxy's listening sockets or the DNS
+ * stub's, which the supervisor serves from the host side, so nothing of
+ * the proxy runs in here and nothing listens on the host's network; and
+ * the socket the unix socket guard (unixguard.c) asks which unix sockets
+ * the sandbox's processes have bound, made here so it belongs to the
+ * sandbox's network namespace (no capability needed). The message's text
+ * is why filtered mode fell back, if it did (filter_egress). */
+#ifdef BRIG_TEST_HOOKS
+/* Test builds only: BRIG_TEST_FORGE_NETWORK=count|kind|diag makes pid 1
+ * lie about its sockets, for the supervisor's checks of each one
+ * (tests/integration/test_sync_network.py). */
+static void forge_network(struct sync_msg *m, int fds[], int n)
 {
-        int fds[16];
-        enum egress_listener_kind kinds[16];
-        int n = egress_make_listeners(fds, kinds, ARRAY_SIZE(fds), plan->net_mode, ipv6_redirect, err);
-        if (n < 0)
-                return n;
-        int r = 0;
-        for (int i = 0; i < n; i++) {
-                struct sync_msg m = { .type = SYNC_LISTENER, .status = kinds[i] };
-                if (r == 0 && sync_send_fd(plan->sync_fd, &m, fds[i]) < 0)
-                        r = brig_err(err, errno, "send a proxy listener to the supervisor");
-                close(fds[i]);
+        const char *forge = getenv("BRIG_TEST_FORGE_NETWORK");
+        if (!forge || n == 0)
+                return;
+        if (strcmp(forge, "count") == 0) {
+                m->status = n - 1;
+        } else if (strcmp(forge, "kind") == 0) {
+                m->kinds[0] = 99;
+        } else if (strcmp(forge, "diag") == 0 && m->kinds[n - 1] == SYNC_SOCKET_UNIX_DIAG) {
+                int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (udp >= 0) {
+                        close(fds[n - 1]);
+                        fds[n - 1] = udp;
+                }
         }
+}
+#endif
+
+static int send_network(const struct run_plan *plan, struct sync_msg *m, bool ipv6_redirect, brig_error **err)
+{
+        int fds[SYNC_MAX_FDS];
+        enum egress_listener_kind kinds[SYNC_MAX_FDS];
+        int n = 0;
+        if (plan->net_mode != BRIG_NET_HOST) {
+                /* one place left for the guard's */
+                n = egress_make_listeners(fds, kinds, SYNC_MAX_FDS - 1, plan->net_mode, ipv6_redirect, err);
+                if (n < 0)
+                        return brig_err_prefix(err, "%s", plan->net_mode == BRIG_NET_NONE ? "network off: DNS stub"
+                                                                                         : "network proxy");
+        }
+        for (int i = 0; i < n; i++)
+                m->kinds[i] = (int)kinds[i];
+        int r = 0;
+        if (!plan->seccomp_degraded) {
+                fds[n] = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+                if (fds[n] < 0)
+                        r = brig_err(err, errno, "unix socket guard: socket(NETLINK_SOCK_DIAG)");
+                else
+                        m->kinds[n++] = SYNC_SOCKET_UNIX_DIAG;
+        }
+        m->type = SYNC_NETWORK;
+        m->status = n;
+#ifdef BRIG_TEST_HOOKS
+        forge_network(m, fds, n);
+#endif
+        if (r == 0 && (n || m->text[0]) && (r = sync_send_fds(plan->sync_fd, m, fds, (size_t)n)) < 0)
+                r = brig_err(err, -r, "network: send its sockets to the supervisor");
+        while (n)
+                close(fds[--n]);
         return r;
 }
 
@@ -99,8 +145,8 @@ static int send_listeners(const struct run_plan *plan, bool ipv6_redirect, brig_
  * connect() reach it (rules without routes change nothing, so a failure
  * in between leaves plain proxy mode). Where the host can't, and the
  * policy did not insist on filtered, proxy mode it is, and the
- * supervisor is told why, for the report. */
-static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
+ * supervisor is told why, for the report (m's text, send_network). */
+static int filter_egress(struct run_plan *plan, struct sync_msg *m, bool *ipv6, brig_error **err)
 {
         *ipv6 = false;
         int r = netfilter_redirect_egress(err);
@@ -108,25 +154,10 @@ static int filter_egress(struct run_plan *plan, bool *ipv6, brig_error **err)
                 r = netns_route_through_loopback(ipv6, err);
         if (r == 0 || plan->net_filtered_required)
                 return r;
-        struct sync_msg m = { .type = SYNC_NET_FALLBACK };
-        snprintf(m.text, sizeof m.text, "%s", err && *err ? (*err)->msg : "unknown error");
+        snprintf(m->text, sizeof m->text, "%s", err && *err ? (*err)->msg : "unknown error");
         brig_error_free(err);
         plan->net_mode = BRIG_NET_PROXY;
-        return sync_send(plan->sync_fd, &m) < 0 ? brig_err(err, errno, "tell the supervisor") : 0;
-}
-
-/* The unix socket guard (unixguard.c) asks this socket which unix sockets
- * the sandbox's processes have bound: made here, so it belongs to the
- * sandbox's network namespace (no capability needed). */
-static int send_unix_diag(const struct run_plan *plan, brig_error **err)
-{
-        int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-        if (fd < 0)
-                return brig_err(err, errno, "socket(NETLINK_SOCK_DIAG)");
-        struct sync_msg m = { .type = SYNC_UNIX_DIAG };
-        int r = sync_send_fd(plan->sync_fd, &m, fd);
-        close(fd);
-        return r < 0 ? brig_err(err, -r, "send the socket list to the supervisor") : 0;
+        return 0;
 }
 
 #define STEP(call, name)                                          \
@@ -173,14 +204,14 @@ static int child_setup(struct run_plan *plan, brig_error **err)
         if (plan->net_mode != BRIG_NET_HOST)
                 STEP(netns_loopback_up(err), "network");
         bool ipv6_redirect = false;
+        struct sync_msg net = { 0 };
         if (plan->net_mode == BRIG_NET_FILTERED)
-                STEP(filter_egress(plan, &ipv6_redirect, err), "network (filtered mode: nftables)");
-        if (plan->net_mode == BRIG_NET_PROXY || plan->net_mode == BRIG_NET_FILTERED)
-                STEP(send_listeners(plan, ipv6_redirect, err), "network proxy");
-        else if (plan->net_mode == BRIG_NET_NONE)  /* names fail at once, and say why */
-                STEP(send_listeners(plan, false, err), "network off: DNS stub");
-        if (!plan->seccomp_degraded)
-                STEP(send_unix_diag(plan, err), "unix socket guard");
+                STEP(filter_egress(plan, &net, &ipv6_redirect, err), "network (filtered mode: nftables)");
+        /* network off: the DNS stub's, so names fail at once, and say why;
+         * its errors name their step (network proxy, DNS stub, guard) */
+        int r = send_network(plan, &net, ipv6_redirect, err);
+        if (r < 0)
+                return r;
         timings_mark(plan->timings, TM_NET);
         STEP(userns_forbid_nesting(err), "user namespace");
         /* While still root in the user namespace: the kernel grants the

@@ -17,38 +17,87 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 
-static void take_message(struct supervision *s, const struct sync_msg *m, int passed_fd)
+/* The first failure is the cause; a protocol fault of the sandbox's own
+ * side ends it (nothing it says can be trusted further). */
+static void fail(struct supervision *s, brig_error **e)
 {
-        switch (m->type) {
-        case SYNC_LISTENER:
-                if (s->egress && passed_fd >= 0) {
-                        brig_error *e = NULL;
-                        if (egress_add_listener(s->egress, passed_fd, (enum egress_listener_kind)m->status, &e) < 0)
-                                close(passed_fd);  /* refused: nothing will answer on it */
-                        brig_error_free(&e);
-                        return;
+        if (s->failure.type == 0) {
+                s->failure.type = SYNC_ERROR;
+                wire_error_encode(&s->failure.error, *e, NULL);
+        }
+        brig_error_free(e);
+        (void)sys_pidfd_send_signal(s->pidfd, SIGKILL);
+}
+
+/* What the unix socket guard asks must be the kernel's socket list of the
+ * sandbox's network namespace, nothing else of the child's. */
+static int check_diag(int fd, brig_error **err)
+{
+        int domain = 0, protocol = 0;
+        socklen_t dl = sizeof domain, pl = sizeof protocol;
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &pl) < 0 ||
+            domain != AF_NETLINK || protocol != NETLINK_SOCK_DIAG)
+                return brig_err(err, EINVAL, "not a NETLINK_SOCK_DIAG socket");
+        return 0;
+}
+
+/* The network step's sockets, in one message (child.c send_network), each
+ * with its kind, in the order the child made them. A count that does not
+ * match, or a socket that is not what its kind says, fails the run. */
+static void take_network(struct supervision *s, const struct sync_msg *m, int fds[], size_t n)
+{
+        brig_error *e = NULL;
+        /* the text may be cut: it is a reason for the report */
+        if (m->text[0])
+                snprintf(s->net_fallback, sizeof s->net_fallback, "%.*s", (int)sizeof s->net_fallback - 1, m->text);
+        if (m->status < 0 || (size_t)m->status != n)
+                brig_err(&e, EPROTO, "network: the sandbox sent %zu sockets for %d", n, m->status);
+        for (size_t i = 0; i < n; i++) {
+                if (e) {
+                        close(fds[i]);
+                } else if (m->kinds[i] == SYNC_SOCKET_UNIX_DIAG) {
+                        if (check_diag(fds[i], &e) < 0)
+                                brig_err_prefix(&e, "unix socket guard");
+                        if (!e && s->guard)
+                                unixguard_set_diag(s->guard, fds[i]);
+                        else
+                                close(fds[i]);
+                } else if (!s->egress) {
+                        brig_err(&e, EPROTO, "network: a proxy listener, but the run has no proxy");
+                        close(fds[i]);
+                } else if (egress_add_listener(s->egress, fds[i], (enum egress_listener_kind)m->kinds[i], &e) < 0) {
+                        brig_err_prefix(&e, "network");
+                        close(fds[i]);  /* refused: nothing will answer on it */
                 }
-                break;
+        }
+        if (e)
+                fail(s, &e);
+}
+
+static void take_message(struct supervision *s, const struct sync_msg *m, int fds[], size_t n)
+{
+        if (m->type == SYNC_NETWORK) {
+                take_network(s, m, fds, n);
+                return;
+        }
+        /* every other message carries one descriptor at most */
+        while (n > 1)
+                close(fds[--n]);
+        int passed_fd = n ? fds[0] : -1;
+        switch (m->type) {
         case SYNC_AGENT:
                 if (s->agent && passed_fd >= 0 && sshagent_serve(s->agent, passed_fd) == 0)
                         return;
                 break;
-        case SYNC_NET_FALLBACK:
-                /* the text may be cut: it is a reason for the report */
-                snprintf(s->net_fallback, sizeof s->net_fallback, "%.*s", (int)sizeof s->net_fallback - 1, m->text);
-                return;
         case SYNC_NOTIFY_FD:
                 if (passed_fd >= 0 && s->guard) {
                         unixguard_add_listener(s->guard, passed_fd);
-                        return;
-                }
-                break;
-        case SYNC_UNIX_DIAG:
-                if (passed_fd >= 0 && s->guard) {
-                        unixguard_set_diag(s->guard, passed_fd);
                         return;
                 }
                 break;
@@ -89,11 +138,12 @@ static void take_message(struct supervision *s, const struct sync_msg *m, int pa
 static bool read_sync(struct supervision *s)
 {
         struct sync_msg m;
-        int fd = -1;
-        int r = sync_recv(s->sync_fd, &m, &fd);
+        int fds[SYNC_MAX_FDS];
+        size_t n;
+        int r = sync_recv_fds(s->sync_fd, &m, fds, SYNC_MAX_FDS, &n);
         if (r <= 0)
                 return r == -EAGAIN;
-        take_message(s, &m, fd);
+        take_message(s, &m, fds, n);
         return true;
 }
 

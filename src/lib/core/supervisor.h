@@ -52,7 +52,7 @@ struct supervision {
          * pid 1 itself is gone (spawn.c finishes the rest after) */
         bool end_at_status;
         bool timed_out;          /* out */
-        char net_fallback[256];  /* out: SYNC_NET_FALLBACK's text */
+        char net_fallback[256];  /* out: why filtered mode fell back (SYNC_NETWORK's text) */
         /* out */
         int wait_status;         /* of the command, as pid 1 reported it */
         bool have_status;
