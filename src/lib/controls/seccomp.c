@@ -433,6 +433,8 @@ int seccomp_policy_add(struct seccomp_policy **sp, const char *name, const char 
                 if (n_conds)
                         return brig_err(err, EINVAL, "syscall rule '%s': conditions need one syscall, not a group",
                                         name);
+        } else if ((r = scmp_load(err)) < 0) {
+                return r;  /* libseccomp names the calls: without it, say why rather than abort */
         } else if (seccomp_syscall_resolve_name(target) < 0) {
                 /* Also refuses calls that exist only on other architectures
                  * (negative pseudo numbers such as socketcall on x86_64). */
