@@ -33,6 +33,7 @@ appeared meanwhile; `exe_dirs` narrows "live brig" to one's own binaries.
 Run as root to see every user's; unprivileged it sees what it may read.
 """
 import os
+import time
 import re
 
 CATEGORIES = ("mounts", "cgroups", "netns", "processes", "files")
@@ -268,10 +269,22 @@ def counts(snap=None, **kw):
     return {c: len(snap[c]) for c in CATEGORIES}
 
 
-def new_since(before, after=None, **kw):
-    """What `after` (default: a snapshot now) has that `before` had not."""
-    after = snapshot(**kw) if after is None else after
-    return {c: after[c] - before[c] for c in CATEGORIES}
+def new_since(before, after=None, settle=0, **kw):
+    """What `after` (default: a snapshot now) has that `before` had not.
+    With settle, snapshots are taken again for up to that many seconds
+    until nothing is new: `brig run` returns the command's status before
+    the kernel has finished ending its pid 1 (its namespaces, the process
+    itself) and before its teardown helper removes the cgroups, so what a
+    run leaves for a moment is not what it leaves behind."""
+    if after is not None:
+        return {c: after[c] - before[c] for c in CATEGORIES}
+    deadline = time.monotonic() + settle
+    while True:
+        after = snapshot(**kw)
+        new = {c: after[c] - before[c] for c in CATEGORIES}
+        if not any(new.values()) or time.monotonic() >= deadline:
+            return new
+        time.sleep(0.05)
 
 
 def describe(snap, limit=10):

@@ -107,7 +107,7 @@ def reader_exits_early(brig, *brig_args, script=UNTIL_GONE, env=None, stderr=Non
     # rootless without a memory cgroup, the line it took is brig's warning
     # at start: then brig's and the command's writes all meet the closed pipe
     assert head.stdout in ("line\n", "y\n") or head.stdout.startswith("brig: WARNING: "), head
-    return rc, leftovers.new_since(before, exe_dirs=[str(brig.bindir)])
+    return rc, leftovers.new_since(before, settle=5, exe_dirs=[str(brig.bindir)])
 
 
 @attack("stderr-reader-gone", "`brig run ... 2>&1 | head -1`: the command writes on until the reader has gone, "
@@ -191,7 +191,7 @@ def test_report_fd_never_read_gives_up_and_says_so(brig):
     assert p.returncode == 125, (p.returncode, err)
     assert f"brig: --json-report-fd {wr}: nothing was read for 5 s after the run ended" in err, err
     assert time.monotonic() - start < 50
-    left = leftovers.new_since(before, exe_dirs=[str(brig.bindir)])
+    left = leftovers.new_since(before, settle=5, exe_dirs=[str(brig.bindir)])
     assert not any(left.values()), leftovers.describe(left)
 
 

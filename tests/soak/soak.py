@@ -295,7 +295,7 @@ class Soak:
             self.fig["runs"] += 1
         elapsed = time.monotonic() - t0
         self.cleanup()
-        left = leftovers.new_since(before, state_roots=[self.root], exe_dirs=[self.exe.parent] +
+        left = leftovers.new_since(before, settle=5, state_roots=[self.root], exe_dirs=[self.exe.parent] +
                                    ([self.hooks.parent] if self.hooks else []))
         counts = leftovers.counts(left)
         mode = "rootless" if self.a.rootless else "root"
