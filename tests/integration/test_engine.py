@@ -238,11 +238,34 @@ def test_libseccomp_is_the_systems_whatever_the_environment(brig, scratch):
     # keyctl (250 on x86_64) is refused by the default profile, EPERM
     script = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
               "print(libc.syscall(250, 0, 0), os.strerror(ctypes.get_errno()))")
-    r = brig.run("run", "--", "python3", "-c", script, cwd=plant, env={"LD_LIBRARY_PATH": str(plant)})
+    # the hooks build's BRIG_TEST_LIBSECCOMP_PATH too: a production build ignores it
+    r = brig.run("run", "--", "python3", "-c", script, cwd=plant,
+                 env={"LD_LIBRARY_PATH": str(plant), "BRIG_TEST_LIBSECCOMP_PATH": str(plant / "libseccomp.so.2")})
     assert r.returncode == 0, r.stderr
     assert sorted(os.listdir(proofs)) == [], "a planted libseccomp was loaded"
     assert r.stdout.split(None, 1) == ["-1", "Operation not permitted\n"], r.stdout
     assert "refused 1 system call: keyctl" in r.stderr, r.stderr
+
+
+def test_a_missing_libseccomp_refuses_the_run_by_name(brig, hooks_bindir, scratch):
+    """A broken install (the hooks build's BRIG_TEST_LIBSECCOMP_PATH points
+    at nothing): a run that must compile a filter — a syscall rule of its
+    own, or the default profile with no cached program — is refused with
+    exit 125 and the library's name, never run unfiltered, never aborted."""
+    b = Brig(hooks_bindir, brig.mode, scratch)
+    state = scratch / f"state-{brig.mode}"  # no cached program: a compile
+    state.mkdir(mode=0o700)
+    b.chown(state)
+    broken = {"BRIG_TEST_LIBSECCOMP_PATH": str(scratch / "nothing" / "libseccomp.so.2"),
+              "XDG_RUNTIME_DIR": str(state)}
+    for flags, proof in ((["--seccomp-deny", "mknod"], "RULE"), ([], "DEFAULT")):
+        r = b.run("run", *flags, "--", "touch", proof, env=broken)
+        assert r.returncode == 125, (flags, r.returncode, r.stderr)
+        assert "libseccomp: cannot find" in r.stderr and "reinstall libseccomp2" in r.stderr, r.stderr
+        assert "Aborted" not in r.stderr and not (b.workspace / proof).exists(), (flags, r.stderr)
+    # the same binary and state with the library where it is: the run runs
+    r = b.run("run", "--", "touch", "RAN", env={"XDG_RUNTIME_DIR": str(state)})
+    assert r.returncode == 0 and (b.workspace / "RAN").exists(), r.stderr
 
 
 # An installed tree's libbrig finds its own brig-supervisor (libexec/brig)

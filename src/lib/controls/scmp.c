@@ -24,6 +24,19 @@
 #define BRIG_LIBSECCOMP_PATH "/usr/lib/x86_64-linux-gnu/libseccomp.so.2"
 #endif
 
+/* The file to open. Test builds only: BRIG_TEST_LIBSECCOMP_PATH stands
+ * for a broken install (a path with nothing there), which no production
+ * build can be made to show. */
+static const char *lib_path(void)
+{
+#ifdef BRIG_TEST_HOOKS
+        const char *path = getenv("BRIG_TEST_LIBSECCOMP_PATH");
+        if (path && *path)
+                return path;
+#endif
+        return BRIG_LIBSECCOMP_PATH;
+}
+
 static struct scmp_fns fns;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_errno;
@@ -31,13 +44,14 @@ static char load_why[PATH_MAX + 256];
 
 static void load(void)
 {
-        void *h = libload_open("libseccomp", BRIG_LIBSECCOMP_PATH, &load_errno, load_why, sizeof load_why);
+        const char *path = lib_path();
+        void *h = libload_open("libseccomp", path, &load_errno, load_why, sizeof load_why);
         if (!h)
                 return;
         struct scmp_fns f;
-#define SCMP_SYM(name)                                                                                     \
-        if (!(f.name = (__typeof__(f.name))libload_sym(h, #name, "libseccomp", BRIG_LIBSECCOMP_PATH,        \
-                                                       &load_errno, load_why, sizeof load_why)))            \
+#define SCMP_SYM(name)                                                                                      \
+        if (!(f.name = (__typeof__(f.name))libload_sym(h, #name, "libseccomp", path, &load_errno, load_why, \
+                                                       sizeof load_why)))                                   \
                 return;
         SCMP_FUNCTIONS(SCMP_SYM)
 #undef SCMP_SYM
@@ -48,7 +62,10 @@ int scmp_load(brig_error **err)
 {
         pthread_once(&once, load);
         if (load_errno)
-                return brig_err_code(err, BRIG_EXIT_SETUP, load_errno, "%s", load_why);
+                return brig_err_code(err, BRIG_EXIT_SETUP, load_errno,
+                                     "%s; brig compiles seccomp filters with it (a broken install: reinstall "
+                                     "libseccomp2)",
+                                     load_why);
         return 0;
 }
 
@@ -65,7 +82,7 @@ void scmp_identity(char *buf, size_t n)
 {
         char real[PATH_MAX];
         struct stat st;
-        if (!realpath(BRIG_LIBSECCOMP_PATH, real) || stat(real, &st) < 0)
+        if (!realpath(lib_path(), real) || stat(real, &st) < 0)
                 snprintf(buf, n, "-");
         else
                 snprintf(buf, n, "%llx-%llx-%lld.%09ld", (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
