@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from conftest import BUILD, HOOKS, REPO, Brig
+from conftest import BUILD, HOOKS, NOBODY, REPO, Brig
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, wait_until
 from test_escape import attack
@@ -265,6 +265,28 @@ def test_a_missing_libseccomp_refuses_the_run_by_name(brig, hooks_bindir, scratc
         assert "Aborted" not in r.stderr and not (b.workspace / proof).exists(), (flags, r.stderr)
     # the same binary and state with the library where it is: the run runs
     r = b.run("run", "--", "touch", "RAN", env={"XDG_RUNTIME_DIR": str(state)})
+    assert r.returncode == 0 and (b.workspace / "RAN").exists(), r.stderr
+
+
+@attack("library-below-a-users-directory", "the system's own libseccomp, copied into a root-owned 0755 directory "
+        "below a directory of nobody's: root's file in a directory only root may write, but nobody can rename the "
+        "directory away and put another library in its place", "syscalls")
+def test_a_library_below_someone_elses_directory_is_refused(brig, hooks_bindir, scratch):
+    b = Brig(hooks_bindir, brig.mode, scratch)
+    theirs = scratch / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    lib = theirs / "lib"
+    lib.mkdir(mode=0o755)  # root's
+    shutil.copy2(os.path.realpath("/usr/lib/x86_64-linux-gnu/libseccomp.so.2"), lib / "libseccomp.so.2")
+    r = b.run("run", "--seccomp-deny", "mknod", "--", "touch", "RAN",
+              env={"BRIG_TEST_LIBSECCOMP_PATH": str(lib / "libseccomp.so.2")})
+    assert r.returncode == 125 and not (b.workspace / "RAN").exists(), (r.returncode, r.stderr)
+    assert f"({theirs} is not root's, or others may write it); refusing to load it" in r.stderr, r.stderr
+    # the same copy with root's directories all the way up: taken
+    os.chown(theirs, 0, 0)
+    r = b.run("run", "--seccomp-deny", "mknod", "--", "touch", "RAN",
+              env={"BRIG_TEST_LIBSECCOMP_PATH": str(lib / "libseccomp.so.2")})
     assert r.returncode == 0 and (b.workspace / "RAN").exists(), r.stderr
 
 

@@ -5,9 +5,13 @@
  *
  * Each is opened by the absolute path of the build's own (its pkg-config
  * libdir and soname: meson.build), after its links, only if the file is
- * a regular file owned by root in a directory only root may write: never
- * a copy someone could put on LD_LIBRARY_PATH, beside brig or in the cwd
- * (rows 340, 413 and 414: openssl-, cares- and libseccomp-substituted). */
+ * a regular file that only root can replace: root's, in directories all
+ * the way up that are root's and that only root may write (or sticky,
+ * as /tmp, above an entry of root's). Never a copy someone could put on
+ * LD_LIBRARY_PATH, beside brig or in the cwd (rows 340, 413 and 414:
+ * openssl-, cares- and libseccomp-substituted), nor one below a directory
+ * of someone else's, who could move the tree away and put another there
+ * (row 423). */
 #ifndef BRIG_CORE_LIBLOAD_H
 #define BRIG_CORE_LIBLOAD_H
 

@@ -9,7 +9,7 @@
  * They are now opened on first use, by absolute path (the system's, the
  * build's pkg-config libdir), libcrypto first so that libssl's need of it
  * is met by that one and never searched for, each checked to be a
- * regular file owned by root in a directory only root may write: never a
+ * regular file only root can replace (core/libload.h): never a
  * copy someone could put on LD_LIBRARY_PATH, beside brig or in the cwd.
  *
  * Files that call OpenSSL include ossl_fns.h (OpenSSL's headers with
