@@ -11,7 +11,7 @@
  * LD_LIBRARY_PATH, beside brig or in the cwd (rows 340, 413 and 414:
  * openssl-, cares- and libseccomp-substituted), nor one below a directory
  * of someone else's, who could move the tree away and put another there
- * (row 423). */
+ * (row 385). */
 #ifndef BRIG_CORE_LIBLOAD_H
 #define BRIG_CORE_LIBLOAD_H
 
