@@ -7,6 +7,7 @@
 #include "persist/state.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -303,15 +304,155 @@ static bool same_ident(const struct stat *a, const struct state_ident *b)
         return a->st_dev == b->dev && a->st_ino == b->ino;
 }
 
+/* The identities of a plain path's directories, by name: lstat of each
+ * prefix, each asked once for every root and grant of one guard (they
+ * share "/", "/run", "/tmp"). A plain path (absolute, no "//", "." or
+ * "..", no symlink on the way: each prefix's lstat says) names by its
+ * prefixes the directories ".." leads to from it — across mount points
+ * as well: a prefix that is a mount point names the mounted root, as
+ * ".." from below it does. Anything else (a symlink, an odd spelling)
+ * takes the walk by ".." from the opened directory below: 3 system
+ * calls a level (openat, fstat, close) for each root and grant, where
+ * this asks one a directory once (75 calls before clone3 down to 12). */
+/* The walk by ".." for everything, for the test that holds the walk by
+ * name to it (test_plan.py): BRIG_TEST_PLAN_LONG_WAY=1 in a test-hooks
+ * build. */
+static bool long_way(void)
+{
+#ifdef BRIG_TEST_HOOKS
+        const char *v = getenv("BRIG_TEST_PLAN_LONG_WAY");
+        return v && strcmp(v, "1") == 0;
+#else
+        return false;
+#endif
+}
+
+struct guard_seen {
+        char *path;
+        int err;  /* 0, or lstat's errno */
+        struct stat st;
+};
+struct guard_memo {
+        struct guard_seen *v;
+        size_t n;
+};
+
+static bool plain_path(const char *p)
+{
+        if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../"))
+                return false;
+        size_t n = strlen(p);
+        if (n > 1 && p[n - 1] == '/')
+                return false;
+        const char *last = strrchr(p, '/');
+        return strcmp(last, "/.") != 0 && strcmp(last, "/..") != 0;
+}
+
+/* lstat of PATH's first N bytes ("/" when N is 0), asked once; NULL
+ * (errno set) when it is not there or cannot be asked. */
+static const struct stat *guard_lstat(struct guard_memo *m, const char *path, size_t n)
+{
+        char buf[PATH_MAX];
+        if (n == 0)
+                n = 1;
+        if (n >= sizeof buf) {
+                errno = ENAMETOOLONG;
+                return NULL;
+        }
+        memcpy(buf, path, n);
+        buf[n] = '\0';
+        for (size_t i = 0; i < m->n; i++)
+                if (strcmp(m->v[i].path, buf) == 0) {
+                        errno = m->v[i].err;
+                        return m->v[i].err ? NULL : &m->v[i].st;
+                }
+        struct guard_seen seen = { 0 };
+        seen.err = lstat(buf, &seen.st) < 0 ? errno : 0;
+        struct guard_seen *grown = realloc(m->v, (m->n + 1) * sizeof *grown);
+        if (grown && (seen.path = strdup(buf))) {
+                m->v = grown;
+                m->v[m->n++] = seen;
+        } else if (grown) {
+                m->v = grown;
+        }
+        errno = seen.err;
+        return seen.err ? NULL : (grown && seen.path ? &m->v[m->n - 1].st : NULL);
+}
+
+/* The directories of plain PATH's first N bytes up to "/", by identity,
+ * into ID (at most MAX): how many, or -1 when the walk by name cannot
+ * stand in for ".." (not plain, a symlink or no directory on the way,
+ * something gone, out of memory). */
+static ssize_t guard_chain_by_name(struct guard_memo *m, const char *path, size_t n, struct state_ident *id,
+                                   size_t max)
+{
+        size_t k = 0;
+        for (;;) {
+                const struct stat *st = guard_lstat(m, path, n);
+                if (!st || !S_ISDIR(st->st_mode) || k == max)
+                        return -1;
+                id[k++] = (struct state_ident){ st->st_dev, st->st_ino };
+                if (n <= 1)
+                        return (ssize_t)k;
+                while (n > 0 && path[n - 1] != '/')
+                        n--;
+                if (n > 1)
+                        n--;  /* the slash before the last name */
+        }
+}
+
+static void guard_memo_free(struct guard_memo *m)
+{
+        for (size_t i = 0; m && i < m->n; i++)
+                free(m->v[i].path);
+        if (m)
+                free(m->v);
+        free(m);
+}
+
 /* One root: its identity (or, while it does not exist, its deepest
  * existing ancestor's: a grant of that ancestor would let the sandbox make
  * the root itself) and every directory above it. Identities, not names:
  * every spelling of a directory (symlinks, "..") has the same
  * st_dev/st_ino, and ".." from an open directory leads to its real parent
  * across mount points. */
-static int guard_root(struct state_guard_root *gr, char *path, brig_error **err)
+static int guard_root_by_name(struct state_guard_root *gr, struct guard_memo *m)
+{
+        if (!m || !plain_path(gr->path))
+                return -1;
+        size_t n = strlen(gr->path);
+        gr->exists = true;
+        for (;;) {
+                const struct stat *st = guard_lstat(m, gr->path, n);
+                int e = st ? 0 : errno;
+                if (st && S_ISLNK(st->st_mode))
+                        return -1;  /* open() would follow it: the walk by ".." */
+                if (st && S_ISDIR(st->st_mode))
+                        break;
+                /* what open(O_DIRECTORY) would have refused, and gone on above */
+                if (st ? false : (e != ENOENT && e != ENOTDIR && e != EACCES))
+                        return -1;
+                if (n <= 1)
+                        return -1;
+                while (n > 0 && gr->path[n - 1] != '/')
+                        n--;
+                if (n > 1)
+                        n--;
+                gr->exists = false;
+        }
+        ssize_t k = guard_chain_by_name(m, gr->path, n, gr->id, ARRAY_SIZE(gr->id));
+        if (k <= 0)
+                return -1;
+        gr->n = (size_t)k;
+        return 0;
+}
+
+static int guard_root(struct state_guard_root *gr, char *path, struct guard_memo *m, brig_error **err)
 {
         gr->path = path;
+        if (path && guard_root_by_name(gr, m) == 0)
+                return 0;
+        gr->n = 0;
         _cleanup_free_ char *p = path ? strdup(path) : NULL;
         if (!p)
                 return brig_err(err, ENOMEM, "state directory");
@@ -352,6 +493,8 @@ static int guard_root(struct state_guard_root *gr, char *path, brig_error **err)
 int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
 {
         memset(g, 0, sizeof *g);
+        /* out of memory: every root and grant walked by ".." */
+        g->memo = long_way() ? NULL : calloc(1, sizeof *g->memo);
         char *paths[ARRAY_SIZE(g->roots)] = { state_root_path() };
         uid_t uids[ARRAY_SIZE(g->roots)] = { geteuid() };
         size_t n = 1;
@@ -376,7 +519,7 @@ int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
                         continue;
                 }
                 g->roots[g->n_roots].uid = uids[i];
-                r = guard_root(&g->roots[g->n_roots++], paths[i], err);
+                r = guard_root(&g->roots[g->n_roots++], paths[i], g->memo, err);
         }
         return r;
 }
@@ -385,6 +528,7 @@ void state_guard_free(struct state_guard *g)
 {
         for (size_t i = 0; i < g->n_roots; i++)
                 free(g->roots[i].path);
+        guard_memo_free(g->memo);
         memset(g, 0, sizeof *g);
 }
 
@@ -440,8 +584,59 @@ static const char *guard_meets(const struct state_guard_root *gr, const struct s
         return chain->partial ? "lies inside" : NULL;
 }
 
+/* state_guard_test by name (guard_chain_by_name): NULL with *done set
+ * when it answered, else the walk by ".." answers. */
+static const char *guard_test_by_name(const struct state_guard *g, const char *path, const char **root, bool *done)
+{
+        *done = false;
+        if (!g->memo || !plain_path(path))
+                return NULL;
+        size_t n = strlen(path);
+        const struct stat *own = guard_lstat(g->memo, path, n);
+        if (!own) {
+                /* open() fails the same way (a prefix's search permission,
+                 * ENOENT): nothing to bind */
+                *done = errno == ENOENT || errno == ENOTDIR || errno == EACCES;
+                return NULL;
+        }
+        if (S_ISLNK(own->st_mode))
+                return NULL;
+        struct stat st = *own;
+        size_t dir = n;
+        if (!S_ISDIR(st.st_mode)) {
+                while (dir > 0 && path[dir - 1] != '/')
+                        dir--;
+                if (dir > 1)
+                        dir--;
+        }
+        struct state_ident chain[256];
+        ssize_t k = guard_chain_by_name(g->memo, path, dir, chain, ARRAY_SIZE(chain));
+        if (k <= 0)
+                return NULL;
+        *done = true;
+        for (size_t i = 0; i < g->n_roots; i++) {
+                const struct state_guard_root *gr = &g->roots[i];
+                const char *how = NULL;
+                for (size_t j = 0; j < gr->n && !how; j++)
+                        if (same_ident(&st, &gr->id[j]))
+                                how = j == 0 && gr->exists ? "is" : "contains";
+                for (ssize_t j = 0; !how && gr->exists && j < k; j++)
+                        if (chain[j].dev == gr->id[0].dev && chain[j].ino == gr->id[0].ino)
+                                how = "lies inside";
+                if (how) {
+                        *root = gr->path;
+                        return how;
+                }
+        }
+        return NULL;
+}
+
 const char *state_guard_test(const struct state_guard *g, const char *path, const char **root)
 {
+        bool done;
+        const char *by_name = guard_test_by_name(g, path, root, &done);
+        if (done)
+                return by_name;
         _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)

@@ -67,9 +67,11 @@ struct state_guard_root {
         size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
         struct state_ident id[128];
 };
+struct guard_memo;
 struct state_guard {
         size_t n_roots;
         struct state_guard_root roots[5];
+        struct guard_memo *memo;  /* what was looked up by name (state.c) */
 };
 BRIG_INTERNAL int state_guard_init(struct state_guard *g, uid_t other, brig_error **err);
 BRIG_INTERNAL void state_guard_free(struct state_guard *g);
