@@ -66,12 +66,22 @@ def run(prog, nr, arch=AUDIT_ARCH_X86_64, args=(0,) * 6, ip=0, steps=None):
     """What the filter returns for this seccomp_data (the words of args as
     64-bit values); steps, a list, gets the number of instructions run.
     Raises on what the kernel would refuse to run."""
-    data = struct.pack("<iIQ6Q", nr, arch, ip, *[a & (2**64 - 1) for a in args])
+    data = struct.pack("<IIQ6Q", nr & 0xFFFFFFFF, arch, ip, *[a & (2**64 - 1) for a in args])
     a = x = n = 0
     pc = 0
     while pc < len(prog):
         c, jt, jf, k = prog[pc]
         n += 1  # instructions run, this one included
+        # the jumps first: most of what a filter runs
+        if c == _JGE:
+            pc += (jt if a >= k else jf) + 1
+            continue
+        if c == _JEQ:
+            pc += (jt if a == k else jf) + 1
+            continue
+        if c == _JGT:
+            pc += (jt if a > k else jf) + 1
+            continue
         if c == _LD_ABS:
             a = struct.unpack_from("<I", data, k)[0]
         elif c == _LD_IMM:
@@ -204,16 +214,25 @@ def argument_vectors(progs, nr, limit=200000):
         yield tuple(args)
 
 
-def decisions(prog, other=None, numbers=range(0, 1024)):
+# Numbers past every table: where a dispatch over ranges of numbers ends
+# (2^30 is x32's bit, 2^31 the sign, 2^32 - 1 is -1: "no call").
+FAR = (1024, 4095, 0x3FFFFFFF, 0x7FFFFFFF, 0x80000000, 0xBFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFF)
+
+
+def decisions(prog, other=None, numbers=range(0, 1024), wide=False):
     """{(nr, arch, args): action} over every number, argument vectors from
-    both programs where other is given, x32 and i386 spellings too."""
+    both programs where other is given, x32 and i386 spellings too (wide:
+    every number of those, and the numbers of FAR)."""
     progs = [prog] + ([other] if other is not None else [])
     out = {}
     for nr in numbers:
         for args in argument_vectors(progs, nr):
             out[(nr, AUDIT_ARCH_X86_64, args)] = run(prog, nr, args=args)
-    for nr in (0, 1, 59, 110, 322, 512, 1000):
+    for nr in (numbers if wide else (0, 1, 59, 110, 322, 512, 1000)):
         out[(nr | X32_BIT, AUDIT_ARCH_X86_64, (0,) * 6)] = run(prog, nr | X32_BIT)
+        out[(nr, AUDIT_ARCH_I386, (0,) * 6)] = run(prog, nr, arch=AUDIT_ARCH_I386)
+    for nr in FAR if wide else ():
+        out[(nr, AUDIT_ARCH_X86_64, (0,) * 6)] = run(prog, nr)
         out[(nr, AUDIT_ARCH_I386, (0,) * 6)] = run(prog, nr, arch=AUDIT_ARCH_I386)
     out[(-1, AUDIT_ARCH_X86_64, (0,) * 6)] = run(prog, -1)
     return out

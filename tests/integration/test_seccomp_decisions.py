@@ -69,9 +69,11 @@ def descendant_named(pid, comm):
     return None
 
 
-def loaded_program(brig, env):
-    """The filter the kernel holds for an idle sandbox's command."""
-    p = subprocess.Popen(brig.cmd("run", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"),
+def loaded_program(brig, env, args=(), exe=None):
+    """The filter the kernel holds for an idle sandbox's command (brig run
+    ARGS, by the brig at exe if given)."""
+    cmd = brig.prefix() + [str(exe or brig.exe), "run", *args, "--", "/bin/sh", "-c", "echo ready; exec sleep 60"]
+    p = subprocess.Popen(cmd,
                          cwd=str(brig.workspace), env=brig.env(env), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -111,7 +113,7 @@ def test_loaded_filter_decides_as_the_reference(brig):
     for label, prog in (("compiled", compiled), ("cached", cached)):
         if prog == ref:
             continue  # the same program, instruction for instruction
-        want, got = bpf.decisions(ref, prog), bpf.decisions(prog, ref)  # the same inputs, both programs'
+        want, got = bpf.decisions(ref, prog, wide=True), bpf.decisions(prog, ref, wide=True)  # the same inputs
         wrong = [describe(k, want[k], v, names) for k, v in got.items() if v != want[k]]
         assert not wrong, f"{label}: {len(wrong)} decisions differ: " + "; ".join(wrong[:12])
         lost = [names.get(nr, nr) for nr in range(1024)
@@ -121,6 +123,56 @@ def test_loaded_filter_decides_as_the_reference(brig):
     for name in ("getppid", "read", "write", "close", "futex", "mmap", "newfstatat"):
         nr = next(n for n, s in names.items() if s == name)
         assert bpf.const_action(compiled, nr) == bpf.RET_ALLOW, name
+
+
+# Rule sets whose programs take every other path of the compile: an audit
+# stream (refusals and execs notify), the user's conditional rules (one
+# on a call with a guard of its own is refused, so none here), groups,
+# a refused sendmsg (refusals as plain errnos), connect and sendto logged.
+RULE_SETS = [
+    [],
+    ["--audit", "{audit}"],
+    ["--seccomp-rule", "kill(a1==9)=errno:EACCES", "--seccomp-deny", "@mount:EACCES", "--seccomp-allow", "keyctl",
+     "--seccomp-rule", "getpriority(a0==0)=log", "--seccomp-rule", "kcmp(a2&0x3==0x1)=allow",
+     "--seccomp-rule", "uselib(a0>=7)=deny-log", "--seccomp-deny", "getppid"],
+    ["--seccomp-deny", "sendmsg", "--seccomp-deny", "@network"],
+    ["--audit", "{audit}", "--seccomp-rule", "sendto=log", "--seccomp-rule", "connect=log",
+     "--seccomp-allow", "@debug", "--seccomp-deny", "sysinfo:EIO"],
+]
+
+
+@attack("seccomp-dispatch-drops-rule", "brig's own number dispatch (ranges of syscall numbers of one decision, in "
+        "front of libseccomp's argument checks) decides one number, argument value, x32 number or i386 call "
+        "otherwise than libseccomp's whole program for the same rules, under an audit stream, the user's "
+        "conditional rules, groups, a refused sendmsg, a logged connect",
+        "the programs the kernel holds, dispatch and libseccomp's alone (test hook), decide alike for every "
+        "number 0-1023, the numbers at 2^30, 2^31 and 2^32, every x32 and i386 number and every argument "
+        "boundary, for each rule set; numbers libseccomp's decides constantly stay so; the production build "
+        "ignores the hook")
+def test_dispatch_decides_as_libseccomps_program(brig, hooks_bindir):
+    if not IS_ROOT:
+        pytest.skip("NOT ROOT: READING A SANDBOX'S LOADED FILTER (PTRACE_SECCOMP_GET_FILTER) NEEDS CAP_SYS_ADMIN")
+    names = bpf.syscall_names()
+    reports = brig.base / "audit"
+    reports.mkdir()
+    brig.chown(reports)
+    # The program does not depend on the mode: each mode takes half the sets.
+    for i, rules in list(enumerate(RULE_SETS))[brig.mode == "rootless"::2]:
+        def fill(tag):
+            return [a.format(audit=reports / f"audit-{i}-{tag}.jsonl") for a in rules]
+        ours = loaded_program(brig, state_env(brig, f"d{i}"), fill("d"), hooks_bindir / "brig")
+        whole_env = {**state_env(brig, f"w{i}"), "BRIG_TEST_SECCOMP_WHOLE": "1"}
+        whole = loaded_program(brig, whole_env, fill("w"), hooks_bindir / "brig")
+        assert len(ours) < len(whole), (rules, len(ours), len(whole))  # the hook took the other path
+        want, got = bpf.decisions(whole, ours, wide=True), bpf.decisions(ours, whole, wide=True)
+        wrong = [describe(k, want[k], v, names) for k, v in got.items() if v != want[k]]
+        assert not wrong, f"{rules}: {len(wrong)} decisions differ: " + "; ".join(wrong[:12])
+        lost = [names.get(nr, nr) for nr in range(1024)
+                if bpf.const_action(whole, nr) is not None and bpf.const_action(ours, nr) != bpf.const_action(whole, nr)]
+        assert not lost, f"{rules}: out of the kernel's constant-action cache now: {lost}"
+    # The production build has no such hook: its program is the dispatch.
+    plain = loaded_program(brig, {**state_env(brig, "p"), "BRIG_TEST_SECCOMP_WHOLE": "1"})
+    assert len(plain) < len(whole) and plain == loaded_program(brig, state_env(brig, "p2"))
 
 
 PROBE = r"""

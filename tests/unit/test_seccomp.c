@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/audit.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -369,6 +370,118 @@ static void test_cache_bytes_the_kernel_would_refuse(void **state)
         assert_null(out);
 }
 
+
+/* ---- the number dispatch (seccomp_dispatch.c) --------------------------- */
+
+#define SUB_MARK 0x00050000U | 99  /* what the stand-in argument checks return */
+
+/* What a table decides for nr, by looking it up. */
+static uint32_t lookup(const struct seccomp_number *v, size_t n, uint32_t nr, uint32_t dflt)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i].nr == nr)
+                        return v[i].args ? SUB_MARK : v[i].ret;
+        return dflt;
+}
+
+static struct sock_fprog loading;
+static int load_result;
+
+static void *load_thread(void *arg)
+{
+        (void)arg;
+        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+                syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &loading) == 0 ? 0 : (errno ? errno : 1);
+        __atomic_store_n(&load_result, r, __ATOMIC_SEQ_CST);
+        for (;;)
+                ;  /* no call is sure to be allowed now; the child's exit ends it */
+        return NULL;
+}
+
+static void check_dispatch(const struct seccomp_number *v, size_t n)
+{
+        const uint32_t dflt = SECCOMP_RET_ERRNO | ENOSYS, kill = SECCOMP_RET_KILL_PROCESS;
+        /* argument checks of their own, as libseccomp's start: the arch again */
+        const struct sock_filter sub[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
+                                           BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+                                           BPF_STMT(BPF_RET | BPF_K, kill),
+                                           BPF_STMT(BPF_RET | BPF_K, SUB_MARK) };
+        struct sock_filter *prog = NULL;
+        size_t len = 0;
+        assert_int_equal(seccomp_dispatch_emit(AUDIT_ARCH_X86_64, kill, v, n, dflt, sub, 4, &prog, &len), 0);
+        assert_true(len <= BPF_MAXINSNS);
+        /* every number named, its neighbours, the far ends, x32, i386 */
+        uint32_t probe[] = { 0, 1, 2, 1023, 1024, 0x3fffffffU, 0x40000000U, 0x40000001U, 0x7fffffffU,
+                             0x80000000U, 0xfffffffeU, 0xffffffffU };
+        for (size_t i = 0; i < n + ARRAY_SIZE(probe); i++)
+                for (int d = -1; d <= 1; d++) {
+                        uint32_t nr = (i < n ? v[i].nr : probe[i - n]) + (uint32_t)d;
+                        uint32_t want = nr >= 0x40000000U && nr != 0xffffffffU ? kill : lookup(v, n, nr, dflt), ret;
+                        struct seccomp_data sd = { .nr = (int)nr, .arch = AUDIT_ARCH_X86_64 };
+                        assert_true(seccomp_bpf_eval(prog, len, &sd, &ret));
+                        if (ret != want)
+                                fail_msg("table of %zu: nr %#x gets %#x, not %#x", n, nr, ret, want);
+                        sd.arch = AUDIT_ARCH_I386;
+                        assert_true(seccomp_bpf_eval(prog, len, &sd, &ret));
+                        assert_int_equal(ret, kill);
+                }
+        /* and the kernel takes it: loaded by a thread of a child (a filter
+         * is the thread's own), which cannot make a call after it, while
+         * the child's other thread reports and exits */
+        loading = (struct sock_fprog){ .len = (unsigned short)len, .filter = prog };
+        pid_t pid = fork();
+        if (pid == 0) {
+                pthread_t t;
+                load_result = -1;
+                if (pthread_create(&t, NULL, load_thread, NULL) != 0)
+                        _exit(99);
+                for (int i = 0; i < 5000 && __atomic_load_n(&load_result, __ATOMIC_SEQ_CST) < 0; i++)
+                        usleep(1000);
+                _exit(__atomic_load_n(&load_result, __ATOMIC_SEQ_CST) == 0 ? 0 : 98);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                fail_msg("table of %zu: the kernel refused its %zu instructions (status %#x)", n, len, status);
+        free(prog);
+}
+
+static void test_dispatch_decides_as_its_table(void **state)
+{
+        (void)state;
+        check_dispatch(NULL, 0);
+        const struct seccomp_number edges[] = { { 0, SECCOMP_RET_ALLOW, false }, { 1, 0, true },
+                                                { 7, SECCOMP_RET_ERRNO | ENOSYS, false },
+                                                { 0x3fffffffU, SECCOMP_RET_ALLOW, false },
+                                                { 0xffffffffU, SECCOMP_RET_ERRNO | 1, false } };
+        check_dispatch(edges, ARRAY_SIZE(edges));
+        /* random tables of up to 900 numbers: past what shared returns
+         * reach (255 instructions), past what a jump over the lower half
+         * reaches, runs of one decision, several routed to the checks */
+        static const uint32_t rets[] = { SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | 1, SECCOMP_RET_USER_NOTIF,
+                                         SECCOMP_RET_LOG, SECCOMP_RET_ERRNO | ENOSYS };
+        static struct seccomp_number v[900];
+        srandom(19);
+        static const size_t sizes[] = { 3, 40, 130, 300, 700, 900 };
+        for (size_t s = 0; s < ARRAY_SIZE(sizes); s++)
+                for (int round = 0; round < 4; round++) {
+                        uint32_t nr = (uint32_t)(random() % 3);
+                        for (size_t i = 0; i < sizes[s]; i++) {
+                                v[i].nr = nr;
+                                v[i].args = random() % 9 == 0;
+                                v[i].ret = rets[random() % ARRAY_SIZE(rets)];
+                                nr += 1 + (uint32_t)(random() % (round + 1));
+                        }
+                        check_dispatch(v, sizes[s]);
+                }
+        /* a table out of order is refused */
+        const struct seccomp_number unsorted[] = { { 5, SECCOMP_RET_ALLOW, false }, { 5, 0, true } };
+        struct sock_filter *prog = NULL;
+        size_t len = 0;
+        assert_int_equal(seccomp_dispatch_emit(AUDIT_ARCH_X86_64, 0, unsorted, 2, 0, NULL, 0, &prog, &len), -EINVAL);
+        assert_null(prog);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -379,6 +492,7 @@ int main(void)
                 cmocka_unit_test(test_degraded_loads_nothing),
                 cmocka_unit_test(test_cache_program_is_run_before_it_is_trusted),
                 cmocka_unit_test(test_cache_bytes_the_kernel_would_refuse),
+                cmocka_unit_test(test_dispatch_decides_as_its_table),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <linux/filter.h>
 #include <fcntl.h>
@@ -638,19 +639,31 @@ static int add_exact(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, c
  * (or only logged by the kernel): they notify the supervisor, whose unix
  * socket guard decides and makes the call itself (unixguard.c). sendto
  * without a destination (send(2)) stays a plain allow: argument 4 is a
- * register, the kernel reads no address when it is NULL. */
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
+ * register, the kernel reads no address when it is NULL.
+ *
+ * The action a rule for nr gets; *dest: a passing sendto, whose rule is
+ * two, on whether argument 4 is NULL (add_rule). */
+static uint32_t final_action(uint32_t action, int nr, bool *dest)
 {
         action = resolve(action);
         bool passes = action == SCMP_ACT_ALLOW || (action == SCMP_ACT_LOG && !compiling_for_replies);
+        *dest = false;
         /* An exec the policy lets run stops for the supervisor, which
          * records it and lets it go on (unixguard.c, exec_observe): the
          * kernel reports it, so nothing inside can skip or fake the event. */
         if (passes && compiling_exec_events && (nr == SCMP_SYS(execve) || nr == SCMP_SYS(execveat)))
-                return add_exact(ctx, SCMP_ACT_NOTIFY, nr, n, cmp);
+                return SCMP_ACT_NOTIFY;
         if (passes && nr == SCMP_SYS(connect))
-                return add_exact(ctx, SCMP_ACT_NOTIFY, nr, n, cmp);
-        if (!passes || nr != SCMP_SYS(sendto))
+                return SCMP_ACT_NOTIFY;
+        *dest = passes && nr == SCMP_SYS(sendto);
+        return action;
+}
+
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
+{
+        bool dest;
+        action = final_action(action, nr, &dest);
+        if (!dest)
                 return add_exact(ctx, action, nr, n, cmp);
         struct scmp_arg_cmp with[MAX_CONDS + 1];
         if (n)
@@ -898,7 +911,18 @@ static int set_attr(scmp_filter_ctx ctx, enum scmp_filter_attr attr, uint32_t va
         return 0;
 }
 
-static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error **err)
+/* The numbers the dispatch decides without the arguments: true, with the
+ * return value, for an unconditional decision (all but a passing sendto). */
+static bool plain_decision(const struct decision *d, uint32_t *ret)
+{
+        bool dest;
+        *ret = final_action(d->action, d->nr, &dest);
+        return d->guard == GUARD_NONE && !dest;
+}
+
+/* libseccomp's part: every decision, or (plain_too false) only those that
+ * read arguments. */
+static int build_filter(scmp_filter_ctx ctx, const struct table *t, bool plain_too, brig_error **err)
 {
         /* Only the native architecture is in the filter: a call through the
          * i386 entry (int 0x80) does not match it and kills the process.
@@ -915,6 +939,9 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
         if (r == 0)
                 r = set_attr(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "binary tree", err);
         for (size_t i = 0; r == 0 && i < t->n; i++) {
+                uint32_t ret;
+                if (!plain_too && plain_decision(&t->d[i], &ret))
+                        continue;
                 r = add_decision(ctx, &t->d[i]);
                 if (r < 0) {
                         char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, t->d[i].nr);
@@ -939,7 +966,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, brig_error *
  * cache in ~/.cache/brig, inside any sandbox given $HOME or ~/.cache;
  * that place is never read). */
 
-#define CACHE_MAGIC "brig-seccomp-5"  /* bump when the default profile changes */
+#define CACHE_MAGIC "brig-seccomp-6"  /* bump when the default profile changes */
 
 struct build_id_search {
         uintptr_t addr;  /* a function of this file: the object holding it is ours */
@@ -1182,12 +1209,13 @@ static void cache_store(int dir, const char *name, const char *key, size_t len, 
 }
 
 /* Compile through libseccomp and read the program back from a memfd. */
-static int compile(const struct table *t, struct sock_filter **prog, size_t *n, brig_error **err)
+static int compile_scmp(const struct table *t, bool plain_too, struct sock_filter **prog, size_t *n,
+                        brig_error **err)
 {
         scmp_filter_ctx ctx = seccomp_init(resolve(DEFAULT_ACTION));
         if (!ctx)
                 return brig_err(err, ENOMEM, "seccomp: init");
-        int r = build_filter(ctx, t, err);
+        int r = build_filter(ctx, t, plain_too, err);
         _cleanup_close_ int fd = -EBADF;
         if (r == 0) {
                 fd = memfd_create("brig-seccomp", MFD_CLOEXEC);
@@ -1215,6 +1243,50 @@ static int compile(const struct table *t, struct sock_filter **prog, size_t *n, 
         }
         *n = (size_t)size / sizeof(struct sock_filter);
         return 0;
+}
+
+static int by_nr(const void *a, const void *b)
+{
+        uint32_t x = ((const struct seccomp_number *)a)->nr, y = ((const struct seccomp_number *)b)->nr;
+        return (x > y) - (x < y);
+}
+
+/* The program: brig's number dispatch over ranges of one decision
+ * (seccomp_dispatch.c: half libseccomp's length, and the kernel's load is
+ * linear in it), in front of libseccomp's program for the calls whose
+ * decision reads their arguments. The dispatch's preamble (arch, x32) is
+ * written for x86_64, the one architecture it is tested on; elsewhere
+ * libseccomp compiles all of it. */
+static int compile(const struct table *t, struct sock_filter **prog, size_t *n, brig_error **err)
+{
+#if defined(__x86_64__)
+#ifdef BRIG_TEST_HOOKS
+        /* libseccomp's program alone, for test_seccomp_decisions.py to
+         * compare the dispatch with on any rule set */
+        if (getenv("BRIG_TEST_SECCOMP_WHOLE"))
+                return compile_scmp(t, true, prog, n, err);
+#endif
+        _cleanup_free_ struct sock_filter *sub = NULL;
+        size_t n_sub = 0;
+        int r = compile_scmp(t, false, &sub, &n_sub, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ struct seccomp_number *v = calloc(t->n ? t->n : 1, sizeof *v);
+        if (!v)
+                return brig_err(err, ENOMEM, "seccomp");
+        for (size_t i = 0; i < t->n; i++) {
+                v[i].nr = (uint32_t)t->d[i].nr;
+                v[i].args = !plain_decision(&t->d[i], &v[i].ret);
+        }
+        qsort(v, t->n, sizeof *v, by_nr);
+        r = seccomp_dispatch_emit(AUDIT_ARCH_X86_64, SCMP_ACT_KILL_PROCESS, v, t->n, resolve(DEFAULT_ACTION), sub,
+                                  n_sub, prog, n);
+        if (r < 0)
+                return brig_err(err, -r, "seccomp: the number dispatch of %zu decisions", t->n);
+        return 0;
+#else
+        return compile_scmp(t, true, prog, n, err);
+#endif
 }
 
 /* The supervisor's answers to notifications: the same table compiled

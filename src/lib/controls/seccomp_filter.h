@@ -66,6 +66,21 @@ BRIG_INTERNAL int seccomp_cache_parse(const void *buf, size_t size, const char *
 BRIG_INTERNAL bool seccomp_bpf_eval(const struct sock_filter *prog, size_t n, const struct seccomp_data *sd,
                                     uint32_t *ret);
 
+/* The number dispatch (seccomp_dispatch.c, pure): a binary search over
+ * ranges of numbers of one decision. v: the named numbers, sorted, each
+ * with its return value, or args: routed to `sub` (libseccomp's program
+ * for the calls whose decision reads their arguments); every other number
+ * gets dflt, another arch (and on x86_64 an x32 number) badarch. 0 and a
+ * malloc'd program; -EINVAL (v unsorted), -E2BIG, -ENOMEM. */
+struct seccomp_number {
+        uint32_t nr;
+        uint32_t ret;
+        bool args;
+};
+BRIG_INTERNAL int seccomp_dispatch_emit(uint32_t arch, uint32_t badarch, const struct seccomp_number *v, size_t n,
+                                        uint32_t dflt, const struct sock_filter *sub, size_t n_sub,
+                                        struct sock_filter **prog, size_t *len);
+
 /* "mount", or "syscall_N" for numbers libseccomp does not know; free() it. */
 BRIG_INTERNAL char *seccomp_syscall_name(int nr);
 
