@@ -71,7 +71,7 @@ def test_counter_sees_what_it_should(tmp_path):
 
 from conftest import Brig, repetitions  # noqa: E402
 from persist_helpers import Sandboxes, pid_alive  # noqa: E402
-from proc_helpers import wait_until  # noqa: E402
+from proc_helpers import marker, wait_until  # noqa: E402
 from test_escape import attack  # noqa: E402
 
 SOAK = pathlib.Path(__file__).resolve().parents[1] / "soak" / "soak.py"
@@ -459,6 +459,51 @@ def test_pooled_run_in_flight_survives_its_daemons_death(world, brig):
     assert world.run("run", "--", "true").returncode == 0
     assert wait_until(lambda: world.run("ls").returncode == 0 and not (world.root / "pools").exists(), 15), \
         list(world.root.rglob("*"))
+    world.assert_clean()
+
+
+def _nice(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def _pooled_nice(world, mark):
+    """A pooled run's command's own nice value (and that the pool served it)."""
+    r = world.run("run", "--pooled", "--net", "none", "--", "sh", "-c", f"cut -d' ' -f19 /proc/self/stat; : {mark}")
+    assert r.returncode == 0 and "not served by the pool" not in r.stderr, r
+    return r.stdout
+
+
+@attack("pool-end-starved", "a pool member that served its run ends at nice 10, so that the next run does not "
+        "share the cores with its end: stop the end there (a test hook), busy every core of the host at nice 0, "
+        "let it go on; the end must still finish with nothing left, and the next pooled run's command must start "
+        "at its caller's nice 0, not at the end's", "traces")
+def test_served_members_end_yields_and_still_finishes(world, brig):
+    r = world.run("pool", "--size", "1", "--net", "none", hooks=True, env={"BRIG_TEST_PAUSE_AT": "pool-member-end"})
+    assert r.returncode == 0, r
+    mark = marker("end")
+    assert _pooled_nice(world, mark) == "0\n"
+    pids = paused(world.hooks.exe)
+    assert len(pids) == 1, f"the served member's end never reached its low priority (pool-member-end): {pids}"
+    (sup,) = pids
+    (pid1,) = map(int, pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split())
+    assert (_nice(sup), _nice(pid1)) == (10, 10), "the served member's end runs at the next run's priority"
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        os.kill(sup, signal.SIGCONT)
+        assert wait_until(lambda: not pid_alive(sup) and not pid_alive(pid1), 30), \
+            "ATTACK WORKED: the served member's end never finished on a busy host"
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    # the member made next starts as its daemon (nice 0): so does its run
+    assert wait_until(lambda: any(world.root.glob("pools/*/ready/*")), 30), list(world.root.rglob("*"))
+    assert _pooled_nice(world, mark) == "0\n"
+    for pid in paused(world.hooks.exe):
+        os.kill(pid, signal.SIGCONT)
+    assert world.run("pool", "--stop", "--net", "none").returncode == 0
+    assert world.run("run", "--", "true").returncode == 0
     world.assert_clean()
 
 

@@ -5,6 +5,7 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import time
 
 import pytest
 
@@ -76,6 +77,21 @@ def test_concurrent_pooled_runs(brig, pool):
         results = list(ex.map(one, range(4)))
     assert sorted(r.stdout for r in results) == [f"run{i}\n" for i in range(4)], results
     assert all(r.returncode == 0 for r in results), results
+
+
+def test_refill_goes_on_while_runs_never_pause(brig, pool):
+    """The refill waits for a quiet pool (no run, claim or hand-back for a
+    moment: pool.c's POOL_QUIET_MS), so that making a member does not share
+    the cores with a run; runs that follow each other without a pause hold
+    it back a bounded time only. Here none waits for a member: still some
+    are served by members made while the runs went on."""
+    served, end = 0, time.monotonic() + 30
+    rep = brig.reports / "burst.json"
+    while served < 4 and time.monotonic() < end:
+        r = pool.brig_cmd("run", "--pooled", "--json-report", rep, "--", "true")
+        assert r.returncode == 0, r
+        served += bool(json.loads(rep.read_text()).get("pool", {}).get("served"))
+    assert served >= 4, f"{served} pooled runs of a burst served: the refill never went on"
 
 
 def test_pool_stop_removes_everything(brig, sandboxes):

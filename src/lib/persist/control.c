@@ -19,6 +19,7 @@
 #include "persist/control.h"
 #include "controls/unixguard.h"
 #include "core/refusals.h"
+#include "core/reaper.h"
 #include "persist/state.h"
 #include "persist/sandbox.h"
 
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -858,8 +860,13 @@ static void on_exec(struct control *c, struct conn *k)
         (void)ctl_send(k->fd, &h, payload ? payload : lines, len, NULL, 0);
         bool last = k->last;
         conn_close(c, k);
-        if (last)
-                begin_stop(c);  /* served: pid 1 killed what the run left; the rest goes now */
+        if (last) {
+                /* served: pid 1 killed what the run left; the rest goes
+                 * now, yielding to the next run (persist_init.c's end_served) */
+                (void)setpriority(PRIO_PROCESS, 0, MEMBER_END_NICE);
+                test_pause("pool-member-end");
+                begin_stop(c);
+        }
         else if (!is_member(c))
                 offer_spare(c);  /* for the next exec (a pool member's came when it was ready) */
 }

@@ -14,6 +14,10 @@
                                      * errors' wire form) */
 #define CTL_MAX_MSG (128 * 1024)    /* argv + environment of one exec */
 #define CTL_MAX_FDS 4              /* stdio; pid 1 to its pre-forked exec child adds the cwd */
+/* The nice value a pool member's supervisor and pid 1 take once its one
+ * run is served: their end (state, cgroups, mounts, namespaces) then
+ * yields to the next run instead of sharing the cores with it. */
+#define MEMBER_END_NICE 10
 
 enum ctl_type {
         /* client → supervisor (and exec requests on to pid 1) */

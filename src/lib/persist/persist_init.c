@@ -487,6 +487,16 @@ static void end_of_run(void)
                 ;
 }
 
+/* A pool member has served its one run and is sealed: no process of a
+ * run is left or will come, only the member's end (its mounts, its
+ * namespaces), which then shares no core on equal terms with the next
+ * run its caller starts. Raising one's own nice value needs no
+ * privilege; nothing is forked from here any more to inherit it. */
+static void end_served(void)
+{
+        (void)setpriority(PRIO_PROCESS, 0, MEMBER_END_NICE);
+}
+
 static void reap(struct persist *ps)
 {
         int status;
@@ -528,6 +538,8 @@ static void reap(struct persist *ps)
                                 sync_send(s->fd, &m);
                                 close(s->fd);
                         }
+                        if (s->last)
+                                end_served();
                         ps->slots[i] = ps->slots[--ps->n];
                         break;
                 }

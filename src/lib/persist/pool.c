@@ -54,6 +54,12 @@ static const char *const subdirs[] = { "ready", "claimed", "done" };
  * a run that handed its member back gets to exit (wait_for_runs). */
 #define POOL_CLAIM_GRACE_MS 200
 #define POOL_BACK_SETTLE_MS 10
+/* A member is made only once the pool has been quiet this long (no claim,
+ * no hand-back, no run holding a member): a run that follows another
+ * within it finds the cores free, not shared with a member being made.
+ * Runs that never pause hold the refill back POOL_REFILL_MAX_MS at most. */
+#define POOL_QUIET_MS 25
+#define POOL_REFILL_MAX_MS 250
 
 /* FNV-1a: a name for the pool, not a security boundary (the member's own
  * state says which policy it runs). */
@@ -242,6 +248,13 @@ static enum pool_wake pool_wait(int sfd, int ino, int timeout_ms)
         return w;
 }
 
+static uint64_t now_ms(void)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
 /* The refill is off the path of the runs the pool serves: what it does
  * (a supervisor spawned, namespaces, mounts) competes with them for this
  * host's cores. So after a claim or hand-back it first waits until the
@@ -270,9 +283,7 @@ static bool wait_for_runs(const struct pool *pl, int sfd, int settle_ms)
         }
         if (dir)
                 closedir(dir);
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        uint64_t t0 = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000, elapsed = 0;
+        uint64_t t0 = now_ms(), elapsed = 0;
         uint64_t limit = n > 1 ? POOL_CLAIM_GRACE_MS : (uint64_t)settle_ms;
         bool stop = false, waiting = true;
         while (!stop && waiting && elapsed < limit) {
@@ -286,12 +297,35 @@ static bool wait_for_runs(const struct pool *pl, int sfd, int settle_ms)
                                 waiting |= pf[i].fd >= 0;
                         }
                 }
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                elapsed = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 - t0;
+                elapsed = now_ms() - t0;
         }
         for (nfds_t i = 1; i < n; i++)
                 closep(&pf[i].fd);
         return stop;
+}
+
+/* Before each member the refill makes (but the first fill's): wait until
+ * no run holds a member and none was claimed or handed back for
+ * POOL_QUIET_MS, or POOL_REFILL_MAX_MS went by. Making a member (a
+ * supervisor spawned, namespaces, 41 mounts, a filter) costs several
+ * times a pooled run's CPU; a caller that runs one command after another
+ * would otherwise share this host's cores with it on every run. True: a
+ * stop came meanwhile. */
+static bool wait_quiet(const struct pool *pl, int sfd, int ino)
+{
+        uint64_t t0 = now_ms();
+        for (uint64_t spent = 0; spent < POOL_REFILL_MAX_MS; spent = now_ms() - t0) {
+                if (wait_for_runs(pl, sfd, 0))
+                        return true;
+                spent = now_ms() - t0;
+                uint64_t left = POOL_REFILL_MAX_MS - (spent < POOL_REFILL_MAX_MS ? spent : POOL_REFILL_MAX_MS);
+                enum pool_wake w = pool_wait(sfd, ino, (int)(left < POOL_QUIET_MS ? left : POOL_QUIET_MS));
+                if (w == WAKE_STOP)
+                        return true;
+                if (w == WAKE_TICK)
+                        return false;  /* quiet: nothing happened for POOL_QUIET_MS */
+        }
+        return false;
 }
 
 /* Told of each claim (a rename out of ready/) and hand-back (into done/). */
@@ -347,7 +381,8 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                 if (dir)
                         closedir(dir);
                 bool failed = false;
-                while (count_in(pl, "ready") < size && !failed) {
+                bool stop = false;
+                while (count_in(pl, "ready") < size && !failed && !(stop = told && wait_quiet(pl, sfd, ino))) {
                         char name[64];
                         snprintf(name, sizeof name, "pool-%.8s-%d-%lu", pl->key, getpid(), ++counter);
                         brig_error *err = NULL;
@@ -385,6 +420,8 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                  * (control.c), only its state is left to remove. */
                 remove_members(pl, "done");
                 (void)release_gone_claims(pl);
+                if (stop)
+                        break;
                 enum pool_wake w = pool_wait(sfd, ino, failed ? 1000 : ino >= 0 ? POOL_TICK_MS : 50);
                 if (w == WAKE_STOP ||
                     (w != WAKE_TICK && wait_for_runs(pl, sfd, w == WAKE_BACK ? POOL_BACK_SETTLE_MS : 0)))
