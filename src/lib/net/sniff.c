@@ -14,7 +14,9 @@
  * judged is the outer server_name, the one on the wire. */
 #define _GNU_SOURCE
 #include "net/net.h"
+#include "core/util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- TLS ------------------------------------------------------------------ */
@@ -134,9 +136,15 @@ static int server_name(const uint8_t *ext, size_t el, char host[EGRESS_HOST_MAX 
 
 int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1])
 {
-        static _Thread_local uint8_t hs[SNIFF_HELLO_MAX];
+        /* On the heap, for the call: as thread-local storage, its 32 KiB
+         * were zeroed by every brig process at its start (8 page faults
+         * before main, every brig run and exec) and carved out of every
+         * thread's stack, parsing TLS or not. Without memory, refused. */
+        _cleanup_free_ uint8_t *hs = malloc(SNIFF_HELLO_MAX);
+        if (!hs)
+                return SNIFF_BAD;
         bool bad;
-        ssize_t n = join_handshake(buf, len, hs, sizeof hs, &bad);
+        ssize_t n = join_handshake(buf, len, hs, SNIFF_HELLO_MAX, &bad);
         if (n < 0)
                 return SNIFF_NOT_THIS;
         struct reader r = { .p = hs, .len = (size_t)n };
@@ -148,7 +156,7 @@ int sniff_tls_sni(const uint8_t *buf, size_t len, char host[EGRESS_HOST_MAX + 1]
                 return SNIFF_NOT_THIS;  /* decided by its first byte, whatever follows */
         if (!u24(&r, &body))
                 return bad ? SNIFF_BAD : SNIFF_MORE;
-        if (4 + body > sizeof hs)
+        if (4 + body > SNIFF_HELLO_MAX)
                 return SNIFF_TOO_BIG;   /* decided by its length field, whatever follows */
         if (bad)
                 return SNIFF_BAD;
