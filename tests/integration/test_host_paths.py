@@ -459,6 +459,43 @@ def test_grant_above_a_second_mount_of_the_state_roots_directory_is_refused(brig
     assert "brig's state directory" in cp.stderr, cp.stderr
 
 
+@attack("state-root-part-mounted-elsewhere", "the host shows a directory INSIDE brig's state root (its filter "
+        "cache) at a second place, a bind mount as containers and chroots make; a grant of that mount, of a "
+        "directory above it, or the mount as the workspace: '..' from a mount's root leads to where it is "
+        "mounted, so no walk up from the grant meets the root, and the sandbox plants files in the cache",
+        "state guard: every mount of the state root's filesystem showing a part of the root (mount table: its "
+        "device and root inside the filesystem) is inside the root by identity too (125)")
+def test_grant_of_a_second_mount_of_a_directory_inside_the_state_root_is_refused(brig, scratch):
+    """Row 438. The mount is made in a mount namespace of the test's own
+    (the host's table is untouched), as root; the brig in it runs as root
+    and, through setpriv, rootless."""
+    if not IS_ROOT:
+        pytest.skip("A SECOND MOUNT NEEDS ROOT: the test makes it in a mount namespace of its own")
+    run = _run_dir(brig, scratch)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    assert brig.run("run", "--", "true", env=env).returncode == 0  # the root and its cache exist
+    cache = run / "brig" / "cache"
+    above = scratch / "mnt"
+    alias = above / "alias"
+    alias.mkdir(parents=True)
+    m = marker("alias")
+    cases = {"bind": ["--bind", f"{alias}:/c", "--", "touch", f"/c/{m}-bind"],
+             "above": ["--bind", f"{above}:/c", "--", "touch", f"/c/alias/{m}-above"],
+             "workspace": ["--workspace", str(alias), "--", "touch", f"{alias}/{m}-ws"]}
+    steps = ["mount --make-rprivate / && mount --bind", str(cache), str(alias), "|| exit 99"]
+    for name, args in cases.items():
+        steps += [";", *[subprocess.list2cmdline([a]) for a in brig.cmd("run", *args)], f"; echo {name}=$?"]
+    cp = subprocess.run(["unshare", "-m", "sh", "-c", " ".join(steps)], cwd=str(brig.workspace),
+                        env=brig.env(env), capture_output=True, text=True, timeout=120)
+    planted = sorted(f for f in os.listdir(cache) if f.startswith(m))
+    assert not planted, f"ATTACK WORKED: the sandbox wrote {planted} into brig's filter cache: {cp.stderr!r}"
+    rcs = dict(line.split("=", 1) for line in cp.stdout.split())
+    assert rcs == {name: "125" for name in cases}, (rcs, cp.stderr)
+    assert cp.stderr.count(f"brig's state directory '{run}/brig'") == len(cases), cp.stderr
+    assert f"--bind {alias}: '{alias}' lies inside" in cp.stderr, cp.stderr
+    assert f"'{above}' (the mount at '{alias}' below it) lies inside" in cp.stderr, cp.stderr
+
+
 def _refused_for_run_and_create(brig, args, env, root):
     m = marker("refused")
     for verb in ("run", "create"):

@@ -941,6 +941,8 @@ static int plan_guard_state(const struct run_plan *plan, const struct mountinfo 
 {
         struct state_guard g;
         int r = state_guard_init(&g, plan->host_uid, err);
+        if (r == 0)
+                r = state_guard_mounts(&g, mi, err);
         for (size_t i = 0; r == 0 && i < plan->n_mounts; i++) {
                 const struct mount_entry *m = &plan->mounts[i];
                 if (m->kind != MOUNT_BIND)

@@ -3,6 +3,7 @@
  * and a state.json the supervisor rewrites whole (rename) so a reader never
  * sees half of it. */
 #define _GNU_SOURCE
+#include "controls/mountinfo.h"
 #include "core/hostfs.h"
 #include "persist/state.h"
 
@@ -444,6 +445,7 @@ static int guard_root_by_name(struct state_guard_root *gr, struct guard_memo *m)
         if (k <= 0)
                 return -1;
         gr->n = (size_t)k;
+        gr->by_name = true;
         return 0;
 }
 
@@ -526,10 +528,62 @@ int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
 
 void state_guard_free(struct state_guard *g)
 {
-        for (size_t i = 0; i < g->n_roots; i++)
+        for (size_t i = 0; i < g->n_roots; i++) {
                 free(g->roots[i].path);
+                free(g->roots[i].parts);
+        }
         guard_memo_free(g->memo);
         memset(g, 0, sizeof *g);
+}
+
+/* A bind of a directory inside a root shown elsewhere (<root>/cache at
+ * /srv/c, as containers and chroots make): the walk from a grant below
+ * /srv/c goes up through /srv, never through the root, and /srv/c's
+ * identity is the cache directory's, none of the root's chain. The mount
+ * table names such mounts (their device and root inside the filesystem,
+ * mountinfo_aliases); their roots count as parts of the state root. No
+ * system call unless there is one (an lstat of its mount point). */
+int state_guard_mounts(struct state_guard *g, const struct mountinfo *mi, brig_error **err)
+{
+        for (size_t i = 0; i < g->n_roots; i++) {
+                struct state_guard_root *gr = &g->roots[i];
+                if (!gr->exists || !gr->path)
+                        continue;
+                /* the table's paths are real ones: so must the root's be */
+                _cleanup_free_ char *real = gr->by_name ? NULL : realpath(gr->path, NULL);
+                if (!gr->by_name && !real)
+                        continue;  /* gone meanwhile: nothing in it to show */
+                struct path_alias *v = NULL;
+                size_t n = 0;
+                int r = mountinfo_aliases(mi, real ? real : gr->path, &v, &n);
+                if (r < 0)
+                        return brig_err(err, -r, "state directory '%s': the mount table", gr->path);
+                for (size_t k = 0; r == 0 && k < n; k++) {
+                        struct stat st;
+                        /* rel "": the whole root there, the same identity */
+                        if (!v[k].rel[0] || lstat(v[k].host, &st) < 0 || !S_ISDIR(st.st_mode))
+                                continue;
+                        struct state_ident *grown = realloc(gr->parts, (gr->n_parts + 1) * sizeof *grown);
+                        if (!grown)
+                                r = brig_err(err, ENOMEM, "state directory '%s'", gr->path);
+                        else {
+                                gr->parts = grown;
+                                gr->parts[gr->n_parts++] = (struct state_ident){ st.st_dev, st.st_ino };
+                        }
+                }
+                path_aliases_free(v, n);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static bool is_part(const struct state_guard_root *gr, dev_t dev, ino_t ino)
+{
+        for (size_t i = 0; i < gr->n_parts; i++)
+                if (gr->parts[i].dev == dev && gr->parts[i].ino == ino)
+                        return true;
+        return false;
 }
 
 /* The directories from the grant's (its own, or its parent's when it is
@@ -571,6 +625,8 @@ static const char *guard_meets(const struct state_guard_root *gr, const struct s
         for (size_t i = 0; i < gr->n; i++)
                 if (same_ident(st, &gr->id[i]))
                         return i == 0 && gr->exists ? "is" : "contains";
+        if (is_part(gr, st->st_dev, st->st_ino))
+                return "lies inside";
         if (!gr->exists || dirfd < 0)
                 return NULL;
         /* Inside the root? Look for it on the way from the grant to "/". */
@@ -579,7 +635,8 @@ static const char *guard_meets(const struct state_guard_root *gr, const struct s
                 *walked = true;
         }
         for (size_t i = 0; i < chain->n; i++)
-                if (chain->id[i].dev == gr->id[0].dev && chain->id[i].ino == gr->id[0].ino)
+                if ((chain->id[i].dev == gr->id[0].dev && chain->id[i].ino == gr->id[0].ino) ||
+                    is_part(gr, chain->id[i].dev, chain->id[i].ino))
                         return "lies inside";
         return chain->partial ? "lies inside" : NULL;
 }
@@ -620,8 +677,11 @@ static const char *guard_test_by_name(const struct state_guard *g, const char *p
                 for (size_t j = 0; j < gr->n && !how; j++)
                         if (same_ident(&st, &gr->id[j]))
                                 how = j == 0 && gr->exists ? "is" : "contains";
+                if (!how && is_part(gr, st.st_dev, st.st_ino))
+                        how = "lies inside";
                 for (ssize_t j = 0; !how && gr->exists && j < k; j++)
-                        if (chain[j].dev == gr->id[0].dev && chain[j].ino == gr->id[0].ino)
+                        if ((chain[j].dev == gr->id[0].dev && chain[j].ino == gr->id[0].ino) ||
+                            is_part(gr, chain[j].dev, chain[j].ino))
                                 how = "lies inside";
                 if (how) {
                         *root = gr->path;

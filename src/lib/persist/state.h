@@ -66,6 +66,12 @@ struct state_guard_root {
         bool exists;
         size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
         struct state_ident id[128];
+        bool by_name;  /* path is its real path (each prefix lstat'd: no symlink) */
+        /* the roots of other mounts that show a directory inside it (a
+         * bind of <root>/cache elsewhere): ".." from one leads to where it
+         * is mounted, never up into the root (state_guard_mounts) */
+        struct state_ident *parts;
+        size_t n_parts;
 };
 struct guard_memo;
 struct state_guard {
@@ -75,6 +81,11 @@ struct state_guard {
 };
 BRIG_INTERNAL int state_guard_init(struct state_guard *g, uid_t other, brig_error **err);
 BRIG_INTERNAL void state_guard_free(struct state_guard *g);
+/* The mounts of the table (mountinfo.h) that show a part of an existing
+ * root somewhere else: whatever is, contains or lies inside one of them
+ * lies inside the root. */
+struct mountinfo;
+BRIG_INTERNAL int state_guard_mounts(struct state_guard *g, const struct mountinfo *mi, brig_error **err);
 /* NULL when `path` (a grant's host path) keeps clear of every root; else
  * how it meets one ("is", "contains" or "lies inside"), *root naming it. */
 BRIG_INTERNAL const char *state_guard_test(const struct state_guard *g, const char *path, const char **root);
