@@ -22,6 +22,7 @@ import json
 import os
 import pathlib
 import signal
+import struct
 import subprocess
 
 import pytest
@@ -173,6 +174,61 @@ def test_dispatch_decides_as_libseccomps_program(brig, hooks_bindir):
     # The production build has no such hook: its program is the dispatch.
     plain = loaded_program(brig, {**state_env(brig, "p"), "BRIG_TEST_SECCOMP_WHOLE": "1"})
     assert len(plain) < len(whole) and plain == loaded_program(brig, state_env(brig, "p2"))
+
+
+# What /probe every (tests/escape/probe_syscall.c) and brig's own start of
+# the command need (strace of the probe; sendmsg hands the listener over).
+PROBE_NEEDS = {"read", "write", "close", "fstat", "newfstatat", "mmap", "mprotect", "munmap", "brk", "rt_sigaction",
+               "rt_sigprocmask", "rt_sigreturn", "ioctl", "sendmsg", "clone", "fork", "vfork", "execve", "exit",
+               "wait4", "alarm", "exit_group", "readlink", "arch_prctl", "set_tid_address", "set_robust_list",
+               "rseq", "prlimit64", "getrandom", "futex", "getpid", "gettid", "uretprobe", "uprobe"}
+# Adjacent numbers get different errnos: every number is a range of its
+# own, and a range edge one off gives the neighbour's errno.
+RANGE_ERRNOS = ["EIO", "ENXIO", "E2BIG", "ENOEXEC", "ENOTBLK", "ETXTBSY", "EMLINK"]
+
+
+@attack("seccomp-dispatch-many-ranges", "the user's own rules make about 400 ranges of one decision (every named "
+        "number the probe does not need refused, each with another errno than its neighbours, some also with a "
+        "conditional rule routed to libseccomp's argument checks): the dispatch's tree is past what a "
+        "conditional jump reaches (its far jumps, its leaves without shared returns); from inside, every number "
+        "0-499 and 1000 is called with -1 arguments, and x32 and int 0x80 calls are made, from a compiled and "
+        "from a cached program",
+        "each refused number answers its own rule's errno, every other number what it answers without the rules, "
+        "x32 and i386 kill; as root the program the kernel holds has a jump of more than 255 instructions")
+def test_many_ranges_of_the_users_rules_decide_from_inside(brig):
+    names = bpf.syscall_names()
+    want, rules = {}, []
+    for i, nr in enumerate(nr for nr in sorted(names) if nr < 500 and names[nr] not in PROBE_NEEDS):
+        e = RANGE_ERRNOS[i % len(RANGE_ERRNOS)]
+        want[f"nr{nr}"] = e
+        rules += ["--seccomp-deny", f"{names[nr]}:{e}"]
+        if i % 25 == 3:  # the fallback is the deny above: the argument checks answer it
+            rules += ["--seccomp-rule", f"{names[nr]}(a0==7)=errno:EPERM"]
+    assert len(want) > 300, len(want)
+    env = state_env(brig, "ranges")
+
+    def probe(*args, extra=()):
+        r = brig.run("run", "--ro-bind", f"{brig.program('probe_syscall')}:/probe", *extra, "--", "/probe", *args,
+                     env=env, timeout=120)
+        assert r.returncode == 0, r
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+    plain = probe("every")
+    assert len(plain) > 490, plain
+    for how in ("compiled", "cached"):
+        got = probe("every", extra=rules)
+        wrong = {k: (got.get(k), want.get(k, plain[k])) for k in plain if got.get(k) != want.get(k, plain[k])}
+        assert not wrong, f"{how}: (got, want) for {len(wrong)} numbers: {dict(list(wrong.items())[:12])}"
+    abi = probe("abi", extra=rules)
+    assert [abi.get(k) for k in ("x32_getpid", "x32_mount", "int80_getpid")] == ["SYS"] * 3, abi
+    # the program run above, as cached: far jumps (the path this test is for)
+    files = sorted((pathlib.Path(env["XDG_RUNTIME_DIR"]) / "brig" / "cache").iterdir(), key=lambda f: f.stat().st_size)
+    assert len(files) == 2, f"the rules' program was not cached: {files}"
+    data = files[-1].read_bytes()
+    (klen,) = struct.unpack_from("<I", data)
+    prog = list(struct.iter_unpack("<HBBI", data[4 + klen:]))
+    far = [k for c, jt, jf, k in prog if c == 0x05 and k > 255]  # BPF_JMP|BPF_JA
+    assert far, f"no jump past 255 instructions in the {len(prog)} cached: the test missed the far path"
 
 
 PROBE = r"""
