@@ -359,6 +359,112 @@ static uint64_t loopback_up(void)
         return in_child(CLONE_NEWUSER | CLONE_NEWNET, lo_up_inside);
 }
 
+/* setsid, as pid 1 and the command call it: the system call alone, in a
+ * child of brig's namespaces just made (a new session, and with it a new
+ * scheduler autogroup, /proc/sys/kernel/sched_autogroup_enabled), and in
+ * the fork of a process that already leads a session of its own (the
+ * command, forked by pid 1). Timed in the child. */
+static uint64_t setsid_in(int leader)
+{
+        int p[2];
+        if (pipe(p) < 0)
+                return 0;
+        pid_t pid = clone_all(NS_ALL);
+        if (pid == 0) {
+                uint64_t d = 0;
+                pid_t inner = leader && setsid() >= 0 ? fork() : 0;
+                if (inner > 0) {
+                        waitpid(inner, NULL, 0);
+                        _exit(0);
+                }
+                uint64_t t = now_ns();
+                if (inner == 0 && setsid() >= 0)
+                        d = now_ns() - t;
+                _exit(write(p[1], &d, sizeof d) == sizeof d ? 0 : 1);
+        }
+        close(p[1]);
+        uint64_t d = 0;
+        if (pid < 0 || read(p[0], &d, sizeof d) != sizeof d)
+                d = 0;
+        close(p[0]);
+        if (pid > 0)
+                waitpid(pid, NULL, 0);
+        return d;
+}
+
+static uint64_t setsid_new(void)
+{
+        return setsid_in(0);
+}
+
+static uint64_t setsid_again(void)
+{
+        return setsid_in(1);
+}
+
+/* What a new session costs beside it: the child, woken on its parent's
+ * CPU (both pinned to one), calls setsid (or setpgid) while the parent,
+ * which yielded to it, still has 400 µs of work — as brig's supervisor
+ * sweeps what dead brigs left while pid 1 starts. setsid moves the child
+ * into a new autogroup and asks for a reschedule: the parent's group wins
+ * the CPU and the child waits for all of its work. setpgid changes no
+ * group. From setsid's call to its return, in the child. */
+static uint64_t beside_busy(int new_session)
+{
+        int go[2], res[2];
+        if (pipe(go) < 0)
+                return 0;
+        if (pipe(res) < 0) {
+                close(go[0]);
+                close(go[1]);
+                return 0;
+        }
+        cpu_set_t one, was;
+        sched_getaffinity(0, sizeof was, &was);
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        sched_setaffinity(0, sizeof one, &one);
+        pid_t pid = fork();
+        if (pid == 0) {
+                char c;
+                uint64_t d = 0;
+                if (read(go[0], &c, 1) == 1) {
+                        uint64_t t = now_ns();
+                        if ((new_session ? setsid() : setpgid(0, 0)) >= 0)
+                                d = now_ns() - t;
+                }
+                _exit(write(res[1], &d, sizeof d) == sizeof d ? 0 : 1);
+        }
+        uint64_t d = 0;
+        if (pid > 0) {
+                usleep(1000);  /* asleep in its read */
+                if (write(go[1], "g", 1) == 1) {
+                        sched_yield();
+                        for (uint64_t t = now_ns(); now_ns() - t < 400000;)
+                                ;
+                        if (read(res[0], &d, sizeof d) != sizeof d)
+                                d = 0;
+                }
+                waitpid(pid, NULL, 0);
+        }
+        sched_setaffinity(0, sizeof was, &was);
+        close(go[0]);
+        close(go[1]);
+        close(res[0]);
+        close(res[1]);
+        return d;
+}
+
+static uint64_t setsid_busy(void)
+{
+        return beside_busy(1);
+}
+
+static uint64_t setpgid_busy(void)
+{
+        return beside_busy(0);
+}
+
 /* One mount: a read-only recursive bind (brig's layout is mostly these),
  * per mount; bench/timings multiplies by brig's count. */
 static uint64_t bind_inside(void)
@@ -574,6 +680,13 @@ int main(int argc, char **argv)
         report("cgroup_v1_join_cold", cgroup_join_cold, "the child joins itself after 50 ms of quiet (v1, root only)");
         runs = warm_runs;
         report("loopback_up", loopback_up, "lo up in a new netns");
+        report("setsid", setsid_new, "setsid in a child of every namespace");
+        report("setsid_again", setsid_again, "setsid in the fork of a session leader");
+        int all_runs = runs;
+        runs = runs < 30 ? runs : 30;  /* each spends 0.4 ms of CPU on purpose */
+        report("setsid_beside_busy", setsid_busy, "setsid while the parent works on the same CPU");
+        report("setpgid_beside_busy", setpgid_busy, "setpgid while the parent works on the same CPU");
+        runs = all_runs;
         report("bind_mount_ro", bind_mount, "one recursive read-only bind");
         report("mount_tree", mount_tree, "a root of brig's mount count, pivot_root and the old root's detach");
         report("landlock", landlock, "landlock ruleset, rule, restrict_self");

@@ -29,29 +29,53 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 
-static unsigned long long pidns_self(void)
-{
-        struct stat st;
-        return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
-}
+/* This process's own name, read once per process: its start time and its
+ * pid namespace (/proc/self/ns/pid, never pid_for_children) do not change
+ * while it runs, and a fork is another process — its pid says so. A run
+ * names itself (its groups, its record) and a sweep compares each record
+ * and group against it: each look was a read of /proc (about 20 reads a
+ * run). A read that failed is not kept. */
+static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct owner self_known;
 
 void owner_self(struct owner *o)
 {
-        o->pid = getpid();
-        o->start = state_process_start(o->pid);
-        o->pidns = pidns_self();
+        pid_t pid = getpid();
+        pthread_mutex_lock(&self_lock);
+        if (self_known.pid != pid || !self_known.start || !self_known.pidns) {
+                struct stat st;
+                self_known.pid = pid;
+                self_known.start = state_process_start(pid);
+                self_known.pidns = stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+        }
+        *o = self_known;
+        pthread_mutex_unlock(&self_lock);
+}
+
+/* Made by this very process (pid, start and pid namespace): alive, and
+ * of this boot. */
+static bool owner_is_self(const struct owner *o)
+{
+        struct owner me;
+        owner_self(&me);
+        return me.start && o->pid == me.pid && o->start == me.start && o->pidns == me.pidns;
 }
 
 int owner_alive(const struct owner *o)
 {
-        if (o->pidns != pidns_self())
+        struct owner me;
+        owner_self(&me);
+        if (o->pidns != me.pidns)
                 return -1;
+        if (o->pid == me.pid && me.start)
+                return o->start == me.start;
         return state_process_start(o->pid) == o->start;
 }
 
@@ -78,24 +102,29 @@ bool owner_parse(const char *s, struct owner *o, const char **rest)
  * another process (a root in /tmp outlives one). */
 static char *boot_id(void)
 {
-        char buf[64] = "";
-        int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-        if (fd >= 0)
-                close(fd);
-        buf[n > 0 ? n : 0] = '\0';
-        buf[strcspn(buf, "\n")] = '\0';
-        return strdup(buf);
+        /* the same for the whole life of the process: read once */
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static char known[64];
+        pthread_mutex_lock(&lock);
+        if (!known[0]) {
+                char buf[64] = "";
+                int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+                if (fd >= 0)
+                        close(fd);
+                buf[n > 0 ? n : 0] = '\0';
+                buf[strcspn(buf, "\n")] = '\0';
+                memcpy(known, buf, sizeof known);
+        }
+        char *id = strdup(known);
+        pthread_mutex_unlock(&lock);
+        return id;
 }
 
 /* ---- run records ----------------------------------------------------------- */
 
-static int runs_dir_open(bool create, char **path, brig_error **err)
+static int runs_dir_at(int rfd, const char *root, bool create, char **path, brig_error **err)
 {
-        _cleanup_free_ char *root = NULL;
-        _cleanup_close_ int rfd = state_root_open(create, &root, err);
-        if (rfd < 0)
-                return rfd;
         if (create && mkdirat(rfd, "runs", 0700) < 0 && errno != EEXIST)
                 return brig_err(err, errno, "create '%s/runs'", root);
         int fd = openat(rfd, "runs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -109,6 +138,13 @@ static int runs_dir_open(bool create, char **path, brig_error **err)
         if (path)
                 *path = brig_strdup_printf("%s/runs", root);
         return fd;
+}
+
+static int runs_dir_open(bool create, char **path, brig_error **err)
+{
+        _cleanup_free_ char *root = NULL;
+        _cleanup_close_ int rfd = state_root_open(create, &root, err);
+        return rfd < 0 ? rfd : runs_dir_at(rfd, root, create, path, err);
 }
 
 int run_record_write(const char *name, const struct strv *cgroups, char **path, brig_error **err)
@@ -197,11 +233,11 @@ static bool same_boot(int dfd, const char *file)
         return same;
 }
 
-static void sweep_runs(void)
+static void sweep_runs(int rfd, const char *root)
 {
         brig_error *e = NULL;
-        _cleanup_close_ int dfd = runs_dir_open(false, NULL, &e);
-        brig_error_free(&e);  /* no state root yet: nothing recorded */
+        _cleanup_close_ int dfd = runs_dir_at(rfd, root, false, NULL, &e);
+        brig_error_free(&e);  /* no runs yet: nothing recorded */
         if (dfd < 0)
                 return;
         DIR *d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
@@ -209,7 +245,7 @@ static void sweep_runs(void)
         while (d && (de = readdir(d))) {
                 struct owner o;
                 const char *rest;
-                if (!owner_parse(de->d_name, &o, &rest))
+                if (!owner_parse(de->d_name, &o, &rest) || owner_is_self(&o))
                         continue;
                 /* alive: its brig removes it; another pid namespace: not ours to judge */
                 if (owner_alive(&o) != 0 && same_boot(dfd, de->d_name))
@@ -247,12 +283,8 @@ static void sweep_unheld(int rfd, const char *root, const char *name)
                 (void)state_remove_tree(dir, NULL);
 }
 
-static void sweep_ephemeral(void)
+static void sweep_ephemeral(int rfd, const char *root)
 {
-        brig_error *e = NULL;
-        _cleanup_free_ char *root = NULL;
-        _cleanup_close_ int rfd = state_root_open(false, &root, &e);
-        brig_error_free(&e);
         /* the checked root is an O_PATH descriptor: read it through a new one */
         int lfd = rfd >= 0 ? openat(rfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
         DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
@@ -279,8 +311,14 @@ static void sweep_ephemeral(void)
 
 void reaper_sweep(void)
 {
-        sweep_runs();
-        sweep_ephemeral();
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_close_ int rfd = state_root_open(false, &root, &e);
+        brig_error_free(&e);  /* no state root yet: nothing recorded */
+        if (rfd < 0)
+                return;
+        sweep_runs(rfd, root);
+        sweep_ephemeral(rfd, root);
 }
 
 void test_pause(const char *step)

@@ -5,8 +5,14 @@
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <stddef.h>
+#include <stdio.h>
 
 long sys_clone3(struct clone_args *args)
 {
@@ -71,4 +77,57 @@ int sys_pidfd_send_signal(int pidfd, int sig)
 int sys_pidfd_send_siginfo(int pidfd, int sig, siginfo_t *info)
 {
         return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, info, 0);
+}
+
+/* statx and statmount as Linux 6.11 defines them (uapi/linux/stat.h and
+ * mount.h; glibc 2.36's headers predate them): the mount's unique id, then
+ * of that mount its superblock's magic and its options string. */
+#ifndef SYS_statmount
+#define SYS_statmount 457
+#endif
+#define BRIG_STATX_MNT_ID_UNIQUE 0x4000U
+#define BRIG_STATMOUNT_SB_BASIC 0x1U
+#define BRIG_STATMOUNT_MNT_OPTS 0x80U
+
+struct brig_mnt_id_req {
+        uint32_t size, spare;
+        uint64_t mnt_id, param;
+};
+
+struct brig_statmount {
+        uint32_t size, mnt_opts;
+        uint64_t mask;
+        uint32_t sb_dev_major, sb_dev_minor;
+        uint64_t sb_magic;
+        uint32_t sb_flags, fs_type;
+        uint64_t spare[59];  /* up to str[], at 512 */
+        char str[];
+};
+_Static_assert(offsetof(struct brig_statmount, str) == 512, "struct statmount: its strings start at 512");
+
+int sys_mount_options(const char *path, unsigned long *magic, char *buf, size_t n)
+{
+        struct statx sx;
+        if (statx(AT_FDCWD, path, AT_NO_AUTOMOUNT, BRIG_STATX_MNT_ID_UNIQUE, &sx) < 0)
+                return -1;
+        if (!(sx.stx_mask & BRIG_STATX_MNT_ID_UNIQUE)) {
+                errno = ENOSYS;  /* before 6.8: the old id, which statmount does not take */
+                return -1;
+        }
+        union {
+                struct brig_statmount sm;
+                char bytes[2048];
+        } u;
+        struct brig_mnt_id_req req = { .size = 24, .mnt_id = sx.stx_mnt_id,
+                                       .param = BRIG_STATMOUNT_SB_BASIC | BRIG_STATMOUNT_MNT_OPTS };
+        if (syscall(SYS_statmount, &req, &u.sm, sizeof u, 0) < 0)
+                return -1;
+        if (!(u.sm.mask & BRIG_STATMOUNT_SB_BASIC) || !(u.sm.mask & BRIG_STATMOUNT_MNT_OPTS) ||
+            u.sm.mnt_opts >= u.sm.size - offsetof(struct brig_statmount, str)) {
+                errno = EINVAL;  /* 6.8-6.10: no options */
+                return -1;
+        }
+        *magic = (unsigned long)u.sm.sb_magic;
+        snprintf(buf, n, "%s", u.sm.str + u.sm.mnt_opts);
+        return 0;
 }

@@ -19,6 +19,10 @@ BRIG_INTERNAL int sys_fsconfig(int fd, unsigned cmd, const char *key, const void
 BRIG_INTERNAL int sys_fsmount(int fd, unsigned flags, unsigned attr_flags);
 BRIG_INTERNAL int sys_pivot_root(const char *new_root, const char *put_old);
 BRIG_INTERNAL int sys_pidfd_send_signal(int pidfd, int sig);
+/* Linux 6.11+: the options of the filesystem mounted at `path` (as
+ * mountinfo's last field shows them), or -1 with errno (ENOSYS, EINVAL
+ * on an older kernel: ask the mount table). */
+BRIG_INTERNAL int sys_mount_options(const char *path, unsigned long *magic, char *buf, size_t n);
 BRIG_INTERNAL int sys_pidfd_send_siginfo(int pidfd, int sig, siginfo_t *info);
 
 #endif
