@@ -196,9 +196,20 @@ static int child_setup(struct run_plan *plan, brig_error **err)
          * longer write our uid map. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 return brig_err(err, errno, "PR_SET_DUMPABLE");
-        /* Leave the caller's session: no controlling terminal to inject into. */
-        if (setsid() < 0)
-                return brig_err(err, errno, "setsid");
+        /* Out of the caller's process group, so that what the terminal or
+         * a shell sends to it (Ctrl-C, Ctrl-Z, a hangup, kill -INT -PGID)
+         * reaches brig alone, which forwards it once. Only the group, not
+         * a session of our own: setsid also makes a scheduler autogroup
+         * and asks for a reschedule, and the supervisor, sweeping what
+         * dead brigs left, then had the CPU for all of its work while we
+         * waited (0.15-0.25 ms; bench/floor.c setsid_beside_busy). We
+         * hold no terminal (terminal_child_stdio; init_detach_stdio), and
+         * nothing of the sandbox ever runs in our session: every process
+         * we fork leads a session of its own before it runs anything
+         * (command_confine), so the caller's terminal stays out of reach
+         * of /dev/tty, TIOCSTI and TIOCSCTTY (test_session.py). */
+        if (setpgid(0, 0) < 0)
+                return brig_err(err, errno, "setpgid");
         if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
                 return brig_err(err, errno, "sethostname");
         if (plan->net_mode != BRIG_NET_HOST)
