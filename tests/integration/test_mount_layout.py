@@ -231,3 +231,40 @@ def test_tmpfs_owners_seen_from_the_host(brig):
     for p, mode in (("", 0o755), ("dev", 0o755), ("run/brig", 0o755), ("tmp", 0o1777), ("dev/shm", 0o1777)):
         assert st[p].st_mode & 0o7777 == mode, f"/{p} has mode {oct(st[p].st_mode & 0o7777)}, not {oct(mode)}"
     assert home.st_uid == uid, f"$HOME belongs to host uid {home.st_uid}, not the command's {uid}"
+
+
+@attack("root-tmpfs-through-its-binds", "/dev and every directory mask are mounts of brig's root tmpfs since "
+        "issue 19 (its /dev directory bound over itself, the empty directory under /proc), not tmpfs of their "
+        "own: the command writes, makes directories, symlinks and device nodes, renames, links, chmods, chowns "
+        "and remounts read-write through /, /dev and each masked directory, to plant something that would show "
+        "in every mask of a secret at once or fill the root",
+        "each is refused (all read-only mounts, no mount call); from the host, through /proc/PID/root: every "
+        "masked directory empty, /dev holds brig's entries only, / brig's mount points only, modes unchanged, "
+        "and /, /dev and the masks are one filesystem (the layout this row is about)")
+def test_root_tmpfs_binds_stay_read_only_and_empty(brig):
+    dirs = [p for p in HOST_DIR_MASKS if os.path.isdir(p)]
+    lines = []
+    for d in ["/", "/dev"] + dirs:
+        base = d.rstrip("/")
+        lines += [["write", f"{base}/planted", "x"], ["mkdir", f"{base}/planted.d"],
+                  ["symlink", "/etc/shadow", f"{base}/planted.l"], ["mknod", f"{base}/planted.n"],
+                  ["chmod", d, "777"], ["chown", d, "0", "0"], ["remount-rw", d]]
+    lines += [["rename", "/dev/null", "/dev/planted.r"], ["link", "/dev/null", "/dev/planted.h"],
+              ["unlink", "/dev/stdin"]]
+    res, out = probe_run(brig, lines)
+    for key in out:
+        assert_refused(out, key, WRITE_REFUSED | {"EXDEV"})
+    with held(brig) as pid:
+        root = f"/proc/{pid}/root"
+        listed = {d: sorted(os.listdir(root + d)) for d in ["/", "/dev"] + dirs}
+        st = {d: os.stat(root + d) for d in ["/", "/dev"] + dirs}
+    for d in dirs:
+        assert listed[d] == [], f"the mask of {d} is not empty: {listed[d]}"
+        assert st[d].st_mode & 0o7777 == 0o555, f"the mask of {d} has mode {oct(st[d].st_mode)}"
+    planted = [f"{d} {n}" for d in listed for n in listed[d] if n.startswith("planted")]
+    assert not planted, f"ATTACK WORKED: {planted}"
+    want_dev = {n.split("/")[-1] for n in DEV_NODES} | {"pts", "shm", "ptmx", "fd", "stdin", "stdout", "stderr",
+                                                       "core"}
+    assert set(listed["/dev"]) == want_dev, f"/dev holds {sorted(set(listed['/dev']) ^ want_dev)}"
+    assert st["/dev"].st_mode & 0o7777 == 0o755 and st["/"].st_mode & 0o7777 == 0o755
+    assert len({s.st_dev for s in st.values()}) == 1, "/, /dev and the masks are not one tmpfs"

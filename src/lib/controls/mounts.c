@@ -162,6 +162,33 @@ static int clone_tree(int src_fd, bool readonly, bool recursive, const char *wha
         return TAKE_FD(tree);
 }
 
+/* A detached copy of one directory of brig's own root tmpfs (not what is
+ * mounted below it), with exactly these flags: a mount of that
+ * filesystem instead of a filesystem of its own, which costs the kernel a
+ * superblock (about 16 us here, the most expensive thing a mount does). */
+static int bind_dir(int dir_fd, unsigned attrs, const char *what, brig_error **err)
+{
+        _cleanup_close_ int tree = sys_open_tree(dir_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (tree < 0)
+                return brig_err(err, errno, "open_tree %s", what);
+        struct mount_attr attr = { .attr_set = attrs, .attr_clr = ~attrs & (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                                           MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC),
+                                   .propagation = MS_PRIVATE };
+        if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &attr) < 0)
+                return brig_err(err, errno, "mount_setattr %s", what);
+        return TAKE_FD(tree);
+}
+
+/* The directory `name` made now in brig's own root tmpfs (not a rootfs:
+ * its directories are the image's), opened: nothing can be in it. -1
+ * when brig's root is an image's or the name was there already. */
+static int fresh_dir(int root_fd, const struct run_plan *plan, const char *name, unsigned mode)
+{
+        if (plan->rootfs || mkdirat(root_fd, name, mode) < 0)
+                return -1;
+        return open_beneath(root_fd, name, O_DIRECTORY);
+}
+
 /* A new, detached filesystem instance (tmpfs, proc, devpts, sysfs). */
 static int new_fs(const char *type, const char *const *options, unsigned attrs, brig_error **err)
 {
@@ -289,20 +316,23 @@ static int make_symlinks(int root_fd, const struct run_plan *plan, brig_error **
  * nosuid, nodev and noexec flags), so hiding a path costs one copy and one
  * move_mount rather than a new filesystem, or a copy and its flags. */
 struct mask_src {
-        int file;  /* the empty file, bound read-only */
-        int dir;   /* the empty read-only tmpfs */
+        int file;       /* the empty file, bound read-only */
+        int dir;        /* the empty read-only directory */
+        int empty_dir;  /* where the first comes from: see mount_proc */
 };
 
-#define MASK_SRC_INIT { .file = -EBADF, .dir = -EBADF }
+#define MASK_SRC_INIT { .file = -EBADF, .dir = -EBADF, .empty_dir = -EBADF }
 
 static void mask_src_done(struct mask_src *src)
 {
         closep(&src->file);
         closep(&src->dir);
+        closep(&src->empty_dir);
 }
 
-/* Hide one path: an empty read-only tmpfs over a directory, an empty
- * read-only file over anything else. Absent paths need no hiding. */
+/* Hide one path: an empty read-only directory over a directory (the
+ * empty one under /proc of brig's root, or a tmpfs of its own over an
+ * image's root), an empty read-only file over anything else. Absent paths need no hiding. */
 static int mask_path(int root_fd, struct mask_src *src, const char *path, bool ignore_missing, brig_error **err)
 {
         _cleanup_close_ int target = open_beneath(root_fd, path[0] == '/' ? path + 1 : path, 0);
@@ -323,6 +353,9 @@ static int mask_path(int root_fd, struct mask_src *src, const char *path, bool i
                 tree = sys_open_tree(*first, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
                 if (tree < 0)
                         return brig_err(err, errno, "open_tree mask for '%s'", path);
+        } else if (S_ISDIR(st.st_mode) && src->empty_dir >= 0) {
+                tree = bind_dir(src->empty_dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                MOUNT_ATTR_NOEXEC, "mask directory", err);
         } else if (S_ISDIR(st.st_mode)) {
                 const char *opts[] = { "size", "4096", "nr_inodes", "1", "mode", "0555", NULL };
                 tree = new_fs("tmpfs", opts,
@@ -422,16 +455,21 @@ static int pin_path(int root_fd, const char *path, brig_error **err)
         return attach(tree, target, path, err);
 }
 
-static int mount_proc(int root_fd, struct mask_src *masks, brig_error **err)
+static int mount_proc(int root_fd, const struct run_plan *plan, struct mask_src *masks, brig_error **err)
 {
         /* A proc for our pid namespace: only the sandbox's processes. */
         _cleanup_close_ int proc = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
         if (proc < 0)
                 return proc;
-        _cleanup_close_ int target = make_mountpoint(root_fd, "/proc", false, err);
-        if (target < 0)
-                return target;
-        int r = attach(proc, target, "/proc", err);
+        /* Its mount point, made now in brig's root and covered by proc at
+         * once, stays empty for good: the source of the directory masks
+         * (mask_path), which then need no tmpfs of their own. 0555 and the
+         * builder's, as that tmpfs's root was. */
+        masks->empty_dir = fresh_dir(root_fd, plan, "proc", 0555);
+        _cleanup_close_ int made = masks->empty_dir < 0 ? make_mountpoint(root_fd, "/proc", false, err) : -EBADF;
+        if (masks->empty_dir < 0 && made < 0)
+                return made;
+        int r = attach(proc, masks->empty_dir >= 0 ? masks->empty_dir : made, "/proc", err);
         if (r < 0)
                 return r;
         for (size_t i = 0; proc_readonly[i]; i++) {
@@ -476,14 +514,32 @@ static int dev_point(int devdir, const char *name, bool dir, brig_error **err)
         return fd < 0 ? brig_err(err, errno, "mount point '/dev/%s'", name) : fd;
 }
 
+/* /dev: brig's root tmpfs's own directory bound over itself (a mount,
+ * nosuid and noexec, read-only at the end as the root is), rather than
+ * a tmpfs of its own, the superblock's cost saved: both are brig's, of
+ * 1 MiB, written only while brig builds them. Over an image's root
+ * (OCI) a tmpfs of its own: the image's /dev is neither empty nor brig's. */
+static int dev_tree(int root_fd, const struct run_plan *plan, int *target, brig_error **err)
+{
+        const unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
+        *target = fresh_dir(root_fd, plan, "dev", 0755);
+        if (*target < 0) {
+                *target = make_mountpoint(root_fd, "/dev", false, err);
+                return *target < 0 ? *target : new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), attrs, err);
+        }
+        /* the owner a tmpfs of its own is given (new_tmpfs) */
+        if ((owner_uid(plan) != builder_uid || owner_gid(plan) != builder_gid) &&
+            fchownat(*target, "", owner_uid(plan), owner_gid(plan), AT_EMPTY_PATH) < 0)
+                return brig_err(err, errno, "chown /dev");
+        return bind_dir(*target, attrs, "/dev", err);
+}
+
 static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_fds, brig_error **err)
 {
-        _cleanup_close_ int dev = new_tmpfs(1 << 20, 0755, owner_uid(plan), owner_gid(plan), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+        _cleanup_close_ int target = -EBADF;
+        _cleanup_close_ int dev = dev_tree(root_fd, plan, &target, err);
         if (dev < 0)
                 return dev;
-        _cleanup_close_ int target = make_mountpoint(root_fd, "/dev", false, err);
-        if (target < 0)
-                return target;
         int r = attach(dev, target, "/dev", err);
         if (r < 0)
                 return r;
@@ -506,8 +562,8 @@ static int mount_dev(int root_fd, const struct run_plan *plan, const int *node_f
                         return r;
         }
         /* The nodes' flags in one call: /dev and everything on it so far
-         * (the nodes only: /dev is a fresh tmpfs, nosuid and noexec from
-         * its fsmount) become nosuid, noexec and private. Nothing of the
+         * (the nodes only: /dev itself is nosuid and noexec from dev_tree)
+         * become nosuid, noexec and private. Nothing of the
          * sandbox runs yet, so no node is ever used without them. */
         struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, .propagation = MS_PRIVATE };
         if (sys_mount_setattr(devdir, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) < 0)
@@ -639,7 +695,7 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         if (mask_file < 0)
                 return brig_err(err, errno, "create mask file");
         close(mask_file);  /* a writer left open would keep /dev from turning read-only */
-        r = mount_proc(root, &masks, err);
+        r = mount_proc(root, plan, &masks, err);
         if (r < 0)
                 return r;
         if (plan->mount_sys) {
