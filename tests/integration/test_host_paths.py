@@ -10,7 +10,9 @@ import os
 import pathlib
 import re
 import platform
+import signal
 import stat
+import sys
 import struct
 import subprocess
 import tempfile
@@ -21,6 +23,9 @@ from conftest import IS_ROOT, Brig
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker
 from test_escape import attack
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "soak"))
+from soak import paused  # noqa: E402
 
 SECCOMP_RET_ALLOW = 0x7FFF0000
 BPF_RET_K = 0x06
@@ -494,6 +499,52 @@ def test_grant_of_a_second_mount_of_a_directory_inside_the_state_root_is_refused
     assert cp.stderr.count(f"brig's state directory '{run}/brig'") == len(cases), cp.stderr
     assert f"--bind {alias}: '{alias}' lies inside" in cp.stderr, cp.stderr
     assert f"'{above}' (the mount at '{alias}' below it) lies inside" in cp.stderr, cp.stderr
+
+
+@attack("state-guard-swapped-after", "a grant that keeps clear of brig's state root when the plan's guard looks "
+        "at it (issue 19: an lstat of each prefix, asked once) is swapped before the sandbox binds it: its "
+        "directory for a symlink to the root's filter cache, then its parent for a symlink to the root",
+        "the bind opens its source again without following any symlink (openat2 RESOLVE_NO_SYMLINKS): refused "
+        "(125) naming the grant, nothing planted")
+def test_grant_swapped_for_a_symlink_after_the_guard_is_refused(brig, hooks_bindir, scratch):
+    """Row 439. The hooks build pauses brig right after clone3 (the plan,
+    and its guard, done; the child waits to be released before any mount):
+    the host swaps the grant then, and lets brig go on."""
+    hooked = Brig(hooks_bindir, brig.mode, scratch)
+    run = _run_dir(brig, scratch)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    assert hooked.run("run", "--", "true", env=env).returncode == 0  # the root and its cache exist
+    cache = run / "brig" / "cache"
+    m = marker("swapped")
+    for case in ("final", "parent"):
+        parent = scratch / f"swap-{case}"
+        grant = parent / "cache"
+        grant.mkdir(parents=True)
+        hooked.chown(parent)
+        hooked.chown(grant)
+        p = subprocess.Popen(hooked.cmd("run", "--bind", f"{grant}:/g", "--", "touch", f"/g/{m}-{case}"),
+                             cwd=str(hooked.workspace), env=hooked.env({**env, "BRIG_TEST_PAUSE_AT": "cloned"}),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            pids = paused(hooked.exe, proc=p)
+            assert pids, f"{case}: brig never paused after clone3: {p.communicate()}"
+            if case == "final":
+                grant.rename(parent / "away")
+                grant.symlink_to(cache)
+            else:
+                parent.rename(scratch / f"swap-{case}-away")
+                parent.symlink_to(run / "brig")
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        planted = [f for f in os.listdir(cache) if f.startswith(m)]
+        assert not planted, f"ATTACK WORKED ({case}): the sandbox wrote {planted} into brig's filter cache: {err!r}"
+        assert p.returncode == 125, (case, p.returncode, err)
+        assert f"bind source '{grant}'" in err and "symlink; give the resolved path" in err, (case, err)
 
 
 def _refused_for_run_and_create(brig, args, env, root):
