@@ -14,8 +14,10 @@
  * member by rename(ready/M, claimed/M.PID-START-PIDNS): atomic, so two runs
  * never share one, and the claimed name says which run holds it. The
  * daemon (brig-supervisor with a pool's configuration: pool_supervise,
- * started by brig_pool_start through supervisor_start) removes done/
- * members and creates new ones. A pool whose daemon
+ * started by brig_pool_start through supervisor_start) removes the
+ * members of claims whose run has exited (the run leaves its claim as it
+ * is: nothing on its path but the one rename) and those in done/ (whose
+ * supervisor died before a run), and creates new ones. A pool whose daemon
  * is gone (SIGKILL) is removed by the next brig (pool_sweep): its ready
  * and done members, those claimed by a run that is gone too, the pool's
  * directory. */
@@ -38,7 +40,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,15 +48,14 @@
 
 static const char *const subdirs[] = { "ready", "claimed", "done" };
 
-/* How often the daemon looks for members whose supervisor died, when no
- * claim or hand-back wakes it first. */
+/* How often the daemon looks at its pool (claims of runs killed before
+ * their exec, members it could not watch), when no member's end wakes it
+ * first. */
 #define POOL_TICK_MS 500
-/* How long runs holding members may hold the refill back, and how long
- * a run that handed its member back gets to exit (wait_for_runs). */
+/* How long runs holding members may hold the refill back (wait_for_runs). */
 #define POOL_CLAIM_GRACE_MS 200
-#define POOL_BACK_SETTLE_MS 10
-/* A member is made only once the pool has been quiet this long (no claim,
- * no hand-back, no run holding a member): a run that follows another
+/* A member is made only once the pool has been quiet this long (no run
+ * holding a member, no member ending): a run that follows another
  * within it finds the cores free, not shared with a member being made.
  * Runs that never pause hold the refill back POOL_REFILL_MAX_MS at most. */
 #define POOL_QUIET_MS 25
@@ -224,28 +224,84 @@ static bool still_ours(const struct pool *pl)
         return ours;
 }
 
-enum pool_wake { WAKE_TICK, WAKE_STOP, WAKE_CLAIM, WAKE_BACK };
+enum pool_wake { WAKE_TICK, WAKE_STOP, WAKE_ENDED };
 
-/* Wait for a stop, a member claimed (out of ready/) or handed back (into
- * done/: inotify, so the refill need not wait for a tick), or the timeout
- * (a member's supervisor that died tells nobody). */
-static enum pool_wake pool_wait(int sfd, int ino, int timeout_ms)
+/* What wakes the daemon: a stop (pf[0], its signalfd) and the end of a
+ * member's supervisor (a pidfd each, of every member it made): a used
+ * member's once its run is over and its end done, or one that died.
+ * Nothing on a run's path wakes it: neither the claim (a rename no one
+ * watches) nor the run's exit, so none of the daemon's work runs beside a
+ * run it serves. The run's claim names the run; once that has exited,
+ * release_gone_claims removes the member. */
+struct pool_watch {
+        struct pollfd *pf;
+        size_t n, cap;
+};
+
+static int watch_init(struct pool_watch *w, int sfd)
 {
-        struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = ino, .events = POLLIN } };
-        if (poll(pf, 2, timeout_ms) <= 0)
+        w->cap = 8;
+        w->pf = calloc(w->cap, sizeof *w->pf);
+        if (!w->pf)
+                return -ENOMEM;
+        w->pf[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+        w->n = 1;
+        return 0;
+}
+
+static void watch_free(struct pool_watch *w)
+{
+        for (size_t i = 1; i < w->n; i++)
+                closep(&w->pf[i].fd);
+        free(w->pf);
+}
+
+/* The supervisor of the member just made (state.json names it, with its
+ * start time: a pid taken by another process since is not watched). One
+ * that cannot be watched is found by the tick's scan instead. */
+static void watch_member(struct pool_watch *w, const char *name)
+{
+        _cleanup_free_ char *sd = NULL;
+        brig_error *err = NULL;
+        json_t *st = state_dir(name, false, &sd, &err) == 0 ? state_read(sd, &err) : NULL;
+        brig_error_free(&err);
+        pid_t pid = st ? (pid_t)json_integer_value(json_object_get(st, "supervisor_pid")) : 0;
+        unsigned long long start = st ? (unsigned long long)json_integer_value(json_object_get(st, "supervisor_start")) : 0;
+        json_decref(st);
+        int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+        if (fd >= 0 && state_process_start(pid) != start)
+                closep(&fd);
+        if (fd >= 0 && w->n == w->cap) {
+                struct pollfd *more = realloc(w->pf, 2 * w->cap * sizeof *w->pf);
+                if (more) {
+                        w->pf = more;
+                        w->cap *= 2;
+                }
+        }
+        if (fd >= 0 && w->n < w->cap)
+                w->pf[w->n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
+        else if (fd >= 0)
+                close(fd);
+}
+
+/* Wait for a stop, a member's end, or the timeout (the tick: what no
+ * pidfd tells, a run killed before its exec, is found by the scans). */
+static enum pool_wake pool_wait(struct pool_watch *w, int timeout_ms)
+{
+        if (poll(w->pf, w->n, timeout_ms) <= 0)
                 return WAKE_TICK;
         struct signalfd_siginfo si;
-        if (pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+        if (w->pf[0].revents && read(w->pf[0].fd, &si, sizeof si) == (ssize_t)sizeof si)
                 return WAKE_STOP;
-        enum pool_wake w = WAKE_TICK;
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-        ssize_t n;
-        while (ino >= 0 && (n = read(ino, buf, sizeof buf)) > 0)
-                for (char *at = buf; at < buf + n; at += sizeof(struct inotify_event) + ((struct inotify_event *)at)->len)
-                        w = ((struct inotify_event *)at)->mask & (IN_MOVED_TO | IN_CREATE) ? WAKE_BACK
-                            : w == WAKE_BACK                                               ? w
-                                                                                           : WAKE_CLAIM;
-        return w;
+        enum pool_wake r = WAKE_TICK;
+        for (size_t i = w->n - 1; i >= 1; i--) {
+                if (!w->pf[i].revents)
+                        continue;
+                close(w->pf[i].fd);
+                w->pf[i] = w->pf[--w->n];
+                r = WAKE_ENDED;
+        }
+        return r;
 }
 
 static uint64_t now_ms(void)
@@ -255,23 +311,18 @@ static uint64_t now_ms(void)
         return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
 }
 
-/* The refill is off the path of the runs the pool serves: what it does
- * (a supervisor spawned, namespaces, mounts) competes with them for this
- * host's cores. So after a claim or hand-back it first waits until the
- * runs holding members (claimed/NAME.PID-START-PIDNS) have ended, their
- * pidfds readable, or POOL_CLAIM_GRACE_MS passed; a run that has just
- * handed its member back is no longer listed, and gets POOL_BACK_SETTLE_MS
- * to exit. True: a stop came meanwhile. */
-static bool wait_for_runs(const struct pool *pl, int sfd, int settle_ms)
+/* pidfds of the runs holding members now (claimed/NAME.PID-START-PIDNS
+ * of this pid namespace, the process still the one that claimed), into
+ * pf[1..max-1]; their count. */
+static nfds_t claim_pidfds(const struct pool *pl, struct pollfd *pf, nfds_t max)
 {
-        struct pollfd pf[1 + 16] = { { .fd = sfd, .events = POLLIN } };
         nfds_t n = 1;
         struct owner self, o;
         owner_self(&self);
         _cleanup_free_ char *cd = brig_strdup_printf("%s/claimed", pl->dir);
         DIR *dir = cd ? opendir(cd) : NULL;
         struct dirent *e;
-        while (dir && n < ARRAY_SIZE(pf) && (e = readdir(dir))) {
+        while (dir && n < max && (e = readdir(dir))) {
                 const char *dot = strchr(e->d_name, '.');
                 if (!dot || e->d_name[0] == '.' || !owner_parse(dot + 1, &o, NULL) || o.pidns != self.pidns)
                         continue;
@@ -283,14 +334,35 @@ static bool wait_for_runs(const struct pool *pl, int sfd, int settle_ms)
         }
         if (dir)
                 closedir(dir);
+        return n - 1;
+}
+
+static bool runs_holding(const struct pool *pl)
+{
+        struct pollfd pf[2];
+        nfds_t n = claim_pidfds(pl, pf, ARRAY_SIZE(pf));
+        if (n)
+                close(pf[1].fd);
+        return n > 0;
+}
+
+/* The refill is off the path of the runs the pool serves: what it does
+ * (a supervisor spawned, namespaces, mounts) competes with them for this
+ * host's cores. So it first waits until the runs holding members have
+ * ended, their pidfds readable, or POOL_CLAIM_GRACE_MS passed. *held:
+ * there were such runs. True: a stop came meanwhile. */
+static bool wait_for_runs(const struct pool *pl, int sfd, bool *held)
+{
+        struct pollfd pf[1 + 16] = { { .fd = sfd, .events = POLLIN } };
+        nfds_t n = 1 + claim_pidfds(pl, pf, ARRAY_SIZE(pf));
+        *held = n > 1;
         uint64_t t0 = now_ms(), elapsed = 0;
-        uint64_t limit = n > 1 ? POOL_CLAIM_GRACE_MS : (uint64_t)settle_ms;
-        bool stop = false, waiting = true;
-        while (!stop && waiting && elapsed < limit) {
-                if (poll(pf, n, (int)(limit - elapsed)) > 0) {
+        bool stop = false, waiting = n > 1;
+        while (!stop && waiting && elapsed < POOL_CLAIM_GRACE_MS) {
+                if (poll(pf, n, (int)(POOL_CLAIM_GRACE_MS - elapsed)) > 0) {
                         struct signalfd_siginfo si;
                         stop = pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si;
-                        waiting = n == 1;  /* only settling: the time is the point */
+                        waiting = false;
                         for (nfds_t i = 1; i < n; i++) {
                                 if (pf[i].fd >= 0 && pf[i].revents)
                                         closep(&pf[i].fd);  /* that run ended; poll skips -1 */
@@ -305,42 +377,31 @@ static bool wait_for_runs(const struct pool *pl, int sfd, int settle_ms)
 }
 
 /* Before each member the refill makes (but the first fill's): wait until
- * no run holds a member and none was claimed or handed back for
- * POOL_QUIET_MS, or POOL_REFILL_MAX_MS went by. Making a member (a
+ * no run holds a member and none ended for POOL_QUIET_MS, or POOL_REFILL_MAX_MS went by. Making a member (a
  * supervisor spawned, namespaces, 41 mounts, a filter) costs several
  * times a pooled run's CPU; a caller that runs one command after another
  * would otherwise share this host's cores with it on every run. True: a
  * stop came meanwhile. */
-static bool wait_quiet(const struct pool *pl, int sfd, int ino)
+static bool wait_quiet(const struct pool *pl, struct pool_watch *w)
 {
         uint64_t t0 = now_ms();
         for (uint64_t spent = 0; spent < POOL_REFILL_MAX_MS; spent = now_ms() - t0) {
-                if (wait_for_runs(pl, sfd, 0))
+                bool held = false;
+                if (wait_for_runs(pl, w->pf[0].fd, &held))
                         return true;
+                if (held)
+                        continue;  /* a run went on: the quiet starts after it */
                 spent = now_ms() - t0;
                 uint64_t left = POOL_REFILL_MAX_MS - (spent < POOL_REFILL_MAX_MS ? spent : POOL_REFILL_MAX_MS);
-                enum pool_wake w = pool_wait(sfd, ino, (int)(left < POOL_QUIET_MS ? left : POOL_QUIET_MS));
-                if (w == WAKE_STOP)
+                enum pool_wake r = pool_wait(w, (int)(left < POOL_QUIET_MS ? left : POOL_QUIET_MS));
+                if (r == WAKE_STOP)
                         return true;
-                if (w == WAKE_TICK)
-                        return false;  /* quiet: nothing happened for POOL_QUIET_MS */
+                /* quiet: no member ended for POOL_QUIET_MS; and a run
+                 * claimed meanwhile (nothing tells of a claim) holds it on */
+                if (r == WAKE_TICK && !runs_holding(pl))
+                        return false;
         }
         return false;
-}
-
-/* Told of each claim (a rename out of ready/) and hand-back (into done/). */
-static int pool_watch(const struct pool *pl)
-{
-        int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
-        _cleanup_free_ char *dd = brig_strdup_printf("%s/done", pl->dir);
-        if (ino >= 0 && (!rd || !dd || inotify_add_watch(ino, rd, IN_MOVED_FROM | IN_DELETE) < 0 ||
-                         inotify_add_watch(ino, dd, IN_MOVED_TO | IN_CREATE) < 0)) {
-                fprintf(stderr, "brig pool: inotify: %s (refilling every %d ms instead)\n", strerror(errno),
-                        POOL_TICK_MS);
-                closep(&ino);
-        }
-        return ino;
 }
 
 static bool release_gone_claims(const struct pool *pl);
@@ -355,7 +416,9 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
         sigaddset(&set, SIGHUP);
         sigprocmask(SIG_BLOCK, &set, NULL);
         int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-        int ino = pool_watch(pl);
+        struct pool_watch w = { 0 };
+        if (sfd >= 0 && watch_init(&w, sfd) < 0)
+                closep(&sfd);
         unsigned long counter = 0;
         bool told = false;
         while (sfd >= 0 && still_ours(pl)) {
@@ -380,9 +443,13 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                 }
                 if (dir)
                         closedir(dir);
+                /* Runs that have exited: their members go first (each
+                 * woke us by its end), before the refill waits for quiet. */
+                remove_members(pl, "done");
+                (void)release_gone_claims(pl);
                 bool failed = false;
                 bool stop = false;
-                while (count_in(pl, "ready") < size && !failed && !(stop = told && wait_quiet(pl, sfd, ino))) {
+                while (count_in(pl, "ready") < size && !failed && !(stop = told && wait_quiet(pl, &w))) {
                         char name[64];
                         snprintf(name, sizeof name, "pool-%.8s-%d-%lu", pl->key, getpid(), ++counter);
                         brig_error *err = NULL;
@@ -402,6 +469,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         } else {
                                 test_pause("pool-member-made");
                                 _cleanup_free_ char *m = member_path(pl, "ready", name);
+                                watch_member(&w, name);
                                 if (!m || touch(m) < 0) {
                                         brig_error *rerr = NULL;
                                         (void)brig_sandbox_remove(name, &rerr);
@@ -417,20 +485,20 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         told = true;
                 }
                 /* After the refill: a used member has stopped by itself
-                 * (control.c), only its state is left to remove. */
+                 * (control.c), only its state is left to remove, once
+                 * the run that claimed it has exited. */
                 remove_members(pl, "done");
                 (void)release_gone_claims(pl);
                 if (stop)
                         break;
-                enum pool_wake w = pool_wait(sfd, ino, failed ? 1000 : ino >= 0 ? POOL_TICK_MS : 50);
-                if (w == WAKE_STOP ||
-                    (w != WAKE_TICK && wait_for_runs(pl, sfd, w == WAKE_BACK ? POOL_BACK_SETTLE_MS : 0)))
+                if (pool_wait(&w, failed ? 1000 : POOL_TICK_MS) == WAKE_STOP)
                         break;
         }
 out:
-        closep(&ino);
+        watch_free(&w);
         remove_members(pl, "ready");
         remove_members(pl, "done");
+        (void)release_gone_claims(pl);  /* runs that ended; a live one's member is the next brig's */
         if (count_in(pl, "claimed") == 0) {
                 state_remove_tree(pl->dir, NULL);
                 _cleanup_free_ char *pools = strdup(pl->dir);
@@ -601,12 +669,12 @@ static void remove_member(const char *name)
         brig_error_free(&err);
 }
 
-/* The members claimed by a run that is gone (SIGKILLed, say, by a
- * harness's timeout, between its claim and its hand-back) go, with their
- * entry: nobody hands them back, and a member kept for a run that no
+/* The members claimed by a run that is gone (it exited, or was
+ * SIGKILLed, say, by a harness's timeout) go, with their entry: a run
+ * leaves its claim as it is, and a member kept for a run that no
  * longer exists would hold its processes and cgroup until the pool stops.
  * The daemon looks on each of its rounds, the sweep of a dead pool once.
- * true when a live run still holds one (it removes or hands it back). */
+ * true when a live run still holds one. */
 static bool release_gone_claims(const struct pool *pl)
 {
         _cleanup_free_ char *cd = brig_strdup_printf("%s/claimed", pl->dir);
@@ -619,7 +687,7 @@ static bool release_gone_claims(const struct pool *pl)
                 if (!dot || e->d_name[0] == '.')
                         continue;
                 if (owner_parse(dot + 1, &o, NULL) && owner_alive(&o) != 0) {
-                        held = true;  /* its run removes it when done */
+                        held = true;  /* its run goes on */
                         continue;
                 }
                 _cleanup_free_ char *name = strndup(e->d_name, (size_t)(dot - e->d_name));
@@ -708,7 +776,7 @@ static int run_fresh(const brig_policy *p, char *const argv[], brig_result *res,
  * (CLOCK_MONOTONIC), as brig run --timings prints and reports a cold
  * run's (core/timings.c); what happens in the member is one step, the
  * exec's round trip. */
-enum pool_mark { PT_START, PT_LOOKUP, PT_CLAIM, PT_EXEC, PT_HAND_BACK, PT_COUNT };
+enum pool_mark { PT_START, PT_LOOKUP, PT_CLAIM, PT_EXEC, PT_COUNT };
 
 static const struct {
         const char *name, *key;
@@ -716,7 +784,6 @@ static const struct {
         [PT_LOOKUP] = { "pool lookup (policy, key)", "pool_lookup" },
         [PT_CLAIM] = { "claim and member check", "claim" },
         [PT_EXEC] = { "exec in the member", "exec" },
-        [PT_HAND_BACK] = { "hand back to the daemon", "hand_back" },
 };
 
 struct pool_timings {
@@ -878,19 +945,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                 *err = TAKE_PTR(xerr);
         brig_error_free(&xerr);
         *pooled = true;
-        /* Used once: hand it to the daemon to remove, or remove it here
-         * when the daemon is gone. */
-        _cleanup_free_ char *from = claimed_path(&pl, name);
-        _cleanup_free_ char *to = member_path(&pl, "done", name);
-        bool handed = from && to && pool_alive(&pl) && rename(from, to) == 0;
-        if (!handed) {
-                brig_error *rerr = NULL;
-                (void)brig_sandbox_remove(name, &rerr);
-                brig_error_free(&rerr);
-                if (from)
-                        unlink(from);
-        }
-        pool_mark(&tm, PT_HAND_BACK);
+        /* Used once, and nothing more to do here: the claim names this
+         * run, and once it has exited the daemon removes the member (its
+         * supervisor's end wakes it), or, the daemon gone, the next brig's
+         * sweep does. No rename and no wake-up of the daemon on the run's
+         * path, no removal waited for. */
         json_t *served = json_pack("{s:s}", "member", name);
         if (tm.on && served) {
                 /* the exec's own steps (exec_named), after the run's */
