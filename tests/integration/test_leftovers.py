@@ -507,6 +507,27 @@ def test_served_members_end_yields_and_still_finishes(world, brig):
     world.assert_clean()
 
 
+@attack("pool-claim-left", "a pooled run leaves its claim (claimed/MEMBER.PID-START-PIDNS) when it exits, for "
+        "the pool daemon to remove the used member: SIGKILL the daemon at that moment (a test hook), so that "
+        "nobody removes it; the member's supervisor, pid 1, cgroups and state must still all go, by the member "
+        "itself and the next brig", "traces")
+def test_daemon_killed_before_it_removes_a_used_member_leaves_nothing(world, brig):
+    r = world.run("pool", "--size", "1", "--net", "none", hooks=True, env={"BRIG_TEST_PAUSE_AT": "pool-run-gone"})
+    assert r.returncode == 0, r
+    member = next(world.root.glob("pools/*/ready/*")).name
+    state = world.sb.state(member)
+    r = world.run("run", "--pooled", "--net", "none", "--", "true")
+    assert r.returncode == 0 and "not served by the pool" not in r.stderr, r
+    pids = paused(world.hooks.exe)
+    assert len(pids) == 1, f"the daemon never came to remove the used member (pool-run-gone): {pids}"
+    os.kill(pids[0], signal.SIGKILL)
+    assert wait_until(lambda: not pid_alive(pids[0]), 5)
+    assert wait_until(lambda: not pid_alive(state["supervisor_pid"]), 15), "ATTACK WORKED: the used member lives on"
+    assert world.run("run", "--", "true").returncode == 0  # the next brig sweeps the dead pool
+    assert not (world.root / member).exists(), list((world.root / member).rglob("*"))
+    world.assert_clean()
+
+
 @attack("dead-supervisor-traces", "SIGKILL a persistent sandbox's supervisor while it runs, and brig create with its "
         "supervisor while it is being created: brig ls says dead and why, brig rm removes every trace", "traces")
 @pytest.mark.parametrize("when", ["running", "creating"])

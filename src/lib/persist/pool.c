@@ -691,6 +691,7 @@ static bool release_gone_claims(const struct pool *pl)
                         continue;
                 }
                 _cleanup_free_ char *name = strndup(e->d_name, (size_t)(dot - e->d_name));
+                test_pause("pool-run-gone");
                 if (name && member_named(pl, name))
                         remove_member(name);
                 unlinkat(dirfd(dir), e->d_name, 0);
