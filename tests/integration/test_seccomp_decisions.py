@@ -190,17 +190,24 @@ RANGE_ERRNOS = ["EIO", "ENXIO", "E2BIG", "ENOEXEC", "ENOTBLK", "ETXTBSY", "EMLIN
 
 
 @attack("seccomp-dispatch-many-ranges", "the user's own rules make about 400 ranges of one decision (every named "
-        "number the probe does not need refused, each with another errno than its neighbours, some also with a "
-        "conditional rule routed to libseccomp's argument checks): the dispatch's tree is past what a "
-        "conditional jump reaches (its far jumps, its leaves without shared returns); from inside, every number "
-        "0-499 and 1000 is called with -1 arguments, and x32 and int 0x80 calls are made, from a compiled and "
-        "from a cached program",
-        "each refused number answers its own rule's errno, every other number what it answers without the rules, "
-        "x32 and i386 kill; as root the program the kernel holds has a jump of more than 255 instructions")
+        "number the probe does not need refused, each with another errno than its neighbours, every third logged "
+        "so that the supervisor answers it from the same dispatch, some also with a conditional rule routed to "
+        "libseccomp's argument checks): the dispatch's tree is past what a conditional jump reaches (its far "
+        "jumps, its leaves without shared returns); from inside, every number 0-499 and 1000 is called with -1 "
+        "arguments, and x32 and int 0x80 calls are made, from a compiled and a cached program and under --audit",
+        "each refused number answers its own rule's errno (the kernel's, or the supervisor's for a logged one: "
+        "never a call let through), every other number what it answers without the rules, x32 and i386 kill; "
+        "the report and the audit stream on the host name the logged ones; the cached program has a jump of more "
+        "than 255 instructions")
 def test_many_ranges_of_the_users_rules_decide_from_inside(brig):
     names = bpf.syscall_names()
-    want, rules = {}, []
+    want, logged, rules = {}, set(), []
     for i, nr in enumerate(nr for nr in sorted(names) if nr < 500 and names[nr] not in PROBE_NEEDS):
+        if i % 3 == 1:  # notified: the supervisor answers from the same rules' dispatch (seccomp_replies_build)
+            want[f"nr{nr}"] = "EPERM"
+            logged.add(names[nr])
+            rules += ["--seccomp-rule", f"{names[nr]}=deny-log"]
+            continue
         e = RANGE_ERRNOS[i % len(RANGE_ERRNOS)]
         want[f"nr{nr}"] = e
         rules += ["--seccomp-deny", f"{names[nr]}:{e}"]
@@ -208,24 +215,33 @@ def test_many_ranges_of_the_users_rules_decide_from_inside(brig):
             rules += ["--seccomp-rule", f"{names[nr]}(a0==7)=errno:EPERM"]
     assert len(want) > 300, len(want)
     env = state_env(brig, "ranges")
+    audit = brig.reports / "ranges-audit.jsonl"
 
-    def probe(*args, extra=()):
+    def probe(*args, extra=(), report=False):
         r = brig.run("run", "--ro-bind", f"{brig.program('probe_syscall')}:/probe", *extra, "--", "/probe", *args,
-                     env=env, timeout=120)
+                     env=env, timeout=120, report=report)
         assert r.returncode == 0, r
-        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        return r, dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
 
-    plain = probe("every")
+    _, plain = probe("every")
     assert len(plain) > 490, plain
-    for how in ("compiled", "cached"):
-        got = probe("every", extra=rules)
+    for how, extra in (("compiled", rules), ("cached", rules), ("audit", [*rules, "--audit", str(audit)])):
+        r, got = probe("every", extra=extra, report=True)
         wrong = {k: (got.get(k), want.get(k, plain[k])) for k in plain if got.get(k) != want.get(k, plain[k])}
         assert not wrong, f"{how}: (got, want) for {len(wrong)} numbers: {dict(list(wrong.items())[:12])}"
-    abi = probe("abi", extra=rules)
+        seen = {x["what"] for x in r.report["refusals"] if x["kind"] == "syscall"}
+        # and nothing else but the default profile's own refusals of what it keeps (clone's guard)
+        others = {n for n in seen - logged if n not in PROBE_NEEDS and not n.startswith("syscall_")}
+        assert seen & logged and not others, (how, sorted(others)[:10], len(seen & logged))
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    audited = {e.get("call") or e.get("syscall") for e in events if e.get("event") in ("syscall", "refused", "denied")}
+    assert audited & logged, f"the audit stream names none of the refused calls: {sorted(audited)[:10]}"
+    _, abi = probe("abi", extra=rules)
     assert [abi.get(k) for k in ("x32_getpid", "x32_mount", "int80_getpid")] == ["SYS"] * 3, abi
     # the program run above, as cached: far jumps (the path this test is for)
-    files = sorted((pathlib.Path(env["XDG_RUNTIME_DIR"]) / "brig" / "cache").iterdir(), key=lambda f: f.stat().st_size)
-    assert len(files) == 2, f"the rules' program was not cached: {files}"
+    cache = pathlib.Path(env["XDG_RUNTIME_DIR"]) / "brig" / "cache"
+    files = sorted(cache.iterdir(), key=lambda f: f.stat().st_size)
+    assert len(files) == 3, f"the rules' programs were not cached: {files}"
     data = files[-1].read_bytes()
     (klen,) = struct.unpack_from("<I", data)
     prog = list(struct.iter_unpack("<HBBI", data[4 + klen:]))
