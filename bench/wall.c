@@ -7,8 +7,9 @@
  *
  *   cc -O2 -o wall bench/wall.c && ./wall CMD [ARG...]
  *
- * The command inherits stdin, stdout and stderr. Prints "wall_ns N" on
- * stdout once the command has exited; exits with the command's status
+ * The command inherits stdin, stdout and stderr. Prints "start_ns N" (the
+ * CLOCK_MONOTONIC nanosecond before the spawn) and "wall_ns N" on stdout
+ * once the command has exited; exits with the command's status
  * (128+N when it died of signal N, 127 when it could not start). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,6 +46,6 @@ int main(int argc, char **argv)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
         uint64_t t1 = now_ns();
-        printf("wall_ns %llu\n", (unsigned long long)(t1 - t0));
+        printf("start_ns %llu\nwall_ns %llu\n", (unsigned long long)t0, (unsigned long long)(t1 - t0));
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
