@@ -275,6 +275,10 @@ static bool long_way(void)
 struct real_dirs {
         struct strv dirs;  /* as named */
         char **real;       /* real[i]: dirs.items[i]'s real path, or NULL (none) */
+        /* deny list hits whose lstat the expansion had (their own real
+         * path): directories, and the rest (add_link_targets asks no
+         * lstat of them again) */
+        struct strv hit_dirs, hit_others;
 };
 
 static void real_dirs_free(struct real_dirs *rd)
@@ -283,6 +287,23 @@ static void real_dirs_free(struct real_dirs *rd)
                 free(rd->real[i]);
         free(rd->real);
         strv_free(&rd->dirs);
+        strv_free(&rd->hit_dirs);
+        strv_free(&rd->hit_others);
+}
+
+static char *real_path(struct real_dirs *rd, const char *path, const struct stat *st);
+
+/* realpath(DIR) through the same memo: DIR's parent's real path and its
+ * name when lstat says it is a directory and no symlink (realpath reads
+ * the link of every component of every directory: /etc four times for
+ * /etc, /etc/ssh, /etc/ssl and /etc/security). */
+static char *real_dir(struct real_dirs *rd, const char *dir)
+{
+        struct stat st;
+        if (strcmp(dir, "/") == 0 || strstr(dir, "/./") || strstr(dir, "/../") || lstat(dir, &st) < 0 ||
+            !S_ISDIR(st.st_mode))
+                return realpath(dir, NULL);
+        return real_path(rd, dir, &st);
 }
 
 /* realpath(PATH) (NULL: none, or out of memory), PATH an entry lstat
@@ -306,13 +327,17 @@ static char *real_path(struct real_dirs *rd, const char *path, const struct stat
         while (i < rd->dirs.n && strcmp(rd->dirs.items[i], dir) != 0)
                 i++;
         if (i == rd->dirs.n) {
+                /* first: the directories above it join the memo */
+                char *real = real_dir(rd, dir);
                 char **grown = realloc(rd->real, (rd->dirs.n + 1) * sizeof *grown);
-                if (!grown)
+                if (!grown || strv_push(&rd->dirs, dir) < 0) {
+                        rd->real = grown ?: rd->real;
+                        free(real);
                         return realpath(path, NULL);
+                }
                 rd->real = grown;
-                if (strv_push(&rd->dirs, dir) < 0)
-                        return realpath(path, NULL);
-                rd->real[i] = realpath(dir, NULL);
+                i = rd->dirs.n - 1;
+                rd->real[i] = real;
         }
         if (!rd->real[i])
                 return realpath(path, NULL);  /* it went meanwhile: realpath says */
@@ -332,6 +357,9 @@ static int add_found(struct real_dirs *rd, struct strv *out, struct strv *links,
                 free(real);
                 return -ENOMEM;
         }
+        /* not kept (out of memory): add_link_targets looks again */
+        if (st && strcmp(real, path) == 0 && !long_way())
+                (void)strv_push(S_ISDIR(st->st_mode) ? &rd->hit_dirs : &rd->hit_others, real);
         if (strv_contains(out, real)) {
                 free(real);
                 return 0;
@@ -612,15 +640,17 @@ static const char *deny_hit_containing(const struct strv *denied, const char *pa
  * really lives, as a symlinked denied path is. Checked in the denied
  * directories a grant shows and, since dotfiles often link out of them,
  * in the caller's own home's (deeper links are not followed). */
-static int add_link_targets(const struct run_plan *plan, const struct grant_names *g, const brig_policy *p,
-                            struct strv *denied)
+static int add_link_targets(const struct run_plan *plan, const struct grant_names *g, const struct real_dirs *rd,
+                            const brig_policy *p, struct strv *denied)
 {
         struct strv dirs = {0};
         int r = 0;
         for (size_t i = 0; r == 0 && i < denied->n; i++) {
                 struct stat st;
-                if (lstat(denied->items[i], &st) == 0 && S_ISDIR(st.st_mode))
-                        r = strv_push(&dirs, denied->items[i]);
+                const char *hit = denied->items[i];
+                if (strv_contains(&rd->hit_dirs, hit) ||
+                    (!strv_contains(&rd->hit_others, hit) && lstat(hit, &st) == 0 && S_ISDIR(st.st_mode)))
+                        r = strv_push(&dirs, hit);
         }
         struct home_look mine = { .home = plan->home, .fd = -2 };
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
@@ -1426,7 +1456,7 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r == 0)
                 r = expand_deny(plan, g, &real, p, &denied, &links);
         if (r == 0)
-                r = add_link_targets(plan, g, p, &denied);
+                r = add_link_targets(plan, g, &real, p, &denied);
         if (r < 0) {
                 grant_names_free(g, plan->n_mounts);
                 strv_free(&denied);
