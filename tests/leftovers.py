@@ -21,7 +21,8 @@ snapshot() looks at every place a brig of any user may leave something:
              and processes whose command line holds one of `markers`
   files      everything under each state root (/run/brig, /run/user/*/brig,
              /tmp/brig-UID and `state_roots`) except the syscall filter
-             cache (cache/seccomp-*.bpf: kept on purpose), the runs/
+             cache (cache/seccomp-*.bpf) and the directory cache
+             (cache/dirs-1), both kept on purpose, the runs/
              directory itself, and the run records and cache temporaries
              of brigs still running (theirs, in use); and entries with
              "brig" in their name in /tmp, /var/tmp, /dev/shm, /run (the test
@@ -193,13 +194,13 @@ def _in_use(name):
 
 
 def _kept(rel):
-    """The syscall filter cache is kept across runs on purpose, and so is
-    the directory of run records; a live brig's record or temporary is in
-    use."""
+    """The syscall filter cache and the policy step's directory cache
+    (cache/dirs-1) are kept across runs on purpose, and so is the directory
+    of run records; a live brig's record or temporary is in use."""
     parts = rel.split("/")
     if len(parts) == 2 and parts[0] in ("runs", "cache") and OWNER.search(parts[1]) and _in_use(parts[1]):
         return True
-    return parts in (["cache"], ["runs"]) or (len(parts) == 2 and parts[0] == "cache" and
+    return parts in (["cache"], ["runs"], ["cache", "dirs-1"]) or (len(parts) == 2 and parts[0] == "cache" and
                                   re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf", parts[1]) is not None)
 
 

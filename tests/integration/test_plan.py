@@ -69,9 +69,9 @@ def fake_passwd(base):
     return path
 
 
-def plan_of(brig, hooks_bindir, args, home, long_way, umask=0o022, passwd=None):
+def plan_of(brig, hooks_bindir, args, home, long_way, umask=0o022, passwd=None, extra_env=None):
     out = brig.reports / f"plan-{len(list(brig.reports.iterdir()))}.json"
-    env = brig.env({"HOME": str(home), "BRIG_TEST_PLAN": str(out)})
+    env = brig.env({"HOME": str(home), "BRIG_TEST_PLAN": str(out), **(extra_env or {})})
     if long_way:
         env["BRIG_TEST_PLAN_LONG_WAY"] = "1"
     cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--allow-degraded", "memory", "--allow-degraded",
@@ -117,6 +117,28 @@ def test_short_cuts_give_the_long_ways_plan(brig, hooks_bindir, scratch, case):
     for key in sorted(set(short) | set(long)):
         assert short.get(key) == long.get(key), f"{case}: the short cuts changed the plan's {key}"
     assert short["masks"], short  # /etc/shadow at least: a plan, not an empty file
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_directory_cache_gives_the_long_ways_plan(brig, hooks_bindir, scratch, case):
+    """The directory cache (core/dircache.c) on: a first run records what
+    the homes lack (no margin: the scenario's homes are a moment old), a
+    second one skips those lookups; both plan what the long way plans
+    (which never reads the cache)."""
+    u, odd = scenario(brig, scratch)
+    passwd = passwd_for_test(scratch)
+    args, home = CASES[case](scratch, u, odd)
+    run = scratch / "run"
+    run.mkdir(mode=0o700)
+    brig.chown(run)
+    env = {"XDG_RUNTIME_DIR": str(run), "BRIG_TEST_DIRCACHE_MARGIN_MS": "0"}
+    first = plan_of(brig, hooks_bindir, args, home, long_way=False, passwd=passwd, extra_env=env)
+    assert (run / "brig" / "cache" / "dirs-1").exists(), "the first run kept nothing: the test would prove nothing"
+    cached = plan_of(brig, hooks_bindir, args, home, long_way=False, passwd=passwd, extra_env=env)
+    long = plan_of(brig, hooks_bindir, args, home, long_way=True, passwd=passwd, extra_env=env)
+    for key in sorted(set(first) | set(long)):
+        assert first.get(key) == long.get(key) and cached.get(key) == long.get(key), \
+            f"{case}: the directory cache changed the plan's {key}"
 
 
 def test_plan_of_fixed_inputs(brig, hooks_bindir, scratch):

@@ -1047,27 +1047,6 @@ static char *cache_name(const char *key, size_t len)
         return brig_strdup_printf("seccomp-%016llx.bpf", (unsigned long long)fnv1a(key, len));
 }
 
-/* <root>/cache, made 0700 through the root's descriptor and checked on its
- * own: a directory brig did not make (not ours, or open to others) is not
- * used. -1 when there is no usable cache. */
-static int cache_dir_open(void)
-{
-        brig_error *e = NULL;
-        _cleanup_close_ int root = state_root_open(true, NULL, &e);
-        brig_error_free(&e);  /* no private state root: no cache, no harm */
-        if (root < 0)
-                return -1;
-        if (mkdirat(root, "cache", 0700) < 0 && errno != EEXIST)
-                return -1;
-        int fd = openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
-                close(fd);
-                return -1;
-        }
-        return fd;
-}
-
 static bool user_allows(const struct run_plan *plan, const char *call)
 {
         const struct seccomp_policy *p = plan->policy ? plan->policy->seccomp : NULL;
@@ -1380,7 +1359,7 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
         if (plan->seccomp_degraded)
                 return 0;  /* no seccomp here, and the policy accepted that */
         bool audit = plan->audit_fd >= 0;
-        _cleanup_close_ int dir = cache_dir_open();
+        _cleanup_close_ int dir = state_cache_dir_open();
         _cleanup_free_ char *key = NULL;
         size_t len = 0;
         /* Most runs: a program cached for these rules, with refusals

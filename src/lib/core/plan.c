@@ -3,6 +3,7 @@
  * the environment. Everything here happens on the host before clone, so
  * the child only carries out decisions already made and checked. */
 #define _GNU_SOURCE
+#include "core/dircache.h"
 #include "core/model.h"
 #include "core/wall.h"
 #include "controls/mountinfo.h"
@@ -268,6 +269,19 @@ static bool long_way(void)
 #endif
 }
 
+/* How recent a directory's change may be for the cache to keep what was
+ * missing from it: BRIG_TEST_DIRCACHE_MARGIN_MS in a test-hooks build
+ * (the tests' homes are made a moment before the run). */
+static int64_t dircache_margin(void)
+{
+#ifdef BRIG_TEST_HOOKS
+        const char *v = getenv("BRIG_TEST_DIRCACHE_MARGIN_MS");
+        if (v && *v)
+                return (int64_t)strtoll(v, NULL, 10) * 1000000;
+#endif
+        return DIRCACHE_MARGIN_NS;
+}
+
 /* realpath(3) of many entries of few directories: each directory's real
  * path asked once (realpath reads the link of every component, again for
  * each entry), the entry's own name after it when lstat says the entry
@@ -350,6 +364,12 @@ static int add_found(struct real_dirs *rd, struct strv *out, struct strv *links,
         /* The canonical location is what a bind source (always
          * symlink-free) can contain; a symlinked secret is hidden where it
          * really lives. */
+        struct stat own;
+        if (!st) {
+                if (lstat(path, &own) < 0)
+                        return 0;  /* gone since glob(3) found it: realpath would not find it either */
+                st = &own;
+        }
         char *real = real_path(rd, path, st);
         if (!real)
                 return 0;
@@ -485,29 +505,87 @@ static int plan_homes(struct run_plan *plan, const struct passwd_db *db, struct 
  * entries' first directories are looked at once: an entry below one that
  * is not there is not there either, and ten of the built-in entries lie
  * below ~/.config alone. A home with a glob character in its name, or a
- * "//" or a final "/", is looked up the long way. */
+ * "//" or a final "/", is looked up the long way. A name the directory
+ * cache (dircache.c) knows missing from the home, or from a first
+ * directory, unchanged since, is not looked up at all; one found missing
+ * is learned for the next run. */
+struct first_dir {
+        char name[NAME_MAX + 1];
+        struct stat st;  /* its lstat */
+};
+struct dir_learned {
+        char *dir;        /* the first directory, or NULL: the home */
+        struct stat before;
+        struct strv names;
+};
 struct home_look {
         const char *home;
         int fd;                       /* O_PATH of the home; -1: none; -2: not opened yet */
-        struct strv absent, present;  /* first directories, by name */
+        struct strv absent;           /* first directories, by name */
+        struct first_dir *present;
+        size_t n_present;
+        struct dircache *dc;          /* NULL: none (the long way, or no cache) */
+        bool known;                   /* st is the home's, for the cache */
+        struct stat st;
+        struct dir_learned *learned;
+        size_t n_learned;
 };
+
+/* NAME was missing from DIR (the home when DIR is NULL) as BEFORE shows
+ * it; not kept when out of memory (a cache is an optimisation). */
+static void look_learn(struct home_look *l, const char *dir, const struct stat *before, const char *name)
+{
+        struct dir_learned *d = NULL;
+        for (size_t i = 0; i < l->n_learned && !d; i++)
+                if (dir ? l->learned[i].dir && strcmp(l->learned[i].dir, dir) == 0 : !l->learned[i].dir)
+                        d = &l->learned[i];
+        if (!d) {
+                struct dir_learned *grown = realloc(l->learned, (l->n_learned + 1) * sizeof *grown);
+                char *copy = dir ? strdup(dir) : NULL;
+                if (!grown || (dir && !copy)) {
+                        l->learned = grown ?: l->learned;
+                        free(copy);
+                        return;
+                }
+                l->learned = grown;
+                d = &l->learned[l->n_learned++];
+                *d = (struct dir_learned){ .dir = copy, .before = *before };
+        }
+        (void)strv_push(&d->names, name);
+}
+
+/* What the cache may keep of this home: each directory looked at again,
+ * as it is now (dircache_learn keeps it only unchanged). */
+static void look_end(struct home_look *l)
+{
+        for (size_t i = 0; i < l->n_learned; i++) {
+                struct dir_learned *d = &l->learned[i];
+                struct stat after;
+                if (l->fd >= 0 && (d->dir ? fstatat(l->fd, d->dir, &after, AT_SYMLINK_NOFOLLOW) : fstat(l->fd, &after)) == 0)
+                        (void)dircache_learn(l->dc, l->fd, &d->before, &after, &d->names);
+                free(d->dir);
+                strv_free(&d->names);
+        }
+        free(l->learned);
+        if (l->fd >= 0)
+                close(l->fd);
+        strv_free(&l->absent);
+        free(l->present);
+        *l = (struct home_look){ .fd = -1 };
+}
 
 static void home_looks_free(struct home_look *v, size_t n)
 {
-        for (size_t i = 0; v && i < n; i++) {
-                if (v[i].fd >= 0)
-                        close(v[i].fd);
-                strv_free(&v[i].absent);
-                strv_free(&v[i].present);
-        }
+        for (size_t i = 0; v && i < n; i++)
+                look_end(&v[i]);
         free(v);
 }
 
-static struct home_look *home_looks_new(const struct strv *homes)
+static struct home_look *home_looks_new(const struct strv *homes, struct dircache *dc)
 {
         struct home_look *v = calloc(homes->n ? homes->n : 1, sizeof *v);
         for (size_t i = 0; v && i < homes->n; i++)
-                v[i] = (struct home_look){ .home = homes->items[i], .fd = -2 };
+                v[i] = (struct home_look){ .home = homes->items[i], .fd = -2, .dc = dc };
         return v;
 }
 
@@ -524,45 +602,86 @@ static const char *home_relative(const struct home_look *l, const char *pat)
         return rel;
 }
 
+/* lstat of REL from the home, NAME being REL's last name and DIR (the
+ * directory holding it: the home, or the first directory FIRST) as this
+ * run saw it, or NULL (no cache for it). */
+static int look_up(struct home_look *l, const struct stat *dir, const char *first, const char *name, const char *rel,
+                   struct stat *st)
+{
+        if (dir && dircache_absent(l->dc, dir, name)) {
+                errno = ENOENT;
+                return -1;
+        }
+        int r = fstatat(l->fd, rel, st, AT_SYMLINK_NOFOLLOW);
+        if (r < 0 && errno == ENOENT && dir) {
+                look_learn(l, first, dir, name);
+                errno = ENOENT;
+        }
+        return r;
+}
+
 /* lstat of HOME/REL (REL from home_relative, without a glob character
  * in its first directory): -1 with errno when it is not there. */
 static int home_lstat(struct home_look *l, const char *rel, struct stat *st)
 {
-        if (l->fd == -2)
+        if (l->fd == -2) {
                 l->fd = open(l->home, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                l->known = l->dc && l->fd >= 0 && fstat(l->fd, &l->st) == 0;
+        }
         if (l->fd < 0) {
                 errno = ENOENT;
                 return -1;
         }
+        const struct stat *home = l->known ? &l->st : NULL;
         const char *slash = strchr(rel, '/');
-        if (slash) {
-                char dir[NAME_MAX + 1];
-                size_t n = (size_t)(slash - rel);
-                struct stat dst;
-                if (n <= NAME_MAX) {
-                        memcpy(dir, rel, n);
-                        dir[n] = '\0';
-                        if (strv_contains(&l->absent, dir)) {
-                                errno = ENOENT;
-                                return -1;
-                        }
-                        if (!strv_contains(&l->present, dir)) {
-                                bool absent = fstatat(l->fd, dir, &dst, AT_SYMLINK_NOFOLLOW) < 0;
-                                /* not kept (out of memory): looked at again */
-                                (void)strv_push(absent ? &l->absent : &l->present, dir);
-                                if (absent)
-                                        return -1;
-                        }
-                }
+        if (!slash)
+                return look_up(l, home, NULL, rel, rel, st);
+        size_t n = (size_t)(slash - rel);
+        if (n > NAME_MAX)
+                return fstatat(l->fd, rel, st, AT_SYMLINK_NOFOLLOW);
+        char dir[NAME_MAX + 1];
+        memcpy(dir, rel, n);
+        dir[n] = '\0';
+        if (strv_contains(&l->absent, dir)) {
+                errno = ENOENT;
+                return -1;
         }
-        return fstatat(l->fd, rel, st, AT_SYMLINK_NOFOLLOW);
+        const struct first_dir *f = NULL;
+        for (size_t i = 0; i < l->n_present && !f; i++)
+                if (strcmp(l->present[i].name, dir) == 0)
+                        f = &l->present[i];
+        if (!f) {
+                struct stat dst;
+                if (look_up(l, home, NULL, dir, dir, &dst) < 0) {
+                        int e = errno;
+                        /* not kept (out of memory): looked at again */
+                        (void)strv_push(&l->absent, dir);
+                        errno = e;
+                        return -1;
+                }
+                struct first_dir *grown = realloc(l->present, (l->n_present + 1) * sizeof *grown);
+                if (grown) {
+                        l->present = grown;
+                        f = &grown[l->n_present++];
+                        memcpy(l->present[l->n_present - 1].name, dir, n + 1);
+                        l->present[l->n_present - 1].st = dst;
+                }
+                if (!f)
+                        return fstatat(l->fd, rel, st, AT_SYMLINK_NOFOLLOW);
+        }
+        /* one name below a first directory that is one (no symlink): the
+         * cache may know it */
+        const char *rest = slash + 1;
+        bool cached = l->dc && S_ISDIR(f->st.st_mode) && !strchr(rest, '/');
+        struct stat fst = f->st;
+        return look_up(l, cached ? &fst : NULL, dir, rest, rel, st);
 }
 
 /* Expand the deny patterns into existing canonical host paths that some
  * bind could expose. "~/x" is expanded for the caller's home and for every
  * home in the passwd database, so granting /home hides everyone's keys. */
 static int expand_deny(const struct run_plan *plan, const struct grant_names *g, struct real_dirs *rd,
-                       const brig_policy *p, struct strv *out, struct strv *links)
+                       struct dircache *dc, const brig_policy *p, struct strv *out, struct strv *links)
 {
         const struct strv *homes = &plan->homes;
         /* Home by home first: a home no bind reaches (most of the passwd
@@ -573,7 +692,7 @@ static int expand_deny(const struct run_plan *plan, const struct grant_names *g,
          * with a glob character (escaped, their entries' literal part
          * stops earlier) take the long way. */
         _cleanup_free_ bool *near = calloc(homes->n ? homes->n : 1, sizeof *near);
-        struct home_look *look = home_looks_new(homes);
+        struct home_look *look = home_looks_new(homes, dc);
         if (!near || !look) {
                 home_looks_free(look, homes->n);
                 return -ENOMEM;
@@ -641,7 +760,7 @@ static const char *deny_hit_containing(const struct strv *denied, const char *pa
  * directories a grant shows and, since dotfiles often link out of them,
  * in the caller's own home's (deeper links are not followed). */
 static int add_link_targets(const struct run_plan *plan, const struct grant_names *g, const struct real_dirs *rd,
-                            const brig_policy *p, struct strv *denied)
+                            struct dircache *dc, const brig_policy *p, struct strv *denied)
 {
         struct strv dirs = {0};
         int r = 0;
@@ -652,7 +771,7 @@ static int add_link_targets(const struct run_plan *plan, const struct grant_name
                     (!strv_contains(&rd->hit_others, hit) && lstat(hit, &st) == 0 && S_ISDIR(st.st_mode)))
                         r = strv_push(&dirs, hit);
         }
-        struct home_look mine = { .home = plan->home, .fd = -2 };
+        struct home_look mine = { .home = plan->home, .fd = -2, .dc = dc };
         for (size_t i = 0; r == 0 && i < p->deny.n; i++) {
                 const char *pat = p->deny.items[i];
                 struct stat st;
@@ -666,10 +785,7 @@ static int add_link_targets(const struct run_plan *plan, const struct grant_name
                          !strv_contains(&dirs, dir))
                         r = strv_push(&dirs, dir);
         }
-        if (mine.fd >= 0)
-                close(mine.fd);
-        strv_free(&mine.absent);
-        strv_free(&mine.present);
+        look_end(&mine);
         for (size_t i = 0; r == 0 && i < dirs.n; i++) {
                 DIR *d = opendir(dirs.items[i]);
                 struct dirent *e;
@@ -1453,10 +1569,20 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         _cleanup_(real_dirs_free) struct real_dirs real = { 0 };
         if (r == 0)
                 r = plan_homes(plan, &users, &real);
+        /* What earlier runs found missing from the homes (dircache.c):
+         * none on the long way, nor when brig has no private state root. */
+        struct dircache dc = { .margin_ns = dircache_margin() };
+        int cache = r == 0 && !long_way() ? state_cache_dir_open() : -1;
+        dircache_load(&dc, cache);
         if (r == 0)
-                r = expand_deny(plan, g, &real, p, &denied, &links);
+                r = expand_deny(plan, g, &real, cache >= 0 ? &dc : NULL, p, &denied, &links);
         if (r == 0)
-                r = add_link_targets(plan, g, &real, p, &denied);
+                r = add_link_targets(plan, g, &real, cache >= 0 ? &dc : NULL, p, &denied);
+        if (r == 0)
+                dircache_store(&dc, cache);
+        dircache_free(&dc);
+        if (cache >= 0)
+                close(cache);
         if (r < 0) {
                 grant_names_free(g, plan->n_mounts);
                 strv_free(&denied);

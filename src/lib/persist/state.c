@@ -298,6 +298,24 @@ int state_remove_tree(const char *path, brig_error **err)
         return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
 }
 
+int state_cache_dir_open(void)
+{
+        brig_error *e = NULL;
+        _cleanup_close_ int root = state_root_open(true, NULL, &e);
+        brig_error_free(&e);  /* no private state root: no cache, no harm */
+        if (root < 0)
+                return -1;
+        if (mkdirat(root, "cache", 0700) < 0 && errno != EEXIST)
+                return -1;
+        int fd = openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
 /* ---- grants that would hand a sandbox brig's own state ----------------- */
 
 static bool same_ident(const struct stat *a, const struct state_ident *b)

@@ -42,6 +42,11 @@ BRIG_INTERNAL json_t *state_read(const char *dir, brig_error **err);
 BRIG_INTERNAL char *state_read_file(const char *dir, const char *name, brig_error **err);
 /* The same with another cap on its size. */
 BRIG_INTERNAL char *state_read_file_max(const char *dir, const char *name, off_t max, brig_error **err);
+/* <root>/cache (the compiled syscall filters, the policy step's
+ * directory cache), made 0700 through the root's descriptor and checked
+ * on its own: a directory brig did not make (not ours, or open to others)
+ * is not used. -1 when there is no usable cache. */
+BRIG_INTERNAL int state_cache_dir_open(void);
 /* Start time of a process (clock ticks after boot, /proc/PID/stat field
  * 22), 0 when it does not exist: a pid plus its start time names a
  * process for good, even after the pid is reused. */
