@@ -467,11 +467,22 @@ def _nice(pid):
         return int(f.read().rsplit(")", 1)[1].split()[16])
 
 
-def _pooled_nice(world, mark):
-    """A pooled run's command's own nice value (and that the pool served it)."""
-    r = world.run("run", "--pooled", "--net", "none", "--", "sh", "-c", f"cut -d' ' -f19 /proc/self/stat; : {mark}")
+def _pooled(world, script):
+    """brig run --pooled -- sh -c SCRIPT, served by the pool: its stdout."""
+    r = world.run("run", "--pooled", "--net", "none", "--", "sh", "-c", script)
     assert r.returncode == 0 and "not served by the pool" not in r.stderr, r
     return r.stdout
+
+
+def _paused_pool(world, step, script, why):
+    """A pool of one whose processes stop at test hook STEP, one pooled run
+    of SCRIPT (its stdout), and the one process then paused at STEP."""
+    r = world.run("pool", "--size", "1", "--net", "none", hooks=True, env={"BRIG_TEST_PAUSE_AT": step})
+    assert r.returncode == 0, r
+    out = _pooled(world, script)
+    pids = paused(world.hooks.exe)
+    assert len(pids) == 1, f"{why} ({step}): {pids}"
+    return out, pids[0]
 
 
 @attack("pool-end-starved", "a pool member that served its run ends at nice 10, so that the next run does not "
@@ -479,13 +490,9 @@ def _pooled_nice(world, mark):
         "let it go on; the end must still finish with nothing left, and the next pooled run's command must start "
         "at its caller's nice 0, not at the end's", "traces")
 def test_served_members_end_yields_and_still_finishes(world, brig):
-    r = world.run("pool", "--size", "1", "--net", "none", hooks=True, env={"BRIG_TEST_PAUSE_AT": "pool-member-end"})
-    assert r.returncode == 0, r
-    mark = marker("end")
-    assert _pooled_nice(world, mark) == "0\n"
-    pids = paused(world.hooks.exe)
-    assert len(pids) == 1, f"the served member's end never reached its low priority (pool-member-end): {pids}"
-    (sup,) = pids
+    nice = f"cut -d' ' -f19 /proc/self/stat; : {marker('end')}"
+    out, sup = _paused_pool(world, "pool-member-end", nice, "the served member's end never reached its low priority")
+    assert out == "0\n"
     (pid1,) = map(int, pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split())
     assert (_nice(sup), _nice(pid1)) == (10, 10), "the served member's end runs at the next run's priority"
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
@@ -499,7 +506,7 @@ def test_served_members_end_yields_and_still_finishes(world, brig):
             h.wait()
     # the member made next starts as its daemon (nice 0): so does its run
     assert wait_until(lambda: any(world.root.glob("pools/*/ready/*")), 30), list(world.root.rglob("*"))
-    assert _pooled_nice(world, mark) == "0\n"
+    assert _pooled(world, nice) == "0\n"
     for pid in paused(world.hooks.exe):
         os.kill(pid, signal.SIGCONT)
     assert world.run("pool", "--stop", "--net", "none").returncode == 0
@@ -512,16 +519,12 @@ def test_served_members_end_yields_and_still_finishes(world, brig):
         "nobody removes it; the member's supervisor, pid 1, cgroups and state must still all go, by the member "
         "itself and the next brig", "traces")
 def test_daemon_killed_before_it_removes_a_used_member_leaves_nothing(world, brig):
-    r = world.run("pool", "--size", "1", "--net", "none", hooks=True, env={"BRIG_TEST_PAUSE_AT": "pool-run-gone"})
-    assert r.returncode == 0, r
-    member = next(world.root.glob("pools/*/ready/*")).name
+    _, daemon = _paused_pool(world, "pool-run-gone", "true", "the daemon never came to remove the used member")
+    (claim,) = [p.name for p in world.root.glob("pools/*/claimed/*")]
+    member = claim.split(".")[0]
     state = world.sb.state(member)
-    r = world.run("run", "--pooled", "--net", "none", "--", "true")
-    assert r.returncode == 0 and "not served by the pool" not in r.stderr, r
-    pids = paused(world.hooks.exe)
-    assert len(pids) == 1, f"the daemon never came to remove the used member (pool-run-gone): {pids}"
-    os.kill(pids[0], signal.SIGKILL)
-    assert wait_until(lambda: not pid_alive(pids[0]), 5)
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_until(lambda: not pid_alive(daemon), 5)
     assert wait_until(lambda: not pid_alive(state["supervisor_pid"]), 15), "ATTACK WORKED: the used member lives on"
     assert world.run("run", "--", "true").returncode == 0  # the next brig sweeps the dead pool
     assert not (world.root / member).exists(), list((world.root / member).rglob("*"))
