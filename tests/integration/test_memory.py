@@ -110,6 +110,23 @@ def test_sysv_shared_memory(brig):
         assert r.report["limits"]["sysv_ipc_bytes"] == BOUND_MB * MiB, r.report["limits"]
 
 
+def test_ipc_namespace_limits_follow_memory(brig):
+    """The sandbox's IPC namespace's message and segment limits (ipc.c):
+    what brig writes (root) and what a new namespace starts with, which
+    brig leaves as it is where it is already the value (msgmnb always,
+    msgmni under the default --memory)."""
+    read = "cat /proc/sys/kernel/msgmnb /proc/sys/kernel/msgmni /proc/sys/kernel/shmmax"
+    for memory, msgmni in ((None, 32000), ("64M", 64 * MiB // 16384)):
+        r = brig.run("run", *(["--memory", memory] if memory else []), "--", "sh", "-c", read, timeout=30)
+        assert r.returncode == 0, r
+        mnb, mni, shmmax = (int(x) for x in r.stdout.split())
+        assert mnb == 16384, r.stdout
+        if brig.mode == "root":
+            assert mni == msgmni and shmmax == (64 * MiB if memory else 4 << 30), (memory, r.stdout)
+        else:  # rootless: the namespace's own (uid 0 of its user namespace is not mapped)
+            assert mni == 32000, r.stdout
+
+
 @attack("posix-shm-fill", "POSIX shared memory: shm_open in /dev/shm, then write() 1 GiB",
         "/dev/shm is a tmpfs of 64M (--shm-size), whatever the cgroup; and the memory cgroup")
 def test_posix_shared_memory(brig):

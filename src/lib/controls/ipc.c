@@ -43,8 +43,9 @@ int ipc_limits_apply(const struct run_plan *plan, brig_error **err)
          * this process's, new since clone, whichever /proc it goes through. */
         uint64_t m = plan->limits.memory;
         long page = sysconf(_SC_PAGESIZE);
-        /* Messages: at most msgmnb bytes queued per queue (16 KiB by
-         * default), so the number of queues bounds the total. */
+        /* Messages: at most msgmnb bytes queued per queue (16 KiB, the
+         * namespace's own default, left as it is), so the number of queues
+         * bounds the total. */
         const unsigned long long msgmnb = 16384, msgmni_default = 32000;
         unsigned long long msgmni = m / msgmnb;
         if (msgmni > msgmni_default)
@@ -53,7 +54,12 @@ int ipc_limits_apply(const struct run_plan *plan, brig_error **err)
                 msgmni = 1;
         int r = write_sysctl("shmmax", m, err);  /* one segment */
         r = r ?: write_sysctl("shmall", m / (uint64_t)page, err);  /* all segments, in pages */
-        r = r ?: write_sysctl("msgmnb", msgmnb, err);
-        r = r ?: write_sysctl("msgmni", msgmni, err);
+        /* A new IPC namespace starts from the kernel's constants, not its
+         * parent's values (msg_init_ns: MSGMNB 16384, MSGMNI 32000): a
+         * value equal to one is already there. Each file's first open in
+         * the new namespace costs 7-10 us (the default --memory leaves
+         * both as they are). */
+        if (r == 0 && msgmni != msgmni_default)
+                r = write_sysctl("msgmni", msgmni, err);
         return r;
 }
