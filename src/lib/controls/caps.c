@@ -4,32 +4,29 @@
 
 #include <linux/capability.h>
 #include <linux/securebits.h>
-#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-static int last_cap(void)
-{
-        FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
-        int n = CAP_LAST_CAP;
-        if (f) {
-                if (fscanf(f, "%d", &n) != 1)
-                        n = CAP_LAST_CAP;
-                fclose(f);
-        }
-        /* a newer kernel may know more than our headers: never drop fewer */
-        return n > CAP_LAST_CAP ? n : CAP_LAST_CAP;
-}
+/* The kernel's capabilities are 0 up to its last, and PR_CAPBSET_DROP and
+ * PR_CAPBSET_READ answer EINVAL for the first number past it: that is
+ * where the walks below stop, whatever our headers know (a newer kernel
+ * may know more: never drop fewer). /proc/sys/kernel/cap_last_cap, read
+ * twice by the child before, cost 10-20 us each: the first open of a
+ * /proc/sys file in new namespaces. A walk that ends another way (another
+ * errno, none at all, or past CAP_WALK_MAX) fails the run. */
+#define CAP_WALK_MAX 1024
 
 int caps_drop_bounding(brig_error **err)
 {
         /* Needs CAP_SETPCAP, so it comes before the uid change. Without the
          * bounding set, no execve can hand a capability back (file caps,
          * setuid root in a namespace where inside 0 is mapped). */
-        int last = last_cap();
-        for (int cap = 0; cap <= last; cap++)
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        return brig_err(err, errno, "drop capability %d from the bounding set", cap);
+        int cap = 0;
+        while (cap < CAP_WALK_MAX && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+                cap++;
+        if (cap == CAP_WALK_MAX || errno != EINVAL || cap == 0)
+                return brig_err(err, cap == CAP_WALK_MAX ? E2BIG : errno,
+                                "drop capability %d from the bounding set", cap);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return brig_err(err, errno, "clear ambient capabilities");
         /* Lock "root is not special": even a process that became inside
@@ -63,10 +60,15 @@ int caps_verify_none(brig_error **err)
         for (int i = 0; i < 2; i++)
                 if (data[i].effective || data[i].permitted || data[i].inheritable)
                         return brig_err(err, EPERM, "capabilities still held after dropping them");
-        int last = last_cap();
-        for (int cap = 0; cap <= last; cap++)
-                if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0)
+        int cap = 0, held;
+        while (cap < CAP_WALK_MAX && (held = prctl(PR_CAPBSET_READ, cap, 0, 0, 0)) >= 0) {
+                if (held > 0)
                         return brig_err(err, EPERM, "capability %d still in the bounding set", cap);
+                cap++;
+        }
+        if (cap == CAP_WALK_MAX || errno != EINVAL || cap == 0)
+                return brig_err(err, cap == CAP_WALK_MAX ? E2BIG : errno, "read capability %d of the bounding set",
+                                cap);
         if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
                 return brig_err(err, EPERM, "no_new_privs is not set");
         return 0;
