@@ -373,14 +373,15 @@ static void test_cache_bytes_the_kernel_would_refuse(void **state)
 
 /* ---- the number dispatch (seccomp_dispatch.c) --------------------------- */
 
-#define SUB_MARK 0x00050000U | 99  /* what the stand-in argument checks return */
+/* what the stand-in argument checks return: programs 0 and 1 */
+#define SUB_MARK(k) (0x00050000U | (99 + (k)))
 
 /* What a table decides for nr, by looking it up. */
 static uint32_t lookup(const struct seccomp_number *v, size_t n, uint32_t nr, uint32_t dflt)
 {
         for (size_t i = 0; i < n; i++)
                 if (v[i].nr == nr)
-                        return v[i].args ? SUB_MARK : v[i].ret;
+                        return v[i].sub >= 0 ? SUB_MARK(v[i].sub) : v[i].ret;
         return dflt;
 }
 
@@ -402,13 +403,16 @@ static void check_dispatch(const struct seccomp_number *v, size_t n)
 {
         const uint32_t dflt = SECCOMP_RET_ERRNO | ENOSYS, kill = SECCOMP_RET_KILL_PROCESS;
         /* argument checks of their own, as libseccomp's start: the arch again */
-        const struct sock_filter sub[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
-                                           BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-                                           BPF_STMT(BPF_RET | BPF_K, kill),
-                                           BPF_STMT(BPF_RET | BPF_K, SUB_MARK) };
+        const struct sock_filter sub0[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
+                                            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+                                            BPF_STMT(BPF_RET | BPF_K, kill),
+                                            BPF_STMT(BPF_RET | BPF_K, SUB_MARK(0)) };
+        const struct sock_filter sub1[] = { BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+                                            BPF_STMT(BPF_RET | BPF_K, SUB_MARK(1)) };
+        const struct seccomp_subprog subs[] = { { sub0, ARRAY_SIZE(sub0) }, { sub1, ARRAY_SIZE(sub1) } };
         struct sock_filter *prog = NULL;
         size_t len = 0;
-        assert_int_equal(seccomp_dispatch_emit(AUDIT_ARCH_X86_64, kill, v, n, dflt, sub, 4, &prog, &len), 0);
+        assert_int_equal(seccomp_dispatch_emit(AUDIT_ARCH_X86_64, kill, v, n, dflt, subs, 2, &prog, &len), 0);
         assert_true(len <= BPF_MAXINSNS);
         /* every number named, its neighbours, the far ends, x32, i386 */
         uint32_t probe[] = { 0, 1, 2, 1023, 1024, 0x3fffffffU, 0x40000000U, 0x40000001U, 0x7fffffffU,
@@ -450,10 +454,10 @@ static void test_dispatch_decides_as_its_table(void **state)
 {
         (void)state;
         check_dispatch(NULL, 0);
-        const struct seccomp_number edges[] = { { 0, SECCOMP_RET_ALLOW, false }, { 1, 0, true },
-                                                { 7, SECCOMP_RET_ERRNO | ENOSYS, false },
-                                                { 0x3fffffffU, SECCOMP_RET_ALLOW, false },
-                                                { 0xffffffffU, SECCOMP_RET_ERRNO | 1, false } };
+        const struct seccomp_number edges[] = { { 0, SECCOMP_RET_ALLOW, -1 }, { 1, 0, 0 }, { 2, 0, 1 },
+                                                { 7, SECCOMP_RET_ERRNO | ENOSYS, -1 },
+                                                { 0x3fffffffU, SECCOMP_RET_ALLOW, -1 },
+                                                { 0xffffffffU, SECCOMP_RET_ERRNO | 1, -1 } };
         check_dispatch(edges, ARRAY_SIZE(edges));
         /* random tables of up to 900 numbers: past what shared returns
          * reach (255 instructions), past what a jump over the lower half
@@ -468,17 +472,21 @@ static void test_dispatch_decides_as_its_table(void **state)
                         uint32_t nr = (uint32_t)(random() % 3);
                         for (size_t i = 0; i < sizes[s]; i++) {
                                 v[i].nr = nr;
-                                v[i].args = random() % 9 == 0;
+                                v[i].sub = random() % 9 == 0 ? (int)(random() % 2) : -1;
                                 v[i].ret = rets[random() % ARRAY_SIZE(rets)];
                                 nr += 1 + (uint32_t)(random() % (round + 1));
                         }
                         check_dispatch(v, sizes[s]);
                 }
         /* a table out of order is refused */
-        const struct seccomp_number unsorted[] = { { 5, SECCOMP_RET_ALLOW, false }, { 5, 0, true } };
+        const struct seccomp_number unsorted[] = { { 5, SECCOMP_RET_ALLOW, -1 }, { 5, 0, -1 } };
         struct sock_filter *prog = NULL;
         size_t len = 0;
         assert_int_equal(seccomp_dispatch_emit(AUDIT_ARCH_X86_64, 0, unsorted, 2, 0, NULL, 0, &prog, &len), -EINVAL);
+        assert_null(prog);
+        /* ... and so is a number routed to a program that is not there */
+        const struct seccomp_number nowhere[] = { { 5, 0, 0 } };
+        assert_int_equal(seccomp_dispatch_emit(AUDIT_ARCH_X86_64, 0, nowhere, 1, 0, NULL, 0, &prog, &len), -EINVAL);
         assert_null(prog);
 }
 

@@ -627,10 +627,17 @@ static int decide_group_or_name(struct table *t, const char *name, uint32_t acti
 #define DEFAULT_ACTION ACT_DENY_LOG(ENOSYS)
 _Static_assert(DEFAULT_ACTION == DEFAULT_ACTION_VALUE, "one default");
 
+/* The default of the program being compiled (compile_scmp). */
+static _Thread_local uint32_t compiling_default;
+
+/* A rule whose action is the program's default is left out: libseccomp
+ * refuses one (EACCES), and in a program of argument checks whose default
+ * is what a call decides otherwise (compile) it is the complement of that
+ * call's other rules, which the default decides alike. */
 static int add_exact(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp)
 {
-        if (action == resolve(DEFAULT_ACTION))
-                return 0;  /* libseccomp refuses a rule that repeats the default (EACCES) */
+        if (action == compiling_default)
+                return 0;
         int r = seccomp_rule_add_exact_array(ctx, action, nr, n, cmp);
         return r == -EEXIST ? 0 : r;  /* the same rule twice is fine */
 }
@@ -920,9 +927,31 @@ static bool plain_decision(const struct decision *d, uint32_t *ret)
         return d->guard == GUARD_NONE && !dest;
 }
 
-/* libseccomp's part: every decision, or (plain_too false) only those that
- * read arguments. */
-static int build_filter(scmp_filter_ctx ctx, const struct table *t, bool plain_too, brig_error **err)
+/* What a decision that reads its arguments decides where none of its
+ * rules but those of the complement holds (its "otherwise"): false when
+ * that is no one action (the mode guard's rules leave a gap to the
+ * default; a conditional rule's fallback that is a passing sendto reads
+ * argument 4 itself). A passing sendto alone decides
+ * `action` where argument 4 is NULL (add_rule). */
+static bool otherwise(const struct decision *d, uint32_t *ret)
+{
+        bool dest = false;
+        switch (d->guard) {
+        case GUARD_CLONE:
+        case GUARD_IOCTL: *ret = final_action(SCMP_ACT_ALLOW, d->nr, &dest); break;
+        /* no complement: open(O_DIRECTORY) with a setuid mode matches no
+         * rule, and gets the profile's default */
+        case GUARD_MODE: return false;
+        case GUARD_SOCKET: *ret = final_action(ACT_DENY_LOG(EAFNOSUPPORT), d->nr, &dest); break;
+        case GUARD_PERSONALITY: *ret = final_action(ACT_DENY_LOG(EPERM), d->nr, &dest); break;
+        case GUARD_USER: *ret = final_action(d->fallback, d->nr, &dest); break;
+        case GUARD_NONE: *ret = final_action(d->action, d->nr, &dest); return true;
+        }
+        return !dest;
+}
+
+/* libseccomp's part: the decisions `take` says (all where it is NULL). */
+static int build_filter(scmp_filter_ctx ctx, const struct table *t, const bool *take, brig_error **err)
 {
         /* Only the native architecture is in the filter: a call through the
          * i386 entry (int 0x80) does not match it and kills the process.
@@ -939,8 +968,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, bool plain_t
         if (r == 0)
                 r = set_attr(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "binary tree", err);
         for (size_t i = 0; r == 0 && i < t->n; i++) {
-                uint32_t ret;
-                if (!plain_too && plain_decision(&t->d[i], &ret))
+                if (take && !take[i])
                         continue;
                 r = add_decision(ctx, &t->d[i]);
                 if (r < 0) {
@@ -1188,13 +1216,14 @@ static void cache_store(int dir, const char *name, const char *key, size_t len, 
 }
 
 /* Compile through libseccomp and read the program back from a memfd. */
-static int compile_scmp(const struct table *t, bool plain_too, struct sock_filter **prog, size_t *n,
-                        brig_error **err)
+static int compile_scmp(const struct table *t, const bool *take, uint32_t dflt, struct sock_filter **prog,
+                        size_t *n, brig_error **err)
 {
-        scmp_filter_ctx ctx = seccomp_init(resolve(DEFAULT_ACTION));
+        scmp_filter_ctx ctx = seccomp_init(dflt);
         if (!ctx)
                 return brig_err(err, ENOMEM, "seccomp: init");
-        int r = build_filter(ctx, t, plain_too, err);
+        compiling_default = dflt;
+        int r = build_filter(ctx, t, take, err);
         _cleanup_close_ int fd = -EBADF;
         if (r == 0) {
                 fd = memfd_create("brig-seccomp", MFD_CLOEXEC);
@@ -1231,40 +1260,71 @@ static int by_nr(const void *a, const void *b)
 }
 
 /* The program: brig's number dispatch over ranges of one decision
- * (seccomp_dispatch.c: half libseccomp's length, and the kernel's load is
- * linear in it), in front of libseccomp's program for the calls whose
- * decision reads their arguments. The dispatch's preamble (arch, x32) is
- * written for x86_64, the one architecture it is tested on; elsewhere
- * libseccomp compiles all of it. */
+ * (seccomp_dispatch.c: the kernel's load is linear in the length), in
+ * front of libseccomp's programs for the calls whose decision reads their
+ * arguments, one per "otherwise" (what such a call decides where its
+ * rules do not: allow for ioctl, clone and the mode-taking calls, the
+ * refusal for socket and personality), made the default of its program:
+ * libseccomp has no "not in", and the complement of a guard's rules
+ * spelled as masked compares (add_outside) was most of the program and
+ * of an ioctl's path through it. A decision without one otherwise goes to
+ * a program of the profile's default, rules and complements whole. The
+ * dispatch's preamble (arch, x32) is written for x86_64, the one
+ * architecture it is tested on; elsewhere libseccomp compiles all of it. */
+#define MAX_SUBS 8
 static int compile(const struct table *t, struct sock_filter **prog, size_t *n, brig_error **err)
 {
+        const uint32_t dflt = resolve(DEFAULT_ACTION);
 #if defined(__x86_64__)
 #ifdef BRIG_TEST_HOOKS
         /* libseccomp's program alone, for test_seccomp_decisions.py to
          * compare the dispatch with on any rule set */
         if (getenv("BRIG_TEST_SECCOMP_WHOLE"))
-                return compile_scmp(t, true, prog, n, err);
+                return compile_scmp(t, NULL, dflt, prog, n, err);
 #endif
-        _cleanup_free_ struct sock_filter *sub = NULL;
-        size_t n_sub = 0;
-        int r = compile_scmp(t, false, &sub, &n_sub, err);
-        if (r < 0)
-                return r;
         _cleanup_free_ struct seccomp_number *v = calloc(t->n ? t->n : 1, sizeof *v);
-        if (!v)
+        _cleanup_free_ bool *take = calloc(t->n ? t->n : 1, sizeof *take);
+        if (!v || !take)
                 return brig_err(err, ENOMEM, "seccomp");
+        /* the programs' defaults: [0] the profile's, for the whole ones */
+        uint32_t defaults[MAX_SUBS] = { dflt };
+        size_t n_defaults = 1;
         for (size_t i = 0; i < t->n; i++) {
                 v[i].nr = (uint32_t)t->d[i].nr;
-                v[i].args = !plain_decision(&t->d[i], &v[i].ret);
+                v[i].sub = -1;
+                if (plain_decision(&t->d[i], &v[i].ret))
+                        continue;
+                uint32_t other = dflt;
+                size_t k = 0;
+                if (otherwise(&t->d[i], &other))
+                        while (k < n_defaults && defaults[k] != other)
+                                k++;
+                if (k == n_defaults && n_defaults < MAX_SUBS)
+                        defaults[n_defaults++] = other;
+                v[i].sub = k < n_defaults ? (int)k : 0;
         }
+        struct sock_filter *subs_prog[MAX_SUBS] = { 0 };
+        struct seccomp_subprog subs[MAX_SUBS] = { 0 };
+        int r = 0;
+        for (size_t k = 0; r == 0 && k < n_defaults; k++) {
+                for (size_t i = 0; i < t->n; i++)
+                        take[i] = v[i].sub == (int)k;
+                r = compile_scmp(t, take, defaults[k], &subs_prog[k], &subs[k].len, err);
+                subs[k].prog = subs_prog[k];
+        }
+        compiling_default = dflt;
         qsort(v, t->n, sizeof *v, by_nr);
-        r = seccomp_dispatch_emit(AUDIT_ARCH_X86_64, SCMP_ACT_KILL_PROCESS, v, t->n, resolve(DEFAULT_ACTION), sub,
-                                  n_sub, prog, n);
-        if (r < 0)
-                return brig_err(err, -r, "seccomp: the number dispatch of %zu decisions", t->n);
-        return 0;
+        if (r == 0) {
+                r = seccomp_dispatch_emit(AUDIT_ARCH_X86_64, SCMP_ACT_KILL_PROCESS, v, t->n, dflt, subs, n_defaults,
+                                          prog, n);
+                if (r < 0)
+                        r = brig_err(err, -r, "seccomp: the number dispatch of %zu decisions", t->n);
+        }
+        for (size_t k = 0; k < n_defaults; k++)
+                free(subs_prog[k]);
+        return r;
 #else
-        return compile_scmp(t, true, prog, n, err);
+        return compile_scmp(t, NULL, dflt, prog, n, err);
 #endif
 }
 

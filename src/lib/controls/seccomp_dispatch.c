@@ -1,7 +1,7 @@
 /* seccomp_dispatch.c — the number dispatch of the syscall filter: a
  * binary search over ranges of syscall numbers that share one decision,
- * in front of libseccomp's program for the calls whose decision depends
- * on their arguments (seccomp.c makes both and calls this).
+ * in front of libseccomp's programs for the calls whose decision depends
+ * on their arguments (seccomp.c makes them and calls this).
  *
  * Why not libseccomp alone: its rules are per syscall number, and its
  * binary tree (SCMP_FLTATR_CTL_OPTIMIZE 2) still spends a compare and a
@@ -30,7 +30,7 @@
 struct range {
         uint32_t first;  /* numbers first .. the next range's first - 1 */
         uint32_t ret;
-        bool args;
+        int sub;         /* >= 0: the argument checks' program of that index */
 };
 
 struct emit {
@@ -96,7 +96,7 @@ static void subtree(struct emit *e, size_t lo, size_t hi)
         if (hi - lo == 1) {
                 if (e->shared)
                         return;
-                if (e->r[lo].args)
+                if (e->r[lo].sub >= 0)
                         refer(e, put(e, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)), lo, false);
                 else
                         put(e, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, e->r[lo].ret));
@@ -123,11 +123,11 @@ static void subtree(struct emit *e, size_t lo, size_t hi)
 /* Decisions compare equal: one return serves both. */
 static bool same(const struct range *a, const struct range *b)
 {
-        return a->args == b->args && (a->args || a->ret == b->ret);
+        return a->sub == b->sub && (a->sub >= 0 || a->ret == b->ret);
 }
 
-static int emit_all(struct emit *e, uint32_t arch, uint32_t badarch, size_t n_ranges, const struct sock_filter *sub,
-                    size_t n_sub)
+static int emit_all(struct emit *e, uint32_t arch, uint32_t badarch, size_t n_ranges,
+                    const struct seccomp_subprog *subs, size_t n_subs)
 {
         put(e, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
         /* Another ABI (i386's int 0x80 on x86_64): badarch, as libseccomp's. */
@@ -149,14 +149,18 @@ static int emit_all(struct emit *e, uint32_t arch, uint32_t badarch, size_t n_ra
         if (e->failed)
                 return -ENOMEM;
         /* The returns the shared sides need, one per decision, and last the
-         * argument checks: libseccomp's program as it was exported (its
-         * jumps are relative), run for the numbers routed to it. */
+         * argument checks: libseccomp's programs as they were exported
+         * (their jumps are relative), each run for the numbers routed to it. */
         size_t *target = calloc(n_ranges, sizeof *target);
-        if (!target)
+        size_t *sub_at = calloc(n_subs ? n_subs : 1, sizeof *sub_at);
+        if (!target || !sub_at) {
+                free(target);
+                free(sub_at);
                 return -ENOMEM;
+        }
         for (size_t i = 0; i < e->n_fix; i++) {
                 size_t leaf = e->fix[i].leaf;
-                if (e->r[leaf].args || target[leaf])
+                if (e->r[leaf].sub >= 0 || target[leaf])
                         continue;
                 for (size_t j = 0; j < n_ranges && !target[leaf]; j++)
                         if (target[j] && same(&e->r[j], &e->r[leaf]))
@@ -164,16 +168,19 @@ static int emit_all(struct emit *e, uint32_t arch, uint32_t badarch, size_t n_ra
                 if (!target[leaf])
                         target[leaf] = put(e, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, e->r[leaf].ret));
         }
-        size_t sub_at = e->n;
-        bool need_sub = false;
-        for (size_t i = 0; i < n_ranges; i++)
-                need_sub |= e->r[i].args;
-        for (size_t i = 0; need_sub && i < n_sub; i++)
-                put(e, sub[i]);
+        for (size_t k = 0; k < n_subs; k++) {
+                bool needed = false;
+                for (size_t i = 0; i < n_ranges; i++)
+                        needed |= e->r[i].sub == (int)k;
+                sub_at[k] = e->n;
+                for (size_t i = 0; needed && i < subs[k].len; i++)
+                        put(e, subs[k].prog[i]);
+        }
         int r = e->failed ? -ENOMEM : 0;
         for (size_t i = 0; r == 0 && i < e->n_fix; i++) {
                 const struct fixup *f = &e->fix[i];
-                size_t dist = (e->r[f->leaf].args ? sub_at : target[f->leaf]) - f->at - 1;
+                int k = e->r[f->leaf].sub;
+                size_t dist = (k >= 0 ? sub_at[k] : target[f->leaf]) - f->at - 1;
                 if (e->p[f->at].code == (BPF_JMP | BPF_JA))
                         e->p[f->at].k = (uint32_t)dist;
                 else if (dist > 255)
@@ -184,6 +191,7 @@ static int emit_all(struct emit *e, uint32_t arch, uint32_t badarch, size_t n_ra
                         e->p[f->at].jf = (uint8_t)dist;
         }
         free(target);
+        free(sub_at);
         return r;
 }
 
@@ -198,23 +206,23 @@ static void append(struct range *r, size_t *m, uint32_t first, struct range c)
 }
 
 int seccomp_dispatch_emit(uint32_t arch, uint32_t badarch, const struct seccomp_number *v, size_t n, uint32_t dflt,
-                          const struct sock_filter *sub, size_t n_sub, struct sock_filter **prog, size_t *len)
+                          const struct seccomp_subprog *subs, size_t n_subs, struct sock_filter **prog, size_t *len)
 {
         *prog = NULL;
         *len = 0;
-        for (size_t i = 1; i < n; i++)
-                if (v[i].nr <= v[i - 1].nr)
-                        return -EINVAL;  /* sorted, no number twice */
+        for (size_t i = 0; i < n; i++)
+                if ((i && v[i].nr <= v[i - 1].nr) || v[i].sub >= (int)n_subs || (v[i].sub >= 0 && !subs[v[i].sub].len))
+                        return -EINVAL;  /* sorted, no number twice, each routed to a program */
         /* Ranges over all 2^32 numbers: the default between the named ones. */
         struct range *r = malloc((2 * n + 1) * sizeof *r);
         if (!r)
                 return -ENOMEM;
-        const struct range other = { .ret = dflt };
+        const struct range other = { .ret = dflt, .sub = -1 };
         size_t m = 0;
         if (n == 0 || v[0].nr > 0)
                 append(r, &m, 0, other);
         for (size_t i = 0; i < n; i++) {
-                append(r, &m, v[i].nr, (struct range){ .ret = v[i].ret, .args = v[i].args });
+                append(r, &m, v[i].nr, (struct range){ .ret = v[i].ret, .sub = v[i].sub });
                 if (v[i].nr != UINT32_MAX && (i + 1 == n || v[i + 1].nr > v[i].nr + 1))
                         append(r, &m, v[i].nr + 1, other);
         }
@@ -223,7 +231,7 @@ int seccomp_dispatch_emit(uint32_t arch, uint32_t badarch, const struct seccomp_
          * (a single range is a leaf of its own either way). */
         for (int shared = m > 1; shared >= 0 && ret == -EAGAIN; shared--) {
                 struct emit e = { .r = r, .shared = shared };
-                ret = emit_all(&e, arch, badarch, m, sub, n_sub);
+                ret = emit_all(&e, arch, badarch, m, subs, n_subs);
                 if (ret == 0 && e.n > BPF_MAXINSNS)
                         ret = -E2BIG;
                 free(e.fix);

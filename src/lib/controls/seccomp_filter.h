@@ -68,17 +68,22 @@ BRIG_INTERNAL bool seccomp_bpf_eval(const struct sock_filter *prog, size_t n, co
 
 /* The number dispatch (seccomp_dispatch.c, pure): a binary search over
  * ranges of numbers of one decision. v: the named numbers, sorted, each
- * with its return value, or args: routed to `sub` (libseccomp's program
- * for the calls whose decision reads their arguments); every other number
- * gets dflt, another arch (and on x86_64 an x32 number) badarch. 0 and a
- * malloc'd program; -EINVAL (v unsorted), -E2BIG, -ENOMEM. */
+ * with its return value, or sub >= 0: routed to subs[sub] (a libseccomp
+ * program for calls whose decision reads their arguments); every other
+ * number gets dflt, another arch (and on x86_64 an x32 number) badarch.
+ * 0 and a malloc'd program; -EINVAL (v unsorted, a sub out of range or
+ * empty), -E2BIG, -ENOMEM. */
 struct seccomp_number {
         uint32_t nr;
         uint32_t ret;
-        bool args;
+        int sub;
+};
+struct seccomp_subprog {
+        const struct sock_filter *prog;
+        size_t len;
 };
 BRIG_INTERNAL int seccomp_dispatch_emit(uint32_t arch, uint32_t badarch, const struct seccomp_number *v, size_t n,
-                                        uint32_t dflt, const struct sock_filter *sub, size_t n_sub,
+                                        uint32_t dflt, const struct seccomp_subprog *subs, size_t n_subs,
                                         struct sock_filter **prog, size_t *len);
 
 /* "mount", or "syscall_N" for numbers libseccomp does not know; free() it. */
