@@ -1263,8 +1263,8 @@ static int by_nr(const void *a, const void *b)
  * (seccomp_dispatch.c: the kernel's load is linear in the length), in
  * front of libseccomp's programs for the calls whose decision reads their
  * arguments, one per "otherwise" (what such a call decides where its
- * rules do not: allow for ioctl, clone and the mode-taking calls, the
- * refusal for socket and personality), made the default of its program:
+ * rules do not: allow for ioctl and clone, the refusal for socket and
+ * personality), made the default of its program:
  * libseccomp has no "not in", and the complement of a guard's rules
  * spelled as masked compares (add_outside) was most of the program and
  * of an ioctl's path through it. A decision without one otherwise goes to
