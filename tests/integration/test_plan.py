@@ -40,6 +40,7 @@ def scenario(brig, base):
     (u / ".config").symlink_to("dotfiles/config")
     (u / "dotfiles" / "config" / "gcloud" / "token").write_text("gcloud\n")
     (u / "dotfiles" / "config" / "my-token").write_text("mine\n")
+    (u / "dotfiles" / "config" / ".dot-token").write_text("a glob's * leaves it\n")  # FNM_PERIOD
     (u / ".bash_history").write_text("export TOKEN=x\n")
     (u / "dotfiles" / "netrc").write_text("machine x password y\n")
     (u / ".netrc").symlink_to("dotfiles/netrc")  # a secret that is itself a link
