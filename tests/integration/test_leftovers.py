@@ -443,6 +443,41 @@ def test_sigkilled_pool_daemon_members_removed_by_next_brig(world, brig):
 import json  # noqa: E402
 
 
+def _in_syscall(pid, nr):
+    try:
+        return pathlib.Path(f"/proc/{pid}/syscall").read_text().split()[0] == str(nr)
+    except (OSError, IndexError):
+        return False
+
+
+def test_member_refuses_a_run_once_its_daemon_is_gone(world, brig):
+    """The member, not the run, checks the daemon (its pidfd of it, at the
+    exec): here the member's supervisor is stopped while the daemon dies
+    and the run connects, so the run's request comes before the member's
+    loop has seen the death; it is refused all the same and a new sandbox
+    runs the command."""
+    r = world.run("pool", "--size", "1", "--net", "none")
+    assert r.returncode == 0, r
+    st = json.loads(next(world.root.glob("pools/*/pool.json")).read_text())
+    member = next(world.root.glob("pools/*/ready/*")).name
+    sup = world.sb.state(member)["supervisor_pid"]
+    os.kill(sup, signal.SIGSTOP)
+    try:
+        os.kill(st["supervisor_pid"], signal.SIGKILL)
+        assert wait_until(lambda: not pid_alive(st["supervisor_pid"]), 5)
+        p = world.popen("run", "--pooled", "--net", "none", "--", "echo", "fresh", hooks=False)
+        # the run has sent its request and waits for the answer (poll, system call 7)
+        assert wait_until(lambda: _in_syscall(p.pid, 7), 30), "the pooled run never sent its request"
+    finally:
+        os.kill(sup, signal.SIGCONT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out == "fresh\n", (p.returncode, out, err)
+    assert "the pool's daemon is gone" in err, err
+    assert wait_until(lambda: not pid_alive(sup), 15)
+    assert world.run("run", "--", "true").returncode == 0
+    world.assert_clean()
+
+
 def test_pooled_run_in_flight_survives_its_daemons_death(world, brig):
     """The member a run holds serves that run to its end, then goes."""
     r = world.run("pool", "--size", "1", "--net", "none")

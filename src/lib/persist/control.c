@@ -24,6 +24,7 @@
 #include "persist/sandbox.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -466,6 +467,14 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         /* what pid 1's spare can serve (persist_init.c) */
         bool plain = !(req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH | CTL_EXEC_FILEOP));
         exec_request_free(&req);
+        /* A member whose daemon has just ended, before this loop saw its
+         * pidfd: the pidfd says so the moment it exits, so the run asks
+         * nobody else (pool.c reads no pool.json before the exec). */
+        struct pollfd owner = { .fd = c->owner_fd, .events = POLLIN };
+        if (last && is_member(c) && c->owner_fd >= 0 && poll(&owner, 1, 0) > 0)
+                c->orphaned = true;
+        if (last && c->orphaned)
+                return reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is stopping: its pool's daemon is gone", c->name);
         if (other_env)
                 return reply_error(k->fd, ESTALE, "sandbox '%s' was made from another environment than the caller's",
                                    c->name);

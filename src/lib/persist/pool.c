@@ -910,15 +910,15 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         brig_exec_opts o = { .argv = argv, .tty = p->tty, .cwd = p->cwd, .terminal_passthrough = p->terminal_passthrough,
                              .timings = p->timings };
         brig_error *xerr = NULL;
-        /* A member whose daemon is gone stops by itself (control.c): one
-         * claimed just then, or found stopping when the exec asks, has not
-         * run the command: a new sandbox runs it. */
+        /* A member whose daemon is gone stops by itself, and refuses the
+         * run when it comes (its pidfd of the daemon, control.c): one
+         * claimed just then, or found stopping, has not run the command
+         * (ESHUTDOWN): a new sandbox runs it. */
         json_t *refusals = NULL;
         _cleanup_free_ char *sources = plan_sources_identity(p, pl.ws);
         char *identity = sources ? pool_identity(pl.json, pl.ws, sources, pl.context) : NULL;
-        r = !identity      ? brig_err(&xerr, ENOMEM, "pool")
-            : pool_alive(&pl) ? sandbox_exec_last(name, &o, identity, res, report_fd >= 0 ? &refusals : NULL, &xerr)
-                              : -ESHUTDOWN;
+        r = identity ? sandbox_exec_last(name, &o, identity, res, report_fd >= 0 ? &refusals : NULL, &xerr)
+                     : brig_err(&xerr, ENOMEM, "pool");
         context_free(&identity);
         /* A member made from another environment refuses before anything
          * runs (ESTALE, control.c): its key matched by chance, or the pool
