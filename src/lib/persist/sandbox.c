@@ -369,6 +369,10 @@ static int not_running(const char *dir, const char *name, brig_error **err)
         int r;
         if (status && strcmp(status, "stopped") == 0)
                 r = state_fail(err, ESRCH, "sandbox '%s' is stopped", name);
+        else if (status && strcmp(status, "stopping") == 0 && doc && state_supervisor_alive(doc))
+                /* as its supervisor answers an exec then: a pooled run
+                 * that finds its member so runs in a new sandbox */
+                r = state_fail(err, ESHUTDOWN, "sandbox '%s' is not ready (stopping)", name);
         else if (doc && state_supervisor_alive(doc))
                 r = state_fail(err, EAGAIN, "sandbox '%s' is not ready (%s)", name, status ? status : "?");
         else
