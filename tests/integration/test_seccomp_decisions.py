@@ -238,6 +238,12 @@ def test_many_ranges_of_the_users_rules_decide_from_inside(brig):
     assert audited & logged, f"the audit stream names none of the refused calls: {sorted(audited)[:10]}"
     _, abi = probe("abi", extra=rules)
     assert [abi.get(k) for k in ("x32_getpid", "x32_mount", "int80_getpid")] == ["SYS"] * 3, abi
+    # the argument guards kept among the ranges (ioctl's TIOCSTI and TIOCLINUX with their high bits, clone's
+    # namespace flags): a program of their own each, whose default is the call's other decision
+    for guard, refused in (("ioctl", "tiocsti_highbits_stdin"), ("clone", "clone_newuser_highbits")):
+        _, base = probe(guard)
+        _, ruled = probe(guard, extra=rules)
+        assert base.get(refused) == "EPERM" and ruled == base, (guard, ruled, base)
     # the program run above, as cached: far jumps (the path this test is for)
     cache = pathlib.Path(env["XDG_RUNTIME_DIR"]) / "brig" / "cache"
     # (the policy step keeps a file of its own there too: core/dircache.c)
