@@ -45,7 +45,11 @@ struct cgroup {
         struct strv stale_parents;  /* where a dead brig's groups may be, for cgroup_sweep */
         bool swept;
         struct hierarchies *where;  /* what cgroup_create found, kept for cgroup_inherited_memory */
+        int stat_fd[4];             /* cgroup_stats' files, opened ahead (cgroup_stats_open), or -1 */
 };
+
+/* cgroup_stats' four files, in stat_fd's order */
+enum { ST_MEMORY_PEAK, ST_OOM, ST_PIDS_PEAK, ST_PIDS_EVENTS };
 
 /* ---- small file helpers ---------------------------------------------------- */
 
@@ -717,6 +721,8 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                 return brig_err(err, ENOMEM, "cgroup");
         }
         cg->v2_fd = -1;
+        for (int i = 0; i < 4; i++)
+                cg->stat_fd[i] = -1;
         for (int c = 0; c < CG_COUNT; c++)
                 cg->v1_tasks[c] = -1;
 
@@ -944,24 +950,85 @@ long long cgroup_oom_kills(const struct cgroup *cg)
         return n < 0 ? 0 : n;
 }
 
+/* Where each of cgroup_stats' files is: its group's directory and name,
+ * or NULL where no hierarchy of ours has it. */
+static const char *stat_file(const struct cgroup *cg, int i, const char **name)
+{
+        bool v2 = cg->on_v2[i < ST_PIDS_PEAK ? CG_MEMORY : CG_PIDS];
+        bool v1 = cg->on_v1[i < ST_PIDS_PEAK ? CG_MEMORY : CG_PIDS];
+        static const char *const names[2][4] = {
+                { "memory.max_usage_in_bytes", "memory.oom_control", "pids.peak", "pids.events" },
+                { "memory.peak", "memory.events", "pids.peak", "pids.events" },
+        };
+        *name = names[v2][i];
+        return v2 ? cg->v2_dir : v1 ? cg->v1_dir[i < ST_PIDS_PEAK ? CG_MEMORY : CG_PIDS] : NULL;
+}
+
+void cgroup_stats_open(struct cgroup *cg)
+{
+        for (int i = 0; cg && i < 4; i++) {
+                const char *name, *dir = stat_file(cg, i, &name);
+                char path[4096];
+                if (dir && cg->stat_fd[i] < 0 && snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path)
+                        cg->stat_fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+        }
+}
+
+static void stats_close(struct cgroup *cg)
+{
+        for (int i = 0; i < 4; i++)
+                closep(&cg->stat_fd[i]);
+}
+
+/* One of cgroup_stats' files: read again from its start through the
+ * descriptor opened ahead (one system call), or opened by its path. */
+static char *stat_text(const struct cgroup *cg, int i, char *buf, size_t n)
+{
+        const char *name, *dir = stat_file(cg, i, &name);
+        if (!dir)
+                return NULL;
+        if (cg->stat_fd[i] >= 0) {
+                ssize_t got = pread(cg->stat_fd[i], buf, n - 1, 0);
+                if (got < 0)
+                        return NULL;
+                buf[got] = '\0';
+                return buf;
+        }
+        char *text = read_at(dir, name);
+        if (text)
+                snprintf(buf, n, "%s", text);
+        free(text);
+        return text ? buf : NULL;
+}
+
+static long long stat_single(const struct cgroup *cg, int i)
+{
+        char buf[256];
+        const char *text = stat_text(cg, i, buf, sizeof buf);
+        return !text || strncmp(text, "max", 3) == 0 ? -1 : atoll(text);
+}
+
+static long long stat_keyed(const struct cgroup *cg, int i, const char *key)
+{
+        char buf[1024];
+        const char *text = stat_text(cg, i, buf, sizeof buf);
+        size_t n = strlen(key);
+        for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, key, n) == 0 && line[n] == ' ')
+                        return atoll(line + n + 1);
+        return -1;
+}
+
 void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s)
 {
         memset(s, 0, sizeof *s);
         s->memory_peak = s->pids_peak = -1;
         if (!cg)
                 return;
-        if (cg->on_v2[CG_MEMORY]) {
-                s->memory_peak = single_value(cg->v2_dir, "memory.peak");
-                s->oom_kills = keyed_value(cg->v2_dir, "memory.events", "oom_kill");
-        } else if (cg->on_v1[CG_MEMORY]) {
-                s->memory_peak = single_value(cg->v1_dir[CG_MEMORY], "memory.max_usage_in_bytes");
-                s->oom_kills = keyed_value(cg->v1_dir[CG_MEMORY], "memory.oom_control", "oom_kill");
-        }
-        const char *pdir = cg->on_v2[CG_PIDS] ? cg->v2_dir : cg->on_v1[CG_PIDS] ? cg->v1_dir[CG_PIDS] : NULL;
-        if (pdir) {
-                s->pids_peak = single_value(pdir, "pids.peak");
-                s->pids_max_hits = keyed_value(pdir, "pids.events", "max");
-        }
+        s->memory_peak = stat_single(cg, ST_MEMORY_PEAK);
+        s->oom_kills = stat_keyed(cg, ST_OOM, "oom_kill");
+        s->pids_peak = stat_single(cg, ST_PIDS_PEAK);
+        s->pids_max_hits = stat_keyed(cg, ST_PIDS_EVENTS, "max");
         if (s->oom_kills < 0)
                 s->oom_kills = 0;
         if (s->pids_max_hits < 0)
@@ -987,6 +1054,7 @@ void cgroup_destroy(struct cgroup *cg)
         if (!cg)
                 return;
         cgroup_sweep(cg);  /* a run that failed before its sweep */
+        stats_close(cg);
         test_pause("cgroup-destroy");
         bool gone = true;
         if (cg->v2_dir) {
@@ -1030,6 +1098,7 @@ static void cgroup_free(struct cgroup *cg)
                 free(cg->where);
         }
         cgroup_join_close(cg);
+        stats_close(cg);
         for (int c = 0; c < CG_COUNT; c++)
                 free(cg->v1_dir[c]);
         closep(&cg->v2_fd);

@@ -612,6 +612,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
          * waits for the sweep's 0.2-0.5 ms (measured with perf sched). */
         sched_yield();
         cgroup_sweep(cg);
+        if (!ctl)
+                cgroup_stats_open(cg);  /* read after the status: opened now */
         userns_helper_reap(&idmap_helper);
 
         /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
