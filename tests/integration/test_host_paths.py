@@ -487,21 +487,32 @@ def test_grant_of_a_second_mount_of_a_directory_inside_the_state_root_is_refused
     alias = above / "alias"
     alias.mkdir(parents=True)
     m = marker("alias")
+    # and one file of it (the compiled filter) at a place of its own: a bind of a file is a mount too
+    prog, = [f for f in cache.iterdir() if f.name.startswith("seccomp-")]
+    before = prog.read_bytes()
+    fabove = scratch / "fmnt"
+    fabove.mkdir()
+    (fabove / "prog").touch()
     cases = {"bind": ["--bind", f"{alias}:/c", "--", "touch", f"/c/{m}-bind"],
              "above": ["--bind", f"{above}:/c", "--", "touch", f"/c/alias/{m}-above"],
-             "workspace": ["--workspace", str(alias), "--", "touch", f"{alias}/{m}-ws"]}
-    steps = ["mount --make-rprivate / && mount --bind", str(cache), str(alias), "|| exit 99"]
+             "workspace": ["--workspace", str(alias), "--", "touch", f"{alias}/{m}-ws"],
+             "file": ["--bind", f"{fabove}/prog:/p", "--", "sh", "-c", "echo PLANTED >> /p"],
+             "file-above": ["--bind", f"{fabove}:/f", "--", "sh", "-c", "echo PLANTED >> /f/prog"]}
+    steps = ["mount --make-rprivate / && mount --bind", str(cache), str(alias), "&& mount --bind", str(prog),
+             str(fabove / "prog"), "|| exit 99"]
     for name, args in cases.items():
         steps += [";", *[subprocess.list2cmdline([a]) for a in brig.cmd("run", *args)], f"; echo {name}=$?"]
     cp = subprocess.run(["unshare", "-m", "sh", "-c", " ".join(steps)], cwd=str(brig.workspace),
                         env=brig.env(env), capture_output=True, text=True, timeout=120)
     planted = sorted(f for f in os.listdir(cache) if f.startswith(m))
     assert not planted, f"ATTACK WORKED: the sandbox wrote {planted} into brig's filter cache: {cp.stderr!r}"
+    assert prog.read_bytes() == before, f"ATTACK WORKED: the sandbox wrote into {prog}: {cp.stderr!r}"
     rcs = dict(line.split("=", 1) for line in cp.stdout.split())
     assert rcs == {name: "125" for name in cases}, (rcs, cp.stderr)
     assert cp.stderr.count(f"brig's state directory '{run}/brig'") == len(cases), cp.stderr
     assert f"--bind {alias}: '{alias}' lies inside" in cp.stderr, cp.stderr
     assert f"'{above}' (the mount at '{alias}' below it) lies inside" in cp.stderr, cp.stderr
+    assert f"'{fabove}' (the mount at '{fabove}/prog' below it) lies inside" in cp.stderr, cp.stderr
 
 
 @attack("state-guard-swapped-after", "a grant that keeps clear of brig's state root when the plan's guard looks "

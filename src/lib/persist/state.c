@@ -555,10 +555,11 @@ void state_guard_free(struct state_guard *g)
 }
 
 /* A bind of a directory inside a root shown elsewhere (<root>/cache at
- * /srv/c, as containers and chroots make): the walk from a grant below
- * /srv/c goes up through /srv, never through the root, and /srv/c's
- * identity is the cache directory's, none of the root's chain. The mount
- * table names such mounts (their device and root inside the filesystem,
+ * /srv/c, as containers and chroots make), or of one file of it (a
+ * control socket, a cached filter): the walk from a grant below /srv/c
+ * goes up through /srv, never through the root, and /srv/c's identity is
+ * the cache directory's, none of the root's chain. The mount table names
+ * such mounts (their device and root inside the filesystem,
  * mountinfo_aliases); their roots count as parts of the state root. No
  * system call unless there is one (an lstat of its mount point). */
 int state_guard_mounts(struct state_guard *g, const struct mountinfo *mi, brig_error **err)
@@ -578,8 +579,10 @@ int state_guard_mounts(struct state_guard *g, const struct mountinfo *mi, brig_e
                         return brig_err(err, -r, "state directory '%s': the mount table", gr->path);
                 for (size_t k = 0; r == 0 && k < n; k++) {
                         struct stat st;
-                        /* rel "": the whole root there, the same identity */
-                        if (!v[k].rel[0] || lstat(v[k].host, &st) < 0 || !S_ISDIR(st.st_mode))
+                        /* rel "": the whole root there, the same identity;
+                         * else a directory of it or one file (a control
+                         * socket, a cached filter) bound there */
+                        if (!v[k].rel[0] || lstat(v[k].host, &st) < 0)
                                 continue;
                         struct state_ident *grown = realloc(gr->parts, (gr->n_parts + 1) * sizeof *grown);
                         if (!grown)
