@@ -1416,10 +1416,14 @@ static bool from_cache(struct run_plan *plan, int dir, bool refusals, char **key
 
 int seccomp_prepare(struct run_plan *plan, brig_error **err)
 {
+        /* the policy step's look at <root>/cache, taken here whatever
+         * happens: never carried into the sandbox's clone */
+        _cleanup_close_ int given = plan->cache_dir_fd;
+        plan->cache_dir_fd = -1;
         if (plan->seccomp_degraded)
                 return 0;  /* no seccomp here, and the policy accepted that */
         bool audit = plan->audit_fd >= 0;
-        _cleanup_close_ int dir = state_cache_dir_open();
+        _cleanup_close_ int dir = given >= 0 ? TAKE_FD(given) : state_cache_dir_open();
         _cleanup_free_ char *key = NULL;
         size_t len = 0;
         /* Most runs: a program cached for these rules, with refusals

@@ -1625,8 +1625,9 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         if (r == 0)
                 dircache_store(&dc, cache);
         dircache_free(&dc);
-        if (cache >= 0)
-                close(cache);
+        /* the filter cache is in the same directory (seccomp_prepare) */
+        closep(&plan->cache_dir_fd);
+        plan->cache_dir_fd = cache;
         if (r < 0) {
                 grant_names_free(g, plan->n_mounts);
                 strv_free(&denied);
@@ -1673,6 +1674,7 @@ void plan_free(struct run_plan *plan)
                 free(plan->envp);
         }
         closep(&plan->idmapped_workspace_fd);
+        closep(&plan->cache_dir_fd);
         closep(&plan->report_fd);
         closep(&plan->audit_fd);
         free(plan->seccomp_prog);

@@ -115,6 +115,8 @@ struct run_plan {
         char net_fallback[256];  /* why FILTERED fell back to PROXY, or "" */
         int landlock_abi;        /* the ABI to use; 0: Landlock degraded (allowed) */
         int landlock_ruleset_fd; /* pid 1 of a persistent sandbox: the ruleset made once, or -1 */
+        int cache_dir_fd;        /* <root>/cache as the policy step opened it, for the filter cache; closed
+                                  * by seccomp_prepare (before clone3), or -1 */
         bool seccomp_degraded;   /* no seccomp here, and the policy allowed it */
         struct sock_filter *seccomp_prog;  /* compiled in the supervisor */
         size_t seccomp_len;
@@ -148,7 +150,7 @@ struct run_plan {
 /* Every plan starts like this: no descriptors held. */
 #define RUN_PLAN_INIT \
         { .idmapped_workspace_fd = -1, .pty_slave_fd = -1, .sync_fd = -1, .report_fd = -1, .audit_fd = -1, \
-          .landlock_ruleset_fd = -1 }
+          .landlock_ruleset_fd = -1, .cache_dir_fd = -1 }
 
 BRIG_INTERNAL int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], brig_error **err);
 BRIG_INTERNAL void plan_free(struct run_plan *plan);
