@@ -83,11 +83,16 @@ int state_root_open(bool create, char **out, brig_error **err)
         _cleanup_free_ char *root = state_root_path();
         if (!root)
                 return brig_err(err, ENOMEM, "state directory");
-        if (create && mkdir(root, 0700) < 0 && errno != EEXIST)
-                return brig_err(err, errno, "create the state directory '%s'", root);
         /* O_PATH: another user's root is refused by its owner, not by
-         * the EACCES that reading it would give. */
+         * the EACCES that reading it would give. Opened first, made only
+         * when missing: every run opens it a few times, and a mkdir that
+         * finds it there is a lookup of its own. */
         int fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT && create) {
+                if (mkdir(root, 0700) < 0 && errno != EEXIST)
+                        return brig_err(err, errno, "create the state directory '%s'", root);
+                fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
         if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
                 return brig_err(err, ENOTDIR, "state directory '%s' is not a directory (a symlink?)", root);
         if (fd < 0)
@@ -305,9 +310,12 @@ int state_cache_dir_open(void)
         brig_error_free(&e);  /* no private state root: no cache, no harm */
         if (root < 0)
                 return -1;
-        if (mkdirat(root, "cache", 0700) < 0 && errno != EEXIST)
-                return -1;
         int fd = openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                if (mkdirat(root, "cache", 0700) < 0 && errno != EEXIST)
+                        return -1;
+                fd = openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
         struct stat st;
         if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
                 close(fd);
