@@ -266,7 +266,8 @@ static void watch_member(struct pool_watch *w, const char *name)
         json_t *st = state_dir(name, false, &sd, &err) == 0 ? state_read(sd, &err) : NULL;
         brig_error_free(&err);
         pid_t pid = st ? (pid_t)json_integer_value(json_object_get(st, "supervisor_pid")) : 0;
-        unsigned long long start = st ? (unsigned long long)json_integer_value(json_object_get(st, "supervisor_start")) : 0;
+        json_t *started = st ? json_object_get(st, "supervisor_start") : NULL;
+        unsigned long long start = (unsigned long long)json_integer_value(started);
         json_decref(st);
         int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
         if (fd >= 0 && state_process_start(pid) != start)
