@@ -11,9 +11,11 @@
 #include "core/error.h"
 #include "controls/mountinfo.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 /* One path field, with the kernel's escapes (\ooo for space, tab,
  * newline and backslash) undone. Absolute, no NUL, no other backslash. */
@@ -129,23 +131,54 @@ int mountinfo_add_line(struct mountinfo *mi, const char *line, size_t len)
         return 0;
 }
 
+/* The whole table in one read (the kernel prints it afresh for each
+ * read; stdio asked it in pieces of 1 KiB), its lines parsed where they
+ * lie, the entries' array made for their number at once. */
 int mountinfo_load(struct mountinfo *mi)
 {
         *mi = (struct mountinfo){0};
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        if (!f)
+        _cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
-        char *line = NULL;
-        size_t cap = 0;
+        size_t cap = 16384, len = 0;
+        _cleanup_free_ char *buf = malloc(cap);
         ssize_t n;
+        while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
+                len += (size_t)n;
+                if (len == cap) {
+                        char *grown = cap < (64u << 20) ? realloc(buf, 2 * cap) : NULL;
+                        if (!grown)
+                                return -ENOMEM;
+                        buf = grown;
+                        cap *= 2;
+                }
+        }
+        if (!buf)
+                return -ENOMEM;
+        if (n < 0)
+                return -errno;
+        size_t lines = 0;
+        for (size_t i = 0; i < len; i++)
+                lines += buf[i] == '\n';
+        mi->v = calloc(lines + 1, sizeof *mi->v);
+        if (!mi->v)
+                return -ENOMEM;
         int r = 0;
-        while (r == 0 && (n = getline(&line, &cap, f)) > 0) {
-                r = mountinfo_add_line(mi, line, (size_t)n);
+        for (size_t start = 0; r == 0 && start < len;) {
+                const char *nl = memchr(buf + start, '\n', len - start);
+                size_t l = nl ? (size_t)(nl - (buf + start)) + 1 : len - start;
+                struct mountinfo_entry e;
+                r = mountinfo_parse_line(buf + start, l, &e);
+                if (r == 0 && mi->n <= lines)
+                        mi->v[mi->n++] = e;
+                else if (r == 0) {
+                        free(e.root);
+                        free(e.mnt);
+                }
                 if (r == -EINVAL)
                         r = 0;  /* a line of another form: not a mount we could use */
+                start += l;
         }
-        free(line);
-        fclose(f);
         if (r < 0)
                 mountinfo_clear(mi);
         return r;
