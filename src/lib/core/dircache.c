@@ -80,7 +80,7 @@ int dircache_parse(struct dircache *dc, char *buf, size_t len)
         struct reader r = { (const unsigned char *)buf, len };
         char m[MAGIC_LEN];
         uint32_t n;
-        if (!take(&r, m, MAGIC_LEN) || memcmp(m, magic, MAGIC_LEN) != 0 || !take(&r, &n, sizeof n) ||
+        if (len > DIRCACHE_MAX_BYTES || !take(&r, m, MAGIC_LEN) || memcmp(m, magic, MAGIC_LEN) != 0 || !take(&r, &n, sizeof n) ||
             n > DIRCACHE_MAX_RECORDS)
                 return -EINVAL;
         struct dircache_rec *v = calloc(n ? n : 1, sizeof *v);
@@ -144,49 +144,65 @@ static bool writable(const struct dircache_rec *rec)
         return rec->n_names + rec->added.n > 0;
 }
 
+/* REC's names written (at most DIRCACHE_MAX_NAMES: *k) and its bytes. */
+static size_t record_bytes(const struct dircache_rec *rec, uint32_t *k)
+{
+        size_t all = rec->n_names + rec->added.n, bytes = 32;
+        *k = all < DIRCACHE_MAX_NAMES ? (uint32_t)all : DIRCACHE_MAX_NAMES;
+        const unsigned char *p = (const unsigned char *)rec->names;
+        for (uint32_t j = 0; j < *k; j++) {
+                size_t l = j < rec->n_names ? p[0] : strlen(rec->added.items[j - rec->n_names]);
+                if (j < rec->n_names)
+                        p += 1 + p[0];
+                bytes += 1 + l;
+        }
+        return bytes;
+}
+
 int dircache_format(const struct dircache *dc, char **buf, size_t *len)
 {
-        uint32_t count = 0;
-        for (size_t i = 0; i < dc->n; i++)
-                count += writable(&dc->v[i]);
-        if (count > DIRCACHE_MAX_RECORDS)
-                count = DIRCACHE_MAX_RECORDS;
+        /* the records of this run first: a full file (records or bytes:
+         * what dircache_load would refuse) drops the others */
+        size_t pick[DIRCACHE_MAX_RECORDS], bytes = MAGIC_LEN + 4;
+        uint32_t count = 0, k;
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < dc->n && count < DIRCACHE_MAX_RECORDS; i++) {
+                        const struct dircache_rec *rec = &dc->v[i];
+                        size_t b = record_bytes(rec, &k);
+                        if (!writable(rec) || rec->used != (pass == 0) || bytes + b > DIRCACHE_MAX_BYTES)
+                                continue;
+                        bytes += b;
+                        pick[count++] = i;
+                }
         FILE *f = open_memstream(buf, len);
         if (!f)
                 return -ENOMEM;
         fwrite(magic, 1, MAGIC_LEN, f);
         fwrite(&count, sizeof count, 1, f);
-        uint32_t written = 0;
-        /* the records of this run first: a full file drops the others */
-        for (int pass = 0; pass < 2; pass++)
-                for (size_t i = 0; i < dc->n && written < count; i++) {
-                        const struct dircache_rec *rec = &dc->v[i];
-                        if (!writable(rec) || rec->used != (pass == 0))
+        for (uint32_t c = 0; c < count; c++) {
+                const struct dircache_rec *rec = &dc->v[pick[c]];
+                (void)record_bytes(rec, &k);
+                uint64_t dev = rec->dev, ino = rec->ino;
+                int64_t sec = rec->ctime.tv_sec;
+                uint32_t nsec = (uint32_t)rec->ctime.tv_nsec;
+                fwrite(&dev, sizeof dev, 1, f);
+                fwrite(&ino, sizeof ino, 1, f);
+                fwrite(&sec, sizeof sec, 1, f);
+                fwrite(&nsec, sizeof nsec, 1, f);
+                fwrite(&k, sizeof k, 1, f);
+                const unsigned char *p = (const unsigned char *)rec->names;
+                for (uint32_t j = 0; j < k; j++) {
+                        if (j < rec->n_names) {
+                                fwrite(p, 1, 1 + (size_t)p[0], f);
+                                p += 1 + p[0];
                                 continue;
-                        uint64_t dev = rec->dev, ino = rec->ino;
-                        int64_t sec = rec->ctime.tv_sec;
-                        uint32_t nsec = (uint32_t)rec->ctime.tv_nsec;
-                        size_t all = rec->n_names + rec->added.n;
-                        uint32_t k = all < DIRCACHE_MAX_NAMES ? (uint32_t)all : DIRCACHE_MAX_NAMES;
-                        fwrite(&dev, sizeof dev, 1, f);
-                        fwrite(&ino, sizeof ino, 1, f);
-                        fwrite(&sec, sizeof sec, 1, f);
-                        fwrite(&nsec, sizeof nsec, 1, f);
-                        fwrite(&k, sizeof k, 1, f);
-                        const unsigned char *p = (const unsigned char *)rec->names;
-                        for (uint32_t j = 0; j < k; j++) {
-                                if (j < rec->n_names) {
-                                        fwrite(p, 1, 1 + (size_t)p[0], f);
-                                        p += 1 + p[0];
-                                        continue;
-                                }
-                                const char *name = rec->added.items[j - rec->n_names];
-                                unsigned char l = (unsigned char)strlen(name);
-                                fwrite(&l, 1, 1, f);
-                                fwrite(name, 1, l, f);
                         }
-                        written++;
+                        const char *name = rec->added.items[j - rec->n_names];
+                        unsigned char l = (unsigned char)strlen(name);
+                        fwrite(&l, 1, 1, f);
+                        fwrite(name, 1, l, f);
                 }
+        }
         return fclose(f) == 0 ? 0 : -ENOMEM;
 }
 
