@@ -261,12 +261,7 @@ static char *glob_escape(const char *s)
  * (test_plan.py): BRIG_TEST_PLAN_LONG_WAY=1 in a test-hooks build. */
 static bool long_way(void)
 {
-#ifdef BRIG_TEST_HOOKS
-        const char *v = getenv("BRIG_TEST_PLAN_LONG_WAY");
-        return v && strcmp(v, "1") == 0;
-#else
-        return false;
-#endif
+        return plan_long_way();
 }
 
 /* How recent a directory's change may be for the cache to keep what was

@@ -175,3 +175,13 @@ int sha256_fd(int fd, uint64_t max, char out[SHA256_HEX])
         EVP_MD_CTX_free(md);
         return r == 0 && !out[0] ? -EIO : r;
 }
+
+bool plan_long_way(void)
+{
+#ifdef BRIG_TEST_HOOKS
+        const char *v = getenv("BRIG_TEST_PLAN_LONG_WAY");
+        return v && strcmp(v, "1") == 0;
+#else
+        return false;
+#endif
+}

@@ -60,6 +60,11 @@ BRIG_INTERNAL int strv_push(struct strv *v, const char *s);
 BRIG_INTERNAL int strv_push_take(struct strv *v, char *s);
 BRIG_INTERNAL void strv_free(struct strv *v);
 BRIG_INTERNAL bool strv_contains(const struct strv *v, const char *s);
+/* Test hook (a test-hooks build, BRIG_TEST_PLAN_LONG_WAY=1): the policy
+ * step takes the long way wherever it has a short cut (plan.c, the state
+ * guard, the directory cache), for test_plan.py to compare; false in
+ * other builds. */
+BRIG_INTERNAL bool plan_long_way(void);
 BRIG_INTERNAL int strv_remove(struct strv *v, const char *s);
 /* ---- paths (pure functions, unit-tested) ------------------------------- */
 

@@ -341,19 +341,6 @@ static bool same_ident(const struct stat *a, const struct state_ident *b)
  * takes the walk by ".." from the opened directory below: 3 system
  * calls a level (openat, fstat, close) for each root and grant, where
  * this asks one a directory once (75 calls before clone3 down to 12). */
-/* The walk by ".." for everything, for the test that holds the walk by
- * name to it (test_plan.py): BRIG_TEST_PLAN_LONG_WAY=1 in a test-hooks
- * build. */
-static bool long_way(void)
-{
-#ifdef BRIG_TEST_HOOKS
-        const char *v = getenv("BRIG_TEST_PLAN_LONG_WAY");
-        return v && strcmp(v, "1") == 0;
-#else
-        return false;
-#endif
-}
-
 struct guard_seen {
         char *path;
         int err;  /* 0, or lstat's errno */
@@ -522,7 +509,7 @@ int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
 {
         memset(g, 0, sizeof *g);
         /* out of memory: every root and grant walked by ".." */
-        g->memo = long_way() ? NULL : calloc(1, sizeof *g->memo);
+        g->memo = plan_long_way() ? NULL : calloc(1, sizeof *g->memo);
         char *paths[ARRAY_SIZE(g->roots)] = { state_root_path() };
         uid_t uids[ARRAY_SIZE(g->roots)] = { geteuid() };
         size_t n = 1;
