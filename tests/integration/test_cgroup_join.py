@@ -14,6 +14,7 @@ rlimits (reported as degraded).
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -346,3 +347,38 @@ def cgroup_dirs(prefix):
     host the v2 tree holds only persistent sandboxes' freezer groups: another
     test's SIGKILLed brig leaves its v1 groups for the next run, rarely one here)."""
     return [os.path.join(top, d) for top, dirs, _ in os.walk(cgroup_v2_root()) for d in dirs if d.startswith(prefix)]
+
+
+def _host_cgroups_of(pid):
+    """/proc/PID/cgroup as the host sees it, brig's group names made alike."""
+    text = pathlib.Path(f"/proc/{pid}/cgroup").read_text()
+    return sorted(re.sub(r"brig-\d+-\d+-\d+-\d+", "brig-X", line) for line in text.splitlines())
+
+
+def test_the_usual_places_name_the_groups_the_mount_table_does(brig, hooks_bindir):
+    """cgroup_create finds the hierarchies at their customary places
+    (/proc/self/cgroup, statfs, statmount) without reading the mount
+    table: the same groups, in the same hierarchies, as the mount table's
+    reading (a test hook) gives, for every controller the limits use."""
+    seen = {}
+    for how, extra in (("usual", {}), ("mount table", {"BRIG_TEST_CGROUP_MOUNT_TABLE": "1"})):
+        cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--allow-degraded", "memory", "--allow-degraded",
+                               "pids", "--allow-degraded", "cpus", "--memory", "64M", "--pids", "64", "--cpus", "1",
+                               "--", "sh", "-c", "echo ready; read x; exit 0"]
+        p = subprocess.Popen(cmd, cwd=brig.workspace, env=brig.env(extra), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert p.stdout.readline() == b"ready\n", p.stderr.read()
+            kids = pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+            assert kids, "no pid 1 under brig"
+            dirs = {c: re.sub(r"brig-\d+-\d+-\d+-\d+", "brig-X", str(d)) for c, d in groups_of(p.pid).items()}
+            seen[how] = (_host_cgroups_of(int(kids[0])), dirs)
+            p.stdin.close()
+            assert p.wait(timeout=30) == 0, p.stderr.read()
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert seen["usual"] == seen["mount table"], seen
+    if makes_v1_groups(brig):
+        assert sorted(seen["usual"][1]) == ["cpu", "memory", "pids"], seen
