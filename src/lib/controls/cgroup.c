@@ -196,6 +196,21 @@ static char *hidden_mount(const char *ctrls)
         return fd < 0 ? NULL : brig_strdup_printf("/proc/self/fd/%d", fd);
 }
 
+/* A line of /proc/self/cgroup, "ID:CONTROLLERS:PATH", split in place:
+ * `line` keeps the ID. */
+static bool cgroup_line(char *line, const char **ctrls, const char **path)
+{
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+                return false;
+        *c1 = *c2 = '\0';
+        *ctrls = c1 + 1;
+        *path = c2 + 1;
+        return true;
+}
+
 /* The usual layouts, without the mount table: /proc/self/mountinfo is
  * printed afresh at each read (90 µs for 25 mounts here, more on a host
  * with containers), while the groups we live in are named in
@@ -216,13 +231,9 @@ static bool usual_hierarchies(struct hierarchies *h)
         size_t len = 0;
         bool ok = f != NULL;
         while (ok && getline(&line, &len, f) > 0) {
-                line[strcspn(line, "\n")] = '\0';
-                char *c1 = strchr(line, ':');
-                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                if (!c2)
+                const char *ctrls, *path;
+                if (!cgroup_line(line, &ctrls, &path))
                         continue;
-                *c1 = *c2 = '\0';
-                const char *ctrls = c1 + 1, *path = c2 + 1;
                 struct statfs sf;
                 if (strcmp(line, "0") == 0 && *ctrls == '\0') {
                         free(h->v2_own);
@@ -295,13 +306,9 @@ static void find_hierarchies(struct hierarchies *h)
         f = fopen("/proc/self/cgroup", "re");
         line = NULL;
         while (f && getline(&line, &len, f) > 0) {
-                line[strcspn(line, "\n")] = '\0';
-                char *c1 = strchr(line, ':');
-                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                if (!c2)
+                const char *ctrls, *path;
+                if (!cgroup_line(line, &ctrls, &path))
                         continue;
-                *c1 = *c2 = '\0';
-                const char *ctrls = c1 + 1, *path = c2 + 1;
                 /* No cgroup mount at all, yet groups we live in: hidden
                  * (see above), not absent. */
                 if (strcmp(line, "0") == 0 && *ctrls == '\0') {
