@@ -787,3 +787,41 @@ def test_host_path_inventory(populated, entry):
     if entry == "state-root":
         r = b.run("run", "--workspace", str(root.parent), "--", "true", env=env)
         assert r.returncode == 125 and "contains brig's state directory" in r.stderr, r
+
+
+@attack("state-root-in-another-users-directory", "brig run with XDG_RUNTIME_DIR in a directory of another user's "
+        "(root's brig under su or sudo -E keeps the caller's; rootless, another user's tree), directly or through a "
+        "symlink that sits in their directory: that user could rename brig's state root away between its checks and "
+        "its uses, swap in another, or put back an older one",
+        "state root: every directory its path goes through, and the directory each symlink on the way sits in, is "
+        "the caller's or root's and writable by them alone, or sticky above an entry of theirs (125, naming "
+        "XDG_RUNTIME_DIR)")
+def test_state_root_in_another_users_directory_is_refused(brig, scratch):
+    other = 1 if brig.mode == "rootless" else 65534  # daemon, or nobody for root's brig
+    theirs = scratch / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, other, other)
+    mine = scratch / "mine"  # a private directory of the caller's...
+    mine.mkdir(mode=0o700)
+    brig.chown(mine)
+    (theirs / "run").symlink_to(mine)  # ...reached through a symlink in their directory
+    os.lchown(theirs / "run", other, other)
+    direct = theirs / "direct"  # and one of the caller's inside their directory
+    direct.mkdir(mode=0o700)
+    brig.chown(direct)
+    name = marker("xdg")[:30]
+    for xdg in (direct, theirs / "run"):
+        env = {"XDG_RUNTIME_DIR": str(xdg)}
+        # a named sandbox's state, and as root a run's record of its cgroups (a
+        # rootless run here has none, and keeps nothing in the state root)
+        uses = [("create", name)] + ([("run", "--", "touch", "RAN")] if brig.mode == "root" else [])
+        for args in uses:
+            r = brig.run(*args, env=env)
+            assert r.returncode == 125 and not (brig.workspace / "RAN").exists(), (xdg, args, r.returncode, r.stderr)
+            assert f"{theirs} is not yours or root's" in r.stderr and "XDG_RUNTIME_DIR" in r.stderr, r.stderr
+        assert not (mine / "brig").exists() and not (direct / "brig").exists(), "state made in their directory"
+    # the same private directory by its own path: brig's state is made there
+    env = {"XDG_RUNTIME_DIR": str(mine)}
+    r = brig.run("create", name, env=env)
+    assert r.returncode == 0 and (mine / "brig" / name).is_dir(), r.stderr
+    assert brig.run("rm", name, env=env).returncode == 0

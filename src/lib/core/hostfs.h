@@ -42,4 +42,13 @@ BRIG_INTERNAL int output_open_walk(const char *path, int flags, mode_t mode);
  * (-EXDEV a mount below, -ESTALE the tree moved during the walk). */
 BRIG_INTERNAL int tree_remove_at(int parent, const char *name);
 
+/* Whether nobody but root and `owner` can change what `real` (a real
+ * path: no links) names by changing a directory above it: each is root's
+ * or owner's and writable by them alone, but for a sticky one (/tmp)
+ * above an entry of root's or owner's, which nobody else may rename or
+ * remove. `entry_uid` owns `real` itself. If not: false, and `where` is
+ * the first directory that is not (system libraries: core/libload.c;
+ * brig's state root: persist/state.c). */
+BRIG_INTERNAL bool dirs_above_only(const char *real, uid_t owner, uid_t entry_uid, char *where, size_t n);
+
 #endif

@@ -2,6 +2,7 @@
  * what is checked: libload.h). */
 #define _GNU_SOURCE
 #include "core/libload.h"
+#include "core/hostfs.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,33 +17,6 @@ static bool root_only(const struct stat *st)
         return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-/* Whether only root can change what REAL (a real path: no links) names:
- * the file and every directory above it root's and writable by root
- * alone, but for a sticky directory (/tmp) above an entry of root's, which
- * nobody else may rename or remove. If not, WHERE is the first path that
- * is not. */
-static bool only_root_can_replace(const char *real, const struct stat *file, char *where, size_t n)
-{
-        snprintf(where, n, "%s", real);
-        if (!S_ISREG(file->st_mode) || !root_only(file))
-                return false;
-        struct stat child = *file, dir;
-        for (;;) {
-                char *slash = strrchr(where, '/');
-                if (!slash)
-                        return false;
-                slash[slash == where] = '\0';  /* the parent; "/" stays "/" */
-                if (stat(where, &dir) < 0 || dir.st_uid != 0)
-                        return false;
-                bool others_write = dir.st_mode & (S_IWGRP | S_IWOTH);
-                if (others_write && !((dir.st_mode & S_ISVTX) && child.st_uid == 0))
-                        return false;
-                if (strcmp(where, "/") == 0)
-                        return true;
-                child = dir;
-        }
-}
-
 void *libload_open(const char *what, const char *path, int *errnum, char *why, size_t n)
 {
         char real[PATH_MAX], where[PATH_MAX];
@@ -55,7 +29,8 @@ void *libload_open(const char *what, const char *path, int *errnum, char *why, s
                 snprintf(why, n, "%s: cannot find %s", what, path);
                 return NULL;
         }
-        if (!only_root_can_replace(real, &st, where, sizeof where)) {
+        snprintf(where, sizeof where, "%s", real);
+        if (!S_ISREG(st.st_mode) || !root_only(&st) || !dirs_above_only(real, 0, st.st_uid, where, sizeof where)) {
                 *errnum = EPERM;
                 snprintf(why, n,
                          "%s: %s is not a regular file that only root can replace (%s is not root's, or others "

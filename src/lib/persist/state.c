@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -78,11 +79,66 @@ char *state_root_path(void)
         return brig_strdup_printf("/tmp/brig-%u", geteuid());
 }
 
+/* The directories the root's path goes through must be ours or root's,
+ * and no one else's to write: another user who could rename one (root's
+ * brig under `su` or `sudo -E` keeps the caller's XDG_RUNTIME_DIR, a
+ * directory of theirs) could swap brig's state for another between its
+ * check and its use, or put back an older one. A symlink on the way
+ * counts as the directory it sits in. Asked once a process for its root. */
+static int check_root_above(const char *root, brig_error **err)
+{
+        static char checked[PATH_MAX];
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&lock);
+        bool done = strcmp(checked, root) == 0;
+        pthread_mutex_unlock(&lock);
+        if (done)
+                return 0;
+        uid_t me = geteuid();
+        char prefix[PATH_MAX], real[PATH_MAX], where[PATH_MAX];
+        struct stat st;
+        size_t len = strlen(root);
+        if (len >= sizeof prefix)
+                return brig_err(err, ENAMETOOLONG, "state directory '%s'", root);
+        /* every prefix of the path as given, up to the root's parent: each
+         * symlink is judged by the directory it sits in, the parent by all
+         * the directories of its real path */
+        for (size_t i = 1; i <= len; i++) {
+                if (i < len && root[i] != '/')
+                        continue;
+                memcpy(prefix, root, i);
+                prefix[i] = '\0';
+                bool last = i == len;
+                if (!last && (lstat(prefix, &st) < 0 || !S_ISLNK(st.st_mode)))
+                        continue;
+                uid_t entry = last ? me : st.st_uid;
+                char *slash = strrchr(prefix, '/');
+                *slash = '\0';
+                if (!realpath(prefix[0] ? prefix : "/", real))
+                        return brig_err(err, errno, "state directory '%s': the directory '%s'", root, prefix);
+                size_t rl = strlen(real);  /* real/x: the directory itself and those above it */
+                snprintf(real + rl, sizeof real - rl, "%s", rl == 1 ? "x" : "/x");
+                if (!dirs_above_only(real, me, entry, where, sizeof where))
+                        return state_fail(err, EPERM,
+                                          "state directory '%s': %s is not yours or root's, or others may write it, "
+                                          "so another user could replace brig's state: set XDG_RUNTIME_DIR to a "
+                                          "directory of your own, or unset it (su and sudo -E keep the caller's)",
+                                          root, where);
+        }
+        pthread_mutex_lock(&lock);
+        snprintf(checked, sizeof checked, "%s", root);
+        pthread_mutex_unlock(&lock);
+        return 0;
+}
+
 int state_root_open(bool create, char **out, brig_error **err)
 {
         _cleanup_free_ char *root = state_root_path();
         if (!root)
                 return brig_err(err, ENOMEM, "state directory");
+        int r = check_root_above(root, err);
+        if (r < 0)
+                return r;
         /* O_PATH: another user's root is refused by its owner, not by
          * the EACCES that reading it would give. Opened first, made only
          * when missing: every run opens it a few times, and a mkdir that
@@ -97,7 +153,7 @@ int state_root_open(bool create, char **out, brig_error **err)
                 return brig_err(err, ENOTDIR, "state directory '%s' is not a directory (a symlink?)", root);
         if (fd < 0)
                 return brig_err(err, errno, "state directory '%s'", root);
-        int r = check_private_fd(fd, root, err);
+        r = check_private_fd(fd, root, err);
         if (r < 0) {
                 close(fd);
                 return r;
