@@ -872,7 +872,7 @@ static void on_exec(struct control *c, struct conn *k)
         if (last) {
                 /* served: pid 1 killed what the run left; the rest goes
                  * now, yielding to the next run (persist_init.c's end_served) */
-                (void)setpriority(PRIO_PROCESS, 0, MEMBER_END_NICE);
+                member_end_yield();
                 test_pause("pool-member-end");
                 begin_stop(c);
         }

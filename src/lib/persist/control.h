@@ -8,7 +8,9 @@
 
 #include "core/error.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #define CTL_MAGIC 0x62726732u      /* "brg2": refuse a stray peer's bytes early (brg1: before the
                                      * errors' wire form) */
@@ -18,6 +20,16 @@
  * run is served: their end (state, cgroups, mounts, namespaces) then
  * yields to the next run instead of sharing the cores with it. */
 #define MEMBER_END_NICE 10
+
+/* Take MEMBER_END_NICE, unless already nicer (a pool started under
+ * nice 15 stays at 15: as root, setpriority would raise it). */
+static inline void member_end_yield(void)
+{
+        errno = 0;
+        int now = getpriority(PRIO_PROCESS, 0);
+        if (errno == 0 && now < MEMBER_END_NICE)
+                (void)setpriority(PRIO_PROCESS, 0, MEMBER_END_NICE);
+}
 
 enum ctl_type {
         /* client → supervisor (and exec requests on to pid 1) */

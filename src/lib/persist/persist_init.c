@@ -494,7 +494,7 @@ static void end_of_run(void)
  * privilege; nothing is forked from here any more to inherit it. */
 static void end_served(void)
 {
-        (void)setpriority(PRIO_PROCESS, 0, MEMBER_END_NICE);
+        member_end_yield();
 }
 
 static void reap(struct persist *ps)
