@@ -27,6 +27,7 @@
  * guard judges and makes them (unixguard.c). So every filter has a
  * listener, handed to the supervisor right after it is loaded. */
 #define _GNU_SOURCE
+#include "core/hostfs.h"
 #include "core/model.h"
 #include "core/sync.h"
 #include "controls/seccomp_filter.h"
@@ -1205,14 +1206,9 @@ static void cache_store(int dir, const char *name, const char *key, size_t len, 
         uint32_t klen = (uint32_t)len;
         bool ok = write(fd, &klen, sizeof klen) == sizeof klen && write(fd, key, len) == (ssize_t)len &&
                   write(fd, prog, n * sizeof *prog) == (ssize_t)(n * sizeof *prog);
-        char self[64];
-        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
         /* a file that failed cache_load (foreign, cut short) makes way */
-        for (int round = 0; ok && round < 2; round++) {
-                if (linkat(AT_FDCWD, self, dir, name, AT_SYMLINK_FOLLOW) == 0 || errno != EEXIST)
-                        break;
-                unlinkat(dir, name, 0);
-        }
+        if (ok)
+                (void)tmpfile_link_over(fd, dir, name);
 }
 
 /* Compile through libseccomp and read the program back from a memfd. */

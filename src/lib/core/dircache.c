@@ -24,6 +24,7 @@
  * a fuzz target. */
 #define _GNU_SOURCE
 #include "core/dircache.h"
+#include "core/hostfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -320,13 +321,8 @@ void dircache_store(const struct dircache *dc, int dir)
         int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
         bool ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
         free(buf);
-        char self[64];
-        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-        for (int round = 0; ok && round < 2; round++) {
-                if (linkat(AT_FDCWD, self, dir, DIRCACHE_FILE, AT_SYMLINK_FOLLOW) == 0 || errno != EEXIST)
-                        break;
-                unlinkat(dir, DIRCACHE_FILE, 0);
-        }
+        if (ok)
+                (void)tmpfile_link_over(fd, dir, DIRCACHE_FILE);
         if (fd >= 0)
                 close(fd);
 }

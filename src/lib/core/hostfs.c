@@ -508,3 +508,17 @@ bool dirs_above_only(const char *real, uid_t owner, uid_t entry_uid, char *where
                 child = dir.st_uid;
         }
 }
+
+bool tmpfile_link_over(int fd, int dir, const char *name)
+{
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        for (int round = 0; round < 2; round++) {
+                if (linkat(AT_FDCWD, self, dir, name, AT_SYMLINK_FOLLOW) == 0)
+                        return true;
+                if (errno != EEXIST)
+                        return false;
+                unlinkat(dir, name, 0);  /* the old file makes way */
+        }
+        return false;
+}

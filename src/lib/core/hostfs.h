@@ -51,4 +51,11 @@ BRIG_INTERNAL int tree_remove_at(int parent, const char *name);
  * brig's state root: persist/state.c). */
 BRIG_INTERNAL bool dirs_above_only(const char *real, uid_t owner, uid_t entry_uid, char *where, size_t n);
 
+/* Link fd, a nameless file (O_TMPFILE) written whole, in as dir/name,
+ * over a file there: readers see the old file, the new one or none, never
+ * a part, and a process killed before the link leaves no name to sweep.
+ * false if it could not be linked (the caches are optimisations: the
+ * next run makes it again). */
+BRIG_INTERNAL bool tmpfile_link_over(int fd, int dir, const char *name);
+
 #endif
