@@ -825,3 +825,18 @@ def test_state_root_in_another_users_directory_is_refused(brig, scratch):
     r = brig.run("create", name, env=env)
     assert r.returncode == 0 and (mine / "brig" / name).is_dir(), r.stderr
     assert brig.run("rm", name, env=env).returncode == 0
+
+
+def test_state_root_in_a_missing_xdg_runtime_dir_names_the_variable(brig, scratch):
+    """XDG_RUNTIME_DIR naming a directory that is not there (a stale or
+    mistyped variable, a session's directory gone): a run that needs the
+    state root fails with 125 and says the variable is what to fix, not
+    only that some directory is missing."""
+    gone = scratch / "gone" / "run"
+    env = {"XDG_RUNTIME_DIR": str(gone)}
+    uses = [("create", marker("xdg-gone")[:30])] + ([("run", "--", "touch", "RAN")] if brig.mode == "root" else [])
+    for args in uses:
+        r = brig.run(*args, env=env)
+        assert r.returncode == 125 and not (brig.workspace / "RAN").exists(), (args, r.returncode, r.stderr)
+        assert f"'{gone}'" in r.stderr and "XDG_RUNTIME_DIR" in r.stderr, r.stderr
+    assert not (scratch / "gone").exists()

@@ -79,6 +79,14 @@ char *state_root_path(void)
         return brig_strdup_printf("/tmp/brig-%u", geteuid());
 }
 
+/* Is ROOT the one XDG_RUNTIME_DIR names (state_root_path)? */
+static bool from_xdg(const char *root)
+{
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        size_t n = xdg ? strlen(xdg) : 0;
+        return n && xdg[0] == '/' && strncmp(root, xdg, n) == 0 && strcmp(root + n, "/brig") == 0;
+}
+
 /* The directories the root's path goes through must be ours or root's,
  * and no one else's to write: another user who could rename one (root's
  * brig under `su` or `sudo -E` keeps the caller's XDG_RUNTIME_DIR, a
@@ -114,8 +122,14 @@ static int check_root_above(const char *root, brig_error **err)
                 uid_t entry = last ? me : st.st_uid;
                 char *slash = strrchr(prefix, '/');
                 *slash = '\0';
+                /* a root named by XDG_RUNTIME_DIR in a directory that is
+                 * not there (a stale or mistyped variable): say which */
                 if (!realpath(prefix[0] ? prefix : "/", real))
-                        return brig_err(err, errno, "state directory '%s': the directory '%s'", root, prefix);
+                        return brig_err(err, errno, "state directory '%s'%s: the directory '%s'", root,
+                                        from_xdg(root) ? " (from XDG_RUNTIME_DIR: set it to a directory of your "
+                                                         "own, or unset it)"
+                                                       : "",
+                                        prefix);
                 size_t rl = strlen(real);  /* real/x: the directory itself and those above it */
                 snprintf(real + rl, sizeof real - rl, "%s", rl == 1 ? "x" : "/x");
                 if (!dirs_above_only(real, me, entry, where, sizeof where))
