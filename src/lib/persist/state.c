@@ -124,12 +124,14 @@ static int check_root_above(const char *root, brig_error **err)
                 *slash = '\0';
                 /* a root named by XDG_RUNTIME_DIR in a directory that is
                  * not there (a stale or mistyped variable): say which */
-                if (!realpath(prefix[0] ? prefix : "/", real))
-                        return brig_err(err, errno, "state directory '%s'%s: the directory '%s'", root,
+                if (!realpath(prefix[0] ? prefix : "/", real)) {
+                        int e = errno;
+                        return brig_err(err, e, "state directory '%s'%s: the directory '%s'", root,
                                         from_xdg(root) ? " (from XDG_RUNTIME_DIR: set it to a directory of your "
                                                          "own, or unset it)"
                                                        : "",
                                         prefix);
+                }
                 size_t rl = strlen(real);  /* real/x: the directory itself and those above it */
                 snprintf(real + rl, sizeof real - rl, "%s", rl == 1 ? "x" : "/x");
                 if (!dirs_above_only(real, me, entry, where, sizeof where))
