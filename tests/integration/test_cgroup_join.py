@@ -355,6 +355,19 @@ def _host_cgroups_of(pid):
     return sorted(re.sub(r"brig-\d+-\d+-\d+-\d+", "brig-X", line) for line in text.splitlines())
 
 
+def _init_of(brig_pid):
+    """The sandbox's pid 1 among brig's children: the one that is 1 in its
+    own pid namespace (by its NSpid), whatever else brig has forked."""
+    kids = pathlib.Path(f"/proc/{brig_pid}/task/{brig_pid}/children").read_text().split()
+    for k in kids:
+        status = pathlib.Path(f"/proc/{k}/status").read_text()
+        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if len(nspid) > 1 and nspid[-1] == "1":
+            return int(k)
+    raise AssertionError(f"no pid 1 among brig's children {kids}: "
+                         f"{[pathlib.Path(f'/proc/{k}/status').read_text().splitlines()[:1] for k in kids]}")
+
+
 def test_the_usual_places_name_the_groups_the_mount_table_does(brig, hooks_bindir):
     """cgroup_create finds the hierarchies at their customary places
     (/proc/self/cgroup, statfs, statmount) without reading the mount
@@ -369,10 +382,9 @@ def test_the_usual_places_name_the_groups_the_mount_table_does(brig, hooks_bindi
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             assert p.stdout.readline() == b"ready\n", p.stderr.read()
-            kids = pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
-            assert kids, "no pid 1 under brig"
+            init = _init_of(p.pid)
             dirs = {c: re.sub(r"brig-\d+-\d+-\d+-\d+", "brig-X", str(d)) for c, d in groups_of(p.pid).items()}
-            seen[how] = (_host_cgroups_of(int(kids[0])), dirs)
+            seen[how] = (_host_cgroups_of(init), dirs)
             p.stdin.close()
             assert p.wait(timeout=30) == 0, p.stderr.read()
         finally:
