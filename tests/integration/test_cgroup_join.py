@@ -374,7 +374,9 @@ def test_the_usual_places_name_the_groups_the_mount_table_does(brig, hooks_bindi
     table: the same groups, in the same hierarchies, as the mount table's
     reading (a test hook) gives, for every controller the limits use."""
     seen = {}
-    for how, extra in (("usual", {}), ("mount table", {"BRIG_TEST_CGROUP_MOUNT_TABLE": "1"})):
+    # the usual places with no fallback (a hook): groups there are theirs
+    for how, extra in (("usual", {"BRIG_TEST_CGROUP_USUAL_ONLY": "1"}),
+                       ("mount table", {"BRIG_TEST_CGROUP_MOUNT_TABLE": "1"})):
         cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--allow-degraded", "memory", "--allow-degraded",
                                "pids", "--allow-degraded", "cpus", "--memory", "64M", "--pids", "64", "--cpus", "1",
                                "--", "sh", "-c", "echo ready; read x; exit 0"]
