@@ -27,7 +27,7 @@
  * guard judges and makes them (unixguard.c). So every filter has a
  * listener, handed to the supervisor right after it is loaded. */
 #define _GNU_SOURCE
-#include "core/hostfs.h"
+#include "core/fsutil.h"
 #include "core/model.h"
 #include "core/sync.h"
 #include "controls/seccomp_filter.h"

@@ -24,7 +24,7 @@
  * a fuzz target. */
 #define _GNU_SOURCE
 #include "core/dircache.h"
-#include "core/hostfs.h"
+#include "core/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * what is checked: libload.h). */
 #define _GNU_SOURCE
 #include "core/libload.h"
-#include "core/hostfs.h"
+#include "core/fsutil.h"
 
 #include <dlfcn.h>
 #include <errno.h>

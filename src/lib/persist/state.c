@@ -4,6 +4,7 @@
  * sees half of it. */
 #define _GNU_SOURCE
 #include "controls/mountinfo.h"
+#include "core/fsutil.h"
 #include "core/hostfs.h"
 #include "persist/state.h"
 
