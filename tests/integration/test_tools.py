@@ -546,17 +546,21 @@ def test_agent_relay_flood_is_bounded(brig, agent):
                          stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
-        # the host: brig's supervisor (this process) runs a bounded number of threads
-        threads = len(os.listdir(f"/proc/{p.pid}/task"))
+        # the host: brig's supervisor (this process) runs a bounded number of
+        # relays (threads named brig-agent) and threads in all
+        tasks = [pathlib.Path(f"/proc/{p.pid}/task/{t}/comm").read_text().strip()
+                 for t in os.listdir(f"/proc/{p.pid}/task")]
         out, err = p.communicate(timeout=60)
     finally:
         p.kill()
         p.wait()
     assert line.startswith("held"), (line, err)
     # (the sandbox's count is no measure: a connection is closed after its
-    # first bytes were taken) 16 relays and brig's own few, never one a
-    # connection for the 65 made
-    assert threads <= 16 + 8, (threads, err)
+    # first bytes were taken) at most 16 relays, and brig's own few beside
+    # them (more, briefly, under load), never a thread a connection for the
+    # 65 made
+    assert 0 < tasks.count("brig-agent") <= 16, (tasks, err)
+    assert len(tasks) < 40, (tasks, err)
     assert "wall-clock timeout 3 s reached" in err, err
     listed = agent.ssh_add("-l")
     assert listed.returncode == 0 and fingerprint(f"{key}.pub") in listed.stdout, listed
