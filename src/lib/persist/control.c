@@ -824,6 +824,13 @@ static void on_exec(struct control *c, struct conn *k)
                 return;
         struct ctl_hdr h = { .magic = CTL_MAGIC };
         char lines[sizeof ((brig_result *)0)->refusals] = "";
+        /* Behind the gVisor wall an OOM kill during the exec is the
+         * Sentry's, which holds every exec's memory: runsc exec may give
+         * its own status (128, "WaitPID failed: EOF") before pid 1 has
+         * seen the sandbox end, and that status would hide why. One read
+         * of the cgroup's counter, for gVisor's execs only. */
+        bool sentry_oom = r > 0 && c->plan && c->plan->wall == BRIG_WALL_GVISOR &&
+                          cgroup_oom_kills(c->cg) > k->oom_kills;
         if (k->failure.type) {
                 /* checked here, where it crosses from the sandbox's side,
                  * and passed on in the same form */
@@ -836,7 +843,7 @@ static void on_exec(struct control *c, struct conn *k)
                 h.type = CTL_STARTED;
                 h.arg = k->started.status;
                 snprintf(h.text, sizeof h.text, "%s", k->started.text);
-        } else if (r > 0) {
+        } else if (r > 0 && !sentry_oom) {
                 h.type = CTL_STATUS;
                 h.arg = m.status;
                 h.exit_code = m.exit_code;  /* 124: its timeout ran out */
