@@ -372,7 +372,8 @@ def pytest_terminal_summary(terminalreporter):
 
 # A build with test hooks (make build-hooks, meson option test_hooks): it
 # honours BRIG_TEST_WRITABLE_BINDS, BRIG_TEST_NO_LANDLOCK,
-# BRIG_TEST_NO_NFTABLES, BRIG_TEST_COMMIT_PAUSE and BRIG_TEST_LIBSECCOMP_PATH, to show that one control alone holds or that a
+# BRIG_TEST_NO_NFTABLES, BRIG_TEST_COMMIT_PAUSE, BRIG_TEST_LIBSECCOMP_PATH and
+# BRIG_TEST_GVISOR_PID_LATE_MS (among others), to show that one control alone holds or that a
 # missing one is handled. Production builds ignore them (tested).
 HOOKS = pathlib.Path(__file__).resolve().parents[2] / "build-hooks"
 

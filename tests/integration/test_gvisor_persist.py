@@ -22,10 +22,10 @@ import socket
 import pytest
 
 import test_persist as tp
-from conftest import mountinfo
-from persist_helpers import pid_alive, sandboxes_of
+from conftest import Brig, mountinfo
+from persist_helpers import Sandboxes, pid_alive, sandboxes_of
 from proc_helpers import marker, pids_with, wait_until
-from test_gvisor import attack, descendants, gv, rootless_without_cgroup  # noqa: F401 (fixture)
+from test_gvisor import Gvisor, attack, descendants, gv, rootless_without_cgroup  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -253,3 +253,31 @@ def test_gvisor_tiocsti_into_callers_shell(gv, gvsb):
             assert not target.exists(), f"ATTACK WORKED: TIOCSTI ran a command in the caller's shell ({args})"
     finally:
         s.close()
+
+
+class LatePidFile(Sandboxes):
+    """Sandboxes of the hooked build whose pid 1 sees an exec's gVisor pid
+    only once runsc exec's pid file is 3 s old: the gap a loaded host
+    leaves between the command printing and runsc exec writing its pid."""
+
+    def create(self, *args, name=None, check=True):
+        name = name or self.new_name()
+        self.names.append(name)
+        r = self.brig_cmd("create", name, *args, env={"BRIG_TEST_GVISOR_PID_LATE_MS": "3000"})
+        if check:
+            assert r.returncode == 0, r
+        return name, r
+
+
+def test_gvisor_signal_before_runsc_wrote_the_pid(gv, hooks_bindir):
+    """A client's SIGTERM that comes while runsc exec has not yet written the
+    command's gVisor pid reaches the command, after the pid is known; before,
+    pid 1 sent it to runsc exec itself, which died of it and left the command
+    running on in the container (the clean-clone CI saw NOT-DELIVERED)."""
+    hooked = Gvisor(Brig(hooks_bindir, gv.mode, gv.base), gv.mode == "rootless" and rootless_without_cgroup(gv._brig))
+    s = LatePidFile(hooked)
+    try:
+        tp.test_signal_to_exec_client_reaches_command(hooked, s)
+    finally:
+        problems = s.cleanup()
+    assert not problems, problems

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int add_mount(json_t *mounts, const char *dst, const char *type, const char *src, json_t *options)
@@ -353,6 +354,28 @@ int wall_gvisor_start(const struct run_plan *plan, pid_t *sandbox_pid, brig_erro
         return 0;
 }
 
+#ifdef BRIG_TEST_HOOKS
+/* Test builds only: BRIG_TEST_GVISOR_PID_LATE_MS=N sees an exec's pid
+ * file only once it is N ms old, as on a loaded host, where runsc exec
+ * writes it well after the command has started and printed. */
+static bool pid_file_too_new(FILE *f)
+{
+        const char *late = getenv("BRIG_TEST_GVISOR_PID_LATE_MS");
+        struct stat st;
+        struct timespec now;
+        if (!late || fstat(fileno(f), &st) < 0 || clock_gettime(CLOCK_REALTIME, &now) < 0)
+                return false;
+        long long age_ms = (now.tv_sec - st.st_mtim.tv_sec) * 1000LL + (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+        return age_ms < atoll(late);
+}
+#else
+static bool pid_file_too_new(FILE *f)
+{
+        (void)f;
+        return false;
+}
+#endif
+
 /* The gVisor pid of an exec (runsc exec wrote it), 0 if none yet. */
 static int exec_internal_pid(pid_t exec_pid)
 {
@@ -361,11 +384,31 @@ static int exec_internal_pid(pid_t exec_pid)
         FILE *f = fopen(path, "re");
         int pid = 0;
         if (f) {
-                if (fscanf(f, "%d", &pid) != 1)
+                if (pid_file_too_new(f) || fscanf(f, "%d", &pid) != 1)
                         pid = 0;
                 fclose(f);
         }
         return pid > 0 ? pid : 0;
+}
+
+/* An exec's command can be up and printing before its runsc exec has
+ * written the pid file (runsc writes it when the Sentry's reply comes
+ * back): a signal in that gap waits for the pid, up to `limit_ms`, while
+ * runsc exec still runs (waitid with WNOWAIT looks without reaping what
+ * pid 1's loop reaps). 0 if runsc exec ended without one or the time ran
+ * out. */
+static int exec_internal_pid_wait(pid_t exec_pid, int limit_ms)
+{
+        for (int waited_ms = 0;; waited_ms += 2) {
+                int pid = exec_internal_pid(exec_pid);
+                if (pid)
+                        return pid;
+                siginfo_t si = { 0 };
+                if (waitid(P_PID, exec_pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid != 0 ||
+                    waited_ms >= limit_ms)
+                        return 0;
+                nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
+        }
 }
 
 static void runsc_kill(const struct run_plan *plan, int pid, int sig)
@@ -382,9 +425,13 @@ void wall_gvisor_signal(const struct run_plan *plan, pid_t exec_pid, int sig, bo
         /* runsc exec forwards no signal: the command is a task of
          * gVisor's kernel, which only runsc kill reaches (and killing
          * runsc exec would leave it running in the container). */
-        int top = exec_internal_pid(exec_pid);
+        int top = exec_internal_pid_wait(exec_pid, 5000);
         if (!top) {
-                kill(exec_pid, sig);  /* not started yet: runsc exec itself */
+                /* runsc exec ended without a command, or has been starting
+                 * it for 5 s: the signal goes to runsc exec itself rather
+                 * than nowhere (its death leaves a command it did start
+                 * running on, hence the wait). */
+                kill(exec_pid, sig);
                 return;
         }
         int pids[256] = { top };
