@@ -871,6 +871,20 @@ static int cmd_setid(const char *dir)
         TRY("fchmodat_setuid", fchmodat(AT_FDCWD, f, 06755, 0));
         TRY("fchmodat2_setuid", syscall(452 /* fchmodat2 */, AT_FDCWD, f, 04755, 0));
         TRY("open_creat_setuid", open_close_mode(g, O_CREAT | O_WRONLY | O_EXCL, 04755));
+        /* O_TMPFILE, then linked in: raw openat, as glibc's open() passes
+         * a mode only with O_CREAT or O_TMPFILE */
+        fd = (int)syscall(SYS_openat, AT_FDCWD, dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 04755);
+        result("open_tmpfile_setuid", fd, errno);
+        if (fd >= 0) {
+                char p[64];
+                snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+                linkat(AT_FDCWD, p, AT_FDCWD, g, AT_SYMLINK_FOLLOW);
+                close(fd);
+        }
+        /* Not an attack: junk in the mode of a call that creates nothing
+         * (the kernel ignores it) must not be refused. */
+        TRY("open_dir_junk_mode", syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 04755));
+        TRY("open_file_junk_mode", syscall(SYS_openat, AT_FDCWD, f, O_RDONLY | O_CLOEXEC, 06755));
         TRY("mknod_reg_setuid", mknod(h, S_IFREG | 06755, 0));
         TRY("mkdir_setgid", mkdir(k, 02755) ?: rmdir(k));
         fd = open(k, O_CREAT | O_WRONLY | O_CLOEXEC, 0755);

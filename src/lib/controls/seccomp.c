@@ -810,8 +810,11 @@ static int guard_mode(scmp_filter_ctx ctx, int nr)
                         arg = mode_args[i].arg;
                         flags_arg = mode_args[i].flags_arg;
                 }
-        /* The flags that make open() create a file with the given mode. */
-        static const uint64_t creating[] = { O_CREAT, __O_TMPFILE };
+        /* The flags that make open() create a file with the given mode.
+         * O_TMPFILE is two bits, __O_TMPFILE's own and O_DIRECTORY's: its
+         * own alone, so that open(O_DIRECTORY) with junk in its mode is not
+         * creating (and the kernel refuses the own bit without the other). */
+        static const uint64_t creating[] = { O_CREAT, __O_TMPFILE & ~O_DIRECTORY };
         static const uint64_t bits[] = { S_ISUID, S_ISGID };
         int r = 0;
         for (size_t i = 0; r == 0 && i < ARRAY_SIZE(bits); i++) {
@@ -830,7 +833,7 @@ static int guard_mode(scmp_filter_ctx ctx, int nr)
                 r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &clean);
         if (r == 0 && flags_arg != NO_FLAGS) {
                 /* not creating anything: the mode argument is ignored */
-                struct scmp_arg_cmp opening = { flags_arg, SCMP_CMP_MASKED_EQ, O_CREAT | __O_TMPFILE, 0 };
+                struct scmp_arg_cmp opening = { flags_arg, SCMP_CMP_MASKED_EQ, creating[0] | creating[1], 0 };
                 r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 1, &opening);
         }
         return r;
@@ -930,9 +933,8 @@ static bool plain_decision(const struct decision *d, uint32_t *ret)
 
 /* What a decision that reads its arguments decides where none of its
  * rules but those of the complement holds (its "otherwise"): false when
- * that is no one action (the mode guard's rules leave a gap to the
- * default; a conditional rule's fallback that is a passing sendto reads
- * argument 4 itself). A passing sendto alone decides
+ * that is no one action (a conditional rule's fallback that is a passing
+ * sendto reads argument 4 itself). A passing sendto alone decides
  * `action` where argument 4 is NULL (add_rule). */
 static bool otherwise(const struct decision *d, uint32_t *ret)
 {
@@ -940,9 +942,8 @@ static bool otherwise(const struct decision *d, uint32_t *ret)
         switch (d->guard) {
         case GUARD_CLONE:
         case GUARD_IOCTL: *ret = final_action(SCMP_ACT_ALLOW, d->nr, &dest); break;
-        /* no complement: open(O_DIRECTORY) with a setuid mode matches no
-         * rule, and gets the profile's default */
-        case GUARD_MODE: return false;
+        /* a mode with a setuid bit where the call creates nothing */
+        case GUARD_MODE: *ret = final_action(SCMP_ACT_ALLOW, d->nr, &dest); break;
         case GUARD_SOCKET: *ret = final_action(ACT_DENY_LOG(EAFNOSUPPORT), d->nr, &dest); break;
         case GUARD_PERSONALITY: *ret = final_action(ACT_DENY_LOG(EPERM), d->nr, &dest); break;
         case GUARD_USER: *ret = final_action(d->fallback, d->nr, &dest); break;
