@@ -22,6 +22,7 @@ import pytest
 
 from conftest import IS_ROOT, NOBODY, Result
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
+from proc_helpers import descendants, wait_until
 
 SSHD = "/usr/sbin/sshd"
 PORT = 2222
@@ -566,14 +567,21 @@ def test_agent_relay_flood_is_bounded(brig, agent):
     assert listed.returncode == 0 and fingerprint(f"{key}.pub") in listed.stdout, listed
 
 
-def sandbox_leaf(pid):
-    """The deepest descendant of PID (the sandbox's command under brig's init)."""
-    while True:
-        kids = [c for t in os.listdir(f"/proc/{pid}/task")
-                for c in pathlib.Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
-        if not kids:
-            return pid
-        pid = int(kids[0])
+def sandbox_command(pid, comm):
+    """The sandbox's command below PID, by its name: not the first child at
+    each level, which for a root brig can be its idmapped workspace's
+    user-namespace helper, a zombie with no root of its own until brig
+    reaps it (the clean-clone CI's ASan run met one)."""
+    found = wait_until(lambda: [d for d in descendants(pid) if proc_comm(d) == comm], 10)
+    assert found, f"no {comm} below {pid}"
+    return found[0]
+
+
+def proc_comm(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
 
 
 @attack("agent-socket-other-host-user", "a host process of another user — as root, the very uid the sandbox runs "
@@ -593,7 +601,7 @@ def test_agent_socket_and_copies_unreachable_for_other_host_users(brig, agent):
                          stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline() == "ready\n"
-        run = f"/proc/{sandbox_leaf(p.pid)}/root/run/brig"
+        run = f"/proc/{sandbox_command(p.pid, 'sleep')}/root/run/brig"
         other = NOBODY if brig.mode == "root" else 1  # rootless: brig is nobody; daemon is another user
         as_other = ["setpriv", f"--reuid={other}", f"--regid={other}", "--clear-groups", "--"]
         env = {**brig.env(), "SSH_AUTH_SOCK": f"{run}/ssh-agent.sock"}
