@@ -13,7 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 
@@ -422,6 +427,65 @@ static void test_mountinfo_aliases(void **state)
         assert_null(mi.v);
 }
 
+/* The table from listmount and statmount is the one mountinfo prints:
+ * the same entries in the same order, names with the characters the
+ * kernel escapes there, a bind of a subdirectory (another name), two
+ * mounts stacked on one point (the last one on top), in a mount
+ * namespace of a child's own. */
+static bool write_file(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+        bool ok = f && fputs(text, f) >= 0;
+        return f && fclose(f) == 0 && ok;
+}
+
+static int compare_tables(void)
+{
+        char uid_map[32], gid_map[32];
+        snprintf(uid_map, sizeof uid_map, "0 %u 1", (unsigned)geteuid());
+        snprintf(gid_map, sizeof gid_map, "0 %u 1", (unsigned)getegid());
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+                return 77;  /* no user namespaces here: skipped */
+        if (!write_file("/proc/self/setgroups", "deny") || !write_file("/proc/self/uid_map", uid_map) ||
+            !write_file("/proc/self/gid_map", gid_map) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("t", "/tmp", "tmpfs", 0, "size=64k") < 0 || mkdir("/tmp/a b\tc\nd\\e", 0755) < 0 ||
+            mkdir("/tmp/a b\tc\nd\\e/sub", 0755) < 0 || mkdir("/tmp/alias", 0755) < 0 ||
+            mount("/tmp/a b\tc\nd\\e/sub", "/tmp/alias", NULL, MS_BIND, NULL) < 0 ||
+            mount("u", "/tmp/alias", "tmpfs", 0, "size=64k") < 0)
+                return 2;
+        struct mountinfo listed, text;
+        int r = mountinfo_load_listed(&listed);
+        if (r == -ENOSYS)
+                return 77;
+        if (r < 0 || mountinfo_load_text(&text) < 0)
+                return 3;
+        bool same = listed.n == text.n && listed.n > 3;
+        for (size_t i = 0; same && i < listed.n; i++)
+                same = listed.v[i].id == text.v[i].id && listed.v[i].dev == text.v[i].dev &&
+                       strcmp(listed.v[i].root, text.v[i].root) == 0 && strcmp(listed.v[i].mnt, text.v[i].mnt) == 0;
+        bool stacked = listed.n >= 2 && strcmp(listed.v[listed.n - 1].mnt, "/tmp/alias") == 0 &&
+                       strcmp(listed.v[listed.n - 2].mnt, "/tmp/alias") == 0 &&
+                       strcmp(listed.v[listed.n - 2].root, "/a b\tc\nd\\e/sub") == 0;
+        mountinfo_clear(&listed);
+        mountinfo_clear(&text);
+        return same && stacked ? 0 : 1;
+}
+
+static void test_mountinfo_listed_is_the_table(void **state)
+{
+        (void)state;
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(compare_tables());
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        if (WEXITSTATUS(st) == 77)
+                skip();
+        assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -447,6 +511,7 @@ int main(void)
                 cmocka_unit_test(test_strv_many),
                 cmocka_unit_test(test_mountinfo_parse),
                 cmocka_unit_test(test_mountinfo_aliases),
+                cmocka_unit_test(test_mountinfo_listed_is_the_table),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

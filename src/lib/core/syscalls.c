@@ -85,9 +85,16 @@ int sys_pidfd_send_siginfo(int pidfd, int sig, siginfo_t *info)
 #ifndef SYS_statmount
 #define SYS_statmount 457
 #endif
+#ifndef SYS_listmount
+#define SYS_listmount 458
+#endif
 #define BRIG_STATX_MNT_ID_UNIQUE 0x4000U
 #define BRIG_STATMOUNT_SB_BASIC 0x1U
+#define BRIG_STATMOUNT_MNT_BASIC 0x2U
+#define BRIG_STATMOUNT_MNT_ROOT 0x8U
+#define BRIG_STATMOUNT_MNT_POINT 0x10U
 #define BRIG_STATMOUNT_MNT_OPTS 0x80U
+#define BRIG_LSMT_ROOT 0xffffffffffffffffULL
 
 struct brig_mnt_id_req {
         uint32_t size, spare;
@@ -100,9 +107,14 @@ struct brig_statmount {
         uint32_t sb_dev_major, sb_dev_minor;
         uint64_t sb_magic;
         uint32_t sb_flags, fs_type;
-        uint64_t spare[59];  /* up to str[], at 512 */
+        uint64_t mnt_id, mnt_parent_id;
+        uint32_t mnt_id_old, mnt_parent_id_old;
+        uint64_t mnt_attr, mnt_propagation, mnt_peer_group, mnt_master, propagate_from;
+        uint32_t mnt_root, mnt_point;  /* offsets into str[] */
+        uint64_t spare[50];  /* up to str[], at 512 */
         char str[];
 };
+_Static_assert(offsetof(struct brig_statmount, mnt_root) == 104, "struct statmount: mnt_root at 104");
 _Static_assert(offsetof(struct brig_statmount, str) == 512, "struct statmount: its strings start at 512");
 
 int sys_mount_options(const char *path, unsigned long *magic, char *buf, size_t n)
@@ -129,5 +141,40 @@ int sys_mount_options(const char *path, unsigned long *magic, char *buf, size_t 
         }
         *magic = (unsigned long)u.sm.sb_magic;
         snprintf(buf, n, "%s", u.sm.str + u.sm.mnt_opts);
+        return 0;
+}
+
+long sys_list_mounts(uint64_t after, uint64_t *ids, size_t n)
+{
+        struct brig_mnt_id_req req = { .size = 24, .mnt_id = BRIG_LSMT_ROOT, .param = after };
+        return syscall(SYS_listmount, &req, ids, n, 0);
+}
+
+/* A string of the reply: its offset inside the strings the kernel wrote. */
+static const char *statmount_string(const struct brig_statmount *sm, uint32_t at)
+{
+        size_t strings = sm->size - offsetof(struct brig_statmount, str);
+        if (sm->size <= offsetof(struct brig_statmount, str) || at >= strings || !memchr(sm->str + at, '\0', strings - at))
+                return NULL;
+        return sm->str + at;
+}
+
+int sys_mount_place(uint64_t id, void *buf, size_t n, struct sys_mount_place *out)
+{
+        struct brig_statmount *sm = buf;
+        const uint64_t want = BRIG_STATMOUNT_SB_BASIC | BRIG_STATMOUNT_MNT_BASIC | BRIG_STATMOUNT_MNT_ROOT |
+                              BRIG_STATMOUNT_MNT_POINT;
+        struct brig_mnt_id_req req = { .size = 24, .mnt_id = id, .param = want };
+        if (n < sizeof *sm || syscall(SYS_statmount, &req, sm, n, 0) < 0)
+                return -1;
+        out->root = (sm->mask & want) == want && sm->size <= n ? statmount_string(sm, sm->mnt_root) : NULL;
+        out->point = out->root ? statmount_string(sm, sm->mnt_point) : NULL;
+        if (!out->point) {
+                errno = EINVAL;
+                return -1;
+        }
+        out->id_old = sm->mnt_id_old;
+        out->dev_major = sm->sb_dev_major;
+        out->dev_minor = sm->sb_dev_minor;
         return 0;
 }
