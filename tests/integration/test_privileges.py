@@ -3,6 +3,7 @@ binaries inert, no namespaces, mounts, chroot, hostname or reboot."""
 import os
 import shutil
 import stat
+import subprocess
 
 import pytest
 
@@ -134,6 +135,31 @@ def test_no_nested_user_namespace(brig):
     for rc in ("rc", "rc2", "rc3", "rc4"):
         assert k.get(rc) not in (None, "0"), (rc, r)
     assert "uid=0" not in r.stdout, r
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="NO STRACE: the sandbox's own lookups are not traced")
+def test_sandbox_sysctls_go_through_its_own_proc(brig, tmp_path):
+    """pid 1 writes its sysctls (max_user_namespaces, the IPC limits)
+    through the sandbox's own proc, never by a name in the host's
+    /proc/sys: a lookup there from the sandbox's user namespace leaves the
+    host's dentry cache an entry of that namespace's, and every later
+    lookup of the name on the host walks them while they last. Only brig
+    itself, in the host's namespaces, opens the host's /proc/sys."""
+    trace = tmp_path / "trace"
+    cp = subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(trace),
+                         *brig.cmd("run", "--memory", "512m", "--", "true")],
+                        cwd=str(brig.workspace), env=brig.env(), capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp
+    lines = trace.read_text().splitlines()
+    brig_pid = lines[0].split()[0]
+    sysctls = [line for line in lines if '"/proc/sys/' in line]
+    assert any(line.split()[0] == brig_pid for line in sysctls), lines  # the trace sees the host side's own
+    assert all(line.split()[0] == brig_pid for line in sysctls), sysctls
+    # the IPC limits are written where uid 0 of the sandbox is mapped to its builder: as root
+    wanted = ["sys/user/max_user_namespaces"] + (["sys/kernel/shmmax"] if brig.mode == "root" else [])
+    for name in wanted:
+        opened = [line for line in lines if f'"{name}", O_WRONLY' in line and "= -1" not in line]
+        assert len(opened) == 1, (name, lines)
 
 
 def test_no_chroot_mount_hostname_reboot(brig):

@@ -19,12 +19,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static int write_sysctl(const char *name, unsigned long long value, brig_error **err)
+static int write_sysctl(int proc, const char *name, unsigned long long value, brig_error **err)
 {
         char path[64], text[32];
-        snprintf(path, sizeof path, "/proc/sys/kernel/%s", name);
+        snprintf(path, sizeof path, "sys/kernel/%s", name);
         int len = snprintf(text, sizeof text, "%llu", value);
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(proc, path, O_WRONLY | O_CLOEXEC);
         if (fd < 0 || write(fd, text, (size_t)len) != len)
                 return brig_err(err, errno, "set kernel.%s = %s in the sandbox's IPC namespace", name, text);
         return 0;
@@ -35,12 +35,12 @@ bool ipc_limits_settable(const struct run_plan *plan)
         return plan->map_root_for_setup && plan->limits.memory;
 }
 
-int ipc_limits_apply(const struct run_plan *plan, brig_error **err)
+int ipc_limits_apply(const struct run_plan *plan, int proc, brig_error **err)
 {
         if (!ipc_limits_settable(plan))
                 return 0;
         /* /proc/sys resolves ipc entries in the writer's IPC namespace:
-         * this process's, new since clone, whichever /proc it goes through. */
+         * this process's, new since clone, whichever proc it goes through. */
         uint64_t m = plan->limits.memory;
         long page = sysconf(_SC_PAGESIZE);
         /* Messages: at most msgmnb bytes queued per queue (16 KiB, the
@@ -52,14 +52,14 @@ int ipc_limits_apply(const struct run_plan *plan, brig_error **err)
                 msgmni = msgmni_default;
         if (msgmni < 1)
                 msgmni = 1;
-        int r = write_sysctl("shmmax", m, err);  /* one segment */
-        r = r ?: write_sysctl("shmall", m / (uint64_t)page, err);  /* all segments, in pages */
+        int r = write_sysctl(proc, "shmmax", m, err);  /* one segment */
+        r = r ?: write_sysctl(proc, "shmall", m / (uint64_t)page, err);  /* all segments, in pages */
         /* A new IPC namespace starts from the kernel's constants, not its
          * parent's values (msg_init_ns: MSGMNB 16384, MSGMNI 32000): a
          * value equal to one is already there. Each file's first open in
          * the new namespace costs 7-10 us (the default --memory leaves
          * both as they are). */
         if (r == 0 && msgmni != msgmni_default)
-                r = write_sysctl("msgmni", msgmni, err);
+                r = write_sysctl(proc, "msgmni", msgmni, err);
         return r;
 }

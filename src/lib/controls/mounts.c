@@ -455,12 +455,14 @@ static int pin_path(int root_fd, const char *path, brig_error **err)
         return attach(tree, target, path, err);
 }
 
-static int mount_proc(int root_fd, const struct run_plan *plan, struct mask_src *masks, brig_error **err)
+int mounts_new_proc(brig_error **err)
 {
         /* A proc for our pid namespace: only the sandbox's processes. */
-        _cleanup_close_ int proc = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
-        if (proc < 0)
-                return proc;
+        return new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+}
+
+static int mount_proc(int root_fd, const struct run_plan *plan, struct mask_src *masks, int proc, brig_error **err)
+{
         /* Its mount point, made now in brig's root and covered by proc at
          * once, stays empty for good: the source of the directory masks
          * (mask_path), which then need no tmpfs of their own. 0555 and the
@@ -669,7 +671,7 @@ static int open_sources(const struct run_plan *plan, int **ret_fds, int *node_fd
         return 0;
 }
 
-static int build_tree(int root, const struct run_plan *plan, const int *src_fds, const int *node_fds,
+static int build_tree(int root, const struct run_plan *plan, int proc, const int *src_fds, const int *node_fds,
                       brig_error **err)
 {
         _cleanup_(mask_src_done) struct mask_src masks = MASK_SRC_INIT;
@@ -695,7 +697,7 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         if (mask_file < 0)
                 return brig_err(err, errno, "create mask file");
         close(mask_file);  /* a writer left open would keep /dev from turning read-only */
-        r = mount_proc(root, plan, &masks, err);
+        r = mount_proc(root, plan, &masks, proc, err);
         if (r < 0)
                 return r;
         if (plan->mount_sys) {
@@ -746,8 +748,9 @@ static int build_tree(int root, const struct run_plan *plan, const int *src_fds,
         return set_readonly(root, "/", err);
 }
 
-int mounts_build_root(const struct run_plan *plan, brig_error **err)
+int mounts_build_root(const struct run_plan *plan, int proc_given, brig_error **err)
 {
+        _cleanup_close_ int proc = proc_given;
         builder_uid = geteuid();
         builder_gid = getegid();
         /* Nothing we do may propagate back to the host's mounts. */
@@ -784,7 +787,7 @@ int mounts_build_root(const struct run_plan *plan, brig_error **err)
                 r = brig_err(err, errno, "attach new root");
                 goto out;
         }
-        r = build_tree(root, plan, src_fds, node_fds, err);
+        r = build_tree(root, plan, proc, src_fds, node_fds, err);
         if (r < 0)
                 goto out;
 

@@ -5,7 +5,11 @@
 
 #include "core/plan.h"
 
-BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, brig_error **err);
+/* The sandbox's proc, a new instance for this pid namespace, not attached
+ * yet: the child writes its sysctls through it (child.c says why), then
+ * mounts_build_root, which takes it, mounts it at /proc. */
+BRIG_INTERNAL int mounts_new_proc(brig_error **err);
+BRIG_INTERNAL int mounts_build_root(const struct run_plan *plan, int proc, brig_error **err);
 BRIG_INTERNAL int mounts_enter_cwd(const char *cwd, brig_error **err);
 /* The directory mounts_enter_cwd would enter, as an O_PATH descriptor
  * (or -errno): for a child whose seccomp filter is on already (openat2 is

@@ -19,8 +19,9 @@ BRIG_INTERNAL void rlimits_memory_text(const struct run_plan *plan, char *buf, s
  * must still be said (landlock, seccomp): said at the start of a run. */
 BRIG_INTERNAL int degraded_warnings(const struct run_plan *plan, struct strv *out);
 /* The sandbox's IPC namespace limits (System V shm and messages) from the
- * memory limit; pid 1, while it is root in its user namespace (ipc.c). */
-BRIG_INTERNAL int ipc_limits_apply(const struct run_plan *plan, brig_error **err);
+ * memory limit; pid 1, while it is root in its user namespace, through
+ * PROC, the sandbox's proc (ipc.c). */
+BRIG_INTERNAL int ipc_limits_apply(const struct run_plan *plan, int proc, brig_error **err);
 BRIG_INTERNAL bool ipc_limits_settable(const struct run_plan *plan);
 /* The sandbox's processes are the OOM killer's first choice, before brig
  * and the host's (oom_score_adj 1000; rlimit.c says why). */

@@ -210,11 +210,14 @@ int userns_idmapped_workspace(const struct run_plan *plan, int *ret_fd, struct u
         return 0;
 }
 
-int userns_forbid_nesting(brig_error **err)
+int userns_forbid_nesting(int proc, brig_error **err)
 {
         /* The limit is per user namespace and applies to namespaces created
          * inside ours; the sandbox can never raise it again (it has no
          * CAP_SYS_RESOURCE, and /proc/sys is read-only inside). The seccomp
          * filter refuses unshare/clone flags too: two independent walls. */
-        return write_file("/proc/sys/user/max_user_namespaces", "0", err);
+        _cleanup_close_ int fd = openat(proc, "sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1)
+                return brig_err(err, errno, "set user.max_user_namespaces = 0 in the sandbox's user namespace");
+        return 0;
 }

@@ -6,7 +6,9 @@
 
 BRIG_INTERNAL int userns_write_maps(pid_t pid, const struct run_plan *plan, brig_error **err);
 BRIG_INTERNAL int userns_become_sandbox_user(const struct run_plan *plan, brig_error **err);
-BRIG_INTERNAL int userns_forbid_nesting(brig_error **err);
+/* max_user_namespaces 0 in ours, written through PROC (the sandbox's
+ * proc: mounts_new_proc). */
+BRIG_INTERNAL int userns_forbid_nesting(int proc, brig_error **err);
 /* The (ending) process whose user namespace the idmapped workspace uses,
  * and the mapping it runs on: reaped and unmapped by userns_helper_reap
  * once nothing waits on it. */
