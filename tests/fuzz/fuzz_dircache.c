@@ -2,7 +2,9 @@
  * cache file (src/lib/core/dircache.c): the input is the file. A file the
  * reader takes must come out of the writer as the same bytes (the order
  * of records kept: none is used yet) and be taken again; a record it
- * holds answers for its own directory and time only.
+ * holds answers for its own directory and time only, and for each of its
+ * names asked in any order (backwards, then forwards: the search starts
+ * after the last name found).
  *
  * Build and run with tests/fuzz/run-fuzz-net. Without -DBRIG_LIBFUZZER it
  * gets a main() that replays the files named on the command line. */
@@ -41,6 +43,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 dircache_free(&again);
         }
         free(out);
+        for (size_t i = 0; i < dc.n && i < 16; i++) {
+                struct stat st = { .st_dev = dc.v[i].dev, .st_ino = dc.v[i].ino, .st_ctim = dc.v[i].ctime };
+                const char *names[DIRCACHE_MAX_NAMES];
+                uint32_t k = dc.v[i].n_names;
+                const unsigned char *p = (const unsigned char *)dc.v[i].names;
+                for (uint32_t j = 0; j < k; j++, p += 1 + p[0])
+                        names[j] = strndup((const char *)p + 1, p[0]);
+                for (uint32_t j = 0; j < 2 * k; j++) {
+                        const char *name = names[j < k ? k - 1 - j : j - k];
+                        if (name && !dircache_absent(&dc, &st, name))
+                                abort();  /* a name of the record it did not find */
+                }
+                for (uint32_t j = 0; j < k; j++)
+                        free((char *)names[j]);
+        }
         for (size_t i = 0; i < dc.n && i < 16; i++) {
                 struct stat st = { .st_dev = dc.v[i].dev, .st_ino = dc.v[i].ino, .st_ctim = dc.v[i].ctime };
                 (void)dircache_absent(&dc, &st, ".ssh");

@@ -17,6 +17,8 @@ struct dircache_rec {
         struct timespec ctime;
         const char *names;   /* the file's: n_names times a length byte and the name */
         uint32_t n_names;
+        uint32_t next;       /* the name after the last one found, and its offset in names */
+        size_t next_at;
         struct strv added;   /* learned this run */
         bool used;  /* asked or learned this run: kept first when the file is full */
 };
