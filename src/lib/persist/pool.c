@@ -756,10 +756,10 @@ void pool_sweep(void)
                 json_decref(st);
                 pool_free(&pl);
         }
-        if (d)
-                closedir(d);
-        if (pools)
-                (void)rmdir(pools);  /* only when no pool is left */
+        if (!d)
+                return;  /* none there: nothing to remove either (a lookup every run spared) */
+        closedir(d);
+        (void)rmdir(pools);  /* only when no pool is left */
 }
 
 /* Not served by the pool: a fresh sandbox, whose report says why. */
