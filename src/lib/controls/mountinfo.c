@@ -201,7 +201,7 @@ int mountinfo_load_text(struct mountinfo *mi)
  * host. The same entries in the same order (the namespace's, by id); a
  * mount gone meanwhile is left out, as the table would not show it, and
  * so is one the caller's root does not reach. -ENOSYS or -EINVAL where
- * the kernel cannot say it all (before Linux 6.8): read the table. */
+ * the kernel cannot say it all (before Linux 6.8). */
 #define PLACE_BYTES (512 + 2 * PATH_MAX)  /* statmount's reply: its fields, then the two paths */
 int mountinfo_load_listed(struct mountinfo *mi)
 {
@@ -255,8 +255,11 @@ int mountinfo_load_listed(struct mountinfo *mi)
 
 int mountinfo_load(struct mountinfo *mi)
 {
+        /* any answer but the table (ENOSYS; EINVAL; EPERM from a
+         * container's seccomp profile that does not know the calls): the
+         * table the old way */
         int r = mountinfo_load_listed(mi);
-        return r == -ENOSYS || r == -EINVAL ? mountinfo_load_text(mi) : r;
+        return r < 0 && r != -ENOMEM ? mountinfo_load_text(mi) : r;
 }
 
 static char *join(const char *dir, const char *rel)

@@ -24,8 +24,9 @@ struct path_alias {
 };
 BRIG_INTERNAL int mountinfo_parse_line(const char *line, size_t len, struct mountinfo_entry *e);
 BRIG_INTERNAL int mountinfo_add_line(struct mountinfo *mi, const char *line, size_t len);
-/* The mount table: from listmount and statmount (Linux 6.8+), else from
- * /proc/self/mountinfo; the same entries in the same order either way. */
+/* The mount table: from listmount and statmount (Linux 6.8+), else (any
+ * error of theirs) from /proc/self/mountinfo; the same entries in the
+ * same order either way. */
 BRIG_INTERNAL int mountinfo_load(struct mountinfo *mi);
 BRIG_INTERNAL int mountinfo_load_listed(struct mountinfo *mi);
 BRIG_INTERNAL int mountinfo_load_text(struct mountinfo *mi);
