@@ -278,6 +278,19 @@ def test_no_command_after_dashdash(brig, markdir):
     assert not (markdir / "ran").exists()
 
 
+def test_options_end_at_dashdash_or_the_command(brig):
+    """brig's options end at "--" or at the first word that is none (the
+    flags' table is not even made then): what follows is the command's,
+    flags and all."""
+    for args, out in ((["--", "printf", "%s", "--help"], "--help"), (["printf", "%s", "--hostname"], "--hostname"),
+                      (["--", "--"], None), (["--hostname", "box", "--", "hostname"], "box\n")):
+        res = brun(brig, "run", *args)
+        if out is None:  # the command "--" itself: no such program
+            assert res.returncode == 127 and "usage" not in res.stderr, (args, res)
+        else:
+            assert res.returncode == 0 and res.stdout == out, (args, res)
+
+
 def test_run_without_anything(brig):
     res = brun(brig, "run")
     assert res.returncode == SETUP, res
