@@ -453,19 +453,28 @@ static int compare_tables(void)
             mount("/tmp/a b\tc\nd\\e/sub", "/tmp/alias", NULL, MS_BIND, NULL) < 0 ||
             mount("u", "/tmp/alias", "tmpfs", 0, "size=64k") < 0)
                 return 2;
+        /* more mounts than listmount is first asked for (128): its ids in
+         * pieces, each after the last one's */
+        if (mkdir("/tmp/many", 0755) < 0)
+                return 2;
+        for (int i = 0; i < 200; i++)
+                if (mount("m", "/tmp/many", "tmpfs", 0, "size=4k") < 0)
+                        return 2;
         struct mountinfo listed, text;
         int r = mountinfo_load_listed(&listed);
         if (r == -ENOSYS || r == -EPERM)
                 return 77;  /* before Linux 6.8, or a seccomp profile that does not know the calls */
         if (r < 0 || mountinfo_load_text(&text) < 0)
                 return 3;
-        bool same = listed.n == text.n && listed.n > 3;
+        bool same = listed.n == text.n && listed.n > 202;
         for (size_t i = 0; same && i < listed.n; i++)
                 same = listed.v[i].id == text.v[i].id && listed.v[i].dev == text.v[i].dev &&
                        strcmp(listed.v[i].root, text.v[i].root) == 0 && strcmp(listed.v[i].mnt, text.v[i].mnt) == 0;
-        bool stacked = listed.n >= 2 && strcmp(listed.v[listed.n - 1].mnt, "/tmp/alias") == 0 &&
-                       strcmp(listed.v[listed.n - 2].mnt, "/tmp/alias") == 0 &&
-                       strcmp(listed.v[listed.n - 2].root, "/a b\tc\nd\\e/sub") == 0;
+        size_t last = listed.n - 200;  /* the alias's two, then the 200 */
+        bool stacked = listed.n >= 202 && strcmp(listed.v[last - 1].mnt, "/tmp/alias") == 0 &&
+                       strcmp(listed.v[last - 2].mnt, "/tmp/alias") == 0 &&
+                       strcmp(listed.v[last - 2].root, "/a b\tc\nd\\e/sub") == 0 &&
+                       strcmp(listed.v[listed.n - 1].mnt, "/tmp/many") == 0;
         mountinfo_clear(&listed);
         mountinfo_clear(&text);
         return same && stacked ? 0 : 1;
