@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 
 import pytest
@@ -299,6 +300,94 @@ def test_a_refused_join_fails_the_run(brig, hooks_bindir, errno_):
     assert "--pids: join the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
     assert os.strerror(errno_) in err, err
     assert wait_until(lambda: not groups_of(p.pid), 5), groups_of(p.pid)
+
+
+@attack("cgroup-make-refused", "the sandbox's v1 pids group cannot be made (ENOSPC, EACCES: a test hook) after clone3, "
+        "once the run counted it as enforcing --pids, and the command would run without it",
+        "the supervisor fails the run before the child joins anything: exit 125, the message names the flag and the "
+        "hierarchy, the memory group made before it removed")
+@pytest.mark.parametrize("errno_", [28, 13])
+def test_a_group_that_cannot_be_made_fails_the_run(brig, hooks_bindir, errno_):
+    mark = brig.workspace / "RAN"
+    mark.unlink(missing_ok=True)
+    env = brig.env({"BRIG_TEST_CGROUP_MKDIR_ERRNO": str(errno_), "BRIG_TEST_CGROUP_MKDIR": "pids"})
+    cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--", "touch", "RAN"]
+    p = subprocess.Popen(cmd, cwd=brig.workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    if not makes_v1_groups(brig):
+        assert p.returncode == 0 and mark.exists(), (out, err)
+        return
+    assert p.returncode == 125, (out, err)
+    assert not mark.exists(), f"ATTACK WORKED: the command ran without its pids group ({err})"
+    assert "--pids: make the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
+    assert os.strerror(errno_) in err, err
+    assert wait_until(lambda: not groups_of(p.pid), 5), groups_of(p.pid)
+
+
+def _stopped(pid):
+    """Host process PID is stopped (at a test_pause point: it SIGSTOPs itself)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
+
+
+@attack("cgroup-join-before-groups", "the command (or anything pid 1 forks) runs, allocates or forks before its v1 "
+        "groups exist and hold their limits: the supervisor makes them only after clone3, while the child sets up its "
+        "network (a test hook stops it before the mkdirs, then before the limits are written)",
+        "the child waits for the groups' descriptors before its mounts and anything of the command; the host sees "
+        "pid 1 alone, outside any group, until then; the command runs inside, limited")
+def test_nothing_of_the_command_runs_before_its_groups_hold(brig, hooks_bindir):
+    if not makes_v1_groups(brig):
+        pytest.skip("NO V1 GROUPS MADE HERE (rootless, or a pure v2 host): nothing is made after clone3")
+    mark = brig.workspace / "RAN"
+    mark.unlink(missing_ok=True)
+    env = brig.env({"BRIG_TEST_PAUSE_AT": "cgroup-recorded,cgroup-made"})
+    cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--memory", "64M", "--pids", "32", "--",
+                           "sh", "-c", "touch RAN; cat /proc/self/cgroup"]
+    p = subprocess.Popen(cmd, cwd=brig.workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        for step in ("cgroup-recorded", "cgroup-made"):
+            assert wait_until(lambda: _stopped(p.pid) or p.poll() is not None, 30), f"never paused at {step}"
+            assert p.poll() is None, p.communicate()
+            init = _init_of(p.pid)
+            # time for a child that did not wait to go on: to its mounts,
+            # the command's fork, the command itself
+            wait_until(lambda: mark.exists() or pathlib.Path(f"/proc/{init}/task/{init}/children").read_text(), 1)
+            kids = pathlib.Path(f"/proc/{init}/task/{init}/children").read_text().split()
+            assert kids == [], f"ATTACK WORKED: pid 1 forked before its groups held ({step}): {kids}"
+            assert not mark.exists(), f"ATTACK WORKED: the command ran before its groups held ({step})"
+            groups = groups_of(p.pid)
+            lines = cgroup_lines(init)
+            assert not any("brig-" in lines.get(c, "") for c in ("memory", "pids")), (step, lines)
+            if step == "cgroup-recorded":
+                assert groups == {}, groups  # recorded, not yet made
+            else:
+                assert {"memory", "pids"} <= set(groups), groups
+                # made, the limits not yet written: pid 1 is not in them
+                assert (groups["pids"] / "pids.max").read_text().strip() == "max", groups
+            seen.append(step)
+            os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, (out, err)
+    assert seen == ["cgroup-recorded", "cgroup-made"] and mark.exists(), (seen, out, err)
+    inside = cgroup_lines_of(out)
+    assert "/brig-" in inside["memory"] and "/brig-" in inside["pids"], out
+
+
+def cgroup_lines_of(text):
+    """{controller: path} of a /proc/self/cgroup printed by the command."""
+    res = {}
+    for line in text.splitlines():
+        _, ctrls, path = line.split(":", 2)
+        for c in ctrls.split(","):
+            res[c] = path
+    return res
 
 
 @attack("cgroup-v2-fd-refused", "the supervisor cannot open the sandbox's new cgroup v2 directory (EMFILE: a front end "

@@ -4,9 +4,11 @@
  * cgroup v2 comes first (one hierarchy; the child is born inside it with
  * CLONE_INTO_CGROUP, so not one instruction runs unlimited). Where a
  * controller lives on a v1 hierarchy (hybrid hosts), brig makes a group in
- * that hierarchy too, and the child joins it itself, first thing after the
- * supervisor's go and before anything of the command exists (see
- * cgroup_join_open for why the child and not the supervisor).
+ * that hierarchy too, and the child joins it itself, before its mounts and
+ * before anything of the command exists (see cgroup_join_open for why the
+ * child and not the supervisor). Where nothing else needs them first, the
+ * v1 groups are made after clone3, while the child sets up its network
+ * (cgroup_make_deferred).
  *
  * Each sandbox gets "brig-PID-START-PIDNS-SEQ" (its supervisor: pid, start
  * time, pid namespace; a counter) under the caller's own cgroup or the
@@ -17,6 +19,7 @@
 #include "core/syscalls.h"
 #include "controls/cgroup.h"
 #include "core/reaper.h"
+#include "core/sync.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -41,6 +44,7 @@ struct cgroup {
         int v1_tasks[CG_COUNT];     /* its `tasks` file while the child joins (cgroup_join_open), or -1 */
         bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
         bool on_v1[CG_COUNT];
+        bool v1_deferred;           /* v1_dir planned, made by cgroup_make_deferred */
         char *record;               /* the run record naming the groups (reaper.c) */
         struct strv stale_parents;  /* where a dead brig's groups may be, for cgroup_sweep */
         bool swept;
@@ -794,6 +798,20 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                 if (v1_dir[c] && !strv_contains(&planned, v1_dir[c]) && (r = strv_push(&planned, v1_dir[c])) < 0)
                         goto fail;
         }
+        /* v1 groups alone: made after clone3 (cgroup_make_deferred) and
+         * counted as enforcing now, so that any failure to make them then
+         * fails the run. Not so beside a v2 group (it comes first: the
+         * child is born in it, and one record names them all), nor for
+         * --io-weight, whose enforcement depends on a file of the group
+         * that the plan must know of before. */
+        cg->v1_deferred = planned.n && !v2_dir && !(want[CG_IO] && v1_dir[CG_IO]);
+        if (cg->v1_deferred) {
+                for (int c = 0; c < CG_COUNT; c++) {
+                        cg->on_v1[c] = v1_dir[c] != NULL;
+                        cg->v1_dir[c] = TAKE_PTR(v1_dir[c]);
+                }
+                goto made;
+        }
         /* The proof that they are ours, on disk before the first mkdir. */
         if (planned.n && (r = run_record_write(name, &planned, &cg->record, err)) < 0)
                 goto fail;
@@ -832,14 +850,15 @@ int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, b
                 }
         }
         test_pause("cgroup-made");
-        for (int c = 0; c < CG_COUNT; c++)
-                if (want[c] && !cg->on_v2[c] && !cg->on_v1[c] && c != CG_IO)
-                        *degraded = true;
         r = set_limits_v2(cg, l, err);
         if (r == 0)
                 r = set_limits_v1(cg, l, err);
         if (r < 0)
                 goto fail;
+made:
+        for (int c = 0; c < CG_COUNT; c++)
+                if (want[c] && !cg->on_v2[c] && !cg->on_v1[c] && c != CG_IO)
+                        *degraded = true;
         cg->where = malloc(sizeof h);
         if (cg->where)
                 *cg->where = h;  /* the strings move with it */
@@ -892,13 +911,15 @@ int cgroup_clone_fd(const struct cgroup *cg)
  * percpu_down_write waits for an RCU grace period unless another writer
  * came just before (kernel/cgroup/cgroup.c cgroup_procs_write_start).
  * One thread moving itself — pid 0 written to the v1 `tasks` file — takes
- * no such lock: 0.05 ms. So the supervisor opens each group's `tasks`
- * before clone3 and the child, still single-threaded (clone3 makes one
- * thread) and before it runs anything of the command, writes "0" to each.
- * v1 checks the permission with the opener's credentials (of->file->f_cred,
- * __cgroup1_procs_write), so the supervisor's fd works from inside the
- * child's user namespace; the child closes them at once, and none is ever
- * open in the command (close_range before its exec in any case). */
+ * no such lock: 0.05 ms. So the supervisor opens each group's `tasks` and
+ * sends them to the child after the go (the groups may be made only then:
+ * cgroup_make_deferred), and the child, still single-threaded (clone3
+ * makes one thread) and before its mounts and anything of the command,
+ * writes "0" to each. v1 checks the permission with the opener's
+ * credentials (of->file->f_cred, __cgroup1_procs_write), so the
+ * supervisor's fd works from inside the child's user namespace; the child
+ * closes them at once, and none is ever open in the command (close_range
+ * before its exec in any case). */
 
 /* The flag that made brig use the hierarchy, for the message. */
 static const char *const controller_flags[] = {
@@ -935,10 +956,68 @@ void cgroup_join_close(struct cgroup *cg)
                 closep(&cg->v1_tasks[c]);
 }
 
-int cgroup_join_self(struct cgroup *cg, brig_error **err)
+bool cgroup_join_pending(const struct cgroup *cg)
 {
-        int r = 0;
-        for (int c = 0; cg && c < CG_COUNT; c++) {
+        for (int c = 0; cg && c < CG_COUNT; c++)
+                if (cg->v1_dir[c])
+                        return true;
+        return false;
+}
+
+int cgroup_join_send(struct cgroup *cg, int sync_fd)
+{
+        struct sync_msg m = { .type = SYNC_CGROUP };
+        int fds[CG_COUNT];
+        size_t n = 0;
+        for (int c = 0; c < CG_COUNT; c++)
+                if (cg->v1_tasks[c] >= 0) {
+                        m.kinds[n] = c;
+                        fds[n++] = cg->v1_tasks[c];
+                }
+        m.status = (int)n;
+        int r = sync_send_fds(sync_fd, &m, fds, n);
+        cgroup_join_close(cg);  /* the child's copies are its own */
+        return r;
+}
+
+/* The supervisor's descriptors, one for each group this copy of cg names
+ * (the child's: made at clone3, it knows what to expect). */
+static int join_receive(struct cgroup *cg, int sync_fd, brig_error **err)
+{
+        struct sync_msg m;
+        int fds[CG_COUNT];
+        size_t n = 0;
+        int r = sync_recv_fds(sync_fd, &m, fds, CG_COUNT, &n);
+        if (r <= 0 || m.type != SYNC_CGROUP || m.status != (int)n) {
+                for (size_t i = 0; i < n; i++)
+                        close(fds[i]);
+                return brig_err(err, r < 0 ? -r : EPROTO, "cgroup: the supervisor's groups to join");
+        }
+        for (size_t i = 0; i < n; i++) {
+                int c = m.kinds[i];
+                if (c >= 0 && c < CG_COUNT && cg->v1_dir[c] && cg->v1_tasks[c] < 0) {
+                        cg->v1_tasks[c] = fds[i];
+                        continue;
+                }
+                close(fds[i]);
+                r = -EPROTO;
+        }
+        for (int c = 0; r > 0 && c < CG_COUNT; c++)
+                if (cg->v1_dir[c] && first_of_dir(cg, c) && cg->v1_tasks[c] < 0)
+                        r = -EPROTO;
+        if (r < 0) {
+                cgroup_join_close(cg);
+                return brig_err(err, -r, "cgroup: the supervisor's groups to join");
+        }
+        return 0;
+}
+
+int cgroup_join_self(struct cgroup *cg, int sync_fd, brig_error **err)
+{
+        if (!cgroup_join_pending(cg))
+                return 0;
+        int r = join_receive(cg, sync_fd, err);
+        for (int c = 0; r == 0 && c < CG_COUNT; c++) {
                 if (cg->v1_tasks[c] < 0)
                         continue;
                 int e = write(cg->v1_tasks[c], "0", 1) == 1 ? 0 : errno;
@@ -951,12 +1030,78 @@ int cgroup_join_self(struct cgroup *cg, brig_error **err)
                 if (fail && atoi(fail) > 0 && (!which || strcmp(which, controller_names[c]) == 0))
                         e = atoi(fail);
 #endif
-                if (e && r == 0)
+                if (e)
                         r = brig_err(err, e, "%s: join the sandbox's cgroup %s (the cgroup v1 %s hierarchy)",
                                      controller_flags[c], cg->v1_dir[c], v1_name(c));
         }
         cgroup_join_close(cg);
         return r;
+}
+
+/* A directory of that name that brig did not make is not brig's to
+ * remove (cgroup_destroy): MADE says which it did, by the first
+ * controller of each directory. */
+static void forget_unmade(struct cgroup *cg, const bool *made)
+{
+        for (int c = 0; c < CG_COUNT; c++) {
+                bool kept = made[c];
+                for (int o = 0; o < c && !kept; o++)
+                        kept = made[o] && cg->v1_dir[c] && strcmp(cg->v1_dir[o], cg->v1_dir[c]) == 0;
+                if (!kept) {
+                        free(cg->v1_dir[c]);
+                        cg->v1_dir[c] = NULL;
+                        cg->on_v1[c] = false;
+                }
+        }
+}
+
+/* The groups cgroup_create planned and left for now: recorded, made and
+ * limited while the child, released, sets up its network and sysctls,
+ * which need neither
+ * (nothing of the command exists before it joins, and it joins before
+ * its mounts, whose memory the kernel charges to the group). */
+int cgroup_make_deferred(struct cgroup *cg, const struct limits *l, brig_error **err)
+{
+        if (!cg || !cg->v1_deferred)
+                return 0;
+        cg->v1_deferred = false;
+        struct strv planned = { 0 };
+        int r = cgroup_paths(cg, &planned);
+        if (r == 0)
+                r = run_record_write(strrchr(planned.items[0], '/') + 1, &planned, &cg->record, err);
+        strv_free(&planned);
+        if (r == -ENOMEM && err && !*err)
+                r = brig_err(err, ENOMEM, "cgroup");
+        if (r < 0)
+                return r;
+        test_pause("cgroup-recorded");
+        bool made[CG_COUNT] = { 0 };
+        for (int c = 0; c < CG_COUNT; c++) {
+                if (!cg->v1_dir[c] || !first_of_dir(cg, c))
+                        continue;
+                int e = 0;
+#ifdef BRIG_TEST_HOOKS
+                /* BRIG_TEST_CGROUP_MKDIR_ERRNO=N: the v1 group of controller
+                 * BRIG_TEST_CGROUP_MKDIR (memory, pids, cpu or io) is not
+                 * made: its mkdir fails with errno N */
+                const char *fail = getenv("BRIG_TEST_CGROUP_MKDIR_ERRNO");
+                const char *which = getenv("BRIG_TEST_CGROUP_MKDIR");
+                if (fail && which && strcmp(which, controller_names[c]) == 0)
+                        e = atoi(fail);
+#endif
+                if (!e && mkdir(cg->v1_dir[c], 0755) < 0)
+                        e = errno;
+                if (!e) {
+                        made[c] = true;
+                        continue;
+                }
+                r = brig_err(err, e, "%s: make the sandbox's cgroup %s (the cgroup v1 %s hierarchy)",
+                             controller_flags[c], cg->v1_dir[c], v1_name(c));
+                forget_unmade(cg, made);
+                return r;
+        }
+        test_pause("cgroup-made");
+        return set_limits_v1(cg, l, err);
 }
 
 long long cgroup_oom_kills(const struct cgroup *cg)

@@ -31,10 +31,16 @@ BRIG_INTERNAL long long cgroup_inherited_oom_kills(const struct cgroup_inherited
  * ("cgroup", "inherited cgroup" or "rlimit"), and a line of detail. */
 BRIG_INTERNAL const char *cgroup_memory_outlook(char *detail, size_t n);
 
-/* Make the sandbox's group(s) and set the limits. *degraded is set when a
+/* Make the sandbox's group(s) and set the limits (v1 groups alone: only
+ * planned, cgroup_make_deferred makes them). *degraded is set when a
  * wanted controller is available nowhere writable; the caller decides
  * whether that is allowed. */
 BRIG_INTERNAL int cgroup_create(const struct limits *l, struct cgroup **ret, bool *degraded, brig_error **err);
+/* Make what cgroup_create left for after clone3 (v1 groups, when no v2
+ * group is made: the record, the mkdirs, the limits), while the child sets
+ * up its network; 0 when nothing was left. A failure fails the run: the
+ * plan counted them as enforcing. */
+BRIG_INTERNAL int cgroup_make_deferred(struct cgroup *cg, const struct limits *l, brig_error **err);
 /* Does a group of this sandbox enforce the controller (v2 or v1)? */
 BRIG_INTERNAL bool cgroup_enforces(const struct cgroup *cg, int controller);
 /* "memory, pids": the controllers the limits want that no group enforces
@@ -44,12 +50,17 @@ BRIG_INTERNAL void cgroup_missing(const struct cgroup *cg, const struct limits *
 /* The v2 directory fd for CLONE_INTO_CGROUP, or -1. */
 BRIG_INTERNAL int cgroup_clone_fd(const struct cgroup *cg);
 /* v1 groups (no CLONE_INTO_CGROUP there): the supervisor opens each
- * group's `tasks` before clone3, closes its copies after; the child,
- * single-threaded and before anything of the command runs, joins them
- * all and closes them (an error names the hierarchy: the run fails). */
+ * group's `tasks` once they are made and sends them to the child in one
+ * message (cgroup_join_send), after the go; the child, single-threaded
+ * and before its mounts and anything of the command, joins them all and
+ * closes them (cgroup_join_self; an error names the hierarchy: the run
+ * fails). */
 BRIG_INTERNAL int cgroup_join_open(struct cgroup *cg, brig_error **err);
 BRIG_INTERNAL void cgroup_join_close(struct cgroup *cg);
-BRIG_INTERNAL int cgroup_join_self(struct cgroup *cg, brig_error **err);
+/* Does the child wait for cgroup_join_send's message? */
+BRIG_INTERNAL bool cgroup_join_pending(const struct cgroup *cg);
+BRIG_INTERNAL int cgroup_join_send(struct cgroup *cg, int sync_fd);
+BRIG_INTERNAL int cgroup_join_self(struct cgroup *cg, int sync_fd, brig_error **err);
 BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
 /* Open cgroup_stats' four files ahead, while brig waits for the child:
  * read after the status, they then cost one system call each, not an

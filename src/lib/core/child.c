@@ -183,11 +183,6 @@ static int child_setup(struct run_plan *plan, brig_error **err)
                 return brig_err(err, errno, "PR_SET_PDEATHSIG");
         STEP(wait_for_maps(plan->sync_fd, err), "user namespace");
         timings_mark(plan->timings, TM_CHILD_GO);
-        /* Into the v1 groups (v2: born there), while this is the only
-         * process and thread of the sandbox: whatever it starts inherits
-         * them. Fails the run, never runs it outside. */
-        STEP(cgroup_join_self(plan->cgroup, err), "cgroup");
-        timings_mark(plan->timings, TM_ATTACHED);
         /* While dumpable: /proc/self/oom_score_adj is ours to write only then. */
         STEP(rlimits_oom_first(plan, err), "OOM score");
         /* No other process of the caller's may ptrace us or read our memory
@@ -240,6 +235,15 @@ static int child_setup(struct run_plan *plan, brig_error **err)
          * ipc sysctls to uid 0 there, not to a capability. */
         STEP(ipc_limits_apply(plan, proc, err), "IPC limits");
         timings_mark(plan->timings, TM_SYSCTLS);
+        /* Into the v1 groups (v2: born there), sent by the supervisor,
+         * which made them meanwhile: while this is the only process and
+         * thread of the sandbox, so whatever it starts inherits them, and
+         * before the mounts, whose memory the kernel charges to the
+         * memory group (all but the superblock of the sandbox's proc,
+         * made above for the sysctls). Fails the run, never runs it
+         * outside. */
+        STEP(cgroup_join_self(plan->cgroup, plan->sync_fd, err), "cgroup");
+        timings_mark(plan->timings, TM_ATTACHED);
         STEP(mounts_build_root(plan, TAKE_FD(proc), err), "filesystem");
         timings_mark(plan->timings, TM_MOUNTS);
         /* a rootfs workspace is "/" here */

@@ -246,7 +246,7 @@ static int open_outputs(struct run_plan *plan, const brig_policy *p, struct audi
 }
 
 /* The child exists: write its maps, let it go (it joins its v1 cgroups
- * itself, first thing: cgroup_join_self). */
+ * itself, before its mounts: cgroup_join_self). */
 static int release_child(struct run_plan *plan, pid_t pid, int sync_fd, brig_error **err)
 {
         int r = userns_write_maps(pid, plan, err);
@@ -571,11 +571,9 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 args.flags |= CLONE_INTO_CGROUP;
                 args.cgroup = (uint64_t)cgroup_clone_fd(cg);
         }
-        /* v1 has no CLONE_INTO_CGROUP: the child joins those groups itself
-         * through these, before anything of the command runs */
+        /* v1 has no CLONE_INTO_CGROUP: the child joins those groups itself,
+         * through the descriptors it is sent after the go */
         plan.cgroup = cg;
-        if ((r = cgroup_join_open(cg, err)) < 0)
-                goto out;
         getrusage(RUSAGE_CHILDREN, &before);
         timings_mark(plan.timings, TM_PREPARED);
         if (plan.clock_pinned)
@@ -597,7 +595,6 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 child_main(&plan);  /* never returns */
         }
         closep(&sv[1]);
-        cgroup_join_close(cg);  /* the child's copies are its own */
         timings_mark(plan.timings, TM_CLONED);
         if (audit)
                 audit_run(audit);
@@ -607,6 +604,17 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         if (r < 0)
                 goto out;
         test_pause("released");
+        /* While the child sets up its network and sysctls (on another CPU,
+         * where one is free): the v1 groups, made now unless a v2 group had
+         * to come first, for it to join before its mounts. A child that
+         * failed meanwhile has said why (supervise): its end is closed,
+         * and the message is not its to read. */
+        r = cgroup_make_deferred(cg, &plan.limits, err);
+        if (r == 0 && cgroup_join_pending(cg) && (r = cgroup_join_open(cg, err)) == 0 &&
+            (r = cgroup_join_send(cg, sv[0])) < 0)
+                r = r == -EPIPE ? 0 : brig_err(err, -r, "cgroup: send the groups to join to the sandbox");
+        if (r < 0)
+                goto out;
         /* What dead brigs left, while the child builds the sandbox. The
          * child was woken on this CPU, most often: let it run first, or it
          * waits for the sweep's 0.2-0.5 ms (measured with perf sched). */

@@ -25,6 +25,8 @@ enum sync_type {
         SYNC_STARTED,      /* pid 1: a detached exec was forked; status = its pid, text = its log */
         SYNC_SPARE,        /* supervisor → pid 1: carries the socket of the next exec, for a child
                             * pid 1 forks and confines ahead of it (persist_init.c) */
+        SYNC_CGROUP,       /* supervisor → child: carries the `tasks` of its v1 groups to join;
+                            * status = how many, kinds[i] = each one's controller (cgroup.c) */
 };
 /* The most descriptors one message carries: the network step's ten proxy
  * listeners at most (net/listener.c) and the unix guard's socket. */

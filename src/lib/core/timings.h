@@ -24,9 +24,9 @@ enum timing_mark {
         TM_CLONED,         /* clone3 returned in the supervisor */
         TM_MAPPED,         /* uid/gid maps written, child told to go */
         TM_CHILD_GO,       /* the child saw the maps */
-        TM_ATTACHED,       /* the child joined its cgroup v1 groups */
         TM_NET,            /* loopback, nftables, listeners handed over */
         TM_SYSCTLS,        /* max_user_namespaces 0, the IPC namespace's limits */
+        TM_ATTACHED,       /* the child joined its cgroup v1 groups */
         TM_MOUNTS,         /* the root built */
         TM_PRIVS,          /* tools, capabilities, user */
         TM_FORKED,         /* the command's fork from pid 1 running */
