@@ -191,3 +191,27 @@ def test_tampered_dir_cache_is_never_trusted(brig, hooks_bindir, scratch, how):
         st = os.lstat(f)
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_nlink == 1, st
         assert st.st_uid == brig.uid
+
+
+def test_records_of_other_directories_are_not_kept_past_the_bound(brig, hooks_bindir, scratch):
+    """Every run reads the whole file: records no lookup of a run uses (of
+    homes gone, as a test suite leaves them) are written back only up to
+    DIRCACHE_MAX_UNUSED (16), the first of them, even by a run that
+    learned nothing; the run's own record stays, and holds."""
+    run = _run_dir(brig, scratch)
+    home = _home(brig, scratch, secret=True)
+    assert _brig(brig, hooks_bindir, run, home, "run", "--", "true").returncode == 0  # the state root and its cache
+    f = run / "brig" / "cache" / "dirs-1"
+    st = os.stat(home)
+    own = _forged(home, [".aws"])[len(MAGIC) + 4:]
+    stale = b"".join(struct.pack("<QQqII", 0xfff0, 1_000_000 + i, 1, 0, 1) + b"\x05.gone" for i in range(40))
+    f.unlink(missing_ok=True)
+    f.write_bytes(MAGIC + struct.pack("<I", 41) + own + stale)
+    f.chmod(0o600)
+    brig.chown(f)
+    # the forged record of the home is read (the secret shows: it is what the file says), and the file trimmed
+    assert "AKIA-SECRET" in _leaked(brig, hooks_bindir, run, home), "the file was not read: the test proves nothing"
+    recs = _records(f)
+    assert (st.st_dev, st.st_ino) in recs and recs[(st.st_dev, st.st_ino)][1][0] == ".aws", recs
+    kept = sorted(ino for dev, ino in recs if dev == 0xfff0)
+    assert kept == [1_000_000 + i for i in range(16)], kept

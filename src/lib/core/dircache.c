@@ -178,17 +178,20 @@ static size_t record_bytes(const struct dircache_rec *rec, uint32_t *k)
 int dircache_format(const struct dircache *dc, char **buf, size_t *len)
 {
         /* the records of this run first: a full file (records or bytes:
-         * what dircache_load would refuse) drops the others */
+         * what dircache_load would refuse) drops the others, and so does
+         * the bound on the unused */
         size_t pick[DIRCACHE_MAX_RECORDS], bytes = MAGIC_LEN + 4;
-        uint32_t count = 0, k;
+        uint32_t count = 0, unused = 0, k;
         for (int pass = 0; pass < 2; pass++)
                 for (size_t i = 0; i < dc->n && count < DIRCACHE_MAX_RECORDS; i++) {
                         const struct dircache_rec *rec = &dc->v[i];
                         size_t b = record_bytes(rec, &k);
-                        if (!writable(rec) || rec->used != (pass == 0) || bytes + b > DIRCACHE_MAX_BYTES)
+                        if (!writable(rec) || rec->used != (pass == 0) || bytes + b > DIRCACHE_MAX_BYTES ||
+                            (pass == 1 && unused == DIRCACHE_MAX_UNUSED))
                                 continue;
                         bytes += b;
                         pick[count++] = i;
+                        unused += pass == 1;
                 }
         FILE *f = open_memstream(buf, len);
         if (!f)
@@ -325,11 +328,21 @@ void dircache_load(struct dircache *dc, int dir)
         close(fd);
 }
 
+/* More records than the file keeps of those this run did not use: the
+ * file read had them (an older brig's, or a run's that used more). */
+static bool overfull(const struct dircache *dc)
+{
+        size_t unused = 0;
+        for (size_t i = 0; i < dc->n; i++)
+                unused += writable(&dc->v[i]) && !dc->v[i].used;
+        return unused > DIRCACHE_MAX_UNUSED;
+}
+
 void dircache_store(const struct dircache *dc, int dir)
 {
         char *buf = NULL;
         size_t len = 0;
-        if (dir < 0 || !dc->dirty || dircache_format(dc, &buf, &len) < 0)
+        if (dir < 0 || !(dc->dirty || overfull(dc)) || dircache_format(dc, &buf, &len) < 0)
                 return;
         /* Written nameless (O_TMPFILE) and linked in whole, over the old
          * file: a reader sees the old file, the new one or none (then it
