@@ -509,6 +509,14 @@ def _pooled(world, script):
     return r.stdout
 
 
+def _autogroup_nice(pid):
+    """The nice value of pid's session's scheduler group, None without autogroups."""
+    try:
+        return int(pathlib.Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except OSError:
+        return None
+
+
 def _paused_pool(world, step, script, why):
     """A pool of one whose processes stop at test hook STEP, one pooled run
     of SCRIPT (its stdout), and the one process then paused at STEP."""
@@ -531,6 +539,17 @@ def test_served_members_end_yields_and_still_finishes(world, brig):
     assert out == mine
     (pid1,) = map(int, pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split())
     assert (_nice(sup), _nice(pid1)) == (max(10, int(mine)),) * 2, "the served member's end runs at the next run's priority"
+    # and in the idle class, so that the client, woken by the status, takes the core at once
+    assert (os.sched_getscheduler(sup), os.sched_getscheduler(pid1)) == (os.SCHED_IDLE,) * 2, \
+        "the served member's end keeps the core its client is woken on"
+    # A nice value counts only within a session when the kernel groups
+    # sessions (autogroup): the member's (its supervisor's and pid 1's) and
+    # the daemon's groups yield too. Root may change them at will; rootless
+    # is refused for a tenth of a second after any change on the host.
+    (daemon,) = [json.loads(p.read_text())["supervisor_pid"] for p in world.root.glob("pools/*/pool.json")]
+    if brig.mode == "root" and _autogroup_nice(sup) is not None:
+        assert (_autogroup_nice(sup), _autogroup_nice(pid1), _autogroup_nice(daemon)) == (10, 10, 10), \
+            "the served member's end and the pool daemon share the cores with the runs' sessions as equals"
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
         os.kill(sup, signal.SIGCONT)

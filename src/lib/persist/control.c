@@ -873,18 +873,40 @@ static void on_exec(struct control *c, struct conn *k)
         }
         size_t len = lines[0] ? strlen(lines) + 1 : 0;
         _cleanup_free_ char *payload = h.type == CTL_STATUS ? status_payload(c, k, lines, &m, &len) : NULL;
+        /* A served member's end (below) yields to its client from the
+         * moment the client wakes, and then to the next run
+         * (persist_init.c's end_served): on equal terms, it kept the core
+         * the client was woken on for a fifth of a millisecond before the
+         * client could exit. */
+        if (k->last) {
+                member_end_yield();
+                session_yield(MEMBER_END_NICE);
+        }
         (void)ctl_send(k->fd, &h, payload ? payload : lines, len, NULL, 0);
         bool last = k->last;
         conn_close(c, k);
         if (last) {
-                /* served: pid 1 killed what the run left; the rest goes
-                 * now, yielding to the next run (persist_init.c's end_served) */
-                member_end_yield();
+                /* served: pid 1 killed what the run left; the rest goes now */
                 test_pause("pool-member-end");
                 begin_stop(c);
         }
         else if (!is_member(c))
                 offer_spare(c);  /* for the next exec (a pool member's came when it was ready) */
+}
+
+void session_yield(int nice)
+{
+        char now[96] = "";
+        _cleanup_close_ int in = open("/proc/self/autogroup", O_RDONLY | O_CLOEXEC);
+        ssize_t n = in >= 0 ? read(in, now, sizeof now - 1) : -1;
+        const char *at = n > 0 ? strstr(now, " nice ") : NULL;  /* "/autogroup-N nice V\n" */
+        if (!at || strtol(at + strlen(" nice "), NULL, 10) >= nice)
+                return;
+        char text[16];
+        int len = snprintf(text, sizeof text, "%d", nice);
+        _cleanup_close_ int out = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+        if (out >= 0)
+                (void)!write(out, text, (size_t)len);
 }
 
 static void on_accept(struct control *c)

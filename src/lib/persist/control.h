@@ -9,6 +9,7 @@
 #include "core/error.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/resource.h>
 
@@ -22,14 +23,31 @@
 #define MEMBER_END_NICE 10
 
 /* Take MEMBER_END_NICE, unless already nicer (a pool started under
- * nice 15 stays at 15: as root, setpriority would raise it). */
+ * nice 15 stays at 15: as root, setpriority would raise it), and the
+ * idle class: a process of any other class woken on this core (the run's
+ * client, as its status reaches it) takes the core at once. Entering
+ * SCHED_IDLE needs no privilege (leaving it would, and nothing here
+ * does); it still runs, as any process the host has work for. */
 static inline void member_end_yield(void)
 {
         errno = 0;
         int now = getpriority(PRIO_PROCESS, 0);
         if (errno == 0 && now < MEMBER_END_NICE)
                 (void)setpriority(PRIO_PROCESS, 0, MEMBER_END_NICE);
+        struct sched_param none = { 0 };
+        (void)sched_setscheduler(0, SCHED_IDLE, &none);
 }
+
+/* The same for this session's scheduling group (the kernel's autogroup:
+ * each session's processes are weighed as one group against every other
+ * session's, so a nice value only counts among the processes of its own
+ * session). A pool member's supervisor and pid 1 are a session of their
+ * own, as is its daemon: without this their nice 10 changed nothing for
+ * a run, whose processes are other sessions. Only ever raised. Best
+ * effort: there is no autogroup without CONFIG_SCHED_AUTOGROUP, and an
+ * unprivileged process may change one only every tenth of a second
+ * (EAGAIN). */
+BRIG_INTERNAL void session_yield(int nice);
 
 enum ctl_type {
         /* client → supervisor (and exec requests on to pid 1) */

@@ -409,6 +409,11 @@ static bool release_gone_claims(const struct pool *pl);
 
 static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
 {
+        /* Its own work (looking at the pool, removing used members) is
+         * never a run's: it yields to the runs, whose sessions are
+         * others. A member it makes is a session of its own (posix_spawn
+         * with POSIX_SPAWN_SETSID), at the priority runs have. */
+        session_yield(MEMBER_END_NICE);
         signal(SIGPIPE, SIG_IGN);
         sigset_t set;
         sigemptyset(&set);
