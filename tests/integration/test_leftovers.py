@@ -367,7 +367,9 @@ RUNAWAY = ("import os, sys\n"
 def test_runaway_forks_do_not_outlive_the_status(world):
     mark = f"brig-runaway-{uuid.uuid4().hex[:8]}"
     started = world.brig.workspace / f"{mark}.started"
-    script = f"python3 -c \"$0\" {started.name} {mark}; while [ ! -e {started.name} ]; do :; done; sleep 0.05"
+    # the command's last sleep is exec'd: a fork of it, with the chains holding
+    # every one of the 64 pids, failed ("Cannot fork") one run in three
+    script = f"python3 -c \"$0\" {started.name} {mark}; while [ ! -e {started.name} ]; do :; done; exec sleep 0.05"
     p = world.popen("run", "--pids", "64", "--", "sh", "-c", script, RUNAWAY,
                     env={"BRIG_TEST_PAUSE_AT": "status-given", "BRIG_TEST_INIT_LINGER_MS": "300"})
     try:
