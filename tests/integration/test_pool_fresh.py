@@ -126,8 +126,11 @@ def test_killed_pooled_run_leaves_no_member(brig, pool):
         assert wait_until(lambda: not (pool.root / name).exists(), 15), \
             f"ATTACK WORKED: the member {name} of a killed pooled run lives on: {sorted(_members(pool))}"
         pool.assert_gone(name, state, marks=(mark,))
-    claims = [p.name for d in (pool.root / "pools").iterdir() for p in (d / "claimed").iterdir()]
-    assert claims == [], claims  # the daemon released both claims
+    # the daemon releases both claims, each just after its member (the
+    # member's state goes first: release_gone_claims)
+    def claims():
+        return [p.name for d in (pool.root / "pools").iterdir() for p in (d / "claimed").iterdir()]
+    assert wait_until(lambda: claims() == [], 10), claims()
     # and the pool still serves
     r = _pooled(pool, "echo served")
     assert r.returncode == 0 and r.stdout == "served\n" and _served(r), r
