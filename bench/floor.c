@@ -108,6 +108,47 @@ static uint64_t exec_brig_now(void)
         return spawn_wait((char *[]){ (char *)brig, "--version", NULL }, (char *[]){ "LD_BIND_NOW=1", NULL });
 }
 
+/* The programs of bench/nolibc.c, if bench/timings built them (their
+ * paths in FLOOR_NOLIBC and FLOOR_STATIC_LIBC). */
+static uint64_t exec_env_path(const char *var)
+{
+        const char *path = getenv(var);
+        if (!path) {
+                errno = ENOENT;
+                return 0;
+        }
+        return spawn_wait((char *[]){ (char *)path, NULL }, (char *[]){ NULL });
+}
+
+static uint64_t exec_nolibc(void)
+{
+        return exec_env_path("FLOOR_NOLIBC");
+}
+
+static uint64_t exec_static_libc(void)
+{
+        return exec_env_path("FLOOR_STATIC_LIBC");
+}
+
+/* One cpuid instruction (leaf 4, the cache parameters glibc's start reads
+ * again and again): a trap to the hypervisor on a virtual machine. */
+static uint64_t cpuid_one(void)
+{
+#if defined(__x86_64__)
+        enum { N = 100 };
+        uint64_t t = now_ns();
+        for (unsigned i = 0; i < N; i++) {
+                unsigned a = 4, b, c = i & 3, d;
+                __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+        }
+        uint64_t per = (now_ns() - t) / N;
+        return per ? per : 1;
+#else
+        errno = ENOSYS;
+        return 0;
+#endif
+}
+
 static uint64_t fork_exit(void)
 {
         uint64_t t = now_ns();
@@ -668,6 +709,9 @@ int main(int argc, char **argv)
         report("exec_true", exec_true, "exec /bin/true");
         report("exec_brig_version", exec_brig, "exec brig --version");
         report("exec_brig_bind_now", exec_brig_now, "exec brig --version, LD_BIND_NOW=1");
+        report("exec_nolibc", exec_nolibc, "exec a static program with no C library (bench/nolibc.c)");
+        report("exec_static_libc", exec_static_libc, "exec a static glibc program, empty main (bench/nolibc.c)");
+        report("cpuid", cpuid_one, "one cpuid instruction (x86 only)");
         report("clone3_all_ns", clone3_ns, "clone3 with every namespace");
         report("clone3_no_net", clone3_no_net, "clone3 with every namespace but the network's");
         report("clone3_user_net", clone3_user_net, "clone3 with a user and a network namespace");
