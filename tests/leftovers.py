@@ -23,7 +23,8 @@ snapshot() looks at every place a brig of any user may leave something:
              /tmp/brig-UID and `state_roots`) except the syscall filter
              cache (cache/seccomp-*.bpf) and the directory cache
              (cache/dirs-1), both kept on purpose, the runs/
-             directory itself, and the run records and cache temporaries
+             directory itself and its spare (runs/spare: the last run's
+             record, emptied for the next one's), and the run records and cache temporaries
              of brigs still running (theirs, in use); and entries with
              "brig" in their name in /tmp, /var/tmp, /dev/shm, /run (the test
              suites' own scratch directories, OWN_TEMP, excluded)
@@ -196,11 +197,12 @@ def _in_use(name):
 def _kept(rel):
     """The syscall filter cache and the policy step's directory cache
     (cache/dirs-1) are kept across runs on purpose, and so is the directory
-    of run records; a live brig's record or temporary is in use."""
+    of run records with its spare (core/reaper.h); a live brig's record or
+    temporary is in use."""
     parts = rel.split("/")
     if len(parts) == 2 and parts[0] in ("runs", "cache") and OWNER.search(parts[1]) and _in_use(parts[1]):
         return True
-    return parts in (["cache"], ["runs"], ["cache", "dirs-1"]) or (len(parts) == 2 and parts[0] == "cache" and
+    return parts in (["cache"], ["runs"], ["runs", "spare"], ["cache", "dirs-1"]) or (len(parts) == 2 and parts[0] == "cache" and
                                   re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf", parts[1]) is not None)
 
 

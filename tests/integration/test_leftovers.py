@@ -2,8 +2,11 @@
 rows 158-162). tests/leftovers.py counts what brig may leave; these tests
 kill brig, a supervisor, a sandbox's pid 1 and the pool daemon at chosen
 points and assert, on the host, that nothing stays once the next brig ran."""
+import json
 import os
 import pathlib
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -164,6 +167,82 @@ def test_sigkill_at_each_setup_step_leaves_nothing(world, step):
     world.kill_at(step, "run", "--memory", "64M", "--pids", "64", "--", "sleep", "0.3")
     # the next brig of the same user removes what the dead one left
     assert world.run("run", "--", "true").returncode == 0
+    world.assert_clean()
+
+
+def _record_of(root, pid):
+    """brig PID's run record in state root ROOT (runs/PID-START-PIDNS-SEQ), or None."""
+    return next((f for f in (root / "runs").glob(f"{pid}-*")), None)
+
+
+def test_the_next_run_takes_the_last_records_file(world):
+    """A finished run leaves its record, emptied, as runs/spare; the next
+    run's record is that very file (its inode), written afresh, and the
+    next brig's sweep leaves the spare alone."""
+    _skip_rootless_without_cgroups(world.brig, "run records")
+    spare = world.root / "runs" / "spare"
+    assert world.run("run", "--", "true").returncode == 0
+    assert wait_until(spare.exists, 5), list((world.root / "runs").iterdir())
+    assert spare.stat().st_size == 0 and (spare.stat().st_mode & 0o777) == 0o600
+    ino = spare.stat().st_ino
+    p = world.popen("run", "--", "true", env={"BRIG_TEST_PAUSE_AT": "cgroup-made"})
+    try:
+        pids = paused(world.hooks.exe, proc=p)
+        assert pids, p.communicate()
+        rec = _record_of(world.root, pids[0])
+        assert rec is not None and not spare.exists(), list((world.root / "runs").iterdir())
+        assert rec.stat().st_ino == ino, "the record is a new file: the spare was not taken"
+        doc = json.loads(rec.read_text())
+        assert doc["name"] == "brig-" + rec.name and len(doc["cgroups"]) >= 2, doc
+        os.kill(pids[0], signal.SIGCONT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    assert wait_until(spare.exists, 5) and spare.stat().st_size == 0
+    world.assert_clean()
+
+
+@attack("run-record-spare-planted", "runs/spare, the file a run's record is written into, planted in brig's state "
+        "root as a symlink to a file of the user's, a hard link to one (a second name), a FIFO (an open for writing "
+        "blocks) and a directory", "the spare is taken only as a plain file of brig's with one name, opened without "
+        "following a link and without blocking; anything else is removed and the record made afresh: the file "
+        "linked to unchanged, the run not stalled")
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo", "dir"])
+def test_a_planted_spare_is_not_written_through(world, tmp_path, kind):
+    _skip_rootless_without_cgroups(world.brig, "run records")
+    assert world.run("run", "--", "true").returncode == 0  # the state root and runs/ made
+    runs = world.root / "runs"
+    spare = runs / "spare"
+    wait_until(spare.exists, 5)
+    if spare.exists():
+        spare.unlink()
+    victim = (world.root if kind == "hardlink" else tmp_path) / "victim"
+    victim.write_text("the user's own\n")
+    victim.chmod(0o600)
+    if kind == "symlink":
+        spare.symlink_to(victim)
+    elif kind == "hardlink":
+        os.link(victim, spare)
+    elif kind == "fifo":
+        os.mkfifo(spare, 0o600)
+    else:
+        spare.mkdir(mode=0o700)
+    r = world.run("run", "--", "true", timeout=30)
+    assert r.returncode == 0, r
+    assert victim.read_text() == "the user's own\n", f"ATTACK WORKED: the record was written through the {kind}"
+    # what was planted is gone (a directory cannot be taken or removed as a
+    # file: it stays, and the runs go on without a spare)
+    if kind == "dir":
+        assert spare.is_dir(), list(runs.iterdir())
+        spare.rmdir()
+    else:
+        assert wait_until(lambda: spare.exists() and not spare.is_symlink() and spare.stat().st_nlink == 1 and
+                          stat.S_ISREG(spare.stat().st_mode), 5), list(runs.iterdir())
+    if kind == "hardlink":
+        victim.unlink()
     world.assert_clean()
 
 

@@ -147,6 +147,29 @@ static int runs_dir_open(bool create, char **path, brig_error **err)
         return rfd < 0 ? rfd : runs_dir_at(rfd, root, create, path, err);
 }
 
+/* The spare, renamed to FILE and opened for writing, or -1 (none, or not
+ * a plain file of ours with no other name: then removed where it can be).
+ * The rename first: a spare goes to one run only, whatever ran beside. */
+static int take_spare(int dfd, const char *file)
+{
+        struct stat st;
+        if (fstatat(dfd, RUN_RECORD_SPARE, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -1;
+        if (!S_ISREG(st.st_mode) || renameat2(dfd, RUN_RECORD_SPARE, dfd, file, RENAME_NOREPLACE) < 0) {
+                unlinkat(dfd, RUN_RECORD_SPARE, 0);  /* a directory stays: the runs make their records afresh */
+                return -1;
+        }
+        /* O_NONBLOCK: a FIFO swapped in since must not stall the run */
+        int fd = openat(dfd, file, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
+            !(st.st_mode & 077) && (st.st_size == 0 || ftruncate(fd, 0) == 0))
+                return fd;
+        if (fd >= 0)
+                close(fd);
+        unlinkat(dfd, file, 0);
+        return -1;
+}
+
 int run_record_write(const char *name, const struct strv *cgroups, char **path, brig_error **err)
 {
         *path = NULL;
@@ -166,7 +189,9 @@ int run_record_write(const char *name, const struct strv *cgroups, char **path, 
         _cleanup_free_ char *full = brig_strdup_printf("%s/%s", dir, file);
         if (!text || !full)
                 return brig_err(err, ENOMEM, "run record");
-        _cleanup_close_ int fd = openat(dfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int fd = take_spare(dfd, file);
+        if (fd < 0)
+                fd = openat(dfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         size_t len = strlen(text);
         if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
                 int e = errno ? errno : EIO;
@@ -185,7 +210,14 @@ int run_record_write(const char *name, const struct strv *cgroups, char **path, 
 
 void run_record_remove(const char *path)
 {
-        if (path)
+        if (!path)
+                return;
+        /* emptied, then the next run's spare, unless one is there already */
+        _cleanup_free_ char *spare = brig_strdup_printf("%.*s/" RUN_RECORD_SPARE, (int)(strrchr(path, '/') - path),
+                                                        path);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (!spare || fd < 0 || ftruncate(fd, 0) < 0 ||
+            renameat2(AT_FDCWD, path, AT_FDCWD, spare, RENAME_NOREPLACE) < 0)
                 (void)unlink(path);
 }
 

@@ -22,11 +22,20 @@ BRIG_INTERNAL int owner_format(const struct owner *o, char *buf, size_t n);
 BRIG_INTERNAL bool owner_parse(const char *s, struct owner *o, const char **rest);
 
 /* <root>/runs/PID-START-PIDNS-SEQ: written before a run makes any cgroup,
- * listing the directories it is about to make; removed after they are.
+ * listing the directories it is about to make; removed after they are
+ * (emptied and kept as the next record's file, runs/spare, where there is
+ * none yet).
  * *path gets the record's path. Fails (and so does the run) when the
  * record cannot be written: a cgroup no record names could not be proven
  * ours after a SIGKILL. */
 BRIG_INTERNAL int run_record_write(const char *name, const struct strv *cgroups, char **path, brig_error **err);
+/* The file a finished run's record leaves for the next one, empty, beside
+ * the records: a new inode on ext4 (a /run on the root filesystem) cost
+ * 30-40 us of every run's start, most of it the allocator skipping the
+ * inodes the runs just before freed (recently_deleted, perf), and the
+ * unlink as much again in the teardown. Never read: only its inode is
+ * taken, once checked to be a plain file of ours with no other name. */
+#define RUN_RECORD_SPARE "spare"
 BRIG_INTERNAL void run_record_remove(const char *path);
 
 /* What dead brigs of this user left: the cgroups their run records name,

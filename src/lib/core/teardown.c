@@ -10,13 +10,15 @@
  * memory (CLONE_VM: no page tables copied, and brig's own exit then frees
  * nothing), on a stack of its own, with every signal blocked, that holds
  * no descriptor but pid 1's pidfd. It waits for pid 1's end, removes the
- * groups and the run record, and exits. It touches no libc state: raw
+ * groups, leaves the run record to the next run (emptied, as its spare:
+ * reaper.h) or removes it, and exits. It touches no libc state: raw
  * system calls that set no errno (brig's thread may still run beside it),
  * no allocation. Should it die first (SIGKILL), the record stays, and the
  * next brig's sweep removes the groups (reaper.c), as for a SIGKILLed
  * brig run. */
 #define _GNU_SOURCE
 #include "core/teardown.h"
+#include "core/reaper.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -35,7 +37,7 @@
 
 struct cleaner {
         int pidfd;
-        int ndirs;       /* then the record, if any */
+        int ndirs;       /* then the record and its spare's name, if any */
         bool record;
         bool pause;      /* BRIG_TEST_PAUSE_AT=teardown-helper */
         char paths[];    /* NUL-separated */
@@ -80,8 +82,15 @@ __attribute__((no_sanitize("address", "undefined"))) static int cleaner_main(voi
                         s++;
                 s++;
         }
-        if (c->record && gone)
-                raw3(SYS_unlink, (long)s, 0, 0);
+        if (c->record && gone) {
+                const char *spare = s + strlen(s) + 1;
+                long fd = raw3(SYS_open, (long)s, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+                bool kept = fd >= 0 && raw3(SYS_ftruncate, fd, 0, 0) == 0;
+                if (fd >= 0)
+                        raw3(SYS_close, fd, 0, 0);
+                if (!kept || raw3(SYS_rename, (long)s, (long)spare, 0) < 0)
+                        raw3(SYS_unlink, (long)s, 0, 0);
+        }
         raw3(SYS_exit, 0, 0, 0);
         return 0;
 }
@@ -90,7 +99,7 @@ __attribute__((no_sanitize("address", "undefined"))) static int cleaner_main(voi
 int teardown_after_exit(int pidfd, const struct strv *dirs, const char *record)
 {
 #if defined(__x86_64__)
-        size_t need = sizeof(struct cleaner) + (record ? strlen(record) + 1 : 0);
+        size_t need = sizeof(struct cleaner) + (record ? 2 * strlen(record) + sizeof RUN_RECORD_SPARE + 1 : 0);
         for (size_t i = 0; i < dirs->n; i++) {
                 /* A group in a hierarchy brig mounted detached (cgroup.c,
                  * under `ip netns exec`) is named through a descriptor of
@@ -118,8 +127,11 @@ int teardown_after_exit(int pidfd, const struct strv *dirs, const char *record)
         char *s = c->paths;
         for (size_t i = 0; i < dirs->n; i++)
                 s = stpcpy(s, dirs->items[i]) + 1;
-        if (record)
-                strcpy(s, record);
+        if (record) {
+                s = stpcpy(s, record) + 1;
+                s = mempcpy(s, record, (size_t)(strrchr(record, '/') - record));
+                strcpy(s, "/" RUN_RECORD_SPARE);
+        }
         sigset_t all, saved;
         sigfillset(&all);
         /* it inherits this mask: no handler of the caller's runs on its
