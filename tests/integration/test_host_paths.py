@@ -819,11 +819,20 @@ def test_state_root_in_another_users_directory_is_refused(brig, scratch):
             r = brig.run(*args, env=env)
             assert r.returncode == 125 and not (brig.workspace / "RAN").exists(), (xdg, args, r.returncode, r.stderr)
             assert f"{theirs} is not yours or root's" in r.stderr and "XDG_RUNTIME_DIR" in r.stderr, r.stderr
+        if brig.mode == "rootless":
+            # a run needs no state here: it runs, without brig's caches, and says why
+            r = brig.run("run", "--", "touch", "RAN", env=env)
+            assert r.returncode == 0 and (brig.workspace / "RAN").exists(), r
+            assert "no cache of brig's work" in r.stderr and f"{theirs} is not yours or root's" in r.stderr \
+                and "XDG_RUNTIME_DIR" in r.stderr, r.stderr
+            (brig.workspace / "RAN").unlink()
         assert not (mine / "brig").exists() and not (direct / "brig").exists(), "state made in their directory"
     # the same private directory by its own path: brig's state is made there
     env = {"XDG_RUNTIME_DIR": str(mine)}
     r = brig.run("create", name, env=env)
     assert r.returncode == 0 and (mine / "brig" / name).is_dir(), r.stderr
+    r = brig.run("run", "--", "true", env=env)
+    assert r.returncode == 0 and "no cache" not in r.stderr, r.stderr
     assert brig.run("rm", name, env=env).returncode == 0
 
 

@@ -1420,7 +1420,7 @@ int seccomp_prepare(struct run_plan *plan, brig_error **err)
         if (plan->seccomp_degraded)
                 return 0;  /* no seccomp here, and the policy accepted that */
         bool audit = plan->audit_fd >= 0;
-        _cleanup_close_ int dir = given >= 0 ? TAKE_FD(given) : state_cache_dir_open();
+        _cleanup_close_ int dir = given >= 0 ? TAKE_FD(given) : state_cache_dir_open(NULL);
         _cleanup_free_ char *key = NULL;
         size_t len = 0;
         /* Most runs: a program cached for these rules, with refusals

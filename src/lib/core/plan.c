@@ -1611,7 +1611,15 @@ int plan_build(struct run_plan *plan, const brig_policy *p, char *const argv[], 
         /* What earlier runs found missing from the homes (dircache.c):
          * none on the long way, nor when brig has no private state root. */
         struct dircache dc = { .margin_ns = dircache_margin() };
-        int cache = r == 0 && !long_way() ? state_cache_dir_open() : -1;
+        brig_error *no_cache = NULL;
+        int cache = r == 0 && !long_way() ? state_cache_dir_open(&no_cache) : -1;
+        if (no_cache && p->notice) {
+                /* never silently slower: the reason names its fix */
+                _cleanup_free_ char *line = brig_strdup_printf("no cache of brig's work for this run (a slower "
+                                                               "start): %s", no_cache->msg);
+                p->notice(line ? line : "no cache of brig's work for this run", p->notice_data);
+        }
+        brig_error_free(&no_cache);
         dircache_load(&dc, cache);
         if (r == 0)
                 r = expand_deny(plan, g, &real, cache >= 0 ? &dc : NULL, p, &denied, &links);

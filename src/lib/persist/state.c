@@ -376,13 +376,19 @@ int state_remove_tree(const char *path, brig_error **err)
         return r < 0 ? brig_err(err, -r, "remove '%s'", path) : 0;
 }
 
-int state_cache_dir_open(void)
+int state_cache_dir_open(brig_error **why)
 {
         brig_error *e = NULL;
         _cleanup_close_ int root = state_root_open(true, NULL, &e);
-        brig_error_free(&e);  /* no private state root: no cache, no harm */
-        if (root < 0)
+        if (root < 0) {
+                /* no private state root: no cache, which costs time only,
+                 * and the caller says so */
+                if (why)
+                        *why = e;
+                else
+                        brig_error_free(&e);
                 return -1;
+        }
         int fd = openat(root, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {
                 if (mkdirat(root, "cache", 0700) < 0 && errno != EEXIST)

@@ -45,8 +45,9 @@ BRIG_INTERNAL char *state_read_file_max(const char *dir, const char *name, off_t
 /* <root>/cache (the compiled syscall filters, the policy step's
  * directory cache), made 0700 through the root's descriptor and checked
  * on its own: a directory brig did not make (not ours, or open to others)
- * is not used. -1 when there is no usable cache. */
-BRIG_INTERNAL int state_cache_dir_open(void);
+ * is not used. -1 when there is no usable cache, and *why (if given)
+ * says so where the state root itself was refused or could not be made. */
+BRIG_INTERNAL int state_cache_dir_open(brig_error **why);
 /* Start time of a process (clock ticks after boot, /proc/PID/stat field
  * 22), 0 when it does not exist: a pid plus its start time names a
  * process for good, even after the pid is reused. */
