@@ -83,7 +83,10 @@ __attribute__((no_sanitize("address", "undefined"))) static int cleaner_main(voi
                 s++;
         }
         if (c->record && gone) {
-                const char *spare = s + strlen(s) + 1;
+                const char *spare = s;
+                while (*spare)
+                        spare++;
+                spare++;
                 long fd = raw3(SYS_open, (long)s, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
                 bool kept = fd >= 0 && raw3(SYS_ftruncate, fd, 0, 0) == 0;
                 if (fd >= 0)
