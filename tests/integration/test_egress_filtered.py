@@ -8,12 +8,17 @@ curl --noproxy '*', python sockets. Each test attacks one promise and
 checks the upstreams' own connection log, so "refused" means the upstream
 really saw nothing."""
 import json
+import os
+import pathlib
+import re
 import shutil
+import signal
 import subprocess
 
 import pytest
 
 from conftest import Brig
+from proc_helpers import wait_until
 from test_egress_netns import ECHO, HELLO, HTTP, audit_path, net, run_inside, ws  # noqa: F401 (fixtures)
 
 CLIENT_C = r'''
@@ -335,6 +340,49 @@ def test_without_nftables_falls_back_to_proxy_and_says_so(mode, scratch, hooks_b
     # the same binary without the hook: filtered
     r = b.run("run", "--allow-host", "example.test", "--", "true", report=True)
     assert r.report["controls"]["network"] == "filtered", r.report
+
+
+def test_a_setup_failure_is_named_whatever_the_supervisor_sent_meanwhile(mode, scratch, hooks_bindir):
+    """The child fails its network step (filtered mode asked for, no
+    nftables) after the supervisor has sent it its v1 cgroups to join
+    (root here; cgroup.c), and the supervisor reads the child's error only
+    once the child has ended (paused there, a hook). A unix socket closed
+    with a message unread resets its peer: the supervisor's read got
+    ECONNRESET instead of the error, and the run said "pid 1 ended
+    unexpectedly (status 125): Protocol error" (the clean-clone CI met it)
+    instead of naming nftables. Rootless here sends no groups: the same
+    pause, the same answer."""
+    b = Brig(hooks_bindir, mode, scratch)
+    env = {"BRIG_TEST_NO_NFTABLES": "1", "BRIG_TEST_PAUSE_AT": "cgroups-sent"}
+    p = subprocess.Popen(b.cmd("run", "--net", "filtered", "--allow-host", "example.test", "--", "touch", "ran"),
+                         cwd=str(b.workspace), env=b.env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        said = []  # the rootless run's warnings come first
+        while not (m := re.search(r"paused at cgroups-sent \(pid (\d+)\)", said[-1] if said else "")):
+            said.append(p.stderr.readline())
+            assert said[-1], (said, p.poll())
+        sup = int(m.group(1))
+        kids = pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split()
+        assert kids, "no sandbox child"
+        # the child has sent its error and ended, the groups' message unread (or taken)
+        assert wait_until(lambda: all(proc_state(k) in ("Z", None) for k in kids), 10), \
+            [proc_state(k) for k in kids]
+        os.kill(sup, signal.SIGCONT)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 125 and "nftables" in err and "unexpectedly" not in err, (p.returncode, err)
+    assert not (b.workspace / "ran").exists()
+
+
+def proc_state(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 def test_production_build_ignores_the_nftables_hook(brig):

@@ -45,6 +45,7 @@ struct cgroup {
         bool on_v2[CG_COUNT];       /* which hierarchy enforces each controller */
         bool on_v1[CG_COUNT];
         bool v1_deferred;           /* v1_dir planned, made by cgroup_make_deferred */
+        bool join_taken;            /* the child has taken cgroup_join_send's message off its socket */
         char *record;               /* the run record naming the groups (reaper.c) */
         struct strv stale_parents;  /* where a dead brig's groups may be, for cgroup_sweep */
         bool swept;
@@ -988,6 +989,7 @@ static int join_receive(struct cgroup *cg, int sync_fd, brig_error **err)
         int fds[CG_COUNT];
         size_t n = 0;
         int r = sync_recv_fds(sync_fd, &m, fds, CG_COUNT, &n);
+        cg->join_taken = true;
         if (r <= 0 || m.type != SYNC_CGROUP || m.status != (int)n) {
                 for (size_t i = 0; i < n; i++)
                         close(fds[i]);
@@ -1010,6 +1012,20 @@ static int join_receive(struct cgroup *cg, int sync_fd, brig_error **err)
                 return brig_err(err, -r, "cgroup: the supervisor's groups to join");
         }
         return 0;
+}
+
+void cgroup_join_abandon(struct cgroup *cg, int sync_fd)
+{
+        if (!cgroup_join_pending(cg) || cg->join_taken)
+                return;
+        /* The supervisor sends it, or fails and kills us: this ends. */
+        struct sync_msg m;
+        int fds[CG_COUNT];
+        size_t n = 0;
+        (void)sync_recv_fds(sync_fd, &m, fds, CG_COUNT, &n);
+        cg->join_taken = true;
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
 }
 
 int cgroup_join_self(struct cgroup *cg, int sync_fd, brig_error **err)

@@ -61,6 +61,12 @@ BRIG_INTERNAL void cgroup_join_close(struct cgroup *cg);
 BRIG_INTERNAL bool cgroup_join_pending(const struct cgroup *cg);
 BRIG_INTERNAL int cgroup_join_send(struct cgroup *cg, int sync_fd);
 BRIG_INTERNAL int cgroup_join_self(struct cgroup *cg, int sync_fd, brig_error **err);
+/* A child that fails before its join takes the message off its socket
+ * (and drops it) before it exits, after its error is sent: a unix socket
+ * closed with a message unread resets its peer, whose next read is
+ * ECONNRESET instead of that error (the run said "pid 1 ended
+ * unexpectedly" where it should have named what failed). */
+BRIG_INTERNAL void cgroup_join_abandon(struct cgroup *cg, int sync_fd);
 BRIG_INTERNAL void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s);
 /* Open cgroup_stats' four files ahead, while brig waits for the child:
  * read after the status, they then cost one system call each, not an

@@ -506,6 +506,7 @@ _Noreturn void child_main(struct run_plan *plan)
         closep(&plan->audit_fd);
         if (child_setup(plan, &err) < 0) {
                 sync_send_error(plan->sync_fd, SYNC_ERROR, err);
+                cgroup_join_abandon(plan->cgroup, plan->sync_fd);
                 _exit(BRIG_EXIT_SETUP);
         }
         if (plan->persistent)

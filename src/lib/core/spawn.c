@@ -615,6 +615,7 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
                 r = r == -EPIPE ? 0 : brig_err(err, -r, "cgroup: send the groups to join to the sandbox");
         if (r < 0)
                 goto out;
+        test_pause("cgroups-sent");
         /* What dead brigs left, while the child builds the sandbox. The
          * child was woken on this CPU, most often: let it run first, or it
          * waits for the sweep's 0.2-0.5 ms (measured with perf sched). */
