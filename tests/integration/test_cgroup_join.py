@@ -285,19 +285,26 @@ def test_every_sandbox_process_is_in_every_limited_group(brig):
         "runs: exit 125, the message names the flag and the hierarchy")
 @pytest.mark.parametrize("errno_", [28, 13])
 def test_a_refused_join_fails_the_run(brig, hooks_bindir, errno_):
+    _pids_group_refused(brig, hooks_bindir, errno_, "JOIN", "join", "the command ran outside its group")
+
+
+def _pids_group_refused(brig, hooks_bindir, errno_, hook, verb, worked):
+    """brig run with the v1 pids group's HOOK (JOIN, MKDIR) failing with
+    errno_: exit 125 naming --pids, VERB and the hierarchy, the command not
+    run, no group left."""
     mark = brig.workspace / "RAN"
     mark.unlink(missing_ok=True)
-    env = brig.env({"BRIG_TEST_CGROUP_JOIN_ERRNO": str(errno_), "BRIG_TEST_CGROUP_JOIN": "pids"})
+    env = brig.env({f"BRIG_TEST_CGROUP_{hook}_ERRNO": str(errno_), f"BRIG_TEST_CGROUP_{hook}": "pids"})
     cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--", "touch", "RAN"]
     p = subprocess.Popen(cmd, cwd=brig.workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=60)
     if not makes_v1_groups(brig):
-        # no v1 group to join here (rootless: nothing writable; or a pure v2 host)
+        # no v1 group here (rootless: nothing writable; or a pure v2 host)
         assert p.returncode == 0 and mark.exists(), (out, err)
         return
     assert p.returncode == 125, (out, err)
-    assert not mark.exists(), f"ATTACK WORKED: the command ran outside its group ({err})"
-    assert "--pids: join the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
+    assert not mark.exists(), f"ATTACK WORKED: {worked} ({err})"
+    assert f"--pids: {verb} the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
     assert os.strerror(errno_) in err, err
     assert wait_until(lambda: not groups_of(p.pid), 5), groups_of(p.pid)
 
@@ -308,20 +315,7 @@ def test_a_refused_join_fails_the_run(brig, hooks_bindir, errno_):
         "hierarchy, the memory group made before it removed")
 @pytest.mark.parametrize("errno_", [28, 13])
 def test_a_group_that_cannot_be_made_fails_the_run(brig, hooks_bindir, errno_):
-    mark = brig.workspace / "RAN"
-    mark.unlink(missing_ok=True)
-    env = brig.env({"BRIG_TEST_CGROUP_MKDIR_ERRNO": str(errno_), "BRIG_TEST_CGROUP_MKDIR": "pids"})
-    cmd = brig.prefix() + [str(hooks_bindir / "brig"), "run", "--", "touch", "RAN"]
-    p = subprocess.Popen(cmd, cwd=brig.workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate(timeout=60)
-    if not makes_v1_groups(brig):
-        assert p.returncode == 0 and mark.exists(), (out, err)
-        return
-    assert p.returncode == 125, (out, err)
-    assert not mark.exists(), f"ATTACK WORKED: the command ran without its pids group ({err})"
-    assert "--pids: make the sandbox's cgroup /sys/fs/cgroup/pids/" in err and "v1 pids hierarchy" in err, err
-    assert os.strerror(errno_) in err, err
-    assert wait_until(lambda: not groups_of(p.pid), 5), groups_of(p.pid)
+    _pids_group_refused(brig, hooks_bindir, errno_, "MKDIR", "make", "the command ran without its pids group")
 
 
 def _stopped(pid):
