@@ -363,6 +363,9 @@ def test_a_setup_failure_is_named_whatever_the_supervisor_sent_meanwhile(mode, s
             said.append(p.stderr.readline())
             assert said[-1], (said, p.poll())
         sup = int(m.group(1))
+        # stopped indeed: it says so just before it stops, and a SIGCONT
+        # sent in between would leave it stopped for good
+        assert wait_until(lambda: proc_state(sup) == "T", 10), proc_state(sup)
         kids = pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split()
         assert kids, "no sandbox child"
         # the child has sent its error and ended, the groups' message unread (or taken)

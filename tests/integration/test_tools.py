@@ -549,8 +549,9 @@ def test_agent_relay_flood_is_bounded(brig, agent):
         line = p.stdout.readline()
         # the host: brig's supervisor (this process) runs a bounded number of
         # relays (threads named brig-agent) and threads in all
-        tasks = [pathlib.Path(f"/proc/{p.pid}/task/{t}/comm").read_text().strip()
-                 for t in os.listdir(f"/proc/{p.pid}/task")]
+        # (a relay whose connection was just closed may end between the
+        # listing and its read: it is no longer there to count)
+        tasks = [c for t in os.listdir(f"/proc/{p.pid}/task") if (c := proc_comm(f"{p.pid}/task/{t}")) is not None]
         out, err = p.communicate(timeout=60)
     finally:
         p.kill()
