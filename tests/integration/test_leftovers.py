@@ -617,36 +617,43 @@ def test_served_members_end_yields_and_still_finishes(world, brig):
     nice = f"cut -d' ' -f19 /proc/self/stat; : {marker('end')}"
     mine = f"{os.getpriority(os.PRIO_PROCESS, 0)}\n"  # the caller's (0, unless the suite runs under nice)
     out, sup = _paused_pool(world, "pool-member-end", nice, "the served member's end never reached its low priority")
-    assert out == mine
-    (pid1,) = map(int, pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split())
-    assert (_nice(sup), _nice(pid1)) == (max(10, int(mine)),) * 2, "the served member's end runs at the next run's priority"
-    # and in the idle class, so that the client, woken by the status, takes the core at once
-    assert (os.sched_getscheduler(sup), os.sched_getscheduler(pid1)) == (os.SCHED_IDLE,) * 2, \
-        "the served member's end keeps the core its client is woken on"
-    # A nice value counts only within a session when the kernel groups
-    # sessions (autogroup): the member's (its supervisor's and pid 1's) and
-    # the daemon's groups yield too. Root may change them at will; rootless
-    # is refused for a tenth of a second after any change on the host.
-    (daemon,) = [json.loads(p.read_text())["supervisor_pid"] for p in world.root.glob("pools/*/pool.json")]
-    if brig.mode == "root" and _autogroup_nice(sup) is not None:
-        assert (_autogroup_nice(sup), _autogroup_nice(pid1), _autogroup_nice(daemon)) == (10, 10, 10), \
-            "the served member's end and the pool daemon share the cores with the runs' sessions as equals"
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
-        os.kill(sup, signal.SIGCONT)
-        assert wait_until(lambda: not pid_alive(sup) and not pid_alive(pid1), 30), \
-            "ATTACK WORKED: the served member's end never finished on a busy host"
+        assert out == mine
+        (pid1,) = map(int, pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split())
+        assert (_nice(sup), _nice(pid1)) == (max(10, int(mine)),) * 2, \
+            "the served member's end runs at the next run's priority"
+        # and in the idle class, so that the client, woken by the status, takes the core at once
+        assert (os.sched_getscheduler(sup), os.sched_getscheduler(pid1)) == (os.SCHED_IDLE,) * 2, \
+            "the served member's end keeps the core its client is woken on"
+        # A nice value counts only within a session when the kernel groups
+        # sessions (autogroup): the member's (its supervisor's and pid 1's) and
+        # the daemon's groups yield too. Root may change them at will; rootless
+        # is refused for a tenth of a second after any change on the host.
+        (daemon,) = [json.loads(p.read_text())["supervisor_pid"] for p in world.root.glob("pools/*/pool.json")]
+        if brig.mode == "root" and _autogroup_nice(sup) is not None:
+            assert (_autogroup_nice(sup), _autogroup_nice(pid1), _autogroup_nice(daemon)) == (10, 10, 10), \
+                "the served member's end and the pool daemon share the cores with the runs' sessions as equals"
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+        try:
+            os.kill(sup, signal.SIGCONT)
+            assert wait_until(lambda: not pid_alive(sup) and not pid_alive(pid1), 30), \
+                "ATTACK WORKED: the served member's end never finished on a busy host"
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+        # the member made next starts as its daemon (nice 0): so does its run
+        assert wait_until(lambda: any(world.root.glob("pools/*/ready/*")), 30), list(world.root.rglob("*"))
+        assert _pooled(world, nice) == mine
+        for pid in paused(world.hooks.exe):
+            os.kill(pid, signal.SIGCONT)
+        assert world.run("pool", "--stop", "--net", "none").returncode == 0
+        assert world.run("run", "--", "true").returncode == 0
     finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
-    # the member made next starts as its daemon (nice 0): so does its run
-    assert wait_until(lambda: any(world.root.glob("pools/*/ready/*")), 30), list(world.root.rglob("*"))
-    assert _pooled(world, nice) == mine
-    for pid in paused(world.hooks.exe):
-        os.kill(pid, signal.SIGCONT)
-    assert world.run("pool", "--stop", "--net", "none").returncode == 0
-    assert world.run("run", "--", "true").returncode == 0
+        # a failed assertion above must not leave the member stopped at the
+        # hook, with its pid 1, for good
+        for pid in paused(world.hooks.exe, timeout=0.5):
+            os.kill(pid, signal.SIGKILL)
     world.assert_clean()
 
 
