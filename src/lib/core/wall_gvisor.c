@@ -395,8 +395,9 @@ static int exec_internal_pid(pid_t exec_pid)
  * written the pid file (runsc writes it when the Sentry's reply comes
  * back): a signal in that gap waits for the pid, up to `limit_ms`, while
  * runsc exec still runs (waitid with WNOWAIT looks without reaping what
- * pid 1's loop reaps). 0 if runsc exec ended without one or the time ran
- * out. */
+ * pid 1's loop reaps). pid 1's loop waits with it: milliseconds, unless
+ * the host starves runsc. 0 if runsc exec ended without one or the time
+ * ran out. */
 static int exec_internal_pid_wait(pid_t exec_pid, int limit_ms)
 {
         for (int waited_ms = 0;; waited_ms += 2) {
