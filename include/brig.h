@@ -453,6 +453,17 @@ typedef struct brig_exec_opts {
  * fill *result as brig_run does (exit code, signal, timeout 124). */
 BRIG_PUBLIC int brig_sandbox_exec(const char *name, const brig_exec_opts *opts, brig_result *result,
                                   brig_error **err);
+/* The end of a brig_sandbox_exec that another process began: the brig
+ * command's front end (docs/benchmarks.md) runs the common `brig exec
+ * NAME -- COMMAND` itself, and hands the rare end it does not print
+ * itself (a signal, a timeout, refusals, an error) to brig's engine as
+ * the supervisor's last message, whole in the file fd (empty: the
+ * connection ended first). Fills *result and *err as brig_sandbox_exec
+ * would have; runs nothing. */
+BRIG_PUBLIC int brig_sandbox_exec_outcome(const char *name, int fd, brig_result *result, brig_error **err);
+/* The variable the front end names that descriptor in, as it starts the
+ * engine's `brig exec` with the command line it was given. */
+#define BRIG_EXEC_OUTCOME_ENV "BRIG_EXEC_OUTCOME_FD"
 /* SIGTERM everything inside, SIGKILL after the grace; the state (overlay
  * layer included) stays until brig_sandbox_remove. */
 BRIG_PUBLIC int brig_sandbox_stop(const char *name, brig_error **err);

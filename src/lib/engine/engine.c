@@ -493,7 +493,7 @@ static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const b
         if (r == 0 && s->stdio == BRIG_STDIO_PIPES)
                 r = make_pipes(theirs, x->stdio, err);
         size_t len = 0;
-        _cleanup_free_ char *req = r == 0 ? exec_request_build(o, pty, flags, &len, err) : NULL;
+        _cleanup_free_ char *req = r == 0 ? exec_request_build(o, pty, flags & ~CTL_EXEC_LAST, NULL, &len, err) : NULL;
         if (r == 0 && !req)
                 r = -ENOMEM;
         if (r == 0 && (x->fd = sandbox_connect(sb->name, err)) < 0)

@@ -23,6 +23,7 @@
  * once, checked on that descriptor, and executed through it. */
 #define _GNU_SOURCE
 #include "core/model.h"
+#include "core/program.h"
 #include "core/reaper.h"
 #include "engine/supervisor_exec.h"
 
@@ -51,11 +52,6 @@
 
 extern char **environ;
 
-static bool trusted_owner(const struct stat *st)
-{
-        return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
 static int program_open(const char *prog, char **path_out, brig_error **err);
 
 /* The directory brig's programs are looked for in first (free()), or
@@ -82,40 +78,6 @@ static char *library_dir(bool *linked_in)
         return strdup(real[0] ? real : "/");
 }
 
-/* DIR/PROG, checked: the fd, -ENOENT when DIR has none (the next place
- * is tried), another error (said) when it has one brig must not run: then
- * no other place is tried. */
-static int open_in(const char *dir, const char *prog, brig_error **err)
-{
-        _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        struct stat st;
-        if (dfd < 0 && (errno == ENOENT || errno == ENOTDIR))
-                return -ENOENT;
-        if (dfd < 0 || fstat(dfd, &st) < 0)
-                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "%s: cannot open '%s'", prog, dir);
-        int fd = openat(dfd, prog, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT)
-                return -ENOENT;
-        if (fd < 0)
-                return brig_err_code(err, BRIG_EXIT_SETUP, errno, "%s: cannot open it in '%s'", prog, dir);
-        if (!trusted_owner(&st)) {
-                close(fd);
-                return brig_err_code(err, BRIG_EXIT_SETUP, EPERM,
-                                     "%s: '%s' is writable by others or owned by another user; "
-                                     "refusing to run a program from it",
-                                     prog, dir);
-        }
-        struct stat fst;
-        if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode) || !trusted_owner(&fst) || !(fst.st_mode & S_IXUSR)) {
-                close(fd);
-                return brig_err_code(err, BRIG_EXIT_SETUP, EPERM,
-                                     "%s in '%s' is not an executable regular file owned by root or "
-                                     "by us and writable by nobody else; refusing to run it",
-                                     prog, dir);
-        }
-        return fd;
-}
-
 static int program_open(const char *prog, char **path_out, brig_error **err)
 {
         /* Beside libbrig (a build tree), then where the install put it
@@ -130,7 +92,7 @@ static int program_open(const char *prog, char **path_out, brig_error **err)
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                 if (!dirs[i])
                         continue;
-                int fd = open_in(dirs[i], prog, err);
+                int fd = program_open_in(dirs[i], prog, err);
                 if (fd == -ENOENT)
                         continue;
                 if (fd >= 0 && path_out && !(*path_out = brig_strdup_printf("%s/%s", dirs[i], prog))) {

@@ -132,6 +132,11 @@ BRIG_INTERNAL int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error 
 BRIG_INTERNAL char *pool_identity(const char *policy_json, const char *workspace, const char *sources,
                                   const char *context);
 
+/* The exec request message (hdr + payload, *len bytes; free()): o's
+ * command, environment, cwd, timeout and detach, a tty when `tty`, and,
+ * with CTL_EXEC_LAST in flags, the pool member's `context`. */
+BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context,
+                                       size_t *len, brig_error **err);
 /* A parsed exec request; the strings point into the message buffer. */
 struct exec_request {
         uint32_t flags;

@@ -92,6 +92,43 @@ int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error **err)
         return wire_error_decode(&h->error, sizeof h->error, exit_code, err);
 }
 
+/* hdr + cwd\0 argv...\0 env...\0, and context\0 for CTL_EXEC_LAST */
+char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context, size_t *len,
+                         brig_error **err)
+{
+        size_t n = sizeof(struct ctl_hdr) + (o->cwd ? strlen(o->cwd) : 0) + 1;
+        if (flags & CTL_EXEC_LAST)
+                n += strlen(context ? context : "") + 1;
+        uint32_t argc = 0, envc = 0;
+        for (; o->argv[argc]; argc++)
+                n += strlen(o->argv[argc]) + 1;
+        for (; o->env && o->env[envc]; envc++)
+                n += strlen(o->env[envc]) + 1;
+        if (n > CTL_MAX_MSG) {
+                brig_err(err, E2BIG, "exec: arguments and environment exceed %d bytes", CTL_MAX_MSG);
+                return NULL;
+        }
+        char *buf = calloc(1, n);
+        if (!buf) {
+                brig_err(err, ENOMEM, "exec request");
+                return NULL;
+        }
+        struct ctl_hdr *h = (struct ctl_hdr *)buf;
+        *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC,
+                               .flags = flags | (tty ? CTL_EXEC_TTY : 0) | (o->detach ? CTL_EXEC_DETACH : 0),
+                               .argc = argc, .envc = envc, .timeout_ms = o->timeout_ms };
+        char *p = buf + sizeof *h;
+        p = stpcpy(p, o->cwd ? o->cwd : "") + 1;
+        for (uint32_t i = 0; i < argc; i++)
+                p = stpcpy(p, o->argv[i]) + 1;
+        for (uint32_t i = 0; i < envc; i++)
+                p = stpcpy(p, o->env[i]) + 1;
+        if (flags & CTL_EXEC_LAST)
+                p = stpcpy(p, context ? context : "") + 1;
+        *len = n;
+        return buf;
+}
+
 /* n NUL-terminated strings from *p, within end; NULL when they do not fit. */
 static char **take_strings(const char **p, const char *end, uint32_t n)
 {

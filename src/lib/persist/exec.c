@@ -41,43 +41,6 @@ void exec_timings_add(brig_result *res, const char *step, uint64_t ns)
                 snprintf(res->timings + len, sizeof res->timings - len, "  %-30s %9.3f ms\n", step, (double)ns / 1e6);
 }
 
-/* hdr + cwd\0 argv...\0 env...\0, and context\0 for CTL_EXEC_LAST */
-static char *build_request(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context, size_t *len,
-                           brig_error **err)
-{
-        size_t n = sizeof(struct ctl_hdr) + (o->cwd ? strlen(o->cwd) : 0) + 1;
-        if (flags & CTL_EXEC_LAST)
-                n += strlen(context ? context : "") + 1;
-        uint32_t argc = 0, envc = 0;
-        for (; o->argv[argc]; argc++)
-                n += strlen(o->argv[argc]) + 1;
-        for (; o->env && o->env[envc]; envc++)
-                n += strlen(o->env[envc]) + 1;
-        if (n > CTL_MAX_MSG) {
-                brig_err(err, E2BIG, "exec: arguments and environment exceed %d bytes", CTL_MAX_MSG);
-                return NULL;
-        }
-        char *buf = calloc(1, n);
-        if (!buf) {
-                brig_err(err, ENOMEM, "exec request");
-                return NULL;
-        }
-        struct ctl_hdr *h = (struct ctl_hdr *)buf;
-        *h = (struct ctl_hdr){ .magic = CTL_MAGIC, .type = CTL_EXEC,
-                               .flags = flags | (tty ? CTL_EXEC_TTY : 0) | (o->detach ? CTL_EXEC_DETACH : 0),
-                               .argc = argc, .envc = envc, .timeout_ms = o->timeout_ms };
-        char *p = buf + sizeof *h;
-        p = stpcpy(p, o->cwd ? o->cwd : "") + 1;
-        for (uint32_t i = 0; i < argc; i++)
-                p = stpcpy(p, o->argv[i]) + 1;
-        for (uint32_t i = 0; i < envc; i++)
-                p = stpcpy(p, o->env[i]) + 1;
-        if (flags & CTL_EXEC_LAST)
-                p = stpcpy(p, context ? context : "") + 1;
-        *len = n;
-        return buf;
-}
-
 int exec_check_opts(const brig_exec_opts *o, brig_error **err)
 {
         if (!o || !o->argv || !o->argv[0] || !*o->argv[0])
@@ -92,7 +55,7 @@ int exec_check_opts(const brig_exec_opts *o, brig_error **err)
         return 0;
 }
 
-static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_exec_opts *o)
+static void fill_result(brig_result *res, const struct ctl_hdr *h)
 {
         int status = h->arg;
         if (h->exit_code == BRIG_EXIT_TIMEOUT) {
@@ -119,7 +82,6 @@ static void fill_result(brig_result *res, const struct ctl_hdr *h, const brig_ex
                 snprintf(res->unix_refused_path, sizeof res->unix_refused_path, "%.*s",
                          (int)sizeof res->unix_refused_path - 1, h->text);
         }
-        (void)o;
 }
 
 /* What the supervisor or pid 1 said went wrong, as our error. */
@@ -174,35 +136,44 @@ static void status_take(brig_result *res, const char *payload, size_t n, json_t 
         }
 }
 
+/* What one message of the supervisor's means for an exec: n bytes at msg
+ * as ctl_recv took them (0 or -errno: the connection ended first). 1 with
+ * *res filled for the command's status, -errno with *err for an error or
+ * the connection's end, 0 for any other message (the exec goes on). */
+static int outcome_take(const char *name, const char *msg, ssize_t n, brig_result *res, json_t **refusals,
+                        brig_error **err)
+{
+        if (n <= 0)
+                return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", name);
+        struct ctl_hdr h;
+        memcpy(&h, msg, sizeof h);
+        if (h.type == CTL_STATUS) {
+                fill_result(res, &h);
+                status_take(res, msg + sizeof h, (size_t)n - sizeof h, refusals);
+                return 1;
+        }
+        if (h.type == CTL_ERROR)
+                return error_reply(&h, res, err);
+        return 0;
+}
+
 /* Returns 1 when the status (or an error) arrived, 0 to go on. */
-static int on_message(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
+static int on_message(struct exec_loop *l, brig_result *res, brig_error **err)
 {
         /* a status carries the summary's lines of what was refused, and
          * the same for the report (control.h) */
         _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
         if (!buf)
                 return brig_err(err, ENOMEM, "exec");
-        struct ctl_hdr h;
         int fds[CTL_MAX_FDS], nfds;
         ssize_t n = ctl_recv(l->fd, buf, CTL_MAX_MSG, fds, &nfds);
-        if (n > 0)
-                memcpy(&h, buf, sizeof h);
-        if (n > 0 && h.type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
+        if (n > 0 && ((struct ctl_hdr *)buf)->type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
                 terminal_attach(l->term, fds[0]);  /* it owns the master now */
                 return 0;
         }
         for (int i = 0; i < nfds; i++)
                 close(fds[i]);
-        if (n <= 0)
-                return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", l->name);
-        if (h.type == CTL_STATUS) {
-                fill_result(res, &h, o);
-                status_take(res, buf + sizeof h, (size_t)n - sizeof h, &l->refusals);
-                return 1;
-        }
-        if (h.type == CTL_ERROR)
-                return error_reply(&h, res, err);
-        return 0;
+        return outcome_take(l->name, buf, n, res, &l->refusals, err);
 }
 
 static void on_signal(struct exec_loop *l)
@@ -218,7 +189,7 @@ static void on_signal(struct exec_loop *l)
         }
 }
 
-static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts *o, brig_error **err)
+static int exec_loop(struct exec_loop *l, brig_result *res, brig_error **err)
 {
         enum { P_SOCK, P_SIG, P_TERM, P_N = P_TERM + TERMINAL_POLL_MAX };
         for (;;) {
@@ -237,7 +208,7 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
                 if (nterm)
                         terminal_dispatch(l->term, &p[P_TERM], nterm);
                 if (p[P_SOCK].revents) {
-                        int r = on_message(l, res, o, err);
+                        int r = on_message(l, res, err);
                         if (r != 0) {
                                 if (r > 0)
                                         terminal_drain(l->term);  /* the last output still on its way */
@@ -254,7 +225,7 @@ static int exec_loop(struct exec_loop *l, brig_result *res, const brig_exec_opts
 static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
 {
         size_t len;
-        _cleanup_free_ char *req = build_request(o, false, 0, NULL, &len, err);
+        _cleanup_free_ char *req = exec_request_build(o, false, 0, NULL, &len, err);
         if (!req)
                 return -ENOMEM;
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
@@ -316,7 +287,7 @@ int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const i
                 return r;
         bool pty = terminal_is_pty(l.term);
         size_t len;
-        _cleanup_free_ char *req = build_request(o, pty, flags, context, &len, err);
+        _cleanup_free_ char *req = exec_request_build(o, pty, flags, context, &len, err);
         if (!req) {
                 terminal_close(l.term);
                 return -ENOMEM;
@@ -345,7 +316,7 @@ int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const i
                 goto out;
         }
         uint64_t t_sent = exec_now_ns();
-        r = exec_loop(&l, res, o, err);
+        r = exec_loop(&l, res, err);
         if (o->timings) {  /* (brig exec --timings: exec_named adds the lookup before and the total) */
                 exec_timings_add(res, "request sent", t_sent - t_ready);
                 exec_timings_add(res, "the command, in the sandbox", exec_now_ns() - t_sent);
@@ -361,14 +332,9 @@ out:
         return r;
 }
 
-char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len, brig_error **err)
-{
-        return build_request(o, tty, flags & ~CTL_EXEC_LAST, NULL, len, err);
-}
-
 void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n, json_t **refusals)
 {
-        fill_result(res, h, NULL);
+        fill_result(res, h);
         status_take(res, payload, n, refusals);
 }
 
@@ -422,4 +388,32 @@ int exec_report_write(int fd, const char *what, const char *name, const brig_exe
                       const brig_error *error, const json_t *pooled, json_t *refusals, brig_error **err)
 {
         return report_text_write(fd, exec_report_json(name, o, res, error, pooled, refusals, err), what, err);
+}
+
+int exec_outcome_read(int fd, const char *name, brig_result *res, brig_error **err)
+{
+        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG + 1);
+        if (!buf)
+                return brig_err(err, ENOMEM, "exec");
+        size_t n = 0;
+        for (ssize_t got; n <= CTL_MAX_MSG; n += (size_t)got) {
+                got = pread(fd, buf + n, CTL_MAX_MSG + 1 - n, (off_t)n);
+                if (got < 0 && errno == EINTR)
+                        got = 0;
+                else if (got < 0)
+                        return brig_err(err, errno, "read the end of the exec in sandbox '%s'", name);
+                else if (got == 0)
+                        break;
+        }
+        /* checked as ctl_recv checks what comes off the socket */
+        const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
+        if (n > CTL_MAX_MSG || (n > 0 && (n < sizeof *h || h->magic != CTL_MAGIC)))
+                return brig_err(err, EBADMSG, "the end of the exec in sandbox '%s': not a message of brig's", name);
+        if (n > 0)
+                ((struct ctl_hdr *)buf)->text[sizeof h->text - 1] = '\0';
+        int r = outcome_take(name, buf, (ssize_t)n, res, NULL, err);
+        if (r == 0)
+                return brig_err(err, EBADMSG, "the end of the exec in sandbox '%s': neither a status nor an error",
+                                name);
+        return r < 0 ? r : 0;
 }

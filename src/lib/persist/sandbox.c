@@ -667,6 +667,17 @@ int brig_sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *re
         return r;
 }
 
+int brig_sandbox_exec_outcome(const char *name, int fd, brig_result *res, brig_error **err)
+{
+        memset(res, 0, sizeof *res);
+        res->exit_code = BRIG_EXIT_SETUP;
+        res->memory_peak_bytes = res->pids_peak = -1;
+        int r = exec_outcome_read(fd, name, res, err);
+        if (r < 0 && err && *err)
+                res->exit_code = (*err)->exit_code;
+        return r;
+}
+
 int sandbox_run_in(const char *name, char *const argv[], const int *stdio, int *exit_code, brig_error **err)
 {
         brig_exec_opts o = { .argv = argv, .tty = BRIG_TTY_NEVER };

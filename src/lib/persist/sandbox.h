@@ -109,15 +109,17 @@ BRIG_INTERNAL int fileop_outcome(const char *name, uint32_t op, const char *path
                                  int r, const brig_result *res, brig_error **err);
 BRIG_INTERNAL const char *fileop_name(uint32_t op);
 
-/* The exec request message (hdr + payload, *len bytes; free()). */
 struct ctl_hdr;
-BRIG_INTERNAL char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, size_t *len,
-                                       brig_error **err);
 /* A CTL_STATUS message as a result: its header, and the n bytes after it
  * (the summary's lines of what was refused, then the same for the report:
  * into *refusals as exec_over's; NULL: not wanted). */
 BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n,
                                     json_t **refusals);
+/* The end of an exec another process began and handed over (the brig
+ * command's front end, src/front/brig.c): the supervisor's last message
+ * whole in the file fd (empty: the connection ended first), into *res and
+ * *err as the exec's own client would have taken it. */
+BRIG_INTERNAL int exec_outcome_read(int fd, const char *name, brig_result *res, brig_error **err);
 /* The JSON report of one exec (free()). pooled: brig run --pooled served
  * by a member, {"member": NAME} and, with --timings, "timings" (pool.c);
  * NULL for any other exec. */

@@ -4,29 +4,11 @@
 #define BRIG_STATE_H
 
 #include "core/error.h"
+#include "persist/state_root.h"
 
 #include <jansson.h>
 #include <sys/types.h>
 
-/* A complete sentence for the user (no ": strerror" added); errnum kept. */
-BRIG_INTERNAL int state_fail(brig_error **err, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
-/* [A-Za-z0-9][A-Za-z0-9_.-]{0,63} */
-BRIG_INTERNAL bool state_name_valid(const char *name);
-/* The per-user state root: $XDG_RUNTIME_DIR/brig, else /run/brig for
- * root, else /run/user/UID/brig when that runtime directory exists and is
- * ours alone (0700), else /tmp/brig-UID. Only the path: nothing checked. */
-BRIG_INTERNAL char *state_root_path(void);
-/* The root, opened (O_DIRECTORY, no symlink) and checked on the open
- * descriptor: ours and 0700. Created 0700 when `create`. Returns the fd;
- * *out (optional) gets the path. */
-BRIG_INTERNAL int state_root_open(bool create, char **out, brig_error **err);
-/* The same, for callers that want only the checked path. */
-BRIG_INTERNAL int state_root(bool create, char **out, brig_error **err);
-/* root/NAME, after checking the name. */
-BRIG_INTERNAL int state_dir(const char *name, bool create_root, char **out, brig_error **err);
-/* An exclusive flock on the state root (create and rm of any name);
- * returns the fd that holds it, a directory checked ours and 0700. */
-BRIG_INTERNAL int state_lock(const char *root, brig_error **err);
 /* state_dir(name, create_root) with the root's lock taken: returns the
  * lock's fd; *dir gets root/NAME and *root (optional) the root. */
 BRIG_INTERNAL int state_dir_locked(const char *name, bool create_root, char **dir, char **root, brig_error **err);
