@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -189,6 +190,12 @@ int main(int argc, char **argv)
         /* An engine runs its runtime binary by a name of its own (brig-oci,
          * a symlink to brig): the runc command line then, as brig oci. */
         const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+        /* This is brig's engine, started by the front end under the name
+         * the user ran (src/front/brig.c): ps, /proc/PID/comm and the
+         * sandbox's pid 1 show that name, not brig-engine's (or, where the
+         * kernel names a program run through a descriptor by its number,
+         * a digit). */
+        prctl(PR_SET_NAME, base);
         if (strcmp(base, "brig-oci") == 0)
                 return oci_main(argc, argv);
         if (argc < 2) {

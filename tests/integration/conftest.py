@@ -48,14 +48,15 @@ def repetitions(n):
 
 @pytest.fixture(scope="session")
 def bindir():
-    """brig, brig-supervisor, brig-serve, libbrig and the escape programs in a 0755 directory."""
+    """brig, brig-engine, brig-supervisor, brig-serve, libbrig and the escape programs in a 0755 directory."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-bin-", dir="/tmp"))
     _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
     for f in BUILD.glob("libbrig.so*"):
         if f.is_file():  # not meson's libbrig.so.*.p/ object directory
             shutil.copy2(f, d / f.name, follow_symlinks=True)
-    shutil.copy2(BUILD / "brig", d / "brig")
+    shutil.copy2(BUILD / "brig", d / "brig")  # the front end (src/front/brig.c) ...
+    shutil.copy2(BUILD / "brig-engine", d / "brig-engine")  # ... runs the engine, found beside it
     shutil.copy2(BUILD / "brig-supervisor", d / "brig-supervisor")  # found beside libbrig
     shutil.copy2(BUILD / "brig-serve", d / "brig-serve")  # brig serve execs it, found the same way
     if not ESCAPE.is_dir():
@@ -385,7 +386,7 @@ def hooks_bindir():
     d = pathlib.Path(tempfile.mkdtemp(prefix="brig-hooks-", dir="/tmp"))
     _OURS["exe_dirs"].append(d)
     d.chmod(0o755)
-    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / "brig", HOOKS / "brig-supervisor", HOOKS / "brig-serve"]:
+    for f in list(HOOKS.glob("libbrig.so*")) + [HOOKS / n for n in ("brig", "brig-engine", "brig-supervisor", "brig-serve")]:
         if f.is_file():
             shutil.copy2(f, d / f.name)
             (d / f.name).chmod(0o755)

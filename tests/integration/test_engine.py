@@ -81,7 +81,7 @@ def test_sigkilled_front_end_leaves_persistent_and_takes_ephemeral(brig, sandbox
 def _bin_copy(brig, scratch, mode=0o755):
     d = scratch / f"bin-{marker()[-8:]}"
     d.mkdir()
-    for f in list(brig.bindir.glob("libbrig.so*")) + [brig.bindir / n for n in ("brig", "brig-supervisor", "brig-serve")]:
+    for f in list(brig.bindir.glob("libbrig.so*")) + [brig.bindir / n for n in ("brig", "brig-engine", "brig-supervisor", "brig-serve")]:
         shutil.copy2(f, d / f.name)
     d.chmod(mode)
     return d

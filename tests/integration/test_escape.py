@@ -125,7 +125,8 @@ def test_overwrite_host_binaries(brig):
 @attack("exe-init-overwrite", "CVE-2019-5736: overwrite brig itself through /proc/1/exe (pid 1 is brig's init)",
         "pid 1 not dumpable (PR_SET_DUMPABLE 0): ptrace-mode check on /proc/1/*")
 def test_exe_init_overwrite(brig):
-    binaries = [brig.exe, str(brig.bindir / "brig-supervisor"), str(brig.bindir / "brig-serve")] + \
+    binaries = [brig.exe, str(brig.bindir / "brig-engine"), str(brig.bindir / "brig-supervisor"),
+                str(brig.bindir / "brig-serve")] + \
         [str(p) for p in brig.bindir.glob("libbrig.so*")]
     before = {b: sha(b) for b in binaries}
     r, out = run_probe(brig, "probe_attack", "exe")

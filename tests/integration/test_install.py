@@ -120,11 +120,12 @@ def _page_commands(text):
 def test_installed_brig_runs_with_its_own_library_and_supervisor(brig, sandboxes, dest):
     exe = dest / PREFIX / "bin" / "brig"
     sup = dest / PREFIX / "libexec" / "brig" / "brig-supervisor"
-    # brig has libbrig linked in, and loads neither it nor brig serve's
-    # libmicrohttpd (docs/benchmarks.md: its start); brig-serve takes
-    # libbrig from the installed tree (RUNPATH $ORIGIN/../../LIBDIR), with
-    # no LD_LIBRARY_PATH.
-    assert "libbrig" not in _loaded(exe) and "libmicrohttpd" not in _loaded(exe), _loaded(exe)
+    engine = dest / PREFIX / "libexec" / "brig" / "brig-engine"
+    # brig's engine has libbrig linked in, and loads neither it nor brig
+    # serve's libmicrohttpd (docs/benchmarks.md: its start); brig-serve
+    # takes libbrig from the installed tree
+    # (RUNPATH $ORIGIN/../../LIBDIR), with no LD_LIBRARY_PATH.
+    assert "libbrig" not in _loaded(engine) and "libmicrohttpd" not in _loaded(engine), _loaded(engine)
     assert _loaded_libbrig(dest / PREFIX / "libexec" / "brig" / "brig-serve").parent == _libdir(dest)
     r = subprocess.run(brig.prefix() + [str(exe), "serve", "--help"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and r.stdout.startswith("usage: brig serve"), r

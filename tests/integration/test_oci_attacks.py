@@ -36,8 +36,8 @@ def _run(oci, script, **over):
         "/proc/1/exe (brig's init), and the probe's own binary", "pid 1 not dumpable; nothing of brig oci runs inside; "
         "/proc/self/exe reopen refused")
 def test_runtime_binary_out_of_reach(oci):
-    bins = [oci.brig.exe, str(oci.brig.bindir / "brig-supervisor")] + [str(p) for p in
-                                                                       oci.brig.bindir.glob("libbrig.so*")]
+    bins = [oci.brig.exe, str(oci.brig.bindir / "brig-engine"), str(oci.brig.bindir / "brig-supervisor")] + \
+        [str(p) for p in oci.brig.bindir.glob("libbrig.so*")]
     before = {b: sha(b) for b in bins}
     r, out = _run(oci, "/probe exe")
     assert r.returncode == 0, r

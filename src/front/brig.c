@@ -1,0 +1,266 @@
+/* brig.c — the brig command's front end: the first process of every brig
+ * command. It runs the common `brig exec NAME -- COMMAND` itself and hands
+ * everything else to brig's engine (brig-engine: the CLI with libbrig,
+ * src/cli/), by execve, with the command line and environment it was
+ * given.
+ *
+ * Why a program of its own: `brig exec` is what an agent runs for each
+ * tool call in a live sandbox, and most of its time is two program
+ * starts, brig's and the command's. glibc's start asks the CPU for its
+ * features and caches with about 80 cpuid instructions, which a virtual
+ * machine traps to its hypervisor: about half a millisecond of a 0.7 ms
+ * /bin/true on the machine brig is measured on (docs/benchmarks.md). This
+ * program is linked statically against musl where the build has it
+ * (meson.build; against the build's own C library otherwise, as in the
+ * sanitized build) and needs no more than the few libc-only files it
+ * shares with libbrig; the engine's start is paid by the commands that
+ * need it, with one execve more.
+ *
+ * What it runs itself: `brig exec NAME [--] COMMAND [ARG...]` with no
+ * option, while none of stdin, stdout and stderr is a terminal (a
+ * terminal means a pty or a guarded relay: the engine's work). It finds
+ * the sandbox through the same checks as the engine (persist/state_root.c),
+ * sends the same request (persist/control_msg.c), forwards the same
+ * signals, and exits with the command's status when the command exited
+ * and the status has nothing to say. Any other end (a signal, a timeout,
+ * refusals, an error, the sandbox gone) goes to the engine whole: the
+ * supervisor's last message in a memfd, which the engine prints as its
+ * own client would (brig_sandbox_exec_outcome), so what the user reads
+ * has one implementation. Before the request is sent, anything else (no
+ * such sandbox, a check that fails) hands the whole command line to the
+ * engine, which says what is wrong; once it is sent, the command is
+ * never sent again. */
+#define _GNU_SOURCE
+#include "core/program.h"
+#include "persist/control.h"
+#include "persist/state_root.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef BRIG_LIBEXEC_FROM_BINDIR
+#define BRIG_LIBEXEC_FROM_BINDIR "../libexec/brig"
+#endif
+#ifndef BRIG_LIBEXECDIR
+#define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
+#endif
+
+#define ENGINE "brig-engine"
+
+extern char **environ;
+
+/* The signals brig exec forwards to the command (persist/exec.c). */
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+/* brig-engine, opened as libbrig opens brig-supervisor
+ * (engine/supervisor_exec.c): beside this program (a build tree), where
+ * the install puts it relative to this program (libexec/brig), or where
+ * the build was configured to install it; never through PATH, and run
+ * through the descriptor that was checked. */
+static int engine_open(brig_error **err)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        char *slash = n > 0 ? memrchr(self, '/', (size_t)n) : NULL;
+        char rel[PATH_MAX + sizeof BRIG_LIBEXEC_FROM_BINDIR];
+        const char *dirs[3] = { NULL, NULL, BRIG_LIBEXECDIR };
+        if (slash) {
+                *slash = '\0';
+                dirs[0] = self[0] ? self : "/";
+                snprintf(rel, sizeof rel, "%s/%s", self, BRIG_LIBEXEC_FROM_BINDIR);
+                dirs[1] = rel;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                if (!dirs[i])
+                        continue;
+                int fd = program_open_in(dirs[i], ENGINE, err);
+                if (fd != -ENOENT)
+                        return fd;
+        }
+        return brig_err_code(err, BRIG_EXIT_SETUP, ENOENT, "%s not found beside brig ('%s'), in '%s' nor in '%s'; "
+                             "is brig installed completely?", ENGINE, dirs[0] ? dirs[0] : "?",
+                             dirs[1] ? dirs[1] : "?", BRIG_LIBEXECDIR);
+}
+
+/* The engine, with our command line and environment; with `outcome` >= 0
+ * it prints the end of the exec we began (that memfd). Never returns. */
+static _Noreturn void run_engine(char **argv, int outcome)
+{
+        brig_error *err = NULL;
+        int fd = engine_open(&err);
+        if (fd >= 0) {
+                /* the variable only ever names our memfd: one the caller
+                 * set is dropped, never passed on */
+                size_t n = 0;
+                while (environ[n])
+                        n++;
+                char **env = calloc(n + 2, sizeof *env);
+                char named[64];
+                size_t k = 0;
+                for (size_t i = 0; env && i < n; i++)
+                        if (strncmp(environ[i], BRIG_EXEC_OUTCOME_ENV "=", sizeof BRIG_EXEC_OUTCOME_ENV) != 0)
+                                env[k++] = environ[i];
+                if (env && outcome >= 0) {
+                        snprintf(named, sizeof named, "%s=%d", BRIG_EXEC_OUTCOME_ENV, outcome);
+                        env[k++] = named;
+                }
+                if (env)
+                        fexecve(fd, argv, env);
+                brig_err_code(&err, BRIG_EXIT_SETUP, env ? errno : ENOMEM, "cannot start %s", ENGINE);
+        }
+        fprintf(stderr, "brig: %s\n", err && err->msg ? err->msg : "cannot start " ENGINE);
+        _exit(BRIG_EXIT_SETUP);
+}
+
+/* `brig exec NAME [--] COMMAND...` as the engine would read it, with no
+ * option and no terminal: *name and *command point into argv. */
+static bool fast_exec(int argc, char **argv, const char **name, char ***command)
+{
+        const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+        if (argc < 4 || strcmp(base, "brig-oci") == 0 || strcmp(argv[1], "exec") != 0 || argv[2][0] == '-')
+                return false;
+        int first = strcmp(argv[3], "--") == 0 ? 4 : 3;
+        if (first >= argc || argv[first][0] == '\0' || (first == 3 && argv[3][0] == '-'))
+                return false;
+        for (int fd = 0; fd <= 2; fd++)
+                if (fcntl(fd, F_GETFD) < 0 || isatty(fd))
+                        return false;
+        *name = argv[2];
+        *command = argv + first;
+        return true;
+}
+
+/* The sandbox's control socket, connected after the state root's checks;
+ * -1 for anything the engine should say instead. */
+static int sandbox_connect(const char *name)
+{
+        brig_error *err = NULL;
+        char *dir = NULL;
+        int r = state_dir(name, false, &dir, &err);
+        brig_error_free(&err);
+        if (r < 0)
+                return -1;
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        bool fits = (size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/ctl", dir) < sizeof addr.sun_path;
+        free(dir);
+        int fd = fits ? socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0) : -1;
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/* A status the engine would print nothing for: the command exited (not
+ * a signal, not the timeout), nothing was refused. */
+static bool status_says_nothing(const struct ctl_hdr *h, const char *payload, size_t n)
+{
+        return h->type == CTL_STATUS && h->exit_code != BRIG_EXIT_TIMEOUT && WIFEXITED(h->arg) && h->errnum <= 0 &&
+               (n == 0 || payload[0] == '\0');
+}
+
+/* The supervisor's last message (n bytes; none: the connection ended or
+ * broke) to the engine, which prints the exec's end. */
+static _Noreturn void hand_over(char **argv, const char *msg, ssize_t n)
+{
+        int fd = memfd_create("brig-exec-outcome", 0);
+        for (ssize_t done = 0, w; fd >= 0 && done < n; done += w)
+                if ((w = write(fd, msg + done, (size_t)(n - done))) < 0) {
+                        close(fd);
+                        fd = -1;
+                }
+        if (fd < 0) {
+                perror("brig: exec: keep the command's end for brig's engine");
+                _exit(BRIG_EXIT_SETUP);
+        }
+        run_engine(argv, fd);
+}
+
+/* Send the command (our stdio with it), forward our signals until its
+ * end comes back, and exit with its status or hand the end over. */
+static _Noreturn void exec_in(int sock, char **command, char **argv)
+{
+        brig_error *err = NULL;
+        brig_exec_opts o = { .argv = command, .tty = BRIG_TTY_NEVER };
+        size_t len;
+        char *req = exec_request_build(&o, false, 0, NULL, &len, &err);
+        char *buf = malloc(CTL_MAX_MSG);
+        if (!req || !buf) {
+                brig_error_free(&err);
+                free(req);
+                free(buf);
+                close(sock);
+                run_engine(argv, -1);  /* nothing sent: it says why */
+        }
+        /* blocked before the request leaves, so no signal meant for the
+         * command is lost or ends us in between (as exec.c does) */
+        sigset_t set, saved;
+        sigemptyset(&set);
+        for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+                sigaddset(&set, forwarded[i]);
+        sigprocmask(SIG_BLOCK, &set, &saved);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        static const int stdio[3] = { 0, 1, 2 };
+        const struct ctl_hdr *h = (const struct ctl_hdr *)req;
+        if (sfd < 0 || ctl_send(sock, h, req + sizeof *h, len - sizeof *h, stdio, 3) < 0) {
+                /* a SOCK_SEQPACKET message goes whole or not at all: the
+                 * supervisor has nothing, and the engine starts over */
+                if (sfd >= 0)
+                        close(sfd);
+                close(sock);
+                free(req);
+                free(buf);
+                sigprocmask(SIG_SETMASK, &saved, NULL);
+                run_engine(argv, -1);
+        }
+        free(req);
+        for (;;) {
+                struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+                if (poll(p, 2, -1) < 0 && errno == EINTR)
+                        continue;  /* every signal we forward is blocked: nothing else can be lost */
+                if (p[0].revents == 0 && p[1].revents == 0)
+                        hand_over(argv, NULL, 0);  /* poll failed: the engine says the exec is lost */
+                struct signalfd_siginfo si;
+                while (p[1].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                        struct ctl_hdr s = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = (int32_t)si.ssi_signo };
+                        (void)ctl_send(sock, &s, NULL, 0, NULL, 0);
+                }
+                if (!p[0].revents)
+                        continue;
+                int fds[CTL_MAX_FDS], nfds;
+                ssize_t n = ctl_recv(sock, buf, CTL_MAX_MSG, fds, &nfds);
+                for (int i = 0; i < nfds; i++)
+                        close(fds[i]);
+                const struct ctl_hdr *m = (const struct ctl_hdr *)buf;
+                if (n > 0 && m->type != CTL_STATUS && m->type != CTL_ERROR)
+                        continue;  /* as the engine's client: not the end */
+                if (n > 0 && status_says_nothing(m, buf + sizeof *m, (size_t)n - sizeof *m)) {
+                        int code = WEXITSTATUS(m->arg);
+                        free(buf);
+                        exit(code);
+                }
+                hand_over(argv, buf, n > 0 ? n : 0);
+        }
+}
+
+int main(int argc, char **argv)
+{
+        const char *name;
+        char **command;
+        if (argc > 0 && fast_exec(argc, argv, &name, &command)) {
+                int sock = sandbox_connect(name);
+                if (sock >= 0)
+                        exec_in(sock, command, argv);
+        }
+        run_engine(argv, -1);
+}
