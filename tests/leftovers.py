@@ -89,7 +89,8 @@ def _is_brig_exe(exe, exe_dirs):
     if not exe:
         return False
     exe = exe[:-len(" (deleted)")] if exe.endswith(" (deleted)") else exe
-    if os.path.basename(exe) not in ("brig", "brig-supervisor"):  # the supervisor of a persistent sandbox
+    # the front end, the engine it runs, the supervisor of a persistent sandbox
+    if os.path.basename(exe) not in ("brig", "brig-engine", "brig-supervisor"):
         return False
     return not exe_dirs or any(os.path.dirname(exe) == os.path.normpath(str(d)) for d in exe_dirs)
 

@@ -58,11 +58,12 @@ def children(pid):
 
 
 def paused(exe, timeout=10, proc=None):
-    """Pids of processes running `exe` (or the brig-supervisor beside it,
-    which persistent sandboxes run) stopped at a test_pause() point
+    """Pids of processes running `exe` (or the brig-engine beside it, which
+    the brig front end runs, or the brig-supervisor beside it, which
+    persistent sandboxes run) stopped at a test_pause() point
     (src/lib/core/reaper.c), once there is one; [] after `timeout`, or once
     `proc` (the brig that was started) ended without pausing."""
-    exes = (str(exe), os.path.join(os.path.dirname(str(exe)), "brig-supervisor"))
+    exes = (str(exe), *(os.path.join(os.path.dirname(str(exe)), n) for n in ("brig-engine", "brig-supervisor")))
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         ended = proc is not None and proc.poll() is not None
