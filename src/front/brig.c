@@ -255,6 +255,14 @@ static _Noreturn void exec_in(int sock, char **command, char **argv)
 
 int main(int argc, char **argv)
 {
+        /* As the engine does first (src/cli/main.c): a write of ours to a
+         * reader that is gone fails with EPIPE instead of ending us with
+         * 141. Blocked, not ignored, so the engine inherits nothing it
+         * would not set itself, and no command starts with it. */
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigprocmask(SIG_BLOCK, &pipe_set, NULL);
         const char *name;
         char **command;
         if (argc > 0 && fast_exec(argc, argv, &name, &command)) {

@@ -358,7 +358,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 def test_meson_installs_the_apparmor_profile_when_asked(tmp_path):
     """-Dapparmor=enabled installs contrib/apparmor/brig for the installed
-    binary's path; auto (the default) on a host without AppArmor does not."""
+    engine's path; auto (the default) on a host without AppArmor does not."""
     build = tmp_path / "b"
     subprocess.run(["meson", "setup", str(build), "-Dapparmor=enabled", "--prefix=/opt/brigt",
                     f"-Dapparmor_dir={tmp_path}/apparmor.d"], cwd=REPO, check=True, capture_output=True)
@@ -366,7 +366,9 @@ def test_meson_installs_the_apparmor_profile_when_asked(tmp_path):
                                           capture_output=True, text=True).stdout)
     assert installed.get(str(build / "contrib/apparmor/brig")) == f"{tmp_path}/apparmor.d/brig", installed
     text = (build / "contrib/apparmor/brig").read_text()
-    assert "profile brig /opt/brigt/bin/brig flags=(unconfined) {\n  userns,\n" in text, text
+    # the namespaces are made by brig's engine, which the brig command runs
+    # (bin/brig, the front end, makes none: src/front/brig.c)
+    assert "profile brig /opt/brigt/libexec/brig/brig-engine flags=(unconfined) {\n  userns,\n" in text, text
     # persistent sandboxes' namespaces are made by brig-supervisor, a program of its own
     assert ("profile brig-supervisor /opt/brigt/libexec/brig/brig-supervisor flags=(unconfined) {\n  userns,\n"
             in text), text

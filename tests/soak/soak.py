@@ -117,7 +117,7 @@ class Soak:
     def _copy(self, exe, sub):
         d = self.bindir / sub
         d.mkdir()
-        for f in list(exe.parent.glob("libbrig.so*")) + [exe, exe.parent / "brig-supervisor"]:
+        for f in list(exe.parent.glob("libbrig.so*")) + [exe, exe.parent / "brig-engine", exe.parent / "brig-supervisor"]:
             if f.is_file():
                 shutil.copy2(f, d / f.name)
                 (d / f.name).chmod(0o755)
