@@ -1,13 +1,12 @@
 /* exec.c — `brig exec`, the client: send the command with our stdio (or
  * ask for a pty) to the sandbox's supervisor, forward the signals we get,
- * relay the terminal, and turn the status that comes back into a result
- * with brig run's exit codes. */
+ * relay the terminal, until the status that comes back (exec_outcome.c
+ * makes it a result with brig run's exit codes). */
 #define _GNU_SOURCE
 #include "core/report.h"
 #include "controls/terminal.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
-#include "core/refusals.h"
 
 #include <jansson.h>
 #include <poll.h>
@@ -15,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <time.h>
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
@@ -55,107 +53,12 @@ int exec_check_opts(const brig_exec_opts *o, brig_error **err)
         return 0;
 }
 
-static void fill_result(brig_result *res, const struct ctl_hdr *h)
-{
-        int status = h->arg;
-        if (h->exit_code == BRIG_EXIT_TIMEOUT) {
-                res->exit_code = BRIG_EXIT_TIMEOUT;
-                res->reason = BRIG_REASON_TIMEOUT;
-                snprintf(res->summary, sizeof res->summary, "killed: wall-clock timeout reached (raise with --timeout)");
-        } else if (WIFSIGNALED(status)) {
-                res->signal = WTERMSIG(status);
-                res->exit_code = 128 + res->signal;
-                res->reason = res->signal == SIGSYS ? BRIG_REASON_SECCOMP : BRIG_REASON_SIGNALED;
-                if (res->signal == SIGSYS)
-                        snprintf(res->summary, sizeof res->summary,
-                                 "killed: a system call the policy forbids (seccomp kill, SIGSYS)");
-                else
-                        snprintf(res->summary, sizeof res->summary, "command killed by signal %d (%s)", res->signal,
-                                 sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
-        } else {
-                res->exit_code = WEXITSTATUS(status);
-                res->reason = BRIG_REASON_EXITED;
-        }
-        /* connections the unix socket guard refused this command (control.h) */
-        if (h->errnum > 0) {
-                res->unix_refused = (uint64_t)h->errnum;
-                snprintf(res->unix_refused_path, sizeof res->unix_refused_path, "%.*s",
-                         (int)sizeof res->unix_refused_path - 1, h->text);
-        }
-}
-
-/* What the supervisor or pid 1 said went wrong, as our error. */
-static int error_reply(const struct ctl_hdr *h, brig_result *res, brig_error **err)
-{
-        return ctl_error(h, &res->exit_code, err);
-}
-
 struct exec_loop {
         int fd, sfd;
         struct terminal *term;
         const char *name;
         json_t *refusals;  /* {"refusals": [...], "refusals_dropped": N} of the status, or NULL */
 };
-
-/* A status's payload (control.h): the summary's lines into the result,
- * and the same causes for the report into *refusals (NULL: not wanted). */
-static void status_take(brig_result *res, const char *payload, size_t n, json_t **refusals)
-{
-        size_t nl = strnlen(payload, n);
-        snprintf(res->refusals, sizeof res->refusals, "%.*s", (int)nl, payload);
-        if (nl + 1 >= n)
-                return;
-        size_t jl = strnlen(payload + nl + 1, n - nl - 1);
-        json_t *list = refusals_json_parse(payload + nl + 1, jl);
-        /* A SIGKILL the supervisor put down to the memory limit (control.c
-         * oom_check): the reason and words brig run would give. */
-        size_t i;
-        json_t *f;
-        json_array_foreach(json_object_get(list, "refusals"), i, f)
-                if (res->reason == BRIG_REASON_SIGNALED && res->signal == SIGKILL &&
-                    strcmp(json_string_value(json_object_get(f, "kind")), "limit") == 0 &&
-                    strcmp(json_string_value(json_object_get(f, "allow_with")) ?: "", "--memory") == 0 &&
-                    json_is_string(json_object_get(f, "why"))) {
-                        res->reason = BRIG_REASON_OOM;
-                        snprintf(res->summary, sizeof res->summary, "%s", json_string_value(json_object_get(f, "why")));
-                }
-        if (refusals) {
-                json_decref(*refusals);
-                *refusals = list;
-        } else {
-                json_decref(list);
-        }
-        /* the exec's own figures (a supervisor of before them sends none:
-         * they stay unknown, -1 and 0) */
-        size_t at = nl + 1 + jl + 1;
-        struct exec_usage u;
-        if (at < n && exec_usage_parse(payload + at, strnlen(payload + at, n - at), &u) == 0) {
-                res->cpu_user_ms = u.cpu_user_ms;
-                res->cpu_system_ms = u.cpu_system_ms;
-                res->memory_peak_bytes = u.memory_peak_bytes;
-        }
-}
-
-/* What one message of the supervisor's means for an exec: n bytes at msg
- * as ctl_recv took them (0 or -errno: the connection ended first). 1 with
- * *res filled for the command's status, -errno with *err for an error or
- * the connection's end, 0 for any other message (the exec goes on). */
-static int outcome_take(const char *name, const char *msg, ssize_t n, brig_result *res, json_t **refusals,
-                        brig_error **err)
-{
-        if (n <= 0)
-                return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", name);
-        struct ctl_hdr h;
-        memcpy(&h, msg, sizeof h);
-        if (h.type == CTL_STATUS) {
-                fill_result(res, &h);
-                status_take(res, msg + sizeof h, (size_t)n - sizeof h, refusals);
-                return 1;
-        }
-        if (h.type == CTL_ERROR)
-                return error_reply(&h, res, err);
-        return 0;
-}
 
 /* Returns 1 when the status (or an error) arrived, 0 to go on. */
 static int on_message(struct exec_loop *l, brig_result *res, brig_error **err)
@@ -173,7 +76,7 @@ static int on_message(struct exec_loop *l, brig_result *res, brig_error **err)
         }
         for (int i = 0; i < nfds; i++)
                 close(fds[i]);
-        return outcome_take(l->name, buf, n, res, &l->refusals, err);
+        return exec_outcome_take(l->name, buf, n, res, &l->refusals, err);
 }
 
 static void on_signal(struct exec_loop *l)
@@ -249,7 +152,7 @@ static int detach_over(int fd, const char *name, const brig_exec_opts *o, brig_r
                         return 0;
                 }
                 if (n > 0 && a.type == CTL_ERROR)
-                        return error_reply(&a, res, err);
+                        return ctl_error(&a, &res->exit_code, err);
                 if (n <= 0)
                         return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away while starting the command",
                                         name);
@@ -332,12 +235,6 @@ out:
         return r;
 }
 
-void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n, json_t **refusals)
-{
-        fill_result(res, h);
-        status_take(res, payload, n, refusals);
-}
-
 char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_result *res, const brig_error *error,
                        const json_t *pooled, json_t *refusals, brig_error **err)
 {
@@ -388,32 +285,4 @@ int exec_report_write(int fd, const char *what, const char *name, const brig_exe
                       const brig_error *error, const json_t *pooled, json_t *refusals, brig_error **err)
 {
         return report_text_write(fd, exec_report_json(name, o, res, error, pooled, refusals, err), what, err);
-}
-
-int exec_outcome_read(int fd, const char *name, brig_result *res, brig_error **err)
-{
-        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG + 1);
-        if (!buf)
-                return brig_err(err, ENOMEM, "exec");
-        size_t n = 0;
-        for (ssize_t got; n <= CTL_MAX_MSG; n += (size_t)got) {
-                got = pread(fd, buf + n, CTL_MAX_MSG + 1 - n, (off_t)n);
-                if (got < 0 && errno == EINTR)
-                        got = 0;
-                else if (got < 0)
-                        return brig_err(err, errno, "read the end of the exec in sandbox '%s'", name);
-                else if (got == 0)
-                        break;
-        }
-        /* checked as ctl_recv checks what comes off the socket */
-        const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
-        if (n > CTL_MAX_MSG || (n > 0 && (n < sizeof *h || h->magic != CTL_MAGIC)))
-                return brig_err(err, EBADMSG, "the end of the exec in sandbox '%s': not a message of brig's", name);
-        if (n > 0)
-                ((struct ctl_hdr *)buf)->text[sizeof h->text - 1] = '\0';
-        int r = outcome_take(name, buf, (ssize_t)n, res, NULL, err);
-        if (r == 0)
-                return brig_err(err, EBADMSG, "the end of the exec in sandbox '%s': neither a status nor an error",
-                                name);
-        return r < 0 ? r : 0;
 }

@@ -115,6 +115,13 @@ struct ctl_hdr;
  * into *refusals as exec_over's; NULL: not wanted). */
 BRIG_INTERNAL void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *payload, size_t n,
                                     json_t **refusals);
+/* What one message of the supervisor's (n bytes at msg as ctl_recv took
+ * them; 0 or -errno: the connection ended first) means for an exec: 1
+ * with *res filled for the command's status (its refusals for the report
+ * into *refusals; NULL: not wanted), -errno with *err for an error or the
+ * connection's end, 0 for any other message (the exec goes on). */
+BRIG_INTERNAL int exec_outcome_take(const char *name, const char *msg, ssize_t n, brig_result *res,
+                                    json_t **refusals, brig_error **err);
 /* The end of an exec another process began and handed over (the brig
  * command's front end, src/front/brig.c): the supervisor's last message
  * whole in the file fd (empty: the connection ended first), into *res and
