@@ -103,9 +103,18 @@ static uint64_t exec_brig(void)
         return spawn_wait((char *[]){ (char *)brig, "--version", NULL }, (char *[]){ NULL });
 }
 
+/* brig's engine alone (brig-engine beside brig): what --version costs
+ * without the front end that execs it (src/front/brig.c). */
+static char engine[4096];
+
+static uint64_t exec_engine(void)
+{
+        return spawn_wait((char *[]){ engine, "--version", NULL }, (char *[]){ NULL });
+}
+
 static uint64_t exec_brig_now(void)
 {
-        return spawn_wait((char *[]){ (char *)brig, "--version", NULL }, (char *[]){ "LD_BIND_NOW=1", NULL });
+        return spawn_wait((char *[]){ engine, "--version", NULL }, (char *[]){ "LD_BIND_NOW=1", NULL });
 }
 
 /* The programs of bench/nolibc.c, if bench/timings built them (their
@@ -701,6 +710,8 @@ int main(int argc, char **argv)
 {
         if (argc > 1)
                 brig = argv[1];
+        const char *slash = strrchr(brig, '/');
+        snprintf(engine, sizeof engine, "%.*sbrig-engine", slash ? (int)(slash - brig + 1) : 0, brig);
         if (argc > 2)
                 runs = atoi(argv[2]) > 0 ? atoi(argv[2]) : runs;
         if (argc > 3 && atoi(argv[3]) > MOUNT_TREE_FS)
@@ -708,7 +719,8 @@ int main(int argc, char **argv)
         report("fork_exit", fork_exit, "fork");
         report("exec_true", exec_true, "exec /bin/true");
         report("exec_brig_version", exec_brig, "exec brig --version");
-        report("exec_brig_bind_now", exec_brig_now, "exec brig --version, LD_BIND_NOW=1");
+        report("exec_brig_engine_version", exec_engine, "exec brig-engine --version (no front end)");
+        report("exec_brig_bind_now", exec_brig_now, "exec brig-engine --version, LD_BIND_NOW=1");
         report("exec_nolibc", exec_nolibc, "exec a static program with no C library (bench/nolibc.c)");
         report("exec_static_libc", exec_static_libc, "exec a static glibc program, empty main (bench/nolibc.c)");
         report("cpuid", cpuid_one, "one cpuid instruction (x86 only)");
