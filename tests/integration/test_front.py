@@ -12,6 +12,11 @@ from persist_helpers import sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker
 
 
+def attack(ident, technique, control):
+    """Mark a test as catalogue entry IDENT (docs/security.md's row)."""
+    return pytest.mark.escape(ident, technique, control)
+
+
 def _engine(brig, sandboxes, *args, **kw):
     """The same command line run by brig-engine itself: what brig exec
     printed before the front end."""
@@ -95,6 +100,9 @@ def test_no_such_sandbox_is_said_by_the_engine(brig, sandboxes):
     assert bad.returncode == 125 and "bad sandbox name" in bad.stderr, bad
 
 
+@attack("front-end-outcome-variable", "BRIG_EXEC_OUTCOME_FD set by the caller to a descriptor of its own: the engine "
+        "would print a forged end instead of running the command", "the front end drops it and names only its own "
+        "memfd")
 def test_a_callers_outcome_variable_is_never_passed_on(brig, sandboxes):
     """BRIG_EXEC_OUTCOME_FD names the front end's own memfd to the engine.
     Set by the caller, it must not make the engine print an end read from
@@ -128,6 +136,9 @@ def _front_copy(brig, scratch, engine_mode=None, dir_mode=0o755):
     return d, ran
 
 
+@attack("front-end-engine-planted", "a brig-engine planted beside a copied brig in a directory others may write, "
+        "or writable by others itself, or none at all", "core/program.c: found beside brig or in libexec/brig, "
+        "checked on its descriptor, run through it (fexecve)")
 def test_engine_is_found_only_where_brig_trusts(brig, sandboxes, scratch):
     # an engine in a directory others may write, or writable by others
     # itself: refused, and not run
