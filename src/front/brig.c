@@ -263,6 +263,9 @@ int main(int argc, char **argv)
         sigemptyset(&pipe_set);
         sigaddset(&pipe_set, SIGPIPE);
         sigprocmask(SIG_BLOCK, &pipe_set, NULL);
+        static char *unnamed[] = { "brig", NULL };
+        if (argc < 1)  /* execve with no argv at all: the engine reads argv[0] */
+                argv = unnamed;
         const char *name;
         char **command;
         if (argc > 0 && fast_exec(argc, argv, &name, &command)) {
