@@ -5,6 +5,7 @@ points and assert, on the host, that nothing stays once the next brig ran."""
 import json
 import os
 import pathlib
+import shlex
 import signal
 import stat
 import subprocess
@@ -294,19 +295,22 @@ def _skip_rootless_without_cgroups(brig, what):
 
 
 @attack("sigkill-leaves-cgroup", "SIGKILL a brig run that was started in another cgroup than the next brig "
-        "(a CI job's scope, a systemd unit), and one whose parent has not reaped it yet (a zombie)", "traces")
-@pytest.mark.parametrize("how", ["other-cgroup", "zombie"])
+        "(a CI job's scope, a systemd unit), one in a cgroup whose name has what the run record (JSON) must escape "
+        "or carry as it is (a quote, a backslash, a tab, a letter beyond ASCII), and one whose parent has not "
+        "reaped it yet (a zombie)", "traces")
+@pytest.mark.parametrize("how", ["other-cgroup", "odd-name", "zombie"])
 def test_sigkilled_brig_elsewhere_is_cleaned_by_the_next(world, brig, how):
     _skip_rootless_without_cgroups(brig, "a cgroup left in another parent")
     made = []
     cmd = brig.cmd("run", "--memory", "64M", "--pids", "64", "--", "sleep", "100")
-    if how == "other-cgroup":
+    if how in ("other-cgroup", "odd-name"):
+        odd = ' "quoted" back\\slash\ttab \u00fc' if how == "odd-name" else ""
         for ctrl in ("memory", "pids"):
             own = _own_cgroup(ctrl)
-            d = own / f"brig-test-{os.getpid()}-{ctrl}"
+            d = own / f"brig-test-{os.getpid()}-{ctrl}{odd}"
             d.mkdir()
             made.append(d)
-        moves = "; ".join(f"echo $$ > {d}/cgroup.procs" for d in made)
+        moves = "; ".join(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in made)
         cmd = ["sh", "-c", f"{moves}; exec \"$@\"", "sh", *cmd]
     p = subprocess.Popen(cmd, cwd=str(brig.workspace), env=brig.env(world.env()), stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)

@@ -170,6 +170,78 @@ static int take_spare(int dfd, const char *file)
         return -1;
 }
 
+/* The bytes of the UTF-8 sequence at S (1 to 4), or 0 where S holds
+ * none: a stray or missing continuation byte, an overlong form, a
+ * surrogate or a code point past U+10FFFF — what JSON cannot carry. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+        unsigned c = s[0];
+        size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        unsigned cp = n > 1 ? c & (0x7f >> n) : c;  /* the lead byte's bits */
+        for (size_t i = 1; i < n; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;  /* a NUL ends it here too */
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if (n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+                return 0;
+        if (n == 4 && (cp < 0x10000 || cp > 0x10ffff))
+                return 0;
+        return n;
+}
+
+/* S as a JSON string, as the sweep reads it back (json_loadb); false
+ * when S is not UTF-8. */
+static bool put_json_string(FILE *out, const char *s)
+{
+        fputc('"', out);
+        for (const unsigned char *c = (const unsigned char *)s; *c;) {
+                size_t n = utf8_sequence(c);
+                if (!n)
+                        return false;
+                if (*c == '"' || *c == '\\')
+                        fprintf(out, "\\%c", *c);
+                else if (*c < 0x20)
+                        fprintf(out, "\\u%04x", *c);
+                else
+                        fwrite(c, 1, n, out);
+                c += n;
+        }
+        fputc('"', out);
+        return true;
+}
+
+/* {"boot":…,"name":…,"cgroups":[…]}, written here rather than built with
+ * jansson: a run uses jansson for nothing else, and its first object
+ * seeds jansson's hash function from /dev/urandom and faults its code in
+ * (25 us of the supervisor's work while the child waits for its groups).
+ * -EILSEQ for a path that is not UTF-8: a group whose record would not
+ * hold its name is not made. */
+static int run_record_text(const char *boot, const char *name, const struct strv *cgroups, char **text)
+{
+        size_t len = 0;
+        FILE *out = open_memstream(text, &len);
+        if (!out)
+                return -ENOMEM;
+        fputs("{\"boot\":", out);
+        bool utf8 = put_json_string(out, boot);
+        fputs(",\"name\":", out);
+        utf8 = utf8 && put_json_string(out, name);
+        fputs(",\"cgroups\":[", out);
+        for (size_t i = 0; utf8 && i < cgroups->n; i++) {
+                if (i)
+                        fputc(',', out);
+                utf8 = put_json_string(out, cgroups->items[i]);
+        }
+        fputs("]}", out);
+        int r = fclose(out) != 0 ? -ENOMEM : utf8 ? 0 : -EILSEQ;
+        if (r < 0) {
+                free(*text);
+                *text = NULL;
+        }
+        return r;
+}
+
 int run_record_write(const char *name, const struct strv *cgroups, char **path, brig_error **err)
 {
         *path = NULL;
@@ -179,15 +251,12 @@ int run_record_write(const char *name, const struct strv *cgroups, char **path, 
                 return brig_err_prefix(err, "cannot record this run's cgroups (brig makes them only once they are "
                                             "recorded, so that the next brig can remove them if this one is killed)");
         const char *file = name + strlen("brig-");
-        json_t *doc = json_pack("{s:s, s:s}", "boot", boot ? boot : "", "name", name);
-        json_t *list = json_array();
-        for (size_t i = 0; doc && list && i < cgroups->n; i++)
-                json_array_append_new(list, json_string(cgroups->items[i]));
-        json_object_set_new(doc, "cgroups", list);
-        _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        json_decref(doc);
+        _cleanup_free_ char *text = NULL;
+        int r = run_record_text(boot ? boot : "", name, cgroups, &text);
+        if (r == -EILSEQ)
+                return brig_err(err, EILSEQ, "cannot record this run's cgroups: a path of them is not UTF-8");
         _cleanup_free_ char *full = brig_strdup_printf("%s/%s", dir, file);
-        if (!text || !full)
+        if (r < 0 || !full)
                 return brig_err(err, ENOMEM, "run record");
         _cleanup_close_ int fd = take_spare(dfd, file);
         if (fd < 0)
