@@ -48,12 +48,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef BRIG_LIBEXEC_FROM_BINDIR
-#define BRIG_LIBEXEC_FROM_BINDIR "../libexec/brig"
-#endif
-#ifndef BRIG_LIBEXECDIR
-#define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
-#endif
 
 #define ENGINE "brig-engine"
 

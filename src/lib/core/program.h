@@ -9,6 +9,16 @@
 
 #include "core/error.h"
 
+/* Where brig's own programs are installed (meson.build defines each):
+ * libexec/brig from a program's directory (bindir), and the configured
+ * path. */
+#ifndef BRIG_LIBEXEC_FROM_BINDIR
+#define BRIG_LIBEXEC_FROM_BINDIR "../libexec/brig"
+#endif
+#ifndef BRIG_LIBEXECDIR
+#define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
+#endif
+
 /* DIR/PROG as an O_PATH descriptor, checked: a regular executable file
  * owned by root or by us in a directory owned by root or by us, neither
  * writable by anyone else (a sandbox or another user who could put a

@@ -43,12 +43,6 @@
 #ifndef BRIG_LIBEXEC_FROM_LIBDIR
 #define BRIG_LIBEXEC_FROM_LIBDIR "../libexec/brig"
 #endif
-#ifndef BRIG_LIBEXEC_FROM_BINDIR
-#define BRIG_LIBEXEC_FROM_BINDIR "../libexec/brig"
-#endif
-#ifndef BRIG_LIBEXECDIR
-#define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
-#endif
 
 extern char **environ;
 
