@@ -16,8 +16,9 @@
  * shares with libbrig; the engine's start is paid by the commands that
  * need it, with one execve more.
  *
- * What it runs itself: `brig exec NAME [--] COMMAND [ARG...]` with no
- * option, while none of stdin, stdout and stderr is a terminal (a
+ * What it runs itself: `brig exec NAME [--] COMMAND [ARG...]`, with no
+ * option but --cwd and --env, while none of stdin, stdout and stderr is a
+ * terminal (a
  * terminal means a pty or a guarded relay: the engine's work). It finds
  * the sandbox through the same checks as the engine (persist/state_root.c),
  * sends the same request (persist/control_msg.c), forwards the same
@@ -116,21 +117,64 @@ static _Noreturn void run_engine(char **argv, int outcome)
         _exit(BRIG_EXIT_SETUP);
 }
 
-/* `brig exec NAME [--] COMMAND...` as the engine would read it, with no
- * option and no terminal: *name and *command point into argv. */
-static bool fast_exec(int argc, char **argv, const char **name, char ***command)
+/* One of the two options a plain exec may carry, as getopt_long reads
+ * the engine's (src/cli/sandbox.c): "--cwd DIR" or "--cwd=DIR", the same
+ * for --env. *value and *at (the argument it ended on) when it is; any
+ * other spelling (an abbreviation, another option) is the engine's. */
+static bool plain_option(int argc, char **argv, int *at, const char *opt, const char **value)
+{
+        size_t n = strlen(opt);
+        if (strncmp(argv[*at], opt, n) != 0)
+                return false;
+        if (argv[*at][n] == '=') {
+                *value = argv[*at] + n + 1;
+                return true;
+        }
+        if (argv[*at][n] != '\0' || *at + 1 >= argc)
+                return false;
+        *value = argv[++*at];
+        return true;
+}
+
+/* `brig exec NAME [--cwd DIR] [--env NAME=VALUE]... [--] COMMAND...` as
+ * the engine reads it, with no other option, values the engine takes
+ * (exec_check_opts) and no terminal: into *o, pointing into argv (o->env
+ * allocated). Anything else is the engine's to run, or to refuse. */
+static bool fast_exec(int argc, char **argv, const char **name, brig_exec_opts *o)
 {
         const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
         if (argc < 4 || strcmp(base, "brig-oci") == 0 || strcmp(argv[1], "exec") != 0 || argv[2][0] == '-')
                 return false;
-        int first = strcmp(argv[3], "--") == 0 ? 4 : 3;
-        if (first >= argc || argv[first][0] == '\0' || (first == 3 && argv[3][0] == '-'))
-                return false;
         for (int fd = 0; fd <= 2; fd++)
                 if (fcntl(fd, F_GETFD) < 0 || isatty(fd))
                         return false;
+        char **env = calloc((size_t)argc, sizeof *env);
+        size_t nenv = 0;
+        const char *cwd = NULL, *value;
+        bool plain = env != NULL;
+        int at = 3;
+        while (plain && at < argc && argv[at][0] == '-') {
+                if (strcmp(argv[at], "--") == 0) {
+                        at++;
+                        break;
+                }
+                if (plain_option(argc, argv, &at, "--cwd", &value)) {
+                        plain = value[0] == '/';
+                        cwd = value;
+                } else if (plain_option(argc, argv, &at, "--env", &value)) {
+                        plain = value[0] != '=' && strchr(value, '=');
+                        env[nenv++] = (char *)value;
+                } else {
+                        plain = false;
+                }
+                at++;
+        }
+        if (!plain || at >= argc || argv[at][0] == '\0') {
+                free(env);
+                return false;
+        }
         *name = argv[2];
-        *command = argv + first;
+        *o = (brig_exec_opts){ .argv = argv + at, .env = env, .cwd = cwd, .tty = BRIG_TTY_NEVER };
         return true;
 }
 
@@ -182,12 +226,12 @@ static _Noreturn void hand_over(char **argv, const char *msg, ssize_t n)
 
 /* Send the command (our stdio with it), forward our signals until its
  * end comes back, and exit with its status or hand the end over. */
-static _Noreturn void exec_in(int sock, char **command, char **argv)
+static _Noreturn void exec_in(int sock, brig_exec_opts *o, char **argv)
 {
         brig_error *err = NULL;
-        brig_exec_opts o = { .argv = command, .tty = BRIG_TTY_NEVER };
         size_t len;
-        char *req = exec_request_build(&o, false, 0, NULL, &len, &err);
+        char *req = exec_request_build(o, false, 0, NULL, &len, &err);
+        free((void *)o->env);
         char *buf = malloc(CTL_MAX_MSG);
         if (!req || !buf) {
                 brig_error_free(&err);
@@ -261,11 +305,12 @@ int main(int argc, char **argv)
         if (argc < 1)  /* execve with no argv at all: the engine reads argv[0] */
                 argv = unnamed;
         const char *name;
-        char **command;
-        if (argc > 0 && fast_exec(argc, argv, &name, &command)) {
+        brig_exec_opts o;
+        if (argc > 0 && fast_exec(argc, argv, &name, &o)) {
                 int sock = sandbox_connect(name);
                 if (sock >= 0)
-                        exec_in(sock, command, argv);
+                        exec_in(sock, &o, argv);
+                free((void *)o.env);
         }
         run_engine(argv, -1);
 }

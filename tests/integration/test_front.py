@@ -48,9 +48,14 @@ def test_plain_exec_starts_no_engine(brig, sandboxes):
     trace, r = _execs_traced(brig, sandboxes, "exec", name, "--", "sh", "-c", "echo ran; exit 5")
     assert r.returncode == 5 and r.stdout == "ran\n" and r.stderr == "", r
     assert "execveat(" not in trace, trace  # the engine is run through the descriptor it was checked on
-    # an option, or an end with something to say, is the engine's
-    trace, r = _execs_traced(brig, sandboxes, "exec", name, "--cwd", "/tmp", "--", "pwd")
-    assert r.returncode == 0 and r.stdout == "/tmp\n", r
+    # --cwd and --env, in getopt's spellings, are the front end's too
+    trace, r = _execs_traced(brig, sandboxes, "exec", name, "--cwd", "/tmp", "--env", "A=1", "--env=B=2", "--", "sh",
+                             "-c", "pwd; echo $A$B")
+    assert r.returncode == 0 and r.stdout == "/tmp\n12\n", r
+    assert "execveat(" not in trace, trace
+    # another option, or an end with something to say, is the engine's
+    trace, r = _execs_traced(brig, sandboxes, "exec", name, "--timeout", "20s", "--", "pwd")
+    assert r.returncode == 0 and r.stdout.startswith("/"), r
     assert "execveat(" in trace, trace
     trace, r = _execs_traced(brig, sandboxes, "exec", name, "--", "sh", "-c", "kill -TERM $$")
     assert r.returncode == 128 + 15 and "brig: command killed by signal 15 (TERM)" in r.stderr, r
@@ -88,6 +93,30 @@ def test_every_end_reads_as_the_engines(brig, sandboxes):
     assert "refused 1 connection: refused.invalid:80" in seen["refused"].stderr, seen["refused"]
     if "memory" in seen:
         assert seen["memory"].returncode == 137 and "raise with --memory" in seen["memory"].stderr, seen["memory"]
+
+
+def test_command_lines_read_as_the_engine_reads_them(brig, sandboxes):
+    """The options the front end takes, their spellings getopt takes too,
+    the ones it leaves to the engine, and values the engine refuses: the
+    same run (or the same refusal) either way."""
+    name, _ = sandboxes.create()
+    lines = [
+        ["--", "pwd"], ["pwd"], ["--cwd", "/tmp", "pwd"], ["--cwd=/tmp", "--", "pwd"], ["--cwd", "/", "--cwd", "/tmp",
+                                                                                         "--", "pwd"],
+        ["--env", "A=1", "--env=B=x=y", "--", "sh", "-c", "echo $A $B"], ["--env", "A=", "--", "sh", "-c", "echo [$A]"],
+        ["--", "--help"], ["--", "-x"], ["-", "x"],
+        # the engine's to refuse: relative, empty, missing values; no NAME=
+        ["--cwd", "tmp", "--", "pwd"], ["--cwd=", "--", "pwd"], ["--cwd"], ["--env", "X", "--", "true"],
+        ["--env", "=x", "--", "true"], ["--env"], ["--"], [""], ["--", ""],
+        # the engine's to read: an abbreviation, other options, --help
+        ["--cw", "/tmp", "--", "pwd"], ["--en", "A=1", "--", "sh", "-c", "echo $A"], ["--quiet", "--", "true"],
+        ["--help"], ["-h", "--", "true"], ["--nope", "--", "true"],
+    ]
+    for args in lines:
+        front = _front(brig, sandboxes, "exec", name, *args)
+        engine = _engine(brig, sandboxes, "exec", name, *args)
+        assert (front.returncode, front.stdout, front.stderr) == (engine.returncode, engine.stdout, engine.stderr), \
+            (args, front, engine)
 
 
 def test_no_such_sandbox_is_said_by_the_engine(brig, sandboxes):
