@@ -457,9 +457,9 @@ BRIG_PUBLIC int brig_sandbox_exec(const char *name, const brig_exec_opts *opts, 
  * command's front end (docs/benchmarks.md) runs the common `brig exec
  * NAME -- COMMAND` itself, and hands the rare end it does not print
  * itself (a signal, a timeout, refusals, an error) to brig's engine as
- * the supervisor's last message, whole in the file fd (empty: the
- * connection ended first). Fills *result and *err as brig_sandbox_exec
- * would have; runs nothing. */
+ * the supervisor's last message, the one message on the SOCK_SEQPACKET
+ * socket fd (none: the connection ended first). Fills *result and *err as
+ * brig_sandbox_exec would have; runs nothing. */
 BRIG_PUBLIC int brig_sandbox_exec_outcome(const char *name, int fd, brig_result *result, brig_error **err);
 /* The variable the front end names that descriptor in, as it starts the
  * engine's `brig exec` with the command line it was given. */

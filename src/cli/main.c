@@ -4,6 +4,7 @@
 #include "oci/oci.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,13 @@ int main(int argc, char **argv)
          * and brig goes on. Blocked, never ignored: an ignored signal stays
          * ignored across exec, while the command starts with nothing
          * blocked (child.c reset_signals, the supervisor's posix_spawn). */
+        /* A stdin, stdout or stderr the caller closed (`<&-`, a daemon)
+         * is /dev/null: else the next descriptor brig opens (the control
+         * socket of an exec) takes its number and goes to the command as
+         * its stdio (persist/exec.c refuses that). */
+        for (int fd = 0; fd <= 2; fd++)
+                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
+                        return BRIG_EXIT_SETUP;
         sigset_t pipe_set;
         sigemptyset(&pipe_set);
         sigaddset(&pipe_set, SIGPIPE);

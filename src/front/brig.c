@@ -25,7 +25,7 @@
  * signals, and exits with the command's status when the command exited
  * and the status has nothing to say. Any other end (a signal, a timeout,
  * refusals, an error, the sandbox gone) goes to the engine whole: the
- * supervisor's last message in a memfd, which the engine prints as its
+ * supervisor's last message on a socket, which the engine prints as its
  * own client would (brig_sandbox_exec_outcome), so what the user reads
  * has one implementation. Before the request is sent, anything else (no
  * such sandbox, a check that fails) hands the whole command line to the
@@ -42,7 +42,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -87,14 +86,15 @@ static int engine_open(brig_error **err)
                              dirs[1] ? dirs[1] : "?", BRIG_LIBEXECDIR);
 }
 
-/* The engine, with our command line and environment; with `outcome` >= 0
- * it prints the end of the exec we began (that memfd). Never returns. */
-static _Noreturn void run_engine(char **argv, int outcome)
+/* The engine (its descriptor, or -1: opened here), with our command line
+ * and environment; with `outcome` >= 0 it prints the end of the exec we
+ * began (the socket holding it). Never returns. */
+static _Noreturn void run_engine(int engine, char **argv, int outcome)
 {
         brig_error *err = NULL;
-        int fd = engine_open(&err);
+        int fd = engine >= 0 ? engine : engine_open(&err);
         if (fd >= 0) {
-                /* the variable only ever names our memfd: one the caller
+                /* the variable only ever names our socket: one the caller
                  * set is dropped, never passed on */
                 size_t n = 0;
                 while (environ[n])
@@ -146,7 +146,7 @@ static bool fast_exec(int argc, char **argv, const char **name, brig_exec_opts *
         if (argc < 4 || strcmp(base, "brig-oci") == 0 || strcmp(argv[1], "exec") != 0 || argv[2][0] == '-')
                 return false;
         for (int fd = 0; fd <= 2; fd++)
-                if (fcntl(fd, F_GETFD) < 0 || isatty(fd))
+                if (isatty(fd))
                         return false;
         char **env = calloc((size_t)argc, sizeof *env);
         size_t nenv = 0;
@@ -207,26 +207,41 @@ static bool status_says_nothing(const struct ctl_hdr *h, const char *payload, si
                (n == 0 || payload[0] == '\0');
 }
 
-/* The supervisor's last message (n bytes; none: the connection ended or
- * broke) to the engine, which prints the exec's end. */
-static _Noreturn void hand_over(char **argv, const char *msg, ssize_t n)
+/* The exec's end to the engine, which prints it: the supervisor's last
+ * message (n bytes; 0: the connection ended; -errno: it broke, said as
+ * the engine's client says it) as the one message on a socket of its
+ * own. A socket, not a file: a caller's RLIMIT_FSIZE bounds a file (a
+ * signal's end would kill us with SIGXFSZ), never a socket's buffer. Our
+ * signals unblocked first: one that comes now ends us as it would have
+ * ended the engine's own client. */
+static _Noreturn void hand_over(int engine, char **argv, const sigset_t *saved, const char *name, const char *msg,
+                                ssize_t n)
 {
-        int fd = memfd_create("brig-exec-outcome", 0);
-        for (ssize_t done = 0, w; fd >= 0 && done < n; done += w)
-                if ((w = write(fd, msg + done, (size_t)(n - done))) < 0) {
-                        close(fd);
-                        fd = -1;
-                }
-        if (fd < 0) {
-                perror("brig: exec: keep the command's end for brig's engine");
+        int pair[2];
+        int r = socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) < 0 ? -errno : 0;
+        if (r == 0 && n > 0) {
+                const struct ctl_hdr *h = (const struct ctl_hdr *)msg;
+                r = ctl_send(pair[0], h, msg + sizeof *h, (size_t)n - sizeof *h, NULL, 0);
+        } else if (r == 0 && n < 0) {
+                brig_error *gone = NULL;
+                struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_ERROR };
+                exec_gone(&gone, name, (int)-n);
+                wire_error_encode(&h.error, gone, NULL);
+                brig_error_free(&gone);
+                r = ctl_send(pair[0], &h, NULL, 0, NULL, 0);
+        }
+        if (r < 0) {
+                fprintf(stderr, "brig: exec: keep the command's end for brig's engine: %s\n", strerror(-r));
                 _exit(BRIG_EXIT_SETUP);
         }
-        run_engine(argv, fd);
+        close(pair[0]);
+        sigprocmask(SIG_SETMASK, saved, NULL);
+        run_engine(engine, argv, pair[1]);
 }
 
 /* Send the command (our stdio with it), forward our signals until its
  * end comes back, and exit with its status or hand the end over. */
-static _Noreturn void exec_in(int sock, brig_exec_opts *o, char **argv)
+static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_opts *o, char **argv)
 {
         brig_error *err = NULL;
         size_t len;
@@ -238,7 +253,7 @@ static _Noreturn void exec_in(int sock, brig_exec_opts *o, char **argv)
                 free(req);
                 free(buf);
                 close(sock);
-                run_engine(argv, -1);  /* nothing sent: it says why */
+                run_engine(engine, argv, -1);  /* nothing sent: it says why */
         }
         /* blocked before the request leaves, so no signal meant for the
          * command is lost or ends us in between (as exec.c does) */
@@ -259,7 +274,7 @@ static _Noreturn void exec_in(int sock, brig_exec_opts *o, char **argv)
                 free(req);
                 free(buf);
                 sigprocmask(SIG_SETMASK, &saved, NULL);
-                run_engine(argv, -1);
+                run_engine(engine, argv, -1);
         }
         free(req);
         for (;;) {
@@ -267,7 +282,7 @@ static _Noreturn void exec_in(int sock, brig_exec_opts *o, char **argv)
                 if (poll(p, 2, -1) < 0 && errno == EINTR)
                         continue;  /* every signal we forward is blocked: nothing else can be lost */
                 if (p[0].revents == 0 && p[1].revents == 0)
-                        hand_over(argv, NULL, 0);  /* poll failed: the engine says the exec is lost */
+                        hand_over(engine, argv, &saved, name, NULL, -errno);  /* poll failed: the exec is lost */
                 struct signalfd_siginfo si;
                 while (p[1].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
                         struct ctl_hdr s = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = (int32_t)si.ssi_signo };
@@ -287,7 +302,7 @@ static _Noreturn void exec_in(int sock, brig_exec_opts *o, char **argv)
                         free(buf);
                         exit(code);
                 }
-                hand_over(argv, buf, n > 0 ? n : 0);
+                hand_over(engine, argv, &saved, name, buf, n);
         }
 }
 
@@ -297,6 +312,11 @@ int main(int argc, char **argv)
          * reader that is gone fails with EPIPE instead of ending us with
          * 141. Blocked, not ignored, so the engine inherits nothing it
          * would not set itself, and no command starts with it. */
+        /* As the engine does (src/cli/main.c): a closed stdin, stdout or
+         * stderr is /dev/null, never the number of a descriptor of ours. */
+        for (int fd = 0; fd <= 2; fd++)
+                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
+                        return BRIG_EXIT_SETUP;
         sigset_t pipe_set;
         sigemptyset(&pipe_set);
         sigaddset(&pipe_set, SIGPIPE);
@@ -306,11 +326,18 @@ int main(int argc, char **argv)
                 argv = unnamed;
         const char *name;
         brig_exec_opts o;
+        int engine = -1;
         if (argc > 0 && fast_exec(argc, argv, &name, &o)) {
-                int sock = sandbox_connect(name);
+                /* the engine found first: an exec we could not end is
+                 * never sent (a caller that retries a setup failure would
+                 * run the command twice) */
+                brig_error *err = NULL;
+                engine = engine_open(&err);
+                brig_error_free(&err);
+                int sock = engine >= 0 ? sandbox_connect(name) : -1;
                 if (sock >= 0)
-                        exec_in(sock, &o, argv);
+                        exec_in(engine, sock, name, &o, argv);
                 free((void *)o.env);
         }
-        run_engine(argv, -1);
+        run_engine(engine, argv, -1);
 }

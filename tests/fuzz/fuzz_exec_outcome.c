@@ -1,6 +1,6 @@
 /* fuzz_exec_outcome.c — libFuzzer target for the reader of an exec's end
  * (persist/exec_outcome.c exec_outcome_read): the supervisor's last
- * message as the brig front end hands it to the engine in a memfd
+ * message as the brig front end hands it to the engine on a socket
  * (src/front/brig.c), and, through exec_outcome_take, as the engine's own
  * client reads it off the socket. Whatever the bytes, it reads within
  * them and gives either a result (an exit code of 0..255, its summary and
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "persist/sandbox.h"
@@ -23,9 +23,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        int fd = memfd_create("fuzz-exec-outcome", MFD_CLOEXEC);
-        if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size))
+        int pair[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 abort();
+        if (size && send(pair[0], data, size, 0) != (ssize_t)size)
+                abort();
+        close(pair[0]);
+        int fd = pair[1];
         brig_result res;
         memset(&res, 0, sizeof res);
         res.exit_code = BRIG_EXIT_SETUP;

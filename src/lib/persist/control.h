@@ -132,6 +132,10 @@ BRIG_INTERNAL int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error 
 BRIG_INTERNAL char *pool_identity(const char *policy_json, const char *workspace, const char *sources,
                                   const char *context);
 
+/* The error of an exec whose connection to the supervisor ended before
+ * its status came (errnum: EPIPE for an end, else what broke it); the
+ * engine's client and the front end say it in the same words. */
+BRIG_INTERNAL int exec_gone(brig_error **err, const char *name, int errnum);
 /* The exec request message (hdr + payload, *len bytes; free()): o's
  * command, environment, cwd, timeout and detach, a tty when `tty`, and,
  * with CTL_EXEC_LAST in flags, the pool member's `context`. */

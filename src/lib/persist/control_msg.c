@@ -92,6 +92,11 @@ int ctl_error(const struct ctl_hdr *h, int *exit_code, brig_error **err)
         return wire_error_decode(&h->error, sizeof h->error, exit_code, err);
 }
 
+int exec_gone(brig_error **err, const char *name, int errnum)
+{
+        return brig_err(err, errnum, "sandbox '%s' went away during the exec", name);
+}
+
 /* hdr + cwd\0 argv...\0 env...\0, and context\0 for CTL_EXEC_LAST */
 char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context, size_t *len,
                          brig_error **err)

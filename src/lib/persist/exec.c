@@ -185,6 +185,14 @@ int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const i
         static const int std_fds[] = { 0, 1, 2 };
         if (!stdio)
                 stdio = std_fds;
+        /* A caller whose stdin, stdout or stderr was closed got the
+         * control socket in its place: sent as the command's stdio, it
+         * would hand the command this connection to the supervisor, which
+         * takes any request on it (network rules, limits, stop). */
+        for (int i = 0; i < 3; i++)
+                if (stdio[i] == fd)
+                        return brig_err(err, EBADF, "exec: %s is closed (give the command /dev/null instead)",
+                                        (const char *[]){ "stdin", "stdout", "stderr" }[i]);
         int r = terminal_prepare(o->tty, o->terminal_passthrough, stdio, &l.term, err);
         if (r < 0)
                 return r;

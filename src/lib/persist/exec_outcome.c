@@ -94,7 +94,7 @@ int exec_outcome_take(const char *name, const char *msg, ssize_t n, brig_result 
                       brig_error **err)
 {
         if (n <= 0)
-                return brig_err(err, n < 0 ? (int)-n : EPIPE, "sandbox '%s' went away during the exec", name);
+                return exec_gone(err, name, n < 0 ? (int)-n : EPIPE);
         struct ctl_hdr h;
         memcpy(&h, msg, sizeof h);
         if (h.type == CTL_STATUS) {
@@ -115,26 +115,15 @@ void exec_result_fill(brig_result *res, const struct ctl_hdr *h, const char *pay
 
 int exec_outcome_read(int fd, const char *name, brig_result *res, brig_error **err)
 {
-        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG + 1);
+        _cleanup_free_ char *buf = malloc(CTL_MAX_MSG);
         if (!buf)
                 return brig_err(err, ENOMEM, "exec");
-        size_t n = 0;
-        for (ssize_t got; n <= CTL_MAX_MSG; n += (size_t)got) {
-                got = pread(fd, buf + n, CTL_MAX_MSG + 1 - n, (off_t)n);
-                if (got < 0 && errno == EINTR)
-                        got = 0;
-                else if (got < 0)
-                        return brig_err(err, errno, "read the end of the exec in sandbox '%s'", name);
-                else if (got == 0)
-                        break;
-        }
-        /* checked as ctl_recv checks what comes off the socket */
-        const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
-        if (n > CTL_MAX_MSG || (n > 0 && (n < sizeof *h || h->magic != CTL_MAGIC)))
-                return brig_err(err, EBADMSG, "the end of the exec in sandbox '%s': not a message of brig's", name);
-        if (n > 0)
-                ((struct ctl_hdr *)buf)->text[sizeof h->text - 1] = '\0';
-        int r = exec_outcome_take(name, buf, (ssize_t)n, res, NULL, err);
+        /* one message, checked as the one off the supervisor's socket was */
+        int fds[CTL_MAX_FDS], nfds;
+        ssize_t n = ctl_recv(fd, buf, CTL_MAX_MSG, fds, &nfds);
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        int r = exec_outcome_take(name, buf, n, res, NULL, err);
         if (r == 0)
                 return brig_err(err, EBADMSG, "the end of the exec in sandbox '%s': neither a status nor an error",
                                 name);

@@ -124,8 +124,9 @@ BRIG_INTERNAL int exec_outcome_take(const char *name, const char *msg, ssize_t n
                                     json_t **refusals, brig_error **err);
 /* The end of an exec another process began and handed over (the brig
  * command's front end, src/front/brig.c): the supervisor's last message
- * whole in the file fd (empty: the connection ended first), into *res and
- * *err as the exec's own client would have taken it. */
+ * as the one message on the SOCK_SEQPACKET socket fd (none: the
+ * connection ended first; a CTL_ERROR of exec_gone's: it broke), into
+ * *res and *err as the exec's own client would have taken it. */
 BRIG_INTERNAL int exec_outcome_read(int fd, const char *name, brig_result *res, brig_error **err);
 /* The JSON report of one exec (free()). pooled: brig run --pooled served
  * by a member, {"member": NAME} and, with --timings, "timings" (pool.c);
