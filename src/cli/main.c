@@ -1,6 +1,7 @@
 /* main.c — brig's entry point: dispatch to a subcommand. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "core/program.h"
 #include "oci/oci.h"
 
 #include <errno.h>
@@ -174,27 +175,8 @@ int cmd_serve(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-        /* brig's own lines (warnings at start, the end-of-run summary, the
-         * terminal relay, --help) go to a stdout and stderr whose reader
-         * may be gone — `brig run ... 2>&1 | head -1` — and SIGPIPE's
-         * default would then kill brig, after the cleanup or in the middle
-         * of it, with 141 instead of the command's status. Blocked here for
-         * every thread brig starts, as sigpipe_hold does around libbrig's
-         * writes to a caller's descriptor: such a write fails with EPIPE
-         * and brig goes on. Blocked, never ignored: an ignored signal stays
-         * ignored across exec, while the command starts with nothing
-         * blocked (child.c reset_signals, the supervisor's posix_spawn). */
-        /* A stdin, stdout or stderr the caller closed (`<&-`, a daemon)
-         * is /dev/null: else the next descriptor brig opens (the control
-         * socket of an exec) takes its number and goes to the command as
-         * its stdio (persist/exec.c refuses that). */
-        for (int fd = 0; fd <= 2; fd++)
-                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
-                        return BRIG_EXIT_SETUP;
-        sigset_t pipe_set;
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        sigprocmask(SIG_BLOCK, &pipe_set, NULL);
+        if (program_start() < 0)  /* stdio and SIGPIPE (core/program.h) */
+                return BRIG_EXIT_SETUP;
         /* An engine runs its runtime binary by a name of its own (brig-oci,
          * a symlink to brig): the runc command line then, as brig oci. */
         const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];

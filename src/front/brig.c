@@ -308,19 +308,8 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
 
 int main(int argc, char **argv)
 {
-        /* As the engine does first (src/cli/main.c): a write of ours to a
-         * reader that is gone fails with EPIPE instead of ending us with
-         * 141. Blocked, not ignored, so the engine inherits nothing it
-         * would not set itself, and no command starts with it. */
-        /* As the engine does (src/cli/main.c): a closed stdin, stdout or
-         * stderr is /dev/null, never the number of a descriptor of ours. */
-        for (int fd = 0; fd <= 2; fd++)
-                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
-                        return BRIG_EXIT_SETUP;
-        sigset_t pipe_set;
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        sigprocmask(SIG_BLOCK, &pipe_set, NULL);
+        if (program_start() < 0)  /* as the engine does first */
+                return BRIG_EXIT_SETUP;
         static char *unnamed[] = { "brig", NULL };
         if (argc < 1)  /* execve with no argv at all: the engine reads argv[0] */
                 argv = unnamed;

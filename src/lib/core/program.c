@@ -4,6 +4,7 @@
 #include "core/program.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,4 +42,26 @@ int program_open_in(const char *dir, const char *prog, brig_error **err)
                                      prog, dir);
         }
         return fd;
+}
+
+int program_start(void)
+{
+        for (int fd = 0; fd <= 2; fd++)
+                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
+                        return -errno;
+        /* brig's own lines (warnings at start, the end-of-run summary, the
+         * terminal relay, --help) go to a stdout and stderr whose reader
+         * may be gone — `brig run ... 2>&1 | head -1` — and SIGPIPE's
+         * default would then kill brig, after the cleanup or in the middle
+         * of it, with 141 instead of the command's status. Blocked here for
+         * every thread brig starts, as sigpipe_hold does around libbrig's
+         * writes to a caller's descriptor: such a write fails with EPIPE
+         * and brig goes on. Blocked, never ignored: an ignored signal stays
+         * ignored across exec, while the command starts with nothing
+         * blocked (child.c reset_signals, the supervisor's posix_spawn). */
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigprocmask(SIG_BLOCK, &pipe_set, NULL);
+        return 0;
 }

@@ -14,9 +14,25 @@
  * path. */
 #ifndef BRIG_LIBEXEC_FROM_BINDIR
 #define BRIG_LIBEXEC_FROM_BINDIR "../libexec/brig"
+/* What each brig command does first, the front end and the engine alike:
+ * a stdin, stdout or stderr the caller closed (`<&-`, a daemon) becomes
+ * /dev/null, else the next descriptor brig opens (an exec's control
+ * socket) takes its number and goes to the command as its stdio
+ * (persist/exec.c refuses that); and SIGPIPE is blocked (program.c says
+ * why). -errno when /dev/null cannot be opened. */
+BRIG_INTERNAL int program_start(void);
+
 #endif
 #ifndef BRIG_LIBEXECDIR
 #define BRIG_LIBEXECDIR "/usr/local/libexec/brig"
+/* What each brig command does first, the front end and the engine alike:
+ * a stdin, stdout or stderr the caller closed (`<&-`, a daemon) becomes
+ * /dev/null, else the next descriptor brig opens (an exec's control
+ * socket) takes its number and goes to the command as its stdio
+ * (persist/exec.c refuses that); and SIGPIPE is blocked (program.c says
+ * why). -errno when /dev/null cannot be opened. */
+BRIG_INTERNAL int program_start(void);
+
 #endif
 
 /* DIR/PROG as an O_PATH descriptor, checked: a regular executable file
@@ -26,5 +42,13 @@
  * (the caller tries its next place), another error (said in *err) when it
  * has one brig must not run: then the caller tries no other place. */
 BRIG_INTERNAL int program_open_in(const char *dir, const char *prog, brig_error **err);
+
+/* What each brig command does first, the front end and the engine alike:
+ * a stdin, stdout or stderr the caller closed (`<&-`, a daemon) becomes
+ * /dev/null, else the next descriptor brig opens (an exec's control
+ * socket) takes its number and goes to the command as its stdio
+ * (persist/exec.c refuses that); and SIGPIPE is blocked (program.c says
+ * why). -errno when /dev/null cannot be opened. */
+BRIG_INTERNAL int program_start(void);
 
 #endif
