@@ -1,6 +1,7 @@
 """Helpers shared by the process, privilege, terminal and lifecycle tests."""
 import errno
 import os
+import pathlib
 import pty
 import re
 import select
@@ -81,6 +82,30 @@ def descendants(pid):
             out.append(k)
             todo.append(k)
     return out
+
+
+def sandbox_init(sup, timeout=5.0):
+    """Host pid of the sandbox's pid 1 below supervisor SUP: the child that
+    is 1 in its own pid namespace (by its NSpid). Not just "the child":
+    the supervisor has short-lived children of its own (the idmap helper,
+    reaped after the sandbox is already running)."""
+    def find():
+        try:
+            kids = pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split()
+        except OSError:
+            return None
+        for k in kids:
+            try:
+                status = pathlib.Path(f"/proc/{k}/status").read_text()
+            except OSError:
+                continue  # a helper that has just gone
+            nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+            if len(nspid) > 1 and nspid[-1] == "1":
+                return int(k)
+        return None
+    init = wait_until(find, timeout)
+    assert init, f"no pid 1 among the children of {sup}"
+    return init
 
 
 def wait_until(pred, timeout=5.0, step=0.05):

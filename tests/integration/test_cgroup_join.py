@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from proc_helpers import descendants, wait_until
+from proc_helpers import descendants, sandbox_init, wait_until
 
 CGROOT = pathlib.Path("/sys/fs/cgroup")
 
@@ -345,7 +345,7 @@ def test_nothing_of_the_command_runs_before_its_groups_hold(brig, hooks_bindir):
         for step in ("cgroup-recorded", "cgroup-made"):
             assert wait_until(lambda: _stopped(p.pid) or p.poll() is not None, 30), f"never paused at {step}"
             assert p.poll() is None, p.communicate()
-            init = _init_of(p.pid)
+            init = sandbox_init(p.pid)
             # time for a child that did not wait to go on: to its mounts,
             # the command's fork, the command itself
             wait_until(lambda: mark.exists() or pathlib.Path(f"/proc/{init}/task/{init}/children").read_text(), 1)
@@ -439,19 +439,6 @@ def _host_cgroups_of(pid):
     return sorted(re.sub(r"brig-\d+-\d+-\d+-\d+", "brig-X", line) for line in text.splitlines())
 
 
-def _init_of(brig_pid):
-    """The sandbox's pid 1 among brig's children: the one that is 1 in its
-    own pid namespace (by its NSpid), whatever else brig has forked."""
-    kids = pathlib.Path(f"/proc/{brig_pid}/task/{brig_pid}/children").read_text().split()
-    for k in kids:
-        status = pathlib.Path(f"/proc/{k}/status").read_text()
-        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
-        if len(nspid) > 1 and nspid[-1] == "1":
-            return int(k)
-    raise AssertionError(f"no pid 1 among brig's children {kids}: "
-                         f"{[pathlib.Path(f'/proc/{k}/status').read_text().splitlines()[:1] for k in kids]}")
-
-
 def test_the_usual_places_name_the_groups_the_mount_table_does(brig, hooks_bindir):
     """cgroup_create finds the hierarchies at their customary places
     (/proc/self/cgroup, statfs, statmount) without reading the mount
@@ -468,7 +455,7 @@ def test_the_usual_places_name_the_groups_the_mount_table_does(brig, hooks_bindi
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             assert p.stdout.readline() == b"ready\n", p.stderr.read()
-            init = _init_of(p.pid)
+            init = sandbox_init(p.pid)
             dirs = {c: re.sub(r"brig-\d+-\d+-\d+-\d+", "brig-X", str(d)) for c, d in groups_of(p.pid).items()}
             seen[how] = (_host_cgroups_of(init), dirs)
             p.stdin.close()

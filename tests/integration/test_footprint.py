@@ -14,15 +14,7 @@ import signal
 import subprocess
 
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
-from proc_helpers import descendants, run_popen, wait_until
-
-
-def pid1(sup):
-    """The sandbox's pid 1: the supervisor's only child (descendants lists
-    the supervisor's children first)."""
-    below = wait_until(lambda: descendants(sup), 5)
-    assert below, f"supervisor {sup} has no child"
-    return below[0]
+from proc_helpers import run_popen, sandbox_init, wait_until
 
 
 def brig_code(pid):
@@ -57,7 +49,7 @@ def test_idle_run_sheds_setup_pages_and_still_supervises(brig):
     try:
         assert p.stdout.readline().strip() == b"ready"
         sup = p.pid  # setpriv execs brig in place
-        init = pid1(sup)
+        init = sandbox_init(sup)
         assert wait_until(lambda: shed(sup), 10), f"supervisor kept setup's code mapped: {brig_code(sup)}"
         assert wait_until(lambda: shed(init), 10), f"pid 1 kept setup's code mapped: {brig_code(init)}"
         # still supervising: the signal goes through both, the status back
@@ -72,7 +64,7 @@ def test_idle_run_sheds_setup_pages_and_still_supervises(brig):
 def test_idle_persistent_sandbox_sheds_and_still_execs(sandboxes):  # noqa: F811
     name, _ = sandboxes.create()
     sup = sandboxes.state(name)["supervisor_pid"]
-    init = pid1(sup)
+    init = sandbox_init(sup)
     assert wait_until(lambda: shed(sup), 10), f"supervisor kept setup's code mapped: {brig_code(sup)}"
     assert wait_until(lambda: shed(init), 10), f"pid 1 kept setup's code mapped: {brig_code(init)}"
     both = lambda: brig_code(sup)[0] + brig_code(init)[0]  # noqa: E731

@@ -16,17 +16,14 @@ import pytest
 
 from conftest import SANITIZED
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
-from proc_helpers import marker, pids_with, run_popen, wait_until
+from proc_helpers import marker, pids_with, run_popen, sandbox_init, wait_until
 from test_escape import attack
 from test_persist_pool import _members, _ready, pool  # noqa: F401 (fixture)
 
 
 def _pid1(pool, name):
-    """Host pid of member NAME's pid 1 (its supervisor's one child)."""
-    sup = pool.state(name)["supervisor_pid"]
-    kids = pathlib.Path(f"/proc/{sup}/task/{sup}/children").read_text().split()
-    assert len(kids) == 1, (name, kids)
-    return int(kids[0])
+    """Host pid of member NAME's pid 1."""
+    return sandbox_init(pool.state(name)["supervisor_pid"])
 
 
 def _pooled(pool, script, *opts, env=None, **kw):
