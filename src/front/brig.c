@@ -36,7 +36,6 @@
 #include "persist/control.h"
 #include "persist/state_root.h"
 
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>

@@ -119,6 +119,40 @@ def test_log_does_not_pass_escape_sequences_to_the_terminal(brig):
     assert "\x1b" not in out and "\x07" not in out and "\\x1b]52;c;" in out, repr(out)
 
 
+@attack("audit-log-edited-fields", "a stream edited after the run: OSC 52 and CSI in every string brig log prints "
+        "(a unix event's action and call, a net event's decision and type, errno, a net rule's change, a file "
+        "change, brig_version, policy_sha256)",
+        "brig log writes every field of the file through one escaping writer; none goes out by printf's %s")
+def test_log_escapes_every_field_of_an_edited_stream(brig):
+    """brig log reads files anyone may have edited. Each event kind it
+    prints, with an escape sequence in each of its string fields: the
+    timeline shows all of them as text, none as bytes. Found by
+    fuzz_auditlog: six fields went out by printf's %s unescaped."""
+    r, path, ev = audit(brig, "/bin/true")
+    assert r.returncode == 0, r
+    evil = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x7f"
+    base = {"v": 1, "time": "2026-12-01T16:56:50.103Z"}
+    forged = [
+        {"event": "start", "command": ["sh"], "brig_version": evil, "net": evil, "policy_sha256": evil},
+        {"event": "unix", "action": evil, "call": evil, "path": evil, "reason": evil},
+        {"event": "net", "decision": evil, "host": evil, "port": 443, "reason": evil},
+        {"event": "dns", "decision": evil, "name": evil, "type": evil, "reason": evil},
+        {"event": "syscall", "action": "log", "syscall": evil, "pid": 2, "errno": evil},
+        {"event": "net_rule", "change": evil, "action": evil, "host": evil},
+        {"event": "files", "added": 1, "modified": 0, "deleted": 0,
+         "changes": [{"change": evil, "path": evil, "type": evil}]},
+    ]
+    edited = brig.reports / "edited-fields.jsonl"
+    edited.write_text("".join(json.dumps({**base, **e}) + "\n" for e in forged) + path.read_text())
+    out = log(brig, edited)
+    assert out.returncode in (0, 1), out
+    for bad in ("\x1b", "\x07", "\x7f"):
+        assert bad not in out.stdout and bad not in out.stderr, (bad, out.stdout)
+    # every forged field is there as text: one per string field printed
+    shown = out.stdout.count("\\x1b]52;c;")
+    assert shown >= 20, (shown, out.stdout)
+
+
 @attack("audit-exec-storm", "a fork-exec loop of 600 programs, to flood the disk or bury what ran",
         "exec and exit events share 100 lines a second; the rest are counted (suppressed, end's exec_suppressed)")
 def test_fork_exec_storm_is_rate_limited_and_counted(brig):

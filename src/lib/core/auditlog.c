@@ -286,6 +286,15 @@ static void put_safe(FILE *f, const char *s)
         }
 }
 
+/* put_safe, then spaces up to WIDTH: printf's "%-8s" for a field of the
+ * file's (no field the file holds goes out through printf's %s) */
+static void put_padded(FILE *f, const char *s, int width)
+{
+        put_safe(f, s);
+        for (int n = (int)strlen(s); n < width; n++)
+                fputc(' ', f);
+}
+
 static const char *str(const json_t *o, const char *key)
 {
         const char *s = json_string_value(json_object_get(o, key));
@@ -409,10 +418,15 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
         if (strcmp(ev, "start") == 0) {
                 fputs("start    ", f);
                 put_argv(f, json_object_get(o, "command"));
-                fprintf(f, "  (brig %s, network ", str(o, "brig_version"));
+                fputs("  (brig ", f);
+                put_safe(f, str(o, "brig_version"));
+                fputs(", network ", f);
                 put_safe(f, str(o, "net"));
                 fputs(", policy ", f);
-                fprintf(f, "%.12s)", str(o, "policy_sha256"));
+                char hash[13];
+                snprintf(hash, sizeof hash, "%s", str(o, "policy_sha256"));
+                put_safe(f, hash);
+                fputs(")", f);
         } else if (strcmp(ev, "exec") == 0) {
                 colour(r, f, "36");
                 fprintf(f, "exec     pid %lld", num(o, "pid"));
@@ -443,12 +457,16 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
                         colour(r, f, "31");
                 else if (strcmp(str(o, "phase"), "close") != 0)
                         colour(r, f, "32");
-                fprintf(f, "%-8s %-6s ", ev, strcmp(str(o, "phase"), "close") == 0 ? "close" : str(o, "decision"));
+                fprintf(f, "%-8s ", ev);  /* net or dns */
+                put_padded(f, strcmp(str(o, "phase"), "close") == 0 ? "close" : str(o, "decision"), 6);
+                fputc(' ', f);
                 put_safe(f, json_is_string(host) ? json_string_value(host) : str(o, "address"));
                 if (strcmp(ev, "net") == 0)
                         fprintf(f, ":%lld", num(o, "port"));
-                else
-                        fprintf(f, " %s", str(o, "type"));
+                else {
+                        fputc(' ', f);
+                        put_safe(f, str(o, "type"));
+                }
                 colour(r, f, "0");
                 if (strcmp(str(o, "phase"), "close") == 0) {
                         fprintf(f, "  %lld bytes up, %lld down, %lld ms", num(o, "bytes_up"), num(o, "bytes_down"),
@@ -461,7 +479,11 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
         } else if (strcmp(ev, "unix") == 0) {
                 if (bad)
                         colour(r, f, "31");
-                fprintf(f, "unix     %-6s %s ", str(o, "action"), str(o, "call"));
+                fputs("unix     ", f);
+                put_padded(f, str(o, "action"), 6);
+                fputc(' ', f);
+                put_safe(f, str(o, "call"));
+                fputc(' ', f);
                 put_safe(f, str(o, "path"));
                 colour(r, f, "0");
                 fputs("  (", f);
@@ -475,8 +497,10 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
                 put_safe(f, str(o, "syscall"));
                 colour(r, f, "0");
                 fprintf(f, "  pid %lld", num(o, "pid"));
-                if (json_is_string(json_object_get(o, "errno")))
-                        fprintf(f, ", %s", str(o, "errno"));
+                if (json_is_string(json_object_get(o, "errno"))) {
+                        fputs(", ", f);
+                        put_safe(f, str(o, "errno"));
+                }
         } else if (strcmp(ev, "suppressed") == 0) {
                 colour(r, f, "33");
                 fprintf(f, "suppressed %lld ", num(o, "count"));
@@ -503,7 +527,11 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
                 put_safe(f, str(o, "limit"));
                 fprintf(f, " set to %lld (live)", num(o, "value"));
         } else if (strcmp(ev, "net_rule") == 0) {
-                fprintf(f, "net_rule %s %s ", str(o, "change"), str(o, "action"));
+                fputs("net_rule ", f);
+                put_safe(f, str(o, "change"));
+                fputc(' ', f);
+                put_safe(f, str(o, "action"));
+                fputc(' ', f);
                 put_safe(f, str(o, "host"));
         } else if (strcmp(ev, "files") == 0) {
                 fprintf(f, "files    %lld added, %lld modified, %lld deleted", num(o, "added"), num(o, "modified"),
@@ -515,7 +543,9 @@ static void describe(const brig_audit_reader *r, FILE *f, const char *ev, const 
                                 fputs("\n         ...", f);
                                 break;
                         }
-                        fprintf(f, "\n         %-8s ", str(c, "change"));
+                        fputs("\n         ", f);
+                        put_padded(f, str(c, "change"), 8);
+                        fputc(' ', f);
                         put_safe(f, str(c, "path"));
                         if (strcmp(str(c, "type"), "file") != 0) {
                                 fputs(" [", f);
