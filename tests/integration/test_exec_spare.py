@@ -15,7 +15,7 @@ import signal
 import subprocess
 
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
-from proc_helpers import wait_until
+from proc_helpers import sandbox_init, wait_until
 from test_escape import attack
 from test_persist_pool import _members, pool  # noqa: F401 (fixture)
 
@@ -32,9 +32,7 @@ PROFILE = ("while read -r l; do case $l in Umask*|Sig*|Cap*|NoNewPrivs*|Seccomp*
 
 
 def _init(sandboxes, name):
-    sup = sandboxes.state(name)["supervisor_pid"]
-    with open(f"/proc/{sup}/task/{sup}/children") as f:
-        return int(f.read().split()[0])
+    return sandbox_init(sandboxes.state(name)["supervisor_pid"])
 
 
 def _children(pid):
