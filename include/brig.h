@@ -562,6 +562,10 @@ typedef struct brig_exec brig_exec;
 enum brig_sandbox_flags {
         BRIG_SANDBOX_EPHEMERAL = 1 << 0,  /* removed by brig_sandbox_close, or when this process ends */
         BRIG_SANDBOX_AUDIT = 1 << 1,      /* keep its audit stream (brig_sandbox_audit_fd) */
+        /* removed when this process ends, however it ends (its supervisor
+         * watches it); unlike EPHEMERAL it outlives brig_sandbox_close and
+         * brig_sandbox_stop, and a start or restore watches the same process */
+        BRIG_SANDBOX_OWNED = 1 << 2,
 };
 
 typedef struct brig_sandbox_opts {

@@ -4,8 +4,9 @@
  * its stdin and stdout (one message per line, jsonrpc.c), and ends the
  * session by closing stdin (or with SIGTERM, SIGINT, SIGHUP). The sandbox
  * is made from the command line's policy when a tool first needs it and
- * removed when the session ends, unless --keep NAME; a watchdog process
- * removes it also when brig mcp itself is SIGKILLed. Requests are handled
+ * removed when the session ends, unless --keep NAME; its supervisor
+ * removes it also when brig mcp itself is SIGKILLed (BRIG_SANDBOX_OWNED:
+ * it watches this process, and no process of ours has to outlive us). Requests are handled
  * one at a time, in order. Nothing but protocol messages goes to stdout:
  * brig's own lines go to stderr (and, as notifications/message, to the
  * client). */
@@ -15,7 +16,6 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,7 +23,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -102,7 +101,9 @@ int mcp_sandbox(struct mcp *m, brig_error **err)
                 return 0;
         brig_sandbox_opts o = {
                 .size = sizeof o,
-                .flags = BRIG_SANDBOX_AUDIT,  /* the audit resource; never ephemeral: restore stops and starts it */
+                /* the audit resource; owned, not ephemeral: restore stops
+                 * and starts it, and only our end (--keep aside) removes it */
+                .flags = BRIG_SANDBOX_AUDIT | (m->keep ? 0 : BRIG_SANDBOX_OWNED),
                 .name = m->name,
                 .workspace_mode = m->overlay ? BRIG_WORKSPACE_OVERLAY : BRIG_WORKSPACE_BIND,
         };
@@ -123,46 +124,6 @@ int mcp_sandbox(struct mcp *m, brig_error **err)
         mcp_log(m, "info", "sandbox '%s' is running (workspace %s%s)%s", m->name, m->workspace,
                 m->overlay ? ", overlay" : "", m->keep ? "; it stays when the session ends (--keep)" : "");
         return 0;
-}
-
-/* The session's sandbox goes when brig mcp goes, however it goes: a
- * process of its own (a new session, so the client's signals to our group
- * do not reach it) waits for the end of a pipe only we hold, and removes
- * the sandbox then. A clean end removes it first; then this finds nothing. */
-static int start_watchdog(const char *name)
-{
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        pid_t pid = fork();
-        if (pid < 0) {
-                int e = errno;
-                close(p[0]);
-                close(p[1]);
-                return -e;
-        }
-        if (pid == 0) {
-                /* Hold none of the client's pipes: its end of our stdout
-                 * must see EOF when we end. */
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                dup2(null, 0);
-                dup2(null, 1);
-                dup2(null, 2);
-                close(p[1]);
-                setsid();
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                char c;
-                while (read(p[0], &c, 1) < 0 && errno == EINTR)
-                        ;
-                brig_error *err = NULL;
-                (void)brig_sandbox_remove(name, &err);
-                brig_error_free(&err);
-                _exit(0);
-        }
-        close(p[0]);
-        return p[1];
 }
 
 static void session_end(struct mcp *m)
@@ -581,8 +542,7 @@ int cmd_mcp(int argc, char **argv)
         sigaddset(&set, SIGHUP);
         sigprocmask(SIG_BLOCK, &set, NULL);
         m.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-        int watchdog = m.keep ? -1 : start_watchdog(m.name);
-        if (m.sig_fd < 0 || (!m.keep && watchdog < 0)) {
+        if (m.sig_fd < 0) {
                 fprintf(stderr, "brig mcp: cannot watch for the session's end: %s\n", strerror(errno));
                 code = BRIG_EXIT_SETUP;
                 goto out;
@@ -622,8 +582,6 @@ int cmd_mcp(int argc, char **argv)
                 free(l);
         }
         session_end(&m);
-        if (watchdog >= 0)
-                close(watchdog);
         code = 0;
 out:
         if (m.sig_fd >= 0)

@@ -127,6 +127,7 @@ int main(int argc, char **argv)
         struct sandbox_create_opts opts = {
                 .overlay = json_is_true(json_object_get(doc, "overlay")),
                 .ephemeral = json_is_true(json_object_get(doc, "ephemeral")),
+                .owned = json_is_true(json_object_get(doc, "owned")),
                 .audit = json_is_true(json_object_get(doc, "audit")),
                 .owner_pid = (pid_t)json_integer_value(json_object_get(doc, "owner_pid")),
                 .owner_start = (unsigned long long)json_integer_value(json_object_get(doc, "owner_start")),

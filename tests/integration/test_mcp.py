@@ -548,6 +548,96 @@ def test_session_end_removes_the_sandbox(brig):
     assert wait_gone(mark, timeout=20)
 
 
+def _state_dir(brig, name):
+    return brig.base / "run" / "brig" / name
+
+
+def _supervisor(brig, name):
+    return json.loads((_state_dir(brig, name) / "state.json").read_text())["supervisor_pid"]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@attack("mcp-killed-by-name", "every process of brig mcp killed at once with SIGKILL, as a harness that kills by "
+        "name (or its process tree) does, after a restore has started the sandbox's supervisor again; then brig mcp "
+        "and the sandbox's supervisor killed together", "mcp")
+def test_sandbox_goes_with_brig_mcp_however_it_is_killed(brig):
+    """The session's sandbox is removed when brig mcp ends, by whatever
+    kill: its supervisor watches brig mcp itself (BRIG_SANDBOX_OWNED), so
+    no helper of brig mcp's has to survive it — a watchdog killed with it
+    left the sandbox running for good. A restore (stop, start) keeps the
+    tie. Killed with its supervisor, the sandbox's state goes at the next
+    brig. Asserted on the host: processes, `brig ls`, the state directory."""
+    mark = marker("mcp-name")
+    s = Session(brig, "--overlay")
+    s.init()
+    result_of(s.call("run_command", command="echo one > f"))
+    result_of(s.call("snapshot", tag="s1"))
+    name = f"mcp-{s.p.pid}"
+    before = _supervisor(brig, name)
+    result_of(s.call("restore", tag="s1"))
+    sup = _supervisor(brig, name)
+    assert sup != before and _alive(sup), "the restore did not start the supervisor again"
+    result_of(s.call("run_command", command=["sh", "-c", "sleep 3600", mark], background=True))
+    assert wait_until(lambda: pids_with(mark)), "the background command never ran"
+    cmdline = pathlib.Path(f"/proc/{s.p.pid}/cmdline").read_bytes()
+    same = [int(d) for d in os.listdir("/proc") if d.isdigit() and _cmdline(d) == cmdline]
+    assert s.p.pid in same, same
+    for pid in same:  # brig mcp and anything of its with its name: all started by this test
+        os.kill(pid, signal.SIGKILL)
+    s.p.wait(timeout=10)
+    s.err.close()
+    assert wait_gone(mark, timeout=20), f"{mark} outlived brig mcp"
+    assert wait_until(lambda: not _alive(sup), 20), "the sandbox's supervisor outlived brig mcp"
+    assert wait_until(lambda: not _state_dir(brig, name).exists(), 20), sorted(_state_dir(brig, name).iterdir())
+    assert name not in sandboxes(brig)
+
+    # brig mcp and the supervisor SIGKILLed together: nothing is left to
+    # remove the state but the next brig, which does
+    t = Session(brig)
+    t.init()
+    result_of(t.call("run_command", command=["sh", "-c", "sleep 3600", mark], background=True))
+    tname = f"mcp-{t.p.pid}"
+    tsup = _supervisor(brig, tname)
+    os.kill(t.p.pid, signal.SIGKILL)
+    os.kill(tsup, signal.SIGKILL)
+    t.p.wait(timeout=10)
+    t.err.close()
+    assert wait_gone(mark, timeout=20), f"{mark} outlived its supervisor"
+    assert wait_until(lambda: not _alive(tsup), 10)
+    assert tname not in sandboxes(brig)  # brig ls sweeps first
+    assert not _state_dir(brig, tname).exists()
+
+    # the positive control: a --keep sandbox is the user's, dead or not
+    keep = f"kept-name-{os.getpid()}-{brig.mode}"
+    k = Session(brig, "--keep", keep)
+    k.init()
+    result_of(k.call("run_command", command="true"))
+    ksup = _supervisor(brig, keep)
+    os.kill(k.p.pid, signal.SIGKILL)
+    os.kill(ksup, signal.SIGKILL)
+    k.p.wait(timeout=10)
+    k.err.close()
+    try:
+        assert wait_until(lambda: not _alive(ksup), 10)
+        assert keep in sandboxes(brig) and _state_dir(brig, keep).exists()
+    finally:
+        assert brig.run("rm", keep, env=state_env(brig)).returncode == 0
+
+
+def _cmdline(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
 @attack("mcp-bad-frames", "bytes that are not a request reaching the tool dispatcher: a tools/call before initialize, "
         "in a batch, a 17 MiB line, 100000 nested brackets, NULs, invalid UTF-8; each followed by a ping", "mcp")
 def test_bad_frames_run_nothing(brig):

@@ -16,7 +16,10 @@
  *               an ephemeral sandbox's state directory while its creator
  *               makes it, then its hold: flocked by the creator, and from
  *               its start by the supervisor, for life (sandbox.c). One
- *               nobody holds has nobody left to remove it.
+ *               nobody holds has nobody left to remove it. An owned
+ *               sandbox (BRIG_SANDBOX_OWNED) has one too, and goes once
+ *               its owner is gone as well (stopped for a restore, it
+ *               waits for its owner to start it again).
  *
  * Persistent sandboxes are the user's: one whose supervisor died stays,
  * shown as dead by brig ls, until brig rm removes every trace. */
@@ -377,8 +380,14 @@ static void sweep_unheld(int rfd, const char *root, const char *name)
         json_t *state = dir ? state_read(dir, &e) : NULL;
         brig_error_free(&e);
         /* a supervisor of a brig before holds (none has a hold) or one
-         * that lives on regardless: never removed under it */
+         * that lives on regardless: never removed under it; nor an owned
+         * sandbox whose owner lives (stopped to be started again) */
         bool alive = state && state_supervisor_alive(state);
+        json_t *owner = json_object_get(state, "owner_pid");
+        if (json_is_integer(owner) && json_integer_value(owner) > 0 &&
+            state_process_start((pid_t)json_integer_value(owner)) ==
+                    (unsigned long long)json_integer_value(json_object_get(state, "owner_start")))
+                alive = true;
         json_decref(state);
         if (dir && !alive)
                 (void)state_remove_tree(dir, NULL);

@@ -213,7 +213,7 @@ int brig_sandbox_new(const brig_policy *p, const brig_sandbox_opts *o, brig_sand
                         return r;
                 memcpy(&opts, o, o->size < sizeof opts ? o->size : sizeof opts);
         }
-        if (opts.flags & ~(uint32_t)(BRIG_SANDBOX_EPHEMERAL | BRIG_SANDBOX_AUDIT))
+        if (opts.flags & ~(uint32_t)(BRIG_SANDBOX_EPHEMERAL | BRIG_SANDBOX_AUDIT | BRIG_SANDBOX_OWNED))
                 return brig_err(err, EINVAL, "brig_sandbox_opts.flags: unknown flags 0x%x", opts.flags);
         char name[72];
         if (opts.name)
@@ -234,8 +234,12 @@ int brig_sandbox_new(const brig_policy *p, const brig_sandbox_opts *o, brig_sand
                 .overlay = opts.workspace_mode == BRIG_WORKSPACE_OVERLAY,
                 .ephemeral = opts.flags & BRIG_SANDBOX_EPHEMERAL,
                 .audit = opts.flags & BRIG_SANDBOX_AUDIT,
+                .owned = opts.flags & BRIG_SANDBOX_OWNED,
         };
-        if (co.ephemeral) {
+        if (co.ephemeral && co.owned)
+                return brig_err(err, EINVAL, "brig_sandbox_opts.flags: BRIG_SANDBOX_EPHEMERAL and BRIG_SANDBOX_OWNED "
+                                             "exclude each other (an ephemeral sandbox is removed at any end)");
+        if (co.ephemeral || co.owned) {
                 co.owner_pid = getpid();
                 co.owner_start = state_process_start(co.owner_pid);
         }

@@ -124,8 +124,9 @@ static char *supervisor_config(const char *dir, const char *name, const brig_pol
                 return NULL;
         json_error_t jerr;
         json_t *pol = json_loads(policy, 0, &jerr);
-        json_t *doc = pol ? json_pack("{s:s, s:s, s:b, s:b, s:b, s:I, s:I, s:o}", "dir", dir, "name", name,
-                                      "overlay", opts->overlay, "ephemeral", opts->ephemeral, "audit", opts->audit,
+        json_t *doc = pol ? json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:I, s:I, s:o}", "dir", dir, "name", name,
+                                      "overlay", opts->overlay, "ephemeral", opts->ephemeral, "owned", opts->owned,
+                                      "audit", opts->audit,
                                       "owner_pid", (json_int_t)opts->owner_pid, "owner_start",
                                       (json_int_t)opts->owner_start, "policy", pol)
                           : NULL;

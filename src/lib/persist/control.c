@@ -84,11 +84,16 @@ struct control {
 };
 
 /* A pool member (owned by its daemon) serves one brig run --pooled and
- * nothing else. (An ephemeral sandbox has an owner too, its creator: not
- * a member.) */
+ * nothing else. (An ephemeral or BRIG_SANDBOX_OWNED sandbox has an owner
+ * too, its creator: not a member.) */
 static bool is_member(const struct control *c)
 {
-        return c->opts.owner_pid > 0 && !c->opts.ephemeral;
+        return c->opts.owner_pid > 0 && !c->opts.ephemeral && !c->opts.owned;
+}
+
+bool control_orphaned(const struct control *c)
+{
+        return c && c->orphaned;
 }
 
 const char *control_dir(const struct control *c)
@@ -104,7 +109,7 @@ bool control_keeps_changes(const struct control *c)
 {
         /* overlay mode too: its layer has the workspace's changes, the
          * record those of its writable binds */
-        return !c->opts.ephemeral && !c->opts.owner_pid;
+        return !c->opts.ephemeral && (!c->opts.owner_pid || c->opts.owned);
 }
 
 static int epoll_watch(struct control *c, int fd, struct watch *w)
@@ -192,6 +197,12 @@ static json_t *state_doc(struct control *c, const char *status)
         json_object_set_new(doc, "workspace_mode", json_string(c->opts.overlay ? "overlay" : "bind"));
         /* kept across a start, restore or fork (sandbox_load_policy) */
         json_object_set_new(doc, "audit", json_boolean(c->opts.audit));
+        if (c->opts.owned) {
+                /* a start or restore watches the same owner (sandbox_load_policy),
+                 * and the reaper removes it once neither lives (reaper.c) */
+                json_object_set_new(doc, "owner_pid", json_integer(c->opts.owner_pid));
+                json_object_set_new(doc, "owner_start", json_integer((json_int_t)c->opts.owner_start));
+        }
         if (c->summary)
                 json_object_update(doc, c->summary);
         json_t *cgs = json_array();

@@ -62,13 +62,16 @@ _Noreturn void sandbox_supervise(const char *dir, const char *name, const brig_p
                 else if (ready_fd >= 0)
                         control_tell_ready(ready_fd, err, NULL);  /* no control yet: the same word */
         }
+        /* An owned sandbox ends for good only when its owner has gone: a
+         * stop (a restore's) keeps it for the start that follows. */
+        bool owner_gone = opts->owned && control_orphaned(ctl);
         control_finish(ctl);
         control_free(ctl);
         brig_error_free(&err);
-        /* An ephemeral sandbox whose owner is gone leaves nothing: its
-         * state goes with it (a failed create's state is removed by the
-         * creator, which waits for us to end). */
-        if (opts->ephemeral && r == 0)
+        /* An ephemeral sandbox, or an owned one whose owner is gone, leaves
+         * nothing: its state goes with it (a failed create's state is
+         * removed by the creator, which waits for us to end). */
+        if ((opts->ephemeral || owner_gone) && r == 0)
                 (void)state_remove_tree(dir, NULL);
         fflush(stderr);
         exit(r < 0 ? BRIG_EXIT_SETUP : 0);
@@ -236,7 +239,9 @@ int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int lock = -EBADF, hold = -EBADF;
         int r = refuse_for_create(p, err);
-        if (r == 0 && opts.ephemeral)
+        /* an owned one too: the reaper removes it once its supervisor
+         * and its owner are both gone (SIGKILLed together) */
+        if (r == 0 && (opts.ephemeral || opts.owned))
                 r = sandbox_new_dir_held(name, &dir, &lock, &hold, err);
         else if (r == 0)
                 r = sandbox_new_dir(name, &dir, &lock, err);
@@ -293,6 +298,14 @@ int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret, struct s
         /* a sandbox made with BRIG_SANDBOX_AUDIT keeps its stream when it
          * runs again (was: a start or restore ran it without one) */
         opts->audit = json_is_true(json_object_get(st, "audit"));
+        /* an owned sandbox started again watches the same owner (a start
+         * after it is gone stops at once, and removes it) */
+        json_t *owner = json_object_get(st, "owner_pid");
+        if (json_is_integer(owner) && json_integer_value(owner) > 0) {
+                opts->owned = true;
+                opts->owner_pid = (pid_t)json_integer_value(owner);
+                opts->owner_start = (unsigned long long)json_integer_value(json_object_get(st, "owner_start"));
+        }
         *ret = p;
         return 0;
 }

@@ -13,6 +13,10 @@ struct sandbox_create_opts {
         pid_t owner_pid;
         unsigned long long owner_start;
         bool ephemeral; /* removed when its owner closes it or ends (brig_sandbox_new) */
+        /* BRIG_SANDBOX_OWNED: removed when its owner (owner_pid) ends;
+         * stopped and started again (a restore) it stays, and watches the
+         * same owner. Not a pool member. Kept in state.json. */
+        bool owned;
         bool audit;     /* the audit stream to the state directory's audit.jsonl */
         /* An ephemeral sandbox's hold (sandbox_new_dir): flocked by its
          * creator, then by its supervisor for its whole life, so that the
@@ -31,6 +35,8 @@ BRIG_INTERNAL void control_failed(struct control *c, const brig_error *err);
 /* The sandbox has ended: remove the socket, record "stopped". */
 BRIG_INTERNAL void control_finish(struct control *c);
 BRIG_INTERNAL void control_free(struct control *c);
+/* Its owner (a pool's daemon, an ephemeral or owned sandbox's creator) is gone. */
+BRIG_INTERNAL bool control_orphaned(const struct control *c);
 /* `brig create`'s side: wait for the supervisor's word (ready or error). */
 BRIG_INTERNAL int control_wait_ready(int fd, brig_error **err);
 /* The supervisor's side of that pipe: ready (err NULL) or the error, in

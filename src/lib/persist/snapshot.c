@@ -302,6 +302,11 @@ int brig_sandbox_fork(const char *name, const char *tag, const char *new_name, b
                 r = -EBADMSG;
         if (r == 0)
                 r = sandbox_load_policy(s.dir, s.state, &p, &opts, err);
+        /* a fork is the caller's sandbox, not the owner's of the one it
+         * was forked from */
+        opts.owned = false;
+        opts.owner_pid = 0;
+        opts.owner_start = 0;
         if (r == 0) {
                 r = sandbox_new_dir(new_name, &new_dir, &lock, err);
                 made = r == 0;
