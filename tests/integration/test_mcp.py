@@ -4,6 +4,7 @@ Context Protocol on stdio. The client is the official MCP TypeScript SDK's
 `make mcp-deps`), root and rootless; the protocol conformance checks speak
 JSON-RPC by hand. Every check asserts on the host side too: the workspace
 on the host, the upstream server's connection count, `brig ls`."""
+import fcntl
 import json
 import os
 import pathlib
@@ -584,6 +585,10 @@ def test_sandbox_goes_with_brig_mcp_however_it_is_killed(brig):
     result_of(s.call("restore", tag="s1"))
     sup = _supervisor(brig, name)
     assert sup != before and _alive(sup), "the restore did not start the supervisor again"
+    # the started supervisor holds the sandbox's hold, as at create: the reaper passes it by
+    with open(_state_dir(brig, name) / "hold") as hold:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(hold, fcntl.LOCK_EX | fcntl.LOCK_NB)
     result_of(s.call("run_command", command=["sh", "-c", "sleep 3600", mark], background=True))
     assert wait_until(lambda: pids_with(mark)), "the background command never ran"
     cmdline = pathlib.Path(f"/proc/{s.p.pid}/cmdline").read_bytes()

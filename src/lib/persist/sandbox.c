@@ -343,6 +343,19 @@ int brig_sandbox_start_described(const char *name, char **described, brig_error 
          * the user what it was about to run. */
         if (r == 0 && described && !(*described = policy_summary(p, opts.overlay)))
                 r = brig_err(err, ENOMEM, "start");
+        /* An owned sandbox's supervisor holds its hold for life, as at
+         * create: the reaper then passes it by without reading its state
+         * (a sweep that has it just now lets go at once: its owner lives,
+         * or this start would be nobody's). */
+        _cleanup_close_ int hold = -EBADF;
+        if (r == 0 && opts.owned) {
+                _cleanup_free_ char *path = brig_strdup_printf("%s/" SANDBOX_HOLD, dir);
+                hold = path ? open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -ENOMEM;
+                if (hold >= 0 && flock(hold, LOCK_EX) < 0)
+                        closep(&hold);
+                opts.has_hold = hold >= 0;
+                opts.hold_fd = hold;
+        }
         if (r == 0)
                 r = sandbox_launch(dir, name, p, &opts, lock, err);
         if (r < 0 && err && *err)
