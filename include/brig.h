@@ -529,6 +529,17 @@ BRIG_PUBLIC int brig_sandbox_fork(const char *name, const char *tag, const char 
  * (a detached daemon); returns once they are all ready. */
 BRIG_PUBLIC int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err);
 BRIG_PUBLIC int brig_pool_stop(const brig_policy *p, brig_error **err);
+/* The same with a name (letters, digits, _ . -) that brig_run_in_pool
+ * finds it by; -EEXIST when a live pool has it. NULL: brig_pool_start. */
+BRIG_PUBLIC int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name, brig_error **err);
+BRIG_PUBLIC int brig_pool_stop_named(const char *name, brig_error **err);
+/* One run in a member of the pool named NAME, as the pool made it: its
+ * policy, workspace and environment, with o's command, cwd, env, tty,
+ * timeout and report (no detach), as brig_sandbox_exec runs it. No
+ * policy is read: the caller chose the pool by its name. Waits up to 30 s
+ * for a ready member; -ENOENT when no pool has the name, -ESRCH when its
+ * daemon is gone. The member serves this run only, then goes. */
+BRIG_PUBLIC int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *result, brig_error **err);
 /* brig_run through a ready pooled sandbox of the same policy and workspace
  * (used once, then replaced); a plain brig_run when there is none.
  * *pooled says which. */

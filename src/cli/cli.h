@@ -16,6 +16,8 @@ int cmd_replay(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_create(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+/* brig run --pool NAME [EXEC OPTIONS] -- COMMAND: argv[1] is NAME, the options follow */
+int cli_run_in_pool(int argc, char **argv, const char *pool);
 int cmd_ls(int argc, char **argv);
 /* files.c: brig cp, brig files */
 int cmd_cp(int argc, char **argv);

@@ -33,6 +33,7 @@ static const char usage[] =
         "  snapshot|restore NAME TAG       save the writable state as TAG / go back to it\n"
         "  fork NAME TAG NEW_NAME          start a second sandbox from a snapshot\n"
         "  pool --size N|--stop [options]  keep sandboxes ready for brig run --pooled\n"
+        "                                  (--name NAME: for brig run --pool NAME)\n"
         "  mcp [--overlay] [--keep NAME] [options]\n"
         "                                  serve one sandbox to an agent over MCP on stdio (brig mcp --help)\n"
         "  policy show|check|explain       effective policy as JSON, validate files, explain in words\n"

@@ -25,7 +25,10 @@ static const char usage_head[] = "usage: brig run [OPTIONS] -- COMMAND [ARG...]\
 static const char usage_tail[] =
         "End of the run and the warm pool (brig run's own):\n"
         "  --quiet                  no end-of-run lines about what brig refused (the report keeps them)\n"
-        "  --pooled                 run in a ready sandbox of brig pool (same options and workspace), if any\n";
+        "  --pooled                 run in a ready sandbox of brig pool (same options and workspace), if any\n"
+        "\n"
+        "brig run --pool NAME [EXEC OPTIONS] -- COMMAND: in a ready sandbox of the pool\n"
+        "brig pool --name NAME keeps, as that pool made it (brig run --pool NAME --help).\n";
 
 /* "  --tty / --no-tty         force or forbid ...": the flag column is 25
  * wide, its text continues at column 27. */
@@ -248,8 +251,41 @@ static void put_notice(const char *line, void *data)
         *(bool *)data = true;
 }
 
+/* brig run --pool NAME [EXEC OPTIONS] -- COMMAND: the pool's policy, so
+ * no policy option, and --pool first (docs/persistent.md). */
+static int run_in_pool(int argc, char **argv)
+{
+        const char *eq = strchr(argv[1], '=');
+        const char *name = eq ? eq + 1 : argc > 2 ? argv[2] : NULL;
+        if (!name || !name[0]) {
+                fprintf(stderr, "brig run: --pool needs the pool's name (brig pool --name NAME started it)\n");
+                return BRIG_EXIT_SETUP;
+        }
+        /* as brig exec NAME reads its line: the name, then the options */
+        int skip = eq ? 1 : 2;
+        char **args = calloc((size_t)argc + 1, sizeof *args);
+        if (!args)
+                return BRIG_EXIT_SETUP;
+        args[0] = argv[0];
+        args[1] = (char *)name;
+        for (int i = skip + 1; i < argc; i++)
+                args[i - skip + 1] = argv[i];
+        int code = cli_run_in_pool(argc - skip + 1, args, name);
+        free(args);
+        return code;
+}
+
 int cmd_run(int argc, char **argv)
 {
+        if (argc > 1 && (strcmp(argv[1], "--pool") == 0 || strncmp(argv[1], "--pool=", 7) == 0))
+                return run_in_pool(argc, argv);
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+                if (strcmp(argv[i], "--pool") == 0 || strncmp(argv[i], "--pool=", 7) == 0) {
+                        fprintf(stderr, "brig run: --pool NAME comes first: the pool's options are its own, the "
+                                        "rest are brig exec's (brig run --pool NAME [--cwd DIR] [--env N=V] -- "
+                                        "COMMAND)\n");
+                        return BRIG_EXIT_SETUP;
+                }
         brig_policy *p;
         bool pooled = take_flag(&argc, argv, "--pooled");
         bool quiet = take_flag(&argc, argv, "--quiet");

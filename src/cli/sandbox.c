@@ -36,6 +36,13 @@ static const char exec_usage[] =
         "  --quiet            no end-of-command lines about what brig refused\n"
         "  --timings          print where the exec's time went (stderr)\n";
 
+static const char run_pool_usage[] =
+        "usage: brig run --pool NAME [OPTIONS] -- COMMAND [ARG...]\n"
+        "\n"
+        "Run COMMAND in a ready sandbox of the pool `brig pool --name NAME` keeps:\n"
+        "its policy, workspace and environment, used for this run only. The\n"
+        "options are brig exec's (but --detach); --env and --cwd add to the pool's.\n";
+
 static bool wants_help(int argc, char **argv)
 {
         return argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
@@ -176,13 +183,17 @@ int cmd_create(int argc, char **argv)
         return code;
 }
 
-int cmd_exec(int argc, char **argv)
+/* brig exec NAME, and brig run --pool POOL (cli_run_in_pool): the same
+ * options and the same end, in a live sandbox or in a pool's member. */
+static int exec_command(int argc, char **argv, const char *pool)
 {
+        const char *cmd = pool ? "brig run --pool" : "brig exec";
+        const char *usage = pool ? run_pool_usage : exec_usage;
         if (wants_help(argc, argv)) {
-                fputs(exec_usage, stdout);
+                fputs(usage, stdout);
                 return 0;
         }
-        const char *name = name_arg(argc, argv, "exec", exec_usage);
+        const char *name = pool ? pool : name_arg(argc, argv, "exec", exec_usage);
         if (!name)
                 return BRIG_EXIT_SETUP;
         static const struct option options[] = {
@@ -242,18 +253,18 @@ int cmd_exec(int argc, char **argv)
                         o.timings = true;
                         break;
                 case 'h':
-                        fputs(exec_usage, stdout);
+                        fputs(usage, stdout);
                         free(env);
                         return 0;
                 default:
-                        fprintf(stderr, "brig exec: bad option '%s' (see brig exec --help)\n", argv[optind]);
+                        fprintf(stderr, "%s: bad option '%s' (see %s --help)\n", cmd, argv[optind], cmd);
                         free(env);
                         return BRIG_EXIT_SETUP;
                 }
         }
         int first = optind + 1;
         if (first >= argc) {
-                fprintf(stderr, "brig exec: no command given\n%s", exec_usage);
+                fprintf(stderr, "%s: no command given\n%s", cmd, usage);
                 free(env);
                 return BRIG_EXIT_SETUP;
         }
@@ -269,14 +280,14 @@ int cmd_exec(int argc, char **argv)
                 errno = 0;
                 long fd = strtol(outcome, &end, 10);
                 if (errno || end == outcome || *end || fd < 3 || fd > INT_MAX) {
-                        fprintf(stderr, "brig exec: %s='%s' is not a descriptor\n", BRIG_EXEC_OUTCOME_ENV, outcome);
+                        fprintf(stderr, "%s: %s='%s' is not a descriptor\n", cmd, BRIG_EXEC_OUTCOME_ENV, outcome);
                         free(env);
                         return BRIG_EXIT_SETUP;
                 }
                 r = brig_sandbox_exec_outcome(name, (int)fd, &res, &err);
                 close((int)fd);
         } else {
-                r = brig_sandbox_exec(name, &o, &res, &err);
+                r = pool ? brig_run_in_pool(pool, &o, &res, &err) : brig_sandbox_exec(name, &o, &res, &err);
         }
         if (res.timings[0])  /* --timings, whether the command ran or not */
                 fprintf(stderr, "brig: timings:\n%s", res.timings);
@@ -297,6 +308,16 @@ int cmd_exec(int argc, char **argv)
         }
         free(env);
         return code;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+        return exec_command(argc, argv, NULL);
+}
+
+int cli_run_in_pool(int argc, char **argv, const char *pool)
+{
+        return exec_command(argc, argv, pool);
 }
 
 static void print_table(json_t *list)
@@ -554,14 +575,18 @@ int cmd_snapshot(int argc, char **argv)
         return r < 0 ? cli_fail(err) : 0;
 }
 
-/* pool --size N [RUN OPTIONS] | pool --stop [RUN OPTIONS] */
+/* pool --size N [--name NAME] [RUN OPTIONS] | pool --stop [RUN OPTIONS] | pool --stop --name NAME */
 int cmd_pool(int argc, char **argv)
 {
         static const char usage[] =
                 "usage: brig pool --size N [RUN OPTIONS]   keep N sandboxes ready for brig run --pooled\n"
-                "       brig pool --stop [RUN OPTIONS]     end that pool (same options: they name it)\n";
+                "       brig pool --stop [RUN OPTIONS]     end that pool (same options: they name it)\n"
+                "       brig pool --size N --name NAME [RUN OPTIONS]\n"
+                "                                          the same, also for brig run --pool NAME\n"
+                "       brig pool --stop --name NAME       end the pool of that name\n";
         long size = -1;
         bool stop = false;
+        const char *pool_name = NULL;
         char **rest = calloc((size_t)argc + 1, sizeof *rest);
         if (!rest)
                 return BRIG_EXIT_SETUP;
@@ -578,6 +603,8 @@ int cmd_pool(int argc, char **argv)
                         }
                 } else if (strcmp(argv[i], "--stop") == 0) {
                         stop = true;
+                } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+                        pool_name = argv[++i];
                 } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
                         fputs(usage, stdout);
                         free(rest);
@@ -590,6 +617,18 @@ int cmd_pool(int argc, char **argv)
                 fputs(usage, stderr);
                 free(rest);
                 return BRIG_EXIT_SETUP;
+        }
+        brig_error *err = NULL;
+        if (stop && pool_name) {
+                /* the name says which pool: its options are the pool's */
+                if (n > 1) {
+                        fprintf(stderr, "brig pool --stop --name %s: unexpected argument '%s' (the name alone says "
+                                        "which pool)\n", pool_name, rest[1]);
+                        free(rest);
+                        return BRIG_EXIT_SETUP;
+                }
+                free(rest);
+                return brig_pool_stop_named(pool_name, &err) < 0 ? cli_fail(err) : 0;
         }
         brig_policy *p;
         int first, code = cli_policy_from_args("brig pool", n, rest, &p, &first);
@@ -604,8 +643,7 @@ int cmd_pool(int argc, char **argv)
                 return BRIG_EXIT_SETUP;
         }
         free(rest);
-        brig_error *err = NULL;
-        int r = stop ? brig_pool_stop(p, &err) : brig_pool_start(p, (unsigned)size, &err);
+        int r = stop ? brig_pool_stop(p, &err) : brig_pool_start_named(p, (unsigned)size, pool_name, &err);
         brig_policy_free(p);
         return r < 0 ? cli_fail(err) : 0;
 }

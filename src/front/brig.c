@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "core/program.h"
 #include "persist/control.h"
+#include "persist/pool_claim.h"
 #include "persist/state_root.h"
 
 #include <limits.h>
@@ -135,14 +136,29 @@ static bool plain_option(int argc, char **argv, int *at, const char *opt, const 
         return true;
 }
 
-/* `brig exec NAME [--cwd DIR] [--env NAME=VALUE]... [--] COMMAND...` as
- * the engine reads it, with no other option, values the engine takes
- * (exec_check_opts) and no terminal: into *o, pointing into argv (o->env
- * allocated). Anything else is the engine's to run, or to refuse. */
-static bool fast_exec(int argc, char **argv, const char **name, brig_exec_opts *o)
+/* `brig exec NAME [--cwd DIR] [--env NAME=VALUE]... [--] COMMAND...` and
+ * `brig run --pool NAME ...` with the same options, as the engine reads
+ * them, with no other option, values the engine takes (exec_check_opts)
+ * and no terminal: into *o, pointing into argv (o->env allocated), *pool
+ * true for the second. Anything else is the engine's to run, or to refuse. */
+static bool fast_exec(int argc, char **argv, const char **name, bool *pool, brig_exec_opts *o)
 {
         const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-        if (argc < 4 || strcmp(base, "brig-oci") == 0 || strcmp(argv[1], "exec") != 0 || argv[2][0] == '-')
+        if (argc < 4 || strcmp(base, "brig-oci") == 0)
+                return false;
+        int at = 3;
+        *pool = strcmp(argv[1], "run") == 0;
+        if (*pool && strncmp(argv[2], "--pool=", 7) == 0) {
+                *name = argv[2] + 7;
+        } else if (*pool && strcmp(argv[2], "--pool") == 0) {
+                *name = argv[3];
+                at = 4;
+        } else if (strcmp(argv[1], "exec") == 0) {
+                *name = argv[2];
+        } else {
+                return false;
+        }
+        if (at >= argc || (*name)[0] == '-' || (*name)[0] == '\0')
                 return false;
         for (int fd = 0; fd <= 2; fd++)
                 if (isatty(fd))
@@ -151,7 +167,6 @@ static bool fast_exec(int argc, char **argv, const char **name, brig_exec_opts *
         size_t nenv = 0;
         const char *cwd = NULL, *value;
         bool plain = env != NULL;
-        int at = 3;
         while (plain && at < argc && argv[at][0] == '-') {
                 if (strcmp(argv[at], "--") == 0) {
                         at++;
@@ -172,7 +187,6 @@ static bool fast_exec(int argc, char **argv, const char **name, brig_exec_opts *
                 free(env);
                 return false;
         }
-        *name = argv[2];
         *o = (brig_exec_opts){ .argv = argv + at, .env = env, .cwd = cwd, .tty = BRIG_TTY_NEVER };
         return true;
 }
@@ -238,13 +252,23 @@ static _Noreturn void hand_over(int engine, char **argv, const sigset_t *saved, 
         run_engine(engine, argv, pair[1]);
 }
 
+/* A pool's member claimed for this run (brig run --pool): its pool's
+ * directory, its name, and the command line that hands its end to the
+ * engine (brig exec MEMBER -- COMMAND: the end is the member's exec's). */
+struct claimed {
+        const char *dir, *member;
+        char **ended_argv;
+};
+
 /* Send the command (our stdio with it), forward our signals until its
- * end comes back, and exit with its status or hand the end over. */
-static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_opts *o, char **argv)
+ * end comes back, and exit with its status or hand the end over. In a
+ * claimed member (c), the exec is its one run, as the pool made it. */
+static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_opts *o, char **argv,
+                              const struct claimed *c)
 {
         brig_error *err = NULL;
         size_t len;
-        char *req = exec_request_build(o, false, 0, NULL, &len, &err);
+        char *req = exec_request_build(o, false, c ? CTL_EXEC_LAST | CTL_EXEC_AS_MADE : 0, c ? "" : NULL, &len, &err);
         free((void *)o->env);
         char *buf = malloc(CTL_MAX_MSG);
         if (!req || !buf) {
@@ -252,6 +276,8 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 free(req);
                 free(buf);
                 close(sock);
+                if (c)
+                        pool_claim_drop(c->dir, c->member);
                 run_engine(engine, argv, -1);  /* nothing sent: it says why */
         }
         /* blocked before the request leaves, so no signal meant for the
@@ -273,9 +299,13 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 free(req);
                 free(buf);
                 sigprocmask(SIG_SETMASK, &saved, NULL);
+                if (c)
+                        pool_claim_drop(c->dir, c->member);
                 run_engine(engine, argv, -1);
         }
         free(req);
+        if (c)
+                argv = c->ended_argv;  /* from here on, the end is the member's exec's */
         for (;;) {
                 struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
                 if (poll(p, 2, -1) < 0 && errno == EINTR)
@@ -305,6 +335,24 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
         }
 }
 
+/* brig run --pool NAME: a ready member of the pool of that name, claimed
+ * and connected; -1 (nothing claimed) for the engine to do it (none
+ * ready yet: it waits; no such pool: it says so). */
+static int member_connect(const char *pool, char **dir, char *member, size_t n)
+{
+        char key[POOL_KEY_LEN + 1];
+        brig_error *err = NULL;
+        int r = pool_named(pool, dir, key, &err);
+        brig_error_free(&err);
+        while (r == 0 && (r = pool_claim_ready(*dir, key, member, n)) == 0) {
+                int sock = sandbox_connect(member);
+                if (sock >= 0)
+                        return sock;
+                pool_claim_drop(*dir, member);  /* stopping: its daemon removes it */
+        }
+        return -1;
+}
+
 int main(int argc, char **argv)
 {
         if (program_start() < 0)  /* as the engine does first */
@@ -313,18 +361,42 @@ int main(int argc, char **argv)
         if (argc < 1)  /* execve with no argv at all: the engine reads argv[0] */
                 argv = unnamed;
         const char *name;
+        bool pool;
         brig_exec_opts o;
         int engine = -1;
-        if (argc > 0 && fast_exec(argc, argv, &name, &o)) {
+        if (argc > 0 && fast_exec(argc, argv, &name, &pool, &o)) {
                 /* the engine found first: an exec we could not end is
                  * never sent (a caller that retries a setup failure would
                  * run the command twice) */
                 brig_error *err = NULL;
                 engine = engine_open(&err);
                 brig_error_free(&err);
-                int sock = engine >= 0 ? sandbox_connect(name) : -1;
-                if (sock >= 0)
-                        exec_in(engine, sock, name, &o, argv);
+                if (engine >= 0 && pool) {
+                        char *dir = NULL, member[256];
+                        int sock = member_connect(name, &dir, member, sizeof member);
+                        size_t n = 0;
+                        while (o.argv[n])
+                                n++;
+                        char **ended = sock >= 0 ? calloc(n + 5, sizeof *ended) : NULL;
+                        if (ended) {
+                                ended[0] = argv[0];
+                                ended[1] = "exec";
+                                ended[2] = member;
+                                ended[3] = "--";
+                                memcpy(ended + 4, o.argv, n * sizeof *ended);
+                                struct claimed c = { .dir = dir, .member = member, .ended_argv = ended };
+                                exec_in(engine, sock, member, &o, argv, &c);
+                        }
+                        if (sock >= 0) {
+                                close(sock);
+                                pool_claim_drop(dir, member);
+                        }
+                        free(dir);
+                } else {
+                        int sock = engine >= 0 ? sandbox_connect(name) : -1;
+                        if (sock >= 0)
+                                exec_in(engine, sock, name, &o, argv, NULL);
+                }
                 free((void *)o.env);
         }
         run_engine(engine, argv, -1);

@@ -464,8 +464,10 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         bool last = req.flags & CTL_EXEC_LAST;
         /* A pooled run gets what a cold run of its caller would: the
          * environment this member's plan read must be the caller's. Told
-         * apart (ESTALE) from a refusal: nothing ran, a cold run goes on. */
-        bool other_env = last && c->context && strcmp(req.context, c->context) != 0;
+         * apart (ESTALE) from a refusal: nothing ran, a cold run goes on.
+         * A run that named its pool (CTL_EXEC_AS_MADE) asked for the pool's
+         * own: nothing to compare. */
+        bool other_env = last && !(req.flags & CTL_EXEC_AS_MADE) && c->context && strcmp(req.context, c->context) != 0;
         /* The context is what the caller's plan read, --keep-env values
          * and env: secrets' real values among it: for this comparison
          * only. pid 1 is inside the sandbox, so the request goes on with

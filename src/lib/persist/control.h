@@ -83,6 +83,9 @@ enum ctl_flags {
                                     * ends, pid 1 kills and reaps whatever it left before the status
                                     * goes back, and the member takes no other exec; never detached
                                     * nor a file operation (pool.c, persist_init.c) */
+        CTL_EXEC_AS_MADE = 1 << 4, /* with CTL_EXEC_LAST only: the run named its pool (brig run --pool
+                                    * NAME) and takes the member as the pool made it, its environment
+                                    * the pool's: no context to compare (control.c) */
 };
 
 enum ctl_net_rule {

@@ -179,7 +179,8 @@ int exec_request_parse(const void *msg, size_t len, struct exec_request *req)
          * the request instead of running the operation's name as a command. */
         bool fileop = h->flags & CTL_EXEC_FILEOP;
         if (!req->argv || !req->env || p != end || !req->argv[0][0] != fileop || (last && !req->context) ||
-            (req->cwd && req->cwd[0] != '/') || (last && (h->flags & (CTL_EXEC_DETACH | CTL_EXEC_FILEOP)))) {
+            (req->cwd && req->cwd[0] != '/') || (last && (h->flags & (CTL_EXEC_DETACH | CTL_EXEC_FILEOP))) ||
+            ((h->flags & CTL_EXEC_AS_MADE) && !last)) {
                 exec_request_free(req);
                 return -EBADMSG;
         }

@@ -276,9 +276,13 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
         if (dropped)
                 json_object_set_new(doc, "refusals_dropped", json_integer(dropped));
         const char *member = json_string_value(json_object_get(pooled, "member"));
-        if (member)  /* brig run --pooled, served by this member */
-                json_object_set_new(doc, "pool", json_pack("{s:b, s:s, s:n}", "served", 1, "member", member,
-                                                           "reason"));
+        if (member) {  /* brig run --pooled or --pool NAME, served by this member */
+                json_t *pool = json_pack("{s:b, s:s, s:n}", "served", 1, "member", member, "reason");
+                json_t *named = json_object_get(pooled, "name");
+                if (pool && named)  /* brig run --pool NAME */
+                        json_object_set(pool, "name", named);
+                json_object_set_new(doc, "pool", pool);
+        }
         json_t *timings = json_object_get(pooled, "timings");
         if (timings)  /* --timings of a pooled run: its own steps (pool.c) */
                 json_object_set(doc, "timings", timings);

@@ -28,6 +28,7 @@
 #include "core/plan.h"
 #include "core/report.h"
 #include "persist/control.h"
+#include "persist/pool_claim.h"
 #include "persist/sandbox.h"
 #include "core/reaper.h"
 #include "persist/state.h"
@@ -40,6 +41,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -406,6 +408,92 @@ static bool wait_quiet(const struct pool *pl, struct pool_watch *w)
 }
 
 static bool release_gone_claims(const struct pool *pl);
+static bool pool_alive(const struct pool *pl);
+
+/* ---- names: brig pool --name NAME, for brig run --pool NAME ------------ */
+
+/* ROOT/pools, where the pool's dir (ROOT/pools/KEY) is */
+static char *pools_of(const struct pool *pl)
+{
+        char *pools = strdup(pl->dir);
+        char *slash = pools ? strrchr(pools, '/') : NULL;
+        if (slash)
+                *slash = '\0';
+        return pools;
+}
+
+/* The pool a name gives, or NULL (none, or not a key). */
+static char *name_target(int dfd, const char *name)
+{
+        char key[POOL_KEY_LEN + 2];
+        ssize_t n = readlinkat(dfd, name, key, sizeof key);
+        if (n != POOL_KEY_LEN)
+                return NULL;
+        key[n] = '\0';
+        return strdup(key);
+}
+
+/* Give this pool NAME: a symlink to its key, made beside and renamed
+ * over a name whose pool is gone, never over a live pool's. */
+static int name_give(const struct pool *pl, const char *name, brig_error **err)
+{
+        _cleanup_free_ char *pools = pools_of(pl);
+        _cleanup_free_ char *dir = pools ? brig_strdup_printf("%s/names", pools) : NULL;
+        if (!dir)
+                return brig_err(err, ENOMEM, "pool name");
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return brig_err(err, errno, "create '%s'", dir);
+        _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return brig_err(err, errno, "open '%s'", dir);
+        _cleanup_free_ char *held = name_target(dfd, name);
+        if (held && strcmp(held, pl->key) != 0) {
+                struct pool other = { .key = held, .dir = brig_strdup_printf("%s/%s", pools, held) };
+                bool alive = other.dir && pool_alive(&other);
+                free(other.dir);
+                if (alive)
+                        return state_fail(err, EEXIST, "a pool named '%s' already runs (another policy or workspace: "
+                                                       "brig pool --stop --name %s ends it)", name, name);
+        }
+        char tmp[96];
+        snprintf(tmp, sizeof tmp, ".%s.%d", name, getpid());
+        (void)unlinkat(dfd, tmp, 0);
+        if (symlinkat(pl->key, dfd, tmp) < 0 || renameat(dfd, tmp, dfd, name) < 0) {
+                int e = errno;
+                (void)unlinkat(dfd, tmp, 0);
+                return brig_err(err, e, "name the pool '%s' in '%s'", name, dir);
+        }
+        return 0;
+}
+
+/* In ROOT/pools (POOLS), the names that give the pool KEY go; with KEY
+ * NULL, those whose pool is gone. */
+static void names_forget(const char *pools, const char *key)
+{
+        _cleanup_free_ char *dir = brig_strdup_printf("%s/names", pools);
+        int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (dfd >= 0 && !d)
+                close(dfd);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+                if (e->d_name[0] == '.')
+                        continue;
+                _cleanup_free_ char *target = name_target(dirfd(d), e->d_name);
+                bool gone = !target;
+                if (target && !key) {
+                        struct pool named = { .key = target, .dir = brig_strdup_printf("%s/%s", pools, target) };
+                        gone = named.dir && !pool_alive(&named);
+                        free(named.dir);
+                }
+                if (gone || (key && strcmp(target, key) == 0))
+                        (void)unlinkat(dirfd(d), e->d_name, 0);
+        }
+        if (d)
+                closedir(d);
+        if (dir)
+                (void)rmdir(dir);  /* only when no name is left */
+}
 
 static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
 {
@@ -502,17 +590,18 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
         }
 out:
         watch_free(&w);
+        char *pools = pools_of(pl);
+        if (pools)
+                names_forget(pools, pl->key);  /* no run finds a pool by a name once it ends */
         remove_members(pl, "ready");
         remove_members(pl, "done");
         (void)release_gone_claims(pl);  /* runs that ended; a live one's member is the next brig's */
         if (count_in(pl, "claimed") == 0) {
                 state_remove_tree(pl->dir, NULL);
-                _cleanup_free_ char *pools = strdup(pl->dir);
-                if (pools && strrchr(pools, '/')) {
-                        *strrchr(pools, '/') = '\0';
-                        (void)rmdir(pools);  /* only when no other pool is there */
-                }
+                if (pools)
+                        (void)rmdir(pools);  /* only when no other pool (nor name) is there */
         }
+        free(pools);
         pool_free(pl);
         exit(0);
 }
@@ -618,13 +707,13 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
         return r;
 }
 
-int brig_pool_stop(const brig_policy *p, brig_error **err)
+/* SIGTERM to the pool's daemon, and its end waited for. */
+static int pool_stop(struct pool *pl, const char *what, brig_error **err)
 {
-        struct pool pl;
-        int r = pool_open(p, false, &pl, err);
-        json_t *st = r == 0 ? pool_state(&pl) : NULL;
-        if (r == 0 && (!st || !state_supervisor_alive(st)))
-                r = state_fail(err, ESRCH, "no pool runs for this policy and workspace");
+        json_t *st = pool_state(pl);
+        int r = 0;
+        if (!st || !state_supervisor_alive(st))
+                r = state_fail(err, ESRCH, "no pool runs for %s", what);
         if (r == 0) {
                 pid_t pid = (pid_t)json_integer_value(json_object_get(st, "supervisor_pid"));
                 int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -638,21 +727,80 @@ int brig_pool_stop(const brig_policy *p, brig_error **err)
                         close(pidfd);
         }
         json_decref(st);
+        return r;
+}
+
+int brig_pool_stop(const brig_policy *p, brig_error **err)
+{
+        struct pool pl;
+        int r = pool_open(p, false, &pl, err);
+        if (r == 0)
+                r = pool_stop(&pl, "this policy and workspace", err);
         pool_free(&pl);
         return r;
 }
 
-/* Is `name` really a member of this pool, running this very policy in this
- * workspace? (Whether it was made from an environment that gives the
- * caller's plan, the member itself checks: CTL_EXEC_LAST.) Re-derived from the member's own state rather than believed
- * from its entry in ready/: a pooled run execs into the member and then
- * removes it, so a wrong name would run the command under another policy
- * and delete someone else's sandbox. */
+int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name, brig_error **err)
+{
+        if (!name)
+                return brig_pool_start(p, size, err);
+        if (!state_name_valid(name))
+                return state_fail(err, EINVAL, "pool name '%s': use letters, digits, _ . - (up to 64, not starting "
+                                               "with _ . -)", name);
+        /* a name a live pool has is refused before anything starts */
+        _cleanup_free_ char *dir = NULL;
+        char key[POOL_KEY_LEN + 1];
+        brig_error *lerr = NULL;
+        if (pool_named(name, &dir, key, &lerr) == 0) {
+                struct pool other = { .key = key, .dir = dir };
+                if (pool_alive(&other)) {
+                        brig_error_free(&lerr);
+                        return state_fail(err, EEXIST, "a pool named '%s' already runs (brig pool --stop --name %s "
+                                                       "ends it)", name, name);
+                }
+        }
+        brig_error_free(&lerr);
+        int r = brig_pool_start(p, size, err);
+        if (r < 0)
+                return r;
+        struct pool pl;
+        r = pool_open(p, false, &pl, err);
+        if (r == 0)
+                r = name_give(&pl, name, err);
+        if (r < 0 && pl.dir) {
+                brig_error *serr = NULL;
+                (void)pool_stop(&pl, "this policy and workspace", &serr);  /* nothing started stays unnamed */
+                brig_error_free(&serr);
+        }
+        pool_free(&pl);
+        return r;
+}
+
+int brig_pool_stop_named(const char *name, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        char key[POOL_KEY_LEN + 1];
+        int r = pool_named(name, &dir, key, err);
+        if (r < 0)
+                return r;
+        struct pool pl = { .key = key, .dir = dir };
+        _cleanup_free_ char *what = brig_strdup_printf("the name '%s'", name);
+        r = pool_stop(&pl, what ? what : name, err);
+        _cleanup_free_ char *pools = pools_of(&pl);
+        if (pools)
+                names_forget(pools, r == 0 ? key : NULL);  /* a name of a pool that was gone too */
+        return r;
+}
+
+/* Is `name` really a member of this pool? (Whether it runs this very
+ * policy in this workspace, and was made from an environment that gives
+ * the caller's plan, the member itself checks: CTL_EXEC_LAST.) A pooled
+ * run execs into the member and then removes it, so a wrong name would
+ * run the command under another policy and delete someone else's
+ * sandbox. */
 static bool member_named(const struct pool *pl, const char *name)
 {
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "pool-%.8s-", pl->key);
-        return strncmp(name, prefix, strlen(prefix)) == 0;
+        return pool_member_of(pl->key, name);
 }
 
 /* claimed/NAME.PID-START-PIDNS: the member and the run that holds it. */
@@ -764,6 +912,7 @@ void pool_sweep(void)
         if (!d)
                 return;  /* none there: nothing to remove either (a lookup every run spared) */
         closedir(d);
+        names_forget(pools, NULL);
         (void)rmdir(pools);  /* only when no pool is left */
 }
 
@@ -873,28 +1022,11 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                          perr && perr->msg ? perr->msg : "?");
         brig_error_free(&perr);
         if (r == 0) {
-                /* Claim the first ready member: the rename succeeds for one run only. */
-                _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl.dir);
-                DIR *dir = rd ? opendir(rd) : NULL;
-                bool no_pool = !dir && errno == ENOENT;
-                struct dirent *e;
-                while (dir && !name[0] && (e = readdir(dir))) {
-                        if (!state_name_valid(e->d_name))
-                                continue;
-                        _cleanup_free_ char *from = member_path(&pl, "ready", e->d_name);
-                        _cleanup_free_ char *to = claimed_path(&pl, e->d_name);
-                        if (!from || !to || rename(from, to) < 0)
-                                continue;
-                        /* Whether it was made for this policy, workspace
-                         * and environment its supervisor says (ESTALE,
-                         * below): nothing of it is read here. */
-                        if (member_named(&pl, e->d_name))
-                                snprintf(name, sizeof name, "%s", e->d_name);
-                        else
-                                unlink(to);  /* not a member: not ours to use, nor to remove */
-                }
-                if (dir)
-                        closedir(dir);
+                /* Claim the first ready member: the rename succeeds for one
+                 * run only. Whether it was made for this policy, workspace
+                 * and environment its supervisor says (ESTALE, below):
+                 * nothing of it is read here. */
+                bool no_pool = pool_claim_ready(pl.dir, pl.key, name, sizeof name) == -ENOENT;
                 /* why not, when not: off the path of a run the pool serves */
                 if (no_pool)
                         snprintf(reason, sizeof reason, "no pool runs for this policy and workspace from this "
@@ -983,5 +1115,103 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
         json_decref(served);
         json_decref(refusals);
         pool_free(&pl);
+        return r;
+}
+
+/* How long brig run --pool waits for a member when none is ready (the
+ * daemon makes one in tens of milliseconds once the pool is quiet). */
+#define POOL_NAMED_WAIT_MS 30000
+
+/* The one run of a member of the pool named NAME; -EAGAIN when none is
+ * ready, *member (n bytes) the one claimed. */
+static int run_in_member(const char *dir, const char *key, const brig_exec_opts *o, brig_result *res,
+                         json_t **refusals, char *member, size_t n, brig_error **err)
+{
+        for (;;) {
+                int r = pool_claim_ready(dir, key, member, n);
+                if (r < 0)
+                        return r;
+                brig_error *xerr = NULL;
+                r = sandbox_exec_as_made(member, o, res, refusals, &xerr);
+                /* stopping (its daemon just ended) or dead: nothing ran in it */
+                if (r < 0 && xerr && (xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
+                        brig_error_free(&xerr);
+                        pool_claim_drop(dir, member);
+                        if (refusals) {
+                                json_decref(*refusals);
+                                *refusals = NULL;
+                        }
+                        continue;
+                }
+                if (xerr && err && !*err)
+                        *err = TAKE_PTR(xerr);
+                brig_error_free(&xerr);
+                return r;
+        }
+}
+
+int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        memset(res, 0, sizeof *res);
+        res->exit_code = BRIG_EXIT_SETUP;
+        res->memory_peak_bytes = res->pids_peak = -1;
+        if (!name || !o)
+                return brig_err(err, EINVAL, "brig_run_in_pool: no %s", name ? "options" : "pool name");
+        if (o->detach)
+                return brig_err(err, EINVAL, "a pool's member serves one run to its end: brig run --pool takes no "
+                                             "--detach (brig create and brig exec --detach do)");
+        _cleanup_free_ char *dir = NULL;
+        char key[POOL_KEY_LEN + 1];
+        int r = pool_named(name, &dir, key, err);
+        if (r < 0)
+                return r;
+        /* opened before a member is claimed (no member is used up by a bad path) */
+        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "--json-report", false, err)
+                                                       : -EBADF;
+        if (o->report_path && report_fd < 0)
+                return report_fd;
+        json_t *refusals = NULL;
+        char member[256] = "";
+        struct pool pl = { .key = key, .dir = dir };
+        _cleanup_close_ int ifd = -EBADF;
+        uint64_t until = now_ms() + POOL_NAMED_WAIT_MS;
+        while ((r = run_in_member(dir, key, o, res, report_fd >= 0 ? &refusals : NULL, member, sizeof member, err)) ==
+               -EAGAIN) {
+                /* none ready: wait for the daemon's next (a rename into ready/) */
+                if (!pool_alive(&pl))
+                        return state_fail(err, ESRCH, "the pool '%s' is not running (its daemon is gone; brig pool "
+                                                      "--name %s --size N [RUN OPTIONS] starts it again)", name, name);
+                if (now_ms() >= until)
+                        return state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in "
+                                                          "use or still starting; a larger brig pool --size keeps "
+                                                          "more ready)", name, POOL_NAMED_WAIT_MS / 1000);
+                if (ifd < 0) {
+                        _cleanup_free_ char *ready = brig_strdup_printf("%s/ready", dir);
+                        ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+                        if (ifd >= 0 && (!ready || inotify_add_watch(ifd, ready, IN_MOVED_TO | IN_CREATE) < 0))
+                                closep(&ifd);
+                        continue;  /* one look more: a member may have come meanwhile */
+                }
+                struct pollfd pf = { .fd = ifd, .events = POLLIN };
+                if (poll(&pf, 1, 100) > 0) {
+                        char buf[4096];
+                        while (read(ifd, buf, sizeof buf) > 0)
+                                ;
+                }
+        }
+        if (r == -ENOENT)
+                r = state_fail(err, ESRCH, "the pool '%s' is not running (brig pool --name %s --size N [RUN OPTIONS] "
+                                           "starts it again)", name, name);
+        else if (r < 0 && err && !*err)
+                r = brig_err(err, -r, "claim a member of the pool '%s'", name);
+        if (report_fd >= 0 && member[0]) {
+                json_t *served = json_pack("{s:s, s:s}", "member", member, "name", name);
+                _cleanup_free_ char *what = brig_strdup_printf("--json-report %s", o->report_path);
+                r = served ? sandbox_exec_report(report_fd, what ? what : "--json-report", member, o, res, served,
+                                                 refusals, r, err)
+                           : brig_err(err, ENOMEM, "report");
+                json_decref(served);
+        }
+        json_decref(refusals);
         return r;
 }

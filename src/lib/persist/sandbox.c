@@ -658,6 +658,12 @@ int sandbox_exec_last(const char *name, const brig_exec_opts *o, const char *con
         return exec_named(name, o, CTL_EXEC_LAST, context, res, refusals, err);
 }
 
+int sandbox_exec_as_made(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
+                         brig_error **err)
+{
+        return exec_named(name, o, CTL_EXEC_LAST | CTL_EXEC_AS_MADE, "", res, refusals, err);
+}
+
 int sandbox_exec_report(int report_fd, const char *what, const char *name, const brig_exec_opts *o,
                         const brig_result *res, const json_t *pooled, json_t *refusals, int r, brig_error **err)
 {

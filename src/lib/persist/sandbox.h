@@ -79,6 +79,10 @@ BRIG_INTERNAL int exec_over(int fd, const char *name, const brig_exec_opts *o, c
 /* brig_sandbox_exec without the report: *refusals as exec_over's. */
 BRIG_INTERNAL int sandbox_exec(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
                                brig_error **err);
+/* A pool member's one run as the pool made it (brig run --pool NAME:
+ * CTL_EXEC_LAST | CTL_EXEC_AS_MADE, no context compared). */
+BRIG_INTERNAL int sandbox_exec_as_made(const char *name, const brig_exec_opts *o, brig_result *res, json_t **refusals,
+                                       brig_error **err);
 /* A pool member's one run (CTL_EXEC_LAST), with the caller's
  * plan_caller_context for the member to compare with its own. */
 BRIG_INTERNAL int sandbox_exec_last(const char *name, const brig_exec_opts *o, const char *context, brig_result *res,

@@ -114,27 +114,6 @@ json_t *state_read(const char *dir, brig_error **err)
         return doc;
 }
 
-unsigned long long state_process_start(pid_t pid)
-{
-        char path[64], buf[1024];
-        snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-                return 0;
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');  /* comm may hold spaces and parentheses */
-        unsigned long long start = 0;
-        char state;
-        if (!p || sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                         &state, &start) != 2)
-                return 0;
-        return state == 'Z' || state == 'X' ? 0 : start;  /* a zombie supervises nothing */
-}
-
 bool state_supervisor_alive(json_t *st)
 {
         json_int_t pid = json_integer_value(json_object_get(st, "supervisor_pid"));

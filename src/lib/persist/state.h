@@ -30,10 +30,6 @@ BRIG_INTERNAL char *state_read_file_max(const char *dir, const char *name, off_t
  * is not used. -1 when there is no usable cache, and *why (if given)
  * says so where the state root itself was refused or could not be made. */
 BRIG_INTERNAL int state_cache_dir_open(brig_error **why);
-/* Start time of a process (clock ticks after boot, /proc/PID/stat field
- * 22), 0 when it does not exist: a pid plus its start time names a
- * process for good, even after the pid is reused. */
-BRIG_INTERNAL unsigned long long state_process_start(pid_t pid);
 /* Is the supervisor recorded in this state alive? */
 BRIG_INTERNAL bool state_supervisor_alive(json_t *st);
 /* rm -rf that never follows a symlink and makes unreadable directories

@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* A complete sentence for the user (no ": strerror" added); errnum kept. */
 BRIG_INTERNAL int state_fail(brig_error **err, int errnum, const char *fmt, ...) BRIG_PRINTF(3, 4);
@@ -26,5 +27,9 @@ BRIG_INTERNAL int state_dir(const char *name, bool create_root, char **out, brig
 /* An exclusive flock on the state root (create and rm of any name);
  * returns the fd that holds it, a directory checked ours and 0700. */
 BRIG_INTERNAL int state_lock(const char *root, brig_error **err);
+/* Start time of a process (clock ticks after boot, /proc/PID/stat field
+ * 22), 0 when it does not exist: a pid plus its start time names a
+ * process for good, even after the pid is reused. */
+BRIG_INTERNAL unsigned long long state_process_start(pid_t pid);
 
 #endif
