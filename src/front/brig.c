@@ -220,6 +220,16 @@ static bool status_says_nothing(const struct ctl_hdr *h, const char *payload, si
                (n == 0 || payload[0] == '\0');
 }
 
+/* A pool member's answer that nothing ran: it is stopping (ESHUTDOWN, as
+ * the engine's pooled runs read it, pool.c), before the command. */
+static bool refused_unrun(const struct ctl_hdr *h)
+{
+        brig_error *err = NULL;
+        bool unrun = h->type == CTL_ERROR && ctl_error(h, NULL, &err) == -ESHUTDOWN;
+        brig_error_free(&err);
+        return unrun;
+}
+
 /* The exec's end to the engine, which prints it: the supervisor's last
  * message (n bytes; 0: the connection ended; -errno: it broke, said as
  * the engine's client says it) as the one message on a socket of its
@@ -304,6 +314,7 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 run_engine(engine, argv, -1);
         }
         free(req);
+        char **asked = argv;
         if (c)
                 argv = c->ended_argv;  /* from here on, the end is the member's exec's */
         for (;;) {
@@ -326,6 +337,16 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 const struct ctl_hdr *m = (const struct ctl_hdr *)buf;
                 if (n > 0 && m->type != CTL_STATUS && m->type != CTL_ERROR)
                         continue;  /* as the engine's client: not the end */
+                if (c && n > 0 && refused_unrun(m)) {
+                        /* a member stopping (its daemon just ended): nothing
+                         * ran, and the engine takes another, or says why none */
+                        close(sock);
+                        close(sfd);
+                        free(buf);
+                        pool_claim_drop(c->dir, c->member);
+                        sigprocmask(SIG_SETMASK, &saved, NULL);
+                        run_engine(engine, asked, -1);
+                }
                 if (n > 0 && status_says_nothing(m, buf + sizeof *m, (size_t)n - sizeof *m)) {
                         int code = WEXITSTATUS(m->arg);
                         free(buf);
