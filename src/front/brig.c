@@ -16,10 +16,12 @@
  * shares with libbrig; the engine's start is paid by the commands that
  * need it, with one execve more.
  *
- * What it runs itself: `brig exec NAME [--] COMMAND [ARG...]`, with no
- * option but --cwd and --env, while none of stdin, stdout and stderr is a
- * terminal (a
- * terminal means a pty or a guarded relay: the engine's work). It finds
+ * What it runs itself: `brig exec NAME [--] COMMAND [ARG...]` and `brig
+ * run --pool NAME [--] COMMAND [ARG...]` (a ready member of a named pool,
+ * claimed as persist/pool_claim.c does for the engine, and its one run),
+ * with no option but --cwd and --env, while none of stdin, stdout and
+ * stderr is a terminal (a terminal means a pty or a guarded relay: the
+ * engine's work). It finds
  * the sandbox through the same checks as the engine (persist/state_root.c),
  * sends the same request (persist/control_msg.c), forwards the same
  * signals, and exits with the command's status when the command exited

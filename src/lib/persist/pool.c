@@ -1185,15 +1185,17 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                         return state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in "
                                                           "use or still starting; a larger brig pool --size keeps "
                                                           "more ready)", name, POOL_NAMED_WAIT_MS / 1000);
-                if (ifd < 0) {
+                if (ifd == -EBADF) {  /* once: -1 after, where inotify cannot watch */
                         _cleanup_free_ char *ready = brig_strdup_printf("%s/ready", dir);
                         ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
                         if (ifd >= 0 && (!ready || inotify_add_watch(ifd, ready, IN_MOVED_TO | IN_CREATE) < 0))
                                 closep(&ifd);
+                        ifd = ifd >= 0 ? ifd : -1;
                         continue;  /* one look more: a member may have come meanwhile */
                 }
+                /* without a watch, a look every 20 ms (poll skips fd -1) */
                 struct pollfd pf = { .fd = ifd, .events = POLLIN };
-                if (poll(&pf, 1, 100) > 0) {
+                if (poll(&pf, 1, ifd >= 0 ? 100 : 20) > 0) {
                         char buf[4096];
                         while (read(ifd, buf, sizeof buf) > 0)
                                 ;
