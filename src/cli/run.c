@@ -134,6 +134,11 @@ static void explain_bad_option(const struct option *options, const char *cmd, co
                         return;
                 }
         }
+        if (strcmp(cmd, "brig run") == 0 && (strcmp(arg, "--pool") == 0 || strncmp(arg, "--pool=", 7) == 0)) {
+                fprintf(stderr, "brig run: --pool NAME comes first: the pool's options are its own, the rest are "
+                                "brig exec's (brig run --pool NAME [--cwd DIR] [--env N=V] -- COMMAND)\n");
+                return;
+        }
         fprintf(stderr, "%s: unknown option '%s' (see %s --help)\n", cmd, arg, cmd);
 }
 
@@ -279,13 +284,6 @@ int cmd_run(int argc, char **argv)
 {
         if (argc > 1 && (strcmp(argv[1], "--pool") == 0 || strncmp(argv[1], "--pool=", 7) == 0))
                 return run_in_pool(argc, argv);
-        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-                if (strcmp(argv[i], "--pool") == 0 || strncmp(argv[i], "--pool=", 7) == 0) {
-                        fprintf(stderr, "brig run: --pool NAME comes first: the pool's options are its own, the "
-                                        "rest are brig exec's (brig run --pool NAME [--cwd DIR] [--env N=V] -- "
-                                        "COMMAND)\n");
-                        return BRIG_EXIT_SETUP;
-                }
         brig_policy *p;
         bool pooled = take_flag(&argc, argv, "--pooled");
         bool quiet = take_flag(&argc, argv, "--quiet");
