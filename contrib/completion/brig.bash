@@ -19,8 +19,8 @@ _brig_run_opts="--profile --policy --workspace --read-only-workspace --cwd --shm
         --memory --pids --cpus --io-weight --timeout --kill-after --cpu-time --nofile
         --nproc --fsize --stack --require-limits
         --seccomp-allow --seccomp-deny --seccomp-rule --wall --allow-degraded
-        --json-report --json-report-fd --audit --audit-fd --audit-no-exec --changes-max --manifest --timings --quiet --pooled"
-_brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --manifest --timings --quiet --pooled"
+        --json-report --json-report-fd --audit --audit-fd --audit-no-exec --changes-max --manifest --timings --quiet --pooled --pool"
+_brig_run_only="--pass-fd --json-report --json-report-fd --audit --audit-fd --manifest --timings --quiet --pooled --pool"
 _brig_exec_opts="--env --cwd --tty --no-tty --terminal-passthrough --timeout --json-report --detach --quiet --timings"
 
 # The options whose value is a host path.

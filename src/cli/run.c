@@ -26,9 +26,8 @@ static const char usage_tail[] =
         "End of the run and the warm pool (brig run's own):\n"
         "  --quiet                  no end-of-run lines about what brig refused (the report keeps them)\n"
         "  --pooled                 run in a ready sandbox of brig pool (same options and workspace), if any\n"
-        "\n"
-        "brig run --pool NAME [EXEC OPTIONS] -- COMMAND: in a ready sandbox of the pool\n"
-        "brig pool --name NAME keeps, as that pool made it (brig run --pool NAME --help).\n";
+        "  --pool NAME              first, alone: run in a ready sandbox of the pool named NAME as that pool\n"
+        "                           made it (no policy options; after it, brig exec's: --cwd, --env ...)\n";
 
 /* "  --tty / --no-tty         force or forbid ...": the flag column is 25
  * wide, its text continues at column 27. */
