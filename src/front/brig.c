@@ -222,12 +222,14 @@ static bool status_says_nothing(const struct ctl_hdr *h, const char *payload, si
                (n == 0 || payload[0] == '\0');
 }
 
-/* A pool member's answer that nothing ran: it is stopping (ESHUTDOWN, as
- * the engine's pooled runs read it, pool.c), before the command. */
+/* A pool member's answer that nothing ran, as the engine's claim reads
+ * it (pool.c): it is stopping (ESHUTDOWN), or it holds a workspace that
+ * was moved away (ESTALE). */
 static bool refused_unrun(const struct ctl_hdr *h)
 {
         brig_error *err = NULL;
-        bool unrun = h->type == CTL_ERROR && ctl_error(h, NULL, &err) == -ESHUTDOWN;
+        int r = h->type == CTL_ERROR ? ctl_error(h, NULL, &err) : 0;
+        bool unrun = r == -ESHUTDOWN || r == -ESTALE;
         brig_error_free(&err);
         return unrun;
 }

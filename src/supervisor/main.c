@@ -58,15 +58,17 @@ static _Noreturn void pool_main(json_t *pool, char *pol_text)
 {
         const char *dir = json_string_value(json_object_get(pool, "dir"));
         const char *key = json_string_value(json_object_get(pool, "key"));
+        const char *ws = json_string_value(json_object_get(pool, "workspace"));
         json_int_t size = json_integer_value(json_object_get(pool, "size"));
         brig_error *err = NULL;
         brig_policy *p = brig_policy_new();
-        int r = !dir || !key || size <= 0 || size > UINT32_MAX || !pol_text || !p
+        int r = !dir || !key || !ws || size <= 0 || size > UINT32_MAX || !pol_text || !p
                         ? brig_err(&err, EBADMSG, "malformed pool configuration from libbrig")
                         : brig_policy_load_string(p, "policy", pol_text, &err);
         /* A workspace the policy does not name is the caller's cwd, ours
-         * too (posix_spawn keeps it): set here, it would change the
-         * policy's JSON, which names the pool and its members. */
+         * too (posix_spawn keeps it; the daemon goes back to its path for
+         * each member): set here, it would change the policy's JSON,
+         * which names the pool and its members. */
         free(pol_text);
         if (r < 0) {
                 char text[1024];
@@ -76,7 +78,7 @@ static _Noreturn void pool_main(json_t *pool, char *pol_text)
                 exit(BRIG_EXIT_SETUP);
         }
         /* The strings live in the configuration, which lives as long as we do. */
-        pool_supervise(dir, key, p, (unsigned)size, SUPERVISOR_FD_READY);
+        pool_supervise(dir, key, ws, p, (unsigned)size, SUPERVISOR_FD_READY);
 }
 
 int main(int argc, char **argv)

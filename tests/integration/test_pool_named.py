@@ -9,10 +9,14 @@ root, the members' state directories)."""
 import concurrent.futures
 import json
 import os
+import select
+import signal
 import subprocess
+import time
 
 import pytest
 
+from conftest import Brig
 from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, wait_until
 from test_escape import attack
@@ -132,3 +136,150 @@ def test_a_killed_pool_daemon_takes_its_name_with_it(brig, named):
     assert r.returncode == 125 and "not running" in r.stderr, r
     assert sandboxes.brig_cmd("run", "--", "true").returncode == 0  # a brig run sweeps what dead pools left
     assert not (sandboxes.root / "pools" / "names" / name).exists(), list((sandboxes.root / "pools").rglob("*"))
+
+
+def _workspace(brig, tag, data):
+    d = brig.base / marker(tag)[-24:]
+    d.mkdir()
+    (d / "data").write_text(data)
+    brig.chown(d)
+    brig.chown(d / "data")
+    return d
+
+
+def _traced(sandboxes, inject, *args, cwd):
+    """brig ARGS under strace with one fault injected (strace -e inject=):
+    a delay or a signal at the moment a race or a kill would strike."""
+    brig = sandboxes.brig
+    # not -f: the brig process alone, never the daemon it starts
+    cmd = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={inject.split(':')[0]}", "-e", f"inject={inject}"]
+    return subprocess.Popen(cmd + brig.cmd(*args), cwd=str(cwd), env=brig.env(sandboxes.env()), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@attack("pool-named-moved-workspace", "the harness moves the last task's checkout away and makes a fresh one at the "
+        "same path, then `brig run --pool NAME` (found by attack33: the ready members held the old tree, the "
+        "daemon made new ones from its own cwd, which moved with it)", "pool")
+def test_a_moved_workspace_is_never_served(brig, sandboxes):
+    ws = _workspace(brig, "npws", "task1\n")
+    name = marker("npmv")[-20:]
+    r = sandboxes.brig_cmd("pool", "--size", "2", "--name", name, cwd=ws)
+    assert r.returncode == 0, r
+    try:
+        old = ws.with_name(ws.name + "-old")
+        ws.rename(old)
+        ws.mkdir()
+        (ws / "data").write_text("task2\n")
+        brig.chown(ws)
+        brig.chown(ws / "data")
+        for _ in range(3):  # the two members made before, then one the daemon made since
+            r = _run(sandboxes, "--pool", name, "--", "sh", "-c", "pwd; cat data; echo run >> written", cwd=ws,
+                     timeout=90)
+            assert r.returncode == 0 and r.stdout == f"{ws}\ntask2\n", r
+        # nothing reached the old task's tree
+        assert (old / "data").read_text() == "task1\n" and not (old / "written").exists()
+        assert (ws / "written").read_text() == "run\n" * 3
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)
+
+
+@attack("pool-named-name-race", "two `brig pool --name N` at once with different policies, the first held between "
+        "its check and its rename of the name (strace -e inject delay): both said 0 and the second caller's runs "
+        "got the first pool's policy (found by attack33)", "pool")
+def test_two_pools_never_share_a_name(brig, sandboxes):
+    wa, wb = _workspace(brig, "npa", "a"), _workspace(brig, "npb", "b")
+    name = marker("nprace")[-20:]
+    a = _traced(sandboxes, "symlinkat:delay_enter=2000000", "pool", "--size", "1", "--name", name, cwd=wa)
+    try:
+        time.sleep(1)
+        b = sandboxes.brig_cmd("pool", "--size", "1", "--name", name, "--net", "none", cwd=wb, timeout=90)
+        out, err = a.communicate(timeout=90)
+        assert (a.returncode, b.returncode) == (0, 125) and "already runs" in b.stderr, (a.returncode, err, b)
+        r = _run(sandboxes, "--pool", name, "--", "cat", "data")
+        assert r.returncode == 0 and r.stdout == "a", r  # the name is A's, and only A's pool runs
+        # B's pool, refused its name, was stopped: every member left is A's
+        akey = os.readlink(sandboxes.root / "pools" / "names" / name)
+        assert wait_until(lambda: all(n.startswith(f"pool-{akey[:8]}-") for n in sandboxes.ls() if n.startswith("pool-")),
+                          20), sandboxes.ls()
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)
+
+
+def test_a_sweep_and_a_new_name_do_not_cross(brig, sandboxes, hooks_bindir):
+    """The sweep (every brig run and brig ls) takes the name of a dead
+    pool. Stopped between its look at the name and its unlink (a test
+    hook), it must not take the name a new pool is given meanwhile: the
+    naming waits for it (found by attack33: the new pool ran unnamed)."""
+    ws = _workspace(brig, "npsw", "new")
+    name, other = marker("npsw")[-20:], marker("npsk")[-20:]
+    # another live name keeps names/ in place (emptied, it is removed and made again)
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--name", other, "--memory", "256M", cwd=ws)
+    assert r.returncode == 0, r
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--name", name)
+    assert r.returncode == 0, r
+    daemon = json.loads((_pool_dir(sandboxes, name) / "pool.json").read_text())["supervisor_pid"]
+    old_key = os.readlink(sandboxes.root / "pools" / "names" / name)
+    os.kill(daemon, 9)
+    assert wait_until(lambda: not pid_alive(daemon), 10)
+    hooked = Brig(hooks_bindir, brig.mode, brig.base)
+    ls = subprocess.Popen(hooked.cmd("ls"), cwd=str(brig.workspace), stdin=subprocess.DEVNULL,
+                          env=hooked.env(sandboxes.env({"BRIG_TEST_PAUSE_AT": "pool-name-sweep"})),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    namer = None
+    try:
+        ready, _, _ = select.select([ls.stderr], [], [], 60)
+        line = ls.stderr.readline() if ready else "(nothing within 60 s)"
+        assert "paused at pool-name-sweep" in line, line
+        namer = subprocess.Popen(brig.cmd("pool", "--size", "1", "--name", name, "--net", "none"), cwd=str(ws),
+                                 env=brig.env(sandboxes.env()), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        # its pool made, its naming waits for the sweep's lock (unlocked, it would be done: seen here)
+        link = sandboxes.root / "pools" / "names" / name
+
+        def renamed():
+            try:
+                return os.readlink(link) != old_key
+            except OSError:
+                return False
+        wait_until(renamed, 8)
+
+        def resumed():  # it stops again at each name it reads: let it go each time
+            os.kill(ls.pid, signal.SIGCONT)
+            return ls.poll() is not None
+        assert wait_until(resumed, 30, step=0.2), "brig ls never ended"
+        ls.communicate(timeout=60)
+        _, err = namer.communicate(timeout=90)
+        assert namer.returncode == 0, err
+        r = _run(sandboxes, "--pool", name, "--", "cat", "data")
+        assert r.returncode == 0 and r.stdout == "new", r
+    finally:
+        for p in (ls, namer):
+            if p and p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait()
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)
+        sandboxes.brig_cmd("pool", "--stop", "--name", other)
+
+
+def test_a_pool_whose_naming_was_killed_is_named_by_the_retry(brig, sandboxes):
+    """brig pool --name killed between its pool's start and its name (a
+    harness's timeout): the pool runs unnamed; the same command again
+    names it, rather than refusing a pool that already runs."""
+    name = marker("npk")[-20:]
+    p = _traced(sandboxes, "symlinkat:signal=SIGKILL", "pool", "--size", "1", "--name", name,
+                cwd=sandboxes.brig.workspace)
+    p.communicate(timeout=90)
+    assert p.returncode == -9 or p.returncode == 137, p.returncode
+    try:
+        assert not (sandboxes.root / "pools" / "names" / name).exists()
+        r = sandboxes.brig_cmd("pool", "--size", "1", "--name", name)
+        assert r.returncode == 0, r
+        r = _run(sandboxes, "--pool", name, "--", "true")
+        assert r.returncode == 0, r
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)
+    assert wait_until(lambda: not [n for n in sandboxes.ls() if n.startswith("pool-")], 20), sandboxes.ls()

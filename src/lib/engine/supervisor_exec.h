@@ -31,8 +31,8 @@ BRIG_INTERNAL int supervisor_start(const char *config, const char *log, const ch
                                    brig_error **err);
 /* A pool daemon's life (pool.c), in the program: members kept ready
  * until SIGTERM; ready_fd gets one NUL byte once they are, or why not. */
-BRIG_INTERNAL _Noreturn void pool_supervise(const char *dir, const char *key, const brig_policy *p, unsigned size,
-                                            int ready_fd);
+BRIG_INTERNAL _Noreturn void pool_supervise(const char *dir, const char *key, const char *workspace, const brig_policy *p,
+                                            unsigned size, int ready_fd);
 /* The supervisor's life (sandbox.c), in the program. */
 BRIG_INTERNAL _Noreturn void sandbox_supervise(const char *dir, const char *name, const brig_policy *p,
                                                const struct sandbox_create_opts *opts, int ready_fd);

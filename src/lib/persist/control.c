@@ -72,6 +72,7 @@ struct control {
         bool ready, paused, stopping, kill_sent;
         bool served;             /* a pool member: its one run has begun */
         char *context;           /* a pool member: plan_caller_context of its plan (may hold secrets) */
+        char *sources;           /* a pool member: plan_sources_identity when it was made */
         struct conn *conns;
         struct conn *closed[16];  /* freed during this dispatch round (never dereferenced) */
         int n_closed;
@@ -293,8 +294,9 @@ int control_attach(struct control *c, struct run_plan *plan, struct cgroup *cg, 
         if (is_member(c)) {
                 _cleanup_free_ char *policy = state_read_file(c->dir, "policy.json", err);
                 char *context = policy ? plan_caller_context(plan->policy) : NULL;
-                _cleanup_free_ char *sources = context ? plan_sources_identity(plan->policy, plan->workspace) : NULL;
+                char *sources = context ? plan_sources_identity(plan->policy, plan->workspace) : NULL;
                 c->context = sources ? pool_identity(policy, plan->workspace, sources, context) : NULL;
+                c->sources = sources;  /* a run as made compares them alone (start_exec) */
                 if (context)
                         explicit_bzero(context, strlen(context));
                 free(context);
@@ -467,7 +469,17 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
          * apart (ESTALE) from a refusal: nothing ran, a cold run goes on.
          * A run that named its pool (CTL_EXEC_AS_MADE) asked for the pool's
          * own: nothing to compare. */
-        bool other_env = last && !(req.flags & CTL_EXEC_AS_MADE) && c->context && strcmp(req.context, c->context) != 0;
+        bool as_made = last && (req.flags & CTL_EXEC_AS_MADE);
+        bool other_env = last && !as_made && c->context && strcmp(req.context, c->context) != 0;
+        /* ... but the directories it holds must still be those at the
+         * workspace's and binds' paths: a harness that moved the last
+         * task's checkout away and made a fresh one there would send the
+         * run into the old one (the pool's daemon makes the next member
+         * from the path) */
+        _cleanup_free_ char *sources_now = as_made && c->sources && c->plan
+                                                   ? plan_sources_identity(c->plan->policy, c->plan->workspace)
+                                                   : NULL;
+        bool moved = as_made && c->sources && (!sources_now || strcmp(sources_now, c->sources) != 0);
         /* The context is what the caller's plan read, --keep-env values
          * and env: secrets' real values among it: for this comparison
          * only. pid 1 is inside the sandbox, so the request goes on with
@@ -491,13 +503,17 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         if (other_env)
                 return reply_error(k->fd, ESTALE, "sandbox '%s' was made from another environment than the caller's",
                                    c->name);
+        if (moved)
+                return reply_error(k->fd, ESTALE, "sandbox '%s' holds a directory that no longer stands at its "
+                                                  "workspace's or a bind's path", c->name);
         /* A pool member serves one brig run --pooled and nothing else: a
          * brig exec or file operation into it before the run would leave
          * what the run then finds. */
         bool member = is_member(c);
         if (member && (!last || c->served))
                 return reply_error(k->fd, EPERM, "sandbox '%s' is a member of a warm pool: it serves %s", c->name,
-                                   c->served ? "one run, which it has served" : "one brig run --pooled and nothing else");
+                                   c->served ? "one run, which it has served"
+                                             : "one brig run --pooled or --pool and nothing else");
         if (last && !member)
                 return reply_error(k->fd, EINVAL, "sandbox '%s' is not a pool member: a run of its own is brig exec",
                                    c->name);
@@ -1038,6 +1054,7 @@ void control_free(struct control *c)
         if (c->context)
                 explicit_bzero(c->context, strlen(c->context));
         free(c->context);
+        free(c->sources);
         json_decref(c->summary);
         free(c);
 }

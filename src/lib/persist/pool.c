@@ -41,6 +41,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -433,6 +434,27 @@ static char *name_target(int dfd, const char *name)
         return strdup(key);
 }
 
+/* ROOT/pools/names, open and flocked: who gives a name, and the sweep
+ * that takes the names of dead pools, look and change under the lock, so
+ * that neither acts on what the other has just changed. -errno. */
+static int names_locked(const char *dir, bool create)
+{
+        for (int tries = 0; tries < 3; tries++) {
+                if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dfd < 0)
+                        return -errno;
+                struct stat st;
+                if (flock(dfd, LOCK_EX) == 0 && fstat(dfd, &st) == 0 && st.st_nlink > 0)
+                        return dfd;
+                close(dfd);  /* removed by a sweep meanwhile (it was empty): again */
+                if (!create)
+                        return -ENOENT;
+        }
+        return -EAGAIN;
+}
+
 /* Give this pool NAME: a symlink to its key, made beside and renamed
  * over a name whose pool is gone, never over a live pool's. */
 static int name_give(const struct pool *pl, const char *name, brig_error **err)
@@ -441,11 +463,9 @@ static int name_give(const struct pool *pl, const char *name, brig_error **err)
         _cleanup_free_ char *dir = pools ? brig_strdup_printf("%s/names", pools) : NULL;
         if (!dir)
                 return brig_err(err, ENOMEM, "pool name");
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-                return brig_err(err, errno, "create '%s'", dir);
-        _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int dfd = names_locked(dir, true);
         if (dfd < 0)
-                return brig_err(err, errno, "open '%s'", dir);
+                return brig_err(err, -dfd, "the pool names in '%s'", dir);
         _cleanup_free_ char *held = name_target(dfd, name);
         if (held && strcmp(held, pl->key) != 0) {
                 struct pool other = { .key = held, .dir = brig_strdup_printf("%s/%s", pools, held) };
@@ -471,7 +491,7 @@ static int name_give(const struct pool *pl, const char *name, brig_error **err)
 static void names_forget(const char *pools, const char *key)
 {
         _cleanup_free_ char *dir = brig_strdup_printf("%s/names", pools);
-        int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        int dfd = dir ? names_locked(dir, false) : -1;
         DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
         if (dfd >= 0 && !d)
                 close(dfd);
@@ -480,6 +500,7 @@ static void names_forget(const char *pools, const char *key)
                 if (e->d_name[0] == '.')
                         continue;
                 _cleanup_free_ char *target = name_target(dirfd(d), e->d_name);
+                test_pause("pool-name-sweep");  /* read, not yet judged (a new name waits for the lock) */
                 bool gone = !target;
                 if (target && !key) {
                         struct pool named = { .key = target, .dir = brig_strdup_printf("%s/%s", pools, target) };
@@ -489,10 +510,10 @@ static void names_forget(const char *pools, const char *key)
                 if (gone || (key && strcmp(target, key) == 0))
                         (void)unlinkat(dirfd(d), e->d_name, 0);
         }
-        if (d)
+        if (d) {
+                (void)rmdir(dir);  /* only when no name is left; still locked (names_locked) */
                 closedir(d);
-        if (dir)
-                (void)rmdir(dir);  /* only when no name is left */
+        }
 }
 
 static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
@@ -550,7 +571,13 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         /* members stop when we are gone, however we went (control.c) */
                         struct sandbox_create_opts opts = { .owner_pid = getpid(),
                                                             .owner_start = state_process_start(getpid()) };
-                        if (sandbox_create(name, p, &opts, &err) < 0) {
+                        /* A workspace the policy does not name is our cwd: the
+                         * directory at the pool's path now, not the one we
+                         * started in, which a harness may have moved away
+                         * (a member holding it would serve the old checkout) */
+                        if (!p->workspace && chdir(pl->ws) < 0)
+                                brig_err(&err, errno, "the pool's workspace '%s'", pl->ws);
+                        if (err || sandbox_create(name, p, &opts, &err) < 0) {
                                 fprintf(stderr, "brig pool: %s\n", err && err->msg ? err->msg : "create failed");
                                 if (!told && ready_fd >= 0) {
                                         /* the first one failed: say why, and end */
@@ -613,8 +640,8 @@ static char *pool_config(const struct pool *pl, const brig_policy *p, unsigned s
 {
         _cleanup_free_ char *policy = pool_policy_json(p, err);
         json_t *pol = policy ? json_loads(policy, 0, NULL) : NULL;
-        json_t *doc = pol ? json_pack("{s:{s:s, s:s, s:I}, s:o}", "pool", "dir", pl->dir, "key", pl->key, "size",
-                                      (json_int_t)size, "policy", pol)
+        json_t *doc = pol ? json_pack("{s:{s:s, s:s, s:s, s:I}, s:o}", "pool", "dir", pl->dir, "key", pl->key,
+                                      "workspace", pl->ws, "size", (json_int_t)size, "policy", pol)
                           : NULL;  /* pol is the document's (or released with it) */
         char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         json_decref(doc);
@@ -623,10 +650,11 @@ static char *pool_config(const struct pool *pl, const brig_policy *p, unsigned s
         return text;
 }
 
-_Noreturn void pool_supervise(const char *dir, const char *key, const brig_policy *p, unsigned size, int ready_fd)
+_Noreturn void pool_supervise(const char *dir, const char *key, const char *workspace, const brig_policy *p,
+                              unsigned size, int ready_fd)
 {
-        struct pool pl = { .key = strdup(key), .dir = strdup(dir) };
-        if (!pl.key || !pl.dir || pool_state_write(&pl, size) < 0) {
+        struct pool pl = { .key = strdup(key), .dir = strdup(dir), .ws = strdup(workspace) };
+        if (!pl.key || !pl.dir || !pl.ws || pool_state_write(&pl, size) < 0) {
                 const char *why = "the pool daemon could not record itself in pool.json";
                 (void)!write(ready_fd, why, strlen(why));
                 exit(BRIG_EXIT_SETUP);
@@ -760,16 +788,26 @@ int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name,
                 }
         }
         brig_error_free(&lerr);
-        int r = brig_pool_start(p, size, err);
-        if (r < 0)
+        /* One of this policy that runs already (an unnamed one, or one
+         * whose brig pool --name was killed before it named it) is named. */
+        brig_error *serr = NULL;
+        int r = brig_pool_start(p, size, &serr);
+        bool started = r == 0;
+        if (r == -EEXIST) {
+                brig_error_free(&serr);
+                r = 0;
+        } else if (r < 0) {
+                if (err && !*err)
+                        *err = TAKE_PTR(serr);
+                brig_error_free(&serr);
                 return r;
+        }
         struct pool pl;
         r = pool_open(p, false, &pl, err);
         if (r == 0)
                 r = name_give(&pl, name, err);
-        if (r < 0 && pl.dir) {
-                brig_error *serr = NULL;
-                (void)pool_stop(&pl, "this policy and workspace", &serr);  /* nothing started stays unnamed */
+        if (r < 0 && started && pl.dir) {
+                (void)pool_stop(&pl, "this policy and workspace", &serr);  /* nothing we started stays unnamed */
                 brig_error_free(&serr);
         }
         pool_free(&pl);
@@ -1133,8 +1171,9 @@ static int run_in_member(const char *dir, const char *key, const brig_exec_opts 
                         return r;
                 brig_error *xerr = NULL;
                 r = sandbox_exec_as_made(member, o, res, refusals, &xerr);
-                /* stopping (its daemon just ended) or dead: nothing ran in it */
-                if (r < 0 && xerr && (xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
+                /* stopping (its daemon just ended), dead, or holding a
+                 * workspace that was moved away (ESTALE): nothing ran in it */
+                if (r < 0 && xerr && (xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH || xerr->errnum == ESTALE)) {
                         brig_error_free(&xerr);
                         pool_claim_drop(dir, member);
                         if (refusals) {
