@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -283,3 +284,20 @@ def test_a_pool_whose_naming_was_killed_is_named_by_the_retry(brig, sandboxes):
     finally:
         sandboxes.brig_cmd("pool", "--stop", "--name", name)
     assert wait_until(lambda: not [n for n in sandboxes.ls() if n.startswith("pool-")], 20), sandboxes.ls()
+
+
+def test_a_pool_that_cannot_make_members_says_why(brig, sandboxes):
+    """Its workspace removed, the daemon cannot make a member: a run says
+    what the daemon said, soon, instead of waiting out its 30 s to blame
+    "all in use" (found by attack33)."""
+    ws = _workspace(brig, "npgone", "x")
+    name = marker("npgone")[-20:]
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--name", name, cwd=ws)
+    assert r.returncode == 0, r
+    try:
+        shutil.rmtree(ws)
+        r = _run(sandboxes, "--pool", name, "--", "true", cwd=brig.workspace, timeout=90)
+        assert r.returncode == 125 and "cannot make a member now" in r.stderr and str(ws) in r.stderr, r
+        assert "/log)" in r.stderr, r  # where the daemon says more
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)

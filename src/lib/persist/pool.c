@@ -202,10 +202,15 @@ static json_t *pool_state(const struct pool *pl);
 
 /* pool.json names the process that answers for the pool: brig pool while
  * it starts the daemon, then the daemon. Written whole (a rename). */
-static int pool_state_write(const struct pool *pl, unsigned size)
+/* pool.json: who answers for the pool, and, while the daemon's last
+ * attempt to make a member failed, why (a run waiting for a member says
+ * it rather than waiting out its time). */
+static int pool_state_write(const struct pool *pl, unsigned size, const char *failing)
 {
         json_t *st = json_pack("{s:I, s:I, s:I}", "supervisor_pid", (json_int_t)getpid(), "supervisor_start",
                                (json_int_t)state_process_start(getpid()), "size", (json_int_t)size);
+        if (st && failing)
+                json_object_set_new(st, "failing", json_string(failing));
         _cleanup_free_ char *tmp = brig_strdup_printf("%s/.pool.json.tmp", pl->dir);
         _cleanup_free_ char *path = brig_strdup_printf("%s/pool.json", pl->dir);
         int r = st && tmp && path && json_dump_file(st, tmp, 0) == 0 && rename(tmp, path) == 0 ? 0 : -EIO;
@@ -535,7 +540,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
         if (sfd >= 0 && watch_init(&w, sfd) < 0)
                 closep(&sfd);
         unsigned long counter = 0;
-        bool told = false;
+        bool told = false, failing = false;
         while (sfd >= 0 && still_ours(pl)) {
                 /* Members whose supervisor died cannot serve: replace them. */
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
@@ -587,7 +592,13 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                                         goto out;
                                 }
                                 failed = true;
+                                if (!failing) {
+                                        (void)pool_state_write(pl, size, err && err->msg ? err->msg : "create failed");
+                                        failing = true;
+                                }
                         } else {
+                                if (failing && pool_state_write(pl, size, NULL) == 0)
+                                        failing = false;
                                 test_pause("pool-member-made");
                                 _cleanup_free_ char *m = member_path(pl, "ready", name);
                                 watch_member(&w, name);
@@ -654,7 +665,7 @@ _Noreturn void pool_supervise(const char *dir, const char *key, const char *work
                               unsigned size, int ready_fd)
 {
         struct pool pl = { .key = strdup(key), .dir = strdup(dir), .ws = strdup(workspace) };
-        if (!pl.key || !pl.dir || !pl.ws || pool_state_write(&pl, size) < 0) {
+        if (!pl.key || !pl.dir || !pl.ws || pool_state_write(&pl, size, NULL) < 0) {
                 const char *why = "the pool daemon could not record itself in pool.json";
                 (void)!write(ready_fd, why, strlen(why));
                 exit(BRIG_EXIT_SETUP);
@@ -706,7 +717,7 @@ int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err)
         }
         /* Ours from the start: a sweep finds the pool dead only once no
          * process of ours answers for it. */
-        bool recorded = pool_state_write(&pl, size) == 0;
+        bool recorded = pool_state_write(&pl, size, NULL) == 0;
         int e = errno;
         /* The daemon is brig-supervisor, started by posix_spawn (never a
          * fork of a caller that may be a threaded server holding locks);
@@ -1159,6 +1170,9 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
 /* How long brig run --pool waits for a member when none is ready (the
  * daemon makes one in tens of milliseconds once the pool is quiet). */
 #define POOL_NAMED_WAIT_MS 30000
+/* ... and how long once its daemon says it cannot make one (a failure
+ * that passes, its next attempt a second later, may still serve it) */
+#define POOL_FAILING_GRACE_MS 2500
 
 /* The one run of a member of the pool named NAME; -EAGAIN when none is
  * ready, *member (n bytes) the one claimed. */
@@ -1213,11 +1227,21 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
         char member[256] = "";
         struct pool pl = { .key = key, .dir = dir };
         _cleanup_close_ int ifd = -EBADF;
-        uint64_t until = now_ms() + POOL_NAMED_WAIT_MS;
+        uint64_t began = now_ms(), until = began + POOL_NAMED_WAIT_MS;
         while ((r = run_in_member(dir, key, o, res, report_fd >= 0 ? &refusals : NULL, member, sizeof member, err)) ==
                -EAGAIN) {
                 /* none ready: wait for the daemon's next (a rename into ready/) */
-                if (!pool_alive(&pl))
+                json_t *st = pool_state(&pl);
+                bool alive = st && state_supervisor_alive(st);
+                const char *failing = json_string_value(json_object_get(st, "failing"));
+                if (alive && failing && now_ms() >= began + POOL_FAILING_GRACE_MS) {
+                        r = state_fail(err, EIO, "the pool '%s' cannot make a member now: %s (its log: %s/log)", name,
+                                       failing, dir);
+                        json_decref(st);
+                        return r;
+                }
+                json_decref(st);
+                if (!alive)
                         return state_fail(err, ESRCH, "the pool '%s' is not running (its daemon is gone; brig pool "
                                                       "--name %s --size N [RUN OPTIONS] starts it again)", name, name);
                 if (now_ms() >= until)
