@@ -154,7 +154,9 @@ def _traced(sandboxes, inject, *args, cwd):
     brig = sandboxes.brig
     # not -f: the brig process alone, never the daemon it starts
     cmd = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={inject.split(':')[0]}", "-e", f"inject={inject}"]
-    return subprocess.Popen(cmd + brig.cmd(*args), cwd=str(cwd), env=brig.env(sandboxes.env()), stdin=subprocess.DEVNULL,
+    env = brig.env(sandboxes.env())
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"  # LeakSanitizer cannot run under ptrace
+    return subprocess.Popen(cmd + brig.cmd(*args), cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
