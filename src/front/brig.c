@@ -193,24 +193,29 @@ static bool fast_exec(int argc, char **argv, const char **name, bool *pool, brig
         return true;
 }
 
-/* The sandbox's control socket, connected after the state root's checks;
- * -1 for anything the engine should say instead. */
+/* DIR/ctl connected (DIR a sandbox's, in the checked state root); -1 for
+ * anything the engine should say instead. */
+static int ctl_connect(const char *dir)
+{
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        bool fits = (size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/ctl", dir) < sizeof addr.sun_path;
+        int fd = fits ? socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0) : -1;
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/* The sandbox's control socket, connected after the state root's checks. */
 static int sandbox_connect(const char *name)
 {
         brig_error *err = NULL;
         char *dir = NULL;
         int r = state_dir(name, false, &dir, &err);
         brig_error_free(&err);
-        if (r < 0)
-                return -1;
-        struct sockaddr_un addr = { .sun_family = AF_UNIX };
-        bool fits = (size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/ctl", dir) < sizeof addr.sun_path;
+        int fd = r == 0 ? ctl_connect(dir) : -1;
         free(dir);
-        int fd = fits ? socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0) : -1;
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
-                close(fd);
-                fd = -1;
-        }
         return fd;
 }
 
@@ -367,10 +372,12 @@ static int member_connect(const char *pool, char **dir, char *member, size_t n)
 {
         char key[POOL_KEY_LEN + 1];
         brig_error *err = NULL;
-        int r = pool_named(pool, dir, key, &err);
+        _cleanup_free_ char *root = NULL;  /* checked once: the member's socket is in it too */
+        int r = pool_named(pool, dir, key, &root, &err);
         brig_error_free(&err);
         while (r == 0 && (r = pool_claim_ready(*dir, key, member, n)) == 0) {
-                int sock = sandbox_connect(member);
+                _cleanup_free_ char *mdir = brig_strdup_printf("%s/%s", root, member);  /* a valid name: claimed */
+                int sock = mdir ? ctl_connect(mdir) : -1;
                 if (sock >= 0)
                         return sock;
                 pool_claim_drop(*dir, member);  /* stopping: its daemon removes it */

@@ -505,7 +505,13 @@ static void names_forget(const char *pools, const char *key)
                 if (e->d_name[0] == '.')
                         continue;
                 _cleanup_free_ char *target = name_target(dirfd(d), e->d_name);
-                test_pause("pool-name-sweep");  /* read, not yet judged (a new name waits for the lock) */
+#ifdef BRIG_TEST_HOOKS
+                /* BRIG_TEST_PAUSE_NAME=NAME: pause at pool-name-sweep for that
+                 * name only, read and not yet judged (a new name waits for the lock) */
+                const char *only = getenv("BRIG_TEST_PAUSE_NAME");
+                if (!only || strcmp(only, e->d_name) == 0)
+                        test_pause("pool-name-sweep");
+#endif
                 bool gone = !target;
                 if (target && !key) {
                         struct pool named = { .key = target, .dir = brig_strdup_printf("%s/%s", pools, target) };
@@ -783,14 +789,19 @@ int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name,
 {
         if (!name)
                 return brig_pool_start(p, size, err);
-        if (!state_name_valid(name))
-                return state_fail(err, EINVAL, "pool name '%s': use letters, digits, _ . - (up to 64, not starting "
-                                               "with _ . -)", name);
-        /* a name a live pool has is refused before anything starts */
+        /* a name that is none, or that a live pool has, is refused before
+         * anything starts */
         _cleanup_free_ char *dir = NULL;
         char key[POOL_KEY_LEN + 1];
         brig_error *lerr = NULL;
-        if (pool_named(name, &dir, key, &lerr) == 0) {
+        int found = pool_named(name, &dir, key, NULL, &lerr);
+        if (found == -EINVAL) {
+                if (err && !*err)
+                        *err = TAKE_PTR(lerr);
+                brig_error_free(&lerr);
+                return found;
+        }
+        if (found == 0) {
                 struct pool other = { .key = key, .dir = dir };
                 if (pool_alive(&other)) {
                         brig_error_free(&lerr);
@@ -829,7 +840,7 @@ int brig_pool_stop_named(const char *name, brig_error **err)
 {
         _cleanup_free_ char *dir = NULL;
         char key[POOL_KEY_LEN + 1];
-        int r = pool_named(name, &dir, key, err);
+        int r = pool_named(name, &dir, key, NULL, err);
         if (r < 0)
                 return r;
         struct pool pl = { .key = key, .dir = dir };
@@ -855,12 +866,9 @@ static bool member_named(const struct pool *pl, const char *name)
 /* claimed/NAME.PID-START-PIDNS: the member and the run that holds it. */
 static char *claimed_path(struct pool *pl, const char *name)
 {
-        struct owner o;
-        if (!pl->owner[0]) {  /* read once a run (its /proc/self/stat, its pid namespace) */
-                owner_self(&o);
-                if (owner_format(&o, pl->owner, sizeof pl->owner) < 0)
-                        pl->owner[0] = '\0';
-        }
+        /* read once a run (its /proc/self/stat, its pid namespace), as the claim named it */
+        if (!pl->owner[0] && pool_claim_owner(pl->owner, sizeof pl->owner) < 0)
+                pl->owner[0] = '\0';
         return pl->owner[0] ? brig_strdup_printf("%s/claimed/%s.%s", pl->dir, name, pl->owner) : NULL;
 }
 
@@ -953,15 +961,16 @@ void pool_sweep(void)
                 struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
                 json_t *st = pl.dir ? pool_state(&pl) : NULL;
                 /* no pool.json: brig pool was killed before it wrote one */
-                if (pl.key && pl.dir && (!st || !state_supervisor_alive(st)))
+                if (pl.key && pl.dir && (!st || !state_supervisor_alive(st))) {
+                        names_forget(pools, pl.key);  /* no run finds it by a name any more */
                         sweep_one(&pl);
+                }
                 json_decref(st);
                 pool_free(&pl);
         }
         if (!d)
                 return;  /* none there: nothing to remove either (a lookup every run spared) */
         closedir(d);
-        names_forget(pools, NULL);
         (void)rmdir(pools);  /* only when no pool is left */
 }
 
@@ -1215,7 +1224,7 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                                              "--detach (brig create and brig exec --detach do)");
         _cleanup_free_ char *dir = NULL;
         char key[POOL_KEY_LEN + 1];
-        int r = pool_named(name, &dir, key, err);
+        int r = pool_named(name, &dir, key, NULL, err);
         if (r < 0)
                 return r;
         /* opened before a member is claimed (no member is used up by a bad path) */

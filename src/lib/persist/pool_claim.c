@@ -20,7 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1], brig_error **err)
+int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1], char **root_out,
+               brig_error **err)
 {
         *dir_out = NULL;
         if (!state_name_valid(name))
@@ -49,7 +50,11 @@ int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1],
         memcpy(key_out, key, POOL_KEY_LEN);
         key_out[POOL_KEY_LEN] = '\0';
         *dir_out = brig_strdup_printf("%s/pools/%s", root, key_out);
-        return *dir_out ? 0 : brig_err(err, ENOMEM, "pool");
+        if (!*dir_out)
+                return brig_err(err, ENOMEM, "pool");
+        if (root_out)
+                *root_out = TAKE_PTR(root);
+        return 0;
 }
 
 bool pool_member_of(const char *key, const char *name)

@@ -14,9 +14,11 @@
 
 /* The pool `brig pool --name NAME` started: ROOT/pools/names/NAME, a
  * symlink to the pool's KEY, read after the state root's checks. *dir_out
- * (free()) is ROOT/pools/KEY, key_out its key. -ENOENT (said) when no
- * pool has that name, -EINVAL for a name that is not one. */
-BRIG_INTERNAL int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1], brig_error **err);
+ * (free()) is ROOT/pools/KEY, key_out its key, *root_out (if not NULL;
+ * free()) the checked ROOT. -ENOENT (said) when no pool has that name,
+ * -EINVAL for a name that is not one. */
+BRIG_INTERNAL int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1], char **root_out,
+                             brig_error **err);
 /* Is NAME a member of the pool with this key ("pool-" and its first 8
  * digits: what its daemon names them)? */
 BRIG_INTERNAL bool pool_member_of(const char *key, const char *name);
