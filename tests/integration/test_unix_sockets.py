@@ -613,6 +613,55 @@ def test_abandoned_connects_free_their_workers(brig):
         assert results(r) == {"after": "ok", "interrupted": "EINTR", "later": "ENOTCONN"}, (clients, r)
 
 
+CROWD = r'''
+import errno, os, socket, sys, threading, time
+n = int(sys.argv[1])
+for f in ("crowd.sock",):
+    if os.path.exists(f):
+        os.unlink(f)
+srv = socket.socket(socket.AF_UNIX); srv.bind("crowd.sock"); srv.listen(0)
+filler = socket.socket(socket.AF_UNIX); filler.connect("crowd.sock")  # the backlog is full now
+out, lock = {}, threading.Lock()
+def one(i):
+    s = socket.socket(socket.AF_UNIX)  # blocking (a non-blocking one gets EAGAIN from the kernel here)
+    try:
+        s.connect("crowd.sock")
+        what = "ok"
+    except OSError as e:
+        what = errno.errorcode.get(e.errno, str(e.errno))
+    with lock:
+        out[what] = out.get(what, 0) + 1
+    s.close()
+ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+[t.start() for t in ts]
+time.sleep(3)  # every connect waits in the supervisor now, or got its answer
+srv.setblocking(False)
+while any(t.is_alive() for t in ts):
+    try:
+        srv.accept()[0].close()
+    except BlockingIOError:
+        time.sleep(0.01)
+print("RESULTS " + repr(out))
+'''
+
+
+def test_more_concurrent_connects_than_workers_wait_for_one(brig):
+    """Every connect of the sandbox is made by one of the supervisor's 64
+    worker threads. A connect that found none free got EAGAIN, a failure
+    the kernel would never give a blocking connect (a hundred concurrent
+    connects under AddressSanitizer saw it). Now it waits for a worker, up
+    to 192 queued; past that EAGAIN, and stderr says why."""
+    p = brig.workspace / "crowd.py"
+    p.write_text(CROWD)
+    r = brig.run("run", "--", "python3", p, "200", timeout=120)
+    assert results(r) == {"ok": 200}, r
+    assert "socket guard were busy" not in r.stderr, r
+    r = brig.run("run", "--", "python3", p, "300", timeout=120)
+    got = results(r)
+    assert set(got) <= {"ok", "EAGAIN"} and got.get("ok", 0) >= 256 and got.get("EAGAIN", 0) > 0, r
+    assert "all 64 workers of brig's socket guard were busy and 192 calls waited for one already" in r.stderr, r
+
+
 @OWN_WORK
 def test_own_sockets_in_overlay_workspace_on_two_filesystems(brig, host_servers, sandboxes):
     """An overlay workspace whose upper layer is on another filesystem than

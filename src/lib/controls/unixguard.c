@@ -99,8 +99,11 @@
  * default socket buffer fails with EMSGSIZE as it would have; a stream
  * (TCP fast open) sends this much, a short write the caller handles. */
 #define SEND_MAX (256 * 1024)
-/* Calls waiting in worker threads at once; more get EAGAIN. */
+/* Calls made in worker threads at once; more wait in a queue for the next
+ * free worker, at most MAX_QUEUED (each holds the caller's socket and two
+ * descriptors more); beyond that a call gets EAGAIN, said on stderr. */
 #define MAX_WORKERS 64
+#define MAX_QUEUED 192
 /* one recv of the socket list (the kernel fills what fits, then the next) */
 #define DIAG_BUF 32768
 
@@ -815,7 +818,16 @@ static void answer(int listener, struct seccomp_notif_resp *resp, uint64_t id, l
  * between our look and our call. So connects always run in a worker;
  * sendto runs inline only with MSG_DONTWAIT, which is per call. Workers
  * are kept in one pool per process, idle ones for a while, at most
- * MAX_WORKERS; a call that finds none answers EAGAIN.
+ * MAX_WORKERS; a call that finds none free waits in the pool's queue, as
+ * it would have waited in the kernel: a blocking connect(2) must not fail
+ * with EAGAIN because other threads of the sandbox connect at once (a
+ * hundred concurrent connects under AddressSanitizer did, and so does a
+ * non-blocking one: Python's socket with a timeout is one, and takes
+ * EAGAIN for an error. The price: while every worker is held by a connect
+ * that waits long (a full backlog), a non-blocking connect waits too,
+ * as the sandbox's own doing only. A call still
+ * queued when its notification goes away is answered by the worker that
+ * takes it without being made (run_job's look).
  *
  * A call in a worker is abandoned when its notification goes away: the
  * target was killed, or a signal interrupted its wait (it got EINTR, or
@@ -990,8 +1002,8 @@ static bool spawn_worker(void)
         return ok;
 }
 
-/* Returns false when no worker is free and no more may start (the caller
- * answers EAGAIN); on true the job owns the call. */
+/* Returns false when no worker is free, no more may start and the queue
+ * is full (the caller answers EAGAIN); on true the job owns the call. */
 static bool hand_off(int listener, uint64_t id, struct call *c)
 {
         struct job *j = calloc(1, sizeof *j);
@@ -1001,7 +1013,8 @@ static bool hand_off(int listener, uint64_t id, struct call *c)
                 return false;
         }
         pthread_mutex_lock(&pool.lock);
-        bool ok = pool.pending < pool.idle || (pool.threads < MAX_WORKERS && spawn_worker());
+        bool ok = pool.pending < pool.idle || (pool.threads < MAX_WORKERS && spawn_worker()) ||
+                  (pool.threads > 0 && pool.pending < MAX_QUEUED);
         if (ok) {
                 j->c = *c;
                 j->listener = dup_fd;
@@ -1074,8 +1087,15 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                 answer(listener, g->resp, req->id, -e);
         else if (run_inline(&c))
                 answer(listener, g->resp, req->id, perform(&c));
-        else if (!hand_off(listener, req->id, &c))
+        else if (!hand_off(listener, req->id, &c)) {
                 answer(listener, g->resp, req->id, -EAGAIN);
+                char why[160];
+                snprintf(why, sizeof why,
+                         "a connect or sendto got EAGAIN: all %d workers of brig's socket guard were busy "
+                         "and %d calls waited for one already",
+                         MAX_WORKERS, MAX_QUEUED);
+                refusals_add(g->refusals, REFUSAL_LIMIT, "connects at once", why, NULL, 1);
+        }
         call_free(&c);
 }
 
