@@ -301,3 +301,32 @@ def test_a_pool_that_cannot_make_members_says_why(brig, sandboxes):
         assert "/log)" in r.stderr, r  # where the daemon says more
     finally:
         sandboxes.brig_cmd("pool", "--stop", "--name", name)
+
+
+def test_a_run_waiting_on_a_stopped_pool_says_it_was_stopped(brig, sandboxes):
+    """No member to be had (its workspace removed: the ready one refuses,
+    the daemon cannot make another), a run waits; the pool is stopped by
+    its name meanwhile: the run says the pool was stopped, not that its
+    daemon is gone, which is what a killed daemon leaves (attack33)."""
+    ws = _workspace(brig, "npstop", "x")
+    name = marker("npstop")[-20:]
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--name", name, cwd=ws)
+    assert r.returncode == 0, r
+    waiting = None
+    try:
+        assert wait_until(lambda: _ready(sandboxes, name), 30)
+        shutil.rmtree(ws)
+        waiting = subprocess.Popen(sandboxes.brig.cmd("run", "--pool", name, "--", "true"),
+                                   env=sandboxes.brig.env(sandboxes.env()), cwd=str(brig.workspace),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)  # within the 2.5 s before it would say the daemon cannot make one
+        assert waiting.poll() is None, waiting.communicate()  # it waits for a member
+        assert sandboxes.brig_cmd("pool", "--stop", "--name", name).returncode == 0
+        out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 125 and f"the pool '{name}' was stopped" in err, (out, err)
+        assert "daemon is gone" not in err, err
+    finally:
+        if waiting and waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)

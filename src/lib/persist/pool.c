@@ -1183,6 +1183,20 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
  * that passes, its next attempt a second later, may still serve it) */
 #define POOL_FAILING_GRACE_MS 2500
 
+/* The pool named NAME (KEY) has ended while a run waited for its member.
+ * Stopped (brig pool --stop), it lost its name before its daemon ended;
+ * a daemon that was killed leaves the name until the next sweep. */
+static int pool_gone(const char *name, const char *key, brig_error **err)
+{
+        _cleanup_free_ char *dir = NULL;
+        char now[POOL_KEY_LEN + 1];
+        if (pool_named(name, &dir, now, NULL, NULL) < 0 || strcmp(now, key) != 0)
+                return state_fail(err, ESRCH, "the pool '%s' was stopped while this run waited for a member (brig "
+                                              "pool --name %s --size N [RUN OPTIONS] starts it again)", name, name);
+        return state_fail(err, ESRCH, "the pool '%s' is not running (its daemon is gone; brig pool --name %s "
+                                      "--size N [RUN OPTIONS] starts it again)", name, name);
+}
+
 /* The one run of a member of the pool named NAME; -EAGAIN when none is
  * ready, *member (n bytes) the one claimed. */
 static int run_in_member(const char *dir, const char *key, const brig_exec_opts *o, brig_result *res,
@@ -1251,8 +1265,7 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                 }
                 json_decref(st);
                 if (!alive)
-                        return state_fail(err, ESRCH, "the pool '%s' is not running (its daemon is gone; brig pool "
-                                                      "--name %s --size N [RUN OPTIONS] starts it again)", name, name);
+                        return pool_gone(name, key, err);
                 if (now_ms() >= until)
                         return state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in "
                                                           "use or still starting; a larger brig pool --size keeps "
@@ -1274,8 +1287,7 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                 }
         }
         if (r == -ENOENT)
-                r = state_fail(err, ESRCH, "the pool '%s' is not running (brig pool --name %s --size N [RUN OPTIONS] "
-                                           "starts it again)", name, name);
+                r = pool_gone(name, key, err);  /* its directory went with it */
         else if (r < 0 && err && !*err)
                 r = brig_err(err, -r, "claim a member of the pool '%s'", name);
         if (report_fd >= 0 && member[0]) {
