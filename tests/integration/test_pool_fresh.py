@@ -145,6 +145,13 @@ def test_pool_member_takes_no_other_exec(brig, pool):
     # on the host, in the member's own tree: nothing was planted
     assert not os.path.exists(f"/proc/{pid1}/root/tmp/planted"), "ATTACK WORKED: a brig exec planted a file"
     assert pids_with(mark) == []
+    # nor a file copied in; the refusal names the sandbox once
+    planted = brig.workspace / f"{mark}.txt"
+    planted.write_text(mark)
+    r = pool.brig_cmd("cp", str(planted), f"{member}:/tmp/planted")
+    assert r.returncode == 125 and "member of a warm pool" in r.stderr, r
+    assert r.stderr.count(f"sandbox '{member}'") == 1, r
+    assert not os.path.exists(f"/proc/{pid1}/root/tmp/planted"), "ATTACK WORKED: brig cp planted a file"
     # a member serving a run takes no second exec either
     served, (held, r) = _while_held(pool, "cat /tmp/planted 2>/dev/null; echo end",
                                     lambda m: pool.exec(m, "--", "sh", "-c", "echo second > /tmp/planted"))

@@ -505,6 +505,15 @@ void fileop_call_free(struct fileop_call *c)
         closep(&c->errfd);
 }
 
+/* The supervisor's refusals name their sandbox already ("sandbox 'X' is
+ * a member of a warm pool: ..."): said once is enough. */
+static bool names_sandbox(brig_error **err, const char *name)
+{
+        char said[128];
+        snprintf(said, sizeof said, "sandbox '%s'", name);
+        return err && *err && (*err)->msg && strncmp((*err)->msg, said, strlen(said)) == 0;
+}
+
 int fileop_outcome(const char *name, uint32_t op_num, const char *path, uint64_t timeout_ms, int errfd, int r,
                    const brig_result *res, brig_error **err)
 {
@@ -512,7 +521,7 @@ int fileop_outcome(const char *name, uint32_t op_num, const char *path, uint64_t
         if (r == -EBADMSG)
                 brig_err_prefix(err, "sandbox '%s' (started by an older brig? brig stop %s && brig start %s)", name,
                                 name, name);
-        else if (r < 0)
+        else if (r < 0 && !names_sandbox(err, name))
                 brig_err_prefix(err, "sandbox '%s'", name);
         if (r < 0)
                 return r;
