@@ -113,6 +113,12 @@ def test_named_pool_ends_are_the_engines_and_mistakes_say_what_to_do(brig, named
     for args, words in cases:
         r = _run(sandboxes, *args)
         assert r.returncode == 125 and words in r.stderr, (args, r)
+    # a report asked for says why no member ran it (it was left empty)
+    r = _run(sandboxes, "--pool", "no-such-pool", "--json-report", str(rep), "--", "true")
+    doc = json.loads(rep.read_text())
+    assert r.returncode == 125 and doc["exit_code"] == 125 and doc["sandbox"] is None, (r, doc)
+    assert "no pool named 'no-such-pool'" in doc["error"], doc
+    assert doc["pool"] == {"served": False, "member": None, "name": "no-such-pool"}, doc
     # a name a live pool has is not given again (another policy)
     r = sandboxes.brig_cmd("pool", "--size", "1", "--name", name, "--memory", "1G")
     assert r.returncode == 125 and "already runs" in r.stderr, r

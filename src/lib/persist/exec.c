@@ -251,7 +251,7 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
                 json_array_append_new(cmd, json_string(o->argv[i]));
         json_t *doc = json_object();
         json_object_set_new(doc, "brig_version", json_string(brig_version()));
-        json_object_set_new(doc, "sandbox", json_string(name));
+        json_object_set_new(doc, "sandbox", name ? json_string(name) : json_null());  /* none claimed */
         json_object_set_new(doc, "command", cmd);
         json_object_set_new(doc, "exit_code", json_integer(res->exit_code));
         json_object_set_new(doc, "signal", res->signal ? json_integer(res->signal) : json_null());
@@ -282,6 +282,9 @@ char *exec_report_json(const char *name, const brig_exec_opts *o, const brig_res
                 if (pool && named)  /* brig run --pool NAME */
                         json_object_set(pool, "name", named);
                 json_object_set_new(doc, "pool", pool);
+        } else if (json_object_get(pooled, "name")) {  /* brig run --pool NAME that got no member */
+                json_object_set_new(doc, "pool", json_pack("{s:b, s:n, s:O}", "served", 0, "member", "name",
+                                                           json_object_get(pooled, "name")));
         }
         json_t *timings = json_object_get(pooled, "timings");
         if (timings)  /* --timings of a pooled run: its own steps (pool.c) */

@@ -1226,6 +1226,24 @@ static int run_in_member(const char *dir, const char *key, const brig_exec_opts 
         }
 }
 
+/* The --json-report of a brig run --pool NAME (report_fd, if asked for),
+ * served by `member` or, if empty, by none: then it says why. */
+static int named_report(int report_fd, const char *name, const char *member, const brig_exec_opts *o,
+                        const brig_result *res, json_t *refusals, int r, brig_error **err)
+{
+        if (report_fd >= 0) {
+                json_t *served = member[0] ? json_pack("{s:s, s:s}", "member", member, "name", name)
+                                           : json_pack("{s:s}", "name", name);
+                _cleanup_free_ char *what = brig_strdup_printf("--json-report %s", o->report_path);
+                r = served ? sandbox_exec_report(report_fd, what ? what : "--json-report", member[0] ? member : NULL,
+                                                 o, res, served, refusals, r, err)
+                           : brig_err(err, ENOMEM, "report");
+                json_decref(served);
+        }
+        json_decref(refusals);
+        return r;
+}
+
 int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
 {
         memset(res, 0, sizeof *res);
@@ -1236,18 +1254,20 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
         if (o->detach)
                 return brig_err(err, EINVAL, "a pool's member serves one run to its end: brig run --pool takes no "
                                              "--detach (brig create and brig exec --detach do)");
-        _cleanup_free_ char *dir = NULL;
-        char key[POOL_KEY_LEN + 1];
-        int r = pool_named(name, &dir, key, NULL, err);
-        if (r < 0)
-                return r;
-        /* opened before a member is claimed (no member is used up by a bad path) */
+        /* opened before a member is claimed (no member is used up by a bad
+         * path), and before the name is looked up: the report says why
+         * whatever fails */
         _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "--json-report", false, err)
                                                        : -EBADF;
         if (o->report_path && report_fd < 0)
                 return report_fd;
         json_t *refusals = NULL;
         char member[256] = "";
+        _cleanup_free_ char *dir = NULL;
+        char key[POOL_KEY_LEN + 1] = "";
+        int r = pool_named(name, &dir, key, NULL, err);
+        if (r < 0)
+                return named_report(report_fd, name, member, o, res, refusals, r, err);
         struct pool pl = { .key = key, .dir = dir };
         _cleanup_close_ int ifd = -EBADF;
         uint64_t began = now_ms(), until = began + POOL_NAMED_WAIT_MS;
@@ -1261,15 +1281,17 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                         r = state_fail(err, EIO, "the pool '%s' cannot make a member now: %s (its log: %s/log)", name,
                                        failing, dir);
                         json_decref(st);
-                        return r;
+                        return named_report(report_fd, name, member, o, res, refusals, r, err);
                 }
                 json_decref(st);
                 if (!alive)
-                        return pool_gone(name, key, err);
-                if (now_ms() >= until)
-                        return state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in "
-                                                          "use or still starting; a larger brig pool --size keeps "
-                                                          "more ready)", name, POOL_NAMED_WAIT_MS / 1000);
+                        return named_report(report_fd, name, member, o, res, refusals, pool_gone(name, key, err), err);
+                if (now_ms() >= until) {
+                        r = state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in use "
+                                                       "or still starting; a larger brig pool --size keeps more ready)",
+                                       name, POOL_NAMED_WAIT_MS / 1000);
+                        return named_report(report_fd, name, member, o, res, refusals, r, err);
+                }
                 if (ifd == -EBADF) {  /* once: -1 after, where inotify cannot watch */
                         _cleanup_free_ char *ready = brig_strdup_printf("%s/ready", dir);
                         ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -1290,14 +1312,5 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                 r = pool_gone(name, key, err);  /* its directory went with it */
         else if (r < 0 && err && !*err)
                 r = brig_err(err, -r, "claim a member of the pool '%s'", name);
-        if (report_fd >= 0 && member[0]) {
-                json_t *served = json_pack("{s:s, s:s}", "member", member, "name", name);
-                _cleanup_free_ char *what = brig_strdup_printf("--json-report %s", o->report_path);
-                r = served ? sandbox_exec_report(report_fd, what ? what : "--json-report", member, o, res, served,
-                                                 refusals, r, err)
-                           : brig_err(err, ENOMEM, "report");
-                json_decref(served);
-        }
-        json_decref(refusals);
-        return r;
+        return named_report(report_fd, name, member, o, res, refusals, r, err);
 }
