@@ -660,6 +660,15 @@ def test_more_concurrent_connects_than_workers_wait_for_one(brig):
     got = results(r)
     assert set(got) <= {"ok", "EAGAIN"} and got.get("ok", 0) >= 256 and got.get("EAGAIN", 0) > 0, r
     assert "all 64 workers of brig's socket guard were busy and 192 calls waited for one already" in r.stderr, r
+    # brig with few descriptors (a hard limit of 200): 150 calls in flight
+    # would need more of the supervisor's than it has; those it cannot take
+    # get EAGAIN, said, and the run goes on
+    import resource
+    r = brig.run("run", "--", "python3", p, "150", timeout=120,
+                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200)))
+    got = results(r)
+    assert r.returncode == 0 and set(got) <= {"ok", "EAGAIN"} and got.get("EAGAIN", 0) > 0, r
+    assert "brig's supervisor had no file descriptor free for it" in r.stderr, r
 
 
 @OWN_WORK

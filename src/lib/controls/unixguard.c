@@ -308,6 +308,7 @@ struct call {
         int target_pidfd;        /* SIGPIPE goes back to the target */
         int path_fd;             /* O_PATH of the judged socket file, or -1 */
         const char *uninspectable;  /* the call that failed when the socket could not be taken */
+        bool out_of_fds;         /* this process had no descriptor free for it: EAGAIN, said */
         bool as_sandbox;         /* made with the sandbox user's credentials (uid, gid, no groups) */
         uid_t uid;
         gid_t gid;
@@ -361,10 +362,13 @@ static int copy_call(int listener, const struct seccomp_notif *req, struct call 
         c->target_pidfd = (int)syscall(SYS_pidfd_open, req->pid, PIDFD_THREAD);
         if (c->target_pidfd < 0 && errno == EINVAL)
                 c->target_pidfd = (int)syscall(SYS_pidfd_open, thread_group(req->pid), 0);
+        int open_errno = c->target_pidfd < 0 ? errno : 0;
         /* The pid named the target when the pidfd was made only if the
          * notification is still alive afterwards. */
         if (seccomp_notify_id_valid(listener, req->id) < 0)
                 return -1;
+        if (open_errno == EMFILE || open_errno == ENFILE)
+                return open_errno;  /* guard_call: EAGAIN, said */
         if (c->target_pidfd < 0) {
                 c->uninspectable = "pidfd_open";
                 return EACCES;  /* cannot look at it: refuse */
@@ -372,6 +376,8 @@ static int copy_call(int listener, const struct seccomp_notif *req, struct call 
         c->sock = (int)syscall(SYS_pidfd_getfd, c->target_pidfd, (int)a[0], 0);
         if (c->sock < 0 && errno == EBADF)
                 return EBADF;
+        if (c->sock < 0 && (errno == EMFILE || errno == ENFILE))
+                return errno;
         if (c->sock < 0) {
                 c->uninspectable = "pidfd_getfd";  /* EPERM: a ptrace policy (Yama) forbids it */
                 return EACCES;
@@ -1002,15 +1008,19 @@ static bool spawn_worker(void)
         return ok;
 }
 
-/* Returns false when no worker is free, no more may start and the queue
- * is full (the caller answers EAGAIN); on true the job owns the call. */
-static bool hand_off(int listener, uint64_t id, struct call *c)
+/* 0: the job owns the call; -EAGAIN: no worker is free, no more may
+ * start and the queue is full; -EMFILE (or -ENOMEM): no descriptor or
+ * memory for the job. */
+static int hand_off(int listener, uint64_t id, struct call *c)
 {
         struct job *j = calloc(1, sizeof *j);
-        int dup_fd = j ? fcntl(listener, F_DUPFD_CLOEXEC, 3) : -1;
+        if (!j)
+                return -ENOMEM;
+        int dup_fd = fcntl(listener, F_DUPFD_CLOEXEC, 3);
         if (dup_fd < 0) {
+                int e = errno;
                 free(j);
-                return false;
+                return -e;
         }
         pthread_mutex_lock(&pool.lock);
         bool ok = pool.pending < pool.idle || (pool.threads < MAX_WORKERS && spawn_worker()) ||
@@ -1031,10 +1041,10 @@ static bool hand_off(int listener, uint64_t id, struct call *c)
         if (!ok) {
                 close(dup_fd);
                 free(j);
-                return false;
+                return -EAGAIN;
         }
         *c = (struct call){ .sock = -1, .target_pidfd = -1, .path_fd = -1 };
-        return true;
+        return 0;
 }
 
 /* Only a sendto that cannot wait runs here: MSG_DONTWAIT is added when the
@@ -1069,6 +1079,13 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                 call_free(&c);
                 return;  /* the target is gone */
         }
+        /* The kernel's own connect and sendto take no new descriptor: an
+         * EMFILE is ours (the socket, its path or the socket list could
+         * not be opened), and the call is not made. */
+        if (e == EMFILE || e == ENFILE) {
+                c.out_of_fds = true;
+                e = EAGAIN;
+        }
         if (c.uninspectable) {
                 /* fail closed, and say so: every connect would be refused */
                 snprintf(c.path, sizeof c.path, "(fd %d)", (int)req->data.args[0]);
@@ -1083,17 +1100,24 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                 c.uid = g->uid;
                 c.gid = g->gid;
         }
+        if (c.out_of_fds)
+                refusals_add(g->refusals, REFUSAL_LIMIT, "supervisor descriptors",
+                             "a connect or sendto got EAGAIN: brig's supervisor had no file descriptor free for it "
+                             "(many calls in flight; a higher `ulimit -Hn` for brig gives it more)", NULL, 1);
         if (e > 0)
                 answer(listener, g->resp, req->id, -e);
         else if (run_inline(&c))
                 answer(listener, g->resp, req->id, perform(&c));
-        else if (!hand_off(listener, req->id, &c)) {
+        else if ((e = hand_off(listener, req->id, &c)) < 0) {
                 answer(listener, g->resp, req->id, -EAGAIN);
                 char why[160];
-                snprintf(why, sizeof why,
-                         "a connect or sendto got EAGAIN: all %d workers of brig's socket guard were busy "
-                         "and %d calls waited for one already",
-                         MAX_WORKERS, MAX_QUEUED);
+                if (e == -EAGAIN)
+                        snprintf(why, sizeof why,
+                                 "a connect or sendto got EAGAIN: all %d workers of brig's socket guard were busy "
+                                 "and %d calls waited for one already", MAX_WORKERS, MAX_QUEUED);
+                else
+                        snprintf(why, sizeof why, "a connect or sendto got EAGAIN: brig's socket guard could not "
+                                 "take it (%s)", strerror(-e));
                 refusals_add(g->refusals, REFUSAL_LIMIT, "connects at once", why, NULL, 1);
         }
         call_free(&c);

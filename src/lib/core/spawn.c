@@ -503,14 +503,16 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         /* Without seccomp (degraded on purpose) there is nothing to notify it. */
         if (!plan.seccomp_degraded && (r = unixguard_new(&plan, audit, plan.seccomp_replies, &guard, err)) < 0)
                 goto out;
+        /* The proxy holds a few descriptors per connection in this process,
+         * and the unix socket guard a few per connect in flight (up to 256
+         * of them): allow as many as the hard limit lets us for the run (the
+         * sandbox sets its own --nofile; restored below). */
+        if ((guard || plan.net_mode == BRIG_NET_PROXY || plan.net_mode == BRIG_NET_FILTERED) &&
+            getrlimit(RLIMIT_NOFILE, &nofile_saved) == 0 && nofile_saved.rlim_cur < nofile_saved.rlim_max) {
+                struct rlimit raised = { nofile_saved.rlim_max, nofile_saved.rlim_max };
+                nofile_raised = setrlimit(RLIMIT_NOFILE, &raised) == 0;
+        }
         if (plan.net_mode == BRIG_NET_PROXY || plan.net_mode == BRIG_NET_FILTERED) {
-                /* The proxy holds a few descriptors per connection, in this
-                 * process: allow as many as the hard limit lets us for the
-                 * run (the sandbox sets its own --nofile; restored below). */
-                if (getrlimit(RLIMIT_NOFILE, &nofile_saved) == 0 && nofile_saved.rlim_cur < nofile_saved.rlim_max) {
-                        struct rlimit raised = { nofile_saved.rlim_max, nofile_saved.rlim_max };
-                        nofile_raised = setrlimit(RLIMIT_NOFILE, &raised) == 0;
-                }
                 egress = egress_new(p->egress, audit ? audit_net : NULL, audit, err);
                 if (!egress) {
                         r = brig_err_prefix(err, "network proxy");
