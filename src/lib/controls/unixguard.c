@@ -824,16 +824,15 @@ static void answer(int listener, struct seccomp_notif_resp *resp, uint64_t id, l
  * between our look and our call. So connects always run in a worker;
  * sendto runs inline only with MSG_DONTWAIT, which is per call. Workers
  * are kept in one pool per process, idle ones for a while, at most
- * MAX_WORKERS; a call that finds none free waits in the pool's queue, as
+ * MAX_WORKERS. A call that finds none free waits in the pool's queue, as
  * it would have waited in the kernel: a blocking connect(2) must not fail
  * with EAGAIN because other threads of the sandbox connect at once (a
- * hundred concurrent connects under AddressSanitizer did, and so does a
+ * hundred concurrent connects under AddressSanitizer did). Nor must a
  * non-blocking one: Python's socket with a timeout is one, and takes
  * EAGAIN for an error. The price: while every worker is held by a connect
- * that waits long (a full backlog), a non-blocking connect waits too,
- * as the sandbox's own doing only. A call still
- * queued when its notification goes away is answered by the worker that
- * takes it without being made (run_job's look).
+ * that waits long (a full backlog), a non-blocking connect waits too, at
+ * the sandbox's own doing only. A call still queued when its notification
+ * goes away is answered without being made (run_job's look).
  *
  * A call in a worker is abandoned when its notification goes away: the
  * target was killed, or a signal interrupted its wait (it got EINTR, or
