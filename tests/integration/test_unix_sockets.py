@@ -621,14 +621,19 @@ for f in ("crowd.sock",):
         os.unlink(f)
 srv = socket.socket(socket.AF_UNIX); srv.bind("crowd.sock"); srv.listen(0)
 filler = socket.socket(socket.AF_UNIX); filler.connect("crowd.sock")  # the backlog is full now
+host = sys.argv[2] if len(sys.argv) > 2 else None  # a host server's socket: never to be reached
 out, lock = {}, threading.Lock()
 def one(i):
     s = socket.socket(socket.AF_UNIX)  # blocking (a non-blocking one gets EAGAIN from the kernel here)
+    to_host = host and i % 3 == 0
     try:
-        s.connect("crowd.sock")
+        s.connect(host if to_host else "crowd.sock")
+        if to_host:
+            s.sendall(b"LEAK")
         what = "ok"
     except OSError as e:
         what = errno.errorcode.get(e.errno, str(e.errno))
+    what = ("host " if to_host else "") + what
     with lock:
         out[what] = out.get(what, 0) + 1
     s.close()
@@ -645,7 +650,11 @@ print("RESULTS " + repr(out))
 '''
 
 
-def test_more_concurrent_connects_than_workers_wait_for_one(brig):
+@attack("unix-guard-crowded", "connects to a host server's socket in the workspace among 300 concurrent ones, "
+        "with the supervisor's workers and queue full, and with brig's open-files hard limit at 200 (its "
+        "descriptors run out while calls are judged)", "a call the guard cannot take or judge is answered EAGAIN "
+        "and not made; the host server gets nothing")
+def test_more_concurrent_connects_than_workers_wait_for_one(brig, host_servers):
     """Every connect of the sandbox is made by one of the supervisor's 64
     worker threads. A connect that found none free got EAGAIN, a failure
     the kernel would never give a blocking connect (a hundred concurrent
@@ -669,6 +678,17 @@ def test_more_concurrent_connects_than_workers_wait_for_one(brig):
     got = results(r)
     assert r.returncode == 0 and set(got) <= {"ok", "EAGAIN"} and got.get("EAGAIN", 0) > 0, r
     assert "brig's supervisor had no file descriptor free for it" in r.stderr, r
+    # and among them, connects to a host server's socket in the workspace:
+    # refused or EAGAIN, never made, however crowded the guard is
+    srv = host_servers(brig.workspace / "host.sock")
+    for n, limit in (("300", None), ("150", (200, 200))):
+        r = brig.run("run", "--", "python3", p, n, str(brig.workspace / "host.sock"), timeout=120,
+                     preexec_fn=(lambda l=limit: resource.setrlimit(resource.RLIMIT_NOFILE, l)) if limit else None)
+        got = results(r)
+        assert r.returncode == 0 and set(got) <= {"ok", "EAGAIN", "host EACCES", "host EAGAIN"}, r
+        assert got.get("host EACCES", 0) + got.get("host EAGAIN", 0) == (int(n) + 2) // 3, r
+        time.sleep(0.3)
+        assert not srv.reached(), f"ATTACK WORKED: the host server got {srv.accepted} connections, {srv.data!r}"
 
 
 @OWN_WORK
