@@ -533,6 +533,11 @@ BRIG_PUBLIC int brig_pool_stop(const brig_policy *p, brig_error **err);
  * finds it by; -EEXIST when a live pool has it. NULL: brig_pool_start. */
 BRIG_PUBLIC int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name, brig_error **err);
 BRIG_PUBLIC int brig_pool_stop_named(const char *name, brig_error **err);
+/* The caller's running pools as a JSON array (free()): key, names, size,
+ * ready (members waiting for a run), in_use (claimed by a run now),
+ * daemon_pid, workspace, failing (why its last member could not be
+ * made, or null). */
+BRIG_PUBLIC char *brig_pool_list_json(brig_error **err);
 /* One run in a member of the pool named NAME, as the pool made it: its
  * policy, workspace and environment, with o's command, cwd, env, tty,
  * timeout and report (no detach), as brig_sandbox_exec runs it. No

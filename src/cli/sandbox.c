@@ -576,6 +576,49 @@ int cmd_snapshot(int argc, char **argv)
 }
 
 /* pool --size N [--name NAME] [RUN OPTIONS] | pool --stop [RUN OPTIONS] | pool --stop --name NAME */
+/* brig pool --list [--json]: the running pools, a row each; a failing
+ * pool's reason on a line of its own. */
+static int pool_list(bool json)
+{
+        brig_error *err = NULL;
+        char *text = brig_pool_list_json(&err);
+        if (!text)
+                return cli_fail(err);
+        if (json) {
+                printf("%s\n", text);
+                free(text);
+                return 0;
+        }
+        json_t *list = json_loads(text, 0, NULL);
+        free(text);
+        printf("%-20s %-16s %5s %5s %6s %-8s %s\n", "NAME", "KEY", "SIZE", "READY", "IN USE", "DAEMON", "WORKSPACE");
+        size_t i;
+        json_t *row;
+        json_array_foreach(list, i, row) {
+                json_t *names = json_object_get(row, "names");
+                const char *name = json_string_value(json_array_get(names, 0));
+                const char *ws = json_string_value(json_object_get(row, "workspace"));
+                printf("%-20s %-16s %5lld %5lld %6lld %-8lld ", name ? name : "-",
+                       json_string_value(json_object_get(row, "key")),
+                       (long long)json_integer_value(json_object_get(row, "size")),
+                       (long long)json_integer_value(json_object_get(row, "ready")),
+                       (long long)json_integer_value(json_object_get(row, "in_use")),
+                       (long long)json_integer_value(json_object_get(row, "daemon_pid")));
+                cli_put_safe(stdout, ws ? ws : "-", false);
+                fputc('\n', stdout);
+                for (size_t k = 1; k < json_array_size(names); k++)  /* a pool named again */
+                        printf("%-20s (the same pool)\n", json_string_value(json_array_get(names, k)));
+                const char *failing = json_string_value(json_object_get(row, "failing"));
+                if (failing) {
+                        printf("%-20s cannot make a member: ", "");
+                        cli_put_safe(stdout, failing, false);
+                        fputc('\n', stdout);
+                }
+        }
+        json_decref(list);
+        return 0;
+}
+
 int cmd_pool(int argc, char **argv)
 {
         static const char usage[] =
@@ -583,7 +626,14 @@ int cmd_pool(int argc, char **argv)
                 "       brig pool --stop [RUN OPTIONS]     end that pool (same options: they name it)\n"
                 "       brig pool --size N --name NAME [RUN OPTIONS]\n"
                 "                                          the same, also for brig run --pool NAME\n"
-                "       brig pool --stop --name NAME       end the pool of that name\n";
+                "       brig pool --stop --name NAME       end the pool of that name\n"
+                "       brig pool --list [--json]          the running pools: names, sizes, members ready\n";
+        if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+                if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
+                        return pool_list(argc == 3);
+                fprintf(stderr, "brig pool --list: unexpected argument '%s' (expected --json)\n", argv[2]);
+                return BRIG_EXIT_SETUP;
+        }
         long size = -1;
         bool stop = false;
         const char *pool_name = NULL;

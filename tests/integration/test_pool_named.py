@@ -305,6 +305,10 @@ def test_a_pool_that_cannot_make_members_says_why(brig, sandboxes):
         r = _run(sandboxes, "--pool", name, "--", "true", cwd=brig.workspace, timeout=90)
         assert r.returncode == 125 and "cannot make a member now" in r.stderr and str(ws) in r.stderr, r
         assert "/log)" in r.stderr, r  # where the daemon says more
+        listed = [p for p in _pools(sandboxes).values() if name in p["names"]]  # and brig pool --list says it
+        assert len(listed) == 1 and str(ws) in (listed[0]["failing"] or ""), listed
+        r = sandboxes.brig_cmd("pool", "--list")
+        assert "cannot make a member" in r.stdout, r
     finally:
         sandboxes.brig_cmd("pool", "--stop", "--name", name)
 
@@ -336,3 +340,37 @@ def test_a_run_waiting_on_a_stopped_pool_says_it_was_stopped(brig, sandboxes):
             waiting.kill()
             waiting.communicate()
         sandboxes.brig_cmd("pool", "--stop", "--name", name)
+
+
+def _pools(sandboxes):
+    r = sandboxes.brig_cmd("pool", "--list", "--json")
+    assert r.returncode == 0, r
+    return {p["key"]: p for p in json.loads(r.stdout)}
+
+
+def test_pool_list_says_what_runs(brig, named):
+    """brig pool --list: every running pool, its names, size, members
+    ready and in use, its daemon and workspace, as the state root has
+    them; a stopped pool is no longer listed."""
+    sandboxes, name = named
+    key = os.readlink(sandboxes.root / "pools" / "names" / name)
+    daemon = json.loads((_pool_dir(sandboxes, name) / "pool.json").read_text())["supervisor_pid"]
+    assert wait_until(lambda: len(_ready(sandboxes, name)) == 2, 30)
+    p = _pools(sandboxes)[key]
+    assert p == {"key": key, "names": [name], "size": 2, "ready": 2, "in_use": 0, "daemon_pid": daemon,
+                 "workspace": str(sandboxes.brig.workspace), "failing": None}, p
+    # a run holding a member: in use while it runs
+    held = subprocess.Popen(sandboxes.brig.cmd("run", "--pool", name, "--", "sleep", "5"),
+                            env=sandboxes.brig.env(sandboxes.env()), cwd=str(brig.workspace),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: _pools(sandboxes)[key]["in_use"] == 1, 30), _pools(sandboxes)
+    finally:
+        held.kill()
+        held.communicate()
+    r = sandboxes.brig_cmd("pool", "--list")
+    assert r.returncode == 0 and name in r.stdout and key in r.stdout and str(daemon) in r.stdout, r
+    r = sandboxes.brig_cmd("pool", "--list", "--size", "2")
+    assert r.returncode == 125 and "expected --json" in r.stderr, r
+    assert sandboxes.brig_cmd("pool", "--stop", "--name", name).returncode == 0
+    assert key not in _pools(sandboxes)

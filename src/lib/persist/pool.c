@@ -209,6 +209,8 @@ static int pool_state_write(const struct pool *pl, unsigned size, const char *fa
 {
         json_t *st = json_pack("{s:I, s:I, s:I}", "supervisor_pid", (json_int_t)getpid(), "supervisor_start",
                                (json_int_t)state_process_start(getpid()), "size", (json_int_t)size);
+        if (st && pl->ws)  /* for brig pool --list */
+                json_object_set_new(st, "workspace", json_string(pl->ws));
         if (st && failing)
                 json_object_set_new(st, "failing", json_string(failing));
         _cleanup_free_ char *tmp = brig_strdup_printf("%s/.pool.json.tmp", pl->dir);
@@ -972,6 +974,68 @@ void pool_sweep(void)
                 return;  /* none there: nothing to remove either (a lookup every run spared) */
         closedir(d);
         (void)rmdir(pools);  /* only when no pool is left */
+}
+
+/* The names that give the pool KEY (read without the lock: what a
+ * listing shows, not a decision). */
+static json_t *names_of(const char *pools, const char *key)
+{
+        json_t *names = json_array();
+        _cleanup_free_ char *dir = brig_strdup_printf("%s/names", pools);
+        DIR *d = dir ? opendir(dir) : NULL;
+        struct dirent *e;
+        while (names && d && (e = readdir(d))) {
+                if (e->d_name[0] == '.')
+                        continue;
+                _cleanup_free_ char *target = name_target(dirfd(d), e->d_name);
+                if (target && strcmp(target, key) == 0)
+                        json_array_append_new(names, json_string(e->d_name));
+        }
+        if (d)
+                closedir(d);
+        return names;
+}
+
+char *brig_pool_list_json(brig_error **err)
+{
+        json_t *out = json_array();
+        if (!out) {
+                brig_err(err, ENOMEM, "pool list");
+                return NULL;
+        }
+        pool_sweep();  /* what dead pools left is not listed */
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_free_ char *pools = state_root(false, &root, &e) == 0 ? brig_strdup_printf("%s/pools", root) : NULL;
+        brig_error_free(&e);  /* no state directory: no pools */
+        DIR *d = pools ? opendir(pools) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || strlen(de->d_name) != POOL_KEY_LEN)
+                        continue;
+                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+                json_t *st = pl.key && pl.dir ? pool_state(&pl) : NULL;
+                if (st && state_supervisor_alive(st)) {
+                        json_t *ws = json_object_get(st, "workspace"), *failing = json_object_get(st, "failing");
+                        json_t *row = json_pack("{s:s, s:o, s:O, s:I, s:I, s:O, s:O, s:O}", "key", pl.key, "names",
+                                                names_of(pools, pl.key), "size", json_object_get(st, "size"),
+                                                "ready", (json_int_t)count_in(&pl, "ready"), "in_use",
+                                                (json_int_t)count_in(&pl, "claimed"), "daemon_pid",
+                                                json_object_get(st, "supervisor_pid"), "workspace",
+                                                ws ? ws : json_null(), "failing", failing ? failing : json_null());
+                        if (row)
+                                json_array_append_new(out, row);
+                }
+                json_decref(st);
+                pool_free(&pl);
+        }
+        if (d)
+                closedir(d);
+        char *text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(out);
+        if (!text)
+                brig_err(err, ENOMEM, "pool list");
+        return text;
 }
 
 /* Not served by the pool: a fresh sandbox, whose report says why. */
