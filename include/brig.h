@@ -538,6 +538,9 @@ BRIG_PUBLIC int brig_pool_stop_named(const char *name, brig_error **err);
  * daemon_pid, workspace, failing (why its last member could not be
  * made, or null). */
 BRIG_PUBLIC char *brig_pool_list_json(brig_error **err);
+/* End every pool of the caller's (its daemon, its members, its names);
+ * *stopped says how many. */
+BRIG_PUBLIC int brig_pool_stop_all(unsigned *stopped, brig_error **err);
 /* One run in a member of the pool named NAME, as the pool made it: its
  * policy, workspace and environment, with o's command, cwd, env, tty,
  * timeout and report (no detach), as brig_sandbox_exec runs it. No

@@ -139,7 +139,7 @@ _brig()
                 for i in $_brig_run_opts; do
                         _brig_has "$i" "$_brig_run_only" || opts+=" $i"
                 done
-                opts+=" --size --stop --name --list --json" ;;
+                opts+=" --size --stop --name --list --json --all" ;;
         mcp)
                 for i in $_brig_run_opts; do
                         _brig_has "$i" "$_brig_run_only" || opts+=" $i"

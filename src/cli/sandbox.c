@@ -627,7 +627,18 @@ int cmd_pool(int argc, char **argv)
                 "       brig pool --size N --name NAME [RUN OPTIONS]\n"
                 "                                          the same, also for brig run --pool NAME\n"
                 "       brig pool --stop --name NAME       end the pool of that name\n"
-                "       brig pool --list [--json]          the running pools: names, sizes, members ready\n";
+                "       brig pool --list [--json]          the running pools: names, sizes, members ready\n"
+                "       brig pool --stop --all             end every pool\n";
+        bool all = argc == 3 && ((strcmp(argv[1], "--stop") == 0 && strcmp(argv[2], "--all") == 0) ||
+                                 (strcmp(argv[1], "--all") == 0 && strcmp(argv[2], "--stop") == 0));
+        if (all) {
+                brig_error *err = NULL;
+                unsigned stopped = 0;
+                if (brig_pool_stop_all(&stopped, &err) < 0)
+                        return cli_fail(err);
+                fprintf(stderr, "brig pool: %u pool%s stopped\n", stopped, stopped == 1 ? "" : "s");
+                return 0;
+        }
         if (argc > 1 && strcmp(argv[1], "--list") == 0) {
                 if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
                         return pool_list(argc == 3);

@@ -374,3 +374,23 @@ def test_pool_list_says_what_runs(brig, named):
     assert r.returncode == 125 and "expected --json" in r.stderr, r
     assert sandboxes.brig_cmd("pool", "--stop", "--name", name).returncode == 0
     assert key not in _pools(sandboxes)
+
+
+def test_pool_stop_all_ends_every_pool(brig, named):
+    """brig pool --stop --all: every pool of the caller ends, named or not
+    (one whose options were forgotten too), with its daemon, members and
+    names."""
+    sandboxes, name = named
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--memory", "1G")  # unnamed, another policy
+    assert r.returncode == 0, r
+    pools = _pools(sandboxes)
+    assert len(pools) == 2, pools
+    daemons = [p["daemon_pid"] for p in pools.values()]
+    r = sandboxes.brig_cmd("pool", "--stop", "--all")
+    assert r.returncode == 0 and "2 pools stopped" in r.stderr, r
+    assert all(not pid_alive(pid) for pid in daemons), daemons
+    assert _pools(sandboxes) == {}
+    assert not (sandboxes.root / "pools" / "names" / name).exists()
+    assert not [n for n in sandboxes.ls() if n.startswith("pool-")], sandboxes.ls()
+    r = sandboxes.brig_cmd("pool", "--stop", "--all")
+    assert r.returncode == 0 and "0 pools stopped" in r.stderr, r

@@ -1038,6 +1038,39 @@ char *brig_pool_list_json(brig_error **err)
         return text;
 }
 
+int brig_pool_stop_all(unsigned *stopped, brig_error **err)
+{
+        *stopped = 0;
+        pool_sweep();
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_free_ char *pools = state_root(false, &root, &e) == 0 ? brig_strdup_printf("%s/pools", root) : NULL;
+        brig_error_free(&e);  /* no state directory: no pools */
+        DIR *d = pools ? opendir(pools) : NULL;
+        struct dirent *de;
+        int r = 0;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || strlen(de->d_name) != POOL_KEY_LEN)
+                        continue;
+                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+                brig_error *one = NULL;
+                int s = pl.key && pl.dir ? pool_stop(&pl, pl.key, &one) : brig_err(&one, ENOMEM, "pool");
+                if (s == 0) {
+                        (*stopped)++;
+                        names_forget(pools, pl.key);
+                } else if (s != -ESRCH && r == 0) {  /* ended meanwhile: not an error */
+                        r = s;
+                        if (err && !*err)
+                                *err = TAKE_PTR(one);
+                }
+                brig_error_free(&one);
+                pool_free(&pl);
+        }
+        if (d)
+                closedir(d);
+        return r;
+}
+
 /* Not served by the pool: a fresh sandbox, whose report says why. */
 static int run_fresh(const brig_policy *p, char *const argv[], brig_result *res, const char *why, char *out,
                      size_t out_size, brig_error **err)
