@@ -340,6 +340,10 @@ static void print_table(json_t *list)
                 const char *reason = json_string_value(json_object_get(row, "reason"));
                 if (reason)
                         printf("%-20s   %s; brig rm removes it\n", "", reason);
+                json_t *pool = json_object_get(row, "pool");
+                if (pool)  /* brig pool --list has the pool */
+                        printf("%-20s   of the warm pool %s: %s\n", "", json_string_value(json_object_get(pool, "key")),
+                               json_string_value(json_object_get(pool, "state")));
         }
 }
 

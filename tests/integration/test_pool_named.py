@@ -365,6 +365,11 @@ def test_pool_list_says_what_runs(brig, named):
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert wait_until(lambda: _pools(sandboxes)[key]["in_use"] == 1, 30), _pools(sandboxes)
+        # brig ls says which sandboxes are the pool's, and where each stands
+        r = sandboxes.brig_cmd("ls", "--json")
+        states = sorted(s["pool"]["state"] for s in json.loads(r.stdout) if s.get("pool", {}).get("key") == key)
+        assert "in use" in states and len(states) >= 2, (states, r)
+        assert "of the warm pool " + key in sandboxes.brig_cmd("ls").stdout
     finally:
         held.kill()
         held.communicate()

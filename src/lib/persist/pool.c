@@ -976,6 +976,42 @@ void pool_sweep(void)
         (void)rmdir(pools);  /* only when no pool is left */
 }
 
+const char *pool_member_state(const char *root, const char *name, char key_out[POOL_KEY_LEN + 1])
+{
+        if (strncmp(name, "pool-", 5) != 0)
+                return NULL;
+        _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
+        DIR *d = pools ? opendir(pools) : NULL;
+        const char *state = NULL;
+        struct dirent *de;
+        while (!state && d && (de = readdir(d))) {
+                if (strlen(de->d_name) != POOL_KEY_LEN || !pool_member_of(de->d_name, name))
+                        continue;
+                struct pool pl = { .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+                _cleanup_free_ char *ready = pl.dir ? member_path(&pl, "ready", name) : NULL;
+                _cleanup_free_ char *claimed = pl.dir ? brig_strdup_printf("%s/claimed", pl.dir) : NULL;
+                struct stat st;
+                if (ready && lstat(ready, &st) == 0) {
+                        state = "ready";
+                } else {
+                        DIR *c = claimed ? opendir(claimed) : NULL;
+                        struct dirent *ce;
+                        size_t n = strlen(name);
+                        while (c && !state && (ce = readdir(c)))
+                                if (strncmp(ce->d_name, name, n) == 0 && ce->d_name[n] == '.')
+                                        state = "in use";
+                        if (c)
+                                closedir(c);
+                }
+                state = state ? state : "starting or ending";
+                snprintf(key_out, POOL_KEY_LEN + 1, "%s", de->d_name);
+                free(pl.dir);
+        }
+        if (d)
+                closedir(d);
+        return state;
+}
+
 /* The names that give the pool KEY (read without the lock: what a
  * listing shows, not a decision). */
 static json_t *names_of(const char *pools, const char *key)

@@ -32,5 +32,10 @@ BRIG_INTERNAL int pool_claim_ready(const char *dir, const char *key, char *membe
 /* A member claimed and not used (it would not connect: it is stopping):
  * to done/, whose members the daemon removes. */
 BRIG_INTERNAL void pool_claim_drop(const char *dir, const char *member);
+/* For brig ls (in pool.c, the engine's): if NAME is a member of one of
+ * the pools in ROOT/pools, its pool's key (key_out) and where it stands:
+ * "ready", "in use" (claimed by a run), else "starting or ending". NULL:
+ * no pool's member. */
+BRIG_INTERNAL const char *pool_member_state(const char *root, const char *name, char key_out[POOL_KEY_LEN + 1]);
 
 #endif

@@ -18,6 +18,7 @@
 #include "controls/cgroup.h"
 #include "persist/control.h"
 #include "core/reaper.h"
+#include "persist/pool_claim.h"
 #include "persist/state.h"
 #include "engine/supervisor_exec.h"
 
@@ -611,6 +612,10 @@ char *brig_sandbox_list_json(brig_error **err)
                         if (v)
                                 json_object_set(row, copied[i], v);
                 }
+                char key[POOL_KEY_LEN + 1];
+                const char *pooled = pool_member_state(root, de->d_name, key);
+                if (pooled)  /* a warm pool's: it serves one brig run --pooled or --pool */
+                        json_object_set_new(row, "pool", json_pack("{s:s, s:s}", "key", key, "state", pooled));
                 brig_error_free(&e);
                 json_array_append_new(out, row);
                 json_decref(st);
