@@ -91,6 +91,8 @@ void idle_sweep(void)
                 const char *status = json_string_value(json_object_get(row, "status"));
                 if (!name || !status || strcmp(status, "running") != 0)
                         continue;
+                if (json_object_get(row, "pool"))
+                        continue;  /* a warm pool's, waiting for its one run: its daemon's, not idle */
                 if (exec_running(name)) {
                         /* a command of ours runs in it: not idle */
                         sandbox_touch(name);

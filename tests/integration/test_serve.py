@@ -242,6 +242,11 @@ def test_restart_drain_idle_and_remove_on_exit(bindir, mode):
             assert (row["status"], row["supervisor_pid"]) == ("running", sup), row
             s1.logf.close()
 
+            # a warm pool of the same user's: its sandboxes wait for a run, they are not idle
+            pool = f"sv-{mode}-pool"
+            assert s1.brig("pool", "--size", "1", "--name", pool).returncode == 0
+            pooled = [r["name"] for r in json.loads(s1.brig("ls", "--json").stdout) if "pool" in r]
+            assert len(pooled) == 1, pooled
             s2 = Server(bindir, mode, d, "--idle-timeout", "1s", "--remove-on-exit").start()
             c2 = s2.client()
             again = c2.get(f"/v1/sandboxes/{kept}").json
@@ -256,6 +261,11 @@ def test_restart_drain_idle_and_remove_on_exit(bindir, mode):
                 time.sleep(0.1)
             assert rows.get(kept) == "stopped" and rows.get(made) == "stopped", rows
             assert "stopped after --idle-timeout" in s2.log.read_text()
+            time.sleep(1.5)  # another sweep past the timeout
+            rows = {r["name"]: r["status"] for r in json.loads(s1.brig("ls", "--json").stdout)}
+            assert rows.get(pooled[0]) == "running", rows
+            assert pooled[0] not in s2.log.read_text()
+            assert s1.brig("pool", "--stop", "--name", pool).returncode == 0
             assert s2.stop() == 0
             rows = {r["name"] for r in json.loads(s1.brig("ls", "--json").stdout)}
             assert made not in rows, "--remove-on-exit left the sandbox it created"
@@ -267,3 +277,4 @@ def test_restart_drain_idle_and_remove_on_exit(bindir, mode):
                     locals()[srv].proc.kill()
             for n in (f"sv-{mode}-kept", f"sv-{mode}-made"):
                 brig_as(bindir, mode, "rm", n, d=d)
+            brig_as(bindir, mode, "pool", "--stop", "--all", d=d)
