@@ -54,6 +54,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)  /* Linux 5.19 */
+#endif
+
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
 #endif
@@ -1484,9 +1488,17 @@ int seccomp_apply(const struct run_plan *plan, brig_error **err)
         for (size_t i = 0; i < plan->seccomp_len; i++)
                 notifies |= plan->seccomp_prog[i].code == (BPF_RET | BPF_K) &&
                             plan->seccomp_prog[i].k == SECCOMP_RET_USER_NOTIF;
-        /* no_new_privs is already set (pid 1 set it before forking us). */
-        long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notifies ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0,
-                          &fprog);
+        /* no_new_privs is already set (pid 1 set it before forking us).
+         * Once the supervisor has a call (WAIT_KILLABLE_RECV, Linux 5.19),
+         * only a signal that kills interrupts the caller's wait: a handled
+         * one that made it return EINTR, or restart the call, while the
+         * supervisor's worker still waited in its connect left that connect
+         * to complete behind the caller's back (unixguard.c). Before 5.19
+         * the load takes the filter without it (the watcher's 20 ms remain). */
+        unsigned long flags = notifies ? SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV : 0;
+        long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
+        if (fd < 0 && errno == EINVAL && notifies)
+                fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
         if (fd < 0)
                 return brig_err(err, errno, "seccomp: load the filter");
         if (!notifies)

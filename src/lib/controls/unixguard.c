@@ -92,6 +92,7 @@
 #include <sys/vfs.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 
@@ -104,6 +105,12 @@
  * descriptors more); beyond that a call gets EAGAIN, said on stderr. */
 #define MAX_WORKERS 64
 #define MAX_QUEUED 192
+/* ... and never more than leave this process FD_RESERVE descriptors for
+ * the rest of its work (brig exec's connections, the audit log, the
+ * proxy), each call in flight holding up to FDS_PER_CALL: a sandbox that
+ * keeps 256 connects waiting must not starve its own supervisor. */
+#define FD_RESERVE 128
+#define FDS_PER_CALL 4
 /* one recv of the socket list (the kernel fills what fits, then the next) */
 #define DIAG_BUF 32768
 
@@ -669,6 +676,36 @@ static void record(struct unixguard *g, pid_t pid, const struct call *c, const c
                 audit_net(g->audit, o);
 }
 
+/* A call answered EAGAIN because the guard had no room for it: in the
+ * audit stream as refused, with the address it named (read from the
+ * target: no descriptor needed), so that no attempt at a socket outside
+ * goes unrecorded while the guard is full. */
+static void record_no_room(struct unixguard *g, const struct seccomp_notif *req, const char *reason)
+{
+        if (!g->audit)
+                return;
+        bool is_connect = req->data.nr == __NR_connect;
+        uint64_t addr = is_connect ? req->data.args[1] : req->data.args[4];
+        int64_t alen = (int64_t)(is_connect ? req->data.args[2] : req->data.args[5]);
+        struct sockaddr_un un;
+        memset(&un, 0, sizeof un);
+        size_t n = alen > 0 && (uint64_t)alen < sizeof un ? (size_t)alen : sizeof un - 1;
+        if (!addr || alen <= (int64_t)offsetof(struct sockaddr_un, sun_path) || read_target((pid_t)req->pid, addr, &un, n) != 0 ||
+            un.sun_family != AF_UNIX)
+                return;  /* no unix address: not a unix event */
+        char path[sizeof un.sun_path + 2];
+        if (un.sun_path[0])
+                snprintf(path, sizeof path, "%.*s", (int)sizeof un.sun_path, un.sun_path);
+        else
+                snprintf(path, sizeof path, "@%.*s", (int)(n - offsetof(struct sockaddr_un, sun_path) - 1),
+                         un.sun_path + 1);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i}", "event", "unix", "call",
+                              is_connect ? "connect" : "sendto", "path", path, "action", "refused", "reason", reason,
+                              "errno", "EAGAIN", "host_pid", (int)req->pid);
+        if (o)
+                audit_net(g->audit, o);
+}
+
 /* Judge a pathname destination; on success the call goes to
  * /proc/self/fd/N of the inode judged. Returns 0 or an errno. */
 static int judge_path(struct unixguard *g, int listener, const struct seccomp_notif *req, struct call *c)
@@ -1007,6 +1044,26 @@ static bool spawn_worker(void)
         return ok;
 }
 
+/* Has the guard as many calls in flight as this process can hold the
+ * descriptors of (FD_RESERVE)? Its limit as it is when the first call
+ * comes: the supervisor has raised it by then (spawn.c). Where the limit
+ * allows more than the workers and the queue take, hand_off bounds them. */
+static bool guard_full(void)
+{
+        static unsigned budget;
+        if (!budget) {
+                struct rlimit rl;
+                rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+                budget = n > FD_RESERVE + FDS_PER_CALL ? (unsigned)((n - FD_RESERVE) / FDS_PER_CALL) : 1;
+        }
+        if (budget >= MAX_WORKERS + MAX_QUEUED)
+                return false;
+        pthread_mutex_lock(&pool.lock);
+        unsigned in_flight = pool.pending + (pool.threads - pool.idle);
+        pthread_mutex_unlock(&pool.lock);
+        return in_flight >= budget;
+}
+
 /* 0: the job owns the call; -EAGAIN: no worker is free, no more may
  * start and the queue is full; -EMFILE (or -ENOMEM): no descriptor or
  * memory for the job. */
@@ -1062,6 +1119,16 @@ static bool run_inline(struct call *c)
 static void guard_call(struct unixguard *g, int listener, const struct seccomp_notif *req)
 {
         struct call c = { .sock = -1, .target_pidfd = -1, .path_fd = -1 };
+        if (guard_full()) {
+                /* nothing is copied (no descriptor is taken): not made, and said */
+                answer(listener, g->resp, req->id, -EAGAIN);
+                refusals_add(g->refusals, REFUSAL_LIMIT, "supervisor descriptors",
+                             "a connect or sendto got EAGAIN: brig's socket guard had as many calls in flight as its "
+                             "supervisor can hold the descriptors of (a higher `ulimit -n` for brig gives it more)",
+                             NULL, 1);
+                record_no_room(g, req, "brig's socket guard had no room for it (calls in flight)");
+                return;
+        }
         int e = copy_call(listener, req, &c);
         const struct sockaddr_un *un = (const struct sockaddr_un *)&c.addr;
         /* Another family on a unix socket: the kernel's EINVAL (or, AF_UNSPEC
@@ -1099,10 +1166,12 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                 c.uid = g->uid;
                 c.gid = g->gid;
         }
-        if (c.out_of_fds)
+        if (c.out_of_fds) {
                 refusals_add(g->refusals, REFUSAL_LIMIT, "supervisor descriptors",
                              "a connect or sendto got EAGAIN: brig's supervisor had no file descriptor free for it "
                              "(many calls in flight; a higher `ulimit -Hn` for brig gives it more)", NULL, 1);
+                record_no_room(g, req, "brig's supervisor had no file descriptor free for it");
+        }
         if (e > 0)
                 answer(listener, g->resp, req->id, -e);
         else if (run_inline(&c))
@@ -1118,6 +1187,7 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                         snprintf(why, sizeof why, "a connect or sendto got EAGAIN: brig's socket guard could not "
                                  "take it (%s)", strerror(-e));
                 refusals_add(g->refusals, REFUSAL_LIMIT, "connects at once", why, NULL, 1);
+                record_no_room(g, req, why);
         }
         call_free(&c);
 }
