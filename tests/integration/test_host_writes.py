@@ -6,6 +6,7 @@ with a tree as deep and wide as it likes, which brig rm must still remove.
 Each test really attempts the attack from inside, root and rootless, and
 checks the host: nothing in the target directory, the layer gone, the
 canary kept."""
+import json
 import os
 import stat
 import subprocess
@@ -111,6 +112,35 @@ def test_output_path_planted_hard_link(brig, opt):
     assert "hard links" in r.stderr and opt in r.stderr, r
     assert not (ws / "ran").exists()
     assert notes.read_text() == "precious\n"
+
+
+@attack("output-report-trailing-forgery",
+        "the command writes 50 KB to its own --json-report file in the workspace, then a forged report after it "
+        "(exit_code 0); brig wrote its report over the start and left the rest (found by attack34: a reader saw "
+        "two documents, the second the sandbox's)", "the report's file ends where brig's report does (ftruncate "
+        "after the write), for brig run and brig exec")
+def test_report_file_is_brigs_report_alone(brig, sandboxes):
+    ws = brig.workspace
+    forge = ('head -c 50000 /dev/zero | tr "\\0" " " > rep.json; '
+             'printf "{\\"exit_code\\":0,\\"forged\\":true}" >> rep.json; exit 3')
+    r = brig.sh(forge, "--json-report", str(ws / "rep.json"))
+    assert r.returncode == 3, r
+    doc = json.loads((ws / "rep.json").read_text())  # one document: json.loads refuses extra data
+    assert doc["exit_code"] == 3 and "forged" not in doc, doc
+    name, _ = sandboxes.create()
+    r = sandboxes.exec(name, "--json-report", str(ws / "rep.json"), "--", "sh", "-c", forge)
+    assert r.returncode == 3, r
+    doc = json.loads((ws / "rep.json").read_text())
+    assert doc["exit_code"] == 3 and "forged" not in doc, doc
+    # a report appended to a log of reports (N>>FILE) keeps what was there
+    log = brig.reports / "reports.jsonl"
+    log.write_text('{"earlier": true}\n')
+    cp = subprocess.run(["sh", "-c", 'exec "$@" 3>>' + str(log), "sh", *brig.cmd("run", "--json-report-fd", "3",
+                                                                              "--", "true")],
+                        env=brig.env(), cwd=str(ws), capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp
+    lines = log.read_text().splitlines()
+    assert json.loads(lines[0]) == {"earlier": True} and len(lines) > 1, lines
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket", "directory"])

@@ -11,10 +11,13 @@
 #include "core/refusals.h"
 #include "core/timings.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 
 static void pids_text(const struct run_plan *plan, char *buf, size_t n)
@@ -340,6 +343,17 @@ int report_text_write(int fd, char *text, const char *what, brig_error **err)
         text[len] = '\n';  /* replaces the terminator: written by length */
         int e = -output_write_bounded(fd, text, len + 1, REPORT_IDLE_MS);
         free(text);
+        /* A file the sandbox could write meanwhile (one in the workspace)
+         * ends where the report does: what it put past that length stays
+         * otherwise, a second document after brig's. Not a file appended
+         * to (a log of reports, --json-report-fd N>>FILE). */
+        struct stat st;
+        int fl = fcntl(fd, F_GETFL);
+        off_t end = e == 0 && fl >= 0 && !(fl & O_APPEND) && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                            ? lseek(fd, 0, SEEK_CUR)
+                            : -1;
+        if (end >= 0 && st.st_size > end && ftruncate(fd, end) < 0)
+                e = errno;
         if (e == ETIMEDOUT)
                 return brig_err(err, e, "%s: nothing was read for %d s after the run ended: the report was not "
                                 "written (read the pipe while brig runs, or give --json-report FILE)", what,
