@@ -636,6 +636,44 @@ def test_sandbox_goes_with_brig_mcp_however_it_is_killed(brig):
         assert brig.run("rm", keep, env=state_env(brig)).returncode == 0
 
 
+def test_an_owned_sandbox_takes_no_new_work_once_its_owner_is_gone(brig):
+    """brig mcp SIGKILLed while a command of a host-side brig exec runs in
+    its sandbox: a second brig exec is refused (it kept the sandbox alive as
+    long as execs overlapped), and the sandbox goes once the first ends; a
+    stopped one is not started again (it said it started, then went; both
+    found by attack34)."""
+    env = state_env(brig)
+    s = Session(brig)
+    s.init()
+    result_of(s.call("run_command", command="true"))
+    name = f"mcp-{s.p.pid}"
+    first = subprocess.Popen(brig.cmd("exec", name, "--", "sleep", "3"), env=brig.env(env), cwd=str(brig.workspace),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    os.kill(s.p.pid, signal.SIGKILL)
+    s.p.wait(timeout=10)
+    s.err.close()
+    r = brig.run("exec", name, "--", "true", env=env)
+    assert r.returncode == 125 and "the process that owned it" in r.stderr, r
+    first.communicate(timeout=30)
+    assert wait_until(lambda: name not in sandboxes(brig), 20), sandboxes(brig)
+    # stopped, then its owner killed: brig start refuses, in words
+    t = Session(brig)
+    t.init()
+    result_of(t.call("run_command", command="true"))
+    tname = f"mcp-{t.p.pid}"
+    assert brig.run("stop", tname, env=env).returncode == 0
+    os.kill(t.p.pid, signal.SIGKILL)
+    t.p.wait(timeout=10)
+    t.err.close()
+    r = brig.run("start", tname, env=env)
+    assert r.returncode == 125, r
+    assert "which has ended" in r.stderr or f"no sandbox named '{tname}'" in r.stderr, r
+    assert "started" not in r.stdout, r
+    brig.run("rm", tname, env=env)
+    assert tname not in sandboxes(brig)
+
+
 def _cmdline(pid):
     try:
         return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -492,14 +492,22 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         /* what pid 1's spare can serve (persist_init.c) */
         bool plain = !(req.flags & (CTL_EXEC_TTY | CTL_EXEC_DETACH | CTL_EXEC_FILEOP));
         exec_request_free(&req);
-        /* A member whose daemon has just ended, before this loop saw its
-         * pidfd: the pidfd says so the moment it exits, so the run asks
-         * nobody else (pool.c reads no pool.json before the exec). */
+        /* An owner (a member's daemon, an owned sandbox's creator) that has
+         * just ended, before this loop saw its pidfd: the pidfd says so the
+         * moment it exits, so the run asks nobody else (pool.c reads no
+         * pool.json before the exec). */
         struct pollfd owner = { .fd = c->owner_fd, .events = POLLIN };
-        if (last && is_member(c) && c->owner_fd >= 0 && poll(&owner, 1, 0) > 0)
+        if (c->owner_fd >= 0 && poll(&owner, 1, 0) > 0)
                 c->orphaned = true;
         if (last && c->orphaned)
                 return reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is stopping: its pool's daemon is gone", c->name);
+        /* An owned sandbox whose owner is gone (brig mcp ended) goes once
+         * the execs running now end: none is started meanwhile, or it
+         * would live on as long as new ones overlapped. */
+        if (c->orphaned && !is_member(c))
+                return reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is being removed: the process that owned it "
+                                                     "(brig mcp, or a brig_sandbox_create with BRIG_SANDBOX_OWNED) "
+                                                     "has ended", c->name);
         if (other_env)
                 return reply_error(k->fd, ESTALE, "sandbox '%s' was made from another environment than the caller's",
                                    c->name);

@@ -340,6 +340,12 @@ int brig_sandbox_start_described(const char *name, char **described, brig_error 
         struct sandbox_create_opts opts = { 0 };
         r = sandbox_load_policy(dir, st, &p, &opts, err);
         json_decref(st);
+        /* An owned sandbox goes with its owner: started after that, its
+         * supervisor would remove it at once, after saying it started. */
+        if (r == 0 && opts.owned && state_process_start(opts.owner_pid) != opts.owner_start)
+                r = state_fail(err, ESRCH, "sandbox '%s' belonged to process %d (brig mcp, or a program that made it "
+                                           "with BRIG_SANDBOX_OWNED), which has ended: it is not started again "
+                                           "(brig rm %s removes it)", name, (int)opts.owner_pid, name);
         /* Said before the launch, so that even a start that fails has told
          * the user what it was about to run. */
         if (r == 0 && described && !(*described = policy_summary(p, opts.overlay)))
