@@ -530,8 +530,12 @@ BRIG_PUBLIC int brig_sandbox_fork(const char *name, const char *tag, const char 
 BRIG_PUBLIC int brig_pool_start(const brig_policy *p, unsigned size, brig_error **err);
 BRIG_PUBLIC int brig_pool_stop(const brig_policy *p, brig_error **err);
 /* The same with a name (letters, digits, _ . -) that brig_run_in_pool
- * finds it by; -EEXIST when a live pool has it. NULL: brig_pool_start. */
+ * finds it by; -EEXIST when a live pool has it. NULL: brig_pool_start.
+ * A pool of this policy and workspace that runs already keeps its size
+ * and gets the name too (brig_pool_list_json shows its names). */
 BRIG_PUBLIC int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name, brig_error **err);
+/* End the pool NAME gives; 1 when another name gives it too: then only
+ * NAME is removed, and the pool runs on until its last name is stopped. */
 BRIG_PUBLIC int brig_pool_stop_named(const char *name, brig_error **err);
 /* The caller's running pools as a JSON array (free()): key, names, size,
  * ready (members waiting for a run), in_use (claimed by a run now),

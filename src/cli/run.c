@@ -265,6 +265,16 @@ static int run_in_pool(int argc, char **argv)
                 fprintf(stderr, "brig run: --pool needs the pool's name (brig pool --name NAME started it)\n");
                 return BRIG_EXIT_SETUP;
         }
+        /* a policy asked for by the environment is refused as --policy is:
+         * the run would get the pool's, perhaps a weaker one, without a word */
+        const char *asked = getenv("BRIG_POLICY");
+        if (asked && asked[0]) {
+                fprintf(stderr, "brig run: --pool NAME runs as the pool was made, so BRIG_POLICY (set: '");
+                cli_put_safe(stderr, asked, false);
+                fprintf(stderr, "') does not apply: unset it for this run, or start the pool with it (brig pool "
+                                "--name NAME reads it)\n");
+                return BRIG_EXIT_SETUP;
+        }
         /* as brig exec NAME reads its line: the name, then the options */
         int skip = eq ? 1 : 2;
         char **args = calloc((size_t)argc + 1, sizeof *args);

@@ -623,6 +623,38 @@ static int pool_list(bool json)
         return 0;
 }
 
+/* brig pool --size N --name NAME found the pool of its policy and
+ * workspace running already: say what it joined (another name's pool,
+ * whose size stays), so that nobody takes it for a pool of its own. */
+static void say_shared_pool(const char *name, unsigned size)
+{
+        brig_error *err = NULL;
+        char *text = brig_pool_list_json(&err);
+        brig_error_free(&err);
+        json_t *list = text ? json_loads(text, 0, NULL) : NULL;
+        free(text);
+        size_t i, k;
+        json_t *row, *n;
+        json_array_foreach(list, i, row) {
+                json_t *names = json_object_get(row, "names");
+                bool ours = false;
+                json_array_foreach(names, k, n) {
+                        ours |= strcmp(json_string_value(n) ?: "", name) == 0;
+                }
+                json_int_t has = json_integer_value(json_object_get(row, "size"));
+                if (!ours || (json_array_size(names) < 2 && has == (json_int_t)size))
+                        continue;
+                fprintf(stderr, "brig pool: the pool of this policy and workspace ran already (size %lld", (long long)has);
+                json_array_foreach(names, k, n) {
+                        if (strcmp(json_string_value(n) ?: "", name) != 0)
+                                fprintf(stderr, ", named %s", json_string_value(n));
+                }
+                fprintf(stderr, "): '%s' names it too; brig pool --stop --name %s removes only this name while "
+                                "another gives it\n", name, name);
+        }
+        json_decref(list);
+}
+
 int cmd_pool(int argc, char **argv)
 {
         static const char usage[] =
@@ -693,7 +725,11 @@ int cmd_pool(int argc, char **argv)
                         return BRIG_EXIT_SETUP;
                 }
                 free(rest);
-                return brig_pool_stop_named(pool_name, &err) < 0 ? cli_fail(err) : 0;
+                int r = brig_pool_stop_named(pool_name, &err);
+                if (r == 1)
+                        fprintf(stderr, "brig pool: '%s' no longer names its pool, which runs on under its other "
+                                        "name (brig pool --list shows it)\n", pool_name);
+                return r < 0 ? cli_fail(err) : 0;
         }
         brig_policy *p;
         int first, code = cli_policy_from_args("brig pool", n, rest, &p, &first);
@@ -710,5 +746,7 @@ int cmd_pool(int argc, char **argv)
         free(rest);
         int r = stop ? brig_pool_stop(p, &err) : brig_pool_start_named(p, (unsigned)size, pool_name, &err);
         brig_policy_free(p);
+        if (r == 0 && pool_name)
+                say_shared_pool(pool_name, (unsigned)size);
         return r < 0 ? cli_fail(err) : 0;
 }

@@ -162,6 +162,9 @@ static bool fast_exec(int argc, char **argv, const char **name, bool *pool, brig
         }
         if (at >= argc || (*name)[0] == '-' || (*name)[0] == '\0')
                 return false;
+        const char *policy = getenv("BRIG_POLICY");
+        if (*pool && policy && policy[0])
+                return false;  /* the engine refuses it (run.c) */
         for (int fd = 0; fd <= 2; fd++)
                 if (isatty(fd))
                         return false;

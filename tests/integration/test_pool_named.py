@@ -399,3 +399,30 @@ def test_pool_stop_all_ends_every_pool(brig, named):
     assert not [n for n in sandboxes.ls() if n.startswith("pool-")], sandboxes.ls()
     r = sandboxes.brig_cmd("pool", "--stop", "--all")
     assert r.returncode == 0 and "0 pools stopped" in r.stderr, r
+
+
+def test_two_names_of_one_pool_stop_one_at_a_time(brig, named):
+    """A second `brig pool --name Q` with the same policy and workspace
+    names the running pool too, and says so (its size was ignored without
+    a word); stopping Q leaves the pool to P, and the last name ends it
+    (before, stopping Q ended P's pool; found by attack34). BRIG_POLICY
+    is refused by brig run --pool as --policy is (it was ignored)."""
+    sandboxes, name = named
+    other = name[:-1] + "q"
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--name", other)
+    assert r.returncode == 0 and "ran already (size 2, named " + name in r.stderr, r
+    key = os.readlink(sandboxes.root / "pools" / "names" / name)
+    assert os.readlink(sandboxes.root / "pools" / "names" / other) == key
+    r = sandboxes.brig_cmd("pool", "--stop", "--name", other)
+    assert r.returncode == 0 and "no longer names its pool" in r.stderr, r
+    assert not (sandboxes.root / "pools" / "names" / other).exists()
+    r = _run(sandboxes, "--pool", name, "--", "echo", "still")
+    assert r.returncode == 0 and r.stdout == "still\n", r
+    policy = brig.workspace / "strict.json"
+    policy.write_text('{"limits": {"memory": "64M"}}')
+    for extra in ([], ["--timeout", "5s"]):  # the front end's path and the engine's
+        r = _run(sandboxes, "--pool", name, *extra, "--", "echo", "ran", env={"BRIG_POLICY": str(policy)})
+        assert r.returncode == 125 and "BRIG_POLICY" in r.stderr and "ran" not in r.stdout, r
+    r = sandboxes.brig_cmd("pool", "--stop", "--name", name)
+    assert r.returncode == 0 and "no longer names" not in r.stderr, r
+    assert key not in _pools(sandboxes)

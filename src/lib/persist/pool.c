@@ -838,6 +838,30 @@ int brig_pool_start_named(const brig_policy *p, unsigned size, const char *name,
         return r;
 }
 
+/* If a name other than NAME gives the pool KEY too, NAME alone goes
+ * (under the names' lock): true. */
+static bool name_drop_if_shared(const char *pools, const char *key, const char *name)
+{
+        _cleanup_free_ char *dir = brig_strdup_printf("%s/names", pools);
+        int dfd = dir ? names_locked(dir, false) : -1;
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (dfd >= 0 && !d)
+                close(dfd);
+        bool shared = false;
+        struct dirent *e;
+        while (d && !shared && (e = readdir(d))) {
+                if (e->d_name[0] == '.' || strcmp(e->d_name, name) == 0)
+                        continue;
+                _cleanup_free_ char *target = name_target(dirfd(d), e->d_name);
+                shared = target && strcmp(target, key) == 0;
+        }
+        if (shared)
+                (void)unlinkat(dirfd(d), name, 0);
+        if (d)
+                closedir(d);
+        return shared;
+}
+
 int brig_pool_stop_named(const char *name, brig_error **err)
 {
         _cleanup_free_ char *dir = NULL;
@@ -846,6 +870,11 @@ int brig_pool_stop_named(const char *name, brig_error **err)
         if (r < 0)
                 return r;
         struct pool pl = { .key = key, .dir = dir };
+        /* Two callers that named one pool (the same policy and workspace)
+         * each stop their name: the pool ends with the last. */
+        _cleanup_free_ char *shared_in = pools_of(&pl);
+        if (shared_in && pool_alive(&pl) && name_drop_if_shared(shared_in, key, name))
+                return 1;
         _cleanup_free_ char *what = brig_strdup_printf("the name '%s'", name);
         r = pool_stop(&pl, what ? what : name, err);
         _cleanup_free_ char *pools = pools_of(&pl);
