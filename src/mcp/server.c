@@ -83,7 +83,10 @@ void mcp_log(struct mcp *m, const char *level, const char *fmt, ...)
         if (n < 0)
                 return;
         fputs("brig mcp: ", stderr);
-        cli_put_safe(stderr, text, true);
+        /* one line per message: a newline in what the model chose (a tag,
+         * a path, grep's words about a file it named) would forge a line
+         * of the agent host's log */
+        cli_put_safe(stderr, text, false);
         fputc('\n', stderr);
         if (m->initialized && level_of(level) >= m->log_level) {
                 json_t *p = json_pack("{s:s, s:s}", "level", level, "logger", "brig");
@@ -133,8 +136,11 @@ static void session_end(struct mcp *m)
                 mcp_log(m, "warning", "%s", err->msg);
                 brig_error_free(&err);
         }
+        /* only what this session made: a sandbox already called so (a
+         * user's mcp-PID, a reused pid) is someone else's */
+        bool made = m->sb != NULL;
         m->sb = NULL;
-        if (!m->keep) {
+        if (!m->keep && made) {
                 int r = brig_sandbox_remove(m->name, &err);
                 if (r < 0 && r != -ENOENT)
                         fprintf(stderr, "brig mcp: remove sandbox '%s': %s\n", m->name, err->msg);
@@ -374,6 +380,13 @@ static void handle_line(struct mcp *m, const char *line, size_t len)
         rpc_msg_clear(&msg);
 }
 
+/* What a queued line holds of our memory: its bytes and its record (an
+ * empty line is not free: a flood of them grew brig mcp without bound). */
+static size_t line_cost(size_t len)
+{
+        return sizeof(struct mcp_line) + (len == SIZE_MAX ? 0 : len);
+}
+
 static void queue_line(struct mcp *m, const char *data, size_t len)
 {
         struct mcp_line *l = malloc(sizeof *l + (len == SIZE_MAX ? 0 : len));
@@ -387,7 +400,7 @@ static void queue_line(struct mcp *m, const char *data, size_t len)
                 memcpy(l->data, data, len);
         *m->pending_tail = l;
         m->pending_tail = &l->next;
-        m->pending_bytes += len == SIZE_MAX ? 0 : len;
+        m->pending_bytes += line_cost(len);
 }
 
 /* notifications/cancelled for the request being handled? */
@@ -553,7 +566,7 @@ int cmd_mcp(int argc, char **argv)
                 if (l) {
                         if (!(m.pending = l->next))
                                 m.pending_tail = &m.pending;
-                        m.pending_bytes -= l->len == SIZE_MAX ? 0 : l->len;
+                        m.pending_bytes -= line_cost(l->len);
                         if (l->len == SIZE_MAX)
                                 mcp_send(&m, rpc_error(NULL, RPC_INVALID_REQUEST,
                                                        "invalid request: a message longer than 16 MiB", NULL));

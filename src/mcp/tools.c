@@ -588,6 +588,7 @@ out:
 /* ---- files --------------------------------------------------------------- */
 
 #define SHOWN_MAX (256u << 10)  /* what read_file returns at most in one call */
+#define EDIT_MAX ((size_t)64 << 20)  /* brig_sandbox_file's write cap (max_bytes 0): edit_file's result */
 
 static json_t *tool_read_file(struct mcp *m, json_t *a, brig_error **err)
 {
@@ -684,6 +685,23 @@ static json_t *tool_edit_file(struct mcp *m, json_t *a, brig_error **err)
         }
         char *data = NULL, *st = NULL;
         size_t n = 0, st_len = 0;
+        /* The file's mode, kept; and not a symbolic link: the read would
+         * follow it and the write replace it, a link turned into a copy of
+         * what it named, with the link's mode (0777). */
+        uint32_t mode = 0;
+        if (file_op(m, BRIG_FILE_STAT, path, NULL, 0, 0, &st, &st_len, NULL) == 0) {
+                json_t *sj = json_loadb(st, st_len, 0, NULL);
+                mode = (uint32_t)json_integer_value(json_object_get(sj, "mode")) & 0777;
+                bool link = strcmp(json_string_value(json_object_get(sj, "type")) ?: "", "symlink") == 0;
+                json_decref(sj);
+                free(st);
+                st = NULL;
+                if (link) {
+                        tool_fail(err, ELOOP, "%s is a symbolic link: edit the file it names (list_directory shows "
+                                              "its target)", path);
+                        return NULL;
+                }
+        }
         if (file_op(m, BRIG_FILE_READ, path, NULL, 0, 0, &data, &n, err) < 0)
                 return NULL;
         json_t *out = NULL;
@@ -699,7 +717,16 @@ static json_t *tool_edit_file(struct mcp *m, json_t *a, brig_error **err)
                                                "included)", path);
                 goto out;
         }
-        size_t size = n - count * old_len + count * new_len;
+        /* the result's size before any of it is made: past the write's cap
+         * (64 MiB) it is refused, not built (a 512 KiB file of "a", each
+         * replaced by 2 KiB, took a gigabyte before the write refused it) */
+        size_t kept = n - count * old_len, cap = EDIT_MAX;
+        if (new_len && count > (cap - (kept < cap ? kept : cap)) / new_len) {
+                tool_fail(err, EFBIG, "%s: the edit would make the file larger than %zu bytes, the most a write "
+                                      "takes: replace fewer occurrences at once", path, cap);
+                goto out;
+        }
+        size_t size = kept + count * new_len;
         char *buf = malloc(size + 1), *w = buf;
         const char *p = data;
         for (const char *q; buf && (q = memmem(p, (size_t)(data + n - p), old, old_len)); p = q + old_len) {
@@ -710,13 +737,6 @@ static json_t *tool_edit_file(struct mcp *m, json_t *a, brig_error **err)
         }
         if (buf)
                 memcpy(w, p, (size_t)(data + n - p));
-        /* keep the file's mode */
-        uint32_t mode = 0;
-        if (file_op(m, BRIG_FILE_STAT, path, NULL, 0, 0, &st, &st_len, NULL) == 0) {
-                json_t *sj = json_loadb(st, st_len, 0, NULL);
-                mode = (uint32_t)json_integer_value(json_object_get(sj, "mode")) & 0777;
-                json_decref(sj);
-        }
         if (buf && file_op(m, BRIG_FILE_WRITE, path, buf, size, mode, NULL, NULL, err) == 0)
                 out = json_pack("{s:s, s:I}", "path", path, "replacements", (json_int_t)count);
         else if (!buf)

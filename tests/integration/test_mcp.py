@@ -243,6 +243,7 @@ class Session:
     def close(self):
         self.p.stdin.close()
         rc = self.p.wait(timeout=60)
+        self.stderr_text = self.stderr()
         self.err.close()
         return rc
 
@@ -672,6 +673,72 @@ def test_an_owned_sandbox_takes_no_new_work_once_its_owner_is_gone(brig):
     assert "started" not in r.stdout, r
     brig.run("rm", tname, env=env)
     assert tname not in sandboxes(brig)
+
+
+def _rss_kb(pid, field="VmHWM"):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+@attack("mcp-model-bytes-on-host", "a model's tool calls that land on the host side of brig mcp: a snapshot tag "
+        "and a path with newlines forging lines of the agent host's log; 64 MiB of empty lines sent while a "
+        "command runs; edit_file replacing each byte of a 512 KiB file by 2 KiB; edit_file of a symlink "
+        "(found by attack35: forged log lines, 11 GB of queue, a gigabyte before the write refused, the link "
+        "turned into a 0777 copy)", "mcp")
+def test_model_bytes_never_forge_the_log_nor_grow_brig_mcp(brig):
+    s = Session(brig)
+    s.init()
+    s.call("snapshot", tag="a\nbrig mcp: FORGED\n")
+    s.call("read_file", path="/x\nbrig mcp: FORGED2\n")
+    # empty lines while a command runs: each is a queued record, counted
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"command": "sleep 3"}}})
+    flood = b"\n" * (1 << 20)
+    for _ in range(64):
+        try:
+            s.p.stdin.write(flood)
+        except BrokenPipeError:
+            break
+    s.p.stdin.flush()
+    assert s.answer(timeout=120)["id"] == 1
+    assert _rss_kb(s.p.pid) < 200 * 1024, _rss_kb(s.p.pid)
+    # an edit whose result would pass the write's cap: refused before it is built
+    result_of(s.call("write_file", path=str(brig.workspace / "a.txt"), content="a" * (512 << 10)))
+    res = s.call("edit_file", path=str(brig.workspace / "a.txt"), old_string="a", new_string="b" * 2048,
+                 replace_all=True)
+    assert res.get("isError") and "larger than" in json.dumps(res), res
+    assert _rss_kb(s.p.pid) < 300 * 1024, _rss_kb(s.p.pid)
+    # a symlink: refused, the link and what it names left as they were
+    result_of(s.call("write_file", path=str(brig.workspace / "real.conf"), content="key=old\n", mode=0o600))
+    result_of(s.call("run_command", command="ln -s real.conf link.conf"))
+    res = s.call("edit_file", path=str(brig.workspace / "link.conf"), old_string="old", new_string="new")
+    assert res.get("isError") and "symbolic link" in json.dumps(res), res
+    assert os.path.islink(brig.workspace / "link.conf")
+    assert (brig.workspace / "real.conf").read_text() == "key=old\n"
+    s.close()
+    forged = [l for l in s.stderr_text.splitlines() if l.startswith("brig mcp: FORGED")]
+    assert not forged, s.stderr_text
+
+
+def test_a_sandbox_of_the_sessions_name_is_not_removed(brig):
+    """A sandbox already called mcp-PID (the user's, a reused pid): the
+    session cannot make its own, and at its end leaves that one alone (it
+    removed it, with its uncommitted work; found by attack35)."""
+    env = state_env(brig)
+    script = ('brig=$1; shift; "$brig" create "mcp-$$" --workspace-mode overlay >/dev/null && '
+              '"$brig" exec "mcp-$$" -- sh -c "echo precious > work.txt" && echo "mcp-$$" && exec "$brig" mcp')
+    p = subprocess.run([*brig.prefix(), "sh", "-c", script, "sh", brig.exe], env=brig.env(env), cwd=str(brig.workspace),
+                       input="", capture_output=True, text=True, timeout=60)
+    name = p.stdout.split()[0] if p.stdout else ""
+    assert name.startswith("mcp-"), p
+    try:
+        assert name in sandboxes(brig), (p, sandboxes(brig))
+        r = brig.run("exec", name, "--", "cat", "work.txt", env=env)
+        assert r.returncode == 0 and r.stdout == "precious\n", r
+    finally:
+        brig.run("rm", name, env=env)
 
 
 def _cmdline(pid):
