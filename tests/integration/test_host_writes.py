@@ -143,6 +143,24 @@ def test_report_file_is_brigs_report_alone(brig, sandboxes):
     assert json.loads(lines[0]) == {"earlier": True} and len(lines) > 1, lines
 
 
+def test_output_path_in_the_state_root_is_refused(brig, sandboxes):
+    """--json-report or --audit into brig's own state directory (a pool's
+    pool.json, a sandbox's state) is refused before anything runs: a run
+    of `brig run --pool P --json-report ROOT/pools/KEY/pool.json` made the
+    pool vanish (found by attack34)."""
+    name, _ = sandboxes.create()
+    state = sandboxes.root / name / "state.json"
+    before = state.read_text()
+    for opt, path in (("--json-report", sandboxes.root / "r.json"), ("--audit", state),
+                      ("--json-report", state)):
+        r = sandboxes.brig_cmd("run", opt, str(path), "--", "sh", "-c", "echo ran > ran")
+        assert r.returncode == 125 and "brig's state directory" in r.stderr and opt in r.stderr, r
+        assert not (brig.workspace / "ran").exists()
+    r = sandboxes.exec(name, "--json-report", str(state), "--", "true")
+    assert r.returncode == 125 and "brig's state directory" in r.stderr, r
+    assert state.read_text() == before and not (sandboxes.root / "r.json").exists()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "socket", "directory"])
 def test_output_path_that_is_not_a_file_is_refused_in_words(brig, kind):
     """A FIFO or a socket an earlier run left at the output path (or a

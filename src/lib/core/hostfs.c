@@ -112,8 +112,42 @@ static char *first_symlink(const char *path)
         return NULL;
 }
 
+/* Is the directory an output path would be written in brig's own state
+ * root, or inside it? A report over a pool's pool.json, an audit stream
+ * over a sandbox's state, would be brig writing its own trust away. */
+static const char *in_state_root(const char *path, const char **root, struct state_guard *g)
+{
+        memset(g, 0, sizeof *g);
+        _cleanup_free_ char *abs = path[0] == '/' ? strdup(path) : NULL;
+        if (!abs) {
+                _cleanup_free_ char *cwd = getcwd(NULL, 0);
+                abs = cwd ? brig_strdup_printf("%s/%s", cwd, path) : NULL;
+        }
+        char *slash = abs ? strrchr(abs, '/') : NULL;
+        if (!slash)
+                return NULL;
+        slash[slash == abs ? 1 : 0] = '\0';
+        brig_error *e = NULL;
+        if (state_guard_init(g, geteuid(), &e) < 0) {
+                brig_error_free(&e);
+                return NULL;  /* no root to be in */
+        }
+        const char *how = state_guard_test(g, abs, root);
+        return how && (strcmp(how, "is") == 0 || strcmp(how, "lies inside") == 0) ? how : NULL;
+}
+
 int output_open(const char *path, const char *what, bool append, brig_error **err)
 {
+        struct state_guard g;
+        const char *root = NULL, *how = in_state_root(path, &root, &g);
+        if (how) {
+                int r = state_fail(err, EPERM, "%s '%s': its directory %s brig's state directory '%s', which "
+                                                "brig writes nothing else into: give a path outside it",
+                                   what, path, how, root ? root : "?");
+                state_guard_free(&g);
+                return r;
+        }
+        state_guard_free(&g);
         /* Opened before any sandboxed code runs, and never through a
          * symlink in any component: the workspace, where an output path
          * may well lie, is the sandbox's to rearrange — an earlier run, or
