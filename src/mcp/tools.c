@@ -283,7 +283,7 @@ static int run_captured(struct mcp *m, char *const *argv, char *const *env, cons
         brig_error_free(&e);
         bool open1 = true, open2 = true;
         for (;;) {
-                struct pollfd p[5] = {
+                struct pollfd p[6] = {
                         { .fd = brig_exec_fd(x), .events = POLLIN },
                         { .fd = open1 ? brig_exec_stdio_fd(x, 1) : -1, .events = POLLIN },
                         { .fd = open2 ? brig_exec_stdio_fd(x, 2) : -1, .events = POLLIN },
@@ -292,9 +292,19 @@ static int run_captured(struct mcp *m, char *const *argv, char *const *env, cons
                          * it sends waits, up to MCP_PENDING_MAX: then it waits
                          * in the pipe) */
                         { .fd = m->eof || m->pending_bytes > MCP_PENDING_MAX ? -1 : 0, .events = POLLIN },
+                        /* the client's end of our stdout: closed (POLLERR on a
+                         * pipe, POLLHUP on a socket), nobody will read the
+                         * answer, and the session ends now rather than when
+                         * the command does (up to a day later) */
+                        { .fd = 1, .events = 0 },
                 };
-                if (poll(p, 5, -1) < 0 && errno != EINTR)
+                if (poll(p, 6, -1) < 0 && errno != EINTR)
                         break;
+                if (p[5].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                        ran->interrupted = true;
+                        m->stop = true;
+                        break;
+                }
                 if (p[1].revents)
                         open1 = !drain(p[1].fd, &ran->out);
                 if (p[2].revents)

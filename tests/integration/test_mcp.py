@@ -722,6 +722,24 @@ def test_model_bytes_never_forge_the_log_nor_grow_brig_mcp(brig):
     assert not forged, s.stderr_text
 
 
+def test_the_session_ends_when_its_host_goes(brig):
+    """The agent host closes both pipes while a command the model gave a
+    day's timeout runs: brig mcp ends now, with its sandbox, not when the
+    command does (found by attack35)."""
+    s = Session(brig)
+    s.init()
+    result_of(s.call("run_command", command="true"))
+    name = f"mcp-{s.p.pid}"
+    s.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"command": "sleep 60", "timeout_seconds": 86400}}})
+    time.sleep(1)
+    s.p.stdout.close()
+    s.p.stdin.close()
+    s.p.wait(timeout=20)
+    s.err.close()
+    assert wait_until(lambda: name not in sandboxes(brig), 20), sandboxes(brig)
+
+
 def test_a_sandbox_of_the_sessions_name_is_not_removed(brig):
     """A sandbox already called mcp-PID (the user's, a reused pid): the
     session cannot make its own, and at its end leaves that one alone (it

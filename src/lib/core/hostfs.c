@@ -114,8 +114,10 @@ static char *first_symlink(const char *path)
 
 /* Is the directory an output path would be written in brig's own state
  * root, or inside it? A report over a pool's pool.json, an audit stream
- * over a sandbox's state, would be brig writing its own trust away. */
-static const char *in_state_root(const char *path, const char **root, struct state_guard *g)
+ * over a sandbox's state, would be brig writing its own trust away. The
+ * one such file brig writes itself: a sandbox's own audit stream,
+ * ROOT/NAME/audit.jsonl, appended to (BRIG_SANDBOX_AUDIT). */
+static const char *in_state_root(const char *path, bool append, const char **root, struct state_guard *g)
 {
         memset(g, 0, sizeof *g);
         _cleanup_free_ char *abs = path[0] == '/' ? strdup(path) : NULL;
@@ -133,13 +135,22 @@ static const char *in_state_root(const char *path, const char **root, struct sta
                 return NULL;  /* no root to be in */
         }
         const char *how = state_guard_test(g, abs, root);
-        return how && (strcmp(how, "is") == 0 || strcmp(how, "lies inside") == 0) ? how : NULL;
+        if (!how || (strcmp(how, "is") != 0 && strcmp(how, "lies inside") != 0))
+                return NULL;
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        char *up = strrchr(abs, '/');
+        if (append && strcmp(base, "audit.jsonl") == 0 && *root && up && up != abs) {
+                *up = '\0';  /* ROOT/NAME -> ROOT */
+                if (strcmp(abs, *root) == 0)
+                        return NULL;
+        }
+        return how;
 }
 
 int output_open(const char *path, const char *what, bool append, brig_error **err)
 {
         struct state_guard g;
-        const char *root = NULL, *how = in_state_root(path, &root, &g);
+        const char *root = NULL, *how = in_state_root(path, append, &root, &g);
         if (how) {
                 int r = state_fail(err, EPERM, "%s '%s': its directory %s brig's state directory '%s', which "
                                                 "brig writes nothing else into: give a path outside it",
