@@ -1061,6 +1061,18 @@ static json_t *names_of(const char *pools, const char *key)
         return names;
 }
 
+/* ROOT/pools (*pools, free()), opened once what dead pools left is swept:
+ * a listing or a stop sees live pools only. NULL: there are none. */
+static DIR *pools_open(char **pools)
+{
+        pool_sweep();
+        brig_error *e = NULL;
+        _cleanup_free_ char *root = NULL;
+        *pools = state_root(false, &root, &e) == 0 ? brig_strdup_printf("%s/pools", root) : NULL;
+        brig_error_free(&e);  /* no state directory: no pools */
+        return *pools ? opendir(*pools) : NULL;
+}
+
 char *brig_pool_list_json(brig_error **err)
 {
         json_t *out = json_array();
@@ -1068,12 +1080,8 @@ char *brig_pool_list_json(brig_error **err)
                 brig_err(err, ENOMEM, "pool list");
                 return NULL;
         }
-        pool_sweep();  /* what dead pools left is not listed */
-        brig_error *e = NULL;
-        _cleanup_free_ char *root = NULL;
-        _cleanup_free_ char *pools = state_root(false, &root, &e) == 0 ? brig_strdup_printf("%s/pools", root) : NULL;
-        brig_error_free(&e);  /* no state directory: no pools */
-        DIR *d = pools ? opendir(pools) : NULL;
+        _cleanup_free_ char *pools = NULL;
+        DIR *d = pools_open(&pools);
         struct dirent *de;
         while (d && (de = readdir(d))) {
                 if (de->d_name[0] == '.' || strlen(de->d_name) != POOL_KEY_LEN)
@@ -1106,12 +1114,8 @@ char *brig_pool_list_json(brig_error **err)
 int brig_pool_stop_all(unsigned *stopped, brig_error **err)
 {
         *stopped = 0;
-        pool_sweep();
-        brig_error *e = NULL;
-        _cleanup_free_ char *root = NULL;
-        _cleanup_free_ char *pools = state_root(false, &root, &e) == 0 ? brig_strdup_printf("%s/pools", root) : NULL;
-        brig_error_free(&e);  /* no state directory: no pools */
-        DIR *d = pools ? opendir(pools) : NULL;
+        _cleanup_free_ char *pools = NULL;
+        DIR *d = pools_open(&pools);
         struct dirent *de;
         int r = 0;
         while (d && (de = readdir(d))) {
