@@ -690,8 +690,8 @@ static void record_no_room(struct unixguard *g, const struct seccomp_notif *req,
         struct sockaddr_un un;
         memset(&un, 0, sizeof un);
         size_t n = alen > 0 && (uint64_t)alen < sizeof un ? (size_t)alen : sizeof un - 1;
-        if (!addr || alen <= (int64_t)offsetof(struct sockaddr_un, sun_path) || read_target((pid_t)req->pid, addr, &un, n) != 0 ||
-            un.sun_family != AF_UNIX)
+        if (!addr || alen <= (int64_t)offsetof(struct sockaddr_un, sun_path) ||
+            read_target((pid_t)req->pid, addr, &un, n) != 0 || un.sun_family != AF_UNIX)
                 return;  /* no unix address: not a unix event */
         char path[sizeof un.sun_path + 2];
         if (un.sun_path[0])
