@@ -644,7 +644,8 @@ static void say_shared_pool(const char *name, unsigned size)
                 json_int_t has = json_integer_value(json_object_get(row, "size"));
                 if (!ours || (json_array_size(names) < 2 && has == (json_int_t)size))
                         continue;
-                fprintf(stderr, "brig pool: the pool of this policy and workspace ran already (size %lld", (long long)has);
+                fprintf(stderr, "brig pool: the pool of this policy and workspace ran already (size %lld",
+                        (long long)has);
                 json_array_foreach(names, k, n) {
                         if (strcmp(json_string_value(n) ?: "", name) != 0)
                                 fprintf(stderr, ", named %s", json_string_value(n));
