@@ -1033,7 +1033,8 @@ const char *pool_member_state(const char *root, const char *name, char key_out[P
                                 closedir(c);
                 }
                 state = state ? state : "starting or ending";
-                snprintf(key_out, POOL_KEY_LEN + 1, "%s", de->d_name);
+                memcpy(key_out, de->d_name, POOL_KEY_LEN);  /* its length, checked above */
+                key_out[POOL_KEY_LEN] = '\0';
                 free(pl.dir);
         }
         if (d)
