@@ -380,11 +380,13 @@ static void handle_line(struct mcp *m, const char *line, size_t len)
         rpc_msg_clear(&msg);
 }
 
-/* What a queued line holds of our memory: its bytes and its record (an
- * empty line is not free: a flood of them grew brig mcp without bound). */
+/* What a queued line holds of our memory: its bytes, its record and
+ * malloc's own (an empty line is not free: a flood of them grew brig mcp
+ * without bound). */
+#define LINE_OVERHEAD 128
 static size_t line_cost(size_t len)
 {
-        return sizeof(struct mcp_line) + (len == SIZE_MAX ? 0 : len);
+        return sizeof(struct mcp_line) + LINE_OVERHEAD + (len == SIZE_MAX ? 0 : len);
 }
 
 static void queue_line(struct mcp *m, const char *data, size_t len)
