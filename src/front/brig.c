@@ -260,7 +260,10 @@ static _Noreturn void hand_over(int engine, char **argv, const sigset_t *saved, 
         } else if (r == 0 && n < 0) {
                 brig_error *gone = NULL;
                 struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_ERROR };
-                exec_gone(&gone, name, (int)-n);
+                if (n == -ESHUTDOWN)  /* (exec_in's word for a request never read) */
+                        exec_not_taken(&gone, name);
+                else
+                        exec_gone(&gone, name, (int)-n);
                 wire_error_encode(&h.error, gone, NULL);
                 brig_error_free(&gone);
                 r = ctl_send(pair[0], &h, NULL, 0, NULL, 0);
@@ -329,6 +332,7 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
         char **asked = argv;
         if (c)
                 argv = c->ended_argv;  /* from here on, the end is the member's exec's */
+        bool spoke = false;  /* anything sent since the request, or answered */
         for (;;) {
                 struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
                 if (poll(p, 2, -1) < 0 && errno == EINTR)
@@ -339,6 +343,7 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 while (p[1].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
                         struct ctl_hdr s = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = (int32_t)si.ssi_signo };
                         (void)ctl_send(sock, &s, NULL, 0, NULL, 0);
+                        spoke = true;
                 }
                 if (!p[0].revents)
                         continue;
@@ -347,9 +352,15 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 for (int i = 0; i < nfds; i++)
                         close(fds[i]);
                 const struct ctl_hdr *m = (const struct ctl_hdr *)buf;
-                if (n > 0 && m->type != CTL_STATUS && m->type != CTL_ERROR)
+                if (n > 0 && m->type != CTL_STATUS && m->type != CTL_ERROR) {
+                        spoke = true;
                         continue;  /* as the engine's client: not the end */
-                if (c && n > 0 && refused_unrun(m)) {
+                }
+                /* reset, the request unread (exec_not_taken): nothing ran */
+                bool unread = n == -ECONNRESET && !spoke;
+                if (unread)
+                        n = -ESHUTDOWN;
+                if (c && (unread || (n > 0 && refused_unrun(m)))) {
                         /* a member stopping (its daemon just ended): nothing
                          * ran, and the engine takes another, or says why none */
                         close(sock);

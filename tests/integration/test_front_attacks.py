@@ -65,7 +65,10 @@ class FakeSupervisor:
     """A control socket at <state root>/NAME/ctl answered by this test: a
     supervisor that lies, sends what no supervisor sends, or goes away.
     `answer(conn, request)` runs for each connection; the requests it got
-    are kept (type, argv, env, how many descriptors came with it)."""
+    are kept (type, argv, env, how many descriptors came with it). With
+    no answer, it closes each connection once its request has come,
+    unread (as a supervisor that ends while it stops: the kernel resets
+    the connection)."""
 
     def __init__(self, brig, sandboxes, answer):
         self.name = sandboxes.new_name("fake")
@@ -92,6 +95,10 @@ class FakeSupervisor:
                 return  # closed by close()
             with conn:
                 conn.settimeout(30)
+                if self.answer is None:
+                    select.select([conn], [], [], 30)
+                    self.requests.append("unread")
+                    continue
                 try:
                     msg, anc, _, _ = conn.recvmsg(CTL_MAX_MSG, socket.CMSG_SPACE(4 * 4))
                     fds = []
@@ -191,6 +198,14 @@ def test_a_supervisor_that_goes_away_ends_the_front_end_as_the_engine(brig, sand
         front, engine = _both(brig, sandboxes, "exec", fake.name, "--", "true")
         _same(front, engine, what)
         assert front.returncode == 125 and "went away during the exec" in front.stderr, (what, front)
+    # closed with the request unread: nothing ran, said so (a pool's run
+    # takes another member on it: test_pool_named.py)
+    fake = fake_supervisor(None)
+    front, engine = _both(brig, sandboxes, "exec", fake.name, "--", "true")
+    _same(front, engine, "unread")
+    assert front.returncode == 125 and "ended before it took the command" in front.stderr and \
+        "nothing ran in it" in front.stderr, front
+    assert fake.requests == ["unread", "unread"], fake.requests
     # the real one, killed mid-exec: one sandbox each
     ends = []
     for prog in ("brig", "brig-engine"):

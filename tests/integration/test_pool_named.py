@@ -9,6 +9,7 @@ root, the members' state directories)."""
 import concurrent.futures
 import json
 import os
+import pathlib
 import select
 import shutil
 import signal
@@ -143,6 +144,49 @@ def test_a_killed_pool_daemon_takes_its_name_with_it(brig, named):
     assert r.returncode == 125 and "not running" in r.stderr, r
     assert sandboxes.brig_cmd("run", "--", "true").returncode == 0  # a brig run sweeps what dead pools left
     assert not (sandboxes.root / "pools" / "names" / name).exists(), list((sandboxes.root / "pools").rglob("*"))
+
+
+
+def _waits_in_poll(pid):
+    """The process waits in poll(2) (its syscall, x86-64's 7): a run that
+    has sent its request and waits for the end."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/syscall").read_text().split()[0] == "7"
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_member_that_ends_before_reading_the_run_hands_it_to_another(brig, named):
+    """A member whose daemon just died stops, and the run that had claimed
+    and connected to it finds its request reset, unread (CI saw "went
+    away during the exec: Connection reset by peer", and exit 125). Nothing
+    ran in it, so the run takes the next member, and runs once: in the
+    front end's run, and in the engine's (an option only it takes)."""
+    sandboxes, name = named
+    for i, opts in enumerate([[], ["--timeout", "30s"]]):
+        assert wait_until(lambda: len(_ready(sandboxes, name)) == 2, 30), _ready(sandboxes, name)
+        members = _ready(sandboxes, name)
+        pids = {m: sandboxes.state(m)["supervisor_pid"] for m in members}
+        for pid in pids.values():
+            os.kill(pid, signal.SIGSTOP)  # neither accepts: the request waits in the socket
+        out = brig.workspace / marker(f"once{i}")
+        try:
+            p = subprocess.Popen(brig.prefix() + [str(brig.bindir / "brig"), "run", "--pool", name, *opts, "--",
+                                                  "sh", "-c", f"echo ran >> {out.name}; echo ran"],
+                                 cwd=str(brig.workspace), env=brig.env(sandboxes.env()), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # claimed (out of ready/), sent, and waiting for the end
+            assert wait_until(lambda: len(_ready(sandboxes, name)) == 1 and _waits_in_poll(p.pid), 30), \
+                (opts, _ready(sandboxes, name))
+            (claimed,) = set(members) - set(_ready(sandboxes, name))
+            os.kill(pids[claimed], signal.SIGKILL)  # ends with the request unread
+        finally:
+            for pid in pids.values():
+                if pid_alive(pid):
+                    os.kill(pid, signal.SIGCONT)
+        stdout, stderr = p.communicate(timeout=60)
+        assert (p.returncode, stdout) == (0, "ran\n"), (opts, p.returncode, stdout, stderr)
+        assert out.read_text() == "ran\n", (opts, out.read_text())  # once, in the other member
 
 
 def _workspace(brig, tag, data):

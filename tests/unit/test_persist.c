@@ -10,11 +10,16 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "persist/control.h"
+#include "persist/sandbox.h"
 #include "core/reaper.h"
 #include "persist/state.h"
 
@@ -151,12 +156,86 @@ static void test_exec_request(void **state)
         assert_int_equal(exec_request_parse(buf, n, &req), -EBADMSG);
 }
 
+/* A supervisor that ends while a request waits (a pool member whose
+ * daemon died, stopping): what the client can tell about whether the
+ * command ran. The kernel resets a connection closed with its message
+ * unread, or never accepted; one whose message was read ends plainly. */
+struct exec_call {
+        int fd, r, errnum;
+        char msg[512];
+};
+
+static void *exec_call_run(void *arg)
+{
+        struct exec_call *c = arg;
+        static char true_[] = "true";
+        char *argv[] = { true_, NULL };
+        brig_exec_opts o = { .argv = argv };
+        brig_result res;
+        brig_error *err = NULL;
+        c->r = exec_over(c->fd, "m", &o, NULL, &res, NULL, &err);
+        c->errnum = err ? err->errnum : 0;
+        snprintf(c->msg, sizeof c->msg, "%s", err && err->msg ? err->msg : "");
+        brig_error_free(&err);
+        return NULL;
+}
+
+static void exec_call_start(struct exec_call *c, pthread_t *t, int fd)
+{
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        assert_int_equal(pthread_create(t, NULL, exec_call_run, c), 0);
+}
+
+static void test_exec_supervisor_ends(void **state)
+{
+        (void)state;
+        pthread_t t;
+        struct exec_call c;
+        int sv[2];
+        /* closed before the request left */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        close(sv[1]);
+        exec_call_start(&c, &t, sv[0]);
+        pthread_join(t, NULL);
+        assert_true(c.r < 0);
+        assert_int_equal(c.errnum, ESHUTDOWN);
+        assert_non_null(strstr(c.msg, "nothing ran"));
+        close(sv[0]);
+        /* closed with the request unread: reset */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        exec_call_start(&c, &t, sv[0]);
+        struct pollfd pf = { .fd = sv[1], .events = POLLIN };
+        assert_int_equal(poll(&pf, 1, 10000), 1);
+        close(sv[1]);
+        pthread_join(t, NULL);
+        assert_int_equal(c.errnum, ESHUTDOWN);
+        assert_non_null(strstr(c.msg, "nothing ran"));
+        close(sv[0]);
+        /* the request read, then the end: it may have run */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        exec_call_start(&c, &t, sv[0]);
+        assert_int_equal(poll(&pf, 1, 10000), 1);
+        static char buf[CTL_MAX_MSG];
+        int fds[CTL_MAX_FDS], nfds;
+        assert_true(ctl_recv(sv[1], buf, sizeof buf, fds, &nfds) > 0);
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        close(sv[1]);
+        pthread_join(t, NULL);
+        assert_int_equal(c.errnum, EPIPE);
+        assert_non_null(strstr(c.msg, "went away during the exec"));
+        assert_null(strstr(c.msg, "nothing ran"));
+        close(sv[0]);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_owner_names),
                 cmocka_unit_test(test_exec_request),
+                cmocka_unit_test(test_exec_supervisor_ends),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

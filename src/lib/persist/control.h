@@ -139,6 +139,14 @@ BRIG_INTERNAL char *pool_identity(const char *policy_json, const char *workspace
  * its status came (errnum: EPIPE for an end, else what broke it); the
  * engine's client and the front end say it in the same words. */
 BRIG_INTERNAL int exec_gone(brig_error **err, const char *name, int errnum);
+
+/* The error of an exec whose request the supervisor never read: its end
+ * closed first, or reset the connection with the request unread (the
+ * kernel's af_unix does so, for an unread message or a connection never
+ * accepted), nothing having been sent or answered since. Nothing ran:
+ * ESHUTDOWN, as a supervisor that refuses an exec while it stops says,
+ * so a pool's run takes the next member or a new sandbox (pool.c). */
+BRIG_INTERNAL int exec_not_taken(brig_error **err, const char *name);
 /* The exec request message (hdr + payload, *len bytes; free()): o's
  * command, environment, cwd, timeout and detach, a tty when `tty`, and,
  * with CTL_EXEC_LAST in flags, the pool member's `context`. */

@@ -97,6 +97,18 @@ int exec_gone(brig_error **err, const char *name, int errnum)
         return brig_err(err, errnum, "sandbox '%s' went away during the exec", name);
 }
 
+int exec_not_taken(brig_error **err, const char *name)
+{
+        /* without strerror's words: the front end's libc has others */
+        bool first = err && !*err;
+        brig_err_code(err, BRIG_EXIT_SETUP, 0, "sandbox '%s' ended before it took the command (it was stopping): "
+                                               "nothing ran in it",
+                      name);
+        if (first && *err)
+                (*err)->errnum = ESHUTDOWN;
+        return -ESHUTDOWN;
+}
+
 /* hdr + cwd\0 argv...\0 env...\0, and context\0 for CTL_EXEC_LAST */
 char *exec_request_build(const brig_exec_opts *o, bool tty, uint32_t flags, const char *context, size_t *len,
                          brig_error **err)

@@ -58,6 +58,7 @@ struct exec_loop {
         struct terminal *term;
         const char *name;
         json_t *refusals;  /* {"refusals": [...], "refusals_dropped": N} of the status, or NULL */
+        bool spoke;        /* anything sent after the request, or anything answered */
 };
 
 /* Returns 1 when the status (or an error) arrived, 0 to go on. */
@@ -70,6 +71,13 @@ static int on_message(struct exec_loop *l, brig_result *res, brig_error **err)
                 return brig_err(err, ENOMEM, "exec");
         int fds[CTL_MAX_FDS], nfds;
         ssize_t n = ctl_recv(l->fd, buf, CTL_MAX_MSG, fds, &nfds);
+        /* reset with nothing sent since the request and nothing answered:
+         * the request was never read (a pool member whose daemon died,
+         * stopping). One that was read, then lost, ends plainly instead
+         * and stays "went away". */
+        if (n == -ECONNRESET && !l->spoke)
+                return exec_not_taken(err, l->name);
+        l->spoke = true;
         if (n > 0 && ((struct ctl_hdr *)buf)->type == CTL_PTY && nfds == 1 && terminal_is_pty(l->term)) {
                 terminal_attach(l->term, fds[0]);  /* it owns the master now */
                 return 0;
@@ -89,6 +97,7 @@ static void on_signal(struct exec_loop *l)
                 }
                 struct ctl_hdr h = { .magic = CTL_MAGIC, .type = CTL_SIGNAL, .arg = (int32_t)si.ssi_signo };
                 (void)ctl_send(l->fd, &h, NULL, 0, NULL, 0);
+                l->spoke = true;  /* unread, it alone would reset the connection */
         }
 }
 
@@ -222,6 +231,11 @@ int exec_over_context(int fd, const char *name, const brig_exec_opts *o, const i
         uint64_t t_ready = exec_now_ns();
         r = ctl_send(fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
         terminal_handed_over(l.term);
+        if (r == -EPIPE || r == -ECONNRESET) {
+                /* its end closed before the request left: nothing ran */
+                r = exec_not_taken(err, name);
+                goto out;
+        }
         if (r < 0) {
                 r = brig_err(err, -r, "send the command to sandbox '%s'", name);
                 goto out;
