@@ -137,6 +137,10 @@ static int write_all_fd(int fd, const char *p, size_t n)
 }
 
 /* One file operation with its data in a memfd (in: what WRITE stores). */
+/* brig_sandbox_file's cap with max_bytes 0 (brig.h): what one read or
+ * write of a file moves */
+#define FILE_CAP ((size_t)64 << 20)
+
 static int file_op(struct mcp *m, enum brig_file_op op, const char *path, const char *in, size_t in_len,
                    uint32_t mode, char **out, size_t *out_len, brig_error **err)
 {
@@ -150,12 +154,25 @@ static int file_op(struct mcp *m, enum brig_file_op op, const char *path, const 
                         return -EIO;
                 if (in && (r = write_all_fd(fd, in, in_len)) < 0) {
                         close(fd);
-                        return tool_fail(err, -r, "write_file: %s", strerror(-r));
+                        return tool_fail(err, -r, "stage the content: %s", strerror(-r));
                 }
                 lseek(fd, 0, SEEK_SET);
         }
         brig_file_spec f = { .size = sizeof f, .op = op, .path = path, .fd = fd, .mode = mode };
-        r = brig_sandbox_file(m->sb, &f, err);
+        brig_error *ferr = NULL;
+        r = brig_sandbox_file(m->sb, &f, &ferr);
+        if (r < 0 && op == BRIG_FILE_READ && ferr && ferr->errnum == EFBIG) {
+                /* the library's advice is brig cp's option, which brig mcp has not */
+                brig_error_free(&ferr);
+                r = tool_fail(err, EFBIG, "'%s' is larger than the %zu MiB brig mcp reads of one file: read a part "
+                                          "of it with run_command (head -c N, tail -c N, sed -n 'A,Bp')",
+                              path, FILE_CAP >> 20);
+        }
+        if (ferr && err && !*err) {
+                *err = ferr;
+                ferr = NULL;
+        }
+        brig_error_free(&ferr);
         if (r == 0 && out) {
                 *out = fd_contents(fd, out_len);
                 if (!*out)
@@ -598,7 +615,7 @@ out:
 /* ---- files --------------------------------------------------------------- */
 
 #define SHOWN_MAX (256u << 10)  /* what read_file returns at most in one call */
-#define EDIT_MAX ((size_t)64 << 20)  /* brig_sandbox_file's write cap (max_bytes 0): edit_file's result */
+#define EDIT_MAX FILE_CAP  /* edit_file's result is written whole */
 
 static json_t *tool_read_file(struct mcp *m, json_t *a, brig_error **err)
 {
@@ -606,7 +623,7 @@ static json_t *tool_read_file(struct mcp *m, json_t *a, brig_error **err)
         bool bytes = json_object_get(a, "offset") || json_object_get(a, "length");
         bool lines = json_object_get(a, "start_line") || json_object_get(a, "end_line");
         if (bytes && lines) {
-                tool_fail(err, EINVAL, "read_file: give a byte range (offset, length) or a line range "
+                tool_fail(err, EINVAL, "give a byte range (offset, length) or a line range "
                                        "(start_line, end_line), not both");
                 return NULL;
         }
@@ -690,7 +707,7 @@ static json_t *tool_edit_file(struct mcp *m, json_t *a, brig_error **err)
         const char *old = json_string_value(olds), *new = json_string_value(news);
         size_t old_len = json_string_length(olds), new_len = json_string_length(news);
         if (!old_len) {
-                tool_fail(err, EINVAL, "edit_file: old_string is empty");
+                tool_fail(err, EINVAL, "old_string is empty");
                 return NULL;
         }
         char *data = NULL, *st = NULL;
@@ -781,7 +798,7 @@ static json_t *tool_search_files(struct mcp *m, json_t *a, brig_error **err)
 {
         const char *glob = arg_str(a, "glob"), *regex = arg_str(a, "regex");
         if (!glob && !regex) {
-                tool_fail(err, EINVAL, "search_files: give glob (file names), regex (file contents), or both");
+                tool_fail(err, EINVAL, "give glob (file names), regex (file contents), or both");
                 return NULL;
         }
         _autofree_ char *path = inside_path(m, arg_str(a, "path"));
@@ -814,7 +831,7 @@ static json_t *tool_search_files(struct mcp *m, json_t *a, brig_error **err)
         json_t *out = NULL;
         int code = ran.res.exit_code;
         if (ran.r == 0 && ran.res.reason == BRIG_REASON_TIMEOUT) {
-                tool_fail(err, ETIMEDOUT, "search_files: %s was stopped after %llu ms (%s); narrow the path or "
+                tool_fail(err, ETIMEDOUT, "%s was stopped after %llu ms (%s); narrow the path or "
                           "simplify the regex (backreferences are slow)", regex ? "grep" : "find",
                           (unsigned long long)timeout_ms,
                           timeout_ms < SEARCH_TIMEOUT_MS ? "the user's --timeout" : "the search's own limit");
@@ -823,7 +840,7 @@ static json_t *tool_search_files(struct mcp *m, json_t *a, brig_error **err)
         }
         if (ran.r < 0 || (code != 0 && !(regex && code == 1))) {
                 json_t *e = capture_json(&ran.errs, "stderr");
-                tool_fail(err, EIO, "search_files: %s exited %d: %s", regex ? "grep" : "find", code,
+                tool_fail(err, EIO, "%s exited %d: %s", regex ? "grep" : "find", code,
                           json_string_value(e));
                 json_decref(e);
                 ran_free(&ran);

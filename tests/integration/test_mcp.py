@@ -281,6 +281,8 @@ def test_protocol_conformance(brig):
         (b'{"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": {"arguments": {}}}\n', -32602, "s"),
         (b'{"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "nope"}}\n', -32602, 13),
         (b'{"jsonrpc": "2.0", "id": 14, "method": "logging/setLevel", "params": {"level": "loud"}}\n', -32602, 14),
+        (b'{"jsonrpc": "2.0", "id": 17, "method": "logging/setLevel", "params": {"level": "debug\\u0000"}}\n',
+         -32602, 17),                                                                   # a NUL after a level
         (b'{"jsonrpc": "2.0", "id": 15, "method": "resources/read", "params": {}}\n', -32602, 15),
         (b'{"jsonrpc": "2.0", "id": 16, "method": "resources/read", "params": {"uri": "file:///etc/passwd"}}\n',
          -32002, 16),
@@ -823,3 +825,31 @@ def test_keep_never_adopts_an_existing_sandbox(brig, scratch):
     finally:
         assert brig.run("rm", name, env=state_env(brig)).returncode == 0
     assert (out / "victim").read_text() == SECRET and sorted(p.name for p in out.iterdir()) == ["victim"]
+
+
+def test_tool_errors_say_what_brig_mcp_can_do(brig):
+    """A tool's error names the tool once, and its advice names what the
+    model can do in brig mcp: a file past the 64 MiB one read moves is
+    read in parts with run_command (brig cp's --max-size is not brig
+    mcp's); asserted on the host's file too (it is there, whole)."""
+    big = brig.workspace / marker("big")
+    with open(big, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    brig.chown(big)
+    s = Session(brig)
+    s.init()
+    try:
+        res = s.call("read_file", path=big.name)
+        text = res["content"][0]["text"]
+        assert res["isError"] and "run_command" in text and "--max-size" not in text, res
+        assert text.startswith("read_file: ") and "read_file: read_file" not in text, res
+        res = s.call("search_files", path=".")
+        text = res["content"][0]["text"]
+        assert res["isError"] and text.startswith("search_files: give glob") and text.count("search_files") == 1, res
+        res = s.call("edit_file", path=big.name, old_string="", new_string="x")
+        text = res["content"][0]["text"]
+        assert res["isError"] and text == "edit_file: old_string is empty", res
+    finally:
+        assert s.close() == 0
+        assert big.stat().st_size == (64 << 20) + 1
+        big.unlink()
