@@ -8,6 +8,7 @@ checks the host: nothing in the target directory, the layer gone, the
 canary kept."""
 import json
 import os
+import pathlib
 import stat
 import subprocess
 
@@ -175,6 +176,25 @@ def test_output_path_that_is_not_a_file_is_refused_in_words(brig, kind):
     want = "Is a directory" if kind == "directory" else "is not a regular file (a FIFO or a socket)"
     assert want in r.stderr and "--json-report" in r.stderr, r.stderr
 
+
+
+@pytest.mark.parametrize("opt", ["--json-report", "--audit"])
+def test_output_path_on_a_kernel_interface_is_refused_before_the_run(brig, opt):
+    """An output path on procfs or sysfs (root may open /proc/version for
+    writing; its write fails) was refused only after the command had run,
+    with 125, so a caller that retries on 125 ran it twice (found by
+    attack34); under /proc/sys a report would set the kernel. Refused
+    before anything runs, naming the filesystem; the file is unchanged.
+    (Only files whose writes fail are tried here: the host's settings are
+    never risked.)"""
+    ws = brig.workspace
+    before = pathlib.Path("/proc/version").read_text()
+    r = brig.sh("echo ran >> ran", opt, "/proc/version")
+    assert r.returncode == 125 and not (ws / "ran").exists(), r
+    # rootless, the open itself is refused; root opens it, and is refused its filesystem
+    words = "a file of procfs" if brig.mode == "root" else "Permission denied"
+    assert opt in r.stderr and words in r.stderr, r.stderr
+    assert pathlib.Path("/proc/version").read_text() == before
 
 def test_output_path_plain_file_still_written(brig):
     """The refusals above leave ordinary output paths alone: a new file, an

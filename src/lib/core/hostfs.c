@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 
@@ -147,6 +149,31 @@ static const char *in_state_root(const char *path, bool append, const char **roo
         return how;
 }
 
+/* The filesystem of fd, if it is one of the kernel's interfaces (procfs,
+ * sysfs, cgroupfs, ...): there a "file" is a control, which a report
+ * would set (root's --json-report /proc/sys/...), or one that takes no
+ * such write, refused only once the command has run. NULL otherwise. */
+static const char *kernel_interface_fs(int fd)
+{
+        static const struct {
+                long magic;
+                const char *name;
+        } kernel_fs[] = {
+                { PROC_SUPER_MAGIC, "procfs" },      { SYSFS_MAGIC, "sysfs" },
+                { CGROUP_SUPER_MAGIC, "cgroupfs" },  { CGROUP2_SUPER_MAGIC, "cgroup2" },
+                { DEBUGFS_MAGIC, "debugfs" },        { TRACEFS_MAGIC, "tracefs" },
+                { SECURITYFS_MAGIC, "securityfs" },  { BPF_FS_MAGIC, "bpffs" },
+                { EFIVARFS_MAGIC, "efivarfs" },      { 0x62656570 /* CONFIGFS_MAGIC */, "configfs" },
+        };
+        struct statfs sf;
+        if (fstatfs(fd, &sf) < 0)
+                return NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(kernel_fs); i++)
+                if ((long)sf.f_type == kernel_fs[i].magic)
+                        return kernel_fs[i].name;
+        return NULL;
+}
+
 int output_open(const char *path, const char *what, bool append, brig_error **err)
 {
         struct state_guard g;
@@ -187,6 +214,12 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
         if (!S_ISREG(st.st_mode))
                 return state_fail(err, EINVAL, "%s '%s' is not a regular file; give a new path or a regular file",
                                   what, path);
+        const char *fs = kernel_interface_fs(fd);
+        if (fs)
+                return state_fail(err, EINVAL, "%s '%s' is a file of %s, whose writes are requests to the kernel "
+                                               "(a setting changed, or the write refused after the command ran): "
+                                               "give a path on an ordinary filesystem",
+                                  what, path, fs);
         /* A second name is a hard link someone made: perhaps a sandbox,
          * to a file it may no longer write (or that was not there yet to
          * matter), which brig's write would then overwrite. */
