@@ -380,6 +380,12 @@ def test_doctor_json(brig):
     # throwaway namespace) must say so, root and rootless
     assert doc["filtered_mode"] is True
     assert doc["rootless"] is (brig.mode == "rootless")
+    # the seccomp flag that closes the unix guard's signal window (row 456)
+    # is Linux 5.19's: said as the kernel's release says
+    release = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    assert doc["seccomp"]["wait_killable_recv"] is (release >= (5, 19)), (release, doc["seccomp"])
+    line = next(x for x in brun(brig, "doctor").stdout.splitlines() if "seccomp wait-killable" in x)
+    assert re.match(r"\s*ok\b" if release >= (5, 19) else r"\s*--", line), line
 
 
 # ---- the JSON report ------------------------------------------------------------

@@ -161,6 +161,10 @@ static int try_overlay_in_userns(void)
         return sys_fsconfig(o, FSCONFIG_CMD_CREATE, NULL, NULL, 0);
 }
 
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)  /* Linux 5.19 */
+#endif
+
 static int landlock_abi(void)
 {
         long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
@@ -184,6 +188,13 @@ static json_t *seccomp_json(void)
                 json_object_set_new(a, actions[i].name, json_boolean(ok));
         }
         json_object_set_new(o, "actions", a);
+        /* Linux 5.19: once the supervisor has a call, only a killing signal
+         * ends the caller's wait (controls/seccomp.c). Asked with no
+         * program: flags it knows fail on the copy (EFAULT), others EINVAL. */
+        bool killable = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, NULL) < 0 &&
+                        errno == EFAULT;
+        json_object_set_new(o, "wait_killable_recv", json_boolean(killable));
         return o;
 }
 
@@ -400,6 +411,11 @@ char *brig_doctor_text(bool *ok, brig_error **err)
                 line(out, json_is_true(v), what,
                      strcmp(key, "user_notif") == 0 ? "unix socket guard, --audit (required)" : "");
         }
+        line(out, json_is_true(json_object_get(sc, "wait_killable_recv")), "seccomp wait-killable",
+             json_is_true(json_object_get(sc, "wait_killable_recv"))
+                     ? "a guarded connect ends with its caller's wait (Linux 5.19)"
+                     : "older kernel: a guarded connect a handled signal interrupted may still complete within "
+                       "20 ms (the socket guard's watcher ends it)");
         char detail[64];
         json_int_t abi = json_integer_value(json_object_get(doc, "landlock_abi"));
         snprintf(detail, sizeof detail, "ABI %lld", (long long)abi);
