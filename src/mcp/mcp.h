@@ -38,6 +38,7 @@ struct mcp {
         size_t pending_bytes;     /* past MCP_PENDING_MAX stdin is not read until they are handled */
         json_t *current_id;       /* the request being handled, or NULL */
         bool cancelled;           /* the client cancelled it: no answer */
+        json_t *cancelled_ids;    /* requestIds cancelled before they ran: the last MCP_CANCELS_KEPT */
         bool eof;                 /* stdin ended: the session is over */
 };
 
@@ -49,6 +50,7 @@ struct mcp_line {
 
 #define MCP_REPORTS_KEPT 64
 #define MCP_PENDING_MAX (32u << 20)
+#define MCP_CANCELS_KEPT 64
 
 static inline void mcp_freep(void *p)
 {
@@ -61,7 +63,8 @@ void mcp_send(struct mcp *m, char *line);
 /* notifications/message at LEVEL ("info", "warning", ...), and on stderr. */
 void mcp_log(struct mcp *m, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Read what stdin has (once; it is readable): complete lines are queued,
- * a cancellation of the current request sets m->cancelled. EOF or an
+ * a cancellation of the current request sets m->cancelled, one of a
+ * queued request keeps its id in m->cancelled_ids. EOF or an
  * error sets m->eof. */
 void mcp_read_input(struct mcp *m);
 /* The session's sandbox, made from the command line's policy on first use. */

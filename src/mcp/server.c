@@ -351,6 +351,19 @@ static json_t *dispatch(struct mcp *m, const char *method, json_t *params, int *
         return NULL;
 }
 
+/* Was this request cancelled while it waited? Then forgotten: true once. */
+static bool cancelled_before_it_ran(struct mcp *m, const json_t *id)
+{
+        size_t i;
+        json_t *v;
+        json_array_foreach(m->cancelled_ids, i, v)
+                if (json_equal(v, id)) {
+                        json_array_remove(m->cancelled_ids, i);
+                        return true;
+                }
+        return false;
+}
+
 static void handle_line(struct mcp *m, const char *line, size_t len)
 {
         struct rpc_msg msg;
@@ -366,6 +379,8 @@ static void handle_line(struct mcp *m, const char *line, size_t len)
                  * nothing to do; a notification is never answered. */
                 break;
         case RPC_REQUEST: {
+                if (cancelled_before_it_ran(m, msg.id))
+                        break;  /* nothing run, nothing answered */
                 int code = RPC_INTERNAL_ERROR;
                 char why[512] = "internal error";
                 m->current_id = msg.id;
@@ -409,18 +424,32 @@ static void queue_line(struct mcp *m, const char *data, size_t len)
         m->pending_bytes += line_cost(len);
 }
 
-/* notifications/cancelled for the request being handled? */
-static bool cancels_current(struct mcp *m, const char *line, size_t len)
+/* Is the line a notifications/cancelled? Then it is taken here, not
+ * queued: the request being handled is stopped, one still queued is
+ * remembered and skipped when its turn comes (MCP: a cancelled request
+ * gets no answer), one that is unknown or done is ignored. */
+static bool take_cancel(struct mcp *m, const char *line, size_t len)
 {
-        if (!m->current_id || !memmem(line, len, "notifications/cancelled", 23))
+        if (!memmem(line, len, "notifications/cancelled", 23))
                 return false;
         struct rpc_msg msg;
         rpc_parse(line, len, &msg);
-        bool yes = msg.kind == RPC_NOTIFICATION && msg.method && strcmp(msg.method, "notifications/cancelled") == 0 &&
-                   json_equal(json_object_get(msg.params, "requestId"), m->current_id);
+        json_t *id = json_object_get(msg.params, "requestId");
+        bool cancel = msg.kind == RPC_NOTIFICATION && msg.method &&
+                      strcmp(msg.method, "notifications/cancelled") == 0 && (json_is_string(id) || json_is_integer(id));
+        if (cancel && m->current_id && json_equal(id, m->current_id)) {
+                m->cancelled = true;
+        } else if (cancel && m->cancelled_ids) {
+                /* ids are never reused in a session (MCP): one for a
+                 * request already answered only waits to be pushed out */
+                if (json_array_size(m->cancelled_ids) >= MCP_CANCELS_KEPT)
+                        json_array_remove(m->cancelled_ids, 0);
+                json_array_append(m->cancelled_ids, id);
+        }
         rpc_msg_clear(&msg);
-        return yes;
+        return cancel;
 }
+
 
 void mcp_read_input(struct mcp *m)
 {
@@ -438,9 +467,7 @@ void mcp_read_input(struct mcp *m)
         size_t len;
         enum rpc_take t;
         while ((t = rpc_reader_take(&m->rd, &line, &len)) != RPC_TAKE_NONE) {
-                if (t == RPC_TAKE_LINE && cancels_current(m, line, len))
-                        m->cancelled = true;
-                else
+                if (t != RPC_TAKE_LINE || !take_cancel(m, line, len))
                         queue_line(m, line, t == RPC_TAKE_TOO_LONG ? SIZE_MAX : len);
         }
 }
@@ -567,6 +594,7 @@ int cmd_mcp(int argc, char **argv)
                 goto out;
         }
         m.pending_tail = &m.pending;
+        m.cancelled_ids = json_array();
         while (!m.stop) {
                 struct mcp_line *l = m.pending;
                 if (l) {
@@ -607,6 +635,7 @@ out:
                 close(m.sig_fd);
         brig_policy_free(m.policy);
         json_decref(m.policy_json);
+        json_decref(m.cancelled_ids);
         json_decref(m.reports);
         json_decref(m.refusals);
         free(m.workspace);

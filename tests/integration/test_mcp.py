@@ -331,6 +331,32 @@ def test_cancelled_command_is_killed_and_not_answered(brig):
     assert s.close() == 0
 
 
+
+def test_a_request_cancelled_while_queued_never_runs(brig):
+    """notifications/cancelled for a request still waiting behind a running
+    one: it never runs (its file never appears on the host) and gets no
+    answer; the running one and the next are answered. Before, the
+    cancellation was ignored and the command ran (attack35)."""
+    mark = marker("mcpq")
+    queued = brig.workspace / marker("queued")
+    s = Session(brig)
+    s.init()
+    ident = s.next_id = s.next_id + 1
+    s.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"command": ["sh", "-c", "sleep 2; echo first", mark]}}})
+    assert wait_until(lambda: pids_with(mark), timeout=20), s.stderr()
+    s.send({"jsonrpc": "2.0", "id": ident + 1, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"command": f"echo ran > {queued.name}"}}})
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": ident + 1}})
+    s.send({"jsonrpc": "2.0", "id": ident + 2, "method": "ping"})
+    first = s.answer()
+    assert first["id"] == ident and result_of(first["result"])["stdout"] == "first\n", first
+    assert s.answer() == {"jsonrpc": "2.0", "id": ident + 2, "result": {}}  # none for the cancelled one
+    s.next_id = ident + 2
+    assert result_of(s.call("run_command", command="echo next"))["stdout"] == "next\n"
+    assert s.close() == 0
+    assert not queued.exists()
+
 def test_bad_options_exit_125_before_the_protocol(brig):
     for args, words in ((["--memory", "lots"], "--memory"), (["--keep", "../x"], "--keep"),
                         (["--", "sh"], "run_command"), (["extra"], "unexpected argument")):
