@@ -975,6 +975,20 @@ static void sweep_one(const struct pool *pl)
                 state_remove_tree(pl->dir, NULL);
 }
 
+/* An entry of ROOT/pools (`pools`) that is a pool's directory: 1, *pl
+ * made for it (pool_free). 0 for the rest (names/, dot files); -ENOMEM. */
+static int pool_entry(const char *pools, const struct dirent *de, struct pool *pl)
+{
+        if (de->d_name[0] == '.' || strlen(de->d_name) != POOL_KEY_LEN)
+                return 0;
+        *pl = (struct pool){ .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+        if (pl->key && pl->dir)
+                return 1;
+        pool_free(pl);
+        *pl = (struct pool){ 0 };  /* freed again by the caller's pool_free */
+        return -ENOMEM;
+}
+
 void pool_sweep(void)
 {
         brig_error *e = NULL;
@@ -987,12 +1001,12 @@ void pool_sweep(void)
         DIR *d = pools ? opendir(pools) : NULL;
         struct dirent *de;
         while (d && (de = readdir(d))) {
-                if (de->d_name[0] == '.' || strlen(de->d_name) != 16)
+                struct pool pl;
+                if (pool_entry(pools, de, &pl) <= 0)
                         continue;
-                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
-                json_t *st = pl.dir ? pool_state(&pl) : NULL;
+                json_t *st = pool_state(&pl);
                 /* no pool.json: brig pool was killed before it wrote one */
-                if (pl.key && pl.dir && (!st || !state_supervisor_alive(st))) {
+                if (!st || !state_supervisor_alive(st)) {
                         names_forget(pools, pl.key);  /* no run finds it by a name any more */
                         sweep_one(&pl);
                 }
@@ -1085,10 +1099,10 @@ char *brig_pool_list_json(brig_error **err)
         DIR *d = pools_open(&pools);
         struct dirent *de;
         while (d && (de = readdir(d))) {
-                if (de->d_name[0] == '.' || strlen(de->d_name) != POOL_KEY_LEN)
+                struct pool pl;
+                if (pool_entry(pools, de, &pl) <= 0)
                         continue;
-                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
-                json_t *st = pl.key && pl.dir ? pool_state(&pl) : NULL;
+                json_t *st = pool_state(&pl);
                 if (st && state_supervisor_alive(st)) {
                         json_t *ws = json_object_get(st, "workspace"), *failing = json_object_get(st, "failing");
                         json_t *row = json_pack("{s:s, s:o, s:O, s:I, s:I, s:O, s:O, s:O}", "key", pl.key, "names",
@@ -1120,11 +1134,12 @@ int brig_pool_stop_all(unsigned *stopped, brig_error **err)
         struct dirent *de;
         int r = 0;
         while (d && (de = readdir(d))) {
-                if (de->d_name[0] == '.' || strlen(de->d_name) != POOL_KEY_LEN)
-                        continue;
-                struct pool pl = { .key = strdup(de->d_name), .dir = brig_strdup_printf("%s/%s", pools, de->d_name) };
+                struct pool pl;
                 brig_error *one = NULL;
-                int s = pl.key && pl.dir ? pool_stop(&pl, pl.key, &one) : brig_err(&one, ENOMEM, "pool");
+                int s = pool_entry(pools, de, &pl);
+                if (s == 0)
+                        continue;
+                s = s < 0 ? brig_err(&one, ENOMEM, "pool") : pool_stop(&pl, pl.key, &one);
                 if (s == 0) {
                         (*stopped)++;
                         names_forget(pools, pl.key);
