@@ -1120,13 +1120,16 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
 {
         struct call c = { .sock = -1, .target_pidfd = -1, .path_fd = -1 };
         if (guard_full()) {
-                /* nothing is copied (no descriptor is taken): not made, and said */
+                /* nothing is copied (no descriptor is taken): not made, and
+                 * said; recorded first, while the caller still waits (its
+                 * address is read from its memory: once answered, it may
+                 * have exited, and the attempt would go unrecorded) */
+                record_no_room(g, req, "brig's socket guard had no room for it (calls in flight)");
                 answer(listener, g->resp, req->id, -EAGAIN);
                 refusals_add(g->refusals, REFUSAL_LIMIT, "supervisor descriptors",
                              "a connect or sendto got EAGAIN: brig's socket guard had as many calls in flight as its "
                              "supervisor can hold the descriptors of (a higher `ulimit -n` for brig gives it more)",
                              NULL, 1);
-                record_no_room(g, req, "brig's socket guard had no room for it (calls in flight)");
                 return;
         }
         int e = copy_call(listener, req, &c);
@@ -1177,7 +1180,6 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
         else if (run_inline(&c))
                 answer(listener, g->resp, req->id, perform(&c));
         else if ((e = hand_off(listener, req->id, &c)) < 0) {
-                answer(listener, g->resp, req->id, -EAGAIN);
                 char why[160];
                 if (e == -EAGAIN)
                         snprintf(why, sizeof why,
@@ -1186,8 +1188,9 @@ static void guard_call(struct unixguard *g, int listener, const struct seccomp_n
                 else
                         snprintf(why, sizeof why, "a connect or sendto got EAGAIN: brig's socket guard could not "
                                  "take it (%s)", strerror(-e));
+                record_no_room(g, req, why);  /* before the answer, as above */
+                answer(listener, g->resp, req->id, -EAGAIN);
                 refusals_add(g->refusals, REFUSAL_LIMIT, "connects at once", why, NULL, 1);
-                record_no_room(g, req, why);
         }
         call_free(&c);
 }
