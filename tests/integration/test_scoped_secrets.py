@@ -448,7 +448,7 @@ curl -sS -i --data-binary @/tmp/big https://api.test/bigbody | grep -i '^x-brig-
     r, ev, path = audited(brig, script, *up.args("--http-rule", "other.test * /**"))
     lines = r.stdout.splitlines()
     deny = [l for l in lines if l.lower().startswith("x-brig-deny")]
-    assert len(deny) == 9, r
+    assert len(deny) == 9, (r.stdout, r.stderr)  # whole: which one is missing
     assert "other.test:80" in deny[0] and "secret API_TOKEN over plain http" in deny[0], deny
     assert "secret API_TOKEN to a host it is not bound to" in deny[1], deny
     assert "secret API_TOKEN in the URL" in deny[2], deny
