@@ -89,17 +89,13 @@ const char *cli_usage(const char *cmd)
 
 void cli_put_safe(FILE *f, const char *s, bool multiline)
 {
-        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-                /* C0 controls and DEL, and C1 controls in UTF-8 (U+0080..U+009F:
-                 * 0xC2 0x80..0x9F; xterm takes U+009B as CSI). */
-                if (*c == '\n' && multiline)
-                        fputc(*c, f);
-                else if (*c < 0x20 || *c == 0x7f)
-                        fprintf(f, "\\x%02x", *c);
-                else if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
-                        fprintf(f, "\\x%02x\\x%02x", c[0], c[1]), c++;
-                else
-                        fputc(*c, f);
+        for (const char *c = s; *c;) {
+                /* controls as \xNN (text_control_len: C0, DEL, C1, bidi) */
+                size_t k = *c == '\n' && multiline ? 0 : text_control_len(c);
+                if (!k)
+                        fputc(*c++, f);
+                for (; k; k--)
+                        fprintf(f, "\\x%02x", (unsigned char)*c++);
         }
 }
 

@@ -875,7 +875,12 @@ def test_tool_errors_say_what_brig_mcp_can_do(brig):
         res = s.call("edit_file", path=big.name, old_string="", new_string="x")
         text = res["content"][0]["text"]
         assert res["isError"] and text == "edit_file: old_string is empty", res
+        # a bidirectional control in a name the model chose reaches the
+        # agent host's log (stderr) escaped: it would reorder the line
+        assert s.call("read_file", path="no-such-\u202etxt.exe")["isError"]
     finally:
         assert s.close() == 0
+        assert "no-such-\\xe2\\x80\\xaetxt.exe" in s.stderr_text and "\u202e" not in s.stderr_text, \
+            s.stderr_text
         assert big.stat().st_size == (64 << 20) + 1
         big.unlink()

@@ -153,6 +153,20 @@ static void test_decode_escapes_controls(void **state)
         wire_error_decode(&w, sizeof w, NULL, &err);
         assert_string_equal(err->msg, "a\\x1b]52;c;eA==\\x07 b\\xc2\\x9b" "2J c\\x7f d\ne \xc3\xa9");
         brig_error_free(&err);
+        /* Unicode's bidirectional controls reorder the rest of the line:
+         * "/tmp/<RLO>txt.exe" reads as "/tmp/exe.txt" (U+202E, U+2066,
+         * U+061C, U+200F); their neighbours (U+202F, U+2065, U+2010) stay */
+        w = encoded(1, 0, "/tmp/\xe2\x80\xaetxt.exe \xe2\x81\xa6x \xd8\x9cy \xe2\x80\x8fz "
+                          "\xe2\x80\xaf \xe2\x81\xa5 \xe2\x80\x90", NULL);
+        wire_error_decode(&w, sizeof w, NULL, &err);
+        assert_string_equal(err->msg, "/tmp/\\xe2\\x80\\xaetxt.exe \\xe2\\x81\\xa6x \\xd8\\x9cy \\xe2\\x80\\x8fz "
+                                      "\xe2\x80\xaf \xe2\x81\xa5 \xe2\x80\x90");
+        brig_error_free(&err);
+        /* a cut sequence at the end reads nothing past it */
+        assert_int_equal(text_control_len("\xe2\x80"), 0);
+        assert_int_equal(text_control_len("\xe2"), 0);
+        assert_int_equal(text_control_len("\xc2"), 0);
+        assert_int_equal(text_control_len("\xe2\x80\xae"), 3);
 }
 
 /* An earlier error is the cause: the decoder leaves it as it is. */

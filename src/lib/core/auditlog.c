@@ -267,7 +267,7 @@ void brig_audit_reader_free(brig_audit_reader *r)
 }
 
 /* The text being made: control characters of the stream's strings as
- * \xNN (C0, DEL, and C1 in UTF-8). */
+ * \xNN (text_control_len: C0, DEL, C1 in UTF-8, bidi controls). */
 struct out {
         char *buf;
         size_t len;
@@ -276,13 +276,12 @@ struct out {
 
 static void put_safe(FILE *f, const char *s)
 {
-        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-                if (*c < 0x20 || *c == 0x7f)
-                        fprintf(f, "\\x%02x", *c);
-                else if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
-                        fprintf(f, "\\x%02x\\x%02x", c[0], c[1]), c++;
-                else
-                        fputc(*c, f);
+        for (const char *c = s; *c;) {
+                size_t k = text_control_len(c);
+                if (!k)
+                        fputc(*c++, f);
+                for (; k; k--)
+                        fprintf(f, "\\x%02x", (unsigned char)*c++);
         }
 }
 

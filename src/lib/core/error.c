@@ -112,26 +112,34 @@ static bool place_ok(const char *s)
         return true;
 }
 
-/* The text with C0 controls but '\n', DEL and UTF-8's C1 controls
- * (0xC2 0x80..0x9F; xterm takes U+009B as CSI) written as \xNN: the same
- * bytes the CLI's cli_put_safe shows, for every front end. */
+size_t text_control_len(const char *s)
+{
+        const unsigned char *c = (const unsigned char *)s;
+        if (c[0] < 0x20 || c[0] == 0x7f)
+                return 1;
+        if ((c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) || (c[0] == 0xd8 && c[1] == 0x9c))
+                return 2;
+        if (c[0] == 0xe2 && c[1] == 0x80 && (c[2] == 0x8e || c[2] == 0x8f || (c[2] >= 0xaa && c[2] <= 0xae)))
+                return 3;
+        if (c[0] == 0xe2 && c[1] == 0x81 && c[2] >= 0xa6 && c[2] <= 0xa9)
+                return 3;
+        return 0;
+}
+
+/* The text with its controls (text_control_len) but '\n' written as
+ * \xNN: the same bytes the CLI's cli_put_safe shows, for every front end. */
 static char *escaped(const char *s)
 {
         size_t n = strlen(s);
         char *out = malloc(4 * n + 1), *o = out;
         if (!out)
                 return NULL;
-        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-                if (*c == '\n') {
-                        *o++ = '\n';
-                } else if (*c < 0x20 || *c == 0x7f) {
-                        o += sprintf(o, "\\x%02x", *c);
-                } else if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) {
-                        o += sprintf(o, "\\x%02x\\x%02x", c[0], c[1]);
-                        c++;
-                } else {
-                        *o++ = (char)*c;
-                }
+        for (const char *c = s; *c;) {
+                size_t k = *c == '\n' ? 0 : text_control_len(c);
+                if (!k)
+                        *o++ = *c++;
+                for (; k; k--)
+                        o += sprintf(o, "\\x%02x", (unsigned char)*c++);
         }
         *o = '\0';
         return out;

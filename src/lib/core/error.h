@@ -16,6 +16,15 @@ BRIG_INTERNAL int brig_err_code(brig_error **err, int exit_code, int errnum, con
 BRIG_INTERNAL int brig_err_prefix(brig_error **err, const char *fmt, ...) BRIG_PRINTF(2, 3);
 BRIG_INTERNAL char *brig_strdup_printf(const char *fmt, ...) BRIG_PRINTF(1, 2);
 
+/* How many bytes at c (a NUL-terminated string) a terminal or a reader
+ * of a log would take for a control, to be shown as \xNN each: C0 and
+ * DEL (1), C1 in UTF-8 (2: 0xC2 0x80..0x9F; xterm takes U+009B as CSI),
+ * and Unicode's bidirectional controls (U+061C, U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069: they reorder what is seen of the rest
+ * of the line, so that a path or a reason reads as something else). 0:
+ * c[0] prints as it is. Every printer of text a sandbox chose uses it. */
+BRIG_INTERNAL size_t text_control_len(const char *c);
+
 /* ---- an error crossing a process boundary ------------------------------ */
 
 /* The one form in which a brig_error leaves its process: the child's and
