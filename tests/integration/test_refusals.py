@@ -218,6 +218,7 @@ def test_fork_bomb_that_exits_0_still_gets_a_line(brig):
     assert refusal_lines(r.stderr) == [f"brig: {n} forks refused: process limit 16 reached (raise with --pids)"], r
     lim, = [x for x in r.report["refusals"] if x["kind"] == "limit"]
     assert lim["allow_with"] == "--pids" and lim["count"] == n and r.report["reason"] == "exited", r.report
+    assert lim["what"] == "process limit 16", lim  # brig's own words, not quoted as a path ("process\x20limit")
     again = brig.run("run", "--pids", "64", "--", "python3", "-c", FORKS)
     assert again.stdout.strip() == "0" and refusal_lines(again.stderr) == [], again
 

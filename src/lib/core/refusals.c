@@ -65,9 +65,14 @@ static void add(struct refusals *r, enum refusal_kind kind, const char *what, co
 {
         if (!r || !what || !why)
                 return;
+        /* a destination, a path, a name: the sandbox's bytes, quoted; a
+         * limit's `what` is brig's own words ("memory limit 512M"), as
+         * they are (quoted, they read "memory\x20limit\x20512M") */
         char quoted[1024];
-        refusals_quote(what, quoted, sizeof quoted);
-        what = quoted;
+        if (kind != REFUSAL_LIMIT) {
+                refusals_quote(what, quoted, sizeof quoted);
+                what = quoted;
+        }
         for (size_t i = 0; i < r->n; i++) {
                 struct refusal *f = &r->items[i];
                 if (f->kind == kind && same(f->what, what) && same(f->why, why) && same(f->allow_with, allow_with)) {

@@ -31,7 +31,8 @@ struct refusals_mark {
 
 BRIG_INTERNAL struct refusals *refusals_new(void);
 /* One more refusal. `what` names the thing refused (a destination, a name,
- * a syscall, a limit), `why` the rule or class that refused it,
+ * a syscall, shown as refusals_quote does; or, REFUSAL_LIMIT, a limit in
+ * brig's own words, as it is), `why` the rule or class that refused it,
  * `allow_with` the flag that would allow it, or NULL when none would (a
  * --deny-host of the user's, a malformed request). Equal refusals are one
  * entry with a count. Safe with r NULL. */
