@@ -80,7 +80,7 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
                 return;
         }
         m->method = json_string_value(method);
-        if (strlen(m->method) != json_string_length(method)) {
+        if (rpc_has_nul(method)) {
                 invalid(m, RPC_INVALID_REQUEST, reply_to, "invalid request: \"method\" holds a NUL character");
                 return;
         }
@@ -245,6 +245,11 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
             (c == 0xf4 && s[1] > 0x8f))
                 return 0;
         return len;
+}
+
+bool rpc_has_nul(const json_t *s)
+{
+        return json_is_string(s) && strlen(json_string_value(s)) != json_string_length(s);
 }
 
 json_t *rpc_string_lossy(const char *s, size_t n)

@@ -76,4 +76,8 @@ void rpc_reader_free(struct rpc_reader *r);
  * the command wrote) becomes U+FFFD, one per bad byte. */
 json_t *rpc_string_lossy(const char *s, size_t n);
 
+/* A JSON string holding a NUL (\u0000): its C string would stop short,
+ * and "debug" followed by one would pass for "debug". */
+bool rpc_has_nul(const json_t *s);
+
 #endif

@@ -333,10 +333,7 @@ static json_t *dispatch(struct mcp *m, const char *method, json_t *params, int *
                 return resources_read(m, params, code, why, why_size);
         if (strcmp(method, "logging/setLevel") == 0) {
                 json_t *asked = json_object_get(params, "level");
-                /* whole: "debug" followed by a NUL is no level */
-                int level = json_is_string(asked) && strlen(json_string_value(asked)) == json_string_length(asked)
-                                    ? level_of(json_string_value(asked))
-                                    : -1;
+                int level = rpc_has_nul(asked) ? -1 : level_of(json_string_value(asked));
                 if (level < 0) {
                         *code = RPC_INVALID_PARAMS;
                         snprintf(why, why_size, "invalid params: level is one of debug, info, notice, warning, "

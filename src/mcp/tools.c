@@ -485,10 +485,6 @@ static bool env_name_ok(const char *s)
         return true;
 }
 
-static bool has_nul(json_t *s)
-{
-        return json_is_string(s) && strlen(json_string_value(s)) != json_string_length(s);
-}
 
 static void strv_free_all(char **v)
 {
@@ -507,7 +503,7 @@ static json_t *tool_run_command(struct mcp *m, json_t *a, brig_error **err)
         json_t *out = NULL;
         _autofree_ char *cwd = json_object_get(a, "cwd") ? inside_path(m, arg_str(a, "cwd")) : NULL;
         if (json_is_string(cmd)) {
-                if (!*json_string_value(cmd) || has_nul(cmd)) {
+                if (!*json_string_value(cmd) || rpc_has_nul(cmd)) {
                         tool_fail(err, EINVAL, "command: an empty string or one holding a NUL character");
                         return NULL;
                 }
@@ -526,7 +522,7 @@ static json_t *tool_run_command(struct mcp *m, json_t *a, brig_error **err)
                 }
                 argv = calloc(n + 1, sizeof *argv);
                 json_array_foreach(cmd, i, s) {
-                        if (has_nul(s)) {
+                        if (rpc_has_nul(s)) {
                                 strv_free_all(argv);
                                 tool_fail(err, EINVAL, "command[%zu] holds a NUL character", i);
                                 return NULL;
@@ -541,7 +537,7 @@ static json_t *tool_run_command(struct mcp *m, json_t *a, brig_error **err)
         json_t *v;
         env = calloc(json_object_size(envo) + 1, sizeof *env);
         json_object_foreach(envo, k, v) {
-                if (!env_name_ok(k) || has_nul(v)) {
+                if (!env_name_ok(k) || rpc_has_nul(v)) {
                         tool_fail(err, EINVAL, "env: '%.60s' is not a variable name (letters, digits, _) or its "
                                                "value holds a NUL", k);
                         goto out;
