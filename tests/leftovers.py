@@ -21,8 +21,9 @@ snapshot() looks at every place a brig of any user may leave something:
              and processes whose command line holds one of `markers`
   files      everything under each state root (/run/brig, /run/user/*/brig,
              /tmp/brig-UID and `state_roots`) except the syscall filter
-             cache (cache/seccomp-*.bpf) and the directory cache
-             (cache/dirs-1), both kept on purpose, the runs/
+             cache (cache/seccomp-*.bpf), the directory cache
+             (cache/dirs-1) and the plain pooled policy
+             (cache/pooled-plain-*), kept on purpose, the runs/
              directory itself and its spare (runs/spare: the last run's
              record, emptied for the next one's), and the run records and cache temporaries
              of brigs still running (theirs, in use); and entries with
@@ -196,15 +197,16 @@ def _in_use(name):
 
 
 def _kept(rel):
-    """The syscall filter cache and the policy step's directory cache
-    (cache/dirs-1) are kept across runs on purpose, and so is the directory
+    """The syscall filter cache, the policy step's directory cache
+    (cache/dirs-1) and a plain pooled run's policy (cache/pooled-plain-ID,
+    persist/pool_claim.h) are kept across runs on purpose, and so is the directory
     of run records with its spare (core/reaper.h); a live brig's record or
     temporary is in use."""
     parts = rel.split("/")
     if len(parts) == 2 and parts[0] in ("runs", "cache") and OWNER.search(parts[1]) and _in_use(parts[1]):
         return True
     return parts in (["cache"], ["runs"], ["runs", "spare"], ["cache", "dirs-1"]) or (len(parts) == 2 and parts[0] == "cache" and
-                                  re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf", parts[1]) is not None)
+                                  re.fullmatch(r"seccomp-[0-9a-f]{16}\.bpf|pooled-plain-[0-9a-f]{16}", parts[1]) is not None)
 
 
 def _files(state_roots):

@@ -36,6 +36,9 @@ json_t *cli_sandbox_row(const char *name);
 int cmd_mcp(int argc, char **argv);
 /* brig serve: execs brig-serve (src/serve/) with the same arguments */
 int cmd_serve(int argc, char **argv);
+/* The policy that argv[1..first) and the environment asked for is the
+ * defaults alone: no option before the command (or "--"), no BRIG_POLICY. */
+bool cli_plain_policy(int argc, char **argv, int first);
 int cli_policy_from_args(const char *cmd, int argc, char **argv, brig_policy **ret, int *rest);
 
 /* The usage text of a command without an option parser of its own (ls,

@@ -2,6 +2,7 @@
  * calls; the library does the rest. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "persist/pool_claim.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -227,6 +228,12 @@ static void put_run_usage(FILE *out)
         run_options_free(&o);
 }
 
+bool cli_plain_policy(int argc, char **argv, int first)
+{
+        const char *env = getenv("BRIG_POLICY");
+        return (first == 1 || (first == 2 && strcmp(argv[1], "--") == 0)) && first <= argc && !(env && env[0]);
+}
+
 /* --pooled (docs/persistent.md) and --quiet are not policy options: take
  * them out before the policy options are read. */
 static bool take_flag(int *argc, char **argv, const char *flag)
@@ -328,6 +335,10 @@ int cmd_run(int argc, char **argv)
                 fprintf(stderr, "brig: timings:\n%s", res.timings);
         if (pooled && !used_pool && why[0])  /* never silently: the caller asked for the pool */
                 fprintf(stderr, "brig: --pooled: not served by the pool: %s; ran in a new sandbox\n", why);
+        /* the next such run the front end's (persist/pool_claim.h), once
+         * the status is out */
+        if (pooled && cli_plain_policy(argc, argv, first))
+                pool_remember_plain(p);
         brig_policy_free(p);
         return code;
 }

@@ -2,6 +2,7 @@
  * stop, rm, pause, resume (docs/persistent.md). */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "persist/pool_claim.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -744,9 +745,11 @@ int cmd_pool(int argc, char **argv)
                 free(rest);
                 return BRIG_EXIT_SETUP;
         }
-        free(rest);
         int r = stop ? brig_pool_stop(p, &err) : brig_pool_start_named(p, (unsigned)size, pool_name, &err);
+        if (r == 0 && !stop && cli_plain_policy(n, rest, first))  /* for brig run --pooled (run.c) */
+                pool_remember_plain(p);
         brig_policy_free(p);
+        free(rest);
         if (r == 0 && pool_name)
                 say_shared_pool(pool_name, (unsigned)size);
         return r < 0 ? cli_fail(err) : 0;

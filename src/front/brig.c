@@ -34,17 +34,20 @@
  * engine, which says what is wrong; once it is sent, the command is
  * never sent again. */
 #define _GNU_SOURCE
+#include "core/caller_context.h"
 #include "core/program.h"
 #include "persist/control.h"
 #include "persist/pool_claim.h"
 #include "persist/state_root.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -283,17 +286,22 @@ static _Noreturn void hand_over(int engine, char **argv, const sigset_t *saved, 
 struct claimed {
         const char *dir, *member;
         char **ended_argv;
+        char *identity;  /* a plain --pooled run's (pool_identity), compared by the member; NULL: as made */
 };
 
 /* Send the command (our stdio with it), forward our signals until its
  * end comes back, and exit with its status or hand the end over. In a
- * claimed member (c), the exec is its one run, as the pool made it. */
+ * claimed member (c), the exec is its one run: as the pool made it, or,
+ * with c->identity, if the member's is the same. */
 static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_opts *o, char **argv,
                               const struct claimed *c)
 {
         brig_error *err = NULL;
         size_t len;
-        char *req = exec_request_build(o, false, c ? CTL_EXEC_LAST | CTL_EXEC_AS_MADE : 0, c ? "" : NULL, &len, &err);
+        uint32_t flags = c ? CTL_EXEC_LAST | (c->identity ? 0 : CTL_EXEC_AS_MADE) : 0;
+        char *req = exec_request_build(o, false, flags, c ? (c->identity ? c->identity : "") : NULL, &len, &err);
+        if (c && c->identity)  /* may hold a caller's values: in the request now, and wiped with it */
+                explicit_bzero(c->identity, strlen(c->identity));
         free((void *)o->env);
         char *buf = malloc(CTL_MAX_MSG);
         if (!req || !buf) {
@@ -379,6 +387,113 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
         }
 }
 
+/* The first ready member of the pool in dir (key) claimed and its
+ * control socket connected (root: the checked state root); -1 when none
+ * is ready. */
+static int claim_connect(const char *root, const char *dir, const char *key, char *member, size_t n)
+{
+        while (pool_claim_ready(dir, key, member, n) == 0) {
+                _cleanup_free_ char *mdir = brig_strdup_printf("%s/%s", root, member);  /* a valid name: claimed */
+                int sock = mdir ? ctl_connect(mdir) : -1;
+                if (sock >= 0)
+                        return sock;
+                pool_claim_drop(dir, member);  /* stopping: its daemon removes it */
+        }
+        return -1;
+}
+
+/* `brig run --pooled [--] COMMAND [ARG...]` and nothing else (no option,
+ * no BRIG_POLICY, no terminal): a run whose policy is the engine's
+ * defaults alone. The command's argv, or NULL. */
+static char **plain_pooled(int argc, char **argv)
+{
+        if (argc < 4 || strcmp(argv[1], "run") != 0 || strcmp(argv[2], "--pooled") != 0)
+                return NULL;
+        int at = strcmp(argv[3], "--") == 0 ? 4 : 3;
+        const char *policy = getenv("BRIG_POLICY");
+        if (at >= argc || argv[at][0] == '\0' || (at == 3 && argv[3][0] == '-') || (policy && policy[0]))
+                return NULL;
+        for (int fd = 0; fd <= 2; fd++)
+                if (isatty(fd))
+                        return NULL;
+        return argv + at;
+}
+
+/* ROOT/cache/NAME, read whole if it is a file of ours no one else may
+ * write, with no second name (a link from where another could write it),
+ * in a cache directory of ours alone (state.c's checks); NULL. */
+static char *cache_read(const char *root, const char *name)
+{
+        char path[PATH_MAX];
+        struct stat st;
+        if ((size_t)snprintf(path, sizeof path, "%s/cache", root) >= sizeof path)
+                return NULL;
+        _cleanup_close_ int dir = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0 || fstat(dir, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))
+                return NULL;
+        _cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+            (st.st_mode & 022) || st.st_size <= 0 || st.st_size > CTL_MAX_MSG)
+                return NULL;
+        char *text = malloc((size_t)st.st_size + 1);
+        if (!text || read(fd, text, (size_t)st.st_size) != st.st_size) {
+                free(text);
+                return NULL;
+        }
+        text[st.st_size] = '\0';
+        return text;
+}
+
+/* Our umask, read by setting it (one thread, no handler: nothing makes a
+ * file in between). */
+static mode_t our_umask(void)
+{
+        mode_t mask = umask(077);
+        umask(mask);
+        return mask & 0777;
+}
+
+/* A plain --pooled run's member: claimed in the pool the engine would
+ * have chosen (the policy the engine wrote down for this build of it,
+ * the workspace our directory, our context; pool.c's pool_key) and
+ * connected, with what the member must find the same to run it
+ * (*identity: pool_identity, as pool.c's brig_run_pooled_why sends it).
+ * -1 when none: the engine then does it all, and says why not. */
+static int plain_member(int engine, char **dir, char *member, size_t n, char **identity)
+{
+        brig_error *err = NULL;
+        _cleanup_free_ char *root = NULL;
+        int r = state_root(false, &root, &err);  /* checked: the member's socket is in it too */
+        brig_error_free(&err);
+        char name[POOL_PLAIN_NAME_LEN];
+        _cleanup_free_ char *plain = r == 0 && pool_plain_name(engine, name) == 0 ? cache_read(root, name) : NULL;
+        size_t magic = strlen(POOL_PLAIN_MAGIC);
+        int with_umask, used;
+        unsigned fixed;
+        if (!plain || strncmp(plain, POOL_PLAIN_MAGIC "\n", magic + 1) != 0 ||
+            sscanf(plain + magic + 1, "umask=%d fixed=%u\n%n", &with_umask, &fixed, &used) != 2)
+                return -1;
+        const char *json = plain + magic + 1 + used;
+        _cleanup_free_ char *cwd = getcwd(NULL, 0);
+        _cleanup_free_ char *ws = cwd ? path_normalize(cwd) : NULL;
+        struct caller_context_spec spec = { .umask = with_umask ? (int)our_umask() : -1, .fixed_rlimits = fixed };
+        char *context = ws ? caller_context_text(&spec) : NULL;
+        struct stat st;
+        char sources[64] = "ws=-\n";  /* plan_sources_identity: the workspace alone, a plain policy binds nothing */
+        if (ws && stat(ws, &st) == 0)
+                snprintf(sources, sizeof sources, "ws=%llu:%llu\n", (unsigned long long)st.st_dev,
+                         (unsigned long long)st.st_ino);
+        char key[POOL_KEY_LEN + 1];
+        if (context)
+                pool_key_text(json, ws, context, key);
+        *identity = context ? pool_identity(json, ws, sources, context) : NULL;
+        if (context)
+                explicit_bzero(context, strlen(context));
+        free(context);
+        *dir = *identity ? brig_strdup_printf("%s/pools/%s", root, key) : NULL;
+        return *dir ? claim_connect(root, *dir, key, member, n) : -1;
+}
+
 /* brig run --pool NAME: a ready member of the pool of that name, claimed
  * and connected; -1 (nothing claimed) for the engine to do it (none
  * ready yet: it waits; no such pool: it says so). */
@@ -389,14 +504,30 @@ static int member_connect(const char *pool, char **dir, char *member, size_t n)
         _cleanup_free_ char *root = NULL;  /* checked once: the member's socket is in it too */
         int r = pool_named(pool, dir, key, &root, &err);
         brig_error_free(&err);
-        while (r == 0 && (r = pool_claim_ready(*dir, key, member, n)) == 0) {
-                _cleanup_free_ char *mdir = brig_strdup_printf("%s/%s", root, member);  /* a valid name: claimed */
-                int sock = mdir ? ctl_connect(mdir) : -1;
-                if (sock >= 0)
-                        return sock;
-                pool_claim_drop(*dir, member);  /* stopping: its daemon removes it */
+        return r == 0 ? claim_connect(root, *dir, key, member, n) : -1;
+}
+
+/* The run in the member claimed and connected on sock (pool dir), its
+ * end said as an exec's into it (`brig exec MEMBER -- COMMAND`); returns
+ * only when it was never sent, the claim dropped. */
+static void run_in_member(int engine, int sock, const char *dir, const char *member, brig_exec_opts *o,
+                          char **argv, char *identity)
+{
+        size_t n = 0;
+        while (o->argv[n])
+                n++;
+        char **ended = calloc(n + 5, sizeof *ended);
+        if (ended) {
+                ended[0] = argv[0];
+                ended[1] = "exec";
+                ended[2] = (char *)member;
+                ended[3] = "--";
+                memcpy(ended + 4, o->argv, n * sizeof *ended);
+                struct claimed c = { .dir = dir, .member = member, .ended_argv = ended, .identity = identity };
+                exec_in(engine, sock, member, o, argv, &c);
         }
-        return -1;
+        close(sock);
+        pool_claim_drop(dir, member);
 }
 
 int main(int argc, char **argv)
@@ -420,23 +551,8 @@ int main(int argc, char **argv)
                 if (engine >= 0 && pool) {
                         char *dir = NULL, member[256];
                         int sock = member_connect(name, &dir, member, sizeof member);
-                        size_t n = 0;
-                        while (o.argv[n])
-                                n++;
-                        char **ended = sock >= 0 ? calloc(n + 5, sizeof *ended) : NULL;
-                        if (ended) {
-                                ended[0] = argv[0];
-                                ended[1] = "exec";
-                                ended[2] = member;
-                                ended[3] = "--";
-                                memcpy(ended + 4, o.argv, n * sizeof *ended);
-                                struct claimed c = { .dir = dir, .member = member, .ended_argv = ended };
-                                exec_in(engine, sock, member, &o, argv, &c);
-                        }
-                        if (sock >= 0) {
-                                close(sock);
-                                pool_claim_drop(dir, member);
-                        }
+                        if (sock >= 0)
+                                run_in_member(engine, sock, dir, member, &o, argv, NULL);
                         free(dir);
                 } else {
                         int sock = engine >= 0 ? sandbox_connect(name) : -1;
@@ -444,6 +560,21 @@ int main(int argc, char **argv)
                                 exec_in(engine, sock, name, &o, argv, NULL);
                 }
                 free((void *)o.env);
+        }
+        char **command = argc > 0 ? plain_pooled(argc, argv) : NULL;
+        if (command) {
+                brig_error *err = NULL;
+                engine = engine >= 0 ? engine : engine_open(&err);
+                brig_error_free(&err);
+                char *dir = NULL, member[256], *identity = NULL;
+                int sock = engine >= 0 ? plain_member(engine, &dir, member, sizeof member, &identity) : -1;
+                brig_exec_opts plain = { .argv = command, .tty = BRIG_TTY_NEVER };
+                if (sock >= 0)
+                        run_in_member(engine, sock, dir, member, &plain, argv, identity);
+                if (identity)
+                        explicit_bzero(identity, strlen(identity));
+                free(identity);
+                free(dir);
         }
         run_engine(engine, argv, -1);
 }

@@ -10,7 +10,6 @@ change time younger than the margin is not recorded: 2 s in a release
 build, too long to wait for a home made by the test), as the fixture's
 user, root and rootless."""
 import os
-import pathlib
 import stat
 import struct
 import subprocess
@@ -18,11 +17,11 @@ import time
 
 import pytest
 
+from cache_tamper import TAMPER, plant
 from conftest import IS_ROOT, NOBODY
 from proc_helpers import marker
 from test_escape import attack
 
-OTHER_UID = 65533  # neither root nor the rootless tests' nobody
 
 MARGIN_MS = 50
 MAGIC = b"brig-dirs-1\n"
@@ -136,7 +135,6 @@ def test_home_changed_behind_the_cache_is_looked_up_again(brig, hooks_bindir, sc
     assert rec is None or rec[0] != os.stat(home).st_ctime_ns or ".aws" not in rec[1], rec
 
 
-TAMPER = ["world-writable", "group-writable", "foreign-owner", "second-link", "symlink", "from-inside"]
 
 
 @attack("dircache-planted", "a directory cache file claiming the caller's home lacks ~/.aws (its real device, inode "
@@ -162,28 +160,7 @@ def test_tampered_dir_cache_is_never_trusted(brig, hooks_bindir, scratch, how):
     brig.chown(f)
     assert "AKIA-SECRET" in _leaked(brig, hooks_bindir, run, home), "the forged record is not one brig reads"
     f.unlink()
-    if how == "from-inside":
-        m = marker("plant")
-        plant = pathlib.Path(scratch / "forged")
-        plant.write_bytes(forged)
-        plant.chmod(0o644)
-        r = _brig(brig, hooks_bindir, run, home, "run", "--bind", f"{cache}:/c", "--ro-bind", f"{plant}:/forged",
-                  "--", "sh", "-c", f"cp /forged /c/dirs-1 && chmod 600 /c/dirs-1; touch {brig.workspace}/{m}")
-        assert r.returncode == 125 and "brig's state directory" in r.stderr, r
-        assert not (brig.workspace / m).exists() and not f.exists(), "the sandbox ran with the cache directory"
-    else:
-        f.write_bytes(forged)
-        brig.chown(f)
-        f.chmod({"world-writable": 0o666, "group-writable": 0o620}.get(how, 0o600))
-        if how == "foreign-owner":
-            os.chown(f, OTHER_UID, OTHER_UID)
-        elif how == "second-link":
-            os.link(f, scratch / "kept-link")
-        elif how == "symlink":
-            target = scratch / "forged-target"
-            os.rename(f, target)
-            f.symlink_to(target)
-            os.lchown(f, brig.uid, brig.uid)
+    plant(f, forged, how, brig, scratch, lambda *args: _brig(brig, hooks_bindir, run, home, *args))
     got = _leaked(brig, hooks_bindir, run, home)
     assert "AKIA-SECRET" not in got, f"ATTACK WORKED: a {how} cache file was trusted: {got!r}"
     if how in ("world-writable", "group-writable", "second-link"):

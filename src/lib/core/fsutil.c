@@ -43,3 +43,48 @@ bool tmpfile_link_over(int fd, int dir, const char *name)
         }
         return false;
 }
+
+/* (util.h declares it: path arithmetic, here for the front end, which
+ * builds this file and not util.c) */
+char *path_normalize(const char *path)
+{
+        if (!path || path[0] != '/') {
+                errno = EINVAL;
+                return NULL;
+        }
+        size_t len = strlen(path);
+        char *out = malloc(len + 2);
+        if (!out) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        size_t o = 0;
+        const char *p = path;
+        while (*p) {
+                while (*p == '/')
+                        p++;
+                if (!*p)
+                        break;
+                const char *end = strchrnul(p, '/');
+                size_t n = (size_t)(end - p);
+                if (n == 1 && p[0] == '.') {
+                        p = end;
+                        continue;
+                }
+                if (n == 2 && p[0] == '.' && p[1] == '.') {
+                        /* ".." would make textual checks lie about where a
+                         * path ends up; callers must give plain paths. */
+                        free(out);
+                        errno = EINVAL;
+                        return NULL;
+                }
+                out[o++] = '/';
+                memcpy(out + o, p, n);
+                o += n;
+                p = end;
+        }
+        if (o == 0)
+                out[o++] = '/';
+        out[o] = '\0';
+        return out;
+}

@@ -3,6 +3,7 @@
  * the environment. Everything here happens on the host before clone, so
  * the child only carries out decisions already made and checked. */
 #define _GNU_SOURCE
+#include "core/caller_context.h"
 #include "core/dircache.h"
 #include "core/model.h"
 #include "core/wall.h"
@@ -35,7 +36,6 @@ static const char *const system_dirs[] = {
 
 /* Variables passed through from the caller when set: harmless, and what
  * programs need to behave (terminal type, language, time zone). */
-static const char *const passthrough_env[] = { "TERM", "LANG", "LANGUAGE", "TZ", "COLORTERM", NULL };
 
 static int push_mount(struct run_plan *plan, struct mount_entry m)
 {
@@ -1279,10 +1279,10 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, const char *use
         r = r ?: envp_push(&env, "USER", user);
         r = r ?: envp_push(&env, "LOGNAME", user);
         r = r ?: envp_push(&env, "SHELL", shell && access(shell, X_OK) == 0 ? shell : "/bin/sh");
-        for (size_t i = 0; r == 0 && passthrough_env[i]; i++) {
-                const char *v = getenv(passthrough_env[i]);
+        for (size_t i = 0; r == 0 && caller_passthrough_env[i]; i++) {
+                const char *v = getenv(caller_passthrough_env[i]);
                 if (v)
-                        r = envp_push(&env, passthrough_env[i], v);
+                        r = envp_push(&env, caller_passthrough_env[i], v);
         }
         extern char **environ;
         for (char **e = environ; r == 0 && e && *e; e++)
@@ -1341,74 +1341,6 @@ static int plan_env(struct run_plan *plan, const brig_policy *p, const char *use
         return 0;
 }
 
-static int by_string(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Each input as NAME=VALUE or NAME (unset), one per line. */
-static bool context_var(struct strv *in, const char *name)
-{
-        const char *v = getenv(name);
-        char *line = v ? brig_strdup_printf("%s=%s", name, v) : strdup(name);
-        bool ok = line && strv_push(in, line) == 0;
-        free(line);
-        return ok;
-}
-
-/* What a cold run's command inherits from its caller's process beside
- * the environment: each resource limit (only the hard one where the
- * policy sets the soft: set_limit never raises a hard limit the caller
- * lowered; no core dumps whatever the caller's), and the caller's cgroups,
- * under which the sandbox's are made (a `systemd-run -p MemoryMax=` or a
- * harness's own group bounds the sandbox too), and its namespaces. A
- * member has its maker's: a caller with `ulimit -t`, in another group or
- * another mount namespace is not served by it. */
-static bool context_process(struct strv *in, const brig_policy *p)
-{
-        const struct limits *l = &p->limits;
-        bool ok = true;
-        for (int r = 0; ok && r < RLIMIT_NLIMITS; r++) {
-                struct rlimit rl;
-                if (r == RLIMIT_CORE || getrlimit(r, &rl) < 0)
-                        continue;
-                bool fixed = (r == RLIMIT_NOFILE && l->nofile) || (r == RLIMIT_FSIZE && l->fsize) ||
-                             (r == RLIMIT_STACK && l->stack) || (r == RLIMIT_CPU && l->cpu_time_s) ||
-                             (r == RLIMIT_NPROC && l->nproc);
-                char *line = fixed ? brig_strdup_printf("rlimit%d=%llu", r, (unsigned long long)rl.rlim_max)
-                                   : brig_strdup_printf("rlimit%d=%llu/%llu", r, (unsigned long long)rl.rlim_cur,
-                                                        (unsigned long long)rl.rlim_max);
-                ok = line && strv_push(in, line) == 0;
-                free(line);
-        }
-        /* and its namespaces: binds and the workspace are paths in the
-         * caller's mount namespace, --net host is the caller's network,
-         * the proxy connects from it */
-        static const char *const ns[] = { "mnt", "net", "user" };
-        for (size_t i = 0; ok && i < ARRAY_SIZE(ns); i++) {
-                char path[32];
-                struct stat st;
-                snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i]);
-                char *line = stat(path, &st) == 0
-                                     ? brig_strdup_printf("ns.%s=%llu", ns[i], (unsigned long long)st.st_ino)
-                                     : NULL;
-                ok = line && strv_push(in, line) == 0;
-                free(line);
-        }
-        FILE *f = fopen("/proc/self/cgroup", "re");
-        char cg[4096];
-        while (ok && f && fgets(cg, sizeof cg, f)) {
-                char *line = brig_strdup_printf("cgroup=%s", cg);
-                if (line)
-                        line[strcspn(line, "\n")] = '\0';
-                ok = line && strv_push(in, line) == 0;
-                free(line);
-        }
-        if (f)
-                fclose(f);
-        return ok && f;
-}
-
 char *plan_sources_identity(const brig_policy *p, const char *workspace)
 {
         /* what stands at the paths now: a pool member holds the directories
@@ -1441,49 +1373,32 @@ char *plan_sources_identity(const brig_policy *p, const char *workspace)
         return text;
 }
 
+unsigned plan_fixed_rlimits(const brig_policy *p)
+{
+        const struct limits *l = &p->limits;
+        return (l->nofile ? 1u << RLIMIT_NOFILE : 0) | (l->fsize ? 1u << RLIMIT_FSIZE : 0) |
+               (l->stack ? 1u << RLIMIT_STACK : 0) | (l->cpu_time_s ? 1u << RLIMIT_CPU : 0) |
+               (l->nproc ? 1u << RLIMIT_NPROC : 0);
+}
+
 char *plan_caller_context(const brig_policy *p)
 {
-        struct strv in = { 0 };
-        /* the umask too, unless the policy sets one: a cold run's commands
-         * inherit it (plan_user_asked), and a member's are the member's */
-        char ids[64];
-        if (p->umask)
-                snprintf(ids, sizeof ids, "uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid());
-        else
-                snprintf(ids, sizeof ids, "uid=%u gid=%u umask=%04o", (unsigned)getuid(), (unsigned)getgid(),
-                         (unsigned)caller_umask());
-        bool ok = strv_push(&in, ids) == 0;
-        static const char *const read_by_plan[] = { "HOME", "SHELL", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME" };
-        for (size_t i = 0; ok && i < ARRAY_SIZE(read_by_plan); i++)
-                ok = context_var(&in, read_by_plan[i]);
-        for (size_t i = 0; ok && passthrough_env[i]; i++)
-                ok = context_var(&in, passthrough_env[i]);
-        for (size_t i = 0; ok && i < p->keep_env.n; i++)
-                ok = context_var(&in, p->keep_env.items[i]);
+        unsigned fixed = plan_fixed_rlimits(p);
+        /* --keep-env's variables, then the secrets' env: sources */
         const struct intercept_policy *ip = egress_policy_intercept_of(p->egress);
-        for (size_t i = 0; ok && ip && i < ip->n_secrets; i++)
+        size_t n = p->keep_env.n + (ip ? ip->n_secrets : 0), k = 0;
+        const char **vars = calloc(n + 1, sizeof *vars);
+        if (!vars)
+                return NULL;
+        for (size_t i = 0; i < p->keep_env.n; i++)
+                vars[k++] = p->keep_env.items[i];
+        for (size_t i = 0; ip && i < ip->n_secrets; i++)
                 if (strncmp(ip->secrets[i].source, "env:", 4) == 0)
-                        ok = context_var(&in, ip->secrets[i].source + 4);
-        ok = ok && context_process(&in, p);
-        /* LC_* in any order: plan_env keeps the environment's */
-        size_t first_lc = in.n;
-        extern char **environ;
-        for (char **e = environ; ok && e && *e; e++)
-                if (strncmp(*e, "LC_", 3) == 0 && strchr(*e, '='))
-                        ok = strv_push(&in, *e) == 0;
-        size_t len = 0;
-        for (size_t i = 0; i < in.n; i++)
-                len += strlen(in.items[i]) + 1;
-        char *text = ok ? malloc(len + 1) : NULL, *at = text;
-        if (text) {
-                *at = '\0';
-                qsort(in.items + first_lc, in.n - first_lc, sizeof *in.items, by_string);
-                for (size_t i = 0; i < in.n; i++)
-                        at = stpcpy(stpcpy(at, in.items[i]), "\n");
-        }
-        for (size_t i = 0; i < in.n; i++)
-                explicit_bzero(in.items[i], strlen(in.items[i]));  /* a --keep-env value may be a token */
-        strv_free(&in);
+                        vars[k++] = ip->secrets[i].source + 4;
+        struct caller_context_spec spec = { .umask = p->umask ? -1 : (int)caller_umask(), .fixed_rlimits = fixed,
+                                            .vars = vars, .n_vars = k };
+        char *text = caller_context_text(&spec);
+        free(vars);
         return text;
 }
 

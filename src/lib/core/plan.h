@@ -166,6 +166,8 @@ BRIG_INTERNAL void plan_test_dump(const struct run_plan *plan);
  * is served only by a member whose text is the caller's (pool.c,
  * control.c). It may hold secrets: explicit_bzero it, never write it. */
 BRIG_INTERNAL char *plan_caller_context(const brig_policy *p);
+/* The limits the policy sets, 1 << RLIMIT_x each (caller_context_spec). */
+BRIG_INTERNAL unsigned plan_fixed_rlimits(const brig_policy *p);
 /* The workspace's and each bind source's identity (device and inode, as
  * the paths stand now), one a line: what a pool member was built from,
  * compared with what a cold run would bind (pool_identity). NULL when out

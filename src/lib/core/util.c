@@ -57,49 +57,6 @@ int strv_remove(struct strv *v, const char *s)
         return -ENOENT;
 }
 
-char *path_normalize(const char *path)
-{
-        if (!path || path[0] != '/') {
-                errno = EINVAL;
-                return NULL;
-        }
-        size_t len = strlen(path);
-        char *out = malloc(len + 2);
-        if (!out) {
-                errno = ENOMEM;
-                return NULL;
-        }
-        size_t o = 0;
-        const char *p = path;
-        while (*p) {
-                while (*p == '/')
-                        p++;
-                if (!*p)
-                        break;
-                const char *end = strchrnul(p, '/');
-                size_t n = (size_t)(end - p);
-                if (n == 1 && p[0] == '.') {
-                        p = end;
-                        continue;
-                }
-                if (n == 2 && p[0] == '.' && p[1] == '.') {
-                        /* ".." would make textual checks lie about where a
-                         * path ends up; callers must give plain paths. */
-                        free(out);
-                        errno = EINVAL;
-                        return NULL;
-                }
-                out[o++] = '/';
-                memcpy(out + o, p, n);
-                o += n;
-                p = end;
-        }
-        if (o == 0)
-                out[o++] = '/';
-        out[o] = '\0';
-        return out;
-}
-
 const char *path_below(const char *path, const char *dir)
 {
         size_t n = strlen(dir);

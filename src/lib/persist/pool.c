@@ -32,6 +32,9 @@
 #include "persist/sandbox.h"
 #include "core/reaper.h"
 #include "persist/state.h"
+#include "core/fsutil.h"
+#include "net/egress.h"
+#include "net/intercept.h"
 #include "engine/supervisor_exec.h"
 
 #include <dirent.h>
@@ -64,15 +67,6 @@ static const char *const subdirs[] = { "ready", "claimed", "done" };
 #define POOL_QUIET_MS 25
 #define POOL_REFILL_MAX_MS 250
 
-/* FNV-1a: a name for the pool, not a security boundary (the member's own
- * state says which policy it runs). */
-static uint64_t fnv1a(const char *s, uint64_t h)
-{
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-        return h;
-}
-
 /* The policy a pool is for: what a run asks beside it (the report it
  * writes, an exec's) does not choose another pool. */
 static char *pool_policy_json(const brig_policy *p, brig_error **err)
@@ -81,6 +75,44 @@ static char *pool_policy_json(const brig_policy *p, brig_error **err)
         view.report_path = NULL;
         view.report_fd = 0;
         return brig_policy_to_json(&view, err);
+}
+
+void pool_remember_plain(const brig_policy *p)
+{
+        /* what the front end takes for granted of such a policy: no bind
+         * (plan_sources_identity then names the workspace alone), no
+         * further variable in the caller's context, the workspace the
+         * current directory */
+        const struct intercept_policy *ip = egress_policy_intercept_of(p->egress);
+        if (p->n_mounts || p->keep_env.n || (ip && ip->n_secrets) || p->workspace || p->rootfs || p->cwd)
+                return;
+        _cleanup_close_ int exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+        char name[POOL_PLAIN_NAME_LEN];
+        _cleanup_close_ int cache = exe >= 0 && pool_plain_name(exe, name) == 0 ? state_cache_dir_open(NULL) : -1;
+        if (cache < 0)
+                return;
+        brig_policy untimed = *p;  /* shallow: only read */
+        untimed.timings = false;
+        _cleanup_free_ char *json = pool_policy_json(&untimed, NULL);
+        _cleanup_free_ char *text = json ? brig_strdup_printf("%s\numask=%d fixed=%u\n%s", POOL_PLAIN_MAGIC,
+                                                              p->umask ? 0 : 1, plan_fixed_rlimits(p), json)
+                                         : NULL;
+        size_t len = text ? strlen(text) : 0;
+        if (!text)
+                return;
+        /* there already, as the front end trusts it and as we would write
+         * it: nothing to do; anything else is replaced */
+        _cleanup_close_ int old = openat(cache, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        _cleanup_free_ char *was = old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+                                                   st.st_nlink == 1 && !(st.st_mode & 022) && (size_t)st.st_size == len
+                                           ? calloc(1, len + 1)
+                                           : NULL;
+        if (was && read(old, was, len) == (ssize_t)len && memcmp(was, text, len) == 0)
+                return;
+        _cleanup_close_ int fd = openat(cache, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        if (fd >= 0 && write(fd, text, len) == (ssize_t)len)
+                (void)tmpfile_link_over(fd, cache, name);
 }
 
 static void context_free(char **context)
@@ -111,8 +143,10 @@ static char *pool_key(struct pool *pl, const brig_policy *p, brig_error **err)
                 brig_err(err, errno ? errno : ENOMEM, "pool key");
                 return NULL;
         }
-        uint64_t h = fnv1a(pl->context, fnv1a(pl->ws, fnv1a(pl->json, 0xcbf29ce484222325ULL)));
-        return brig_strdup_printf("%016llx", (unsigned long long)h);
+        char *key = malloc(POOL_KEY_LEN + 1);
+        if (key)
+                pool_key_text(pl->json, pl->ws, pl->context, key);
+        return key;
 }
 
 static void pool_free(struct pool *pl)

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,4 +118,30 @@ void pool_claim_drop(const char *dir, const char *member)
         _cleanup_free_ char *to = brig_strdup_printf("%s/done/%s", dir, member);
         if (from && to)
                 (void)rename(from, to);
+}
+
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+        return h;
+}
+
+void pool_key_text(const char *json, const char *ws, const char *context, char out[POOL_KEY_LEN + 1])
+{
+        uint64_t h = fnv1a(context, fnv1a(ws, fnv1a(json, 0xcbf29ce484222325ULL)));
+        snprintf(out, POOL_KEY_LEN + 1, "%016llx", (unsigned long long)h);
+}
+
+int pool_plain_name(int engine_fd, char out[POOL_PLAIN_NAME_LEN])
+{
+        struct stat st;
+        if (fstat(engine_fd, &st) < 0)
+                return -errno;
+        char id[128];
+        snprintf(id, sizeof id, "%llu.%llu.%lld.%lld.%ld.%lld.%ld", (unsigned long long)st.st_dev,
+                 (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                 st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+        snprintf(out, POOL_PLAIN_NAME_LEN, "pooled-plain-%016llx", (unsigned long long)fnv1a(id, 0xcbf29ce484222325ULL));
+        return 0;
 }

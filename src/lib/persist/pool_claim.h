@@ -32,6 +32,37 @@ BRIG_INTERNAL int pool_claim_ready(const char *dir, const char *key, char *membe
 /* A member claimed and not used (it would not connect: it is stopping):
  * to done/, whose members the daemon removes. */
 BRIG_INTERNAL void pool_claim_drop(const char *dir, const char *member);
+/* A pool's key, the name of ROOT/pools/KEY: FNV-1a over what names the
+ * pool (pool.c): its policy's JSON, its workspace and its caller's
+ * context (core/caller_context.h). Not a security boundary: the member
+ * compares the whole text itself (control.c). */
+BRIG_INTERNAL void pool_key_text(const char *json, const char *ws, const char *context,
+                                 char out[POOL_KEY_LEN + 1]);
+
+/* The policy of a plain `brig run --pooled -- COMMAND` (no other option,
+ * no BRIG_POLICY) is the engine's defaults alone, so the front end serves
+ * such a run without the engine, from what the engine wrote down the
+ * first time: ROOT/cache/pooled-plain-ID, ID named by the engine's file
+ * (its descriptor: device, inode, size, times: another build writes its
+ * own), holding
+ *
+ *     POOL_PLAIN_MAGIC
+
+ *     umask=0|1 fixed=N
+     the caller_context_spec of that policy
+ *     JSON                    its pool policy's JSON
+ *
+ * Its name in the cache into out; -errno. */
+#define POOL_PLAIN_MAGIC "brig pooled-plain 1"
+#define POOL_PLAIN_NAME_LEN 32
+BRIG_INTERNAL int pool_plain_name(int engine_fd, char out[POOL_PLAIN_NAME_LEN]);
+
+/* In pool.c, the engine's: after a plain `brig run --pooled` or `brig
+ * pool` (no option, no BRIG_POLICY: the caller says), its policy p
+ * written down as above, once for each build of the engine. Best effort:
+ * without it, the next such run is the engine's again. */
+BRIG_INTERNAL void pool_remember_plain(const brig_policy *p);
+
 /* For brig ls (in pool.c, the engine's): if NAME is a member of one of
  * the pools in ROOT/pools, its pool's key (key_out) and where it stands:
  * "ready", "in use" (claimed by a run), else "starting or ending". NULL:
