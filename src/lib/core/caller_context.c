@@ -13,6 +13,8 @@
 
 extern char **environ;
 
+/* Variables passed through from the caller when set: harmless, and what
+ * programs need to behave (terminal type, language, time zone). */
 const char *const caller_passthrough_env[] = { "TERM", "LANG", "LANGUAGE", "TZ", "COLORTERM", NULL };
 
 /* The lines so far, each a malloc'd string. */

@@ -34,9 +34,6 @@ static const char *const system_dirs[] = {
         "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", NULL,
 };
 
-/* Variables passed through from the caller when set: harmless, and what
- * programs need to behave (terminal type, language, time zone). */
-
 static int push_mount(struct run_plan *plan, struct mount_entry m)
 {
         struct mount_entry *n = realloc(plan->mounts, (plan->n_mounts + 1) * sizeof *n);
