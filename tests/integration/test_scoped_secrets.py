@@ -546,6 +546,51 @@ EOF
     assert_never_leaked(up, r, path)
 
 
+@attack("refusal-reset-before-read", "a client that writes its whole request before it reads (curl does): an 8 MiB "
+        "body to the intercepted host whose first piece holds the placeholder, sent on while brig has refused it "
+        "(CI saw a curl lose its 403 so: the refusal's close, with the body's rest unread, reset the connection)",
+        "after its own answer brig sends a FIN and reads and drops what the client still sends (up to 2 s or "
+        "16 MiB, as an HTTP server's lingering close): the client's writes succeed, it reads the 403 and its "
+        "X-Brig-Deny; the upstream got nothing of the body")
+def test_a_refused_body_still_being_sent_gets_its_403(ws, up):
+    brig = ws
+    mark = up.mark()
+    script = r'''
+python3 - <<'EOF'
+''' + TLS_TUNNEL + r'''
+ph = os.environ["API_TOKEN"].encode()
+body = ph + b"x" * (8 * 1024 * 1024)
+t = tls_tunnel()
+try:
+    t.sendall(b"POST /huge HTTP/1.1\r\nHost: api.test\r\nContent-Length: %d\r\n\r\n" % len(body))
+    t.sendall(body)
+    print("sent whole")
+except OSError as e:
+    print("send failed:", type(e).__name__, e)
+out = b""
+try:
+    while True:
+        d = t.recv(65536)
+        if not d:
+            break
+        out += d
+except OSError as e:
+    print("read failed:", type(e).__name__, e)
+lines = out.split(b"\r\n")
+print("status", lines[0].decode() if lines and lines[0] else "none")
+print("deny", *[l.decode() for l in lines if l.lower().startswith(b"x-brig-deny")])
+EOF
+'''
+    r, ev, path = audited(brig, script, *up.args())
+    assert "sent whole" in r.stdout, f"the client's writes failed: the refusal reset the connection: {r}"
+    assert "status HTTP/1.1 403 Forbidden" in r.stdout, r
+    assert "deny X-Brig-Deny: api.test; exfiltration: the placeholder of secret API_TOKEN in the request body" \
+           in r.stdout, r
+    # the head went on alone (as a body is judged piece by piece); the body, cut at its first, never did
+    assert all(not q["body"] for q in up.seen(mark) if q["path"] == "/huge"), up.seen(mark)
+    assert_never_leaked(up, r, path)
+
+
 @attack("secret-to-unverified-peer", "point the bound name at a server with another name's certificate; reach a "
         "CIDR-allowed address with the bound host's SNI", "the value is swapped in only after the upstream's certificate "
         "verified for the bound name (trust store + --upstream-ca); a literal address is never intercepted")

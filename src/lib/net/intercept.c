@@ -24,9 +24,11 @@
  * there (intercept_event_fd). */
 #define _GNU_SOURCE
 #include "net/intercept.h"
+#include "net/proxy.h"
 #include "core/ossl_fns.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -34,6 +36,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IC_IDLE_S 300
@@ -57,6 +60,7 @@ struct ic_conn {
         size_t in_len, in_cap;
         uint64_t requests;
         uint64_t bytes_up, bytes_down;
+        bool answered;        /* brig answered the client itself (a refusal) */
 };
 
 int intercept_init(struct intercept *ic)
@@ -220,6 +224,38 @@ static void answer(struct ic_conn *c, int status, const char *reason)
                           status, text, bl, c->a.host, reason, body);
         if (hl > 0 && (size_t)hl < sizeof head)
                 (void)write_all(c->client, head, (size_t)hl);
+        c->answered = true;
+}
+
+/* After brig's own answer, the client may still be sending what it was
+ * sending (the rest of a body refused in its first piece): closing with
+ * that unread makes the kernel reset the connection, discarding the
+ * answer it has not sent yet, and a client still writing (curl) fails on
+ * the reset and never reads the 403. So the answer goes with a FIN and
+ * what the client sends after it is read and dropped, until it closes,
+ * DRAIN_TIMEOUT_MS pass or LINGER_MAX bytes came, as the proxy does for
+ * a plain-http refusal (egress.c, C_REFUSING) and HTTP servers call a
+ * lingering close. intercept_stop's shutdown ends the wait at once. */
+#define LINGER_MAX (16u << 20)
+static void linger(int fd)
+{
+        if (shutdown(fd, SHUT_WR) < 0)
+                return;
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        char drop[16384];
+        size_t dropped = 0;
+        for (;;) {
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                long left = DRAIN_TIMEOUT_MS - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                if (left <= 0 || dropped >= LINGER_MAX || poll(&p, 1, (int)left) <= 0)
+                        return;
+                ssize_t n = read(fd, drop, sizeof drop);
+                if (n <= 0)
+                        return;
+                dropped += (size_t)n;
+        }
 }
 
 /* ---- the request body: framed, scanned, sent on ------------------------------ */
@@ -678,6 +714,8 @@ static void *conn_main(void *arg)
 out:
         if (c->client)
                 (void)SSL_shutdown(c->client);
+        if (c->answered)
+                linger(c->a.client_fd);
         SSL_free(c->client);
         SSL_free(c->up);
         c->client = c->up = NULL;
