@@ -478,11 +478,9 @@ static int plain_member(int engine, char **dir, char *member, size_t n, char **i
         _cleanup_free_ char *ws = cwd ? path_normalize(cwd) : NULL;
         struct caller_context_spec spec = { .umask = with_umask ? (int)our_umask() : -1, .fixed_rlimits = fixed };
         char *context = ws ? caller_context_text(&spec) : NULL;
-        struct stat st;
-        char sources[64] = "ws=-\n";  /* plan_sources_identity: the workspace alone, a plain policy binds nothing */
-        if (ws && stat(ws, &st) == 0)
-                snprintf(sources, sizeof sources, "ws=%llu:%llu\n", (unsigned long long)st.st_dev,
-                         (unsigned long long)st.st_ino);
+        char sources[CALLER_WORKSPACE_IDENTITY_LEN] = "";  /* plan_sources_identity's: a plain policy binds nothing */
+        if (ws)
+                caller_workspace_identity(ws, sources, sizeof sources);
         char key[POOL_KEY_LEN + 1];
         if (context)
                 pool_key_text(json, ws, context, key);

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "core/caller_context.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,22 +44,11 @@ static void add(struct lines *l, char *line)
         l->items[l->n++] = line;
 }
 
-static char *printed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *printed(const char *fmt, ...)
-{
-        char *s = NULL;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        return n < 0 ? NULL : s;
-}
-
 /* Each input as NAME=VALUE or NAME (unset). */
 static void add_var(struct lines *l, const char *name)
 {
         const char *v = getenv(name);
-        add(l, v ? printed("%s=%s", name, v) : strdup(name));
+        add(l, v ? brig_strdup_printf("%s=%s", name, v) : strdup(name));
 }
 
 /* What a cold run's command inherits from its caller's process beside
@@ -77,8 +65,8 @@ static void add_process(struct lines *l, unsigned fixed)
                 struct rlimit rl;
                 if (r == RLIMIT_CORE || getrlimit(r, &rl) < 0)
                         continue;
-                add(l, fixed & (1u << r) ? printed("rlimit%d=%llu", r, (unsigned long long)rl.rlim_max)
-                                         : printed("rlimit%d=%llu/%llu", r, (unsigned long long)rl.rlim_cur,
+                add(l, fixed & (1u << r) ? brig_strdup_printf("rlimit%d=%llu", r, (unsigned long long)rl.rlim_max)
+                                         : brig_strdup_printf("rlimit%d=%llu/%llu", r, (unsigned long long)rl.rlim_cur,
                                                    (unsigned long long)rl.rlim_max));
         }
         /* and its namespaces: binds and the workspace are paths in the
@@ -89,13 +77,13 @@ static void add_process(struct lines *l, unsigned fixed)
                 char path[32];
                 struct stat st;
                 snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i]);
-                add(l, stat(path, &st) == 0 ? printed("ns.%s=%llu", ns[i], (unsigned long long)st.st_ino) : NULL);
+                add(l, stat(path, &st) == 0 ? brig_strdup_printf("ns.%s=%llu", ns[i], (unsigned long long)st.st_ino) : NULL);
         }
         FILE *f = fopen("/proc/self/cgroup", "re");
         char cg[4096];
         while (f && fgets(cg, sizeof cg, f)) {
                 cg[strcspn(cg, "\n")] = '\0';
-                add(l, printed("cgroup=%s", cg));
+                add(l, brig_strdup_printf("cgroup=%s", cg));
         }
         if (!f)
                 l->failed = true;
@@ -114,9 +102,9 @@ char *caller_context_text(const struct caller_context_spec *spec)
         /* the umask too, unless the policy sets one: a cold run's commands
          * inherit it (plan_user_asked), and a member's are the member's */
         if (spec->umask < 0)
-                add(&l, printed("uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid()));
+                add(&l, brig_strdup_printf("uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid()));
         else
-                add(&l, printed("uid=%u gid=%u umask=%04o", (unsigned)getuid(), (unsigned)getgid(),
+                add(&l, brig_strdup_printf("uid=%u gid=%u umask=%04o", (unsigned)getuid(), (unsigned)getgid(),
                                 (unsigned)spec->umask));
         static const char *const read_by_plan[] = { "HOME", "SHELL", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME" };
         for (size_t i = 0; i < sizeof read_by_plan / sizeof *read_by_plan; i++)
@@ -150,4 +138,13 @@ char *caller_context_text(const struct caller_context_spec *spec)
         }
         free(l.items);
         return text;
+}
+
+void caller_workspace_identity(const char *workspace, char *out, size_t n)
+{
+        struct stat st;
+        if (stat(workspace, &st) == 0)
+                snprintf(out, n, "ws=%llu:%llu\n", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+        else
+                snprintf(out, n, "ws=-\n");
 }

@@ -28,4 +28,11 @@ struct caller_context_spec {
  * after explicit_bzero: a --keep-env value may be a token. */
 BRIG_INTERNAL char *caller_context_text(const struct caller_context_spec *spec);
 
+/* What stands at the workspace's path now, as the first line of
+ * plan_sources_identity ("ws=DEV:INO\n", "ws=-\n" when nothing does):
+ * the whole of it for a policy that binds nothing (the front end's plain
+ * pooled run). CALLER_WORKSPACE_IDENTITY_LEN bytes hold it. */
+#define CALLER_WORKSPACE_IDENTITY_LEN 64
+BRIG_INTERNAL void caller_workspace_identity(const char *workspace, char *out, size_t n);
+
 #endif

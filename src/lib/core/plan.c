@@ -1349,11 +1349,10 @@ char *plan_sources_identity(const brig_policy *p, const char *workspace)
         FILE *f = open_memstream(&text, &len);
         if (!f)
                 return NULL;
+        char ws[CALLER_WORKSPACE_IDENTITY_LEN];
+        caller_workspace_identity(workspace, ws, sizeof ws);
+        fputs(ws, f);
         struct stat st;
-        if (stat(workspace, &st) == 0)
-                fprintf(f, "ws=%llu:%llu\n", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
-        else
-                fprintf(f, "ws=-\n");
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct mount_entry *m = &p->mounts[i];
                 if (m->kind != MOUNT_BIND || !m->src)

@@ -97,9 +97,9 @@ void pool_remember_plain(const brig_policy *p)
         _cleanup_free_ char *text = json ? brig_strdup_printf("%s\numask=%d fixed=%u\n%s", POOL_PLAIN_MAGIC,
                                                               p->umask ? 0 : 1, plan_fixed_rlimits(p), json)
                                          : NULL;
-        size_t len = text ? strlen(text) : 0;
         if (!text)
                 return;
+        size_t len = strlen(text);
         /* there already, as the front end trusts it and as we would write
          * it: nothing to do; anything else is replaced */
         _cleanup_close_ int old = openat(cache, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

@@ -46,11 +46,9 @@ BRIG_INTERNAL void pool_key_text(const char *json, const char *ws, const char *c
  * (its descriptor: device, inode, size, times: another build writes its
  * own), holding
  *
- *     POOL_PLAIN_MAGIC
-
- *     umask=0|1 fixed=N
-     the caller_context_spec of that policy
- *     JSON                    its pool policy's JSON
+ *     POOL_PLAIN_MAGIC        a line
+ *     umask=0|1 fixed=N       a line: the caller_context_spec of that policy
+ *     JSON                    its pool policy's JSON, to the end
  *
  * Its name in the cache into out; -errno. */
 #define POOL_PLAIN_MAGIC "brig pooled-plain 1"
