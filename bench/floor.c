@@ -2,9 +2,10 @@
  * what the system calls alone cost on this machine, with no brig code
  * around them (bench/timings puts them beside brig run --timings).
  *
- *   cc -O2 -o floor bench/floor.c && ./floor [PATH/TO/brig] [RUNS] [MOUNTS]
+ *   cc -O2 -o floor bench/floor.c && ./floor [PATH/TO/brig] [RUNS] [MOUNTS] [STEP...]
  *
- * Prints "step microseconds" lines, medians of RUNS (default 200). A step
+ * Prints "step microseconds" lines, medians of RUNS (default 200), of
+ * every step or of the STEPs named (bench/targets asks for one). A step
  * this user cannot do here (a cgroup v1 group as non-root) prints "-" and
  * why. Each measurement runs in a child of its own, so nothing it makes
  * outlives it; the cgroup step removes the groups it made. */
@@ -17,8 +18,10 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -55,8 +59,15 @@ static int cmp_u64(const void *a, const void *b)
 /* One measurement: ns, or 0 when the step cannot be done here. */
 typedef uint64_t (*step_fn)(void);
 
+static char **only;  /* the steps asked for (NULL-terminated), or NULL: all */
+
 static void report(const char *name, step_fn fn, const char *why_not)
 {
+        bool asked = !only;
+        for (char **o = only; o && *o && !asked; o++)
+                asked = strcmp(*o, name) == 0;
+        if (!asked)
+                return;
         uint64_t *v = calloc((size_t)runs, sizeof *v);
         for (int i = 0; i < runs; i++) {
                 v[i] = fn();
@@ -165,6 +176,184 @@ static uint64_t fork_exit(void)
         if (pid == 0)
                 _exit(0);
         return wait_ok(pid) ? now_ns() - t : 0;
+}
+
+/* brig exec's relay with nothing of brig's in it: a request (about 2 KiB,
+ * three descriptors) to a supervisor, which forwards it to a pid 1, which
+ * hands it to the child it forked ahead (the spare), which execs
+ * /bin/true; pid 1 reaps it, the status goes back through the supervisor,
+ * and pid 1 forks the next spare. Timed from our send to the status:
+ * what a brig exec costs beyond its client's start (exec_nolibc) with no
+ * policy, namespace, filter or check (bench/targets puts the two side by
+ * side as the exec row's floor). Plain processes, made once. */
+static int relay_fd = -1;
+static pid_t relay_pid;
+
+static int relay_send(int s, const void *buf, size_t n, const int *fds, int nfds)
+{
+        struct iovec io = { (void *)buf, n };
+        char control[CMSG_SPACE(3 * sizeof(int))] = { 0 };
+        struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
+        if (nfds) {
+                m.msg_control = control;
+                m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+                struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+                h->cmsg_level = SOL_SOCKET;
+                h->cmsg_type = SCM_RIGHTS;
+                h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+                memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
+        }
+        return sendmsg(s, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static ssize_t relay_recv(int s, void *buf, size_t n, int *fds, int *nfds)
+{
+        struct iovec io = { buf, n };
+        char control[CMSG_SPACE(3 * sizeof(int))];
+        struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control };
+        ssize_t r = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+        *nfds = 0;
+        struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+        if (h && h->cmsg_type == SCM_RIGHTS && h->cmsg_len <= CMSG_LEN(3 * sizeof(int))) {
+                *nfds = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                memcpy(fds, CMSG_DATA(h), (size_t)*nfds * sizeof(int));
+        }
+        return r;
+}
+
+static pid_t relay_spare(int *ctl)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -1;
+        pid_t pid = fork();
+        if (pid == 0) {
+                char buf[4096];
+                int fds[3], nfds;
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (relay_recv(sv[1], buf, sizeof buf, fds, &nfds) <= 0 || nfds != 3)
+                        _exit(1);
+                for (int i = 0; i < 3; i++)
+                        dup2(fds[i], i);
+                execve("/bin/true", (char *[]){ "/bin/true", NULL }, (char *[]){ NULL });
+                _exit(127);
+        }
+        close(sv[1]);
+        *ctl = sv[0];
+        return pid;
+}
+
+static void relay_pid1(int sup)
+{
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &chld, NULL);
+        int sfd = signalfd(-1, &chld, SFD_CLOEXEC), ctl = -1;
+        pid_t spare = relay_spare(&ctl);
+        while (sfd >= 0 && spare > 0) {
+                struct pollfd p[2] = { { .fd = sup, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+                if (poll(p, 2, -1) < 0)
+                        continue;
+                if (p[0].revents) {
+                        char buf[4096];
+                        int fds[3], nfds;
+                        ssize_t n = relay_recv(sup, buf, sizeof buf, fds, &nfds);
+                        if (n <= 0)
+                                break;
+                        relay_send(ctl, buf, (size_t)n, fds, nfds);
+                        for (int i = 0; i < nfds; i++)
+                                close(fds[i]);
+                        close(ctl);
+                }
+                if (p[1].revents) {
+                        struct signalfd_siginfo si;
+                        (void)!read(sfd, &si, sizeof si);
+                        int st;
+                        pid_t w;
+                        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+                                if (w == spare) {
+                                        relay_send(sup, &st, sizeof st, NULL, 0);
+                                        spare = relay_spare(&ctl);
+                                }
+                }
+        }
+        kill(spare, SIGKILL);
+        _exit(0);
+}
+
+static void relay_supervisor(int client)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                _exit(1);
+        pid_t pid1 = fork();
+        if (pid1 == 0) {
+                close(client);
+                close(sv[0]);
+                relay_pid1(sv[1]);
+        }
+        close(sv[1]);
+        for (;;) {
+                struct pollfd p[2] = { { .fd = client, .events = POLLIN }, { .fd = sv[0], .events = POLLIN } };
+                if (poll(p, 2, -1) < 0)
+                        continue;
+                char buf[4096];
+                int fds[3], nfds;
+                if (p[0].revents) {
+                        ssize_t n = relay_recv(client, buf, sizeof buf, fds, &nfds);
+                        if (n <= 0)
+                                break;
+                        relay_send(sv[0], buf, (size_t)n, fds, nfds);
+                        for (int i = 0; i < nfds; i++)
+                                close(fds[i]);
+                }
+                if (p[1].revents) {
+                        ssize_t n = relay_recv(sv[0], buf, sizeof buf, fds, &nfds);
+                        if (n <= 0)
+                                break;
+                        relay_send(client, buf, (size_t)n, NULL, 0);
+                }
+        }
+        close(sv[0]);  /* pid 1 ends at the hangup */
+        waitpid(pid1, NULL, 0);
+        _exit(0);
+}
+
+static uint64_t exec_relay(void)
+{
+        if (relay_fd < 0) {
+                int sv[2];
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                        return 0;
+                relay_pid = fork();
+                if (relay_pid == 0) {
+                        close(sv[0]);
+                        relay_supervisor(sv[1]);
+                }
+                close(sv[1]);
+                relay_fd = sv[0];
+        }
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int fds[3] = { null, null, null }, got[3], ngot, st = -1;
+        static char request[2051];  /* brig exec's is about this long */
+        uint64_t t = now_ns();
+        ssize_t n = relay_send(relay_fd, request, sizeof request, fds, 3) < 0
+                            ? -1 : relay_recv(relay_fd, &st, sizeof st, got, &ngot);
+        uint64_t d = now_ns() - t;
+        close(null);
+        return n == (ssize_t)sizeof st && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? d : 0;
+}
+
+static void relay_stop(void)
+{
+        if (relay_fd < 0)
+                return;
+        close(relay_fd);
+        waitpid(relay_pid, NULL, 0);
+        relay_fd = -1;
 }
 
 /* clone3 with every namespace brig makes, to its return in the parent. */
@@ -716,6 +905,8 @@ int main(int argc, char **argv)
                 runs = atoi(argv[2]) > 0 ? atoi(argv[2]) : runs;
         if (argc > 3 && atoi(argv[3]) > MOUNT_TREE_FS)
                 tree_mounts = atoi(argv[3]);
+        if (argc > 4)
+                only = argv + 4;
         report("fork_exit", fork_exit, "fork");
         report("exec_true", exec_true, "exec /bin/true");
         report("exec_brig_version", exec_brig, "exec brig --version");
@@ -723,6 +914,8 @@ int main(int argc, char **argv)
         report("exec_brig_bind_now", exec_brig_now, "exec brig-engine --version, LD_BIND_NOW=1");
         report("exec_nolibc", exec_nolibc, "exec a static program with no C library (bench/nolibc.c)");
         report("exec_static_libc", exec_static_libc, "exec a static glibc program, empty main (bench/nolibc.c)");
+        report("exec_relay", exec_relay, "brig exec's relay alone: supervisor, pid 1, a spare that execs /bin/true");
+        relay_stop();
         report("cpuid", cpuid_one, "one cpuid instruction (x86 only)");
         report("clone3_all_ns", clone3_ns, "clone3 with every namespace");
         report("clone3_no_net", clone3_no_net, "clone3 with every namespace but the network's");
