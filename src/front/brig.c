@@ -91,6 +91,12 @@ static int engine_open(brig_error **err)
                              dirs[1] ? dirs[1] : "?", BRIG_LIBEXECDIR);
 }
 
+/* BRIG_EXEC_OUTCOME_ENV=..., which only we may set (run_engine) */
+static bool is_outcome_var(const char *entry)
+{
+        return strncmp(entry, BRIG_EXEC_OUTCOME_ENV "=", sizeof BRIG_EXEC_OUTCOME_ENV) == 0;
+}
+
 /* The engine (its descriptor, or -1: opened here), with our command line
  * and environment; with `outcome` >= 0 it prints the end of the exec we
  * began (the socket holding it). Never returns. */
@@ -100,19 +106,25 @@ static _Noreturn void run_engine(int engine, char **argv, int outcome)
         int fd = engine >= 0 ? engine : engine_open(&err);
         if (fd >= 0) {
                 /* the variable only ever names our socket: one the caller
-                 * set is dropped, never passed on */
+                 * set is dropped, never passed on. Our environment as it
+                 * is when there is nothing to drop or add (a cold run's
+                 * hop makes no copy). */
                 size_t n = 0;
-                while (environ[n])
-                        n++;
-                char **env = calloc(n + 2, sizeof *env);
+                bool named_by_caller = false;
+                for (; environ[n]; n++)
+                        named_by_caller |= is_outcome_var(environ[n]);
+                char **env = environ;
                 char named[64];
-                size_t k = 0;
-                for (size_t i = 0; env && i < n; i++)
-                        if (strncmp(environ[i], BRIG_EXEC_OUTCOME_ENV "=", sizeof BRIG_EXEC_OUTCOME_ENV) != 0)
-                                env[k++] = environ[i];
-                if (env && outcome >= 0) {
-                        snprintf(named, sizeof named, "%s=%d", BRIG_EXEC_OUTCOME_ENV, outcome);
-                        env[k++] = named;
+                if (named_by_caller || outcome >= 0) {
+                        env = calloc(n + 2, sizeof *env);
+                        size_t k = 0;
+                        for (size_t i = 0; env && i < n; i++)
+                                if (!is_outcome_var(environ[i]))
+                                        env[k++] = environ[i];
+                        if (env && outcome >= 0) {
+                                snprintf(named, sizeof named, "%s=%d", BRIG_EXEC_OUTCOME_ENV, outcome);
+                                env[k++] = named;
+                        }
                 }
                 if (env)
                         fexecve(fd, argv, env);
