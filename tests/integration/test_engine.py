@@ -251,6 +251,51 @@ def test_libseccomp_is_the_systems_whatever_the_environment(brig, scratch):
     assert "refused 1 system call: keyctl" in r.stderr, r.stderr
 
 
+@attack("jansson-substituted", "a libjansson.so.4 of someone else's (a constructor that leaves a file behind) on "
+        "LD_LIBRARY_PATH and in the cwd, for a run that writes JSON (--json-report): since issue 19 brig's engine "
+        "opens jansson itself, on first use, as it opens libseccomp", "files")
+def test_jansson_is_the_systems_whatever_the_environment(brig, scratch):
+    plant, proofs = _planted_libs(scratch, "jansson", "libjansson.so.4")
+    report = brig.reports / f"jansson-{plant.name}.json"
+    r = brig.run("run", "--json-report", str(report), "--", "true", cwd=plant, env={"LD_LIBRARY_PATH": str(plant)})
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(proofs)) == [], "a planted jansson was loaded"
+    assert json.loads(report.read_text())["exit_code"] == 0  # written by the real one
+
+
+def _engine_maps_while_running(brig, *args):
+    """/proc/PID/maps of the engine of `brig run ARGS -- sh -c ...` (the
+    process we start: the front end and the engine exec in place) while
+    its command runs."""
+    flag = brig.workspace / f"running-{marker('maps')[-8:]}"
+    cmd = brig.cmd("run", *args, "--", "sh", "-c", f"touch {flag}; sleep 2")
+    p = subprocess.Popen(cmd, cwd=str(brig.workspace), env=brig.env(), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(flag.exists, 20), p.communicate()
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = f.read()
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    assert "brig-engine" in maps, maps  # the engine's own maps, not the front end's
+    return maps
+
+
+def test_a_plain_run_opens_no_jansson(brig, scratch):
+    """A run that parses and writes no JSON leaves jansson unopened (its
+    loading and relocation were 0.07 ms of every start); one with a policy
+    file opens it before the command runs, which shows the probe sees it."""
+    assert "libjansson" not in _engine_maps_while_running(brig)
+    policy = scratch / f"policy-{marker('p')[-8:]}.json"
+    policy.write_text(json.dumps({"limits": {"memory": "1G"}}))
+    policy.chmod(0o644)
+    assert "libjansson" in _engine_maps_while_running(brig, "--policy", str(policy))
+
+
 def test_a_missing_libseccomp_refuses_the_run_by_name(brig, hooks_bindir, scratch):
     """A broken install (the hooks build's BRIG_TEST_LIBSECCOMP_PATH points
     at nothing): a run that must compile a filter — a syscall rule of its

@@ -206,6 +206,40 @@ def test_the_next_run_takes_the_last_records_file(world):
     world.assert_clean()
 
 
+def _start_ticks(pid):
+    """Field 22 of /proc/PID/stat: when the process started, as run records name it."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_live_runs_record_stays_unless_written_in_another_boot(world):
+    """The sweep keeps the record of a run whose owner lives, unless the
+    record names another boot (its pid names another process now). The
+    boot is read as brig writes it, {"boot":"ID",..., without a JSON parser
+    (the engine opens jansson on first use: src/cli/jansson_lazy.c)."""
+    assert world.run("run", "--", "true").returncode == 0  # the state root made
+    runs = world.root / "runs"
+    if not runs.exists():  # rootless here makes no cgroup, so no record, so no runs/
+        runs.mkdir(mode=0o700)
+        world.brig.chown(runs)
+    me = os.getpid()  # alive for the whole test: the owner
+    owner = f"{me}-{_start_ticks(me)}-{os.stat('/proc/self/ns/pid').st_ino}"
+    boot = pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    this, other = runs / f"{owner}-901", runs / f"{owner}-902"
+    try:
+        for path, b in ((this, boot), (other, str(uuid.uuid4()))):
+            path.write_text(json.dumps({"boot": b, "name": "brig-" + path.name, "cgroups": []},
+                                       separators=(",", ":")))
+            path.chmod(0o600)
+            world.brig.chown(path)
+        assert world.run("run", "--", "true").returncode == 0
+        assert this.exists(), "the record of a live run of this boot was reaped"
+        assert not other.exists(), "a record of another boot was kept: its pid names another process now"
+    finally:
+        this.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
+
+
 @attack("run-record-spare-planted", "runs/spare, the file a run's record is written into, planted in brig's state "
         "root as a symlink to a file of the user's, a hard link to one (a second name), a FIFO (an open for writing "
         "blocks) and a directory", "the spare is taken only as a plain file of brig's with one name, opened without "

@@ -1,7 +1,8 @@
 /* libload.h — a system library opened on first use (libload.c): OpenSSL
- * (ossl.c), c-ares (net/dns.c) and libseccomp (controls/scmp.c), which a
- * default run never calls, are not linked, so that no start pays for
- * loading and relocating them.
+ * (ossl.c), c-ares (net/dns.c), libseccomp (controls/scmp.c) and, in
+ * brig's engine, jansson (src/cli/jansson_lazy.c), which a default run
+ * never calls, are not linked, so that no start pays for loading and
+ * relocating them.
  *
  * Each is opened by the absolute path of the build's own (its pkg-config
  * libdir and soname: meson.build), after its links, only if the file is
@@ -26,5 +27,10 @@ BRIG_INTERNAL void *libload_open(const char *what, const char *path, int *errnum
 /* NAME of a library libload_open gave; NULL with *errnum and WHY said. */
 BRIG_INTERNAL void *libload_sym(void *handle, const char *name, const char *what, const char *path, int *errnum,
                                 char *why, size_t n);
+
+/* A program that opens jansson on first use (brig's engine:
+ * src/cli/jansson_lazy.c) defines this, which opens it now; libbrig.so
+ * and every other program link jansson, and have none (weak: NULL). */
+BRIG_INTERNAL void brig_json_preload(void) __attribute__((weak));
 
 #endif

@@ -28,6 +28,7 @@
 #include "core/timings.h"
 #include "core/teardown.h"
 #include "core/ossl.h"
+#include "core/libload.h"
 
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -576,6 +577,11 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         /* v1 has no CLONE_INTO_CGROUP: the child joins those groups itself,
          * through the descriptors it is sent after the go */
         plan.cgroup = cg;
+        /* The gVisor wall's bundle is JSON the child writes, in the
+         * sandbox's mounts: a program that opens jansson on first use
+         * opens it here, where brig started (core/libload.h). */
+        if (plan.wall == BRIG_WALL_GVISOR && brig_json_preload)
+                brig_json_preload();
         getrusage(RUSAGE_CHILDREN, &before);
         timings_mark(plan.timings, TM_PREPARED);
         if (plan.clock_pinned)
