@@ -10,8 +10,8 @@
  * its first use, as libseccomp, OpenSSL and c-ares are (core/libload.c:
  * this build's own file, by absolute path, root's and writable by nobody
  * else; never one found through LD_LIBRARY_PATH, beside brig or in the
- * cwd: row 462, jansson-substituted). libbrig.so and brig-supervisor,
- * which parse JSON as they start, link jansson as before.
+ * cwd: row 462, jansson-substituted). libbrig.so, brig-supervisor and
+ * brig-serve, which parse JSON as they start, link jansson as before.
  *
  * Opened where the engine started and nowhere else: a sandbox's child
  * runs in its own mount namespace, where the path names the sandbox's
