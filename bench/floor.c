@@ -280,7 +280,8 @@ static void relay_pid1(int sup)
                                 }
                 }
         }
-        kill(spare, SIGKILL);
+        if (spare > 0)  /* never kill(-1): a fork that failed left no spare */
+                kill(spare, SIGKILL);
         _exit(0);
 }
 
@@ -334,6 +335,10 @@ static uint64_t exec_relay(void)
                         relay_supervisor(sv[1]);
                 }
                 close(sv[1]);
+                if (relay_pid < 0) {
+                        close(sv[0]);
+                        return 0;
+                }
                 relay_fd = sv[0];
         }
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
