@@ -67,7 +67,7 @@ static void add_process(struct lines *l, unsigned fixed)
                         continue;
                 add(l, fixed & (1u << r) ? brig_strdup_printf("rlimit%d=%llu", r, (unsigned long long)rl.rlim_max)
                                          : brig_strdup_printf("rlimit%d=%llu/%llu", r, (unsigned long long)rl.rlim_cur,
-                                                   (unsigned long long)rl.rlim_max));
+                                                              (unsigned long long)rl.rlim_max));
         }
         /* and its namespaces: binds and the workspace are paths in the
          * caller's mount namespace, --net host is the caller's network,
@@ -77,7 +77,8 @@ static void add_process(struct lines *l, unsigned fixed)
                 char path[32];
                 struct stat st;
                 snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i]);
-                add(l, stat(path, &st) == 0 ? brig_strdup_printf("ns.%s=%llu", ns[i], (unsigned long long)st.st_ino) : NULL);
+                add(l, stat(path, &st) == 0 ? brig_strdup_printf("ns.%s=%llu", ns[i], (unsigned long long)st.st_ino)
+                                            : NULL);
         }
         FILE *f = fopen("/proc/self/cgroup", "re");
         char cg[4096];
@@ -105,7 +106,7 @@ char *caller_context_text(const struct caller_context_spec *spec)
                 add(&l, brig_strdup_printf("uid=%u gid=%u", (unsigned)getuid(), (unsigned)getgid()));
         else
                 add(&l, brig_strdup_printf("uid=%u gid=%u umask=%04o", (unsigned)getuid(), (unsigned)getgid(),
-                                (unsigned)spec->umask));
+                                           (unsigned)spec->umask));
         static const char *const read_by_plan[] = { "HOME", "SHELL", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME" };
         for (size_t i = 0; i < sizeof read_by_plan / sizeof *read_by_plan; i++)
                 add_var(&l, read_by_plan[i]);
