@@ -31,6 +31,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,8 +121,12 @@ static void load(void)
                 return;
         }
         void *h = libload_open("jansson", BRIG_LIBJANSSON_PATH, &load_errno, load_why, sizeof load_why);
-        if (!h)
+        if (!h) {
+                size_t used = strlen(load_why);  /* what to do about it, as scmp_load says for libseccomp */
+                snprintf(load_why + used, sizeof load_why - used, "; brig reads and writes JSON with it (a broken "
+                                                                  "install: reinstall libjansson4)");
                 return;
+        }
         struct jansson_fns f;
 #define JANSSON_SYM(ret, name, params, args)                                                                  \
         if (!(f.name = (__typeof__(f.name))libload_sym(h, #name, "jansson", BRIG_LIBJANSSON_PATH, &load_errno, \

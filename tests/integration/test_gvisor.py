@@ -83,6 +83,25 @@ def gv(brig):
     return Gvisor(brig, brig.mode == "rootless" and rootless_without_cgroup(brig))
 
 
+def test_jansson_is_never_opened_inside_the_sandbox(gv, hooks_bindir):
+    """The engine opens jansson on first use, and only in the mount
+    namespace it started in (src/cli/jansson_lazy.c): the gVisor wall's
+    child writes its bundle's JSON inside the sandbox's mounts, so the
+    engine opens it before the clone. The hooks build skips that: the
+    child's first use is refused with the reason, 125, and nothing runs."""
+    hooks = Brig(hooks_bindir, gv.mode, gv.base)
+    made = hooks.workspace / "ran"
+    r = hooks.run("run", "--wall", "gvisor", "--allow-degraded", "memory", "--allow-degraded", "pids", "--",
+                  "sh", "-c", f"touch {made}", env={"BRIG_TEST_NO_JSON_PRELOAD": "1"})
+    assert r.returncode == 125, r
+    assert "jansson: first needed in another mount namespace" in r.stderr, r.stderr
+    assert not made.exists(), "the command ran"
+    # the same hooks build with the preload: the run runs
+    r = hooks.run("run", "--wall", "gvisor", "--allow-degraded", "memory", "--allow-degraded", "pids", "--",
+                  "sh", "-c", f"touch {made}")
+    assert r.returncode == 0 and made.exists(), r
+
+
 # ------------------------------------------------------------------ the plan
 
 @attack("gvisor-plan", "under --wall gvisor: write outside the workspace, read the host's home, a masked secret, "

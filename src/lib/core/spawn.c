@@ -580,7 +580,13 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         /* The gVisor wall's bundle is JSON the child writes, in the
          * sandbox's mounts: a program that opens jansson on first use
          * opens it here, where brig started (core/libload.h). */
-        if (plan.wall == BRIG_WALL_GVISOR && brig_json_preload)
+        bool preload = plan.wall == BRIG_WALL_GVISOR && brig_json_preload;
+#ifdef BRIG_TEST_HOOKS
+        /* BRIG_TEST_NO_JSON_PRELOAD=1: not here, so that a test sees the
+         * child's first use refused (test_gvisor.py) */
+        preload = preload && !getenv("BRIG_TEST_NO_JSON_PRELOAD");
+#endif
+        if (preload)
                 brig_json_preload();
         getrusage(RUSAGE_CHILDREN, &before);
         timings_mark(plan.timings, TM_PREPARED);
