@@ -87,32 +87,37 @@ const char *cli_usage(const char *cmd)
         return NULL;
 }
 
+/* Built whole, then one write (stderr is unbuffered: a character at a
+ * time was a write each, and a line could interleave with another
+ * writer's). */
 void cli_put_safe(FILE *f, const char *s, bool multiline)
 {
-        for (const char *c = s; *c;) {
-                /* controls as \xNN (text_control_len: C0, DEL, C1, bidi) */
-                size_t k = *c == '\n' && multiline ? 0 : text_control_len(c);
-                if (!k)
-                        fputc(*c++, f);
-                for (; k; k--)
-                        fprintf(f, "\\x%02x", (unsigned char)*c++);
-        }
+        _cleanup_free_ char *text = text_escaped(s, multiline);
+        fputs(text ? text : "(out of memory)", f);
+}
+
+/* "brig: TEXT\n" in one write, TEXT as cli_put_safe shows it. */
+static void put_line(const char *s, bool multiline)
+{
+        _cleanup_free_ char *text = text_escaped(s, multiline);
+        fprintf(stderr, "brig: %s\n", text ? text : "(out of memory)");
 }
 
 void cli_put_unix_refused(const brig_result *res)
 {
         if (!res->unix_refused)
                 return;
-        fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: ",
-                (unsigned long long)res->unix_refused, res->unix_refused == 1 ? "" : "s");
-        cli_put_safe(stderr, res->unix_refused_path, false);  /* the sandbox's choice: shown as text */
+        /* the sandbox's choice: shown as text */
+        _cleanup_free_ char *first = text_escaped(res->unix_refused_path, false);
         /* An abstract name (shown as @name) has no path to allow: only a
          * socket file can be named with --allow-unix. */
-        if (res->unix_refused_path[0] == '@')
-                fprintf(stderr, "); abstract sockets reach only the sandbox's own listeners; for a socket file, "
-                                "--allow-unix PATH lets one through\n");
-        else
-                fprintf(stderr, "); --allow-unix PATH lets one through, from a read-only grant (--ro-bind DIR)\n");
+        fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: %s); %s\n",
+                (unsigned long long)res->unix_refused, res->unix_refused == 1 ? "" : "s",
+                first ? first : "(out of memory)",
+                res->unix_refused_path[0] == '@'
+                        ? "abstract sockets reach only the sandbox's own listeners; for a socket file, --allow-unix "
+                          "PATH lets one through"
+                        : "--allow-unix PATH lets one through, from a read-only grant (--ro-bind DIR)");
 }
 
 void cli_put_refusals(const brig_result *res, bool quiet)
@@ -129,9 +134,7 @@ void cli_put_refusals(const brig_result *res, bool quiet)
                 size_t n = end ? (size_t)(end - line) : strlen(line);
                 char one[1024];
                 snprintf(one, sizeof one, "%.*s", (int)n, line);
-                fputs("brig: ", stderr);
-                cli_put_safe(stderr, one, false);
-                fputc('\n', stderr);
+                put_line(one, false);
                 line += n + (end != NULL);
         }
 }
@@ -141,9 +144,7 @@ int cli_fail(brig_error *err)
         int code = err ? err->exit_code : BRIG_EXIT_SETUP;
         /* Messages can carry names the sandbox chose (a file in a commit
          * conflict): as text only. */
-        fputs("brig: ", stderr);
-        cli_put_safe(stderr, err && err->msg ? err->msg : "unknown error", true);
-        fputc('\n', stderr);
+        put_line(err && err->msg ? err->msg : "unknown error", true);
         brig_error_free(&err);
         return code ? code : BRIG_EXIT_SETUP;
 }

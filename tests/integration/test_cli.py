@@ -3,9 +3,13 @@
 
 Every test taking the `brig` fixture runs as root and rootless.
 """
+import ast
 import json
 import os
 import re
+import shutil
+import socket
+import subprocess
 
 import pytest
 
@@ -515,3 +519,58 @@ def test_rootless_start_is_reliable(brig):
         if res.returncode != 0:
             failures.append(res.stderr.strip())
     assert not failures, f"{len(failures)}/{n} runs failed, e.g. {failures[:3]}"
+
+
+# ---- brig's own lines on stderr --------------------------------------------------
+
+def _own_stderr_writes(brig, *args):
+    """brig ARGS under strace: the result, and what brig's own process (not
+    the sandbox's) wrote to its stderr, one entry per write."""
+    if not shutil.which("strace"):
+        pytest.fail("strace is not installed (scripts/install-deps installs it)")
+    log = brig.base / "strace-writes"
+    env = brig.env({"ASAN_OPTIONS": "detect_leaks=0"})  # LeakSanitizer cannot run under ptrace
+    cp = subprocess.run(["strace", "-f", "-qq", "-s", "4096", "-e", "trace=write", "-e", "signal=none", "-o",
+                         str(log)] + brig.cmd(*args), cwd=str(brig.workspace), env=env, capture_output=True,
+                        text=True, timeout=60, stdin=subprocess.DEVNULL)
+    lines = log.read_text().splitlines()
+    own = lines[0].split()[0] if lines else None  # the traced process: brig's front end, then its engine
+    writes = [ast.literal_eval(m.group(1)) for line in lines
+              if line.split()[0] == own and (m := re.match(r'\S+ write\(2, ("(?:[^"\\]|\\.)*"), \d+\) = \d+$', line))]
+    return cp, writes
+
+
+@pytest.mark.parametrize("case", ["error", "refusal", "unix-refused"])
+def test_each_line_of_brigs_leaves_in_one_write(brig, case):
+    """stderr is unbuffered: a message written a character at a time was a
+    system call each (90 for one refusal line), and another writer to the
+    same stderr (the agent's other tools, a command left running) could
+    land in the middle of a line. Each of brig's lines, the sandbox's text
+    in it shown safely, is one write."""
+    if case == "error":
+        args = ["exec", "no-such-sandbox\x1b[2J", "--", "true"]
+        want = ["brig: bad sandbox name 'no-such-sandbox\\x1b[2J': use letters, digits, '_', '.', '-' (at most 64, "
+                "starting with a letter or digit)\n"]
+    elif case == "refusal":
+        args = ["run", "--", "sh", "-c", "mount -t tmpfs none /tmp 2>/dev/null; exit 0"]
+        want = None
+    else:
+        path = str(brig.workspace / "host\x07.sock")  # a host socket in the workspace: refused, its name a control
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(path)
+        brig.chown(path)
+        sock.listen()
+        args = ["run", "--", "python3", "-c", f"import socket\ntry: socket.socket(socket.AF_UNIX).connect({path!r})\n"
+                "except OSError: pass"]
+        want = None
+    cp, writes = _own_stderr_writes(brig, *args)
+    mine = [line + "\n" for line in cp.stderr.splitlines() if line.startswith("brig: ")]
+    assert mine, cp
+    assert writes == mine, (writes, cp.stderr)
+    if want:
+        assert cp.returncode == SETUP and writes == want, (writes, cp)
+    if case == "refusal":
+        assert any("mount" in w and "refused" in w for w in writes), writes
+    if case == "unix-refused":
+        assert any("refused 1 connection" in w and "host\\x07.sock" in w for w in writes), writes
+        sock.close()

@@ -126,16 +126,14 @@ size_t text_control_len(const char *s)
         return 0;
 }
 
-/* The text with its controls (text_control_len) but '\n' written as
- * \xNN: the same bytes the CLI's cli_put_safe shows, for every front end. */
-static char *escaped(const char *s)
+char *text_escaped(const char *s, bool multiline)
 {
         size_t n = strlen(s);
         char *out = malloc(4 * n + 1), *o = out;
         if (!out)
                 return NULL;
         for (const char *c = s; *c;) {
-                size_t k = *c == '\n' ? 0 : text_control_len(c);
+                size_t k = *c == '\n' && multiline ? 0 : text_control_len(c);
                 if (!k)
                         *o++ = *c++;
                 for (; k; k--)
@@ -166,7 +164,8 @@ int wire_error_decode(const void *buf, size_t len, int *exit_code, brig_error **
         int code = w.exit_code > 0 && w.exit_code <= 255 ? w.exit_code : BRIG_EXIT_SETUP;
         if (exit_code)
                 *exit_code = code;
-        _cleanup_free_ char *text = escaped(w.text[0] ? w.text : "unknown error (an empty message)");
+        /* the same bytes the CLI shows of an error, for every front end */
+        _cleanup_free_ char *text = text_escaped(w.text[0] ? w.text : "unknown error (an empty message)", true);
         bool filled = err && !*err;  /* an earlier error is the cause: left as it is */
         int r = brig_err_code(err, code, 0, w.where[0] ? "%s: %s" : "%s%s", w.where,
                               text ? text : "out of memory while reporting an error");

@@ -24,6 +24,10 @@ BRIG_INTERNAL char *brig_strdup_printf(const char *fmt, ...) BRIG_PRINTF(1, 2);
  * of the line, so that a path or a reason reads as something else). 0:
  * c[0] prints as it is. Every printer of text a sandbox chose uses it. */
 BRIG_INTERNAL size_t text_control_len(const char *c);
+/* s with each control (above) as \xNN, newlines too unless multiline:
+ * allocated, NULL when out of memory. What the CLI prints of text a
+ * sandbox chose, built whole so that it leaves in one write. */
+BRIG_INTERNAL char *text_escaped(const char *s, bool multiline);
 
 /* ---- an error crossing a process boundary ------------------------------ */
 
