@@ -528,15 +528,16 @@ def _own_stderr_writes(brig, *args):
     the sandbox's) wrote to its stderr, one entry per write."""
     if not shutil.which("strace"):
         pytest.fail("strace is not installed (scripts/install-deps installs it)")
-    log = brig.base / "strace-writes"
+    log = brig.base / "strace-writes"  # -ff: a file per process, so no call of brig's is split by another's
     env = brig.env({"ASAN_OPTIONS": "detect_leaks=0"})  # LeakSanitizer cannot run under ptrace
-    cp = subprocess.run(["strace", "-f", "-qq", "-s", "4096", "-e", "trace=write", "-e", "signal=none", "-o",
+    cp = subprocess.run(["strace", "-ff", "-qq", "-s", "4096", "-e", "trace=execve,write", "-e", "signal=none", "-o",
                          str(log)] + brig.cmd(*args), cwd=str(brig.workspace), env=env, capture_output=True,
                         text=True, timeout=60, stdin=subprocess.DEVNULL)
-    lines = log.read_text().splitlines()
-    own = lines[0].split()[0] if lines else None  # the traced process: brig's front end, then its engine
-    writes = [ast.literal_eval(m.group(1)) for line in lines
-              if line.split()[0] == own and (m := re.match(r'\S+ write\(2, ("(?:[^"\\]|\\.)*"), \d+\) = \d+$', line))]
+    # brig's own process: the one that exec'd brig (its front end, which then runs its engine in place)
+    (own,) = [text.splitlines() for text in (f.read_text() for f in brig.base.glob("strace-writes.*"))
+              if f'execve("{brig.exe}"' in text]
+    writes = [ast.literal_eval(m.group(1)) for line in own
+              if (m := re.match(r'write\(2, ("(?:[^"\\]|\\.)*"), \d+\) = \d+$', line))]
     return cp, writes
 
 
