@@ -15,7 +15,9 @@ a margin (MAX_MB): reaching it proves the limit failed without spending a
 real GiB of the shared machine.
 """
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import time
 import uuid
@@ -283,3 +285,60 @@ def test_persistent_sandbox_says_memory_is_not_bounded(brig, sandboxes):
     quiet, r = sandboxes.create("--memory", "64M", "--allow-degraded", "memory")
     assert f"'{quiet}': memory:" not in r.stderr, r
     assert "memory_warning" not in sandboxes.ls()[quiet], sandboxes.ls()[quiet]
+
+
+def _memory_group(pid):
+    """The file with the OOM kill count of the memory cgroup process PID is
+    in (v1's memory.oom_control, v2's memory.events), or None."""
+    for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return pathlib.Path(f"/sys/fs/cgroup/memory{path}/memory.oom_control")
+        if controllers == "" and pathlib.Path(f"/sys/fs/cgroup{path}/memory.events").exists():
+            return pathlib.Path(f"/sys/fs/cgroup{path}/memory.events")
+    return None
+
+
+def _oom_kills(group):
+    return sum(int(v) for k, v in (line.split() for line in group.read_text().splitlines()) if k == "oom_kill")
+
+
+def test_an_exec_killed_for_memory_at_its_very_start_names_the_limit(brig, sandboxes, hooks_bindir):
+    """brig exec counts the cgroup's OOM kills from the exec's start: a
+    command SIGKILLed while the count rose was ended by --memory, and says
+    so. The count was read after the request had gone to pid 1, so a
+    command killed before that read (the supervisor preempted, the host
+    busy) ended as a bare "signal 9". A test hook stops the supervisor the
+    moment the request has left; the command runs into the limit while it
+    is stopped; then it goes on."""
+    from conftest import Brig
+    from proc_helpers import sandbox_init, wait_until
+    hooked = Brig(hooks_bindir, brig.mode, brig.base)
+    name = sandboxes.new_name("oom")
+    sandboxes.names.append(name)
+    r = hooked.run("create", name, "--memory", "64M", env=sandboxes.env({"BRIG_TEST_PAUSE_AT": "exec-sent"}))
+    assert r.returncode == 0, r
+    sup = sandboxes.state(name)["supervisor_pid"]
+    group = _memory_group(sandbox_init(sup))
+    if group is None or group == _memory_group(sup):
+        pytest.skip(f"MEMORY KILL NOT CHECKED {brig.mode.upper()}: the sandbox has no memory cgroup of its own here "
+                    "(cgroup v1 without delegation), --memory is RLIMIT_DATA")
+    before = _oom_kills(group)
+    p = sandboxes.popen_exec(name, "--", "python3", "-c", "x = bytearray(200 << 20)", stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: "\nState:\tT" in pathlib.Path(f"/proc/{sup}/status").read_text(), 20), \
+            "the supervisor never stopped at exec-sent"
+        assert wait_until(lambda: _oom_kills(group) > before, 30), \
+            "the command was not killed for memory while the supervisor was stopped"
+        os.kill(sup, signal.SIGCONT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        try:
+            os.kill(sup, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert p.returncode == 137 and "raise with --memory" in err, (p.returncode, err)

@@ -542,6 +542,11 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
                         return reply_error(k->fd, EBADF, "exec: %s is a directory or a path-only descriptor",
                                            i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr");
         }
+        /* What the exec's end is measured from, taken before it can
+         * start: before the request leaves, so that pid 1, woken by it
+         * (on this CPU, as a rule), has little of ours to wait behind. */
+        refusals_mark(c->refusals, &k->mark);
+        k->oom_kills = cgroup_oom_kills(c->cg);
         /* The request goes on verbatim; pid 1 checks it again. On the
          * spare's socket it is the one message pid 1 gets for this exec. */
         const struct ctl_hdr *h = (const struct ctl_hdr *)buf;
@@ -568,10 +573,9 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
                 }
                 k->exec_fd = sv[0];
         }
+        test_pause("exec-sent");  /* the command may be running from here on */
         k->last = last;
         c->served |= last;
-        refusals_mark(c->refusals, &k->mark);
-        k->oom_kills = cgroup_oom_kills(c->cg);
         k->exec_w = (struct watch){ .kind = W_EXEC, .conn = k };
         if ((r = epoll_watch(c, k->exec_fd, &k->exec_w)) < 0) {
                 reply_error(k->fd, -r, "epoll");
