@@ -543,8 +543,10 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
                                            i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr");
         }
         /* What the exec's end is measured from, taken before it can
-         * start: before the request leaves, so that pid 1, woken by it
-         * (on this CPU, as a rule), has little of ours to wait behind. */
+         * start: read after the request, an OOM kill of a command that
+         * ran into --memory at once was in the count it is compared with
+         * (and pid 1, woken by the request, on this CPU as a rule, waited
+         * behind the read). */
         refusals_mark(c->refusals, &k->mark);
         k->oom_kills = cgroup_oom_kills(c->cg);
         /* The request goes on verbatim; pid 1 checks it again. On the
