@@ -3,6 +3,7 @@
 #define BRIG_CLI_H
 
 #include "brig.h"
+#include "core/error.h"  /* text_escaped, for cli_say's callers */
 
 #include <jansson.h>
 
@@ -50,8 +51,16 @@ int cli_fail(brig_error *err);
 
 /* Write S with terminal control characters shown as \xNN (newlines kept
  * when MULTILINE): names a sandbox made (files, hosts) reach the caller's
- * terminal as text, never as escape sequences. */
+ * terminal as text, never as escape sequences. For stdout; a line on
+ * stderr goes whole through cli_say. */
 void cli_put_safe(FILE *f, const char *s, bool multiline);
+
+/* One line of brig's on stderr, formatted whole and written at once:
+ * stderr is unbuffered, and printf writes an unbuffered stream in pieces
+ * (glibc 2.37 on: 128 bytes; musl: 80), between which another writer to
+ * the same stderr lands. Text a sandbox chose goes in through
+ * text_escaped (core/error.h), as cli_put_safe shows it. */
+void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* After brig run or brig exec: the connections to unix sockets outside the
  * sandbox that were refused, and the flag that allows one (nothing if none). */

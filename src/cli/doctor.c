@@ -13,7 +13,7 @@ int cmd_doctor(int argc, char **argv)
                 if (strcmp(argv[i], "--json") == 0) {
                         json = true;
                 } else {
-                        fprintf(stderr, "brig doctor: unknown option '%s' (expected --json)\n", argv[i]);
+                        cli_say("brig doctor: unknown option '%s' (expected --json)\n", argv[i]);
                         return BRIG_EXIT_SETUP;
                 }
         }

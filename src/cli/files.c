@@ -61,7 +61,7 @@ static int parse_flags(int argc, char **argv, const char *cmd, const char *usage
                 case 'm':
                         if (brig_parse_size(optarg, &f->max_bytes, &err) < 0 || f->max_bytes == 0) {
                                 brig_error_free(&err);
-                                fprintf(stderr, "brig %s: --max-size '%s': expected a size like 1M\n", cmd, optarg);
+                                cli_say("brig %s: --max-size '%s': expected a size like 1M\n", cmd, optarg);
                                 return -1;
                         }
                         break;
@@ -69,7 +69,7 @@ static int parse_flags(int argc, char **argv, const char *cmd, const char *usage
                         errno = 0;
                         unsigned long m = strtoul(optarg, &end, 8);
                         if (errno || !*optarg || *end || m > 07777) {
-                                fprintf(stderr, "brig %s: --mode '%s': expected octal permission bits like 0644\n",
+                                cli_say("brig %s: --mode '%s': expected octal permission bits like 0644\n",
                                         cmd, optarg);
                                 return -1;
                         }
@@ -85,7 +85,7 @@ static int parse_flags(int argc, char **argv, const char *cmd, const char *usage
                         fputs(usage, stdout);
                         exit(0);
                 default:
-                        fprintf(stderr, "brig %s: bad option '%s' (see brig %s --help)\n", cmd, argv[optind - 1],
+                        cli_say("brig %s: bad option '%s' (see brig %s --help)\n", cmd, argv[optind - 1],
                                 cmd);
                         return -1;
                 }
@@ -129,14 +129,14 @@ int cmd_cp(int argc, char **argv)
         if (first < 0)
                 return BRIG_EXIT_SETUP;
         if (argc - first != 2) {
-                fprintf(stderr, "brig cp: give SRC and DST\n%s", cp_usage);
+                cli_say("brig cp: give SRC and DST\n%s", cp_usage);
                 return BRIG_EXIT_SETUP;
         }
         const char *src = argv[first], *dst = argv[first + 1], *path;
         char name[128];
         bool in = sandbox_ref(dst, name, sizeof name, &path);
         if (in == sandbox_ref(src, name, sizeof name, &path)) {
-                fprintf(stderr, "brig cp: exactly one of SRC and DST must be NAME:/PATH inside a sandbox\n%s",
+                cli_say("brig cp: exactly one of SRC and DST must be NAME:/PATH inside a sandbox\n%s",
                         cp_usage);
                 return BRIG_EXIT_SETUP;
         }
@@ -149,7 +149,7 @@ int cmd_cp(int argc, char **argv)
                 fd = in ? open(host, O_RDONLY | O_CLOEXEC)
                         : open(host, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC, 0644);
                 if (fd < 0) {
-                        fprintf(stderr, "brig cp: cannot open '%s': %s\n", host, strerror(errno));
+                        cli_say("brig cp: cannot open '%s': %s\n", host, strerror(errno));
                         return BRIG_EXIT_SETUP;
                 }
         }
@@ -168,7 +168,7 @@ int cmd_files(int argc, char **argv)
         if (first < 0)
                 return BRIG_EXIT_SETUP;
         if (argc - first != 3) {
-                fprintf(stderr, "brig files: give NAME, an operation and a path\n%s", files_usage);
+                cli_say("brig files: give NAME, an operation and a path\n%s", files_usage);
                 return BRIG_EXIT_SETUP;
         }
         static const struct {
@@ -185,8 +185,8 @@ int cmd_files(int argc, char **argv)
                 if (strcmp(word, ops[i].word) == 0) {
                         bool tar = ops[i].op == BRIG_FILE_TAR_OUT || ops[i].op == BRIG_FILE_TAR_IN;
                         if (f.max_bytes && !tar) {
-                                fprintf(stderr, "brig files: --max-size bounds tar-out and tar-in (brig cp takes it "
-                                                "for one file)\n");
+                                cli_say("brig files: --max-size bounds tar-out and tar-in (brig cp takes it "
+                                        "for one file)\n");
                                 return BRIG_EXIT_SETUP;
                         }
                         brig_file_spec s = { .size = sizeof s, .op = ops[i].op, .path = argv[first + 2],
@@ -194,6 +194,6 @@ int cmd_files(int argc, char **argv)
                                              .timeout_ms = f.timeout_ms };
                         return run_op(argv[first], &s);
                 }
-        fprintf(stderr, "brig files: unknown operation '%s'\n%s", word, files_usage);
+        cli_say("brig files: unknown operation '%s'\n%s", word, files_usage);
         return BRIG_EXIT_SETUP;
 }

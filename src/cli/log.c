@@ -36,19 +36,17 @@ static int open_stream(const char *cmd, const char *what)
         int fd = open(what, O_RDONLY | O_CLOEXEC);
         if (fd >= 0)
                 return fd;
+        _cleanup_free_ char *safe = text_escaped(what, false);
         if (strchr(what, '/') || errno != ENOENT) {
-                fprintf(stderr, "brig %s: ", cmd);
-                cli_put_safe(stderr, what, false);
-                fprintf(stderr, ": %s\n", strerror(errno));
+                cli_say("brig %s: %s: %s\n", cmd, safe ? safe : "?", strerror(errno));
                 return -1;
         }
         brig_error *err = NULL;
         fd = brig_sandbox_audit_fd_named(what, &err);  /* running or stopped */
         if (fd >= 0)
                 return fd;
-        fprintf(stderr, "brig %s: ", cmd);
-        cli_put_safe(stderr, what, false);
-        fprintf(stderr, " is no file here, and as a sandbox: %s\n", err && err->msg ? err->msg : "?");
+        cli_say("brig %s: %s is no file here, and as a sandbox: %s\n", cmd, safe ? safe : "?",
+                err && err->msg ? err->msg : "?");
         brig_error_free(&err);
         return -1;
 }
@@ -97,12 +95,12 @@ static int cmd_verify(int argc, char **argv)
                 }
         }
         if (optind + 1 != argc) {
-                fprintf(stderr, "brig log verify: name one file\n%s", log_usage);
+                cli_say("brig log verify: name one file\n%s", log_usage);
                 return BRIG_EXIT_SETUP;
         }
         if (want && (strlen(want) != 64 || want[strspn(want, "0123456789abcdef")])) {
-                fprintf(stderr, "brig log verify: --sha256: '%s' is not a SHA-256 in lower-case hex (the report's "
-                                "audit.sha256)\n", want);
+                cli_say("brig log verify: --sha256: '%s' is not a SHA-256 in lower-case hex (the report's "
+                        "audit.sha256)\n", want);
                 return BRIG_EXIT_SETUP;
         }
         const char *file = argv[optind];
@@ -114,26 +112,26 @@ static int cmd_verify(int argc, char **argv)
         int r = read_all(fd, &buf, &len);
         close(fd);
         if (r < 0) {
-                fprintf(stderr, "brig log verify: %s: %s\n", file, strerror(-r));
+                cli_say("brig log verify: %s: %s\n", file, strerror(-r));
                 return BRIG_EXIT_SETUP;
         }
         brig_audit_verdict v = { .size = sizeof v };
         r = brig_audit_verify(buf, len, &v);
         free(buf);
         if (r == -EBADMSG) {
-                fprintf(stderr, "brig log verify: %s:%llu: ", file, (unsigned long long)v.bad_line);
-                cli_put_safe(stderr, v.what, false);
-                fputc('\n', stderr);
+                _cleanup_free_ char *safe = text_escaped(v.what, false);
+                cli_say("brig log verify: %s:%llu: %s\n", file, (unsigned long long)v.bad_line,
+                        safe ? safe : "(out of memory)");
                 return 1;
         }
         if (r < 0) {
-                fprintf(stderr, "brig log verify: %s: %s\n", file, strerror(-r));
+                cli_say("brig log verify: %s: %s\n", file, strerror(-r));
                 return BRIG_EXIT_SETUP;
         }
         if (want && strcmp(want, v.sha256) != 0) {
-                fprintf(stderr, "brig log verify: %s:%llu: the chain holds, but the stream's SHA-256 is %s where "
-                                "--sha256 says %s: its end event (line %llu) was altered, or this is another run's "
-                                "stream\n", file, (unsigned long long)v.lines, v.sha256, want,
+                cli_say("brig log verify: %s:%llu: the chain holds, but the stream's SHA-256 is %s where "
+                        "--sha256 says %s: its end event (line %llu) was altered, or this is another run's "
+                        "stream\n", file, (unsigned long long)v.lines, v.sha256, want,
                         (unsigned long long)v.lines);
                 return 1;
         }
@@ -212,7 +210,7 @@ int cmd_log(int argc, char **argv)
                 }
         }
         if (optind + 1 != argc) {
-                fprintf(stderr, "brig log: name one audit stream (a file or a sandbox)\n%s", log_usage);
+                cli_say("brig log: name one audit stream (a file or a sandbox)\n%s", log_usage);
                 return BRIG_EXIT_SETUP;
         }
         if (colour && !fw.json)
@@ -245,7 +243,7 @@ int cmd_log(int argc, char **argv)
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        fprintf(stderr, "brig log: %s: %s\n", argv[optind], strerror(errno));
+                        cli_say("brig log: %s: %s\n", argv[optind], strerror(errno));
                         rc = BRIG_EXIT_SETUP;
                         break;
                 }
@@ -282,7 +280,7 @@ int cmd_log(int argc, char **argv)
                 free(s);
         }
         if (fw.bad)
-                fprintf(stderr, "brig log: %s: %d line%s not an audit event (altered? brig log verify %s)\n",
+                cli_say("brig log: %s: %d line%s not an audit event (altered? brig log verify %s)\n",
                         argv[optind], fw.bad, fw.bad == 1 ? " is" : "s are", argv[optind]);
         brig_audit_reader_free(fw.r);
         return rc;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,20 +88,30 @@ const char *cli_usage(const char *cmd)
         return NULL;
 }
 
-/* Built whole, then one write (stderr is unbuffered: a character at a
- * time was a write each, and a line could interleave with another
- * writer's). */
 void cli_put_safe(FILE *f, const char *s, bool multiline)
 {
         _cleanup_free_ char *text = text_escaped(s, multiline);
         fputs(text ? text : "(out of memory)", f);
 }
 
-/* "brig: TEXT\n" in one write, TEXT as cli_put_safe shows it. */
+void cli_say(const char *fmt, ...)
+{
+        char *line = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vasprintf(&line, fmt, ap);
+        va_end(ap);
+        /* fputs hands an unbuffered stream the whole block (glibc, musl) */
+        fputs(n >= 0 ? line : "brig: out of memory while writing a message\n", stderr);
+        if (n >= 0)
+                free(line);
+}
+
+/* "brig: TEXT\n", TEXT as cli_put_safe shows it. */
 static void put_line(const char *s, bool multiline)
 {
         _cleanup_free_ char *text = text_escaped(s, multiline);
-        fprintf(stderr, "brig: %s\n", text ? text : "(out of memory)");
+        cli_say("brig: %s\n", text ? text : "(out of memory)");
 }
 
 void cli_put_unix_refused(const brig_result *res)
@@ -111,7 +122,7 @@ void cli_put_unix_refused(const brig_result *res)
         _cleanup_free_ char *first = text_escaped(res->unix_refused_path, false);
         /* An abstract name (shown as @name) has no path to allow: only a
          * socket file can be named with --allow-unix. */
-        fprintf(stderr, "brig: refused %llu connection%s to unix sockets outside the sandbox (first: %s); %s\n",
+        cli_say("brig: refused %llu connection%s to unix sockets outside the sandbox (first: %s); %s\n",
                 (unsigned long long)res->unix_refused, res->unix_refused == 1 ? "" : "s",
                 first ? first : "(out of memory)",
                 res->unix_refused_path[0] == '@'
@@ -165,7 +176,7 @@ int cmd_serve(int argc, char **argv)
         argv[0] = "brig-serve";
         (void)argc;
         fexecve(fd, argv, environ);
-        fprintf(stderr, "brig serve: cannot run %s: %s\n", path, strerror(errno));
+        cli_say("brig serve: cannot run %s: %s\n", path, strerror(errno));
         free(path);
         close(fd);
         return BRIG_EXIT_SETUP;
@@ -242,6 +253,6 @@ int main(int argc, char **argv)
                 fputs(usage, stdout);
                 return 0;
         }
-        fprintf(stderr, "brig: unknown command '%s'\n%s", cmd, usage);
+        cli_say("brig: unknown command '%s'\n%s", cmd, usage);
         return BRIG_EXIT_SETUP;
 }

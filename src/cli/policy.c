@@ -22,7 +22,7 @@ static int show_or_explain(int argc, char **argv, bool explain)
         if (code)
                 return code == 1 ? 0 : code;
         if (rest < argc) {
-                fprintf(stderr, "brig policy %s: unexpected argument '%s'\n", explain ? "explain" : "show", argv[rest]);
+                cli_say("brig policy %s: unexpected argument '%s'\n", explain ? "explain" : "show", argv[rest]);
                 brig_policy_free(p);
                 return BRIG_EXIT_SETUP;
         }
@@ -49,7 +49,7 @@ static int check(int argc, char **argv)
                 brig_policy *p = brig_policy_new();
                 brig_error *err = NULL;
                 if (!p || brig_policy_load_file(p, argv[i], &err) < 0) {
-                        fprintf(stderr, "brig: %s\n", err && err->msg ? err->msg : "out of memory");
+                        cli_say("brig: %s\n", err && err->msg ? err->msg : "out of memory");
                         bad++;
                 } else {
                         printf("%s: ok\n", argv[i]);
@@ -77,6 +77,6 @@ int cmd_policy(int argc, char **argv)
                 fputs(policy_usage, stdout);
                 return 0;
         }
-        fprintf(stderr, "brig policy: unknown subcommand '%s'\n%s", sub, policy_usage);
+        cli_say("brig policy: unknown subcommand '%s'\n%s", sub, policy_usage);
         return BRIG_EXIT_SETUP;
 }

@@ -26,11 +26,6 @@ static const char replay_usage[] =
 /* The policy's outputs are the recorded run's, not this one's. */
 static const char *const not_replayed[] = { "audit", "report", "manifest", NULL };
 
-static void put(const char *s)
-{
-        cli_put_safe(stderr, s ? s : "?", false);
-}
-
 /* The strings of `in` that `other` lacks, each as SIGN + it, onto d. */
 static void only_in(json_t *in, json_t *other, char sign, json_t *d)
 {
@@ -101,7 +96,7 @@ static int load_policy(json_t *m, const char *manifest, brig_policy **ret)
         json_t *pol = json_deep_copy(json_object_get(m, "policy"));
         if (!json_is_object(pol)) {
                 json_decref(pol);
-                fprintf(stderr, "brig replay: %s: no policy in it (not a manifest of brig run --manifest)\n", manifest);
+                cli_say("brig replay: %s: no policy in it (not a manifest of brig run --manifest)\n", manifest);
                 return -1;
         }
         for (const char *const *k = not_replayed; *k; k++)
@@ -124,7 +119,7 @@ static int load_policy(json_t *m, const char *manifest, brig_policy **ret)
                 }
         }
         if (r < 0) {
-                fprintf(stderr, "brig replay: %s: its policy: %s\n", manifest, err && err->msg ? err->msg : strerror(-r));
+                cli_say("brig replay: %s: its policy: %s\n", manifest, err && err->msg ? err->msg : strerror(-r));
                 brig_error_free(&err);
                 brig_policy_free(p);
                 return -1;
@@ -153,14 +148,14 @@ int cmd_replay(int argc, char **argv)
                 }
         }
         if (optind + 1 != argc) {
-                fprintf(stderr, "brig replay: name one manifest\n%s", replay_usage);
+                cli_say("brig replay: name one manifest\n%s", replay_usage);
                 return BRIG_EXIT_SETUP;
         }
         const char *manifest = argv[optind];
         json_error_t je;
         json_t *m = json_load_file(manifest, JSON_REJECT_DUPLICATES, &je);
         if (!json_is_object(m) || json_integer_value(json_object_get(m, "brig_manifest")) != 1) {
-                fprintf(stderr, "brig replay: %s:%d: %s\n", manifest, je.line,
+                cli_say("brig replay: %s:%d: %s\n", manifest, je.line,
                         m ? "not a manifest of brig run --manifest (brig_manifest 1)" : je.text);
                 json_decref(m);
                 return BRIG_EXIT_SETUP;
@@ -179,7 +174,7 @@ int cmd_replay(int argc, char **argv)
         uint64_t entries = 0;
         brig_error *err = NULL;
         if (!ws || brig_tree_hash(ws, now, &entries, &err) < 0) {
-                fprintf(stderr, "brig replay: the workspace: %s\n", err && err->msg ? err->msg : "none in the manifest "
+                cli_say("brig replay: the workspace: %s\n", err && err->msg ? err->msg : "none in the manifest "
                                                                                            "(--workspace DIR)");
                 brig_error_free(&err);
                 json_decref(m);
@@ -187,20 +182,19 @@ int cmd_replay(int argc, char **argv)
         }
         bool changed = !want || strcmp(want, now) != 0;
         if (changed && !allow_changed) {
-                fprintf(stderr, "brig replay: the workspace ");
-                put(ws);
-                fprintf(stderr, " is not the one the recorded run started from (tree sha256 %s, the manifest's %s): "
-                                "give the workspace as it was (--workspace DIR), or --allow-changed-workspace to run "
-                                "anyway\n", now, want ? want : "none");
+                _cleanup_free_ char *safe = text_escaped(ws ? ws : "?", false);
+                cli_say("brig replay: the workspace %s is not the one the recorded run started from (tree sha256 %s, "
+                        "the manifest's %s): give the workspace as it was (--workspace DIR), or "
+                        "--allow-changed-workspace to run anyway\n", safe ? safe : "?", now, want ? want : "none");
                 json_decref(m);
                 return BRIG_EXIT_SETUP;
         }
         if (changed)
-                fprintf(stderr, "brig replay: WARNING: the workspace differs from the recorded run's start "
-                                "(--allow-changed-workspace): differences may come from it\n");
+                cli_say("brig replay: WARNING: the workspace differs from the recorded run's start "
+                        "(--allow-changed-workspace): differences may come from it\n");
         const char *was_version = json_string_value(json_object_get(m, "brig_version"));
         if (was_version && strcmp(was_version, brig_version()) != 0)
-                fprintf(stderr, "brig replay: WARNING: recorded with brig %s, replayed with brig %s\n", was_version,
+                cli_say("brig replay: WARNING: recorded with brig %s, replayed with brig %s\n", was_version,
                         brig_version());
         brig_policy *p = NULL;
         if (load_policy(m, manifest, &p) < 0) {
@@ -234,7 +228,7 @@ int cmd_replay(int argc, char **argv)
                 json_decref(again);
                 if (err)
                         return cli_fail(err);
-                fprintf(stderr, "brig replay: %s: %s\n", manifest, r < 0 ? strerror(-r) : "the replay wrote no manifest");
+                cli_say("brig replay: %s: %s\n", manifest, r < 0 ? strerror(-r) : "the replay wrote no manifest");
                 return BRIG_EXIT_SETUP;
         }
         json_t *d = compare(json_object_get(m, "outcome"), json_object_get(again, "outcome"));
@@ -245,11 +239,11 @@ int cmd_replay(int argc, char **argv)
         bool files_whole = json_is_true(json_object_get(json_object_get(m, "outcome"), "files_complete")) &&
                            json_is_true(json_object_get(json_object_get(again, "outcome"), "files_complete"));
         if (!files_whole)
-                fprintf(stderr, "brig replay: WARNING: the files were compared in part only: a walk of the "
-                                "writable trees stopped (more entries than --changes-max, a tree deeper than 256, "
-                                "a directory brig cannot read), or files were listed without their hash (past "
-                                "64 MiB, or 512 MiB hashed in all: their contents were not compared); the audit "
-                                "stream's files event says which (errors, unhashed)\n");
+                cli_say("brig replay: WARNING: the files were compared in part only: a walk of the "
+                        "writable trees stopped (more entries than --changes-max, a tree deeper than 256, "
+                        "a directory brig cannot read), or files were listed without their hash (past "
+                        "64 MiB, or 512 MiB hashed in all: their contents were not compared); the audit "
+                        "stream's files event says which (errors, unhashed)\n");
         if (as_json) {
                 json_t *doc = json_pack("{s:b, s:b, s:b, s:O, s:O}", "same", same, "workspace_changed", changed,
                                         "files_complete", files_whole, "differences", d, "outcome",
@@ -260,16 +254,16 @@ int cmd_replay(int argc, char **argv)
                 free(text);
                 json_decref(doc);
         } else if (same) {
-                fprintf(stderr, "brig replay: the same: exit status, programs run, files changed (by content hash) "
-                                "and network decisions\n");
+                cli_say("brig replay: the same: exit status, programs run, files changed (by content hash) "
+                        "and network decisions\n");
         } else {
                 const char *k;
                 json_t *v;
                 json_object_foreach(d, k, v) {
                         char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
-                        fprintf(stderr, "brig replay: differs: %s: ", k);
-                        put(text);
-                        fputc('\n', stderr);
+                        char *safe = text_escaped(text ? text : "?", false);
+                        cli_say("brig replay: differs: %s: %s\n", k, safe ? safe : "?");
+                        free(safe);
                         free(text);
                 }
         }

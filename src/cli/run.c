@@ -128,24 +128,24 @@ static void explain_bad_option(const struct option *options, const char *cmd, co
                         if (strlen(o->name) != n || strncmp(o->name, arg + 2, n) != 0)
                                 continue;
                         if (o->has_arg == no_argument)
-                                fprintf(stderr, "%s: option '--%s' takes no value\n", cmd, o->name);
+                                cli_say("%s: option '--%s' takes no value\n", cmd, o->name);
                         else
-                                fprintf(stderr, "%s: option '--%s' needs a value\n", cmd, o->name);
+                                cli_say("%s: option '--%s' needs a value\n", cmd, o->name);
                         return;
                 }
         }
         if (strcmp(cmd, "brig run") == 0 && (strcmp(arg, "--pool") == 0 || strncmp(arg, "--pool=", 7) == 0)) {
-                fprintf(stderr, "brig run: --pool NAME comes first: the pool's options are its own, the rest are "
-                                "brig exec's (brig run --pool NAME [--cwd DIR] [--env N=V] -- COMMAND)\n");
+                cli_say("brig run: --pool NAME comes first: the pool's options are its own, the rest are "
+                        "brig exec's (brig run --pool NAME [--cwd DIR] [--env N=V] -- COMMAND)\n");
                 return;
         }
-        fprintf(stderr, "%s: unknown option '%s' (see %s --help)\n", cmd, arg, cmd);
+        cli_say("%s: unknown option '%s' (see %s --help)\n", cmd, arg, cmd);
 }
 
 /* A flag that weakens the sandbox (--net host) says so while it is read. */
 static void put_flag_warning(const char *line, void *data)
 {
-        fprintf(stderr, "brig: WARNING: %s\n", line);
+        cli_say("brig: WARNING: %s\n", line);
 }
 
 /* The policy from BRIG_POLICY, --profile and --policy (in the order
@@ -165,12 +165,12 @@ int cli_policy_from_args(const char *cmd, int argc, char **argv, brig_policy **r
         struct run_options o = { 0 };
         bool flags = argc > 1 && argv[1][0] == '-' && argv[1][1] && strcmp(argv[1], "--") != 0;
         if (flags && run_options_get(&o) < 0) {
-                fprintf(stderr, "brig: out of memory\n");
+                cli_say("brig: out of memory\n");
                 return BRIG_EXIT_SETUP;
         }
         brig_policy *p = brig_policy_new();
         if (!p) {
-                fprintf(stderr, "brig: out of memory\n");
+                cli_say("brig: out of memory\n");
                 run_options_free(&o);
                 return BRIG_EXIT_SETUP;
         }
@@ -258,7 +258,7 @@ static bool take_flag(int *argc, char **argv, const char *flag)
 /* A control weaker than the policy asks, said before the command starts. */
 static void put_notice(const char *line, void *data)
 {
-        fprintf(stderr, "brig: WARNING: %s\n", line);
+        cli_say("brig: WARNING: %s\n", line);
         *(bool *)data = true;
 }
 
@@ -269,17 +269,17 @@ static int run_in_pool(int argc, char **argv)
         const char *eq = strchr(argv[1], '=');
         const char *name = eq ? eq + 1 : argc > 2 ? argv[2] : NULL;
         if (!name || !name[0]) {
-                fprintf(stderr, "brig run: --pool needs the pool's name (brig pool --name NAME started it)\n");
+                cli_say("brig run: --pool needs the pool's name (brig pool --name NAME started it)\n");
                 return BRIG_EXIT_SETUP;
         }
         /* a policy asked for by the environment is refused as --policy is:
          * the run would get the pool's, perhaps a weaker one, without a word */
         const char *asked = getenv("BRIG_POLICY");
         if (asked && asked[0]) {
-                fprintf(stderr, "brig run: --pool NAME runs as the pool was made, so BRIG_POLICY (set: '");
-                cli_put_safe(stderr, asked, false);
-                fprintf(stderr, "') does not apply: unset it for this run, or start the pool with it (brig pool "
-                                "--name NAME reads it)\n");
+                _cleanup_free_ char *safe = text_escaped(asked, false);
+                cli_say("brig run: --pool NAME runs as the pool was made, so BRIG_POLICY (set: '%s') does not "
+                        "apply: unset it for this run, or start the pool with it (brig pool --name NAME reads it)\n",
+                        safe ? safe : "?");
                 return BRIG_EXIT_SETUP;
         }
         /* as brig exec NAME reads its line: the name, then the options */
@@ -307,7 +307,7 @@ int cmd_run(int argc, char **argv)
         if (code)
                 return code == 1 ? 0 : code;
         if (first >= argc) {
-                fprintf(stderr, "brig run: no command given\n");
+                cli_say("brig run: no command given\n");
                 put_run_usage(stderr);
                 brig_policy_free(p);
                 return BRIG_EXIT_SETUP;
@@ -326,15 +326,15 @@ int cmd_run(int argc, char **argv)
         } else {
                 code = res.exit_code;
                 if (res.summary[0])  /* one human line when it did not simply exit */
-                        fprintf(stderr, "brig: %s\n", res.summary);
+                        cli_say("brig: %s\n", res.summary);
                 if (res.warning[0] && !warned)  /* a pooled run: its sandbox said nothing at start */
-                        fprintf(stderr, "brig: WARNING: %s\n", res.warning);
+                        cli_say("brig: WARNING: %s\n", res.warning);
                 cli_put_refusals(&res, quiet);
         }
         if (res.timings[0])  /* --timings, whether the run started or not */
-                fprintf(stderr, "brig: timings:\n%s", res.timings);
+                cli_say("brig: timings:\n%s", res.timings);
         if (pooled && !used_pool && why[0])  /* never silently: the caller asked for the pool */
-                fprintf(stderr, "brig: --pooled: not served by the pool: %s; ran in a new sandbox\n", why);
+                cli_say("brig: --pooled: not served by the pool: %s; ran in a new sandbox\n", why);
         /* the next such run the front end's (persist/pool_claim.h), once
          * the status is out */
         if (pooled && cli_plain_policy(argc, argv, first))

@@ -52,7 +52,7 @@ static bool wants_help(int argc, char **argv)
 static const char *name_arg(int argc, char **argv, const char *cmd, const char *usage)
 {
         if (argc < 2 || argv[1][0] == '-') {
-                fprintf(stderr, "brig %s: no sandbox name given\n%s", cmd, usage);
+                cli_say("brig %s: no sandbox name given\n%s", cmd, usage);
                 return NULL;
         }
         return argv[1];
@@ -87,10 +87,10 @@ static void put_memory_warning(const char *verb, const char *name)
         size_t j;
         json_t *w;
         json_array_foreach(all, j, w)
-                fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, json_string_value(w));
+                cli_say("brig: WARNING: %s '%s': %s\n", verb, name, json_string_value(w));
         const char *mem = json_string_value(json_object_get(row, "memory_warning"));
         if (!all && mem)  /* state written by an older brig */
-                fprintf(stderr, "brig: WARNING: %s '%s': %s\n", verb, name, mem);
+                cli_say("brig: WARNING: %s '%s': %s\n", verb, name, mem);
         json_decref(row);
 }
 
@@ -111,9 +111,9 @@ static void put_restore_stops(const char *name, const char *tag)
                 found |= strcmp(json_string_value(json_object_get(snap, "tag")) ?: "", tag) == 0;
         json_decref(snaps);
         if (found && status && (strcmp(status, "running") == 0 || strcmp(status, "paused") == 0))
-                fprintf(stderr, "brig: restore '%s': stopping sandbox '%s' first: every process running in it "
-                                "ends (SIGTERM, then SIGKILL after the grace) and is not brought back; the files "
-                                "of '%s' are restored and the sandbox starts again with no processes\n",
+                cli_say("brig: restore '%s': stopping sandbox '%s' first: every process running in it "
+                        "ends (SIGTERM, then SIGKILL after the grace) and is not brought back; the files "
+                        "of '%s' are restored and the sandbox starts again with no processes\n",
                         tag, name, tag);
         json_decref(row);
 }
@@ -138,7 +138,7 @@ int cmd_create(int argc, char **argv)
         for (int i = 2; i < argc; i++) {
                 const char *mode = NULL;
                 if (strcmp(argv[i], "--") == 0) {
-                        fprintf(stderr, "brig create: no command: a sandbox waits for brig exec\n");
+                        cli_say("brig create: no command: a sandbox waits for brig exec\n");
                         free(rest);
                         return BRIG_EXIT_SETUP;
                 }
@@ -157,7 +157,7 @@ int cmd_create(int argc, char **argv)
                 } else if (strcmp(mode, "overlay") == 0) {
                         opts.workspace_mode = BRIG_WORKSPACE_OVERLAY;
                 } else {
-                        fprintf(stderr, "brig create: --workspace-mode '%s': expected bind or overlay\n", mode);
+                        cli_say("brig create: --workspace-mode '%s': expected bind or overlay\n", mode);
                         free(rest);
                         return BRIG_EXIT_SETUP;
                 }
@@ -169,7 +169,7 @@ int cmd_create(int argc, char **argv)
                 return code == 1 ? 0 : code;
         }
         if (first < n) {
-                fprintf(stderr, "brig create: unexpected argument '%s' (a sandbox takes no command; use brig exec)\n",
+                cli_say("brig create: unexpected argument '%s' (a sandbox takes no command; use brig exec)\n",
                         rest[first]);
                 brig_policy_free(p);
                 free(rest);
@@ -258,14 +258,14 @@ static int exec_command(int argc, char **argv, const char *pool)
                         free(env);
                         return 0;
                 default:
-                        fprintf(stderr, "%s: bad option '%s' (see %s --help)\n", cmd, argv[optind], cmd);
+                        cli_say("%s: bad option '%s' (see %s --help)\n", cmd, argv[optind], cmd);
                         free(env);
                         return BRIG_EXIT_SETUP;
                 }
         }
         int first = optind + 1;
         if (first >= argc) {
-                fprintf(stderr, "%s: no command given\n%s", cmd, usage);
+                cli_say("%s: no command given\n%s", cmd, usage);
                 free(env);
                 return BRIG_EXIT_SETUP;
         }
@@ -281,7 +281,7 @@ static int exec_command(int argc, char **argv, const char *pool)
                 errno = 0;
                 long fd = strtol(outcome, &end, 10);
                 if (errno || end == outcome || *end || fd < 3 || fd > INT_MAX) {
-                        fprintf(stderr, "%s: %s='%s' is not a descriptor\n", cmd, BRIG_EXEC_OUTCOME_ENV, outcome);
+                        cli_say("%s: %s='%s' is not a descriptor\n", cmd, BRIG_EXEC_OUTCOME_ENV, outcome);
                         free(env);
                         return BRIG_EXIT_SETUP;
                 }
@@ -291,20 +291,20 @@ static int exec_command(int argc, char **argv, const char *pool)
                 r = pool ? brig_run_in_pool(pool, &o, &res, &err) : brig_sandbox_exec(name, &o, &res, &err);
         }
         if (res.timings[0])  /* --timings, whether the command ran or not */
-                fprintf(stderr, "brig: timings:\n%s", res.timings);
+                cli_say("brig: timings:\n%s", res.timings);
         if (r < 0) {
                 code = cli_fail(err);
         } else if (res.reason == BRIG_REASON_DETACHED) {
                 /* stdout, for a script: pid=$(brig exec --detach ... | awk '{print $2}') */
                 printf("pid %d log %s\n", res.detached_pid, res.detached_log);
                 fflush(stdout);
-                fprintf(stderr, "brig: started in the background in '%s'; its output: brig exec %s -- cat %s\n",
+                cli_say("brig: started in the background in '%s'; its output: brig exec %s -- cat %s\n",
                         name, name, res.detached_log);
                 code = 0;
         } else {
                 code = res.exit_code;
                 if (res.summary[0])
-                        fprintf(stderr, "brig: %s\n", res.summary);
+                        cli_say("brig: %s\n", res.summary);
                 cli_put_refusals(&res, quiet);
         }
         free(env);
@@ -355,7 +355,7 @@ int cmd_ls(int argc, char **argv)
                 if (strcmp(argv[i], "--json") == 0) {
                         json = true;
                 } else {
-                        fprintf(stderr, "brig ls: unknown option '%s' (expected --json)\n", argv[i]);
+                        cli_say("brig ls: unknown option '%s' (expected --json)\n", argv[i]);
                         return BRIG_EXIT_SETUP;
                 }
         }
@@ -382,9 +382,8 @@ static void put_described(const char *verb, const char *name, char *described)
                 next = strchr(line, '\n');
                 if (next)
                         *next++ = '\0';
-                fprintf(stderr, "brig: %s '%s': ", verb, name);
-                cli_put_safe(stderr, line, false);
-                fputc('\n', stderr);
+                _cleanup_free_ char *safe = text_escaped(line, false);
+                cli_say("brig: %s '%s': %s\n", verb, name, safe ? safe : "(out of memory)");
         }
         free(described);
 }
@@ -453,7 +452,7 @@ static int change_args(int argc, char **argv, struct change_args *a)
                 } else if (options && strncmp(v, "--exclude=", 10) == 0) {
                         a->excludes[ne++] = v + 10;
                 } else if (options && v[0] == '-') {
-                        fprintf(stderr, "brig %s: unknown option '%s'\n%s", argv[0], v, usage);
+                        cli_say("brig %s: unknown option '%s'\n%s", argv[0], v, usage);
                         return BRIG_EXIT_SETUP;
                 } else if (!a->name) {
                         a->name = v;
@@ -526,7 +525,7 @@ int cmd_commit(int argc, char **argv)
         if (json)
                 printf("%s\n", applied ? applied : "[]");
         else
-                fprintf(stderr, "brig: committed %zu change%s to the workspace\n", json_array_size(list),
+                cli_say("brig: committed %zu change%s to the workspace\n", json_array_size(list),
                         json_array_size(list) == 1 ? "" : "s");
         json_decref(list);
         free(applied);
@@ -645,14 +644,14 @@ static void say_shared_pool(const char *name, unsigned size)
                 json_int_t has = json_integer_value(json_object_get(row, "size"));
                 if (!ours || (json_array_size(names) < 2 && has == (json_int_t)size))
                         continue;
-                fprintf(stderr, "brig pool: the pool of this policy and workspace ran already (size %lld",
+                cli_say("brig pool: the pool of this policy and workspace ran already (size %lld",
                         (long long)has);
                 json_array_foreach(names, k, n) {
                         if (strcmp(json_string_value(n) ?: "", name) != 0)
-                                fprintf(stderr, ", named %s", json_string_value(n));
+                                cli_say(", named %s", json_string_value(n));
                 }
-                fprintf(stderr, "): '%s' names it too; brig pool --stop --name %s removes only this name while "
-                                "another gives it\n", name, name);
+                cli_say("): '%s' names it too; brig pool --stop --name %s removes only this name while "
+                        "another gives it\n", name, name);
         }
         json_decref(list);
 }
@@ -674,13 +673,13 @@ int cmd_pool(int argc, char **argv)
                 unsigned stopped = 0;
                 if (brig_pool_stop_all(&stopped, &err) < 0)
                         return cli_fail(err);
-                fprintf(stderr, "brig pool: %u pool%s stopped\n", stopped, stopped == 1 ? "" : "s");
+                cli_say("brig pool: %u pool%s stopped\n", stopped, stopped == 1 ? "" : "s");
                 return 0;
         }
         if (argc > 1 && strcmp(argv[1], "--list") == 0) {
                 if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
                         return pool_list(argc == 3);
-                fprintf(stderr, "brig pool --list: unexpected argument '%s' (expected --json)\n", argv[2]);
+                cli_say("brig pool --list: unexpected argument '%s' (expected --json)\n", argv[2]);
                 return BRIG_EXIT_SETUP;
         }
         long size = -1;
@@ -696,7 +695,7 @@ int cmd_pool(int argc, char **argv)
                         char *end;
                         size = strtol(argv[++i], &end, 10);
                         if (*end || size < 1 || size > 64) {
-                                fprintf(stderr, "brig pool: --size '%s': expected 1 to 64\n", argv[i]);
+                                cli_say("brig pool: --size '%s': expected 1 to 64\n", argv[i]);
                                 free(rest);
                                 return BRIG_EXIT_SETUP;
                         }
@@ -721,16 +720,16 @@ int cmd_pool(int argc, char **argv)
         if (stop && pool_name) {
                 /* the name says which pool: its options are the pool's */
                 if (n > 1) {
-                        fprintf(stderr, "brig pool --stop --name %s: unexpected argument '%s' (the name alone says "
-                                        "which pool)\n", pool_name, rest[1]);
+                        cli_say("brig pool --stop --name %s: unexpected argument '%s' (the name alone says "
+                                "which pool)\n", pool_name, rest[1]);
                         free(rest);
                         return BRIG_EXIT_SETUP;
                 }
                 free(rest);
                 int r = brig_pool_stop_named(pool_name, &err);
                 if (r == 1)
-                        fprintf(stderr, "brig pool: '%s' no longer names its pool, which runs on under its other "
-                                        "name (brig pool --list shows it)\n", pool_name);
+                        cli_say("brig pool: '%s' no longer names its pool, which runs on under its other "
+                                "name (brig pool --list shows it)\n", pool_name);
                 return r < 0 ? cli_fail(err) : 0;
         }
         brig_policy *p;
@@ -740,7 +739,7 @@ int cmd_pool(int argc, char **argv)
                 return code == 1 ? 0 : code;
         }
         if (first < n) {
-                fprintf(stderr, "brig pool: unexpected argument '%s'\n", rest[first]);
+                cli_say("brig pool: unexpected argument '%s'\n", rest[first]);
                 brig_policy_free(p);
                 free(rest);
                 return BRIG_EXIT_SETUP;

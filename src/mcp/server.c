@@ -55,7 +55,7 @@ static int level_of(const char *name)
 void mcp_send(struct mcp *m, char *line)
 {
         if (!line) {
-                fprintf(stderr, "brig mcp: out of memory writing a message\n");
+                cli_say("brig mcp: out of memory writing a message\n");
                 return;
         }
         size_t n = strlen(line), off = 0;
@@ -82,12 +82,12 @@ void mcp_log(struct mcp *m, const char *level, const char *fmt, ...)
         va_end(ap);
         if (n < 0)
                 return;
-        fputs("brig mcp: ", stderr);
         /* one line per message: a newline in what the model chose (a tag,
          * a path, grep's words about a file it named) would forge a line
          * of the agent host's log */
-        cli_put_safe(stderr, text, false);
-        fputc('\n', stderr);
+        char *safe = text_escaped(text, false);
+        cli_say("brig mcp: %s\n", safe ? safe : "(out of memory)");
+        free(safe);
         if (m->initialized && level_of(level) >= m->log_level) {
                 json_t *p = json_pack("{s:s, s:s}", "level", level, "logger", "brig");
                 json_object_set_new(p, "data", rpc_string_lossy(text, strlen(text)));
@@ -143,7 +143,7 @@ static void session_end(struct mcp *m)
         if (!m->keep && made) {
                 int r = brig_sandbox_remove(m->name, &err);
                 if (r < 0 && r != -ENOENT)
-                        fprintf(stderr, "brig mcp: remove sandbox '%s': %s\n", m->name, err->msg);
+                        cli_say("brig mcp: remove sandbox '%s': %s\n", m->name, err->msg);
                 brig_error_free(&err);
         }
 }
@@ -409,7 +409,7 @@ static void queue_line(struct mcp *m, const char *data, size_t len)
 {
         struct mcp_line *l = malloc(sizeof *l + (len == SIZE_MAX ? 0 : len));
         if (!l) {
-                fprintf(stderr, "brig mcp: out of memory: a message dropped\n");
+                cli_say("brig mcp: out of memory: a message dropped\n");
                 return;
         }
         l->next = NULL;
@@ -456,7 +456,7 @@ void mcp_read_input(struct mcp *m)
                 return;
         if (n <= 0 || rpc_reader_feed(&m->rd, buf, (size_t)n) < 0) {
                 if (n > 0)
-                        fprintf(stderr, "brig mcp: out of memory\n");
+                        cli_say("brig mcp: out of memory\n");
                 m->eof = true;
                 return;
         }
@@ -492,13 +492,13 @@ static int take_own_options(int *argc, char **argv, struct mcp *m)
                 } else if (strcmp(argv[i], "--keep") == 0 || strncmp(argv[i], "--keep=", 7) == 0) {
                         const char *v = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < *argc ? argv[++i] : NULL;
                         if (!v || !valid_name(v)) {
-                                fprintf(stderr, "brig mcp: --keep '%s': a sandbox name is letters, digits, _ . - "
-                                                "(up to 64, not starting with _ . -)\n", v ? v : "");
+                                cli_say("brig mcp: --keep '%s': a sandbox name is letters, digits, _ . - "
+                                        "(up to 64, not starting with _ . -)\n", v ? v : "");
                                 return BRIG_EXIT_SETUP;
                         }
                         m->keep = v;
                 } else if (strcmp(argv[i], "--") == 0) {
-                        fprintf(stderr, "brig mcp: no command: the model runs commands with the run_command tool\n");
+                        cli_say("brig mcp: no command: the model runs commands with the run_command tool\n");
                         return BRIG_EXIT_SETUP;
                 } else {
                         argv[out++] = argv[i];
@@ -530,7 +530,7 @@ static int setup(struct mcp *m, int argc, char **argv)
         if (code)
                 return code;
         if (first < argc) {
-                fprintf(stderr, "brig mcp: unexpected argument '%s' (see brig mcp --help)\n", argv[first]);
+                cli_say("brig mcp: unexpected argument '%s' (see brig mcp --help)\n", argv[first]);
                 return BRIG_EXIT_SETUP;
         }
         brig_error *err = NULL;
@@ -547,8 +547,8 @@ static int setup(struct mcp *m, int argc, char **argv)
                 json_t *row = cli_sandbox_row(m->name);
                 if (row) {
                         json_decref(row);
-                        fprintf(stderr, "brig mcp: --keep %s: a sandbox '%s' exists already; brig mcp makes its "
-                                        "sandbox from its own command line (brig rm %s first, or another name)\n",
+                        cli_say("brig mcp: --keep %s: a sandbox '%s' exists already; brig mcp makes its "
+                                "sandbox from its own command line (brig rm %s first, or another name)\n",
                                 m->name, m->name, m->name);
                         return BRIG_EXIT_SETUP;
                 }
@@ -586,7 +586,7 @@ int cmd_mcp(int argc, char **argv)
         sigprocmask(SIG_BLOCK, &set, NULL);
         m.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         if (m.sig_fd < 0) {
-                fprintf(stderr, "brig mcp: cannot watch for the session's end: %s\n", strerror(errno));
+                cli_say("brig mcp: cannot watch for the session's end: %s\n", strerror(errno));
                 code = BRIG_EXIT_SETUP;
                 goto out;
         }

@@ -525,19 +525,23 @@ def test_rootless_start_is_reliable(brig):
 
 def _own_stderr_writes(brig, *args):
     """brig ARGS under strace: the result, and what brig's own process (not
-    the sandbox's) wrote to its stderr, one entry per write."""
+    the sandbox's) wrote to its stderr, one entry per write(2) or writev(2)."""
     if not shutil.which("strace"):
         pytest.fail("strace is not installed (scripts/install-deps installs it)")
     log = brig.base / "strace-writes"  # -ff: a file per process, so no call of brig's is split by another's
     env = brig.env({"ASAN_OPTIONS": "detect_leaks=0"})  # LeakSanitizer cannot run under ptrace
-    cp = subprocess.run(["strace", "-ff", "-qq", "-s", "4096", "-e", "trace=execve,write", "-e", "signal=none", "-o",
-                         str(log)] + brig.cmd(*args), cwd=str(brig.workspace), env=env, capture_output=True,
-                        text=True, timeout=60, stdin=subprocess.DEVNULL)
+    cp = subprocess.run(["strace", "-ff", "-qq", "-s", "65536", "-e", "trace=execve,write,writev", "-e",
+                         "signal=none", "-o", str(log)] + brig.cmd(*args), cwd=str(brig.workspace), env=env,
+                        capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     # brig's own process: the one that exec'd brig (its front end, which then runs its engine in place)
-    (own,) = [text.splitlines() for text in (f.read_text() for f in brig.base.glob("strace-writes.*"))
-              if f'execve("{brig.exe}"' in text]
-    writes = [ast.literal_eval(m.group(1)) for line in own
+    own = [text.splitlines() for text in (f.read_text() for f in brig.base.glob("strace-writes.*"))
+           if f'execve("{brig.exe}"' in text]
+    assert len(own) == 1, (len(own), cp.stderr)
+    to_stderr = [line for line in own[0] if line.startswith(("write(2, ", "writev(2, "))]
+    # strace shows each byte past ASCII as an octal escape: read back as bytes
+    writes = [ast.literal_eval("b" + m.group(1)).decode("utf-8", "surrogateescape") for line in to_stderr
               if (m := re.match(r'write\(2, ("(?:[^"\\]|\\.)*"), \d+\) = \d+$', line))]
+    assert len(writes) == len(to_stderr), f"a write of brig's this test cannot read (a writev?): {to_stderr}"
     return cp, writes
 
 
@@ -546,8 +550,9 @@ def test_each_line_of_brigs_leaves_in_one_write(brig, case):
     """stderr is unbuffered: a message written a character at a time was a
     system call each (90 for one refusal line), and another writer to the
     same stderr (the agent's other tools, a command left running) could
-    land in the middle of a line. Each of brig's lines, the sandbox's text
-    in it shown safely, is one write."""
+    land in the middle of a line; printf writes an unbuffered stream in
+    pieces too (glibc up to 2.36: 8 KiB, from 2.37: 128 bytes). Each of
+    brig's lines, the sandbox's text in it shown safely, is one write."""
     if case == "error":
         args = ["exec", "no-such-sandbox\x1b[2J", "--", "true"]
         want = ["brig: bad sandbox name 'no-such-sandbox\\x1b[2J': use letters, digits, '_', '.', '-' (at most 64, "
@@ -557,21 +562,22 @@ def test_each_line_of_brigs_leaves_in_one_write(brig, case):
         want = None
     else:
         path = str(brig.workspace / "host\x07.sock")  # a host socket in the workspace: refused, its name a control
-        sock = socket.socket(socket.AF_UNIX)
-        sock.bind(path)
-        brig.chown(path)
-        sock.listen()
         args = ["run", "--", "python3", "-c", f"import socket\ntry: socket.socket(socket.AF_UNIX).connect({path!r})\n"
                 "except OSError: pass"]
         want = None
-    cp, writes = _own_stderr_writes(brig, *args)
-    mine = [line + "\n" for line in cp.stderr.splitlines() if line.startswith("brig: ")]
+    with socket.socket(socket.AF_UNIX) as sock:
+        if case == "unix-refused":
+            sock.bind(path)
+            brig.chown(path)
+            sock.listen()
+        cp, writes = _own_stderr_writes(brig, *args)
+    stderr = cp.stderr.decode("utf-8", "surrogateescape")
+    mine = [line + "\n" for line in stderr.split("\n") if line.startswith("brig: ")]
     assert mine, cp
-    assert writes == mine, (writes, cp.stderr)
+    assert writes == mine, (writes, stderr)
     if want:
         assert cp.returncode == SETUP and writes == want, (writes, cp)
     if case == "refusal":
         assert any("mount" in w and "refused" in w for w in writes), writes
     if case == "unix-refused":
         assert any("refused 1 connection" in w and "host\\x07.sock" in w for w in writes), writes
-        sock.close()

@@ -169,6 +169,31 @@ static void test_decode_escapes_controls(void **state)
         assert_int_equal(text_control_len("\xe2\x80\xae"), 3);
 }
 
+/* text_escaped: what the CLI prints of text a sandbox chose. Newlines
+ * stay only when multiline; every byte of a control becomes \xNN, so the
+ * worst case (controls alone) is four times as long; a sequence cut at
+ * the end is text. */
+static void test_text_escaped(void **state)
+{
+        (void)state;
+        char *t = text_escaped("a\nb\x1b[2J\xc2\x9b\xe2\x80\xae.", false);
+        assert_string_equal(t, "a\\x0ab\\x1b[2J\\xc2\\x9b\\xe2\\x80\\xae.");
+        free(t);
+        t = text_escaped("a\nb\x07", true);
+        assert_string_equal(t, "a\nb\\x07");
+        free(t);
+        t = text_escaped("\x01\x02\x7f", false);
+        assert_string_equal(t, "\\x01\\x02\\x7f");
+        assert_int_equal(strlen(t), 12);
+        free(t);
+        t = text_escaped("end\xe2\x80", false);
+        assert_string_equal(t, "end\xe2\x80");
+        free(t);
+        t = text_escaped("", true);
+        assert_string_equal(t, "");
+        free(t);
+}
+
 /* An earlier error is the cause: the decoder leaves it as it is. */
 static void test_decode_keeps_first_error(void **state)
 {
@@ -194,6 +219,7 @@ int main(void)
                 cmocka_unit_test(test_decode_exit_codes),
                 cmocka_unit_test(test_decode_escapes_controls),
                 cmocka_unit_test(test_decode_keeps_first_error),
+                cmocka_unit_test(test_text_escaped),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,8 +49,8 @@ BRIG_INTERNAL void reaper_sweep(void);
 BRIG_INTERNAL void pool_sweep(void);
 
 /* Test hook (meson -Dtest_hooks=true): BRIG_TEST_PAUSE_AT=STEP[,STEP...]
- * stops this process (SIGSTOP) at that step of its setup, so a test can
- * SIGKILL it there. A no-op in other builds. */
+ * stops this process (SIGSTOP) at that step, so a test can SIGKILL it
+ * there, or act and SIGCONT it. A no-op in other builds. */
 BRIG_INTERNAL void test_pause(const char *step);
 
 #endif

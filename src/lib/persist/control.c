@@ -544,9 +544,9 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         }
         /* What the exec's end is measured from, taken before it can
          * start: read after the request, an OOM kill of a command that
-         * ran into --memory at once was in the count it is compared with
-         * (and pid 1, woken by the request, on this CPU as a rule, waited
-         * behind the read). */
+         * ran into --memory at once was in the count it is compared with,
+         * and its first refusals were before its mark (and pid 1, woken by
+         * the request, on this CPU as a rule, waited behind the read). */
         refusals_mark(c->refusals, &k->mark);
         k->oom_kills = cgroup_oom_kills(c->cg);
         /* The request goes on verbatim; pid 1 checks it again. On the
