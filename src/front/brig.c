@@ -44,6 +44,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -60,6 +61,22 @@ extern char **environ;
 
 /* The signals brig exec forwards to the command (persist/exec.c). */
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+/* One line on stderr in one write, as the engine's cli_say: musl's printf
+ * writes an unbuffered stream 80 bytes at a time. A longer line is cut. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+        char line[2048];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(line, sizeof line, fmt, ap);
+        va_end(ap);
+        if (n >= (int)sizeof line)
+                memcpy(line + sizeof line - 5, "...\n", 5);
+        if (n >= 0)
+                fputs(line, stderr);
+}
 
 /* brig-engine, opened as libbrig opens brig-supervisor
  * (engine/supervisor_exec.c): beside this program (a build tree), where
@@ -130,7 +147,7 @@ static _Noreturn void run_engine(int engine, char **argv, int outcome)
                         fexecve(fd, argv, env);
                 brig_err_code(&err, BRIG_EXIT_SETUP, env ? errno : ENOMEM, "cannot start %s", ENGINE);
         }
-        fprintf(stderr, "brig: %s\n", err && err->msg ? err->msg : "cannot start " ENGINE);
+        say("brig: %s\n", err && err->msg ? err->msg : "cannot start " ENGINE);
         _exit(BRIG_EXIT_SETUP);
 }
 
@@ -284,7 +301,7 @@ static _Noreturn void hand_over(int engine, char **argv, const sigset_t *saved, 
                 r = ctl_send(pair[0], &h, NULL, 0, NULL, 0);
         }
         if (r < 0) {
-                fprintf(stderr, "brig: exec: keep the command's end for brig's engine: %s\n", strerror(-r));
+                say("brig: exec: keep the command's end for brig's engine: %s\n", strerror(-r));
                 _exit(BRIG_EXIT_SETUP);
         }
         close(pair[0]);

@@ -192,3 +192,24 @@ def test_front_end_keeps_the_engines_name(brig, sandboxes):
     """The engine runs under the name the user ran: ps, the sandbox's pid 1."""
     r = brig.run("run", "--", "cat", "/proc/1/comm")
     assert r.returncode == 0 and r.stdout == "brig\n", r
+
+
+def test_front_end_alone_says_why_in_one_write(brig, scratch):
+    """The front end copied without its engine refuses (125) and names
+    what is missing, in one line that leaves in one write: musl's printf
+    writes an unbuffered stderr 80 bytes at a time."""
+    if not shutil.which("strace"):
+        pytest.fail("strace is not installed (scripts/install-deps installs it)")
+    lone = scratch / "lone"
+    lone.mkdir()
+    lone.chmod(0o755)
+    shutil.copy2(brig.exe, lone / "brig")
+    log = scratch / "strace-lone"
+    # strace as the caller; rootless, setpriv execs brig in the process it traces
+    cmd = ["strace", "-qq", "-s", "4096", "-e", "trace=write,writev", "-e", "signal=none", "-o", str(log)] + \
+        brig.prefix() + [str(lone / "brig"), "run", "--", "true"]
+    r = subprocess.run(cmd, cwd=str(brig.workspace), env=brig.env(), capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 125 and r.stderr.count("\n") == 1 and "brig-engine not found" in r.stderr, r
+    calls = [line for line in log.read_text().splitlines() if line.startswith(("write(2,", "writev(2,"))]
+    assert len(calls) == 1 and f"= {len(r.stderr)}" in calls[0], (calls, r.stderr)
