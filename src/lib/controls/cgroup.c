@@ -1120,15 +1120,6 @@ int cgroup_make_deferred(struct cgroup *cg, const struct limits *l, brig_error *
         return set_limits_v1(cg, l, err);
 }
 
-long long cgroup_oom_kills(const struct cgroup *cg)
-{
-        long long n = -1;
-        if (cg && cg->on_v2[CG_MEMORY])
-                n = keyed_value(cg->v2_dir, "memory.events", "oom_kill");
-        else if (cg && cg->on_v1[CG_MEMORY])
-                n = keyed_value(cg->v1_dir[CG_MEMORY], "memory.oom_control", "oom_kill");
-        return n < 0 ? 0 : n;
-}
 
 /* Where each of cgroup_stats' files is: its group's directory and name,
  * or NULL where no hierarchy of ours has it. */
@@ -1144,14 +1135,18 @@ static const char *stat_file(const struct cgroup *cg, int i, const char **name)
         return v2 ? cg->v2_dir : v1 ? cg->v1_dir[i < ST_PIDS_PEAK ? CG_MEMORY : CG_PIDS] : NULL;
 }
 
+static void stat_open(struct cgroup *cg, int i)
+{
+        const char *name, *dir = stat_file(cg, i, &name);
+        char path[4096];
+        if (dir && cg->stat_fd[i] < 0 && snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path)
+                cg->stat_fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+}
+
 void cgroup_stats_open(struct cgroup *cg)
 {
-        for (int i = 0; cg && i < 4; i++) {
-                const char *name, *dir = stat_file(cg, i, &name);
-                char path[4096];
-                if (dir && cg->stat_fd[i] < 0 && snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path)
-                        cg->stat_fd[i] = open(path, O_RDONLY | O_CLOEXEC);
-        }
+        for (int i = 0; cg && i < 4; i++)
+                stat_open(cg, i);
 }
 
 static void stats_close(struct cgroup *cg)
@@ -1197,6 +1192,18 @@ static long long stat_keyed(const struct cgroup *cg, int i, const char *key)
                 if (strncmp(line, key, n) == 0 && line[n] == ' ')
                         return atoll(line + n + 1);
         return -1;
+}
+
+void cgroup_oom_open(struct cgroup *cg)
+{
+        if (cg)
+                stat_open(cg, ST_OOM);
+}
+
+long long cgroup_oom_kills(const struct cgroup *cg)
+{
+        long long n = cg ? stat_keyed(cg, ST_OOM, "oom_kill") : -1;
+        return n < 0 ? 0 : n;
 }
 
 void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *s)

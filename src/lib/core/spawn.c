@@ -637,6 +637,8 @@ int spawn_run(const brig_policy *p, char *const argv[], struct control *ctl, bri
         cgroup_sweep(cg);
         if (!ctl)
                 cgroup_stats_open(cg);  /* read after the status: opened now */
+        else
+                cgroup_oom_open(cg);  /* read as each exec starts */
         userns_helper_reap(&idmap_helper);
 
         /* 5-6. Serve until pid 1 exits; everything inside dies with it. */
