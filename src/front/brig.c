@@ -321,7 +321,10 @@ struct claimed {
 /* Send the command (our stdio with it), forward our signals until its
  * end comes back, and exit with its status or hand the end over. In a
  * claimed member (c), the exec is its one run: as the pool made it, or,
- * with c->identity, if the member's is the same. */
+ * with c->identity, if the member's is the same. sock -1: the sandbox
+ * `name`'s socket, connected once the request is ready to leave, so the
+ * supervisor finds it there when it accepts (one wakeup of it, not one
+ * for the connection and another for the request). */
 static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_opts *o, char **argv,
                               const struct claimed *c)
 {
@@ -337,7 +340,8 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
                 brig_error_free(&err);
                 free(req);
                 free(buf);
-                close(sock);
+                if (sock >= 0)
+                        close(sock);
                 if (c)
                         pool_claim_drop(c->dir, c->member);
                 run_engine(engine, argv, -1);  /* nothing sent: it says why */
@@ -352,12 +356,16 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         static const int stdio[3] = { 0, 1, 2 };
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
-        if (sfd < 0 || ctl_send(sock, h, req + sizeof *h, len - sizeof *h, stdio, 3) < 0) {
+        if (sfd >= 0 && sock < 0)
+                sock = sandbox_connect(name);
+        if (sfd < 0 || sock < 0 || ctl_send(sock, h, req + sizeof *h, len - sizeof *h, stdio, 3) < 0) {
                 /* a SOCK_SEQPACKET message goes whole or not at all: the
-                 * supervisor has nothing, and the engine starts over */
+                 * supervisor has nothing, and the engine starts over (or
+                 * says why it cannot connect) */
                 if (sfd >= 0)
                         close(sfd);
-                close(sock);
+                if (sock >= 0)
+                        close(sock);
                 free(req);
                 free(buf);
                 sigprocmask(SIG_SETMASK, &saved, NULL);
@@ -581,10 +589,8 @@ int main(int argc, char **argv)
                         if (sock >= 0)
                                 run_in_member(engine, sock, dir, member, &o, argv, NULL);
                         free(dir);
-                } else {
-                        int sock = engine >= 0 ? sandbox_connect(name) : -1;
-                        if (sock >= 0)
-                                exec_in(engine, sock, name, &o, argv, NULL);
+                } else if (engine >= 0) {
+                        exec_in(engine, -1, name, &o, argv, NULL);  /* connects when its request is ready */
                 }
                 free((void *)o.env);
         }

@@ -975,8 +975,17 @@ static void on_accept(struct control *c)
         k->client_w = (struct watch){ .kind = W_CLIENT, .conn = k };
         k->next = c->conns;
         c->conns = k;
-        if (epoll_watch(c, fd, &k->client_w) < 0)
+        if (epoll_watch(c, fd, &k->client_w) < 0) {
                 conn_close(c, k);
+                return;
+        }
+        /* A client sends its request as soon as it connects (brig's sends
+         * it with the connect): read now, it is there as a rule, instead
+         * of after another turn of the supervisor's loop (a poll of every
+         * descriptor, then this epoll set) on every exec's way. */
+        struct pollfd q = { .fd = fd, .events = POLLIN };
+        if (poll(&q, 1, 0) > 0)
+                on_client(c, k);
 }
 
 void control_dispatch(struct control *c)
