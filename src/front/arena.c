@@ -10,9 +10,13 @@
  * temporary freed at once), the rest goes with the process. What does
  * not fit the arena is mapped and unmapped by itself, as before.
  *
- * musl lets a program replace malloc, calloc, realloc and free, and uses
- * the program's for its own allocations then; the aligned ones are here
- * too, so that no block of musl's own allocator ever reaches our free. */
+ * musl lets a program replace malloc, calloc, realloc and free: what it
+ * allocates for its caller (strdup, getline, fopen's buffer) comes from
+ * these then, and what it allocates for itself (time zones, locales,
+ * atexit, posix_spawn's file actions) from its own __libc_malloc, which
+ * it gives back with its own __libc_free, never with ours. The aligned
+ * ones are here too, so that no block of musl's allocator reaches our
+ * free. Single-threaded, as the front end is. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdalign.h>
@@ -109,6 +113,10 @@ void *realloc(void *p, size_t size)
 {
         if (!p)
                 return malloc(size);
+        if (size > SIZE_MAX / 2) {  /* as block_new: no rounding below may wrap */
+                errno = ENOMEM;
+                return NULL;
+        }
         struct block *b = header(p);
         /* the newest block grows in place when the arena has the room */
         if (!b->mapped && (unsigned char *)p + round_up(b->size, ALIGN) == arena + used &&

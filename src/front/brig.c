@@ -322,9 +322,9 @@ struct claimed {
  * end comes back, and exit with its status or hand the end over. In a
  * claimed member (c), the exec is its one run: as the pool made it, or,
  * with c->identity, if the member's is the same. sock -1: the sandbox
- * `name`'s socket, connected once the request is ready to leave, so the
- * supervisor finds it there when it accepts (one wakeup of it, not one
- * for the connection and another for the request). */
+ * `name`'s socket, connected once the request is ready to leave (one
+ * wakeup of the supervisor, not one for the connection and another for
+ * the request). */
 static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_opts *o, char **argv,
                               const struct claimed *c)
 {
@@ -335,14 +335,24 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
         if (c && c->identity)  /* may hold a caller's values: in the request now, and wiped with it */
                 explicit_bzero(c->identity, strlen(c->identity));
         free((void *)o->env);
-        /* The answer's room is static and the request, once sent, is wiped
-         * and left to our exit: musl gives back a freed block of these
-         * sizes with munmap at once, whose TLB shootdown interrupts the
-         * other CPU, where the supervisor serves this very exec (three
-         * mmaps and munmaps were 2.6% of every exec's CPU, perf). */
+        /* The answer's room is static (only the answer's bytes are ever
+         * touched) and the request, once sent, is wiped and left to our
+         * exit: nothing is given back to the kernel on the exec's way, where
+         * an munmap's TLB shootdown interrupts the other CPU, on which the
+         * supervisor serves this very exec (arena.c: musl's malloc did
+         * that for each of these blocks). */
         static char buf[CTL_MAX_MSG];
-        if (!req) {
+        /* connected now, with the request ready to leave, so the supervisor
+         * finds it there when it accepts; before our signals are blocked, as
+         * a connect may wait (a full backlog), and a ^C then ends us with
+         * nothing sent */
+        if (req && sock < 0)
+                sock = sandbox_connect(name);
+        if (!req || sock < 0) {
                 brig_error_free(&err);
+                if (req)
+                        explicit_bzero(req, len);
+                free(req);
                 if (sock >= 0)
                         close(sock);
                 if (c)
@@ -359,16 +369,13 @@ static _Noreturn void exec_in(int engine, int sock, const char *name, brig_exec_
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         static const int stdio[3] = { 0, 1, 2 };
         const struct ctl_hdr *h = (const struct ctl_hdr *)req;
-        if (sfd >= 0 && sock < 0)
-                sock = sandbox_connect(name);
-        if (sfd < 0 || sock < 0 || ctl_send(sock, h, req + sizeof *h, len - sizeof *h, stdio, 3) < 0) {
+        if (sfd < 0 || ctl_send(sock, h, req + sizeof *h, len - sizeof *h, stdio, 3) < 0) {
                 /* a SOCK_SEQPACKET message goes whole or not at all: the
-                 * supervisor has nothing, and the engine starts over (or
-                 * says why it cannot connect) */
+                 * supervisor has nothing, and the engine starts over */
                 if (sfd >= 0)
                         close(sfd);
-                if (sock >= 0)
-                        close(sock);
+                close(sock);
+                explicit_bzero(req, len);
                 free(req);
                 sigprocmask(SIG_SETMASK, &saved, NULL);
                 if (c)

@@ -93,6 +93,15 @@ static void test_realloc_keeps_the_contents(void **state)
         assert_non_null(other);
         char *fresh = arena_realloc(NULL, 3);
         assert_non_null(fresh);
+        /* the newest block asked to grow past any size: refused, the arena
+         * and the block as they were */
+        size_t at = used;
+        errno = 0;
+        assert_null(arena_realloc(fresh, SIZE_MAX));
+        assert_int_equal(errno, ENOMEM);
+        assert_null(arena_realloc(fresh, SIZE_MAX - 4096));
+        assert_int_equal(used, at);
+        assert_int_equal(arena_malloc_usable_size(fresh), 3);
 }
 
 static void test_calloc_clears_and_checks_overflow(void **state)

@@ -1120,7 +1120,6 @@ int cgroup_make_deferred(struct cgroup *cg, const struct limits *l, brig_error *
         return set_limits_v1(cg, l, err);
 }
 
-
 /* Where each of cgroup_stats' files is: its group's directory and name,
  * or NULL where no hierarchy of ours has it. */
 static const char *stat_file(const struct cgroup *cg, int i, const char **name)

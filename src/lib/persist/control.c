@@ -979,10 +979,11 @@ static void on_accept(struct control *c)
                 conn_close(c, k);
                 return;
         }
-        /* A client sends its request as soon as it connects (brig's sends
-         * it with the connect): read now, it is there as a rule, instead
-         * of after another turn of the supervisor's loop (a poll of every
-         * descriptor, then this epoll set) on every exec's way. */
+        /* The front end's plain exec connects with its request ready and
+         * sends it at once: read now when it is there, instead of after
+         * another turn of the supervisor's loop (a poll of every descriptor,
+         * then this epoll set) on every such exec's way. A client that
+         * connects first and sends later (libbrig's) costs this one poll. */
         struct pollfd q = { .fd = fd, .events = POLLIN };
         if (poll(&q, 1, 0) > 0)
                 on_client(c, k);
