@@ -3,13 +3,17 @@
 engine (brig-engine). What the user reads and the exit status must be the
 engine's, whoever printed them; the engine it runs must be brig's own; and
 nothing the caller's environment says may turn one exec into another."""
+import os
 import shutil
+import signal
+import socket
 import subprocess
+import time
 
 import pytest
 
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
-from proc_helpers import marker
+from proc_helpers import marker, wait_until
 
 
 def attack(ident, technique, control):
@@ -213,3 +217,50 @@ def test_front_end_alone_says_why_in_one_write(brig, scratch):
     assert r.returncode == 125 and r.stderr.count("\n") == 1 and "brig-engine not found" in r.stderr, r
     calls = [line for line in log.read_text().splitlines() if line.startswith(("write(2,", "writev(2,"))]
     assert len(calls) == 1 and f"= {len(r.stderr)}" in calls[0], (calls, r.stderr)
+
+
+def test_a_signal_while_connecting_ends_the_exec_unsent(brig, sandboxes):
+    """A brig exec whose connection waits (here the supervisor is stopped
+    and its listen backlog full) ends at SIGTERM with nothing sent: its
+    command runs neither then nor once the supervisor goes on. The front
+    end blocks the signals it forwards only once it is connected; blocked
+    during the connect, the SIGTERM waited in its signalfd, the request
+    left when the connection came, and the command the caller gave up on
+    ran."""
+    name, _ = sandboxes.create()
+    sup = sandboxes.state(name)["supervisor_pid"]
+    ctl = str(sandboxes.root / name / "ctl")
+    ran = brig.workspace / f"ran-{marker()[-8:]}"
+    fillers, p, ended_stopped = [], None, None
+    os.kill(sup, signal.SIGSTOP)
+    try:
+        for _ in range(1000):  # connections no accept takes, until the next one would wait
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.setblocking(False)
+            try:
+                s.connect(ctl)
+            except BlockingIOError:
+                s.close()
+                break
+            fillers.append(s)
+        else:
+            pytest.fail("the control socket's backlog never filled")
+        p = sandboxes.popen_exec(name, "--", "touch", str(ran), stdin=subprocess.DEVNULL)
+        time.sleep(1)
+        assert p.poll() is None, p.communicate()  # waiting in its connect
+        p.send_signal(signal.SIGTERM)
+        ended_stopped = wait_until(lambda: p.poll() is not None, 10)
+    finally:
+        os.kill(sup, signal.SIGCONT)
+        for s in fillers:
+            s.close()
+        if p and p.poll() is None:
+            p.kill()
+        if p:
+            p.wait(timeout=60)
+    assert ended_stopped and p.returncode == -signal.SIGTERM, p.returncode
+    # the supervisor serves again, and what it had queued is gone
+    r = sandboxes.exec(name, "--", "true")
+    assert r.returncode == 0, r
+    time.sleep(0.5)
+    assert not ran.exists()
