@@ -174,8 +174,8 @@ int cmd_replay(int argc, char **argv)
         uint64_t entries = 0;
         brig_error *err = NULL;
         if (!ws || brig_tree_hash(ws, now, &entries, &err) < 0) {
-                cli_say("brig replay: the workspace: %s\n", err && err->msg ? err->msg : "none in the manifest "
-                                                                                           "(--workspace DIR)");
+                cli_say("brig replay: the workspace: %s\n",
+                        err && err->msg ? err->msg : "none in the manifest (--workspace DIR)");
                 brig_error_free(&err);
                 json_decref(m);
                 return BRIG_EXIT_SETUP;

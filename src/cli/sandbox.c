@@ -644,14 +644,20 @@ static void say_shared_pool(const char *name, unsigned size)
                 json_int_t has = json_integer_value(json_object_get(row, "size"));
                 if (!ours || (json_array_size(names) < 2 && has == (json_int_t)size))
                         continue;
-                cli_say("brig pool: the pool of this policy and workspace ran already (size %lld",
-                        (long long)has);
+                /* the other names first: the line leaves in one write */
+                char *others = NULL;
+                size_t len = 0;
+                FILE *f = open_memstream(&others, &len);
                 json_array_foreach(names, k, n) {
-                        if (strcmp(json_string_value(n) ?: "", name) != 0)
-                                cli_say(", named %s", json_string_value(n));
+                        if (f && strcmp(json_string_value(n) ?: "", name) != 0)
+                                fprintf(f, ", named %s", json_string_value(n));
                 }
-                cli_say("): '%s' names it too; brig pool --stop --name %s removes only this name while "
-                        "another gives it\n", name, name);
+                if (f)
+                        fclose(f);
+                cli_say("brig pool: the pool of this policy and workspace ran already (size %lld%s): '%s' names it "
+                        "too; brig pool --stop --name %s removes only this name while another gives it\n",
+                        (long long)has, others ? others : "", name, name);
+                free(others);
         }
         json_decref(list);
 }
