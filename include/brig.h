@@ -660,6 +660,18 @@ BRIG_PUBLIC int brig_exec_wait(brig_exec *x, unsigned flags, brig_result *res, b
 BRIG_PUBLIC char *brig_exec_report_json(const brig_exec *x, brig_error **err);
 /* Free the handle and its descriptors; a command still running is killed. */
 BRIG_PUBLIC void brig_exec_close(brig_exec *x);
+/* The one run of a member of the warm pool named NAME (brig pool --name
+ * NAME, brig_pool_start_named), as a handle: a ready member is claimed as
+ * brig_run_in_pool claims it (waiting up to 30 s for one; -ENOENT when no
+ * pool has the name, -ESRCH when its daemon is gone, -ETIMEDOUT when none
+ * became ready), and spec's command starts in it with the member as the
+ * pool made it: the pool's policy and environment, spec's argv, env, cwd,
+ * timeout and stdio. *sb is a handle on the member (brig_sandbox_close it
+ * after brig_exec_close), *ret the exec's, as brig_exec_start gives it.
+ * The member takes no other exec and stops once the command has ended;
+ * its processes go with it. */
+BRIG_PUBLIC int brig_pool_exec_start(const char *name, const brig_exec_spec *spec, brig_sandbox **sb,
+                                     brig_exec **ret, brig_error **err);
 
 /* File operations as the sandbox sees them (docs/api.md): each one runs
  * inside, forked by the sandbox's pid 1 as an exec is and as confined

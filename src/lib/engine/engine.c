@@ -13,6 +13,8 @@
  * call is done with it. */
 #define _GNU_SOURCE
 #include "persist/control.h"
+#include "persist/pool.h"
+#include "persist/pool_claim.h"
 #include "persist/sandbox.h"
 #include "persist/state.h"
 
@@ -61,6 +63,11 @@ struct brig_exec {
         uint32_t file_op;
         uint64_t file_timeout_ms;
         int file_errfd;         /* what tar said (a memfd), or -1 */
+        /* brig_pool_exec_start: the member's claim in its pool's directory,
+         * released (to done/, whose members the pool's daemon removes)
+         * once the handle goes: the claiming process may live on (brig
+         * serve), and a claim lasts while its process does */
+        char *pool_dir, *pool_member;
 };
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -172,6 +179,10 @@ static void exec_free(struct brig_exec *x)
         strv_free(&x->argv);
         brig_error_free(&x->error);
         json_decref(x->refusals);
+        if (x->pool_dir)  /* after the connection's close: the member stops as its run ends */
+                pool_claim_drop(x->pool_dir, x->pool_member);
+        free(x->pool_dir);
+        free(x->pool_member);
         free(x);
 }
 
@@ -497,7 +508,9 @@ static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const b
         if (r == 0 && s->stdio == BRIG_STDIO_PIPES)
                 r = make_pipes(theirs, x->stdio, err);
         size_t len = 0;
-        _cleanup_free_ char *req = r == 0 ? exec_request_build(o, pty, flags & ~CTL_EXEC_LAST, NULL, &len, err) : NULL;
+        /* the context a pool member compares (CTL_EXEC_LAST): none for a
+         * run that takes the member as it was made (CTL_EXEC_AS_MADE) */
+        _cleanup_free_ char *req = r == 0 ? exec_request_build(o, pty, flags, "", &len, err) : NULL;
         if (r == 0 && !req)
                 r = -ENOMEM;
         if (r == 0 && (x->fd = sandbox_connect(sb->name, err)) < 0)
@@ -506,7 +519,9 @@ static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const b
                 const int *fds = s->stdio == BRIG_STDIO_FDS ? s->fds : theirs;
                 const struct ctl_hdr *h = (const struct ctl_hdr *)req;
                 r = ctl_send(x->fd, h, req + sizeof *h, len - sizeof *h, fds, pty ? 0 : 3);
-                if (r < 0)
+                if (r == -EPIPE || r == -ECONNRESET)
+                        r = exec_not_taken(err, sb->name);  /* its end closed first: nothing ran (ESHUTDOWN) */
+                else if (r < 0)
                         r = brig_err(err, -r, "send the command to sandbox '%s'", sb->name);
         }
         for (int i = 0; i < 3; i++)
@@ -522,30 +537,106 @@ static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const b
         return 0;
 }
 
-static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
+/* The caller's spec checked, into our own copy (fields a caller's older
+ * struct lacks stay zero) and the options it gives. */
+static int exec_spec_take(const brig_exec_spec *spec, const char *what, brig_exec_spec *copy, brig_exec_opts *o,
+                          brig_error **err)
 {
         if (!spec)
-                return brig_err(err, EINVAL, "brig_exec_start: no brig_exec_spec");
+                return brig_err(err, EINVAL, "%s: no brig_exec_spec", what);
         int r = check_size(spec, spec->size, offsetof(brig_exec_spec, cols) + sizeof spec->cols, sizeof *spec,
                            "brig_exec_spec", err);
         if (r < 0)
                 return r;
-        /* Our own copy: fields a caller's older struct lacks stay zero. */
-        brig_exec_spec copy = { 0 };
-        memcpy(&copy, spec, spec->size < sizeof copy ? spec->size : sizeof copy);
-        const brig_exec_spec *s = &copy;
-        if (s->stdio > BRIG_STDIO_PTY)
+        *copy = (brig_exec_spec){ 0 };
+        memcpy(copy, spec, spec->size < sizeof *copy ? spec->size : sizeof *copy);
+        if (copy->stdio > BRIG_STDIO_PTY)
                 return brig_err(err, EINVAL, "brig_exec_spec.stdio = %u: one of BRIG_STDIO_FDS, _PIPES, _PTY",
-                                s->stdio);
-        bool pty = s->stdio == BRIG_STDIO_PTY;
-        brig_exec_opts o = { .argv = s->argv, .env = s->env, .cwd = s->cwd, .timeout_ms = s->timeout_ms,
-                             .tty = pty ? BRIG_TTY_ALWAYS : BRIG_TTY_NEVER };
-        if ((r = exec_check_opts(&o, err)) < 0 || (s->stdio == BRIG_STDIO_FDS && (r = check_fds(s, err)) < 0))
+                                copy->stdio);
+        bool pty = copy->stdio == BRIG_STDIO_PTY;
+        *o = (brig_exec_opts){ .argv = copy->argv, .env = copy->env, .cwd = copy->cwd, .timeout_ms = copy->timeout_ms,
+                               .tty = pty ? BRIG_TTY_ALWAYS : BRIG_TTY_NEVER };
+        if ((r = exec_check_opts(o, err)) < 0 || (copy->stdio == BRIG_STDIO_FDS && (r = check_fds(copy, err)) < 0))
+                return r;
+        return 0;
+}
+
+static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err)
+{
+        brig_exec_spec s;
+        brig_exec_opts o;
+        int r = exec_spec_take(spec, "brig_exec_start", &s, &o, err);
+        if (r < 0)
                 return r;
         struct brig_exec *x = NULL;
-        r = exec_launch(sb, &o, s, 0, &x, err);
+        r = exec_launch(sb, &o, &s, 0, &x, err);
         if (r == 0)
                 exec_register(sb, x, ret);
+        return r;
+}
+
+/* brig_pool_exec_start's use of the member it claimed: a handle on it,
+ * and the exec as its one run, the member as the pool made it. */
+struct pool_exec {
+        const brig_exec_spec *s;
+        const brig_exec_opts *o;
+        brig_sandbox *sb;
+        brig_exec *x;
+};
+
+static int pool_exec_in(const char *dir, const char *member, void *arg, brig_error **err)
+{
+        struct pool_exec *a = arg;
+        brig_sandbox *handle = NULL;
+        int r = sandbox_handle(member, false, &handle, err);
+        struct brig_sandbox *sb = r == 0 ? sandbox_get(handle) : NULL;
+        if (r == 0 && !sb)
+                r = dead_handle(err, "brig_pool_exec_start");
+        struct brig_exec *x = NULL;
+        if (r == 0)
+                r = exec_launch(sb, a->o, a->s, CTL_EXEC_LAST | CTL_EXEC_AS_MADE, &x, err);
+        if (r == 0 && (!(x->pool_dir = strdup(dir)) || !(x->pool_member = strdup(member)))) {
+                free(TAKE_PTR(x->pool_dir));  /* the claim goes below */
+                exec_free(x);  /* the connection's close: the member stops, unused */
+                r = brig_err(err, ENOMEM, "exec handle");
+        }
+        if (r == 0)
+                exec_register(sb, x, &a->x);
+        if (sb)
+                sandbox_put(sb);
+        if (r < 0) {
+                if (handle)
+                        brig_sandbox_close(handle, NULL);
+                /* used or not, no other run takes it: to done/ (the pool
+                 * sees this process alive, and would keep its claim) */
+                pool_claim_drop(dir, member);
+                return r;
+        }
+        a->sb = handle;
+        return 0;
+}
+
+int brig_pool_exec_start(const char *name, const brig_exec_spec *spec, brig_sandbox **sb_ret, brig_exec **ret,
+                         brig_error **err)
+{
+        if (!sb_ret || !ret)
+                return brig_err(err, EINVAL, "brig_pool_exec_start: %s is NULL", sb_ret ? "ret" : "sb");
+        *sb_ret = NULL;
+        *ret = NULL;
+        if (!name)
+                return brig_err(err, EINVAL, "brig_pool_exec_start: no pool name");
+        brig_exec_spec s;
+        brig_exec_opts o;
+        int r = exec_spec_take(spec, "brig_pool_exec_start", &s, &o, err);
+        if (r < 0)
+                return r;
+        struct pool_exec a = { .s = &s, .o = &o };
+        char member[256];
+        r = pool_named_claim(name, pool_exec_in, &a, member, sizeof member, err);
+        if (r == 0) {
+                *sb_ret = a.sb;
+                *ret = a.x;
+        }
         return r;
 }
 

@@ -28,6 +28,7 @@
 #include "core/plan.h"
 #include "core/report.h"
 #include "persist/control.h"
+#include "persist/pool.h"
 #include "persist/pool_claim.h"
 #include "persist/sandbox.h"
 #include "core/reaper.h"
@@ -1413,26 +1414,23 @@ static int pool_gone(const char *name, const char *key, brig_error **err)
                                       "--size N [RUN OPTIONS] starts it again)", name, name);
 }
 
-/* The one run of a member of the pool named NAME; -EAGAIN when none is
- * ready, *member (n bytes) the one claimed. */
-static int run_in_member(const char *dir, const char *key, const brig_exec_opts *o, brig_result *res,
-                         json_t **refusals, char *member, size_t n, brig_error **err)
+/* Claim a ready member and hand it to use(); -EAGAIN when none is ready,
+ * *member (n bytes) the one claimed. A member that turns out to be
+ * stopping, dead, or holding a workspace that was moved away (use()'s
+ * error ESHUTDOWN, ESRCH or ESTALE: nothing ran in it) is dropped and the
+ * next one taken. */
+static int use_member(const char *dir, const char *key, pool_use_fn *use, void *arg, char *member, size_t n,
+                      brig_error **err)
 {
         for (;;) {
                 int r = pool_claim_ready(dir, key, member, n);
                 if (r < 0)
                         return r;
                 brig_error *xerr = NULL;
-                r = sandbox_exec_as_made(member, o, res, refusals, &xerr);
-                /* stopping (its daemon just ended), dead, or holding a
-                 * workspace that was moved away (ESTALE): nothing ran in it */
+                r = use(dir, member, arg, &xerr);
                 if (r < 0 && xerr && (xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH || xerr->errnum == ESTALE)) {
                         brig_error_free(&xerr);
                         pool_claim_drop(dir, member);
-                        if (refusals) {
-                                json_decref(*refusals);
-                                *refusals = NULL;
-                        }
                         continue;
                 }
                 if (xerr && err && !*err)
@@ -1442,53 +1440,18 @@ static int run_in_member(const char *dir, const char *key, const brig_exec_opts 
         }
 }
 
-/* The --json-report of a brig run --pool NAME (report_fd, if asked for),
- * served by `member` or, if empty, by none: then it says why. */
-static int named_report(int report_fd, const char *name, const char *member, const brig_exec_opts *o,
-                        const brig_result *res, json_t *refusals, int r, brig_error **err)
+int pool_named_claim(const char *name, pool_use_fn *use, void *arg, char *member, size_t n, brig_error **err)
 {
-        if (report_fd >= 0) {
-                json_t *served = member[0] ? json_pack("{s:s, s:s}", "member", member, "name", name)
-                                           : json_pack("{s:s}", "name", name);
-                _cleanup_free_ char *what = brig_strdup_printf("--json-report %s", o->report_path);
-                r = served ? sandbox_exec_report(report_fd, what ? what : "--json-report", member[0] ? member : NULL,
-                                                 o, res, served, refusals, r, err)
-                           : brig_err(err, ENOMEM, "report");
-                json_decref(served);
-        }
-        json_decref(refusals);
-        return r;
-}
-
-int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
-{
-        memset(res, 0, sizeof *res);
-        res->exit_code = BRIG_EXIT_SETUP;
-        res->memory_peak_bytes = res->pids_peak = -1;
-        if (!name || !o)
-                return brig_err(err, EINVAL, "brig_run_in_pool: no %s", name ? "options" : "pool name");
-        if (o->detach)
-                return brig_err(err, EINVAL, "a pool's member serves one run to its end: brig run --pool takes no "
-                                             "--detach (brig create and brig exec --detach do)");
-        /* opened before a member is claimed (no member is used up by a bad
-         * path), and before the name is looked up: the report says why
-         * whatever fails */
-        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "--json-report", false, err)
-                                                       : -EBADF;
-        if (o->report_path && report_fd < 0)
-                return report_fd;
-        json_t *refusals = NULL;
-        char member[256] = "";
+        member[0] = '\0';
         _cleanup_free_ char *dir = NULL;
         char key[POOL_KEY_LEN + 1] = "";
         int r = pool_named(name, &dir, key, NULL, err);
         if (r < 0)
-                return named_report(report_fd, name, member, o, res, refusals, r, err);
+                return r;
         struct pool pl = { .key = key, .dir = dir };
         _cleanup_close_ int ifd = -EBADF;
         uint64_t began = now_ms(), until = began + POOL_NAMED_WAIT_MS;
-        while ((r = run_in_member(dir, key, o, res, report_fd >= 0 ? &refusals : NULL, member, sizeof member, err)) ==
-               -EAGAIN) {
+        while ((r = use_member(dir, key, use, arg, member, n, err)) == -EAGAIN) {
                 /* none ready: wait for the daemon's next (a rename into ready/) */
                 json_t *st = pool_state(&pl);
                 bool alive = st && state_supervisor_alive(st);
@@ -1497,17 +1460,16 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                         r = state_fail(err, EIO, "the pool '%s' cannot make a member now: %s (its log: %s/log)", name,
                                        failing, dir);
                         json_decref(st);
-                        return named_report(report_fd, name, member, o, res, refusals, r, err);
+                        return r;
                 }
                 json_decref(st);
                 if (!alive)
-                        return named_report(report_fd, name, member, o, res, refusals, pool_gone(name, key, err), err);
-                if (now_ms() >= until) {
-                        r = state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in use "
-                                                       "or still starting; a larger brig pool --size keeps more ready)",
-                                       name, POOL_NAMED_WAIT_MS / 1000);
-                        return named_report(report_fd, name, member, o, res, refusals, r, err);
-                }
+                        return pool_gone(name, key, err);
+                if (now_ms() >= until)
+                        return state_fail(err, ETIMEDOUT, "no member of the pool '%s' was ready within %d s (all in "
+                                                          "use or still starting; a larger brig pool --size keeps "
+                                                          "more ready)",
+                                          name, POOL_NAMED_WAIT_MS / 1000);
                 if (ifd == -EBADF) {  /* once: -1 after, where inotify cannot watch */
                         _cleanup_free_ char *ready = brig_strdup_printf("%s/ready", dir);
                         ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -1528,5 +1490,65 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
                 r = pool_gone(name, key, err);  /* its directory went with it */
         else if (r < 0 && err && !*err)
                 r = brig_err(err, -r, "claim a member of the pool '%s'", name);
+        return r;
+}
+
+/* The --json-report of a brig run --pool NAME (report_fd, if asked for),
+ * served by `member` or, if empty, by none: then it says why. */
+static int named_report(int report_fd, const char *name, const char *member, const brig_exec_opts *o,
+                        const brig_result *res, json_t *refusals, int r, brig_error **err)
+{
+        if (report_fd >= 0) {
+                json_t *served = member[0] ? json_pack("{s:s, s:s}", "member", member, "name", name)
+                                           : json_pack("{s:s}", "name", name);
+                _cleanup_free_ char *what = brig_strdup_printf("--json-report %s", o->report_path);
+                r = served ? sandbox_exec_report(report_fd, what ? what : "--json-report", member[0] ? member : NULL,
+                                                 o, res, served, refusals, r, err)
+                           : brig_err(err, ENOMEM, "report");
+                json_decref(served);
+        }
+        json_decref(refusals);
+        return r;
+}
+
+/* brig_run_in_pool's use of the member it claimed: the run, as the pool
+ * made the member. */
+struct run_as_made {
+        const brig_exec_opts *o;
+        brig_result *res;
+        json_t **refusals;  /* NULL: no report wants them */
+};
+
+static int run_as_made(const char *dir, const char *member, void *arg, brig_error **err)
+{
+        struct run_as_made *a = arg;
+        if (a->refusals) {  /* a member dropped before this one said nothing that counts */
+                json_decref(*a->refusals);
+                *a->refusals = NULL;
+        }
+        return sandbox_exec_as_made(member, a->o, a->res, a->refusals, err);
+}
+
+int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res, brig_error **err)
+{
+        memset(res, 0, sizeof *res);
+        res->exit_code = BRIG_EXIT_SETUP;
+        res->memory_peak_bytes = res->pids_peak = -1;
+        if (!name || !o)
+                return brig_err(err, EINVAL, "brig_run_in_pool: no %s", name ? "options" : "pool name");
+        if (o->detach)
+                return brig_err(err, EINVAL, "a pool's member serves one run to its end: brig run --pool takes no "
+                                             "--detach (brig create and brig exec --detach do)");
+        /* opened before a member is claimed (no member is used up by a bad
+         * path), and before the name is looked up: the report says why
+         * whatever fails */
+        _cleanup_close_ int report_fd = o->report_path ? output_open(o->report_path, "--json-report", false, err)
+                                                       : -EBADF;
+        if (o->report_path && report_fd < 0)
+                return report_fd;
+        json_t *refusals = NULL;
+        char member[256];
+        struct run_as_made a = { .o = o, .res = res, .refusals = report_fd >= 0 ? &refusals : NULL };
+        int r = pool_named_claim(name, run_as_made, &a, member, sizeof member, err);
         return named_report(report_fd, name, member, o, res, refusals, r, err);
 }

@@ -21,6 +21,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static int no_such_pool(brig_error **err, const char *name)
+{
+        return state_fail(err, ENOENT, "no pool named '%s' runs (brig pool --name %s --size N [RUN OPTIONS] starts one)",
+                          name, name);
+}
+
 int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1], char **root_out,
                brig_error **err)
 {
@@ -29,16 +35,24 @@ int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1],
                 return state_fail(err, EINVAL, "pool name '%s': use letters, digits, _ . - (up to 64, not starting "
                                                "with _ . -)", name);
         _cleanup_free_ char *root = NULL;
-        int r = state_root(false, &root, err);
-        if (r < 0)
+        brig_error *rerr = NULL;
+        int r = state_root(false, &root, &rerr);
+        if (r == -ENOENT) {  /* no state root yet: this user never made a sandbox, nor a pool */
+                brig_error_free(&rerr);
+                return no_such_pool(err, name);
+        }
+        if (r < 0) {
+                if (err && !*err)
+                        *err = TAKE_PTR(rerr);
+                brig_error_free(&rerr);
                 return r;
+        }
         char link[PATH_MAX], key[POOL_KEY_LEN + 2];
         if ((size_t)snprintf(link, sizeof link, "%s/pools/names/%s", root, name) >= sizeof link)
                 return brig_err(err, ENAMETOOLONG, "pool '%s'", name);
         ssize_t n = readlink(link, key, sizeof key);
         if (n < 0 && errno == ENOENT)
-                return state_fail(err, ENOENT, "no pool named '%s' runs (brig pool --name %s --size N [RUN OPTIONS] "
-                                               "starts one)", name, name);
+                return no_such_pool(err, name);
         if (n < 0)
                 return brig_err(err, errno, "read the pool name '%s'", link);
         /* only ever a key that brig wrote: 16 hex digits, nothing to follow */
