@@ -506,7 +506,11 @@ static void strv_free(char **v)
         free(v);
 }
 
-static int start_exec(struct req *r)
+/* POST /v1/sandboxes/{name}/execs, and POST /v1/pools/{name}/execs
+ * (in_pool): the one run of a member of the server's pool of that name,
+ * which then answers as any sandbox's exec does, under the member's
+ * name. */
+static int start_exec(struct req *r, bool in_pool)
 {
         _serve_json_ json_t *body = req_json(r, false, start_fields);
         if (!body)
@@ -558,7 +562,7 @@ static int start_exec(struct req *r)
                         ev[--ne] = NULL, oom = true;
         brig_sandbox *sb = NULL;
         brig_error *e = NULL;
-        if (oom || sandbox_open_running(r, &sb) < 0) {
+        if (oom || (!in_pool && sandbox_open_running(r, &sb) < 0)) {
                 strv_free(av);
                 strv_free(ev);
                 json_decref(argv);
@@ -570,12 +574,23 @@ static int start_exec(struct req *r)
                                 .timeout_ms = (uint64_t)json_integer_value(json_object_get(body, "timeout_ms")),
                                 .rows = (uint16_t)rows, .cols = (uint16_t)cols };
         brig_exec *x = NULL;
-        rc = brig_exec_start(sb, &spec, &x, &e);
+        rc = in_pool ? brig_pool_exec_start(r->p.name, &spec, &sb, &x, &e) : brig_exec_start(sb, &spec, &x, &e);
         strv_free(av);
         strv_free(ev);
         if (rc < 0) {
-                brig_sandbox_close(sb, NULL);
+                if (sb)
+                        brig_sandbox_close(sb, NULL);
                 json_decref(argv);
+                if (in_pool && (rc == -ENOENT || rc == -EIO)) {
+                        /* no pool has the name; or its daemon lives but cannot
+                         * make members now (the message says why) */
+                        bool none = rc == -ENOENT;
+                        int ret = reply_error(r, none ? 404 : 409, none ? "not_found" : "unavailable",
+                                              json_pack("{s:s}", "pool", r->p.name), "exec: %s",
+                                              e && e->msg ? e->msg : strerror(-rc));
+                        brig_error_free(&e);
+                        return ret;
+                }
                 return reply_brig(r, rc, e, "exec");
         }
         struct sexec *se = calloc(1, sizeof *se);
@@ -587,7 +602,7 @@ static int start_exec(struct req *r)
         }
         se->sb = sb, se->x = x, se->argv = argv, se->tty = tty, se->started = time(NULL);
         se->has_stdin = tty || json_is_true(json_object_get(body, "stdin"));
-        snprintf(se->sandbox, sizeof se->sandbox, "%s", r->p.name);
+        snprintf(se->sandbox, sizeof se->sandbox, "%s", in_pool ? brig_sandbox_name(sb) : r->p.name);
         pthread_mutex_init(&se->mu, NULL);
         pthread_cond_init(&se->cond, NULL);
         se->refs = 2;  /* the table's, the pump's */
@@ -799,7 +814,7 @@ int handle_exec(struct req *r)
         if (!sandbox_visible(r))
                 return MHD_YES;
         if (r->route == R_EXEC_START)
-                return start_exec(r);
+                return start_exec(r, false);
         if (r->route == R_EXECS_LIST) {
                 json_t *arr = json_array();
                 pthread_mutex_lock(&execs_lock);
@@ -816,4 +831,9 @@ int handle_exec(struct req *r)
         int ret = exec_op(r, e);
         exec_unref(e);
         return ret;
+}
+
+int handle_pool_exec(struct req *r)
+{
+        return start_exec(r, true);
 }

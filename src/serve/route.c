@@ -51,6 +51,8 @@ static const struct {
         [R_NETWORK_GET] = { "GET", "/v1/sandboxes/{name}/network" },
         [R_NETWORK_ADD] = { "POST", "/v1/sandboxes/{name}/network/rules" },
         [R_NETWORK_REMOVE] = { "DELETE", "/v1/sandboxes/{name}/network/rules" },
+        [R_POOLS_LIST] = { "GET", "/v1/pools" },
+        [R_POOL_EXEC] = { "POST", "/v1/pools/{name}/execs" },
 };
 
 const char *route_method(enum route r) { return r < R_COUNT ? routes[r].method : NULL; }

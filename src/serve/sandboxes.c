@@ -697,6 +697,9 @@ int handle_request(struct req *r)
                 return handle_events(r);
         case R_NETWORK_GET ... R_NETWORK_REMOVE:
                 return handle_network(r);
+        case R_POOLS_LIST:
+        case R_POOL_EXEC:
+                return handle_pools(r);
         default:
                 return handle_sandboxes(r);
         }

@@ -40,6 +40,7 @@ enum route {
         R_DIFF, R_COMMIT, R_RESET,
         R_SNAPSHOTS_LIST, R_SNAPSHOT_CREATE, R_SNAPSHOT_DELETE, R_SNAPSHOT_RESTORE, R_SNAPSHOT_FORK,
         R_EVENTS, R_NETWORK_GET, R_NETWORK_ADD, R_NETWORK_REMOVE,
+        R_POOLS_LIST, R_POOL_EXEC,
         R_COUNT,
 };
 
@@ -179,6 +180,9 @@ int handle_request(struct req *r);
 int handle_sandboxes(struct req *r);
 int handle_files(struct req *r);
 int handle_exec(struct req *r);
+/* exec.c: POST /v1/pools/{name}/execs, once pools.c has let the caller in */
+int handle_pool_exec(struct req *r);
+int handle_pools(struct req *r);
 int handle_events(struct req *r);
 int handle_network(struct req *r);
 /* The caller's sandbox from the route, or false (answered 404). */

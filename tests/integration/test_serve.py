@@ -180,6 +180,22 @@ def test_every_route_of_the_document(server):
     assert rules == [("add", "allow", "pypi.org"), ("add", "deny", "*.evil.example"),
                      ("remove", "allow", "pypi.org")], rules
 
+    # warm pools: one the server's user started, and one run in a member of it
+    pws = workspace(server, "ws-pool")
+    pname = f"sv-{mode}-pool"
+    made = server.brig("pool", "--size", "1", "--name", pname, "--workspace", str(pws))
+    assert made.returncode == 0, made.stderr
+    try:
+        deadline = time.monotonic() + 30
+        while not any(pname in p["names"] and p["ready"] for p in c.get("/v1/pools").json["pools"]):
+            assert time.monotonic() < deadline, c.get("/v1/pools").json
+            time.sleep(0.05)
+        res = c.post(f"/v1/pools/{pname}/execs", {"cmd": "echo pooled > out.txt", "cwd": str(pws), "wait": True}).json
+        assert res["result"]["exit_code"] == 0 and res["sandbox"].startswith("pool-"), res
+        assert (pws / "out.txt").read_text() == "pooled\n"
+    finally:
+        assert server.brig("pool", "--stop", "--name", pname).returncode == 0
+
     # remove: every trace on the host
     for n in (a, b):
         sup = c.get(f"/v1/sandboxes/{n}").json["supervisor_pid"]

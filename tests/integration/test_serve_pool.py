@@ -1,0 +1,178 @@
+"""brig serve's warm pools (docs/serve.md, POST /v1/pools/{name}/execs):
+the one run of a ready member of a pool started with `brig pool --name`,
+root and rootless. Each run gets a member of its own, as the pool made it
+(its policy: a read-only workspace here), leaves nothing to the next, and
+its member's state goes while the server lives on; another user of a root
+server neither sees the pool nor uses up its members. Every check on the
+host."""
+import os
+import re
+import time
+
+import pytest
+
+from serve_helpers import NOBODY, module_server, sandboxes_of
+
+# One worker for every module that runs brig serve (make check: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("serve")
+
+OTHER = 1  # daemon: a second real uid
+
+mode, server = module_server("sp-", "--socket-mode", "0666")
+
+
+def attack(ident, technique, control):
+    return pytest.mark.escape(ident, technique, control)
+
+
+def workspace(server, name):
+    ws = server.dir / name
+    ws.mkdir()
+    (ws / "host.txt").write_text("from the host\n")
+    if server.uid:
+        os.chown(ws, NOBODY, NOBODY)
+    return ws
+
+
+def start_pool(server, name, ws, *opts, size=2):
+    r = server.brig("pool", "--size", str(size), "--name", name, "--workspace", str(ws), *opts)
+    assert r.returncode == 0, r.stderr
+    c = server.client()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pools = [p for p in c.get("/v1/pools").json["pools"] if name in p["names"]]
+        if pools and pools[0]["ready"] >= size:
+            return pools[0]
+        time.sleep(0.05)
+    raise AssertionError(f"pool {name}: not {size} ready in 30 s: {c.get('/v1/pools').json}")
+
+
+def stop_pool(server, name):
+    r = server.brig("pool", "--stop", "--name", name)
+    assert r.returncode == 0, r.stderr
+
+
+def host_processes_with(marker):
+    """pids on the host whose command line holds MARKER."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def gone_within(server, member, seconds=15):
+    deadline = time.monotonic() + seconds
+    while member in sandboxes_of(server):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_each_run_is_a_member_of_its_own_as_the_pool_made_it(server):
+    c = server.client()
+    name = f"sp-{server.mode}-ro"
+    ws = workspace(server, "ws-ro")
+    pool = start_pool(server, name, ws, "--read-only-workspace")
+    assert pool["workspace"] == str(ws) and pool["size"] == 2, pool
+    marker = f"4242.{os.getpid()}"
+    try:
+        # the first run: reads the workspace, cannot write it (the pool's
+        # policy), leaves a file in /tmp and a process in the background
+        r = c.post(f"/v1/pools/{name}/execs",
+                   {"argv": ["sh", "-c", f"cat host.txt; echo left > /tmp/left; (setsid sleep {marker} &); "
+                                         f"touch {ws}/written; echo touch=$?"], "wait": True, "cwd": str(ws)})
+        assert r.status == 200, r
+        first = r.json["sandbox"]
+        assert first.startswith("pool-"), r.json
+        assert r.json["stdout"] == "from the host\ntouch=1\n", r.json
+        assert r.json["result"]["exit_code"] == 0, r.json
+        assert not (ws / "written").exists()
+        # the member's pid 1 took what the run left with it before the answer
+        assert host_processes_with(marker) == []
+
+        # the next run: another member, none of the first one's files
+        r = c.post(f"/v1/pools/{name}/execs", {"cmd": "cat /tmp/left; exit 7", "wait": True})
+        assert r.status == 200 and r.json["sandbox"] != first, r.json
+        assert r.json["result"]["exit_code"] == 7 and r.json["stdout"] == "", r.json
+        second = r.json["sandbox"]
+
+        # a run in the background, then served by the member's exec routes
+        x = c.post(f"/v1/pools/{name}/execs", {"argv": ["sh", "-c", "read line; echo got $line"], "stdin": True})
+        assert x.status == 201 and x.json["state"] == "running", x
+        member, xid = x.json["sandbox"], x.json["id"]
+        assert member not in (first, second)
+        w = c.post(f"/v1/sandboxes/{member}/execs/{xid}/stdin", {"data": "typed\n", "eof": True})
+        assert w.status == 200, w
+        done = c.post(f"/v1/sandboxes/{member}/execs/{xid}/wait", {"timeout_ms": 10000}).json
+        assert done["state"] == "exited" and done["result"]["exit_code"] == 0, done
+        out = c.lines("GET", f"/v1/sandboxes/{member}/execs/{xid}/output?follow=false")
+        assert "".join(e["data"] for e in out if e["type"] == "stdout") == "got typed\n", out
+        # a member serves its one run only
+        # (refused when it starts, or already stopped: either way nothing runs)
+        r = c.post(f"/v1/sandboxes/{member}/execs", {"cmd": "true", "wait": True})
+        if r.status == 200:
+            assert r.json["result"]["exit_code"] == 125, r
+            assert re.search(r"is stopping|member of a warm pool", r.json["result"]["error"]), r.json
+        else:
+            assert (r.status, r.json["error"]["code"]) == (409, "not_running"), r
+        assert c.delete(f"/v1/sandboxes/{member}/execs/{xid}").status == 200
+
+        # used members go while the server lives on (it claimed them: the
+        # claim is let go with the exec, not with the server's exit)
+        for m in (first, second, member):
+            assert gone_within(server, m), f"{m} is still there: {sandboxes_of(server).get(m)}"
+        assert [p["in_use"] for p in c.get("/v1/pools").json["pools"] if name in p["names"]] == [0]
+    finally:
+        stop_pool(server, name)
+    assert name not in [n for p in c.get("/v1/pools").json["pools"] for n in p["names"]]
+    r = c.post(f"/v1/pools/{name}/execs", {"cmd": "true", "wait": True})
+    assert r.status == 404 and r.json["error"]["details"] == {"pool": name}, r
+    assert "brig pool --name" in r.json["error"]["message"], r
+
+
+def test_a_pool_nobody_started(server):
+    c = server.client()
+    r = c.post("/v1/pools/sp-none/execs", {"cmd": "true", "wait": True})
+    assert r.status == 404 and r.json["error"]["code"] == "not_found", r
+    assert "no pool named 'sp-none' runs" in r.json["error"]["message"], r
+    r = c.post("/v1/pools/sp-none/execs", {"cmd": "true", "wait": True, "bogus": 1})
+    assert r.status == 400 and r.json["error"]["code"] == "unknown_field", r
+    assert c.post("/v1/pools/..x/execs", {"cmd": "true"}).status == 400
+
+
+@attack("serve-pool-other-user", "uid B asks a root brig serve for the pools it runs as root (started with `brig pool "
+        "--name`, a writable workspace of root's) and for a run in one, which would write into that workspace; a "
+        "rootless server is asked by a second uid",
+        "a pool is its maker's, as its members are (owner_of: the server's user): a caller that is neither root nor "
+        "the server's user lists none and its run answers 404 as a pool that does not exist, before any member is "
+        "claimed; a non-root server serves its own uid (and root) only: 403")
+def test_another_user_neither_sees_nor_uses_the_servers_pools(server):
+    name = f"sp-{server.mode}-own"
+    ws = workspace(server, "ws-own")
+    start_pool(server, name, ws, size=1)
+    try:
+        intruder = server.client(uid=OTHER if server.mode == "rootless" else NOBODY)
+        listed = intruder.get("/v1/pools")
+        r = intruder.post(f"/v1/pools/{name}/execs", {"cmd": f"touch {ws}/pwned", "wait": True})
+        if server.mode == "rootless":
+            assert listed.status == 403 and r.status == 403, (listed, r)
+        else:
+            assert listed.status == 200 and listed.json == {"pools": []}, listed
+            assert r.status == 404 and r.json["error"]["code"] == "not_found", r
+        # on the host: nothing ran, the member is still there for its maker
+        assert not (ws / "pwned").exists()
+        pool = [p for p in server.client().get("/v1/pools").json["pools"] if name in p["names"]][0]
+        assert (pool["ready"], pool["in_use"]) == (1, 0), pool
+        r = server.client().post(f"/v1/pools/{name}/execs", {"cmd": f"touch {ws}/mine", "wait": True})
+        assert r.status == 200 and r.json["result"]["exit_code"] == 0, r
+        assert (ws / "mine").exists()
+    finally:
+        stop_pool(server, name)
