@@ -194,8 +194,23 @@ export class Client {
   doctor(): Promise<{ ok: boolean; doctor: Record<string, unknown> }>;
   list(): Promise<Sandbox[]>;
   create(opts?: CreateOptions): Promise<Sandbox>;
+  /** the server's warm pools (brig pool --size N --name NAME) */
+  pools(): Promise<PoolInfo[]>;
+  /** a command to its end in a fresh sandbox: a ready member of the pool named `pool`, as the pool made it */
+  runInPool(pool: string, cmd: Command, opts?: ExecOptions): Promise<Result>;
   connect(name: string): Promise<Sandbox>;
   close(): void;
+}
+
+export interface PoolInfo {
+  key: string;
+  names: string[];
+  size: number;
+  ready: number;
+  in_use: number;
+  daemon_pid?: number;
+  workspace: string;
+  failing: string | null;
 }
 
 export class Sandbox {

@@ -305,6 +305,14 @@ class Network {
   }
 }
 
+// The Result of an exec answered at its end (wait).
+function finished(done) {
+  if (!done.result) throw new errors.ProtocolError('a finished exec without a result', { code: 'protocol' });
+  const out = 'stdout_b64' in done ? b64(done.stdout_b64) : Buffer.from(String(done.stdout ?? ''));
+  const err = 'stderr_b64' in done ? b64(done.stderr_b64) : Buffer.from(String(done.stderr ?? ''));
+  return new Result(done.result, out, err, Number(done.output_dropped || 0));
+}
+
 // A connection to one brig serve: the default socket, BRIG_URL +
 // BRIG_TOKEN, BRIG_SOCKET, or { socket } / { url, token | tokenFile }.
 class Client {
@@ -332,6 +340,21 @@ class Client {
     if (workspace !== undefined) body.workspace = path.resolve(workspace);
     const info = (await this._t.request('POST', '/v1/sandboxes', { json: body, timeout: 0 })).json();
     return new Sandbox(this, info.name, info);
+  }
+
+  // The server's warm pools (brig pool --size N --name NAME, started as
+  // the server's user): names, size, members ready and in use, failing.
+  async pools() { return (await this._t.request('GET', '/v1/pools')).json().pools; }
+
+  // Run a command to its end in a fresh sandbox: a ready member of the
+  // warm pool named `pool`, as the pool made it (its policy, workspace and
+  // environment; opts.env and opts.cwd on top). The member serves this run
+  // only and goes with what the command left. NotFound when no pool has
+  // the name, Conflict when it cannot serve, ServerError (504)
+  // when no member became ready within 30 s.
+  async runInPool(pool, cmd, opts = {}) {
+    const body = { ...execBody(cmd, opts), wait: true };
+    return finished((await this._t.request('POST', `/v1/pools/${seg(pool)}/execs`, { json: body, timeout: 0 })).json());
   }
 
   async connect(name) {
@@ -418,11 +441,7 @@ class Sandbox {
   // { timeout (ms), env, cwd, input }. Resolves to its Result.
   async run(cmd, opts = {}) {
     const body = { ...execBody(cmd, opts), wait: true };
-    const done = (await this._t.request('POST', `${this._path}/execs`, { json: body, timeout: 0 })).json();
-    if (!done.result) throw new errors.ProtocolError('a finished exec without a result', { code: 'protocol' });
-    const out = 'stdout_b64' in done ? b64(done.stdout_b64) : Buffer.from(String(done.stdout ?? ''));
-    const err = 'stderr_b64' in done ? b64(done.stderr_b64) : Buffer.from(String(done.stderr ?? ''));
-    return new Result(done.result, out, err, Number(done.output_dropped || 0));
+    return finished((await this._t.request('POST', `${this._path}/execs`, { json: body, timeout: 0 })).json());
   }
 
   // Run a command and iterate its output as it comes; .result after.

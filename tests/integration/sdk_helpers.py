@@ -80,8 +80,8 @@ class Serve:
         self.home.mkdir()
         self.socket = str(self.dir / "serve.sock")
         self.log = open(self.dir / "serve.log", "w+b")
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(self.home), "LANG": "C.UTF-8",
-               "XDG_RUNTIME_DIR": str(self.dir)}
+        env = self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(self.home),
+                          "LANG": "C.UTF-8", "XDG_RUNTIME_DIR": str(self.dir)}
         if self.uid != os.geteuid():
             os.chown(self.home, self.uid, self.uid)
         self.proc = subprocess.Popen(prefix_for(self.uid) + [str(bindir / "brig"), "serve", "--socket", self.socket,
@@ -94,6 +94,11 @@ class Serve:
                 self.stop()
                 pytest.fail(f"brig serve did not come up ({self.proc.returncode}): {self.output()}")
             time.sleep(0.02)
+
+    def brig(self, *args):
+        """The brig CLI as the server's user, with its state (brig pool for its pools)."""
+        return subprocess.run(prefix_for(self.uid) + [str(self.bindir / "brig"), *args], cwd=str(self.dir),
+                              env=self.env, capture_output=True, text=True, timeout=60)
 
     def _answers(self):
         s = socket.socket(socket.AF_UNIX)

@@ -340,6 +340,45 @@ def test_commands(serve):
     assert out["removed"], "the context manager did not remove the sandbox"
 
 
+def _pooled(c, ws):
+    out = {}
+    deadline = time.monotonic() + 30
+    while not any("py-pool" in p["names"] and p["ready"] for p in c.pools()):
+        if time.monotonic() > deadline:
+            return {"pools": c.pools()}
+        time.sleep(0.05)
+    r = c.run_in_pool("py-pool", ["sh", "-c", 'cat host.txt; echo "$X"; echo x > /tmp/left; echo w > out'],
+                      env={"X": "from-env"}, cwd=ws)
+    out["first"] = (r.exit_code, r.stdout)
+    out["second"] = c.run_in_pool("py-pool", "cat /tmp/left").exit_code
+    try:
+        c.run_in_pool("no-such-pool", "true")
+    except sdk.NotFound as e:
+        out["none"] = (e.code, e.status, e.details)
+    return out
+
+
+def test_run_in_pool(serve):
+    """Client.run_in_pool: each call a fresh member of a warm pool the
+    server's user started, as the pool made it (its workspace: what the
+    run wrote is there on the host); nothing of one call's reaches the next."""
+    ws = serve.dir / "pool-ws"
+    ws.mkdir()
+    (ws / "host.txt").write_text("from the host\n")
+    os.chown(ws, serve.uid, serve.uid)
+    made = serve.brig("pool", "--size", "1", "--name", "py-pool", "--workspace", str(ws))
+    assert made.returncode == 0, made.stderr
+    try:
+        out = in_mode(serve, _pooled, str(ws))
+    finally:
+        stopped = serve.brig("pool", "--stop", "--name", "py-pool")
+    assert stopped.returncode == 0, stopped.stderr
+    assert out.get("first") == (0, "from the host\nfrom-env\n"), out
+    assert (ws / "out").read_text() == "w\n"
+    assert out["second"] != 0, "the second run saw the first one's /tmp"
+    assert out["none"] == ("not_found", 404, {"pool": "no-such-pool"}), out
+
+
 def _files(c, host_src, host_dst):
     out = {}
     with sdk.Sandbox.create(client=c, overlay=False) as sb:

@@ -154,6 +154,15 @@ def _exec_body(cmd: Command, timeout: Optional[float], env: Optional[Dict[str, s
     return body
 
 
+def _finished(done: Dict[str, Any]) -> Result:
+    """The Result of an exec answered at its end (``wait``)."""
+    if done.get("result") is None:
+        raise errors.ProtocolError(f"a finished exec without a result: {done!r:.200}", code="protocol")
+    out = _b64(done["stdout_b64"]) if "stdout_b64" in done else str(done.get("stdout", "")).encode()
+    err = _b64(done["stderr_b64"]) if "stderr_b64" in done else str(done.get("stderr", "")).encode()
+    return Result._from(done["result"], out, err, int(done.get("output_dropped") or 0))
+
+
 class _Output:
     """Reads an exec's NDJSON events: output chunks until `exit`.
 
@@ -522,6 +531,28 @@ class Client:
         info = self._t.request("POST", "/v1/sandboxes", json_body=body, timeout=None).json()
         return Sandbox(self, info["name"], info)
 
+    def pools(self) -> List[Dict[str, Any]]:
+        """The server's warm pools (``brig pool --size N --name NAME``, started
+        as the server's user): each one's names, size, members ready and in
+        use, and why it cannot make members (``failing``), if so."""
+        return self._t.request("GET", "/v1/pools").json()["pools"]
+
+    def run_in_pool(self, pool: str, cmd: Command, timeout: Optional[float] = None,
+                    env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                    input: Union[str, bytes, None] = None) -> Result:
+        """Run a command to its end in a fresh sandbox: a ready member of the
+        warm pool named ``pool``, as the pool made it (its policy,
+        workspace and environment; ``env`` and ``cwd`` on top). The member
+        serves this run only, and goes with what the command left; the
+        next call gets another. About one exec's time, not a sandbox's
+        creation. NotFound when no pool has the name, Conflict when it
+        cannot serve (its daemon gone, or failing), ServerError (504) when
+        no member became ready within 30 s."""
+        body = _exec_body(cmd, timeout, env, cwd, input=input)
+        body["wait"] = True
+        return _finished(self._t.request("POST", f"/v1/pools/{quote(pool)}/execs", json_body=body,
+                                         timeout=None).json())
+
     def connect(self, name: str) -> "Sandbox":
         """An existing sandbox of yours, by name (NotFound otherwise)."""
         sb = Sandbox(self, name, {})
@@ -660,12 +691,7 @@ class Sandbox:
         ``timeout``). Returns its Result with stdout and stderr."""
         body = _exec_body(cmd, timeout, env, cwd, input=input)
         body["wait"] = True
-        done = self._t.request("POST", self._path + "/execs", json_body=body, timeout=None).json()
-        if done.get("result") is None:
-            raise errors.ProtocolError(f"a finished exec without a result: {done!r:.200}", code="protocol")
-        out = _b64(done["stdout_b64"]) if "stdout_b64" in done else str(done.get("stdout", "")).encode()
-        err = _b64(done["stderr_b64"]) if "stderr_b64" in done else str(done.get("stderr", "")).encode()
-        return Result._from(done["result"], out, err, int(done.get("output_dropped") or 0))
+        return _finished(self._t.request("POST", self._path + "/execs", json_body=body, timeout=None).json())
 
     def stream(self, cmd: Command, timeout: Optional[float] = None, env: Optional[Dict[str, str]] = None,
                cwd: Optional[str] = None, tty: bool = False, input: Union[str, bytes, None] = None) -> Stream:

@@ -4,7 +4,7 @@
 // crafted tars.
 
 const assert = require('node:assert');
-const { spawn } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const net = require('node:net');
@@ -41,6 +41,8 @@ async function startServe(extra = []) {
     socket,
     dir,
     proc,
+    // the brig CLI with the server's state (brig pool for its pools): its stdout
+    brig(...args) { return execFileSync(brig, args, { cwd: dir, env, encoding: 'utf8' }); },
     async stop() {
       if (proc.exitCode === null) {
         proc.kill('SIGTERM');

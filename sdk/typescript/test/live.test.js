@@ -67,6 +67,30 @@ test('commands: run, stream, background processes, errors', async () => {
   });
 });
 
+test('runInPool: a fresh member of a warm pool per call, as the pool made it', async () => {
+  const ws = scratch('brig-pool-ws-');
+  fs.writeFileSync(path.join(ws, 'host.txt'), 'from the host\n');
+  serve.brig('pool', '--size', '1', '--name', 'ts-pool', '--workspace', ws);
+  try {
+    for (const deadline = Date.now() + 30000; ;) {
+      const pool = (await client.pools()).find((p) => p.names.includes('ts-pool'));
+      if (pool && pool.ready >= 1) break;
+      if (Date.now() > deadline) throw new Error(`no member ready: ${JSON.stringify(await client.pools())}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    let r = await client.runInPool('ts-pool', ['sh', '-c', 'cat host.txt; echo "$X"; echo x > /tmp/left; echo w > out'],
+      { env: { X: 'from-env' }, cwd: ws });
+    assert.deepStrictEqual([r.exitCode, r.stdout], [0, 'from the host\nfrom-env\n']);
+    assert.strictEqual(fs.readFileSync(path.join(ws, 'out'), 'utf8'), 'w\n');
+    r = await client.runInPool('ts-pool', 'cat /tmp/left');
+    assert.notStrictEqual(r.exitCode, 0, 'the second run saw the first one\'s /tmp');
+    await assert.rejects(client.runInPool('no-such-pool', 'true'), brig.NotFound);
+  } finally {
+    serve.brig('pool', '--stop', '--name', 'ts-pool');
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
+});
+
 test('files: write, read, list, stat, mkdir, remove, upload, download', async () => {
   const base = scratch('brig-sdk-files-ts-');
   try {
