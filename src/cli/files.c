@@ -2,6 +2,7 @@
  * as the sandbox sees them (brig_sandbox_file, docs/persistent.md). */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "core/hostfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -145,13 +146,13 @@ int cmd_cp(int argc, char **argv)
         const char *host = in ? src : dst;
         int fd = in ? 0 : 1;
         if (strcmp(host, "-") != 0) {
-                /* the caller's own file, as cp would open it */
-                fd = in ? open(host, O_RDONLY | O_CLOEXEC)
-                        : open(host, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC, 0644);
-                if (fd < 0) {
-                        cli_say("brig cp: cannot open '%s': %s\n", host, strerror(errno));
-                        return BRIG_EXIT_SETUP;
-                }
+                /* The host path may lie in the sandbox's workspace, which
+                 * the sandbox arranges: opened as brig opens its reports,
+                 * through no symlink and never in brig's state root. */
+                brig_error *err = NULL;
+                fd = in ? input_open(host, "brig cp: SRC", &err) : output_open(host, "brig cp: DST", false, &err);
+                if (fd < 0)
+                        return cli_fail(err);
         }
         brig_file_spec s = { .size = sizeof s, .op = in ? BRIG_FILE_WRITE : BRIG_FILE_READ, .path = path, .fd = fd,
                              .mode = f.mode, .max_bytes = f.max_bytes, .timeout_ms = f.timeout_ms };

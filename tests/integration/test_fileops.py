@@ -65,6 +65,53 @@ def test_round_trips(brig, sandboxes):
     assert r.returncode == 1 and ("Read-only" in r.stderr or "not empty" in r.stderr), r
 
 
+@attack("cp-host-path-planted", "brig cp's HOST path in the workspace, where the sandbox planted what the host side "
+        "then meets: a symlink (the file itself, or a directory on the way) to a file of the user's outside it, "
+        "written through (NAME:/PATH HOST) and read through into the sandbox (HOST NAME:/PATH); a FIFO at either; "
+        "and a HOST path in brig's own state root (its seccomp filter cache, a sandbox's policy.json)",
+        "the host path opened as brig opens its reports (output_open, input_open): openat2 RESOLVE_NO_SYMLINKS "
+        "over every component, nothing in the state root, a regular file (one link for a write), O_NONBLOCK; "
+        "refused with exit 125 naming the symlink, nothing written or read")
+def test_cp_host_path_follows_nothing_the_sandbox_planted(brig, sandboxes, scratch):
+    out = _outside(brig, scratch)
+    before = _tree(out)
+    ws = brig.workspace
+    name, _ = sandboxes.create()
+    r = sandboxes.sh(name, f"echo evil > /tmp/x && ln -s {out}/victim to-file && ln -s {out} to-dir && "
+                           f"ln -s {out}/victim from-file && mkfifo fifo")
+    assert r.returncode == 0, r
+    for dst in (f"{ws}/to-file", f"{ws}/to-dir/victim"):
+        r = _cp(sandboxes, f"{name}:/tmp/x", dst, timeout=30)
+        assert r.returncode == 125 and "is a symlink" in r.stderr, r
+    assert _tree(out) == before, "brig cp wrote through a symlink the sandbox planted"
+    for src in (f"{ws}/from-file", f"{ws}/to-dir/victim"):
+        r = _cp(sandboxes, src, f"{name}:/tmp/stolen", timeout=30)
+        assert r.returncode == 125 and "is a symlink" in r.stderr, r
+    r = sandboxes.sh(name, "cat /tmp/stolen")
+    assert r.returncode != 0 and "original" not in r.stdout, r
+    r = _cp(sandboxes, f"{name}:/tmp/x", f"{ws}/fifo", timeout=30)  # no reader: never hangs
+    assert r.returncode == 125 and "not a regular file" in r.stderr, r
+    r = _cp(sandboxes, f"{ws}/fifo", f"{name}:/tmp/f", timeout=30)  # no writer: never hangs
+    assert r.returncode == 125 and "not a regular file" in r.stderr, r
+    # brig's own state: refused by where it is, whatever the path's spelling
+    cache = sandboxes.root / "cache"
+    state = sandboxes.root / name
+    assert cache.is_dir() and state.is_dir()
+    policy = (state / "policy.json").read_bytes()
+    for dst in (cache / "seccomp-planted.bpf", state / "policy.json"):
+        r = _cp(sandboxes, f"{name}:/tmp/x", str(dst), timeout=30)
+        assert r.returncode == 125 and "brig's state directory" in r.stderr, r
+    assert not (cache / "seccomp-planted.bpf").exists()
+    assert (state / "policy.json").read_bytes() == policy
+    r = _cp(sandboxes, str(state / "policy.json"), f"{name}:/tmp/policy", timeout=30)
+    assert r.returncode == 125 and "brig's state directory" in r.stderr, r
+    # a plain host path still works both ways
+    plain = brig.reports / "plain.txt"
+    assert _cp(sandboxes, f"{name}:/tmp/x", str(plain)).returncode == 0 and plain.read_text() == "evil\n"
+    assert _cp(sandboxes, str(plain), f"{name}:/tmp/back").returncode == 0
+    assert sandboxes.sh(name, "cat /tmp/back").stdout == "evil\n"
+
+
 @attack("fileops-symlink-out", "links planted in the workspace (same path on the host) to a host file and directory, via /proc/1/root, and '..' out of it: read, stat, write, list, tar-out, mkdir, rm, tar-in through each",
         "fileop_main: the operation runs inside, confined as the sandbox; no host-side resolution")
 def test_planted_links_and_dotdot_reach_no_host_file(brig, sandboxes, scratch):

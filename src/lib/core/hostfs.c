@@ -233,6 +233,43 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
         return TAKE_FD(fd);
 }
 
+int input_open(const char *path, const char *what, brig_error **err)
+{
+        struct state_guard g;
+        const char *root = NULL, *how = in_state_root(path, false, &root, &g);
+        if (how) {
+                int r = state_fail(err, EPERM, "%s '%s': its directory %s brig's state directory '%s', which brig "
+                                                "hands nothing out of: give a path outside it",
+                                   what, path, how, root ? root : "?");
+                state_guard_free(&g);
+                return r;
+        }
+        state_guard_free(&g);
+        /* As an output is opened, and for the same reason: the path may
+         * lie in a workspace, which a sandbox arranges as it likes — a
+         * symlink it planted there (a file, or a directory on the way)
+         * would hand it whatever the user can read on the host.
+         * O_NONBLOCK: a FIFO it made cannot hang us. */
+        _cleanup_close_ int fd = output_openat2(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+        if (fd == -ELOOP) {
+                _cleanup_free_ char *link = first_symlink(path);
+                return state_fail(err, ELOOP, "%s '%s': '%s' is a symlink; brig follows no symlink anywhere in a "
+                                              "path it reads for a sandbox (one a sandbox planted would hand it "
+                                              "another file): give a path without symlinks",
+                                  what, path, link ? link : path);
+        }
+        if (fd < 0)
+                return brig_err(err, -fd, "%s '%s'", what, path);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return brig_err(err, errno, "%s '%s'", what, path);
+        if (!S_ISREG(st.st_mode))
+                return state_fail(err, EINVAL, "%s '%s' is not a regular file; give a regular file, or - for "
+                                               "stdin", what, path);
+        fcntl(fd, F_SETFL, 0);  /* blocking reads from here on */
+        return TAKE_FD(fd);
+}
+
 const char *output_same_stream(int fd, int other)
 {
         struct stat st, o;

@@ -12,6 +12,10 @@
  * following no symlink in any component of `path`; `what` names the
  * option in messages. A fd, or -errno with *err filled. */
 BRIG_INTERNAL int output_open(const char *path, const char *what, bool append, brig_error **err);
+/* Open a regular file brig reads for a sandbox (brig cp HOST NAME:/PATH),
+ * by the same rules: no symlink in any component, nothing of brig's state
+ * root. A fd, or -errno with *err filled. */
+BRIG_INTERNAL int input_open(const char *path, const char *what, brig_error **err);
 /* A descriptor the caller gave for an output (--json-report-fd N): is it
  * open for writing? 0, or -errno with *err naming `what` and the fix. */
 BRIG_INTERNAL int output_fd_check(int fd, const char *what, brig_error **err);
