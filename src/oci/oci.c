@@ -11,6 +11,7 @@
  * reopen, no descriptor of the host's but the stdio handed on). */
 #define _GNU_SOURCE
 #include "oci/oci.h"
+#include "core/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,6 +112,27 @@ static int set_root(const char *root)
                 if (end)
                         break;
         }
+        /* Each container's state.json there names the sandbox a delete
+         * removes and the pid a kill signals: the root must be ours alone,
+         * as brig's own state root is (persist/state_root.c), and so must
+         * what leads to it. Above all the default /tmp/brig-oci-UID: another
+         * user who made it first would hand us containers of theirs. */
+        struct stat st;
+        char real[4200], where[4200];
+        _cleanup_close_ int dfd = open(state_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0 || fstat(dfd, &st) < 0)
+                return oops("--root '%s': %s", state_root, strerror(errno == ELOOP ? ENOTDIR : errno));
+        if (st.st_uid != geteuid() || (st.st_mode & 022))
+                return oops("--root '%s' belongs to uid %u (mode %03o), not to us (uid %u) alone: another user "
+                            "could plant containers there; remove it, or give --root a directory of your own",
+                            state_root, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        if (!realpath(state_root, real) || strlen(real) + 3 > sizeof real)
+                return oops("--root '%s': %s", state_root, strerror(errno));
+        strcat(real, "/x");
+        if (!dirs_above_only(real, geteuid(), geteuid(), where, sizeof where))
+                return oops("--root '%s': %s is not yours or root's, or others may write it, so another user "
+                            "could replace the containers' state: give --root a directory of your own",
+                            state_root, where);
         char logs[4200];
         snprintf(logs, sizeof logs, "%s/logs", state_root);
         if (mkdir(logs, 0750) < 0 && errno != EEXIST)

@@ -122,3 +122,41 @@ def test_runtime_spec_lifecycle_requirements(oci):
     finally:
         oci.run("delete", "--force", "l1")
     assert not (oci.root / "l1").exists()  # DeleteResImplement
+
+
+@attack("oci-root-squatted", "another user makes brig oci's default root (/tmp/brig-oci-UID, for a caller without "
+        "XDG_RUNTIME_DIR and no --root) first, world-writable, with a container whose state.json names the "
+        "victim's process and sandbox; the victim's engine then runs `brig oci kill` and `delete --force` on it",
+        "the root must be the caller's alone (owner, no group or other write) and so must what leads to it: "
+        "refused with exit 125 naming --root before any state is read; on the host: the victim's process lives, "
+        "nothing was written into the attacker's directory")
+def test_a_default_root_another_user_made_is_refused(bindir, mode):
+    if mode == "root":
+        pytest.skip("NO ROOT TO SQUAT: root's default is /run/brig-oci, in a directory only root may write")
+    if os.geteuid() != 0:
+        pytest.skip("OCI ROOT SQUAT NOT TESTED: needs two uids (the suite as root)")
+    victim, attacker = 64011, 1  # a uid no other test uses, and daemon
+    root = pathlib.Path(f"/tmp/brig-oci-{victim}")
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+    as_victim = ["setpriv", f"--reuid={victim}", f"--regid={victim}", "--clear-groups"]
+    proc = subprocess.Popen(as_victim + ["sleep", "300"])
+    try:
+        root.mkdir()
+        (root / "evil").mkdir()
+        (root / "evil" / "state.json").write_text(json.dumps(
+            {"id": "evil", "status": "running", "pid": proc.pid, "sandbox": "p1", "bundle": "/"}))
+        for p in (root, root / "evil", root / "evil" / "state.json"):
+            os.chown(p, attacker, attacker)
+            os.chmod(p, 0o777)
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}  # no XDG_RUNTIME_DIR, no --root
+        for args in (["kill", "evil", "KILL"], ["delete", "--force", "evil"]):
+            r = subprocess.run(as_victim + [str(bindir / "brig"), "oci", *args], env=env, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 125, r
+            assert f"--root '{root}' belongs to uid {attacker}" in r.stderr, r
+        assert proc.poll() is None, "brig oci signalled the process another user's state.json named"
+        assert sorted(os.listdir(root)) == ["evil"], "brig oci wrote into another user's directory"
+    finally:
+        proc.kill()
+        proc.wait()
+        subprocess.run(["rm", "-rf", str(root)], check=True)
