@@ -818,3 +818,45 @@ def test_short_soak_leaves_nothing(brig, hooks_bindir):
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "left: mounts 0, cgroups 0, netns 0, processes 0, files 0" in r.stdout, r.stdout
+
+
+@attack("run-record-forged-path", "a run record in brig's state root (as one a sandbox could once write through "
+        "`brig cp`) naming a dead run whose group path leads, through a symlink, to a cgroup of the right name "
+        "elsewhere, with a live process in it", "the sweep acts only on a group named by the path brig made it at: "
+        "no symlink on the way (realpath), a directory of that name on a cgroup filesystem, owned by the user; "
+        "the process lives and its group stays")
+def test_a_record_through_a_symlink_kills_nothing(world, tmp_path):
+    _skip_rootless_without_cgroups(world.brig, "run records")
+    pids_root = pathlib.Path("/sys/fs/cgroup/pids")
+    if not (pids_root / "cgroup.procs").exists():
+        pytest.skip("NO V1 PIDS HIERARCHY HERE: the forged path needs a cgroup directory to aim at")
+    assert world.run("run", "--", "true").returncode == 0  # the state root and runs/ made
+    record = "99999-1-4026531836-x"
+    parent = pids_root / f"brig-test-aim-{os.getpid()}"
+    target = parent / f"brig-{record}"
+    target.mkdir(parents=True)
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        (target / "cgroup.procs").write_text(str(victim.pid))
+        link = tmp_path / "cglink"
+        link.symlink_to(parent)
+        runs = world.root / "runs"
+        rec = runs / record
+        rec.write_text(json.dumps({"boot": "x", "name": f"brig-{record}", "cgroups": [str(link / target.name)]}))
+        rec.chmod(0o600)
+        assert world.run("run", "--", "true").returncode == 0  # its sweep reads the record
+        assert victim.poll() is None, "ATTACK WORKED: the sweep killed a process through the record's symlink"
+        assert target.is_dir(), "ATTACK WORKED: the sweep removed a group through the record's symlink"
+    finally:
+        victim.kill()
+        victim.wait()
+        (world.root / "runs" / record).unlink(missing_ok=True)
+        for d in (target, parent):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)

@@ -503,6 +503,12 @@ bool cgroup_remove_dead(const char *dir, const char *name)
                 return false;
         if (lstat(dir, &st) < 0)
                 return errno == ENOENT;
+        /* and through no symlink on the way: a group brig made is named by
+         * the path it was made at (a record through /proc/self/fd/N of an
+         * earlier process resolves elsewhere now: left to the stale sweep) */
+        char real[PATH_MAX];
+        if (!realpath(dir, real) || strcmp(real, dir) != 0)
+                return false;
         if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || statfs(dir, &sf) < 0 ||
             (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC))
                 return false;
