@@ -378,6 +378,32 @@ def test_grant_exposing_state_root_is_refused(brig, scratch, case):
             subprocess.run(["rm", "-rf", env["XDG_RUNTIME_DIR"]], check=False)
 
 
+@attack("serve-oci-dir-in-grant", "a --bind (read-only too) or workspace of brig serve's or brig oci's own "
+        "directory (XDG_RUNTIME_DIR/brig-serve with the server's socket and its owner records, "
+        "XDG_RUNTIME_DIR/brig-oci with each container's state.json), or of a directory inside one",
+        "the directories brig serve and brig oci trust, where they exist, guarded as brig's state root is: "
+        "compared by st_dev/st_ino with each grant, refused (125) naming the directory")
+@pytest.mark.parametrize("which", ["brig-serve", "brig-oci"])
+def test_grant_of_serve_or_oci_directory_is_refused(brig, scratch, which):
+    run = _run_dir(brig, scratch)
+    assert brig.run("run", "--", "true", env={"XDG_RUNTIME_DIR": str(run)}).returncode == 0
+    own = run / which
+    (own / "owners").mkdir(parents=True)
+    for d in (own, own / "owners"):
+        d.chmod(0o700)
+        brig.chown(d)
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    for args in (["--bind", f"{own}:/mnt/x"], ["--ro-bind", f"{own / 'owners'}:/mnt/x"], ["--workspace", str(own)]):
+        _refused_for_run_and_create(brig, args, env, own)
+    assert os.listdir(own / "owners") == [], "a sandbox wrote into the directory"
+    # where it does not exist, nothing of it is guarded (or needs to be)
+    subprocess.run(["rm", "-rf", str(own)], check=True)
+    elsewhere = scratch / "plain"
+    elsewhere.mkdir()
+    brig.chown(elsewhere)
+    assert brig.run("run", "--bind", f"{elsewhere}:/mnt/x", "--", "true", env=env).returncode == 0
+
+
 def _brig_as(brig, uid, cwd, *args, env=None):
     """brig ARGS run rootless as uid (no XDG_RUNTIME_DIR: its default state
     root) in cwd."""

@@ -60,7 +60,7 @@ struct state_guard_root {
 struct guard_memo;
 struct state_guard {
         size_t n_roots;
-        struct state_guard_root roots[5];
+        struct state_guard_root roots[12];
         struct guard_memo *memo;  /* what was looked up by name (state.c) */
 };
 BRIG_INTERNAL int state_guard_init(struct state_guard *g, uid_t other, brig_error **err);
