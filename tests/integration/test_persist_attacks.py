@@ -435,6 +435,9 @@ def test_state_root_of_another_user_refused(brig, bindir, scratch):
         r = subprocess.run(cmd, env=env, cwd=ws, capture_output=True, text=True, timeout=60)
         assert r.returncode == 125 and "belongs to uid" in r.stderr, r
         assert list(root.iterdir()) == []
+        # brig ls says so too, rather than list no sandboxes
+        r = subprocess.run(cmd[:-2] + ["ls"], env=env, cwd=ws, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 125 and "belongs to uid" in r.stderr and r.stdout == "", r
         os.chown(root, uid, uid)
         root.chmod(0o777)  # ours, but open to others
         r = subprocess.run(cmd, env=env, cwd=ws, capture_output=True, text=True, timeout=60)

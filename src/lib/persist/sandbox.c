@@ -593,7 +593,17 @@ char *brig_sandbox_list_json(brig_error **err)
         reaper_sweep();  /* what SIGKILLed brigs left, before we list */
         pool_sweep();
         brig_error *e = NULL;
-        DIR *d = state_root(false, &root, &e) == 0 ? opendir(root) : NULL;
+        int r = state_root(false, &root, &e);
+        if (r < 0 && r != -ENOENT) {
+                /* one brig refuses (another user's, open to others): saying
+                 * "no sandboxes" would hide what is wrong with it */
+                json_decref(out);
+                if (err && !*err)
+                        *err = TAKE_PTR(e);
+                brig_error_free(&e);
+                return NULL;
+        }
+        DIR *d = r == 0 ? opendir(root) : NULL;
         brig_error_free(&e);  /* no state directory: no sandboxes */
         struct dirent *de;
         while (d && (de = readdir(d))) {
