@@ -174,18 +174,36 @@ static const char *kernel_interface_fs(int fd)
         return NULL;
 }
 
-int output_open(const char *path, const char *what, bool append, brig_error **err)
+/* 0, or -EPERM with *err when the path's directory is in brig's state
+ * root (in_state_root): `doing` says what brig does not do there. */
+static int refuse_in_state_root(const char *path, bool append, const char *what, const char *doing,
+                                brig_error **err)
 {
         struct state_guard g;
         const char *root = NULL, *how = in_state_root(path, append, &root, &g);
-        if (how) {
-                int r = state_fail(err, EPERM, "%s '%s': its directory %s brig's state directory '%s', which "
-                                                "brig writes nothing else into: give a path outside it",
-                                   what, path, how, root ? root : "?");
-                state_guard_free(&g);
-                return r;
-        }
+        int r = how ? state_fail(err, EPERM, "%s '%s': its directory %s brig's state directory '%s', which brig %s: "
+                                             "give a path outside it",
+                                 what, path, how, root ? root : "?", doing)
+                    : 0;
         state_guard_free(&g);
+        return r;
+}
+
+/* -ELOOP with *err naming the symlink on the way (`kind`: what the path is for). */
+static int refuse_symlink(const char *path, const char *what, const char *kind, brig_error **err)
+{
+        _cleanup_free_ char *link = first_symlink(path);
+        return state_fail(err, ELOOP, "%s '%s': '%s' is a symlink; brig follows no symlink anywhere in %s (one a "
+                                      "sandbox planted would %s): give a path without symlinks",
+                          what, path, link ? link : path, kind,
+                          strcmp(kind, "an output path") == 0 ? "redirect the write" : "hand it another file");
+}
+
+int output_open(const char *path, const char *what, bool append, brig_error **err)
+{
+        int r = refuse_in_state_root(path, append, what, "writes nothing else into", err);
+        if (r < 0)
+                return r;
         /* Opened before any sandboxed code runs, and never through a
          * symlink in any component: the workspace, where an output path
          * may well lie, is the sandbox's to rearrange — an earlier run, or
@@ -196,12 +214,8 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
          * left as it was. */
         int flags = O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | (append ? O_APPEND : 0);
         _cleanup_close_ int fd = output_openat2(path, flags, 0644);
-        if (fd == -ELOOP) {
-                _cleanup_free_ char *link = first_symlink(path);
-                return state_fail(err, ELOOP, "%s '%s': '%s' is a symlink; brig follows no symlink anywhere in an "
-                                              "output path (one a sandbox planted would redirect the write): give "
-                                              "a path without symlinks", what, path, link ? link : path);
-        }
+        if (fd == -ELOOP)
+                return refuse_symlink(path, what, "an output path", err);
         /* ENXIO: a FIFO nobody reads (O_NONBLOCK) or a socket */
         if (fd == -ENXIO)
                 return state_fail(err, EINVAL, "%s '%s' is not a regular file (a FIFO or a socket); give a new "
@@ -235,29 +249,17 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
 
 int input_open(const char *path, const char *what, brig_error **err)
 {
-        struct state_guard g;
-        const char *root = NULL, *how = in_state_root(path, false, &root, &g);
-        if (how) {
-                int r = state_fail(err, EPERM, "%s '%s': its directory %s brig's state directory '%s', which brig "
-                                                "hands nothing out of: give a path outside it",
-                                   what, path, how, root ? root : "?");
-                state_guard_free(&g);
+        int r = refuse_in_state_root(path, false, what, "hands nothing out of", err);
+        if (r < 0)
                 return r;
-        }
-        state_guard_free(&g);
         /* As an output is opened, and for the same reason: the path may
          * lie in a workspace, which a sandbox arranges as it likes — a
          * symlink it planted there (a file, or a directory on the way)
          * would hand it whatever the user can read on the host.
          * O_NONBLOCK: a FIFO it made cannot hang us. */
         _cleanup_close_ int fd = output_openat2(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-        if (fd == -ELOOP) {
-                _cleanup_free_ char *link = first_symlink(path);
-                return state_fail(err, ELOOP, "%s '%s': '%s' is a symlink; brig follows no symlink anywhere in a "
-                                              "path it reads for a sandbox (one a sandbox planted would hand it "
-                                              "another file): give a path without symlinks",
-                                  what, path, link ? link : path);
-        }
+        if (fd == -ELOOP)
+                return refuse_symlink(path, what, "a path it reads for a sandbox", err);
         if (fd < 0)
                 return brig_err(err, -fd, "%s '%s'", what, path);
         struct stat st;
