@@ -234,21 +234,39 @@ bool cli_plain_policy(int argc, char **argv, int first)
         return (first == 1 || (first == 2 && strcmp(argv[1], "--") == 0)) && first <= argc && !(env && env[0]);
 }
 
+/* Does the policy option ARG (--NAME, without =VALUE) take its value
+ * from the next argument? */
+static bool option_takes_next(const char *arg)
+{
+        if (strncmp(arg, "--", 2) != 0 || strchr(arg, '='))
+                return false;
+        brig_option_info info = { .size = sizeof info };
+        for (size_t i = 0; brig_policy_option_info(i, &info) == 0; i++)
+                if (strcmp(info.name, arg + 2) == 0)
+                        return info.arg != NULL;
+        return false;
+}
+
 /* --pooled (docs/persistent.md) and --quiet are not policy options: take
- * them out before the policy options are read. */
+ * them out of the options, which end at "--" or at the command (the first
+ * argument that is neither an option nor an option's value), before the
+ * policy options are read. What follows is the command's own: its
+ * arguments stay as they are, --quiet and --pooled among them. */
 static bool take_flag(int *argc, char **argv, const char *flag)
 {
         bool found = false;
         int out = 1;
         bool in_options = true;
         for (int i = 1; i < *argc; i++) {
-                if (in_options && strcmp(argv[i], "--") == 0)
+                if (in_options && (strcmp(argv[i], "--") == 0 || argv[i][0] != '-' || !argv[i][1]))
                         in_options = false;
                 if (in_options && strcmp(argv[i], flag) == 0) {
                         found = true;
                         continue;
                 }
                 argv[out++] = argv[i];
+                if (in_options && option_takes_next(argv[i]) && i + 1 < *argc)
+                        argv[out++] = argv[++i];  /* its value, whatever it looks like */
         }
         *argc = out;
         argv[out] = NULL;

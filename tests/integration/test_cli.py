@@ -581,3 +581,18 @@ def test_each_line_of_brigs_leaves_in_one_write(brig, case):
         assert any("mount" in w and "refused" in w for w in writes), writes
     if case == "unix-refused":
         assert any("refused 1 connection" in w and "host\\x07.sock" in w for w in writes), writes
+
+
+def test_run_flags_after_the_command_are_the_commands(brig):
+    """--pooled and --quiet are brig's only among brig's options: after
+    them (the command's first word, or "--") they are the command's own
+    arguments, as every other word there is — also after an option whose
+    value looks like one (found by an attack round: the engine took them
+    out of the command's arguments, and the run became a pooled one)."""
+    for args in (["echo", "A", "--quiet", "--pooled", "B"],
+                 ["--hostname", "h", "--pooled", "echo", "A", "--quiet", "--pooled", "B"],
+                 ["--quiet", "--", "echo", "A", "--quiet", "--pooled", "B"]):
+        r = brig.run("run", *args)
+        assert r.returncode == 0 and r.stdout == "A --quiet --pooled B\n", (args, r)
+    r = brig.run("run", "--hostname", "--pooled", "--", "hostname")
+    assert r.returncode == 0 and r.stdout == "--pooled\n", r
