@@ -450,7 +450,10 @@ static int claim_connect(const char *root, const char *dir, const char *key, cha
  * defaults alone. The command's argv, or NULL. */
 static char **plain_pooled(int argc, char **argv)
 {
-        if (argc < 4 || strcmp(argv[1], "run") != 0 || strcmp(argv[2], "--pooled") != 0)
+        /* the engine under that name is the runc command line (fast_exec) */
+        const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+        if (argc < 4 || strcmp(base, "brig-oci") == 0 || strcmp(argv[1], "run") != 0 ||
+            strcmp(argv[2], "--pooled") != 0)
                 return NULL;
         int at = strcmp(argv[3], "--") == 0 ? 4 : 3;
         const char *policy = getenv("BRIG_POLICY");

@@ -9,6 +9,7 @@ goes to the engine, which says why. Root and rootless."""
 import os
 import shutil
 import stat
+import subprocess
 
 import pytest
 
@@ -77,6 +78,20 @@ def test_a_plain_pooled_run_needs_no_engine(brig, plain_pool):
     exe, rc, out, err = _served_by_front_end(brig, plain_pool, "--quiet")
     assert rc == 0 and out == "ran\n" and "not served" not in err, (rc, out, err)
     assert os.path.basename(exe) == "brig-engine", exe
+
+
+def test_brig_oci_is_never_served_by_a_pool(brig, plain_pool, scratch):
+    """Under the name brig-oci the engine is the runc command line, which
+    has no --pooled: the front end serves that name nothing either (found
+    by an attack round: a plain `brig-oci run --pooled` was served)."""
+    link = scratch / f"oci-{marker()[-8:]}"
+    link.mkdir()
+    (link / "brig-oci").symlink_to(brig.bindir / "brig")
+    r = subprocess.run(brig.prefix() + [str(link / "brig-oci"), "run", "--pooled", "--", "echo", "ran"],
+                       cwd=str(brig.workspace), env=brig.env(plain_pool.env()), capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "ran" not in r.stdout, r
+    assert len(_ready(plain_pool)) == 2, "a member was used"
 
 
 def test_a_plain_pooled_run_from_another_context_is_the_engines(brig, plain_pool):
