@@ -236,6 +236,40 @@ def test_a_moved_workspace_is_never_served(brig, sandboxes):
         sandboxes.brig_cmd("pool", "--stop", "--name", name)
 
 
+@attack("pool-named-workspace-symlinked", "a root `brig pool --name NAME` in a workspace whose parent another user "
+        "(nobody) owns; after a run, that user renames the workspace away and puts a symlink to a directory of "
+        "root's in its place; root's next `brig run --pool NAME` from elsewhere (found by an attack round of "
+        "session 41: the daemon's next member was made in root's directory, idmapped writable, and the run wrote "
+        "there)", "the daemon reaches the pool's workspace path through no symlink (openat2 RESOLVE_NO_SYMLINKS, "
+        "then fchdir): it makes no member there and says why; the run ends 125; on the host: root's directory "
+        "unchanged")
+def test_a_workspace_replaced_by_a_symlink_gets_no_member(brig, sandboxes, scratch):
+    if brig.mode != "root":
+        pytest.skip("ROOT ONLY: the confused deputy is root's pool in a directory another user may change")
+    parent = scratch / "alice"
+    ws = parent / "ws"
+    ws.mkdir(parents=True)
+    for d in (parent, ws):
+        os.chown(d, 65534, 65534)
+    roots = scratch / "rootdir"
+    roots.mkdir(mode=0o755)
+    (roots / "config").write_text("original\n")
+    name = marker("npsl")[-20:]
+    r = sandboxes.brig_cmd("pool", "--size", "1", "--name", name, cwd=ws)
+    assert r.returncode == 0, r
+    try:
+        assert _run(sandboxes, "--pool", name, "--", "true", cwd=ws, timeout=90).returncode == 0
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        subprocess.run(as_nobody + ["sh", "-c", f"mv {ws} {ws}.old && ln -s {roots} {ws}"], check=True)
+        r = _run(sandboxes, "--pool", name, "--", "sh", "-c", "pwd; echo PWNED > config; echo new > planted",
+                 cwd=str(scratch), timeout=90)
+        assert r.returncode == 125 and "replaced since the pool started" in r.stderr, r
+        assert (roots / "config").read_text() == "original\n" and not (roots / "planted").exists(), \
+            "ATTACK WORKED: the pool's run wrote into root's directory"
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)
+
+
 @attack("pool-named-name-race", "two `brig pool --name N` at once with different policies, the first held between "
         "its check and its rename of the name (strace -e inject delay): both said 0 and the second caller's runs "
         "got the first pool's policy (found by attack33)", "pool")

@@ -28,6 +28,7 @@
 #include "core/plan.h"
 #include "core/report.h"
 #include "persist/control.h"
+#include "persist/overlay.h"
 #include "persist/pool.h"
 #include "persist/pool_claim.h"
 #include "persist/sandbox.h"
@@ -622,9 +623,27 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         /* A workspace the policy does not name is our cwd: the
                          * directory at the pool's path now, not the one we
                          * started in, which a harness may have moved away
-                         * (a member holding it would serve the old checkout) */
-                        if (!p->workspace && chdir(pl->ws) < 0)
-                                brig_err(&err, errno, "the pool's workspace '%s'", pl->ws);
+                         * (a member holding it would serve the old checkout).
+                         * Reached through no symlink: the path was a real one
+                         * when the pool started (getcwd), and whoever may
+                         * replace a directory on it (the workspace's owner,
+                         * for a root pool) must not point the next member at
+                         * a directory of someone else's. */
+                        if (!p->workspace) {
+                                _cleanup_close_ int ws = open_dir_nofollow(pl->ws);
+                                if (ws < 0 && errno == ENOSYS) {  /* before openat2 (5.6): a part at a time */
+                                        ws = output_open_walk(pl->ws, O_RDONLY | O_DIRECTORY, 0);
+                                        errno = ws < 0 ? -ws : 0;
+                                }
+                                bool replaced = ws < 0 && (errno == ELOOP || errno == ENOTDIR);
+                                if (ws < 0 || fchdir(ws) < 0)
+                                        brig_err(&err, replaced ? ENOTDIR : errno,
+                                                 replaced ? "the pool's workspace '%s' is no directory reached "
+                                                            "through no symlink now (it was replaced since the "
+                                                            "pool started): no member is made there"
+                                                          : "the pool's workspace '%s'",
+                                                 pl->ws);
+                        }
                         if (err || sandbox_create(name, p, &opts, &err) < 0) {
                                 fprintf(stderr, "brig pool: %s\n", err && err->msg ? err->msg : "create failed");
                                 if (!told && ready_fd >= 0) {
