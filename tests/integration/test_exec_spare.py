@@ -14,6 +14,8 @@ import re
 import signal
 import subprocess
 
+import pytest
+
 from persist_helpers import sandboxes  # noqa: F401 (fixture)
 from proc_helpers import sandbox_init, wait_until
 from test_escape import attack
@@ -140,9 +142,12 @@ def test_spare_holds_nothing_of_a_running_exec(brig, sandboxes):
 
 @attack("spare-tampered", "a command of the sandbox goes for the next exec's waiting child: reads its "
         "environment and memory, attaches to it with ptrace to run its own code with the next exec's stdio, "
+        "lowers its open-file limit, and pid 1's (prlimit: the next exec died before it ran, exit 125 with no "
+        "word, or pid 1's poll failed and every later exec hung; found by an attack round of session 41), "
         "stops it so that the next exec hangs, or kills it",
         "each exec is a Landlock domain of its own (ABI 6 signal scoping) and the spare is non-dumpable as pid 1 "
-        "is: no /proc/PID/mem or environ, no ptrace, no signal from another exec's command; the host finds each "
+        "is: no /proc/PID/mem or environ, no ptrace, no signal from another exec's command; the default filter "
+        "lets prlimit64 change no other process's limits (EPERM); the host finds each "
         "attempt refused, the spare waiting and serving the next exec. A spare stopped all the same (by the "
         "host here) is let go by pid 1 (SIGCHLD, WUNTRACED) and the exec forked")
 def test_spare_tampered_by_an_earlier_command(brig, sandboxes):
@@ -154,6 +159,8 @@ def test_spare_tampered_by_an_earlier_command(brig, sandboxes):
                 f"for f in environ mem; do cat /proc/$t/$f >/dev/null 2>&1 && echo read-$f; done; "
                 f"python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); "
                 f"sys.exit(0 if l.ptrace(16,'$t',0,0)==0 else 1)' && echo attached; "
+                f"prlimit --pid $t --nofile=3:3 2>/dev/null && echo limited-spare; "
+                f"prlimit --pid 1 --nofile=3:3 2>/dev/null && echo limited-init; "
                 f"kill -STOP $t 2>/dev/null && echo stopped; kill -KILL $t 2>/dev/null && echo killed; "
                 f"echo tried; touch {ws}/done; exec sleep 60")
     out = open(brig.base / "attacker.out", "w")
@@ -186,6 +193,25 @@ def test_spare_tampered_by_an_earlier_command(brig, sandboxes):
         held.kill()
         held.wait()
         out.close()
+
+
+def test_a_lowered_open_file_limit_ends_pid_1_rather_than_hang_execs(brig, sandboxes):
+    """pid 1's poll fails (EINVAL) once its open-file limit is below what it
+    polls: lowered from the host here (the filter lets no command inside do
+    it: test_spare_tampered_by_an_earlier_command). It ends rather than
+    spin on it, and the next exec answers at once instead of hanging
+    (found by an attack round of session 41: pid 1 spun at 95% CPU and
+    every later brig exec, --timeout and SIGTERM included, hung)."""
+    if os.geteuid() != 0:
+        pytest.skip("NOT RUN: lowering pid 1's limit from the host needs root")
+    name, _ = sandboxes.create()
+    assert sandboxes.sh(name, "true").returncode == 0
+    init = _init(sandboxes, name)
+    as_owner = [] if brig.mode == "root" else ["setpriv", f"--reuid={brig.uid}", f"--regid={brig.uid}", "--clear-groups"]
+    subprocess.run(as_owner + ["prlimit", f"--pid={init}", "--nofile=3:3"], check=True)
+    r = sandboxes.sh(name, "echo ran", timeout=60)
+    assert r.returncode == 125 and "ran" not in r.stdout, r
+    assert wait_until(lambda: _state(init) is None, 10), "pid 1 lives on"
 
 
 def _state(pid):

@@ -79,7 +79,7 @@ static const char *const allowed[] = {
         "sched_getscheduler", "sched_setscheduler", "sched_get_priority_max",
         "sched_get_priority_min", "sched_rr_get_interval", "sched_getattr", "sched_setattr",
         "getpriority", "setpriority", "ioprio_get", "ioprio_set", "getrlimit", "setrlimit",
-        "prlimit64", "getrusage", "times",
+        "getrusage", "times",  /* prlimit64 is guarded below */
         /* further restriction only: a program may sandbox itself */
         "seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
         "capget", "capset",
@@ -499,6 +499,7 @@ enum guard {
         GUARD_SOCKET,       /* only some address families */
         GUARD_IOCTL,        /* no terminal injection */
         GUARD_PERSONALITY,  /* only harmless personas */
+        GUARD_PRLIMIT,      /* no other process's limits changed */
         GUARD_MODE,         /* no setuid/setgid bits in a file mode */
         GUARD_USER,         /* a user rule with conditions; `fallback` otherwise */
 };
@@ -511,7 +512,7 @@ struct decision {
         uint32_t fallback;                /* GUARD_USER: when the conditions do not hold */
 };
 
-static const char *const guarded_names[] = { "clone", "socket", "socketpair", "ioctl", "personality" };
+static const char *const guarded_names[] = { "clone", "socket", "socketpair", "ioctl", "personality", "prlimit64" };
 
 static bool guarded(const char *name)
 {
@@ -600,6 +601,8 @@ static int default_profile(struct table *t)
                 r = decide_name(t, "ioctl", 0, GUARD_IOCTL);
         if (r == 0)
                 r = decide_name(t, "personality", 0, GUARD_PERSONALITY);
+        if (r == 0)
+                r = decide_name(t, "prlimit64", 0, GUARD_PRLIMIT);
         for (size_t i = 0; r == 0 && i < ARRAY_SIZE(mode_args); i++)
                 r = decide_name(t, mode_args[i].name, 0, GUARD_MODE);
         return r;
@@ -801,6 +804,33 @@ static int guard_personality(scmp_filter_ctx ctx, int nr)
         return r;
 }
 
+/* A process's own limits, read or set (glibc's getrlimit and setrlimit
+ * are prlimit64(0, ...)), and anyone's read (no new limit): never another
+ * process's changed. Everything inside runs as one user, whose processes
+ * the kernel lets change each other's limits: a command would lower the
+ * open-file limit of pid 1 (whose poll then fails: every later exec
+ * hangs) or of the spare waiting for the next exec (which then dies
+ * before it runs, or runs under the limit). */
+static int guard_prlimit(scmp_filter_ctx ctx, int nr)
+{
+        /* Four rules on the same two arguments (libseccomp drops a rule on
+         * one of them beside rules on the pair). A pid whose high bits are
+         * set but not its low ones is the caller's own to the kernel: not
+         * 0 here, so refused if it sets, which costs no real caller. */
+        const struct scmp_arg_cmp own_reads[2] = { SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0) };
+        const struct scmp_arg_cmp own_sets[2] = { SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_NE, 0) };
+        const struct scmp_arg_cmp others_reads[2] = { SCMP_A0(SCMP_CMP_NE, 0), SCMP_A2(SCMP_CMP_EQ, 0) };
+        const struct scmp_arg_cmp others_sets[2] = { SCMP_A0(SCMP_CMP_NE, 0), SCMP_A2(SCMP_CMP_NE, 0) };
+        int r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 2, own_reads);
+        if (r == 0)
+                r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 2, own_sets);
+        if (r == 0)
+                r = add_rule(ctx, SCMP_ACT_ALLOW, nr, 2, others_reads);
+        if (r == 0)
+                r = add_rule(ctx, ACT_DENY_LOG(EPERM), nr, 2, others_sets);
+        return r;
+}
+
 /* No setuid or setgid bits, ever: every mount inside is nosuid, so they
  * mean nothing to the sandbox, but a file left in the workspace keeps them
  * on the host. As root with a root-owned workspace the sandbox's files are
@@ -893,6 +923,7 @@ static int add_decision(scmp_filter_ctx ctx, const struct decision *d)
         case GUARD_SOCKET: return guard_socket(ctx, d->nr);
         case GUARD_IOCTL: return guard_ioctl(ctx, d->nr);
         case GUARD_PERSONALITY: return guard_personality(ctx, d->nr);
+        case GUARD_PRLIMIT: return guard_prlimit(ctx, d->nr);
         case GUARD_MODE: return guard_mode(ctx, d->nr);
         case GUARD_USER: return guard_user(ctx, d);
         case GUARD_NONE: break;
@@ -950,6 +981,8 @@ static bool otherwise(const struct decision *d, uint32_t *ret)
         case GUARD_MODE: *ret = final_action(SCMP_ACT_ALLOW, d->nr, &dest); break;
         case GUARD_SOCKET: *ret = final_action(ACT_DENY_LOG(EAFNOSUPPORT), d->nr, &dest); break;
         case GUARD_PERSONALITY: *ret = final_action(ACT_DENY_LOG(EPERM), d->nr, &dest); break;
+        /* another process's limits set: refused; everything else allowed */
+        case GUARD_PRLIMIT: *ret = final_action(SCMP_ACT_ALLOW, d->nr, &dest); break;
         case GUARD_USER: *ret = final_action(d->fallback, d->nr, &dest); break;
         case GUARD_NONE: *ret = final_action(d->action, d->nr, &dest); return true;
         }
@@ -1000,7 +1033,7 @@ static int build_filter(scmp_filter_ctx ctx, const struct table *t, const bool *
  * cache in ~/.cache/brig, inside any sandbox given $HOME or ~/.cache;
  * that place is never read). */
 
-#define CACHE_MAGIC "brig-seccomp-6"  /* bump when the default profile changes */
+#define CACHE_MAGIC "brig-seccomp-7"  /* bump when the default profile changes */
 
 struct build_id_search {
         uintptr_t addr;  /* a function of this file: the object holding it is ours */

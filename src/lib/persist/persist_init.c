@@ -681,6 +681,18 @@ BRIG_IDLE_LOOP _Noreturn void persist_init_main(struct run_plan *plan)
                 size_t n = ps.n;
                 int polled = poll(p, n + P_SLOTS, footprint_timeout(&fp, next_timeout(&ps)));
                 footprint_polled(&fp, polled);
+                /* EINVAL: more descriptors than the open-file limit (lowered
+                 * under us: the filter lets no command do it, prlimit64).
+                 * The soft limit goes back up to the hard one; failing that,
+                 * pid 1 ends rather than spin on it: the supervisor then
+                 * answers every exec that the sandbox went away. */
+                if (polled < 0 && errno == EINVAL) {
+                        struct rlimit nofile;
+                        if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max &&
+                            (nofile.rlim_cur = nofile.rlim_max, setrlimit(RLIMIT_NOFILE, &nofile) == 0))
+                                continue;
+                        _exit(BRIG_EXIT_SETUP);
+                }
                 if (polled < 0)
                         continue;
                 /* Socket events first: the slots may move when reaped. */
