@@ -381,21 +381,32 @@ def test_grant_exposing_state_root_is_refused(brig, scratch, case):
 @attack("serve-oci-dir-in-grant", "a --bind (read-only too) or workspace of brig serve's or brig oci's own "
         "directory (XDG_RUNTIME_DIR/brig-serve with the server's socket and its owner records, "
         "XDG_RUNTIME_DIR/brig-oci with each container's state.json), or of a directory inside one",
-        "the directories brig serve and brig oci trust, where they exist, guarded as brig's state root is: "
-        "compared by st_dev/st_ino with each grant, refused (125) naming the directory")
+        "what brig serve and brig oci trust, where it exists, guarded as brig's state root is (serve's owner "
+        "records, which a grant of its directory contains, and oci's whole root): compared by st_dev/st_ino with "
+        "each grant, refused (125) naming the directory; a serve sandbox's own workspace in its workspaces/ stays "
+        "grantable")
 @pytest.mark.parametrize("which", ["brig-serve", "brig-oci"])
 def test_grant_of_serve_or_oci_directory_is_refused(brig, scratch, which):
     run = _run_dir(brig, scratch)
     assert brig.run("run", "--", "true", env={"XDG_RUNTIME_DIR": str(run)}).returncode == 0
     own = run / which
-    (own / "owners").mkdir(parents=True)
-    for d in (own, own / "owners"):
+    inner = own / ("owners" if which == "brig-serve" else "c1")
+    inner.mkdir(parents=True)
+    for d in (own, inner):
         d.chmod(0o700)
         brig.chown(d)
+    guarded = own / "owners" if which == "brig-serve" else own
     env = {"XDG_RUNTIME_DIR": str(run)}
-    for args in (["--bind", f"{own}:/mnt/x"], ["--ro-bind", f"{own / 'owners'}:/mnt/x"], ["--workspace", str(own)]):
-        _refused_for_run_and_create(brig, args, env, own)
-    assert os.listdir(own / "owners") == [], "a sandbox wrote into the directory"
+    for args in (["--bind", f"{own}:/mnt/x"], ["--ro-bind", f"{inner}:/mnt/x"], ["--workspace", str(own)]):
+        _refused_for_run_and_create(brig, args, env, guarded)
+    assert os.listdir(inner) == [], "a sandbox wrote into the directory"
+    if which == "brig-serve":  # what brig serve grants its own sandboxes
+        ws = own / "workspaces" / "sb1"
+        ws.mkdir(parents=True)
+        brig.chown(own / "workspaces")
+        brig.chown(ws)
+        r = brig.run("run", "--workspace", str(ws), "--", "touch", f"{ws}/made", env=env)
+        assert r.returncode == 0 and (ws / "made").exists(), r
     # where it does not exist, nothing of it is guarded (or needs to be)
     subprocess.run(["rm", "-rf", str(own)], check=True)
     elsewhere = scratch / "plain"

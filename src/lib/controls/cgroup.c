@@ -23,10 +23,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -491,6 +494,38 @@ static void kill_and_remove(const char *dir)
                 usleep((useconds_t)(i * 500));
 }
 
+/* A group brig made is named by the path it was made at: in a hierarchy's
+ * mount, or below one of this process's descriptors (/proc/self/fd/N: a
+ * hierarchy this mount namespace does not show, mounted detached), whose
+ * magic link is the only one taken (one of an earlier process's names
+ * another descriptor now: left to the stale sweep). Any other symlink on
+ * the way (a record forged to aim elsewhere) and it is not brig's. */
+static bool no_symlink_on_the_way(const char *dir)
+{
+        int base = AT_FDCWD;
+        const char *rel = dir;
+        if (strncmp(dir, "/proc/self/fd/", 14) == 0) {
+                char *end;
+                long n = strtol(dir + 14, &end, 10);
+                if (end == dir + 14 || *end != '/' || n < 0 || n > INT_MAX)
+                        return false;
+                base = (int)n;
+                rel = end + 1;
+        }
+        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_NO_SYMLINKS };
+        int fd = sys_openat2(base, rel, &how);
+        if (fd >= 0) {
+                close(fd);
+                return true;
+        }
+        if (errno != ENOSYS)
+                return false;
+        /* before openat2 (5.6): the real path is the path itself */
+        char real[PATH_MAX];
+        return base != AT_FDCWD || (realpath(dir, real) && strcmp(real, dir) == 0);
+}
+
 bool cgroup_remove_dead(const char *dir, const char *name)
 {
         /* Only what brig made: a directory of that very name, in a cgroup
@@ -503,11 +538,7 @@ bool cgroup_remove_dead(const char *dir, const char *name)
                 return false;
         if (lstat(dir, &st) < 0)
                 return errno == ENOENT;
-        /* and through no symlink on the way: a group brig made is named by
-         * the path it was made at (a record through /proc/self/fd/N of an
-         * earlier process resolves elsewhere now: left to the stale sweep) */
-        char real[PATH_MAX];
-        if (!realpath(dir, real) || strcmp(real, dir) != 0)
+        if (!no_symlink_on_the_way(dir))
                 return false;
         if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || statfs(dir, &sf) < 0 ||
             (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC))

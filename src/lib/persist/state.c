@@ -373,23 +373,26 @@ int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
                 paths[n++] = brig_strdup_printf("/run/user/%u/brig", users[u]);
                 paths[n++] = brig_strdup_printf("/tmp/brig-%u", users[u]);
         }
-        /* brig serve's and brig oci's own directories (their owner records,
-         * sockets, containers' state) where they stand now: where one would
-         * be made is inside a directory already guarded above (/run, /tmp,
-         * XDG_RUNTIME_DIR), so one not made yet needs no guard of its own */
+        /* What brig serve and brig oci trust, where it stands now: serve's
+         * owner records (a grant of its directory contains them, and its
+         * socket beside them; its sandboxes' own workspaces/ are granted,
+         * each to its sandbox), and oci's whole root (each container's
+         * state.json). Where one would be made is inside a directory
+         * already guarded above (/run, /tmp, XDG_RUNTIME_DIR), so one not
+         * made yet needs no guard of its own. */
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         for (size_t u = 0; u < (other == geteuid() ? 1 : 2); u++) {
                 char *extra[6] = { NULL };
                 size_t k = 0;
                 if (users[u] == 0) {
-                        extra[k++] = strdup("/run/brig-serve");
+                        extra[k++] = strdup("/run/brig-serve/owners");
                         extra[k++] = strdup("/run/brig-oci");
                 } else {
-                        extra[k++] = brig_strdup_printf("/tmp/brig-serve-%u", users[u]);
+                        extra[k++] = brig_strdup_printf("/tmp/brig-serve-%u/owners", users[u]);
                         extra[k++] = brig_strdup_printf("/tmp/brig-oci-%u", users[u]);
                 }
                 if (users[u] == geteuid() && xdg && xdg[0] == '/') {
-                        extra[k++] = brig_strdup_printf("%s/brig-serve", xdg);
+                        extra[k++] = brig_strdup_printf("%s/brig-serve/owners", xdg);
                         extra[k++] = brig_strdup_printf("%s/brig-oci", xdg);
                 }
                 for (size_t i = 0; i < k; i++) {
