@@ -16,6 +16,7 @@ import pytest
 from conftest import IS_ROOT, NOBODY, mountinfo
 from persist_helpers import cgroup_dirs_named, pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import kv, marker, pids_with, wait_gone, wait_until
+from test_escape import attack
 
 ZERO = "0000000000000000"
 
@@ -229,6 +230,23 @@ def test_bad_names_duplicates_and_unknown(brig, sandboxes):
     assert r.returncode == 125 and "brig exec" in r.stderr, r
     r = sandboxes.brig_cmd("create", marker("x")[:30], "--pass-fd", "1")
     assert r.returncode == 125 and "--pass-fd" in r.stderr, r
+
+
+@attack("pool-name-taken", "a sandbox of the user's named as a warm pool's member would be (pool-KEY8-...), made "
+        "with brig create or as a fork, holding overlay work; then that pool's daemon dies (found by an attack round "
+        "of session 41: the sweep of the dead pool, which takes members by that prefix, removed the user's "
+        "sandbox and its overlay layer)", "names beginning with pool- are the pool daemons' alone: brig create "
+        "and a fork to such a name are refused (125) before anything is made")
+def test_a_pool_members_name_is_refused_for_a_users_sandbox(brig, sandboxes):
+    for args in (["create", "pool-2a0e5893-mine"], ["create", "pool-x", "--workspace-mode", "overlay"]):
+        r = sandboxes.brig_cmd(*args)
+        assert r.returncode == 125 and "names beginning with pool- are the warm pools'" in r.stderr, (args, r)
+        assert not (sandboxes.root / args[1]).exists()
+    name, _ = sandboxes.create("--workspace-mode", "overlay")
+    assert sandboxes.brig_cmd("snapshot", name, "t1").returncode == 0
+    r = sandboxes.brig_cmd("fork", name, "t1", "pool-2a0e5893-fork")
+    assert r.returncode == 125 and "names beginning with pool- are the warm pools'" in r.stderr, r
+    assert not (sandboxes.root / "pool-2a0e5893-fork").exists()
 
 
 def test_setup_failure_is_reported_and_leaves_no_state(brig, sandboxes):

@@ -619,7 +619,8 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         brig_error *err = NULL;
                         /* members stop when we are gone, however we went (control.c) */
                         struct sandbox_create_opts opts = { .owner_pid = getpid(),
-                                                            .owner_start = state_process_start(getpid()) };
+                                                            .owner_start = state_process_start(getpid()),
+                                                            .pool_member = true };
                         /* A workspace the policy does not name is our cwd: the
                          * directory at the pool's path now, not the one we
                          * started in, which a harness may have moved away

@@ -234,12 +234,23 @@ int brig_sandbox_create(const char *name, const brig_policy *p, const brig_creat
         return sandbox_create(name, p, &opts, err);
 }
 
+int sandbox_name_not_a_pools(const char *name, brig_error **err)
+{
+        if (name && strncmp(name, "pool-", 5) == 0)
+                return state_fail(err, EINVAL, "sandbox name '%s': names beginning with pool- are the warm pools' "
+                                               "members' (brig ls shows them), and what a dead pool leaves is "
+                                               "removed by them: choose another", name);
+        return 0;
+}
+
 int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *o, brig_error **err)
 {
         struct sandbox_create_opts opts = *o;
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int lock = -EBADF, hold = -EBADF;
-        int r = refuse_for_create(p, err);
+        int r = opts.pool_member ? 0 : sandbox_name_not_a_pools(name, err);
+        if (r == 0)
+                r = refuse_for_create(p, err);
         /* an owned one too: the reaper removes it once its supervisor
          * and its owner are both gone (SIGKILLed together) */
         if (r == 0 && (opts.ephemeral || opts.owned))

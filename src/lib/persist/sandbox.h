@@ -12,6 +12,7 @@ struct sandbox_create_opts {
          * gone, the member serves nobody: it stops once no exec runs. */
         pid_t owner_pid;
         unsigned long long owner_start;
+        bool pool_member;  /* the daemon's own: the one maker of names beginning "pool-" */
         bool ephemeral; /* removed when its owner closes it or ends (brig_sandbox_new) */
         /* BRIG_SANDBOX_OWNED: removed when its owner (owner_pid) ends;
          * stopped and started again (a restore) it stays, and watches the
@@ -60,6 +61,9 @@ BRIG_INTERNAL int sandbox_new_dir_held(const char *name, char **dir_out, int *lo
 /* ".eph-OWNER-NAME": an ephemeral sandbox's directory until it has its hold */
 #define SANDBOX_NEW_PREFIX ".eph-"
 /* brig_sandbox_create with the internal options (a pool's owner). */
+/* A name only a pool's daemon gives ("pool-": pool_member_of, the sweep
+ * of a dead pool removes what is so named): -EINVAL (said) for another. */
+BRIG_INTERNAL int sandbox_name_not_a_pools(const char *name, brig_error **err);
 BRIG_INTERNAL int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
                                  brig_error **err);
 BRIG_INTERNAL int sandbox_load_policy(const char *dir, json_t *st, brig_policy **ret,

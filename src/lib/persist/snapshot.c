@@ -307,6 +307,8 @@ int brig_sandbox_fork(const char *name, const char *tag, const char *new_name, b
         opts.owned = false;
         opts.owner_pid = 0;
         opts.owner_start = 0;
+        if (r == 0)
+                r = sandbox_name_not_a_pools(new_name, err);
         if (r == 0) {
                 r = sandbox_new_dir(new_name, &new_dir, &lock, err);
                 made = r == 0;
