@@ -94,6 +94,16 @@ def test_brig_oci_is_never_served_by_a_pool(brig, plain_pool, scratch):
     assert len(_ready(plain_pool)) == 2, "a member was used"
 
 
+def test_a_command_line_longer_than_a_request_runs_in_a_new_sandbox(brig, plain_pool):
+    """Arguments past what one control message holds (128 KiB) cannot go
+    to a member: the run takes a new sandbox, saying why, as a cold run
+    would have run it (found by an attack round: it ended 125)."""
+    big = "a" * 120000
+    r = plain_pool.brig_cmd("run", "--pooled", "--", "sh", "-c", 'echo ${#1} ${#2}', "x", big, big)
+    assert r.returncode == 0 and r.stdout == "120000 120000\n", (r.returncode, r.stdout, r.stderr[-400:])
+    assert "not served by the pool: the command and its environment are longer" in r.stderr, r.stderr[-400:]
+
+
 def test_a_plain_pooled_run_from_another_context_is_the_engines(brig, plain_pool):
     """TZ is part of what a cold run takes from its caller: no member was
     made with this one, so the front end finds no pool and the engine runs

@@ -1357,7 +1357,10 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
          * runs (ESTALE, control.c): its key matched by chance, or the pool
          * was started again from another environment. */
         bool other_env = r < 0 && xerr && xerr->errnum == ESTALE;
-        if (r < 0 && (!xerr || other_env || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
+        /* A command line past what one control message holds (E2BIG,
+         * before anything was sent): a new sandbox takes it whole. */
+        bool too_long = r < 0 && xerr && xerr->errnum == E2BIG;
+        if (r < 0 && (!xerr || other_env || too_long || xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH)) {
                 brig_error_free(&xerr);
                 json_decref(refusals);
                 _cleanup_free_ char *claim = claimed_path(&pl, name);
@@ -1366,7 +1369,9 @@ int brig_run_pooled_why(const brig_policy *p, char *const argv[], brig_result *r
                         unlink(claim);
                 pool_free(&pl);
                 return run_fresh(p, argv, res,
-                                 other_env ? "the pool's member was made for another policy or workspace (or "
+                                 too_long ? "the command and its environment are longer than a pool member's "
+                                            "request holds"
+                                 : other_env ? "the pool's member was made for another policy or workspace (or "
                                              "another directory then stood at the workspace's or a bind's "
                                              "path), or from another environment (HOME, SHELL, TERM, LANG, "
                                              "LC_*, TZ, --keep-env values, umask, ulimits, cgroup or "
