@@ -281,3 +281,24 @@ def test_gvisor_signal_before_runsc_wrote_the_pid(gv, hooks_bindir):
     finally:
         problems = s.cleanup()
     assert not problems, problems
+
+
+def test_a_pooled_gvisor_run_with_another_runsc_is_not_served(gvsb):
+    """BRIG_RUNSC (and PATH, where it finds runsc) pick a --wall gvisor
+    run's runsc: part of what names a pool of such runs, so a run asking
+    for another runsc is a cold run's, which refuses a runsc that is not
+    there (found by an attack round of session 41: the pool served it with
+    the runsc its members were made with)."""
+    gv = gvsb.brig
+    r = gvsb.brig_cmd("pool", "--size", "1", *gv._extra)
+    assert r.returncode == 0, r
+    try:
+        assert wait_until(lambda: any((d / "ready").is_dir() and list((d / "ready").iterdir())
+                                      for d in (gvsb.root / "pools").iterdir()), 60)
+        r = gvsb.brig_cmd("run", "--pooled", *gv._extra, "--", "echo", "served", env={"BRIG_RUNSC": "/nonexistent/runsc"})
+        assert r.returncode == 125 and "served" not in r.stdout, r
+        assert "/nonexistent/runsc" in r.stderr, r
+        r = gvsb.brig_cmd("run", "--pooled", *gv._extra, "--", "echo", "served")
+        assert r.returncode == 0 and r.stdout == "served\n" and "not served" not in r.stderr, r
+    finally:
+        gvsb.brig_cmd("pool", "--stop", *gv._extra)

@@ -1382,10 +1382,16 @@ char *plan_caller_context(const brig_policy *p)
         unsigned fixed = plan_fixed_rlimits(p);
         /* --keep-env's variables, then the secrets' env: sources */
         const struct intercept_policy *ip = egress_policy_intercept_of(p->egress);
-        size_t n = p->keep_env.n + (ip ? ip->n_secrets : 0), k = 0;
+        /* ... and behind the gVisor wall what picks its runsc and how it
+         * runs (core/wall.c, wall_gvisor.c): another runsc is another run */
+        static const char *const gvisor_vars[] = { "BRIG_RUNSC", "PATH", "BRIG_GVISOR_DEBUG" };
+        bool gvisor = p->wall == BRIG_WALL_GVISOR;
+        size_t n = p->keep_env.n + (ip ? ip->n_secrets : 0) + ARRAY_SIZE(gvisor_vars), k = 0;
         const char **vars = calloc(n + 1, sizeof *vars);
         if (!vars)
                 return NULL;
+        for (size_t i = 0; gvisor && i < ARRAY_SIZE(gvisor_vars); i++)
+                vars[k++] = gvisor_vars[i];
         for (size_t i = 0; i < p->keep_env.n; i++)
                 vars[k++] = p->keep_env.items[i];
         for (size_t i = 0; ip && i < ip->n_secrets; i++)
