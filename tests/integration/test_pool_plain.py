@@ -104,6 +104,23 @@ def test_a_command_line_longer_than_a_request_runs_in_a_new_sandbox(brig, plain_
     assert "not served by the pool: the command and its environment are longer" in r.stderr, r.stderr[-400:]
 
 
+def test_a_claim_from_another_pid_namespace_is_let_go(brig, plain_pool):
+    """A run in a pid namespace of its own (unshare -p -f: the daemon cannot
+    tell its pid from a host one) that a pool served: once its member has
+    stopped, the claim goes with it (found by an attack round of session
+    41: the claim stayed for good, the member listed in use, and the dead
+    pool's directory never went)."""
+    if brig.mode != "root":
+        pytest.skip("ROOT ONLY: a pid namespace without a user namespace needs root")
+    pools = plain_pool.root / "pools"
+    r = subprocess.run(["unshare", "-p", "-f", "--", *brig.cmd("run", "--pooled", "--", "true")],
+                       cwd=str(brig.workspace), env=brig.env(plain_pool.env()), capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "not served" not in r.stderr, r
+    claimed = lambda: [c for d in pools.iterdir() if (d / "claimed").is_dir() for c in (d / "claimed").iterdir()]
+    assert wait_until(lambda: claimed() == [], 30), f"the claim stayed: {claimed()}"
+
+
 def test_a_plain_pooled_run_from_another_context_is_the_engines(brig, plain_pool):
     """TZ is part of what a cold run takes from its caller: no member was
     made with this one, so the front end finds no pool and the engine runs

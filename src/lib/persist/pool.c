@@ -958,6 +958,18 @@ static char *claimed_path(struct pool *pl, const char *name)
         return pl->owner[0] ? brig_strdup_printf("%s/claimed/%s.%s", pl->dir, name, pl->owner) : NULL;
 }
 
+/* Is the member NAME's supervisor alive (made, or serving its run)? */
+static bool member_running(const char *name)
+{
+        _cleanup_free_ char *dir = NULL;
+        brig_error *err = NULL;
+        json_t *st = state_dir(name, false, &dir, &err) == 0 ? state_read(dir, &err) : NULL;
+        brig_error_free(&err);
+        bool alive = st && state_supervisor_alive(st);
+        json_decref(st);
+        return alive;
+}
+
 static void remove_member(const char *name)
 {
         brig_error *err = NULL;
@@ -983,11 +995,17 @@ static bool release_gone_claims(const struct pool *pl)
                 struct owner o;
                 if (!dot || e->d_name[0] == '.')
                         continue;
-                if (owner_parse(dot + 1, &o, NULL) && owner_alive(&o) != 0) {
+                _cleanup_free_ char *name = strndup(e->d_name, (size_t)(dot - e->d_name));
+                int alive = owner_parse(dot + 1, &o, NULL) ? owner_alive(&o) : 0;
+                /* A run in another pid namespace (-1): its pid names nothing
+                 * here, but the member it holds tells: it serves one run and
+                 * stops after it, or as soon as the run's connection goes. */
+                if (alive < 0)
+                        alive = name && member_running(name);
+                if (alive) {
                         held = true;  /* its run goes on */
                         continue;
                 }
-                _cleanup_free_ char *name = strndup(e->d_name, (size_t)(dot - e->d_name));
                 test_pause("pool-run-gone");
                 if (name && member_named(pl, name))
                         remove_member(name);
