@@ -199,6 +199,20 @@ static int refuse_symlink(const char *path, const char *what, const char *kind, 
                           strcmp(kind, "an output path") == 0 ? "redirect the write" : "hand it another file");
 }
 
+/* fd (an open of path, or -errno) a regular file: 0 with *st, or -errno
+ * with *err saying what to give instead. */
+static int regular_file(int fd, const char *path, const char *what, const char *instead, struct stat *st,
+                        brig_error **err)
+{
+        if (fd < 0)
+                return brig_err(err, -fd, "%s '%s'", what, path);
+        if (fstat(fd, st) < 0)
+                return brig_err(err, errno, "%s '%s'", what, path);
+        if (!S_ISREG(st->st_mode))
+                return state_fail(err, EINVAL, "%s '%s' is not a regular file; give %s", what, path, instead);
+        return 0;
+}
+
 int output_open(const char *path, const char *what, bool append, brig_error **err)
 {
         int r = refuse_in_state_root(path, append, what, "writes nothing else into", err);
@@ -220,14 +234,9 @@ int output_open(const char *path, const char *what, bool append, brig_error **er
         if (fd == -ENXIO)
                 return state_fail(err, EINVAL, "%s '%s' is not a regular file (a FIFO or a socket); give a new "
                                                "path or a regular file", what, path);
-        if (fd < 0)
-                return brig_err(err, -fd, "%s '%s'", what, path);
         struct stat st;
-        if (fstat(fd, &st) < 0)
-                return brig_err(err, errno, "%s '%s'", what, path);
-        if (!S_ISREG(st.st_mode))
-                return state_fail(err, EINVAL, "%s '%s' is not a regular file; give a new path or a regular file",
-                                  what, path);
+        if ((r = regular_file(fd, path, what, "a new path or a regular file", &st, err)) < 0)
+                return r;
         const char *fs = kernel_interface_fs(fd);
         if (fs)
                 return state_fail(err, EINVAL, "%s '%s' is a file of %s, whose writes are requests to the kernel "
@@ -260,14 +269,9 @@ int input_open(const char *path, const char *what, brig_error **err)
         _cleanup_close_ int fd = output_openat2(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
         if (fd == -ELOOP)
                 return refuse_symlink(path, what, "a path it reads for a sandbox", err);
-        if (fd < 0)
-                return brig_err(err, -fd, "%s '%s'", what, path);
         struct stat st;
-        if (fstat(fd, &st) < 0)
-                return brig_err(err, errno, "%s '%s'", what, path);
-        if (!S_ISREG(st.st_mode))
-                return state_fail(err, EINVAL, "%s '%s' is not a regular file; give a regular file, or - for "
-                                               "stdin", what, path);
+        if ((r = regular_file(fd, path, what, "a regular file, or - for stdin", &st, err)) < 0)
+                return r;
         fcntl(fd, F_SETFL, 0);  /* blocking reads from here on */
         return TAKE_FD(fd);
 }
