@@ -32,6 +32,9 @@ struct sexec {
         brig_exec *x;
         json_t *argv;
         bool tty, has_stdin;
+        /* a pool member's one run: a call of its client's, which ends with
+         * the client when it asked for the end (wait, stream) */
+        bool in_pool;
         time_t started;
         pthread_mutex_t mu;     /* the handle's calls, the events, done */
         pthread_cond_t cond;    /* a new event, or done */
@@ -110,6 +113,18 @@ static void exec_forget(struct sexec *e)
                 brig_exec_kill(e->x, SIGKILL, NULL);
         pthread_mutex_unlock(&e->mu);
         exec_unref(e);  /* the table's */
+}
+
+/* The pool runs the table holds, running or not: each holds a claimed
+ * member until it is forgotten. */
+static unsigned pool_runs_held(void)
+{
+        unsigned n = 0;
+        pthread_mutex_lock(&execs_lock);
+        for (struct sexec *e = execs; e; e = e->next)
+                n += e->in_pool;
+        pthread_mutex_unlock(&execs_lock);
+        return n;
 }
 
 unsigned exec_running(const char *name)
@@ -418,7 +433,9 @@ static ssize_t reader_fill(void *cls, char *buf, size_t max)
 static void reader_done(void *cls)
 {
         struct reader *rd = cls;
-        if (rd->forget_at_end && rd->exit_sent)
+        /* a pool run streamed to a client that left before its end goes
+         * with it: the command is killed and the member let go */
+        if (rd->forget_at_end && (rd->exit_sent || rd->e->in_pool))
                 exec_forget(rd->e);
         exec_unref(rd->e);
         free(rd->line);
@@ -549,6 +566,13 @@ static int start_exec(struct req *r, bool in_pool)
                                    json_pack("{s:s, s:i}", "limit", "max_execs", "value", (int)serve_cfg.max_execs),
                                    "%u commands run now, the most brig serve --max-execs allows: wait for one",
                                    serve_cfg.max_execs);
+        /* a finished pool run not yet forgotten still holds its member */
+        if (in_pool && pool_runs_held() >= serve_cfg.max_execs)
+                return reply_error(r, 429, "limit_reached",
+                                   json_pack("{s:s, s:i}", "limit", "max_execs", "value", (int)serve_cfg.max_execs),
+                                   "%u pool runs are held (each holds its member until it is forgotten: "
+                                   "DELETE .../execs/ID, or ask with wait or stream), the most brig serve "
+                                   "--max-execs allows", serve_cfg.max_execs);
         /* argv and env as the handle API takes them */
         json_t *argv = jargv ? json_incref(jargv) : json_pack("[s,s,s]", "/bin/sh", "-c", cmd);
         size_t argc = json_array_size(argv);
@@ -593,6 +617,14 @@ static int start_exec(struct req *r, bool in_pool)
                 }
                 return reply_brig(r, rc, e, "exec");
         }
+        /* The client left while the run waited for a member: it has no
+         * one to answer; its command goes at once, the member with it. */
+        if (in_pool && req_client_gone(r)) {
+                brig_exec_close(x);
+                brig_sandbox_close(sb, NULL);
+                json_decref(argv);
+                return MHD_NO;
+        }
         struct sexec *se = calloc(1, sizeof *se);
         if (!se) {
                 brig_exec_close(x);
@@ -600,7 +632,7 @@ static int start_exec(struct req *r, bool in_pool)
                 json_decref(argv);
                 return reply_error(r, 500, "internal", NULL, "out of memory");
         }
-        se->sb = sb, se->x = x, se->argv = argv, se->tty = tty, se->started = time(NULL);
+        se->sb = sb, se->x = x, se->argv = argv, se->tty = tty, se->in_pool = in_pool, se->started = time(NULL);
         se->has_stdin = tty || json_is_true(json_object_get(body, "stdin"));
         snprintf(se->sandbox, sizeof se->sandbox, "%s", in_pool ? brig_sandbox_name(sb) : r->p.name);
         pthread_mutex_init(&se->mu, NULL);
@@ -651,7 +683,9 @@ static int start_exec(struct req *r, bool in_pool)
                 bool done = se->done;
                 pthread_mutex_unlock(&se->mu);
                 ret = done ? reply_json(r, 200, exec_done_json(se)) : reply_json(r, 201, exec_json(se));
-                if (done)
+                /* done, or a pool run whose client left before its end:
+                 * a call of that client's, which goes with it */
+                if (done || (in_pool && req_client_gone(r)))
                         exec_forget(se);
         } else {
                 ret = reply_json(r, 201, exec_json(se));
@@ -811,7 +845,16 @@ static int exec_op(struct req *r, struct sexec *e)
 
 int handle_exec(struct req *r)
 {
-        if (!sandbox_visible(r))
+        /* An exec of the server's is found by its id also once its sandbox
+         * is gone (a pool's member, removed when the pool stopped): its
+         * result can still be read, and it forgotten. */
+        bool by_id = r->route != R_EXEC_START && r->route != R_EXECS_LIST;
+        struct sexec *known = by_id ? exec_find(r->p.name, r->p.exec_id) : NULL;
+        if (known && !owner_visible(r, r->p.name)) {
+                exec_unref(known);
+                known = NULL;
+        }
+        if (!known && !sandbox_visible(r))
                 return MHD_YES;
         if (r->route == R_EXEC_START)
                 return start_exec(r, false);
@@ -824,7 +867,7 @@ int handle_exec(struct req *r)
                 pthread_mutex_unlock(&execs_lock);
                 return reply_json(r, 200, json_pack("{s:o}", "execs", arr));
         }
-        struct sexec *e = exec_find(r->p.name, r->p.exec_id);
+        struct sexec *e = known ? known : exec_find(r->p.name, r->p.exec_id);
         if (!e)
                 return reply_error(r, 404, "not_found", json_pack("{s:s}", "exec", r->p.exec_id),
                                    "no exec %s in sandbox '%s'", r->p.exec_id, r->p.name);
