@@ -14,6 +14,7 @@ import pytest
 import json
 import socket
 
+from proc_helpers import pids_with, wait_gone, wait_until
 from serve_helpers import NOBODY, Server, connect_as, module_server, sandboxes_of, serve_dir
 
 # One worker for every module that runs brig serve (make check: --dist loadgroup).
@@ -41,13 +42,10 @@ def start_pool(server, name, ws, *opts, size=2):
     r = server.brig("pool", "--size", str(size), "--name", name, "--workspace", str(ws), *opts)
     assert r.returncode == 0, r.stderr
     c = server.client()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        pools = [p for p in c.get("/v1/pools").json["pools"] if name in p["names"]]
-        if pools and pools[0]["ready"] >= size:
-            return pools[0]
-        time.sleep(0.05)
-    raise AssertionError(f"pool {name}: not {size} ready in 30 s: {c.get('/v1/pools').json}")
+    ready = lambda: [p for p in c.get("/v1/pools").json["pools"] if name in p["names"] and p["ready"] >= size]
+    pools = wait_until(ready, 30)
+    assert pools, f"pool {name}: not {size} ready in 30 s: {c.get('/v1/pools').json}"
+    return pools[0]
 
 
 def stop_pool(server, name):
@@ -55,28 +53,8 @@ def stop_pool(server, name):
     assert r.returncode == 0, r.stderr
 
 
-def host_processes_with(marker):
-    """pids on the host whose command line holds MARKER."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def gone_within(server, member, seconds=15):
-    deadline = time.monotonic() + seconds
-    while member in sandboxes_of(server):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+    return wait_until(lambda: member not in sandboxes_of(server), seconds, step=0.1)
 
 
 def test_each_run_is_a_member_of_its_own_as_the_pool_made_it(server):
@@ -99,7 +77,7 @@ def test_each_run_is_a_member_of_its_own_as_the_pool_made_it(server):
         assert r.json["result"]["exit_code"] == 0, r.json
         assert not (ws / "written").exists()
         # the member's pid 1 took what the run left with it before the answer
-        assert host_processes_with(marker) == []
+        assert pids_with(marker) == []
 
         # the next run: another member, none of the first one's files
         r = c.post(f"/v1/pools/{name}/execs", {"cmd": "cat /tmp/left; exit 7", "wait": True})
@@ -206,24 +184,13 @@ def test_a_pool_run_whose_client_left_goes_with_it(server):
         for how in ("wait", "stream"):
             before = set(sandboxes_of(server))
             _left_mid_call(server, name, {"argv": ["sleep", marker], how: True})
-            assert wait_until_gone(lambda: host_processes_with(marker)), "the command outlived its caller"
+            assert wait_gone(marker, 15), "the command outlived its caller"
             ids = [x["id"] for m in before for x in c.get(f"/v1/sandboxes/{m}/execs").json.get("execs", [])]
             assert ids == [], f"{how}: an exec stayed: {ids}"
-        deadline = time.monotonic() + 15
-        while [p["in_use"] for p in c.get("/v1/pools").json["pools"] if name in p["names"]] != [0]:
-            assert time.monotonic() < deadline, c.get("/v1/pools").json
-            time.sleep(0.1)
+        in_use = lambda: [p["in_use"] for p in c.get("/v1/pools").json["pools"] if name in p["names"]]
+        assert wait_until(lambda: in_use() == [0], 15, step=0.1), c.get("/v1/pools").json
     finally:
         stop_pool(server, name)
-
-
-def wait_until_gone(probe, seconds=15):
-    deadline = time.monotonic() + seconds
-    while probe():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def test_a_finished_pool_run_is_read_after_its_pool_is_gone(server):

@@ -813,8 +813,10 @@ static int guard_personality(scmp_filter_ctx ctx, int nr)
  * before it runs, or runs under the limit). */
 static int guard_prlimit(scmp_filter_ctx ctx, int nr)
 {
-        /* Four rules on the same two arguments (libseccomp drops a rule on
-         * one of them beside rules on the pair). A pid whose high bits are
+        /* Four rules on the same two arguments: beside rules on one of
+         * them, libseccomp's whole program (where a decision's sub-program
+         * runs out, compile()) answered other processes' sets with its
+         * default (test_seccomp_decisions.py). A pid whose high bits are
          * set but not its low ones is the caller's own to the kernel: not
          * 0 here, so refused if it sets, which costs no real caller. */
         const struct scmp_arg_cmp own_reads[2] = { SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0) };
@@ -1593,6 +1595,11 @@ void seccomp_refusal_text(const struct seccomp_policy *sp, const char *name, int
          * user namespaces, userns.c): allowing the call would not help. */
         if (strcmp(name, "clone") == 0 || strcmp(name, "unshare") == 0 || strcmp(name, "setns") == 0) {
                 snprintf(why, wsize, "new namespaces are refused inside a sandbox (%s)", e ? e : "?");
+                return;
+        }
+        if (strcmp(name, "prlimit64") == 0) {
+                snprintf(why, wsize, "another process's resource limits are not changed inside a sandbox (%s); a "
+                         "process sets its own (prlimit64 with pid 0, setrlimit)", e ? e : "?");
                 return;
         }
         /* and without a controlling terminal (setsid) TIOCSTI fails anyway */

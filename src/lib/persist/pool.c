@@ -615,7 +615,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                 bool stop = false;
                 while (count_in(pl, "ready") < size && !failed && !(stop = told && wait_quiet(pl, &w))) {
                         char name[64];
-                        snprintf(name, sizeof name, "pool-%.8s-%d-%lu", pl->key, getpid(), ++counter);
+                        snprintf(name, sizeof name, POOL_MEMBER_PREFIX "%.8s-%d-%lu", pl->key, getpid(), ++counter);
                         brig_error *err = NULL;
                         /* members stop when we are gone, however we went (control.c) */
                         struct sandbox_create_opts opts = { .owner_pid = getpid(),
@@ -1094,7 +1094,7 @@ void pool_sweep(void)
 
 const char *pool_member_state(const char *root, const char *name, char key_out[POOL_KEY_LEN + 1])
 {
-        if (strncmp(name, "pool-", 5) != 0)
+        if (strncmp(name, POOL_MEMBER_PREFIX, strlen(POOL_MEMBER_PREFIX)) != 0)
                 return NULL;
         _cleanup_free_ char *pools = brig_strdup_printf("%s/pools", root);
         DIR *d = pools ? opendir(pools) : NULL;

@@ -75,7 +75,7 @@ int pool_named(const char *name, char **dir_out, char key_out[POOL_KEY_LEN + 1],
 bool pool_member_of(const char *key, const char *name)
 {
         char prefix[32];
-        snprintf(prefix, sizeof prefix, "pool-%.8s-", key);
+        snprintf(prefix, sizeof prefix, POOL_MEMBER_PREFIX "%.8s-", key);
         return strncmp(name, prefix, strlen(prefix)) == 0;
 }
 

@@ -11,6 +11,9 @@
 
 /* A pool's key: 16 hex digits (pool.c names ROOT/pools/KEY by it). */
 #define POOL_KEY_LEN 16
+/* How every member's name begins (POOL_MEMBER_PREFIX, 8 digits of the
+ * key, "-PID-N"): no other sandbox may be so named (sandbox.c). */
+#define POOL_MEMBER_PREFIX "pool-"
 
 /* The pool `brig pool --name NAME` started: ROOT/pools/names/NAME, a
  * symlink to the pool's KEY, read after the state root's checks. *dir_out

@@ -236,10 +236,10 @@ int brig_sandbox_create(const char *name, const brig_policy *p, const brig_creat
 
 int sandbox_name_not_a_pools(const char *name, brig_error **err)
 {
-        if (name && strncmp(name, "pool-", 5) == 0)
-                return state_fail(err, EINVAL, "sandbox name '%s': names beginning with pool- are the warm pools' "
-                                               "members' (brig ls shows them), and what a dead pool leaves is "
-                                               "removed by them: choose another", name);
+        if (name && strncmp(name, POOL_MEMBER_PREFIX, strlen(POOL_MEMBER_PREFIX)) == 0)
+                return state_fail(err, EINVAL, "sandbox name '%s': names beginning with " POOL_MEMBER_PREFIX
+                                               " are the warm pools' members' (brig ls shows them), and what a "
+                                               "dead pool leaves is removed by them: choose another", name);
         return 0;
 }
 

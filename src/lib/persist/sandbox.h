@@ -61,7 +61,7 @@ BRIG_INTERNAL int sandbox_new_dir_held(const char *name, char **dir_out, int *lo
 /* ".eph-OWNER-NAME": an ephemeral sandbox's directory until it has its hold */
 #define SANDBOX_NEW_PREFIX ".eph-"
 /* brig_sandbox_create with the internal options (a pool's owner). */
-/* A name only a pool's daemon gives ("pool-": pool_member_of, the sweep
+/* A name only a pool's daemon gives (POOL_MEMBER_PREFIX: pool_member_of, the sweep
  * of a dead pool removes what is so named): -EINVAL (said) for another. */
 BRIG_INTERNAL int sandbox_name_not_a_pools(const char *name, brig_error **err);
 BRIG_INTERNAL int sandbox_create(const char *name, const brig_policy *p, const struct sandbox_create_opts *opts,
