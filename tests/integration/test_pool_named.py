@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import Brig
-from persist_helpers import pid_alive, sandboxes  # noqa: F401 (fixture)
+from persist_helpers import Sandboxes, pid_alive, sandboxes  # noqa: F401 (fixture)
 from proc_helpers import marker, wait_until
 from test_escape import attack
 from test_front import _execs_traced
@@ -504,3 +504,63 @@ def test_two_names_of_one_pool_stop_one_at_a_time(brig, named):
     r = sandboxes.brig_cmd("pool", "--stop", "--name", name)
     assert r.returncode == 0 and "no longer names" not in r.stderr, r
     assert key not in _pools(sandboxes)
+
+
+def _supervisor_inodes(bindir):
+    """{pid: (role, inode of its program)} of every brig-supervisor running
+    from bindir: the pool's daemon ("pool") and its members' ("pool-...")."""
+    found = {}
+    for d in pathlib.Path("/proc").iterdir():
+        try:
+            exe = os.readlink(d / "exe")
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            ino = os.stat(d / "exe").st_ino
+        except (OSError, ValueError):
+            continue
+        if exe.startswith(f"{bindir}/brig-supervisor") and len(argv) > 1 and argv[0] == b"brig-supervisor":
+            found[int(d.name)] = (argv[1].decode(), ino)
+    return found
+
+
+def test_a_pool_outlives_an_upgrade_of_brig_supervisor(brig, scratch):
+    """An upgrade or a rebuild replaces brig-supervisor under a running
+    pool (rename over it, as dpkg and the linker do). The daemon, whose
+    own file that was, still finds the program where it started — before,
+    /proc/self/exe named no file, it made no member again and every run
+    after the pool's first members ended 125 — and its ready members,
+    made by the old program, are made again by the new one, so a fix
+    reaches the next run. Asserted on the host: which file each member's
+    supervisor runs."""
+    own = scratch / "bin"  # a copy of brig's programs of this test's alone: it replaces one
+    own.mkdir()
+    for f in list(brig.bindir.glob("libbrig.so*")) + [brig.bindir / n for n in ("brig", "brig-engine", "brig-supervisor")]:
+        shutil.copy2(f, own / f.name)
+        (own / f.name).chmod(0o755)
+    sandboxes = Sandboxes(Brig(own, brig.mode, brig.base))
+    name = marker("npup")[-20:]
+    try:
+        r = sandboxes.brig_cmd("pool", "--size", "2", "--name", name)
+        assert r.returncode == 0, r
+        old = os.stat(own / "brig-supervisor").st_ino
+        members = lambda: {p: i for p, (role, i) in _supervisor_inodes(own).items() if role.startswith("pool-")}
+        assert wait_until(lambda: len(members()) == 2, 20) and set(members().values()) == {old}, members()
+        (daemon,) = [p for p, (role, _) in _supervisor_inodes(own).items() if role == "pool"]
+        shutil.copy2(own / "brig-supervisor", own / "brig-supervisor.new")
+        os.replace(own / "brig-supervisor.new", own / "brig-supervisor")
+        new = os.stat(own / "brig-supervisor").st_ino
+        assert new != old
+        # the ready members are the new program's, soon, without a run
+        assert wait_until(lambda: len(_ready(sandboxes, name)) == 2 and len(members()) == 2 and
+                          set(members().values()) == {new}, 20), (members(), new, _ready(sandboxes, name))
+        # and runs keep being served, past the pool's size, by members made after the change
+        for i in range(4):
+            r = _run(sandboxes, "--pool", name, "--", "echo", f"run{i}", timeout=90)
+            assert r.returncode == 0 and r.stdout == f"run{i}\n", (i, r)
+        assert wait_until(lambda: len(members()) == 2 and set(members().values()) == {new}, 20), members()
+        assert _supervisor_inodes(own)[daemon] == ("pool", old)  # the daemon itself lived on
+        log = (_pool_dir(sandboxes, name) / "log").read_text()
+        assert "brig-supervisor was replaced" in log, log
+    finally:
+        sandboxes.brig_cmd("pool", "--stop", "--name", name)
+        problems = sandboxes.cleanup()
+        assert not problems, problems

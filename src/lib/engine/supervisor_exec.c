@@ -72,13 +72,34 @@ static char *library_dir(bool *linked_in)
         return strdup(real[0] ? real : "/");
 }
 
+/* The directory of a program that links libbrig in, as it was when
+ * supervisor_dir_pin ran: a pool's daemon lives on across an upgrade or
+ * a rebuild, and once its own file is replaced /proc/self/exe names no
+ * file, so it would find brig-supervisor nowhere and make no member
+ * again. (A program loading libbrig.so, a server's, finds the library's
+ * path as it was anyway.) What it then finds there is the program
+ * installed now: the members made after an upgrade are the upgrade's. */
+static char *pinned_dir;
+
+void supervisor_dir_pin(void)
+{
+        bool linked_in = false;
+        char *dir = library_dir(&linked_in);
+        if (dir && linked_in) {
+                free(pinned_dir);
+                pinned_dir = dir;
+        } else {
+                free(dir);
+        }
+}
+
 static int program_open(const char *prog, char **path_out, brig_error **err)
 {
         /* Beside libbrig (a build tree), then where the install put it
          * relative to libbrig (a DESTDIR or a moved prefix), then where the
          * build was configured to install it. Never PATH. */
-        bool linked_in = false;
-        _cleanup_free_ char *lib = library_dir(&linked_in);
+        bool linked_in = pinned_dir != NULL;
+        _cleanup_free_ char *lib = pinned_dir ? strdup(pinned_dir) : library_dir(&linked_in);
         _cleanup_free_ char *rel =
                 lib ? brig_strdup_printf("%s/%s", lib, linked_in ? BRIG_LIBEXEC_FROM_BINDIR : BRIG_LIBEXEC_FROM_LIBDIR)
                     : NULL;

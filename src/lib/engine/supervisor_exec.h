@@ -19,6 +19,9 @@ enum {
 /* brig-supervisor, opened (O_PATH) and checked; *path (optional) gets its
  * path for messages. */
 BRIG_INTERNAL int supervisor_exe_open(char **path, brig_error **err);
+/* From now on, look for it where this program's own file is now, also
+ * once that file is replaced (a long-lived program: a pool's daemon). */
+BRIG_INTERNAL void supervisor_dir_pin(void);
 /* Start the supervisor of NAME in DIR; it reports on ready_w. Returns
  * once the program has been started (it reads its configuration and
  * detaches on its own). */

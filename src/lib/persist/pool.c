@@ -565,6 +565,36 @@ static void names_forget(const char *pools, const char *key)
         }
 }
 
+/* Which brig-supervisor the members are made with, as a file: an
+ * upgrade or a rebuild replaces it while the daemon lives on, and the
+ * ready members made before run the old program. They are remade with
+ * the new one, so that a fix reaches the next run, not only the runs
+ * after the pool's restart. */
+struct program_id {
+        dev_t dev;
+        ino_t ino;
+        struct timespec mtime;
+        bool known;
+};
+
+/* True once the program found now is another file than the one found
+ * last time (none found: not a change; the next member's making says
+ * why it cannot be made). */
+static bool supervisor_replaced(struct program_id *id)
+{
+        brig_error *err = NULL;
+        _cleanup_close_ int fd = supervisor_exe_open(NULL, &err);
+        brig_error_free(&err);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return false;
+        bool replaced = id->known && (st.st_dev != id->dev || st.st_ino != id->ino ||
+                                      st.st_mtim.tv_sec != id->mtime.tv_sec ||
+                                      st.st_mtim.tv_nsec != id->mtime.tv_nsec);
+        *id = (struct program_id){ .dev = st.st_dev, .ino = st.st_ino, .mtime = st.st_mtim, .known = true };
+        return replaced;
+}
+
 static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigned size, int ready_fd)
 {
         /* Its own work (looking at the pool, removing used members) is
@@ -585,8 +615,18 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                 closep(&sfd);
         unsigned long counter = 0;
         bool told = false, failing = false;
+        /* Where our own program is now, for every member to come; what
+         * is found there, for the first of them. */
+        supervisor_dir_pin();
+        struct program_id made_with = { 0 };
+        (void)supervisor_replaced(&made_with);
         while (sfd >= 0 && still_ours(pl)) {
-                /* Members whose supervisor died cannot serve: replace them. */
+                bool replaced = supervisor_replaced(&made_with);
+                if (replaced)
+                        fprintf(stderr, "brig pool: brig-supervisor was replaced (an upgrade or a rebuild): "
+                                        "the ready members are made again with the new one\n");
+                /* Members whose supervisor died cannot serve, nor those
+                 * of a replaced program: replace them. */
                 _cleanup_free_ char *rd = brig_strdup_printf("%s/ready", pl->dir);
                 DIR *dir = rd ? opendir(rd) : NULL;
                 struct dirent *e;
@@ -597,7 +637,7 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                         brig_error *err = NULL;
                         json_t *st = state_dir(e->d_name, false, &sd, &err) == 0 ? state_read(sd, &err) : NULL;
                         brig_error_free(&err);
-                        if (!st || !state_supervisor_alive(st)) {
+                        if (replaced || !st || !state_supervisor_alive(st)) {
                                 _cleanup_free_ char *from = member_path(pl, "ready", e->d_name);
                                 _cleanup_free_ char *to = member_path(pl, "done", e->d_name);
                                 if (from && to)
@@ -636,13 +676,13 @@ static _Noreturn void pool_daemon(struct pool *pl, const brig_policy *p, unsigne
                                         ws = output_open_walk(pl->ws, O_RDONLY | O_DIRECTORY, 0);
                                         errno = ws < 0 ? -ws : 0;
                                 }
-                                bool replaced = ws < 0 && (errno == ELOOP || errno == ENOTDIR);
+                                bool moved = ws < 0 && (errno == ELOOP || errno == ENOTDIR);
                                 if (ws < 0 || fchdir(ws) < 0)
-                                        brig_err(&err, replaced ? ENOTDIR : errno,
-                                                 replaced ? "the pool's workspace '%s' is no directory reached "
-                                                            "through no symlink now (it was replaced since the "
-                                                            "pool started): no member is made there"
-                                                          : "the pool's workspace '%s'",
+                                        brig_err(&err, moved ? ENOTDIR : errno,
+                                                 moved ? "the pool's workspace '%s' is no directory reached "
+                                                         "through no symlink now (it was replaced since the "
+                                                         "pool started): no member is made there"
+                                                       : "the pool's workspace '%s'",
                                                  pl->ws);
                         }
                         if (err || sandbox_create(name, p, &opts, &err) < 0) {
