@@ -30,6 +30,7 @@ import test_escape as esc
 from conftest import IS_ROOT, Brig
 from oci_helpers import Runtime, rootfs  # noqa: F401 (fixture)
 from oci_helpers import config as oci_config
+from persist_helpers import Sandboxes
 from proc_helpers import descendants, marker
 from test_egress_netns import ECHO, HELLO, HTTP, InClientNamespace, Netns, namespaces_up, net_events, run_inside
 
@@ -88,17 +89,21 @@ def test_jansson_is_never_opened_inside_the_sandbox(gv, hooks_bindir):
     namespace it started in (src/cli/jansson_lazy.c): the gVisor wall's
     child writes its bundle's JSON inside the sandbox's mounts, so the
     engine opens it before the clone. The hooks build skips that: the
-    child's first use is refused with the reason, 125, and nothing runs."""
+    child's first use is refused with the reason, 125, and nothing runs.
+    A state root of the test's own: before the clone a run reads the
+    pool.json of every pool in its root with jansson (pool_sweep), and
+    root's host-wide /run/brig holds the pools of other tests running."""
     hooks = Brig(hooks_bindir, gv.mode, gv.base)
+    state = Sandboxes(hooks).env()
     made = hooks.workspace / "ran"
     r = hooks.run("run", "--wall", "gvisor", "--allow-degraded", "memory", "--allow-degraded", "pids", "--",
-                  "sh", "-c", f"touch {made}", env={"BRIG_TEST_NO_JSON_PRELOAD": "1"})
+                  "sh", "-c", f"touch {made}", env={**state, "BRIG_TEST_NO_JSON_PRELOAD": "1"})
     assert r.returncode == 125, r
     assert "jansson: first needed in another mount namespace" in r.stderr, r.stderr
     assert not made.exists(), "the command ran"
     # the same hooks build with the preload: the run runs
     r = hooks.run("run", "--wall", "gvisor", "--allow-degraded", "memory", "--allow-degraded", "pids", "--",
-                  "sh", "-c", f"touch {made}")
+                  "sh", "-c", f"touch {made}", env=state)
     assert r.returncode == 0 and made.exists(), r
 
 
