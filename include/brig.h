@@ -666,7 +666,9 @@ BRIG_PUBLIC void brig_exec_close(brig_exec *x);
  * pool has the name, -ESRCH when its daemon is gone, -ETIMEDOUT when none
  * became ready), and spec's command starts in it with the member as the
  * pool made it: the pool's policy and environment, spec's argv, env, cwd,
- * timeout and stdio. *sb is a handle on the member (brig_sandbox_close it
+ * timeout and stdio. A member that refuses the run before it starts
+ * (stopping, or its workspace moved away since it was made) is dropped
+ * and the next taken. *sb is a handle on the member (brig_sandbox_close it
  * after brig_exec_close), *ret the exec's, as brig_exec_start gives it.
  * The member takes no other exec and stops once the command has ended;
  * its processes go with it. */

@@ -217,6 +217,39 @@ def test_a_finished_pool_run_is_read_after_its_pool_is_gone(server):
     assert c.get(f"/v1/sandboxes/{member}/execs/{xid}").status == 404
 
 
+@attack("serve-pool-moved-workspace", "the harness moves the last task's checkout away and makes a fresh one at "
+        "the same path, then POST /v1/pools/{name}/execs, waited for and in the background: the ready members hold "
+        "the old tree (found by session 42: the member's refusal came to the wait, and the run answered a failed "
+        "run, 125)", "a member whose workspace is no longer at its path refuses the start (ESTALE): its supervisor "
+        "says so before the command is anyone's (CTL_EXEC_ACK), and the next member is taken, then one the daemon "
+        "made since; on the host: the old tree unchanged, the fresh one has every run's line")
+def test_a_moved_workspace_is_never_served_over_the_api(server):
+    c = server.client()
+    name = f"sp-{server.mode}-mv"
+    ws = workspace(server, "ws-mv")
+    start_pool(server, name, ws)
+    try:
+        old = ws.with_name("ws-mv-old")
+        ws.rename(old)
+        workspace(server, "ws-mv")
+        (ws / "host.txt").write_text("task2\n")
+        script = ["sh", "-c", "pwd; cat host.txt; echo run >> written"]
+        r = c.post(f"/v1/pools/{name}/execs", {"argv": script, "wait": True, "cwd": str(ws)})
+        assert r.status == 200 and r.json["result"]["exit_code"] == 0, r.json
+        assert r.json["stdout"] == f"{ws}\ntask2\n", r.json
+        # in the background: the start is the answer brig_pool_exec_start gives
+        x = c.post(f"/v1/pools/{name}/execs", {"argv": script, "cwd": str(ws)})
+        assert x.status == 201, x
+        member, xid = x.json["sandbox"], x.json["id"]
+        done = c.post(f"/v1/sandboxes/{member}/execs/{xid}/wait", {"timeout_ms": 20000}).json
+        assert done["state"] == "exited" and done["result"]["exit_code"] == 0, done
+        assert c.delete(f"/v1/sandboxes/{member}/execs/{xid}").status == 200
+        assert (old / "host.txt").read_text() == "from the host\n" and not (old / "written").exists()
+        assert (ws / "written").read_text() == "run\n" * 2
+    finally:
+        stop_pool(server, name)
+
+
 def test_pool_runs_held_are_bounded_by_max_execs(bindir, mode):
     """Pool runs started in the background and never forgotten each hold a
     member: --max-execs bounds them as it bounds running commands (found

@@ -445,6 +445,24 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
+/* CTL_EXEC_ACK's answer: the supervisor passed the exec on, or why it
+ * did not (nothing ran then). */
+static int receive_ack(struct brig_exec *x, brig_error **err)
+{
+        struct ctl_hdr h;
+        int fds[CTL_MAX_FDS], nfds = 0;
+        ssize_t n = ctl_recv(x->fd, &h, sizeof h, fds, &nfds);
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+        if (n > 0 && h.type == CTL_OK)
+                return 0;
+        if (n > 0 && h.type == CTL_ERROR)
+                return ctl_error(&h, NULL, err);
+        if (n == 0 || n == -ECONNRESET)
+                return exec_not_taken(err, x->sb->name);  /* its end closed first (ESHUTDOWN) */
+        return brig_err(err, n < 0 ? (int)-n : EBADMSG, "exec: no answer from sandbox '%s'", x->sb->name);
+}
+
 static int exec_start(struct brig_sandbox *sb, const brig_exec_spec *spec, brig_exec **ret, brig_error **err);
 
 /* brig_exec_start and brig_file_start: the sandbox handle held for the
@@ -527,6 +545,8 @@ static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const b
         for (int i = 0; i < 3; i++)
                 closep(&theirs[i]);  /* the command has its copies */
         x->start_ms = now_ms();
+        if (r == 0 && (flags & CTL_EXEC_ACK))
+                r = receive_ack(x, err);
         if (r == 0 && pty)
                 r = receive_pty(x, s, err);
         if (r < 0) {
@@ -584,6 +604,17 @@ struct pool_exec {
         brig_exec *x;
 };
 
+/* Does the member's supervisor answer CTL_EXEC_ACK (its state.json)? */
+static bool supervisor_acks(const struct brig_sandbox *sb)
+{
+        brig_error *e = NULL;
+        json_t *st = state_read(sb->dir, &e);
+        bool acks = json_is_true(json_object_get(st, "exec_ack"));
+        json_decref(st);
+        brig_error_free(&e);  /* no state: the exec's own connect says why */
+        return acks;
+}
+
 static int pool_exec_in(const char *dir, const char *member, void *arg, brig_error **err)
 {
         struct pool_exec *a = arg;
@@ -593,8 +624,13 @@ static int pool_exec_in(const char *dir, const char *member, void *arg, brig_err
         if (r == 0 && !sb)
                 r = dead_handle(err, "brig_pool_exec_start");
         struct brig_exec *x = NULL;
+        /* The start's answer, where the supervisor gives one: a member
+         * that refuses the run (stopping, its workspace moved away) is
+         * then use_member's to drop for the next, as for brig run --pool,
+         * not a failed run found by the wait. */
         if (r == 0)
-                r = exec_launch(sb, a->o, a->s, CTL_EXEC_LAST | CTL_EXEC_AS_MADE, &x, err);
+                r = exec_launch(sb, a->o, a->s,
+                                CTL_EXEC_LAST | CTL_EXEC_AS_MADE | (supervisor_acks(sb) ? CTL_EXEC_ACK : 0), &x, err);
         if (r == 0 && (!(x->pool_dir = strdup(dir)) || !(x->pool_member = strdup(member)))) {
                 free(TAKE_PTR(x->pool_dir));  /* the claim goes below */
                 exec_free(x);  /* the connection's close: the member stops, unused */

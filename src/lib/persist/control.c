@@ -198,6 +198,10 @@ static json_t *state_doc(struct control *c, const char *status)
         json_object_set_new(doc, "workspace_mode", json_string(c->opts.overlay ? "overlay" : "bind"));
         /* kept across a start, restore or fork (sandbox_load_policy) */
         json_object_set_new(doc, "audit", json_boolean(c->opts.audit));
+        /* A client asks for CTL_EXEC_ACK only where this says it is
+         * answered: a supervisor of an older brig (a pool started before
+         * an upgrade) would say nothing until the command ended. */
+        json_object_set_new(doc, "exec_ack", json_true());
         if (c->opts.owned) {
                 /* a start or restore watches the same owner (sandbox_load_policy),
                  * and the reaper removes it once neither lives (reaper.c) */
@@ -463,7 +467,7 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         if (exec_request_parse(buf, len, &req) < 0)
                 return reply_error(k->fd, EBADMSG, "malformed exec request");
         bool tty = req.flags & CTL_EXEC_TTY, detach = req.flags & CTL_EXEC_DETACH;
-        bool last = req.flags & CTL_EXEC_LAST;
+        bool last = req.flags & CTL_EXEC_LAST, ack = req.flags & CTL_EXEC_ACK;
         /* A pooled run gets what a cold run of its caller would: the
          * environment this member's plan read must be the caller's. Told
          * apart (ESTALE) from a refusal: nothing ran, a cold run goes on.
@@ -578,6 +582,11 @@ static void start_exec(struct control *c, struct conn *k, char *buf, size_t len,
         test_pause("exec-sent");  /* the command may be running from here on */
         k->last = last;
         c->served |= last;
+        /* before anything pid 1 says of it (a pty, a failure) */
+        if (ack && ctl_reply(k->fd, CTL_OK, 0, NULL) < 0) {
+                conn_close(c, k);  /* the client is gone: its command goes with it */
+                return;
+        }
         k->exec_w = (struct watch){ .kind = W_EXEC, .conn = k };
         if ((r = epoll_watch(c, k->exec_fd, &k->exec_w)) < 0) {
                 reply_error(k->fd, -r, "epoll");

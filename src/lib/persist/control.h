@@ -86,6 +86,12 @@ enum ctl_flags {
         CTL_EXEC_AS_MADE = 1 << 4, /* with CTL_EXEC_LAST only: the run named its pool (brig run --pool
                                     * NAME) and takes the member as the pool made it, its environment
                                     * the pool's: no context to compare (control.c) */
+        CTL_EXEC_ACK = 1 << 5,     /* answer CTL_OK once the supervisor has passed the exec on to
+                                    * pid 1: a refusal (a member stopping, its workspace moved) is
+                                    * then the start's answer, not the wait's, and the caller that
+                                    * returns before the command ends (brig_pool_exec_start) takes
+                                    * the next member instead (engine.c); asked of a supervisor
+                                    * whose state.json says "exec_ack": true */
 };
 
 enum ctl_net_rule {
