@@ -250,6 +250,41 @@ def test_a_moved_workspace_is_never_served_over_the_api(server):
         stop_pool(server, name)
 
 
+@attack("serve-pool-ready-member-changed", "the pool's own user changes ready members before a run takes them: "
+        "POST .../network/rules allow on one, .../pause on the other (found by session 42: the member took the rule, "
+        "which the run then had beside the pool's policy, and a paused one refused the run it was claimed for)",
+        "a ready member refuses rules, limits, pause and resume (403, saying to start the pool with what its runs "
+        "should have); on the host: the rules in force are the pool's, and both members serve their runs")
+def test_a_ready_member_stays_as_the_pool_made_it(server):
+    c = server.client()
+    name = f"sp-{server.mode}-asmade"
+    ws = workspace(server, "ws-asmade")
+    pool = start_pool(server, name, ws, "--net", "proxy")
+    try:
+        members = sorted(m for m, row in sandboxes_of(server).items()
+                         if (row.get("pool") or {}).get("key") == pool["key"] and row["pool"]["state"] == "ready")
+        assert len(members) == 2, sandboxes_of(server)
+        ruled, paused = members
+        r = c.post(f"/v1/sandboxes/{ruled}/network/rules", {"action": "allow", "host": "example.org"})
+        assert r.status == 403 and "ready member of a warm pool" in r.json["error"]["message"], r
+        assert "start the pool with the --allow-host" in r.json["error"]["message"], r
+        r = c.post(f"/v1/sandboxes/{paused}/pause")
+        assert r.status == 403 and "ready member of a warm pool" in r.json["error"]["message"], r
+        # on the host: the supervisors' rules and state are the pool's
+        for m in members:
+            assert c.get(f"/v1/sandboxes/{m}/network").json["allow_hosts"] == [], m
+            assert sandboxes_of(server)[m]["status"] == "running", sandboxes_of(server)[m]
+        # and both serve their runs (each run takes one: the two, one after the other)
+        served = set()
+        for _ in members:
+            r = c.post(f"/v1/pools/{name}/execs", {"cmd": "echo served", "wait": True})
+            assert r.status == 200 and r.json["result"]["exit_code"] == 0 and r.json["stdout"] == "served\n", r.json
+            served.add(r.json["sandbox"])
+        assert served == set(members), (served, members)
+    finally:
+        stop_pool(server, name)
+
+
 def test_pool_runs_held_are_bounded_by_max_execs(bindir, mode):
     """Pool runs started in the background and never forgotten each hold a
     member: --max-execs bounds them as it bounds running commands (found

@@ -610,6 +610,20 @@ static json_t *net_rules_json(struct control *c)
  * between two judgements. The policy is this supervisor's copy (read
  * from its configuration), never anyone else's: writable here though the
  * plan holds it const for the run sequence. */
+/* Before its run a pool member is as the pool made it: the run gets the
+ * pool's policy, which its owner's change of a ready member's rules,
+ * limits or state (brig_sandbox_net_rule, brig pause) would not be, and
+ * a paused member would refuse the run it was claimed for. Once its run
+ * has taken it, that run's own. */
+static bool refuse_unclaimed(struct control *c, struct conn *k, const char *why)
+{
+        if (!is_member(c) || c->served)
+                return false;
+        reply_error(k->fd, EPERM, "sandbox '%s' is a ready member of a warm pool, kept as the pool made it until a "
+                                  "run takes it: %s", c->name, why);
+        return true;
+}
+
 static void net_rule(struct control *c, struct conn *k, const struct ctl_hdr *h)
 {
         int what = h->arg & 0xff;
@@ -744,13 +758,17 @@ static void on_client(struct control *c, struct conn *k)
                         (void)ctl_send(k->exec_fd, h, NULL, 0, NULL, 0);
                 break;
         case CTL_NET_RULE:
-                net_rule(c, k, h);
+                if (!refuse_unclaimed(c, k, "its network rules are the pool's (start the pool with the --allow-host "
+                                              "its runs need)"))
+                        net_rule(c, k, h);
                 break;
         case CTL_NET_RULES:
                 net_rules(c, k);
                 break;
         case CTL_SET_LIMIT:
-                set_limit(c, k, h);
+                if (!refuse_unclaimed(c, k, "its limits are the pool's (start the pool with the --memory, --pids "
+                                              "or --cpus its runs should have)"))
+                        set_limit(c, k, h);
                 break;
         case CTL_STOP:
                 begin_stop(c);
@@ -759,6 +777,9 @@ static void on_client(struct control *c, struct conn *k)
         case CTL_PAUSE:
         case CTL_RESUME: {
                 bool freeze = h->type == CTL_PAUSE;
+                if (refuse_unclaimed(c, k, "it is not paused or resumed, or the run claimed "
+                                                  "for it would be refused (brig pool --stop ends the pool)"))
+                        break;
                 if (c->stopping) {
                         reply_error(k->fd, ESHUTDOWN, "sandbox '%s' is stopping", c->name);
                         break;
