@@ -597,6 +597,10 @@ static int start_exec(struct req *r, bool in_pool)
                                 .env = ne ? ev : NULL, .cwd = cwd,
                                 .timeout_ms = (uint64_t)json_integer_value(json_object_get(body, "timeout_ms")),
                                 .rows = (uint16_t)rows, .cols = (uint16_t)cols };
+        /* a client that leaves while its pool run waits for a member takes
+         * no member and starts nothing */
+        if (in_pool && r->conn_fd >= 0)
+                spec.flags = BRIG_EXEC_CANCEL_FD, spec.cancel_fd = r->conn_fd;
         brig_exec *x = NULL;
         rc = in_pool ? brig_pool_exec_start(r->p.name, &spec, &sb, &x, &e) : brig_exec_start(sb, &spec, &x, &e);
         strv_free(av);
@@ -605,6 +609,10 @@ static int start_exec(struct req *r, bool in_pool)
                 if (sb)
                         brig_sandbox_close(sb, NULL);
                 json_decref(argv);
+                if (in_pool && rc == -ECANCELED) {
+                        brig_error_free(&e);
+                        return MHD_NO;  /* no one to answer */
+                }
                 if (in_pool && (rc == -ENOENT || rc == -EIO)) {
                         /* no pool has the name; or its daemon lives but cannot
                          * make members now (the message says why) */
@@ -617,8 +625,8 @@ static int start_exec(struct req *r, bool in_pool)
                 }
                 return reply_brig(r, rc, e, "exec");
         }
-        /* The client left while the run waited for a member: it has no
-         * one to answer; its command goes at once, the member with it. */
+        /* The client left between the claim and the start: it has no one
+         * to answer; its command goes at once, the member with it. */
         if (in_pool && req_client_gone(r)) {
                 brig_exec_close(x);
                 brig_sandbox_close(sb, NULL);

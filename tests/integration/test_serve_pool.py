@@ -7,6 +7,7 @@ server neither sees the pool nor uses up its members. Every check on the
 host."""
 import os
 import re
+import signal
 import time
 
 import pytest
@@ -189,6 +190,42 @@ def test_a_pool_run_whose_client_left_goes_with_it(server):
             assert ids == [], f"{how}: an exec stayed: {ids}"
         in_use = lambda: [p["in_use"] for p in c.get("/v1/pools").json["pools"] if name in p["names"]]
         assert wait_until(lambda: in_use() == [0], 15, step=0.1), c.get("/v1/pools").json
+    finally:
+        stop_pool(server, name)
+
+
+def test_a_pool_run_whose_client_left_while_it_waited_takes_no_member(server):
+    """A client that hangs up while its pool run waits for a member (all in
+    use) gets no member and no command (found by session 42: the server
+    waited on, claimed the next member the daemon made, started the
+    command and killed it). The test's pool daemon is held (SIGSTOP) while
+    its one member is in use, so the wait is sure to be a wait. On the
+    host: the next member stays ready and serves the next run, and the
+    left run's file never appears."""
+    c = server.client()
+    name = f"sp-{server.mode}-waited"
+    ws = workspace(server, "ws-waited")
+    daemon = start_pool(server, name, ws, size=1)["daemon_pid"]
+    marker = f"4444.{os.getpid()}"
+    ready = lambda: [m for m, row in sandboxes_of(server).items()
+                     if m.startswith("pool-") and (row.get("pool") or {}).get("state") == "ready"]
+    try:
+        os.kill(daemon, signal.SIGSTOP)  # no member made meanwhile
+        try:
+            busy = c.post(f"/v1/pools/{name}/execs", {"argv": ["sleep", marker]})
+            assert busy.status == 201, busy
+            assert ready() == [], sandboxes_of(server)
+            _left_mid_call(server, name, {"argv": ["touch", f"{ws}/left"], "wait": True})
+        finally:
+            os.kill(daemon, signal.SIGCONT)
+        made = wait_until(ready, 30)
+        assert made and len(made) == 1, sandboxes_of(server)
+        time.sleep(1)  # what the left call's thread would do with it, it has done by now
+        assert ready() == made, (made, sandboxes_of(server))
+        r = c.post(f"/v1/pools/{name}/execs", {"cmd": "echo next", "wait": True})
+        assert r.status == 200 and r.json["result"]["exit_code"] == 0 and r.json["sandbox"] == made[0], r.json
+        assert not (ws / "left").exists(), "the left run's command ran"
+        assert c.delete(f"/v1/sandboxes/{busy.json['sandbox']}/execs/{busy.json['id']}").status == 200
     finally:
         stop_pool(server, name)
 

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "brig.h"
 #include "persist/control.h"
 #include "persist/sandbox.h"
 #include "core/reaper.h"
@@ -229,6 +230,36 @@ static void test_exec_supervisor_ends(void **state)
         close(sv[0]);
 }
 
+/* brig_exec_spec's flags are checked before any pool is looked at: an
+ * unknown one, or BRIG_EXEC_CANCEL_FD without a descriptor, is EINVAL. */
+static void test_pool_exec_spec_checked(void **state)
+{
+        (void)state;
+        char *argv[] = { "true", NULL };
+        struct {
+                uint32_t flags;
+                int cancel_fd;
+                const char *says;
+        } bad[] = {
+                { 1u << 7, 0, "unknown flags 0x80" },
+                { BRIG_EXEC_CANCEL_FD, -1, "cancel_fd = -1" },
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                brig_exec_spec spec = { .size = sizeof spec, .stdio = BRIG_STDIO_PIPES, .argv = argv,
+                                        .flags = bad[i].flags, .cancel_fd = bad[i].cancel_fd };
+                brig_sandbox *sb = NULL;
+                brig_exec *x = NULL;
+                brig_error *e = NULL;
+                assert_int_equal(brig_pool_exec_start("no-such-pool", &spec, &sb, &x, &e), -EINVAL);
+                assert_non_null(e);
+                if (!strstr(e->msg, bad[i].says))
+                        fail_msg("'%s' does not say '%s'", e->msg, bad[i].says);
+                assert_null(sb);
+                assert_null(x);
+                brig_error_free(&e);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -236,6 +267,7 @@ int main(void)
                 cmocka_unit_test(test_owner_names),
                 cmocka_unit_test(test_exec_request),
                 cmocka_unit_test(test_exec_supervisor_ends),
+                cmocka_unit_test(test_pool_exec_spec_checked),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

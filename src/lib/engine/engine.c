@@ -573,6 +573,11 @@ static int exec_spec_take(const brig_exec_spec *spec, const char *what, brig_exe
         if (copy->stdio > BRIG_STDIO_PTY)
                 return brig_err(err, EINVAL, "brig_exec_spec.stdio = %u: one of BRIG_STDIO_FDS, _PIPES, _PTY",
                                 copy->stdio);
+        if (copy->flags & ~(uint32_t)BRIG_EXEC_CANCEL_FD)
+                return brig_err(err, EINVAL, "brig_exec_spec.flags: unknown flags 0x%x", copy->flags);
+        if ((copy->flags & BRIG_EXEC_CANCEL_FD) && copy->cancel_fd < 0)
+                return brig_err(err, EINVAL, "brig_exec_spec.cancel_fd = %d with BRIG_EXEC_CANCEL_FD",
+                                copy->cancel_fd);
         bool pty = copy->stdio == BRIG_STDIO_PTY;
         *o = (brig_exec_opts){ .argv = copy->argv, .env = copy->env, .cwd = copy->cwd, .timeout_ms = copy->timeout_ms,
                                .tty = pty ? BRIG_TTY_ALWAYS : BRIG_TTY_NEVER };
@@ -668,7 +673,8 @@ int brig_pool_exec_start(const char *name, const brig_exec_spec *spec, brig_sand
                 return r;
         struct pool_exec a = { .s = &s, .o = &o };
         char member[256];
-        r = pool_named_claim(name, pool_exec_in, &a, member, sizeof member, err);
+        int cancel_fd = s.flags & BRIG_EXEC_CANCEL_FD ? s.cancel_fd : -1;
+        r = pool_named_claim(name, cancel_fd, pool_exec_in, &a, member, sizeof member, err);
         if (r == 0) {
                 *sb_ret = a.sb;
                 *ret = a.x;

@@ -1523,7 +1523,15 @@ static int use_member(const char *dir, const char *key, pool_use_fn *use, void *
         }
 }
 
-int pool_named_claim(const char *name, pool_use_fn *use, void *arg, char *member, size_t n, brig_error **err)
+/* Has the caller's caller gone (cancel_fd hung up)? */
+static bool cancelled(int cancel_fd)
+{
+        struct pollfd pf = { .fd = cancel_fd, .events = POLLRDHUP };
+        return cancel_fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+int pool_named_claim(const char *name, int cancel_fd, pool_use_fn *use, void *arg, char *member, size_t n,
+                     brig_error **err)
 {
         member[0] = '\0';
         _cleanup_free_ char *dir = NULL;
@@ -1534,7 +1542,13 @@ int pool_named_claim(const char *name, pool_use_fn *use, void *arg, char *member
         struct pool pl = { .key = key, .dir = dir };
         _cleanup_close_ int ifd = -EBADF;
         uint64_t began = now_ms(), until = began + POOL_NAMED_WAIT_MS;
-        while ((r = use_member(dir, key, use, arg, member, n, err)) == -EAGAIN) {
+        for (;;) {
+                if (cancelled(cancel_fd)) {
+                        r = -ECANCELED;
+                        break;
+                }
+                if ((r = use_member(dir, key, use, arg, member, n, err)) != -EAGAIN)
+                        break;
                 /* none ready: wait for the daemon's next (a rename into ready/) */
                 json_t *st = pool_state(&pl);
                 bool alive = st && state_supervisor_alive(st);
@@ -1561,14 +1575,18 @@ int pool_named_claim(const char *name, pool_use_fn *use, void *arg, char *member
                         ifd = ifd >= 0 ? ifd : -1;
                         continue;  /* one look more: a member may have come meanwhile */
                 }
-                /* without a watch, a look every 20 ms (poll skips fd -1) */
-                struct pollfd pf = { .fd = ifd, .events = POLLIN };
-                if (poll(&pf, 1, ifd >= 0 ? 100 : 20) > 0) {
+                /* without a watch, a look every 20 ms (poll skips fd -1);
+                 * the caller's hang-up ends the wait at once */
+                struct pollfd pf[2] = { { .fd = ifd, .events = POLLIN }, { .fd = cancel_fd, .events = POLLRDHUP } };
+                if (poll(pf, 2, ifd >= 0 ? 100 : 20) > 0 && pf[0].revents) {
                         char buf[4096];
                         while (read(ifd, buf, sizeof buf) > 0)
                                 ;
                 }
         }
+        if (r == -ECANCELED)
+                return brig_err(err, ECANCELED, "the wait for a member of the pool '%s' was cancelled: its caller "
+                                                "went away", name);
         if (r == -ENOENT)
                 r = pool_gone(name, key, err);  /* its directory went with it */
         else if (r < 0 && err && !*err)
@@ -1632,6 +1650,6 @@ int brig_run_in_pool(const char *name, const brig_exec_opts *o, brig_result *res
         json_t *refusals = NULL;
         char member[256];
         struct run_as_made a = { .o = o, .res = res, .refusals = report_fd >= 0 ? &refusals : NULL };
-        int r = pool_named_claim(name, run_as_made, &a, member, sizeof member, err);
+        int r = pool_named_claim(name, -1, run_as_made, &a, member, sizeof member, err);
         return named_report(report_fd, name, member, o, res, refusals, r, err);
 }

@@ -18,8 +18,9 @@ typedef int pool_use_fn(const char *dir, const char *member, void *arg, brig_err
  * run --pool does (up to 30 s while the pool's daemon lives; refused,
  * saying why, when it is gone or cannot make members), and use() it.
  * member (n bytes) gets the member's name, empty when none was claimed.
- * use()'s result, or the claim's refusal with *err. */
-BRIG_INTERNAL int pool_named_claim(const char *name, pool_use_fn *use, void *arg, char *member, size_t n,
-                                   brig_error **err);
+ * A hang-up of cancel_fd (-1: none) ends the wait, -ECANCELED, nothing
+ * claimed. use()'s result, or the claim's refusal with *err. */
+BRIG_INTERNAL int pool_named_claim(const char *name, int cancel_fd, pool_use_fn *use, void *arg, char *member,
+                                   size_t n, brig_error **err);
 
 #endif
