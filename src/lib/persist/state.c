@@ -356,7 +356,7 @@ static int guard_root(struct state_guard_root *gr, char *path, struct guard_memo
  * rootless run of theirs would trust it: those roots are guarded too. */
 int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
 {
-        memset(g, 0, sizeof *g);
+        g->n_roots = 0;
         /* out of memory: every root and grant walked by ".." */
         g->memo = plan_long_way() ? NULL : calloc(1, sizeof *g->memo);
         char *paths[ARRAY_SIZE(g->roots)] = { state_root_path() };
@@ -413,8 +413,10 @@ int state_guard_init(struct state_guard *g, uid_t other, brig_error **err)
                         free(paths[i]);
                         continue;
                 }
-                g->roots[g->n_roots].uid = uids[i];
-                r = guard_root(&g->roots[g->n_roots++], paths[i], g->memo, err);
+                struct state_guard_root *gr = &g->roots[g->n_roots++];
+                memset(gr, 0, offsetof(struct state_guard_root, id));
+                gr->uid = uids[i];
+                r = guard_root(gr, paths[i], g->memo, err);
         }
         return r;
 }
@@ -426,7 +428,8 @@ void state_guard_free(struct state_guard *g)
                 free(g->roots[i].parts);
         }
         guard_memo_free(g->memo);
-        memset(g, 0, sizeof *g);
+        g->n_roots = 0;
+        g->memo = NULL;
 }
 
 /* A bind of a directory inside a root shown elsewhere (<root>/cache at

@@ -48,14 +48,17 @@ struct state_guard_root {
         char *path;
         uid_t uid;  /* whose root it is */
         bool exists;
-        size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
-        struct state_ident id[128];
         bool by_name;  /* path is its real path (each prefix lstat'd: no symlink) */
         /* the roots of other mounts that show a directory inside it (a
          * bind of <root>/cache elsewhere): ".." from one leads to where it
          * is mounted, never up into the root (state_guard_mounts) */
         struct state_ident *parts;
         size_t n_parts;
+        size_t n;  /* id[0]: the root (or where it would be made), then its ancestors to "/" */
+        /* Last, and never zeroed as a whole: only id[0..n) is read, and
+         * a guard's twelve of these are 24 KiB of a run's stack, whose
+         * pages a memset faulted in only to clear them. */
+        struct state_ident id[128];
 };
 struct guard_memo;
 struct state_guard {
