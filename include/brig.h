@@ -630,15 +630,19 @@ typedef struct brig_exec_spec {
         uint64_t timeout_ms;      /* 0: the sandbox's --timeout (none by default); then exit 124 */
         int fds[3];               /* BRIG_STDIO_FDS: stdin, stdout, stderr (the caller keeps its own) */
         uint16_t rows, cols;      /* BRIG_STDIO_PTY: the size at start (0: 24 x 80) */
-        uint32_t flags;           /* enum brig_exec_flags */
-        int cancel_fd;            /* BRIG_EXEC_CANCEL_FD: see there */
+        uint32_t flags;           /* enum brig_exec_flags; 0 for a libbrig older than them */
+        int cancel_fd;            /* BRIG_EXEC_CANCEL_FD: see there; else leave it 0 (an older
+                                   * libbrig refuses bytes past its own struct that are not 0) */
 } brig_exec_spec;
 
 enum brig_exec_flags {
         /* brig_pool_exec_start: while it waits for a ready member, a hang-up
          * of cancel_fd (POLLHUP or POLLRDHUP: the caller's client closed its
          * socket) ends the wait, -ECANCELED, with no member claimed and
-         * nothing started. The caller keeps the descriptor. */
+         * nothing started; so does one while the member's supervisor has
+         * not yet said it took the command (the connection's close makes
+         * it drop the command). The caller keeps the descriptor, which
+         * must be open (else -EBADF). */
         BRIG_EXEC_CANCEL_FD = 1 << 0,
 };
 

@@ -6,8 +6,11 @@ its member's state goes while the server lives on; another user of a root
 server neither sees the pool nor uses up its members. Every check on the
 host."""
 import os
+import pathlib
 import re
 import signal
+import subprocess
+import threading
 import time
 
 import pytest
@@ -16,7 +19,8 @@ import json
 import socket
 
 from proc_helpers import pids_with, wait_gone, wait_until
-from serve_helpers import NOBODY, Server, connect_as, module_server, sandboxes_of, serve_dir
+from serve_helpers import (NOBODY, Server, brig_as_cmd, brig_as_env, connect_as, module_server, sandboxes_of,
+                           serve_dir)
 
 # One worker for every module that runs brig serve (make check: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("serve")
@@ -266,6 +270,9 @@ def test_a_moved_workspace_is_never_served_over_the_api(server):
     ws = workspace(server, "ws-mv")
     start_pool(server, name, ws)
     try:
+        held = {m for m, row in sandboxes_of(server).items()
+                if m.startswith("pool-") and (row.get("pool") or {}).get("state") == "ready"}
+        assert len(held) == 2, sandboxes_of(server)
         old = ws.with_name("ws-mv-old")
         ws.rename(old)
         workspace(server, "ws-mv")
@@ -274,10 +281,12 @@ def test_a_moved_workspace_is_never_served_over_the_api(server):
         r = c.post(f"/v1/pools/{name}/execs", {"argv": script, "wait": True, "cwd": str(ws)})
         assert r.status == 200 and r.json["result"]["exit_code"] == 0, r.json
         assert r.json["stdout"] == f"{ws}\ntask2\n", r.json
+        assert r.json["sandbox"] not in held, (r.json["sandbox"], held)  # the members of the old tree refused it
         # in the background: the start is the answer brig_pool_exec_start gives
         x = c.post(f"/v1/pools/{name}/execs", {"argv": script, "cwd": str(ws)})
         assert x.status == 201, x
         member, xid = x.json["sandbox"], x.json["id"]
+        assert member not in held, (member, held)
         done = c.post(f"/v1/sandboxes/{member}/execs/{xid}/wait", {"timeout_ms": 20000}).json
         assert done["state"] == "exited" and done["result"]["exit_code"] == 0, done
         assert c.delete(f"/v1/sandboxes/{member}/execs/{xid}").status == 200
@@ -305,20 +314,105 @@ def test_a_ready_member_stays_as_the_pool_made_it(server):
         r = c.post(f"/v1/sandboxes/{ruled}/network/rules", {"action": "allow", "host": "example.org"})
         assert r.status == 403 and "ready member of a warm pool" in r.json["error"]["message"], r
         assert "start the pool with the --allow-host" in r.json["error"]["message"], r
-        r = c.post(f"/v1/sandboxes/{paused}/pause")
-        assert r.status == 403 and "ready member of a warm pool" in r.json["error"]["message"], r
+        for verb in ("pause", "resume"):
+            r = c.post(f"/v1/sandboxes/{paused}/{verb}")
+            assert r.status == 403 and "ready member of a warm pool" in r.json["error"]["message"], (verb, r)
         # on the host: the supervisors' rules and state are the pool's
         for m in members:
             assert c.get(f"/v1/sandboxes/{m}/network").json["allow_hosts"] == [], m
             assert sandboxes_of(server)[m]["status"] == "running", sandboxes_of(server)[m]
-        # and both serve their runs (each run takes one: the two, one after the other)
-        served = set()
-        for _ in members:
-            r = c.post(f"/v1/pools/{name}/execs", {"cmd": "echo served", "wait": True})
-            assert r.status == 200 and r.json["result"]["exit_code"] == 0 and r.json["stdout"] == "served\n", r.json
-            served.add(r.json["sandbox"])
+        # and both serve their runs (each run takes one: the two, one after
+        # the other); a member a run took is the run's, and takes the rule
+        # it refused while ready
+        x = c.post(f"/v1/pools/{name}/execs", {"argv": ["sleep", "60"]})
+        assert x.status == 201, x
+        took = x.json["sandbox"]
+        r = c.post(f"/v1/sandboxes/{took}/network/rules", {"action": "allow", "host": "example.org"})
+        assert r.status in (200, 201), r
+        assert "example.org" in c.get(f"/v1/sandboxes/{took}/network").json["allow_hosts"], took
+        assert c.delete(f"/v1/sandboxes/{took}/execs/{x.json['id']}").status == 200
+        r = c.post(f"/v1/pools/{name}/execs", {"cmd": "echo served", "wait": True})
+        assert r.status == 200 and r.json["result"]["exit_code"] == 0 and r.json["stdout"] == "served\n", r.json
+        served = {took, r.json["sandbox"]}
         assert served == set(members), (served, members)
     finally:
+        stop_pool(server, name)
+
+
+def _stopped_supervisors(server, key):
+    """The pids of the pool KEY's members' supervisors that are stopped."""
+    found = []
+    for row in sandboxes_of(server).values():
+        pid = row.get("supervisor_pid")
+        try:
+            if (row.get("pool") or {}).get("key") == key and pid and \
+                    "\nState:\tT" in pathlib.Path(f"/proc/{pid}/status").read_text():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@attack("serve-pool-member-silent-after-start", "a pool member's supervisor goes quiet (stopped) or dies right "
+        "after it handed the run's command to pid 1 and before it said so (a test hook stops it there; the test "
+        "then leaves it stopped, or SIGKILLs it) (found by a review of session 43: the start waited on the answer "
+        "with no bound, and took a member that ended for one that refused, running the command in the next "
+        "member a second time)", "the start waits 10 s for the answer (504 timeout, saying the command may have "
+        "started), and a member that ends without one fails the run (409) with no other member tried; on the "
+        "host: each run's command ran once, and the server serves the next run")
+def test_a_member_silent_after_the_hand_off_never_runs_the_command_twice(server, hooks_bindir):
+    c = server.client()
+    name = f"sp-{server.mode}-silent"
+    ws = workspace(server, "ws-silent")
+    # the members' supervisors from the test-hooks build, each stopping
+    # itself once it has handed a run's command to its pid 1
+    env = {**brig_as_env(server.mode, server.dir), "BRIG_TEST_PAUSE_AT": "exec-sent"}
+    r = subprocess.run(brig_as_cmd(hooks_bindir, server.mode, "pool", "--size", "2", "--name", name,
+                                   "--workspace", str(ws)), env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    ready = lambda: [m for m, row in sandboxes_of(server).items()
+                     if m.startswith("pool-") and (row.get("pool") or {}).get("state") == "ready"]
+    members = wait_until(lambda: ready() if len(ready()) == 2 else None, 30)
+    assert members, sandboxes_of(server)
+    key = sandboxes_of(server)[members[0]]["pool"]["key"]
+    stopped = []
+    try:
+        for how in ("quiet", "killed"):
+            answer = {}
+
+            def post():
+                try:
+                    answer["r"] = c.post(f"/v1/pools/{name}/execs",
+                                         {"argv": ["sh", "-c", f"echo {how} >> {ws}/ran"], "wait": True})
+                except OSError as e:  # the client's own 30 s
+                    answer["error"] = e
+            run = threading.Thread(target=post)
+            run.start()
+            new = wait_until(lambda: [p for p in _stopped_supervisors(server, key) if p not in stopped], 20, step=0.05)
+            assert new and len(new) == 1, f"no member's supervisor stopped at exec-sent ({how}): {sandboxes_of(server)}"
+            sup = new[0]
+            stopped.append(sup)
+            # the command was handed on: pid 1 runs it while the supervisor is stopped
+            assert wait_until(lambda: (ws / "ran").exists() and how in (ws / "ran").read_text(), 20), how
+            if how == "killed":
+                os.kill(sup, signal.SIGKILL)
+            run.join(30)
+            assert not run.is_alive() and "r" in answer, \
+                f"the start still waits on a member that is {how}: {answer.get('error')}"
+            got = answer["r"]
+            if how == "quiet":
+                assert got.status == 504 and "did not say within 10 s" in got.json["error"]["message"], got
+            else:
+                assert got.status == 409 and "ended before it said" in got.json["error"]["message"], got
+            assert "may have started" in got.json["error"]["message"], got
+            time.sleep(1)  # a retry in another member would have run by now
+            assert (ws / "ran").read_text().splitlines().count(how) == 1, (ws / "ran").read_text()
+    finally:
+        for sup in set(stopped + _stopped_supervisors(server, key)):
+            try:
+                os.kill(sup, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         stop_pool(server, name)
 
 

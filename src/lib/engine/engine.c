@@ -445,10 +445,40 @@ static int receive_pty(struct brig_exec *x, const brig_exec_spec *s, brig_error 
         return brig_err(err, n < 0 ? (int)-n : EPIPE, "exec: no pty from sandbox '%s'", x->sb->name);
 }
 
+/* How long a start waits for CTL_EXEC_ACK's answer: the supervisor of a
+ * ready member answers as soon as it has handed the command to pid 1 (a
+ * few system calls); one that has not answered by then is stopped or
+ * stuck. */
+#define EXEC_ACK_WAIT_MS 10000
+
 /* CTL_EXEC_ACK's answer: the supervisor passed the exec on, or why it
- * did not (nothing ran then). */
-static int receive_ack(struct brig_exec *x, brig_error **err)
+ * did not (nothing ran then). Only a refusal it states is one the caller
+ * may take to another member: a supervisor that ended or went quiet
+ * after reading the request may have handed the command on first, and a
+ * command must never run twice. The wait ends with the caller's hang-up
+ * (cancel_fd, BRIG_EXEC_CANCEL_FD): closing the connection then makes
+ * the supervisor drop the command with it (start_exec). */
+static int receive_ack(struct brig_exec *x, int cancel_fd, brig_error **err)
 {
+        struct pollfd pf[2] = { { .fd = x->fd, .events = POLLIN }, { .fd = cancel_fd, .events = POLLRDHUP } };
+        uint64_t until = now_ms() + EXEC_ACK_WAIT_MS;
+        for (;;) {
+                uint64_t now = now_ms();
+                int p = now < until ? poll(pf, 2, (int)(until - now)) : 0;
+                if (p < 0 && errno == EINTR)
+                        continue;
+                if (p < 0)
+                        return brig_err(err, errno, "exec: wait for sandbox '%s' to start the command", x->sb->name);
+                if (p == 0)
+                        return brig_err(err, ETIMEDOUT, "exec: sandbox '%s' did not say within %d s whether it started "
+                                        "the command (its supervisor is stopped or stuck); not run elsewhere, "
+                                        "as it may have started", x->sb->name, EXEC_ACK_WAIT_MS / 1000);
+                if (pf[0].revents)
+                        break;
+                if (pf[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+                        return brig_err(err, ECANCELED, "exec: the caller went away before sandbox '%s' started "
+                                        "the command: not run", x->sb->name);
+        }
         struct ctl_hdr h;
         int fds[CTL_MAX_FDS], nfds = 0;
         ssize_t n = ctl_recv(x->fd, &h, sizeof h, fds, &nfds);
@@ -459,7 +489,8 @@ static int receive_ack(struct brig_exec *x, brig_error **err)
         if (n > 0 && h.type == CTL_ERROR)
                 return ctl_error(&h, NULL, err);
         if (n == 0 || n == -ECONNRESET)
-                return exec_not_taken(err, x->sb->name);  /* its end closed first (ESHUTDOWN) */
+                return brig_err(err, EPIPE, "exec: sandbox '%s' ended before it said whether it started the command; "
+                                "not run elsewhere, as it may have started", x->sb->name);
         return brig_err(err, n < 0 ? (int)-n : EBADMSG, "exec: no answer from sandbox '%s'", x->sb->name);
 }
 
@@ -546,7 +577,7 @@ static int exec_launch(struct brig_sandbox *sb, const brig_exec_opts *o, const b
                 closep(&theirs[i]);  /* the command has its copies */
         x->start_ms = now_ms();
         if (r == 0 && (flags & CTL_EXEC_ACK))
-                r = receive_ack(x, err);
+                r = receive_ack(x, (s->flags & BRIG_EXEC_CANCEL_FD) ? s->cancel_fd : -1, err);
         if (r == 0 && pty)
                 r = receive_pty(x, s, err);
         if (r < 0) {
@@ -574,10 +605,12 @@ static int exec_spec_take(const brig_exec_spec *spec, const char *what, brig_exe
                 return brig_err(err, EINVAL, "brig_exec_spec.stdio = %u: one of BRIG_STDIO_FDS, _PIPES, _PTY",
                                 copy->stdio);
         if (copy->flags & ~(uint32_t)BRIG_EXEC_CANCEL_FD)
-                return brig_err(err, EINVAL, "brig_exec_spec.flags: unknown flags 0x%x", copy->flags);
-        if ((copy->flags & BRIG_EXEC_CANCEL_FD) && copy->cancel_fd < 0)
-                return brig_err(err, EINVAL, "brig_exec_spec.cancel_fd = %d with BRIG_EXEC_CANCEL_FD",
-                                copy->cancel_fd);
+                return brig_err(err, EINVAL, "brig_exec_spec.flags: unknown flags 0x%x (this libbrig knows "
+                                "BRIG_EXEC_CANCEL_FD; leave the others 0)", copy->flags);
+        if ((copy->flags & BRIG_EXEC_CANCEL_FD) && (copy->cancel_fd < 0 || fcntl(copy->cancel_fd, F_GETFD) < 0))
+                return brig_err(err, copy->cancel_fd < 0 ? EINVAL : EBADF,
+                                "brig_exec_spec.cancel_fd = %d with BRIG_EXEC_CANCEL_FD: give an open descriptor "
+                                "(the caller's connection) or clear the flag", copy->cancel_fd);
         bool pty = copy->stdio == BRIG_STDIO_PTY;
         *o = (brig_exec_opts){ .argv = copy->argv, .env = copy->env, .cwd = copy->cwd, .timeout_ms = copy->timeout_ms,
                                .tty = pty ? BRIG_TTY_ALWAYS : BRIG_TTY_NEVER };

@@ -1499,9 +1499,10 @@ static int pool_gone(const char *name, const char *key, brig_error **err)
 
 /* Claim a ready member and hand it to use(); -EAGAIN when none is ready,
  * *member (n bytes) the one claimed. A member that turns out to be
- * stopping, dead, or holding a workspace that was moved away (use()'s
- * error ESHUTDOWN, ESRCH or ESTALE: nothing ran in it) is dropped and the
- * next one taken. */
+ * stopping, dead, not ready after all, or holding a workspace that was
+ * moved away (use()'s error ESHUTDOWN, ESRCH, EAGAIN or ESTALE: its
+ * refusal, so nothing ran in it) is dropped and the next one taken; its
+ * EAGAIN is not this function's "none ready". */
 static int use_member(const char *dir, const char *key, pool_use_fn *use, void *arg, char *member, size_t n,
                       brig_error **err)
 {
@@ -1511,7 +1512,8 @@ static int use_member(const char *dir, const char *key, pool_use_fn *use, void *
                         return r;
                 brig_error *xerr = NULL;
                 r = use(dir, member, arg, &xerr);
-                if (r < 0 && xerr && (xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH || xerr->errnum == ESTALE)) {
+                if (r < 0 && xerr && (xerr->errnum == ESHUTDOWN || xerr->errnum == ESRCH || xerr->errnum == EAGAIN ||
+                                      xerr->errnum == ESTALE)) {
                         brig_error_free(&xerr);
                         pool_claim_drop(dir, member);
                         continue;
@@ -1523,11 +1525,12 @@ static int use_member(const char *dir, const char *key, pool_use_fn *use, void *
         }
 }
 
-/* Has the caller's caller gone (cancel_fd hung up)? */
+/* Has the caller's caller gone (cancel_fd hung up, or closed under us:
+ * POLLNVAL, which would otherwise end every poll of the wait at once)? */
 static bool cancelled(int cancel_fd)
 {
         struct pollfd pf = { .fd = cancel_fd, .events = POLLRDHUP };
-        return cancel_fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+        return cancel_fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
 int pool_named_claim(const char *name, int cancel_fd, pool_use_fn *use, void *arg, char *member, size_t n,
